@@ -1,0 +1,69 @@
+from __future__ import annotations
+
+from django.contrib import admin
+
+from agentops.models import Artifact, Event, Snapshot, Step, Task, ToolCall
+
+
+class StepInline(admin.TabularInline):
+    model = Step
+    extra = 0
+    fields = ("ordinal", "title", "status", "attempts", "route", "policy_rule")
+    readonly_fields = fields
+    can_delete = False
+
+
+@admin.register(Task)
+class TaskAdmin(admin.ModelAdmin):
+    list_display = ("id", "agent", "status", "current_step", "step_count", "recoveries",
+                    "created_at")
+    list_filter = ("status", "agent")
+    search_fields = ("goal",)
+    readonly_fields = ("status", "phase", "current_step", "step_count", "lease_epoch",
+                       "lease_owner", "lease_expires_at", "next_run_at", "last_seq", "claims",
+                       "recoveries", "tokens_used", "cost_used", "failure", "started_at",
+                       "finished_at", "updated_at")
+    inlines = [StepInline]
+
+
+@admin.register(Step)
+class StepAdmin(admin.ModelAdmin):
+    list_display = ("task", "ordinal", "title", "status", "attempts", "route")
+    list_filter = ("status", "route")
+    readonly_fields = ("status", "attempts", "prompt_digest", "model_response", "output", "error",
+                       "route", "policy_version", "policy_rule", "started_at", "finished_at")
+
+
+@admin.register(ToolCall)
+class ToolCallAdmin(admin.ModelAdmin):
+    list_display = ("id", "task", "tool", "status", "idempotency_key", "created_at")
+    list_filter = ("status", "tool", "side_effect")
+    search_fields = ("idempotency_key",)
+    readonly_fields = ("status", "result", "error", "updated_at")
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    def has_add_permission(self, request, obj=None) -> bool:  # type: ignore[no-untyped-def]
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:  # type: ignore[no-untyped-def]
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:  # type: ignore[no-untyped-def]
+        return False
+
+
+@admin.register(Event)
+class EventAdmin(ReadOnlyAdmin):
+    list_display = ("task", "seq", "action", "step_ordinal", "actor_label", "created_at")
+    list_filter = ("action",)
+
+
+@admin.register(Snapshot)
+class SnapshotAdmin(ReadOnlyAdmin):
+    list_display = ("task", "seq", "created_at")
+
+
+@admin.register(Artifact)
+class ArtifactAdmin(ReadOnlyAdmin):
+    list_display = ("id", "task", "name", "size", "sha256", "created_at")

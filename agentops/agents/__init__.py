@@ -1,0 +1,5 @@
+"""The agents this deployment registers. Importing the package registers them."""
+
+from __future__ import annotations
+
+from agentops.agents import bench, refund  # noqa: F401

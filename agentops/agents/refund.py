@@ -1,0 +1,104 @@
+"""The refund agent: look up the order, check eligibility, track the shipment, refund, email.
+
+Its tools call the simulated services over HTTP. The scripted model proposes one tool call per step
+from the task input (`order_id`, `reason`, optional `amount`), as a real model would from the goal.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agentops.agents import remote
+from agentops.engine.model import ModelRequest
+from agentops.engine.registry import Agent, PlanStep, ToolContext, register_agent, tool
+
+
+@tool(side_effect="read", systems=("orders",))
+def lookup_order(call: ToolContext, *, order_id: str) -> dict[str, Any]:
+    """Look up an order: amount, customer, status."""
+    return remote.post(call, "orders", "lookup", {"order_id": order_id},
+                       expect=("order_id", "amount", "customer_email"))
+
+
+@tool(side_effect="read", systems=("eligibility",))
+def check_eligibility(call: ToolContext, *, order_id: str, reason: str) -> dict[str, Any]:
+    """Check whether the order may be refunded for this reason."""
+    return remote.post(call, "eligibility", "check", {"order_id": order_id, "reason": reason},
+                       expect=("eligible", "max_refund"))
+
+
+@tool(side_effect="read", systems=("logistics",))
+def track_shipment(call: ToolContext, *, order_id: str) -> dict[str, Any]:
+    """Where the parcel is."""
+    return remote.post(call, "logistics", "track", {"order_id": order_id}, expect=("status",))
+
+
+@tool(side_effect="financial", systems=("payments",), idempotent_remote=True)
+def issue_refund(call: ToolContext, *, order_id: str, amount: float, currency: str) -> dict:
+    """Refund the customer."""
+    return remote.post(call, "payments", "refund",
+                       {"order_id": order_id, "amount": amount, "currency": currency},
+                       expect=("refund_id", "status"))
+
+
+@issue_refund.probe
+def _refund_probe(call: ToolContext) -> dict[str, Any] | None:
+    return remote.probe(call, "payments", "refund")
+
+
+@tool(side_effect="notify", systems=("email",), idempotent_remote=True)
+def email_customer(call: ToolContext, *, to: str, subject: str, body: str) -> dict[str, Any]:
+    """Send the customer an email."""
+    return remote.post(call, "email", "send", {"to": to, "subject": subject, "body": body},
+                       expect=("message_id",))
+
+
+@email_customer.probe
+def _email_probe(call: ToolContext) -> dict[str, Any] | None:
+    return remote.probe(call, "email", "send")
+
+
+def _order_facts(request: ModelRequest) -> dict[str, Any]:
+    """What the model read from the lookup result in its context (or the input, if given)."""
+    for message in reversed(request.messages):
+        content = message.get("content")
+        if message.get("role") == "tool" and isinstance(content, dict) and "amount" in content:
+            return content
+    return {}
+
+
+def refund_script(request: ModelRequest) -> dict[str, Any]:
+    data = request.task_input
+    order_id = str(data.get("order_id", "A1001"))
+    facts = _order_facts(request)
+    amount = data.get("amount") or facts.get("amount") or 0
+    email = facts.get("customer_email") or f"customer-{order_id.lower()}@example.com"
+    calls = [
+        ("lookup_order", {"order_id": order_id}),
+        ("check_eligibility", {"order_id": order_id, "reason": data.get("reason", "damaged")}),
+        ("track_shipment", {"order_id": order_id}),
+        ("issue_refund", {"order_id": order_id, "amount": amount, "currency": "EUR"}),
+        ("email_customer", {"to": email, "subject": f"Your refund for order {order_id}",
+                            "body": f"We refunded {amount} EUR for order {order_id}."}),
+    ]
+    name, arguments = calls[request.step]
+    return {"text": f"Calling {name}.", "tool_calls": [{"name": name, "arguments": arguments}],
+            "confidence": float(data.get("confidence", 0.93))}
+
+
+register_agent(Agent(
+    name="refund",
+    description="Refund a customer's order and tell them.",
+    system_prompt="You are a careful customer-service agent. Refund only eligible orders, "
+    "never more than was paid, and tell the customer what you did.",
+    tools=["lookup_order", "check_eligibility", "track_shipment", "issue_refund",
+           "email_customer"],
+    plan=[
+        PlanStep("Look up the order", "lookup_order"),
+        PlanStep("Check refund eligibility", "check_eligibility", depends_on=(0,)),
+        PlanStep("Track the shipment", "track_shipment", depends_on=(0,)),
+        PlanStep("Issue the refund", "issue_refund", depends_on=(1, 2)),
+        PlanStep("Email the customer", "email_customer", depends_on=(3,)),
+    ],
+    script=refund_script,
+))

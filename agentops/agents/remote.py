@@ -1,0 +1,90 @@
+"""HTTP calls from tools to third-party services, with failures classified for the ledger.
+
+Every call carries the ledger's idempotency key. A timeout or a 5xx after the request was sent may
+have executed remotely (`maybe_executed`), so the ledger probes before anything is retried.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+
+from agentops.engine.errors import ToolFailure
+from agentops.engine.registry import ToolContext
+
+
+def post(
+    ctx: ToolContext, service: str, operation: str, body: dict[str, Any], *, expect: tuple[str, ...]
+) -> dict[str, Any]:
+    """POST `body` to the service; return the JSON object, which must hold the `expect` keys."""
+    url = f"{ctx.base_url}/{service}/{operation}"
+    try:
+        response = ctx.http.post(
+            url, json=body, headers={"Idempotency-Key": ctx.idempotency_key}, timeout=ctx.timeout
+        )
+    except httpx.TimeoutException:
+        raise ToolFailure(f"{service}.{operation} timed out after {ctx.timeout:g} s",
+                          kind="timeout", retryable=True,
+                          detail={"maybe_executed": True}) from None
+    except httpx.TransportError as exc:
+        raise ToolFailure(f"{service}.{operation} unreachable: {exc}", kind="unavailable",
+                          retryable=True, detail={"maybe_executed": False}) from None
+    return _checked(response, service, operation, expect)
+
+
+def probe(ctx: ToolContext, service: str, operation: str) -> dict[str, Any] | None:
+    """Ask the service whether the effect with this key happened: its response, or None."""
+    url = f"{ctx.base_url}/{service}/{operation}/effects/{ctx.idempotency_key}"
+    try:
+        response = ctx.http.get(url, timeout=ctx.timeout)
+    except httpx.HTTPError as exc:
+        raise ToolFailure(f"probe of {service}.{operation} failed: {exc}",
+                          kind="unavailable") from None
+    if response.status_code == 404:
+        return None
+    if response.status_code != 200:
+        raise ToolFailure(f"probe of {service}.{operation} answered {response.status_code}",
+                          kind="unavailable")
+    return response.json()["response"]
+
+
+def _checked(
+    response: httpx.Response, service: str, operation: str, expect: tuple[str, ...]
+) -> dict[str, Any]:
+    name = f"{service}.{operation}"
+    status = response.status_code
+    if status == 429:
+        retry_after = response.headers.get("Retry-After")
+        raise ToolFailure(f"{name} rate limited (429)", kind="rate_limited", retryable=True,
+                          retry_after=float(retry_after) if retry_after else None)
+    if status in (401, 403):
+        raise ToolFailure(f"{name} refused: {status} {_message(response)}",
+                          kind="authorization_gap", retryable=False)
+    if status == 409:
+        raise ToolFailure(f"{name} conflict: {_message(response)}", kind="conflict",
+                          retryable=False)
+    if status >= 500:
+        raise ToolFailure(f"{name} answered {status}", kind="unavailable", retryable=True,
+                          detail={"maybe_executed": True})
+    if status >= 400:
+        raise ToolFailure(f"{name} rejected the request: {status} {_message(response)}",
+                          kind="bad_request", retryable=False)
+    try:
+        data = response.json()
+    except ValueError:
+        data = None
+    if not isinstance(data, dict) or any(key not in data for key in expect):
+        raise ToolFailure(
+            f"{name} answered in an unexpected shape (expected keys {', '.join(expect)})",
+            kind="schema_mismatch", retryable=False,
+            detail={"maybe_executed": True, "body": response.text[:500]},
+        )
+    return data
+
+
+def _message(response: httpx.Response) -> str:
+    try:
+        return str(response.json().get("error", ""))[:200]
+    except ValueError:
+        return response.text[:200]

@@ -1,0 +1,105 @@
+"""Everything persisted is JSON: validation with a path, canonical form, digests, offloading.
+
+`validated` runs at save time, so a bad value fails where it was produced and never at restore.
+`canonical_json` is the one definition of "the same arguments" that idempotency keys are built on.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import unicodedata
+from typing import Any
+
+from django.conf import settings
+from django.core.files.base import ContentFile
+from django.core.files.storage import default_storage
+
+from agentops.engine.errors import NotSerializable
+
+ARTIFACT_KEY = "$artifact"
+
+
+def validated(value: Any, path: str) -> Any:
+    """Return `value` if it is plain JSON, else raise NotSerializable naming the offending path."""
+    if value is None or isinstance(value, (bool, str, int)):
+        return value
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise NotSerializable(path, value)
+        return value
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise NotSerializable(f"{path}.<key {key!r}>", key)
+            validated(item, f"{path}.{key}")
+        return value
+    if isinstance(value, list):
+        for index, item in enumerate(value):
+            validated(item, f"{path}[{index}]")
+        return value
+    raise NotSerializable(path, value)
+
+
+def _normalized(value: Any) -> Any:
+    if isinstance(value, str):
+        return unicodedata.normalize("NFC", value)
+    if isinstance(value, bool) or value is None:
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {unicodedata.normalize("NFC", k): _normalized(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_normalized(v) for v in value]
+    return value
+
+
+def canonical_json(value: Any) -> str:
+    """Sorted keys, NFC strings, integral floats as ints, no whitespace: stable across processes."""
+    return json.dumps(
+        _normalized(value), sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+        allow_nan=False,
+    )
+
+
+def digest(value: Any) -> str:
+    return hashlib.sha256(canonical_json(value).encode()).hexdigest()
+
+
+def offloaded(value: Any, *, path: str, task_id: int | None) -> Any:
+    """Validate `value`; if its JSON is above the artifact threshold, store it and return a pointer.
+
+    The pointer is `{"$artifact": id, "size": bytes, "sha256": hex}`. Small values come back as is.
+    """
+    from agentops.models import Artifact
+
+    validated(value, path)
+    if isinstance(value, (bool, int, float)) or value is None:
+        return value
+    data = json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
+    if len(data) <= settings.AGENTOPS["ARTIFACT_THRESHOLD_BYTES"]:
+        return value
+    sha = hashlib.sha256(data).hexdigest()
+    name = default_storage.save(f"artifacts/{task_id or 'none'}/{sha}.json", ContentFile(data))
+    artifact = Artifact.objects.create(task_id=task_id, name=name, size=len(data), sha256=sha)
+    return {ARTIFACT_KEY: artifact.pk, "size": len(data), "sha256": sha, "path": path}
+
+
+def is_pointer(value: Any) -> bool:
+    return isinstance(value, dict) and ARTIFACT_KEY in value
+
+
+def loaded(value: Any) -> Any:
+    """Resolve an artifact pointer (verifying its sha256); any other value comes back as is."""
+    from agentops.models import Artifact
+
+    if not is_pointer(value):
+        return value
+    artifact = Artifact.objects.get(pk=value[ARTIFACT_KEY])
+    with default_storage.open(artifact.name, "rb") as handle:
+        data = handle.read()
+    if hashlib.sha256(data).hexdigest() != artifact.sha256:
+        raise ValueError(f"artifact {artifact.pk}: sha256 mismatch")
+    return json.loads(data)

@@ -1,0 +1,69 @@
+"""Lease upkeep while a call is in flight: a heartbeat thread that renews the holder's lease.
+
+The heartbeat uses its own database connection and the same epoch fence as every other write, so
+when another worker has taken the task over the renewal changes zero rows, the heartbeat notes it,
+and the holder raises LeaseLost as soon as its call returns.
+"""
+
+from __future__ import annotations
+
+import threading
+from datetime import timedelta
+from types import TracebackType
+
+from django.conf import settings
+from django.db import connection, models
+from django.db.models import Value
+from django.db.models.functions import Now
+
+from agentops.engine.errors import LeaseLost
+from agentops.engine.transitions import Lease
+from agentops.models import Task
+from agentops.states import TaskStatus
+
+
+def lease_renew(lease: Lease) -> bool:
+    deadline = models.ExpressionWrapper(
+        Now() + Value(timedelta(seconds=settings.AGENTOPS["LEASE_SECONDS"])),
+        output_field=models.DateTimeField(),
+    )
+    return bool(
+        Task.objects.filter(
+            pk=lease.task_id, lease_epoch=lease.epoch, status=TaskStatus.RUNNING
+        ).update(lease_expires_at=deadline)
+    )
+
+
+class Heartbeat:
+    """Context manager: renew `lease` every third of its length until the block ends."""
+
+    def __init__(self, lease: Lease) -> None:
+        self.lease = lease
+        self.interval = settings.AGENTOPS["LEASE_SECONDS"] / 3
+        self.lost = False
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="lease-heartbeat", daemon=True)
+
+    def _run(self) -> None:
+        try:
+            while not self._stop.wait(self.interval):
+                if not lease_renew(self.lease):
+                    self.lost = True
+                    return
+        finally:
+            connection.close()
+
+    def __enter__(self) -> Heartbeat:
+        self._thread.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._stop.set()
+        self._thread.join()
+        if self.lost and exc_type is None:
+            raise LeaseLost(f"task {self.lease.task_id}: lease lost during a call")

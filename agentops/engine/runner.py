@@ -1,0 +1,566 @@
+"""The runner: one worker, holding the lease, advances a task step by step.
+
+Per step it records the checkpoint phases of DESIGN §5 in two commits around each external call:
+  1. model result + policy verdict + ledger row `pending` (before the tool runs);
+  2. ledger outcome + step completion + the next step's start (or the task's end, or a yield).
+The model is never asked twice for a step whose response is recorded, and a tool never runs for a
+key whose effect is recorded. Every write is fenced by the lease epoch (LeaseLost stops the run).
+A job runs for one time slice, then yields the task back to the queue; parked tasks hold no worker.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+import httpx
+from django.conf import settings
+from django.db import models, transaction
+from django.db.models import F, Value
+from django.db.models.functions import Now
+from django.utils import timezone
+
+from agentops.engine import context as ctxbuild
+from agentops.engine.checkpoints import checkpoint_verify, snapshot_write
+from agentops.engine.crashpoints import crashpoint
+from agentops.engine.dispatch import task_enqueue
+from agentops.engine.errors import (
+    CheckpointMismatch,
+    LeaseLost,
+    ModelFailure,
+    OrchestrationFailure,
+    StepFailure,
+    UnknownAgent,
+    UnknownTool,
+)
+from agentops.engine.jsonvalues import loaded, offloaded
+from agentops.engine.ledger import (
+    Outcome,
+    arguments_digest,
+    idempotency_key,
+    invoke,
+    reconcile,
+)
+from agentops.engine.leases import Heartbeat
+from agentops.engine.model import ModelRequest, ModelResponse, get_model_adapter
+from agentops.engine.registry import Agent, Tool, ToolContext, get_agent, get_tool
+from agentops.engine.routing import ProposedAction, Verdict, route_action
+from agentops.engine.transitions import (
+    EventSpec,
+    Lease,
+    fenced_write,
+    ledger_transition,
+    step_transition,
+    task_claim,
+)
+from agentops.models import Step, Task, ToolCall
+from agentops.states import STEP_DONE, LedgerStatus, Phase, StepStatus
+
+logger = logging.getLogger(__name__)
+
+
+def task_advance(*, task_id: int, owner: str) -> str:
+    """Claim the task and advance it for one time slice. Returns what happened, for logs."""
+    lease = task_claim(task_id=task_id, owner=owner)
+    if lease is None:
+        return "not claimable"
+    crashpoint("after_claim")
+    try:
+        with httpx.Client(timeout=settings.AGENTOPS["TOOL_TIMEOUT_SECONDS"]) as http:
+            return TaskRun(lease=lease, http=http).advance()
+    except LeaseLost as lost:
+        logger.warning("stopping: %s", lost)
+        return "lease lost"
+
+
+def _after(seconds: float) -> Any:
+    return models.ExpressionWrapper(
+        Now() + Value(timedelta(seconds=seconds)), output_field=models.DateTimeField()
+    )
+
+
+def backoff_seconds(attempt: int, retry_after: float | None) -> float:
+    """Exponential backoff with jitter, never sooner than the remote's Retry-After."""
+    conf = settings.AGENTOPS
+    base = conf.get("BACKOFF_BASE_SECONDS", 1.0)
+    delay = min(conf.get("BACKOFF_MAX_SECONDS", 60.0), base * 2 ** max(attempt - 1, 0))
+    delay *= 1 + random.uniform(0, 0.25)  # noqa: S311 - jitter, not cryptography
+    return max(delay, retry_after or 0.0)
+
+
+@dataclass
+class StepResult:
+    """What running a step produced: an output, or a failure (with the ledger outcome if any)."""
+
+    output: dict[str, Any] | None = None
+    call: ToolCall | None = None
+    outcome: Outcome | None = None
+    failure: StepFailure | None = None
+
+
+@dataclass
+class TaskRun:
+    lease: Lease
+    http: httpx.Client
+    task: Task = field(init=False)
+    agent: Agent = field(init=False)
+    steps: list[Step] = field(init=False)
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    resumed_at: str | None = None
+    fresh_calls: set[int] = field(default_factory=set)
+
+    # -- the loop -----------------------------------------------------------------------------
+
+    def advance(self) -> str:
+        self.task = Task.objects.get(pk=self.lease.task_id)
+        self.steps = list(Step.objects.filter(task=self.task).order_by("ordinal"))
+        stopped = self._preflight()
+        if stopped:
+            return stopped
+        if not self.steps:
+            try:
+                self._plan()
+            except StepFailure as failure:
+                return self._park_or_stop(failure, attempts=self.task.claims)
+        step = self._first_open_step()
+        if step is None:
+            self._finish()
+            return "succeeded"
+        if any(s.attempts for s in self.steps):
+            self.resumed_at = (
+                f"step {step.ordinal + 1} of {self.task.step_count}, "
+                f"phase {self.task.phase or 'start'}"
+            )
+        if not self._begin(step):
+            return "stopped"
+        deadline = time.monotonic() + settings.AGENTOPS["SLICE_SECONDS"]
+        while True:
+            result = self._run_step(step)
+            if result.failure is not None:
+                return self._fail(step, result)
+            following = self._first_open_step(after=step)
+            if following is None:
+                self._complete(step, result, then="succeed")
+                return "succeeded"
+            if time.monotonic() > deadline:
+                self._complete(step, result, then="yield")
+                return "yielded"
+            if following.attempts >= self.task.step_retry_cap:
+                self._complete(step, result)
+                return self._stop(self._cap_failure(following))
+            self._complete(step, result, begin=following)
+            step = following
+
+    def _preflight(self) -> str | None:
+        """Checks made once per claim; each failure stops the task with a structured reason."""
+        task = self.task
+        if task.recoveries > task.recovery_cap:
+            return self._stop(OrchestrationFailure(
+                f"the task was recovered after a crash {task.recoveries} times (cap "
+                f"{task.recovery_cap})", kind="process_crash"))
+        try:
+            self.agent = get_agent(task.agent)
+        except UnknownAgent as exc:
+            return self._stop(OrchestrationFailure(str(exc), kind="unknown_agent"))
+        calls = list(ToolCall.objects.filter(task=task))
+        try:
+            checkpoint_verify(task, self.steps, calls)
+        except CheckpointMismatch as exc:
+            return self._stop(OrchestrationFailure(str(exc), kind="checkpoint_mismatch"))
+        return None
+
+    def _first_open_step(self, after: Step | None = None) -> Step | None:
+        start = after.ordinal + 1 if after is not None else 0
+        return next(
+            (s for s in self.steps if s.ordinal >= start and s.status not in STEP_DONE), None
+        )
+
+    # -- phase 1: before_model_call -----------------------------------------------------------
+
+    def _begin_events(self, step: Step) -> tuple[list[EventSpec], dict[str, Any]]:
+        """Events and task fields that start `step`. Builds the step's prompt as a side effect."""
+        self.messages = ctxbuild.build_messages(
+            agent=self.agent, task=self.task, steps=self.steps, current=step,
+            resumed_at=self.resumed_at, notes=self._notes(step),
+        )
+        attempt = step.attempts + 1
+        event = EventSpec(
+            "agentops.step.started", step=step.ordinal,
+            payload={"attempt": attempt, "prompt_digest": ctxbuild.prompt_digest(self.messages),
+                     "phase": Phase.BEFORE_MODEL_CALL,
+                     "model_response_recorded": step.model_response is not None},
+            fold={"steps": {str(step.ordinal): StepStatus.RUNNING},
+                  "current_step": step.ordinal},
+        )
+        return [event], {"current_step": step.ordinal, "phase": Phase.BEFORE_MODEL_CALL}
+
+    def _begin_rows(self, step: Step, events: list[EventSpec]) -> None:
+        started = step_transition(
+            step=step, name="start", attempts=step.attempts + 1,
+            prompt_digest=events[0].payload["prompt_digest"], started_at=Now(), error=None,
+        )
+        if not started:
+            raise CheckpointMismatch(f"step {step.pk} could not be started")
+
+    def _begin(self, step: Step) -> bool:
+        """Start `step` in its own commit (the first step of a claim). Counts the attempt."""
+        if step.attempts >= self.task.step_retry_cap:
+            self._stop(self._cap_failure(step))
+            return False
+        events, fields = self._begin_events(step)
+        with transaction.atomic():
+            fenced_write(self.lease, events, **fields)
+            self._begin_rows(step, events)
+        return True
+
+    # -- phases 2-3: model_result, before_tool_call --------------------------------------------
+
+    def _run_step(self, step: Step) -> StepResult:
+        try:
+            if step.model_response is not None:
+                response = ModelResponse.from_record(loaded(step.model_response))
+                call = self._live_call(step)
+            else:
+                response, call = self._ask_model(step)
+        except StepFailure as failure:
+            return StepResult(failure=failure)
+        if not response.tool_calls:
+            return StepResult(output={"text": response.text})
+        tool = get_tool(response.tool_calls[0]["name"])
+        arguments = response.tool_calls[0]["arguments"]
+        if call is None:
+            call = self._reopen_call(step, tool)
+        outcome = self._execute(step, tool, call, arguments)
+        if outcome.status != LedgerStatus.SUCCEEDED:
+            failure = outcome.failure or OrchestrationFailure("the tool call failed")
+            failure.detail.setdefault(
+                "ledger", {"key": call.idempotency_key, "status": outcome.status,
+                           "how": outcome.how})
+            return StepResult(call=call, outcome=outcome, failure=failure)
+        return StepResult(output=outcome.result or {}, call=call, outcome=outcome)
+
+    def _ask_model(self, step: Step) -> tuple[ModelResponse, ToolCall | None]:
+        self._check_budgets()
+        request = ModelRequest(
+            agent=self.agent.name, task_id=self.task.pk, step=step.ordinal,
+            step_title=step.title, attempt=step.attempts, messages=self.messages,
+            tools=[get_tool(name).schema() for name in self.agent.tools],
+            task_input=self.task.input,
+        )
+        with Heartbeat(self.lease):
+            response = get_model_adapter().complete(request)
+        return self._record_model_result(step, response)
+
+    def _record_model_result(
+        self, step: Step, response: ModelResponse
+    ) -> tuple[ModelResponse, ToolCall | None]:
+        """Commit the response, the verdict and the `pending` ledger row together."""
+        proposal = response.tool_calls[0] if response.tool_calls else None
+        verdict: Verdict | None = None
+        tool: Tool | None = None
+        if proposal is not None:
+            tool = self._proposed_tool(proposal["name"])
+            tool.check_arguments(proposal["arguments"])
+            verdict = route_action(task=self.task, action=ProposedAction(
+                tool=tool.name, side_effect=tool.side_effect, systems=tool.systems,
+                arguments=proposal["arguments"], agent=self.agent.name, step=step.ordinal,
+                confidence=response.confidence,
+            ))
+            if verdict.route == "deny":
+                raise OrchestrationFailure(
+                    f"policy denies {tool.name}: {'; '.join(verdict.reasons)}",
+                    kind="authorization_gap", detail={"rule": verdict.rule},
+                )
+        record = offloaded(response.as_record(), path="step.model_response", task_id=self.task.pk)
+        usage = response.usage
+        tokens = int(usage.get("prompt_tokens", 0)) + int(usage.get("completion_tokens", 0))
+        events = [EventSpec(
+            "agentops.step.model_result", step=step.ordinal,
+            payload={"usage": usage, "confidence": response.confidence,
+                     "tool": proposal["name"] if proposal else None,
+                     "phase": Phase.MODEL_RESULT},
+        )]
+        key = ""
+        if proposal is not None and tool is not None and verdict is not None:
+            args_digest = arguments_digest(proposal["arguments"])
+            key = idempotency_key(task_id=self.task.pk, step_id=step.pk, tool=tool.name,
+                                  args_digest=args_digest)
+            events.append(EventSpec(
+                "agentops.ledger.pending", step=step.ordinal,
+                payload={"tool": tool.name, "key": key, "route": verdict.route,
+                         "rule": verdict.rule, "policy_version": verdict.version,
+                         "phase": Phase.BEFORE_TOOL_CALL},
+                fold={"ledger": {key: LedgerStatus.PENDING}},
+            ))
+        call: ToolCall | None = None
+        with transaction.atomic():
+            fenced_write(
+                self.lease, events,
+                phase=Phase.BEFORE_TOOL_CALL if proposal else Phase.MODEL_RESULT,
+                tokens_used=F("tokens_used") + tokens,
+            )
+            Step.objects.filter(pk=step.pk).update(
+                model_response=record,
+                route=verdict.route if verdict else "",
+                policy_version=verdict.version if verdict else None,
+                policy_rule=verdict.rule if verdict else "",
+            )
+            if proposal is not None and tool is not None:
+                call = ToolCall.objects.create(
+                    task=self.task, step=step, tool=tool.name, side_effect=tool.side_effect,
+                    args=offloaded(proposal["arguments"], path="tool_call.args",
+                                   task_id=self.task.pk),
+                    args_digest=args_digest, idempotency_key=key,
+                )
+        step.model_response = record
+        self.task.tokens_used += tokens
+        crashpoint("after_model_result", step=step.ordinal)
+        if call is not None:
+            crashpoint("after_pending", step=step.ordinal)
+            self.fresh_calls.add(call.pk)
+        return response, call
+
+    def _proposed_tool(self, name: str) -> Tool:
+        if name not in self.agent.tools:
+            raise ModelFailure(f"the model proposed tool {name!r}, which agent "
+                               f"{self.agent.name} does not have", kind="output_invalid")
+        try:
+            return get_tool(name)
+        except UnknownTool as exc:
+            raise ModelFailure(str(exc), kind="output_invalid") from None
+
+    def _live_call(self, step: Step) -> ToolCall | None:
+        """The step's ledger row that still counts (failed tries are history)."""
+        return (
+            ToolCall.objects.filter(step=step, compensation_of__isnull=True)
+            .exclude(status=LedgerStatus.FAILED)
+            .order_by("-id")
+            .first()
+        )
+
+    def _reopen_call(self, step: Step, tool: Tool) -> ToolCall:
+        """A new `pending` row with the same key, after the previous try failed."""
+        failed = ToolCall.objects.filter(step=step, status=LedgerStatus.FAILED).order_by("-id")[0]
+        event = EventSpec(
+            "agentops.ledger.pending", step=step.ordinal,
+            payload={"tool": tool.name, "key": failed.idempotency_key, "retry": True,
+                     "phase": Phase.BEFORE_TOOL_CALL},
+            fold={"ledger": {failed.idempotency_key: LedgerStatus.PENDING}},
+        )
+        with transaction.atomic():
+            fenced_write(self.lease, [event], phase=Phase.BEFORE_TOOL_CALL)
+            call = ToolCall.objects.create(
+                task=self.task, step=step, tool=tool.name, side_effect=tool.side_effect,
+                args=failed.args, args_digest=failed.args_digest,
+                idempotency_key=failed.idempotency_key,
+            )
+        self.fresh_calls.add(call.pk)
+        return call
+
+    # -- the tool call --------------------------------------------------------------------------
+
+    def _execute(
+        self, step: Step, tool: Tool, call: ToolCall, arguments: dict[str, Any]
+    ) -> Outcome:
+        if call.status == LedgerStatus.SUCCEEDED:
+            return Outcome(LedgerStatus.SUCCEEDED, result=loaded(call.result), how="recorded")
+        if call.status == LedgerStatus.EXECUTED_UNKNOWN:
+            return Outcome(LedgerStatus.EXECUTED_UNKNOWN, failure=OrchestrationFailure(
+                f"{tool.name}: waiting for a person to confirm whether the effect happened",
+                kind="side_effect_unknown"), how="recorded")
+        ctx = ToolContext(
+            idempotency_key=call.idempotency_key, task_id=self.task.pk, step=step.ordinal,
+            http=self.http, base_url=settings.AGENTOPS["SIM_BASE_URL"].rstrip("/"),
+            timeout=settings.AGENTOPS["TOOL_TIMEOUT_SECONDS"],
+        )
+        with Heartbeat(self.lease):
+            if call.pk in self.fresh_calls:
+                return invoke(tool, ctx, arguments)
+            # A `pending` row from an earlier holder: the call may have reached the remote.
+            return reconcile(tool, ctx, arguments, cause=None)
+
+    # -- phases 4-5: after_tool_call, step_complete --------------------------------------------
+
+    def _complete(
+        self, step: Step, result: StepResult, *, begin: Step | None = None, then: str = ""
+    ) -> None:
+        """Commit the tool outcome and the step's completion with what comes next: the next
+        step's start, a yield at the end of the slice, or the task's success."""
+        crashpoint("after_tool_call", step=step.ordinal)
+        call, outcome = result.call, result.outcome
+        record_outcome = (
+            call is not None and outcome is not None and call.status != LedgerStatus.SUCCEEDED
+        )
+        events: list[EventSpec] = []
+        if record_outcome:
+            events.append(EventSpec(
+                "agentops.ledger.succeeded", step=step.ordinal,
+                payload={"key": call.idempotency_key, "how": outcome.how,
+                         "phase": Phase.AFTER_TOOL_CALL},
+                fold={"ledger": {call.idempotency_key: LedgerStatus.SUCCEEDED}},
+            ))
+        progress = begin.ordinal if begin else (
+            self.task.step_count if then == "succeed" else step.ordinal + 1)
+        events.append(EventSpec(
+            "agentops.step.completed", step=step.ordinal, payload={"phase": Phase.STEP_COMPLETE},
+            fold={"steps": {str(step.ordinal): StepStatus.SUCCEEDED}, "current_step": progress},
+        ))
+        fields: dict[str, Any] = {"current_step": progress, "phase": Phase.STEP_COMPLETE}
+        transition = then or None
+        with transaction.atomic():
+            seq = fenced_write(self.lease, events, transition=transition, **fields)
+            if record_outcome:
+                ledger_transition(
+                    call_id=call.pk, target=LedgerStatus.SUCCEEDED,
+                    result=offloaded(outcome.result, path="tool_call.result",
+                                     task_id=self.task.pk),
+                )
+            step_transition(
+                step=step, name="succeed", finished_at=Now(),
+                output=offloaded(result.output, path="step.output", task_id=self.task.pk),
+            )
+            if begin is not None:
+                # Same commit, no external call in between: the next step's prompt sees this
+                # step's output, so its events are built only now.
+                begin_events, begin_fields = self._begin_events(begin)
+                seq = fenced_write(self.lease, begin_events, **begin_fields)
+                self._begin_rows(begin, begin_events)
+            if transition == "succeed" or self._snapshot_due():
+                snapshot_write(task_id=self.task.pk, seq=seq)
+            if transition == "yield":
+                task_enqueue(self.task.pk, token=seq)
+
+    def _finish(self) -> None:
+        """Every step is done (e.g. the last one was skipped by a person): the task succeeds."""
+        event = EventSpec("agentops.task.completed", fold={"current_step": self.task.step_count})
+        with transaction.atomic():
+            seq = fenced_write(self.lease, [event], transition="succeed",
+                               current_step=self.task.step_count, phase=Phase.STEP_COMPLETE)
+            snapshot_write(task_id=self.task.pk, seq=seq)
+
+    def _snapshot_due(self) -> bool:
+        done = sum(1 for s in self.steps if s.status in STEP_DONE)
+        return done % settings.AGENTOPS["SNAPSHOT_EVERY"] == 0
+
+    # -- failures -----------------------------------------------------------------------------
+
+    def _fail(self, step: Step, result: StepResult) -> str:
+        """Record the step's failure; park for a retry when allowed, else stop for a person."""
+        failure = result.failure
+        assert failure is not None
+        call, outcome = result.call, result.outcome
+        record_outcome = (
+            call is not None and outcome is not None and call.status != outcome.status
+        )
+        events: list[EventSpec] = []
+        if record_outcome:
+            events.append(EventSpec(
+                f"agentops.ledger.{outcome.status}", step=step.ordinal,
+                payload={"key": call.idempotency_key, "how": outcome.how,
+                         "phase": Phase.AFTER_TOOL_CALL},
+                fold={"ledger": {call.idempotency_key: outcome.status}},
+            ))
+        events.append(EventSpec(
+            "agentops.step.failed", step=step.ordinal,
+            payload={"failure": failure.as_failure(), "attempt": step.attempts},
+            fold={"steps": {str(step.ordinal): StepStatus.FAILED}},
+        ))
+        with transaction.atomic():
+            verdict, seq = self._park_or_stop_writes(
+                failure, attempts=step.attempts, events=events)
+            if record_outcome:
+                ledger_transition(call_id=call.pk, target=outcome.status,
+                                  error=failure.as_failure())
+            step_transition(step=step, name="fail", error=failure.as_failure(),
+                            finished_at=Now())
+            snapshot_write(task_id=self.task.pk, seq=seq)
+        return verdict
+
+    def _park_or_stop_writes(
+        self, failure: StepFailure, *, attempts: int, events: list[EventSpec]
+    ) -> tuple[str, int]:
+        """Fenced task write that parks for a retry or stops; the caller writes the snapshot
+        once the step and ledger rows are updated in the same transaction."""
+        retry = failure.retryable and attempts < self.task.step_retry_cap
+        fields: dict[str, Any] = {"failure": failure.as_failure()}
+        if retry:
+            delay = backoff_seconds(attempts, failure.retry_after)
+            fields["next_run_at"] = _after(delay)
+            fields["failure"]["retry_in_seconds"] = round(delay, 3)
+        seq = fenced_write(
+            self.lease, events, transition="schedule_retry" if retry else "stop", **fields
+        )
+        return ("retry scheduled" if retry else "stopped"), seq
+
+    def _park_or_stop(self, failure: StepFailure, *, attempts: int) -> str:
+        event = EventSpec("agentops.task.failed", payload={"failure": failure.as_failure()})
+        with transaction.atomic():
+            verdict, seq = self._park_or_stop_writes(failure, attempts=attempts, events=[event])
+            snapshot_write(task_id=self.lease.task_id, seq=seq)
+        return verdict
+
+    def _stop(self, failure: StepFailure) -> str:
+        """Stop the task (needs_attention) for a reason outside any one step's attempt."""
+        failure.retryable = False
+        return self._park_or_stop(failure, attempts=0)
+
+    def _cap_failure(self, step: Step) -> StepFailure:
+        last = step.error or {}
+        return OrchestrationFailure(
+            f"step {step.ordinal + 1} was attempted {step.attempts} times (cap "
+            f"{self.task.step_retry_cap}); last failure: {last.get('message', 'none recorded')}",
+            kind=last.get("kind", "retry_cap"), retryable=False,
+            detail={"step": step.ordinal, "last_failure": last or None},
+        )
+
+    def _check_budgets(self) -> None:
+        task = self.task
+        if task.token_budget is not None and task.tokens_used >= task.token_budget:
+            raise OrchestrationFailure(
+                f"token budget used up ({task.tokens_used} of {task.token_budget})",
+                kind="budget_overflow", detail={"budget": "tokens"})
+        if task.wall_time_budget_seconds and task.started_at:
+            elapsed = (timezone.now() - task.started_at).total_seconds()
+            if elapsed > task.wall_time_budget_seconds:
+                raise OrchestrationFailure(
+                    f"wall-time budget used up ({elapsed:.0f} s of "
+                    f"{task.wall_time_budget_seconds} s)",
+                    kind="budget_overflow", detail={"budget": "wall_time"})
+
+    def _notes(self, step: Step) -> list[str]:
+        return [n for n in (step.spec.get("notes") or []) if isinstance(n, str)]
+
+    # -- planning -----------------------------------------------------------------------------
+
+    def _plan(self) -> None:
+        """Agents without a fixed plan ask the model for one; the plan is committed as steps."""
+        self._check_budgets()
+        request = ModelRequest(
+            agent=self.agent.name, task_id=self.task.pk, step=-1, step_title="plan",
+            attempt=self.task.claims, task_input=self.task.input, planning=True,
+            messages=ctxbuild.build_messages(agent=self.agent, task=self.task, steps=[],
+                                             current=None),
+            tools=[get_tool(name).schema() for name in self.agent.tools],
+        )
+        with Heartbeat(self.lease):
+            response = get_model_adapter().complete(request)
+        if not response.plan:
+            raise ModelFailure("the model returned no plan", kind="output_invalid")
+        steps = [
+            Step(task=self.task, ordinal=i, title=str(p["title"])[:200],
+                 spec={"tool": p.get("tool")})
+            for i, p in enumerate(response.plan)
+        ]
+        event = EventSpec(
+            "agentops.task.planned", payload={"steps": len(steps)},
+            fold={"steps": {str(s.ordinal): StepStatus.PENDING for s in steps}},
+        )
+        with transaction.atomic():
+            fenced_write(self.lease, [event], step_count=len(steps))
+            Step.objects.bulk_create(steps)
+        self.task.step_count = len(steps)
+        self.steps = list(Step.objects.filter(task=self.task).order_by("ordinal"))

@@ -1,0 +1,246 @@
+"""The one place that writes statuses, leases and the event log.
+
+Every status change is a conditional UPDATE whose WHERE clause comes from the transition table in
+`agentops.states`, plus its events in the same transaction. Writes by the lease holder are also
+fenced by its epoch: when another worker has claimed the task (or a person revoked the lease), the
+UPDATE changes zero rows and `LeaseLost` stops the holder. Callers own the transaction.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db import models, transaction
+from django.db.models import Case, F, Value, When
+from django.db.models.functions import Now
+
+from agentops.engine.errors import LeaseLost
+from agentops.models import Event, Step, Task, ToolCall
+from agentops.states import (
+    STEP_TRANSITIONS,
+    TASK_TRANSITIONS,
+    TERMINAL,
+    TaskStatus,
+    ledger_sources,
+)
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Lease:
+    """The right of one worker to advance one task, until another claim bumps the epoch."""
+
+    task_id: int
+    epoch: int
+    owner: str
+
+
+@dataclass(frozen=True)
+class EventSpec:
+    """An event to append. `fold` carries the state changes resume replays onto a snapshot."""
+
+    action: str
+    step: int | None = None
+    payload: dict[str, Any] = field(default_factory=dict)
+    fold: dict[str, Any] | None = None
+
+
+def _lease_deadline() -> Any:
+    seconds = settings.AGENTOPS["LEASE_SECONDS"]
+    return models.ExpressionWrapper(
+        Now() + Value(timedelta(seconds=seconds)), output_field=models.DateTimeField()
+    )
+
+
+def _append_events(
+    task_id: int, last_seq: int, events: list[EventSpec], *, actor: Any = None
+) -> None:
+    first = last_seq - len(events) + 1
+    rows = []
+    for offset, spec in enumerate(events):
+        payload = dict(spec.payload)
+        if spec.fold:
+            payload["fold"] = spec.fold
+        rows.append(
+            Event(
+                task_id=task_id,
+                seq=first + offset,
+                action=spec.action,
+                step_ordinal=spec.step,
+                payload=payload,
+                actor=actor if getattr(actor, "pk", None) else None,
+                actor_label=getattr(actor, "username", "") or "",
+            )
+        )
+    Event.objects.bulk_create(rows)
+
+
+def _update_and_log(
+    queryset: models.QuerySet[Task],
+    task_id: int,
+    events: list[EventSpec],
+    fields: dict[str, Any],
+    *,
+    actor: Any = None,
+) -> int | None:
+    """Apply `fields` to the task if `queryset` still matches it; append events. Returns last_seq."""
+    updated = queryset.update(last_seq=F("last_seq") + len(events), updated_at=Now(), **fields)
+    if not updated:
+        return None
+    last_seq = Task.objects.filter(pk=task_id).values_list("last_seq", flat=True).get()
+    if events:
+        _append_events(task_id, last_seq, events, actor=actor)
+    return last_seq
+
+
+def task_claim(*, task_id: int, owner: str) -> Lease | None:
+    """Claim the task if it is claimable and its lease is free: the `start` transition.
+
+    One conditional UPDATE bumps the epoch, sets the lease from the database clock, and counts a
+    recovery when the previous holder died while `running` (so a crash loop counts toward the cap).
+    Returns None when another worker holds the task, it is parked or terminal, or not yet due.
+    """
+    start = TASK_TRANSITIONS["start"]
+    claimable = Task.objects.filter(
+        models.Q(lease_expires_at__isnull=True) | models.Q(lease_expires_at__lt=Now()),
+        models.Q(next_run_at__isnull=True) | models.Q(next_run_at__lte=Now()),
+        pk=task_id,
+        status__in=start.sources,
+    )
+    with transaction.atomic():
+        previous = claimable.values_list("status", flat=True).first()
+        if previous is None:
+            return None
+        seq = _update_and_log(
+            claimable,
+            task_id,
+            [
+                EventSpec(
+                    "agentops.task.claimed",
+                    payload={"owner": owner, "recovered": previous == TaskStatus.RUNNING},
+                    fold={"status": start.target},
+                )
+            ],
+            {
+                "status": start.target,
+                "lease_epoch": F("lease_epoch") + 1,
+                "lease_owner": owner,
+                "lease_expires_at": _lease_deadline(),
+                "next_run_at": None,
+                "claims": F("claims") + 1,
+                "recoveries": F("recoveries")
+                + Case(When(status=TaskStatus.RUNNING, then=Value(1)), default=Value(0)),
+                "started_at": Case(
+                    When(started_at__isnull=True, then=Now()), default=F("started_at")
+                ),
+            },
+        )
+        if seq is None:
+            return None
+        epoch = Task.objects.filter(pk=task_id).values_list("lease_epoch", flat=True).get()
+    return Lease(task_id=task_id, epoch=epoch, owner=owner)
+
+
+def fenced_write(
+    lease: Lease,
+    events: list[EventSpec],
+    *,
+    transition: str | None = None,
+    **fields: Any,
+) -> int:
+    """Write as the lease holder: renew the lease, apply `fields`, append `events`.
+
+    With `transition`, also move the status along that (fenced) transition. Must run inside the
+    caller's transaction. Raises LeaseLost when the epoch moved on or the task left `running`.
+    """
+    sources = {TaskStatus.RUNNING}
+    if transition is not None:
+        spec = TASK_TRANSITIONS[transition]
+        assert spec.fenced, f"{transition} is not a lease-holder transition"
+        sources = set(spec.sources)
+        fields["status"] = spec.target
+        if spec.target != TaskStatus.RUNNING:
+            fields.setdefault("lease_expires_at", None)
+            fields.setdefault("lease_owner", "")
+            if spec.target in TERMINAL:
+                fields.setdefault("finished_at", Now())
+    fields.setdefault("lease_expires_at", _lease_deadline())
+    queryset = Task.objects.filter(pk=lease.task_id, lease_epoch=lease.epoch, status__in=sources)
+    seq = _update_and_log(queryset, lease.task_id, events, fields)
+    if seq is None:
+        raise LeaseLost(f"task {lease.task_id}: lease epoch {lease.epoch} is no longer current")
+    return seq
+
+
+def task_transition(
+    *,
+    task_id: int,
+    name: str,
+    actor: Any = None,
+    payload: dict[str, Any] | None = None,
+    **fields: Any,
+) -> bool:
+    """Move a task along an unfenced transition (a person, the sweeper). Revokes any lease.
+
+    Returns False, changing nothing, when the task is not in one of the transition's sources
+    (a concurrent transition won). Must run inside the caller's transaction.
+    """
+    spec = TASK_TRANSITIONS[name]
+    assert not spec.fenced, f"{name} is a lease-holder transition"
+    fields = {
+        "status": spec.target,
+        "lease_epoch": F("lease_epoch") + 1,
+        "lease_owner": "",
+        "lease_expires_at": None,
+        **fields,
+    }
+    if spec.target in TERMINAL:
+        fields.setdefault("finished_at", Now())
+    queryset = Task.objects.filter(pk=task_id, status__in=spec.sources)
+    event = EventSpec(f"agentops.task.{_past(name)}", payload=payload or {},
+                      fold={"status": spec.target})
+    return _update_and_log(queryset, task_id, [event], fields, actor=actor) is not None
+
+
+def task_append_event(*, task_id: int, event: EventSpec, actor: Any = None) -> int:
+    """Append an event that changes no status (a note, a claim of an inbox item)."""
+    seq = _update_and_log(Task.objects.filter(pk=task_id), task_id, [event], {}, actor=actor)
+    assert seq is not None
+    return seq
+
+
+def step_transition(*, step: Step, name: str, **fields: Any) -> bool:
+    """Move a step along `name` if its row is in one of the sources; mirror the change on `step`.
+
+    The caller has fenced the task in the same transaction.
+    """
+    spec = STEP_TRANSITIONS[name]
+    updated = Step.objects.filter(pk=step.pk, status__in=spec.sources).update(
+        status=spec.target, **fields
+    )
+    if updated:
+        step.status = spec.target
+        for attr, value in fields.items():
+            if not hasattr(value, "resolve_expression"):
+                setattr(step, attr, value)
+    return bool(updated)
+
+
+def ledger_transition(*, call_id: int, target: str, **fields: Any) -> bool:
+    """Move a ledger row to `target` if that is a legal transition from its current status."""
+    updated = ToolCall.objects.filter(pk=call_id, status__in=ledger_sources(target)).update(
+        status=target, updated_at=Now(), **fields
+    )
+    return bool(updated)
+
+
+def _past(verb: str) -> str:
+    irregular = {"stop": "stopped", "roll_back": "rolled_back", "yield": "yielded"}
+    if verb in irregular:
+        return irregular[verb]
+    return verb + ("d" if verb.endswith("e") else "ed")

@@ -1,0 +1,208 @@
+"""The durable state of a task: metadata, plan, ledger, event log, snapshots and artifacts.
+
+No business logic lives here. Statuses are written only by `agentops.engine.transitions`; every
+other write goes through a service. Constraint names follow `<app>_<model>_<rule>`.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+from agentops.states import LedgerStatus, Phase, StepStatus, TaskStatus
+
+
+class Task(models.Model):
+    agent = models.CharField(max_length=100)
+    goal = models.TextField()
+    input = models.JSONField(default=dict, blank=True)
+    status = models.CharField(
+        max_length=32, choices=TaskStatus.choices, default=TaskStatus.QUEUED, editable=False
+    )
+    phase = models.CharField(max_length=32, choices=Phase.choices, blank=True, editable=False)
+    current_step = models.PositiveIntegerField(default=0, editable=False)
+    step_count = models.PositiveIntegerField(default=0, editable=False)
+
+    lease_epoch = models.BigIntegerField(default=0, editable=False)
+    lease_owner = models.CharField(max_length=200, blank=True, editable=False)
+    lease_expires_at = models.DateTimeField(null=True, blank=True, editable=False)
+    next_run_at = models.DateTimeField(null=True, blank=True, editable=False)
+    last_seq = models.BigIntegerField(default=0, editable=False)
+
+    claims = models.PositiveIntegerField(default=0, editable=False)
+    recoveries = models.PositiveIntegerField(default=0, editable=False)
+    recovery_cap = models.PositiveIntegerField(default=5)
+    step_retry_cap = models.PositiveIntegerField(default=3)
+
+    tokens_used = models.PositiveIntegerField(default=0, editable=False)
+    token_budget = models.PositiveIntegerField(null=True, blank=True)
+    cost_used = models.DecimalField(max_digits=12, decimal_places=6, default=0, editable=False)
+    cost_budget = models.DecimalField(max_digits=12, decimal_places=6, null=True, blank=True)
+    wall_time_budget_seconds = models.PositiveIntegerField(null=True, blank=True)
+
+    failure = models.JSONField(null=True, blank=True, editable=False)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+        related_name="+",
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now_add=True, editable=False)
+    started_at = models.DateTimeField(null=True, blank=True, editable=False)
+    finished_at = models.DateTimeField(null=True, blank=True, editable=False)
+
+    class Meta:
+        ordering = ["-id"]
+        indexes = [
+            models.Index(fields=["status", "lease_expires_at"], name="agentops_task_claimable_idx"),
+        ]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(status__in=TaskStatus.values), name="agentops_task_status_valid"
+            ),
+            models.CheckConstraint(
+                condition=Q(current_step__lte=models.F("step_count")),
+                name="agentops_task_progress_within_plan",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"Task {self.pk} ({self.agent}: {self.status})"
+
+    @property
+    def is_terminal(self) -> bool:
+        from agentops.states import TERMINAL
+
+        return self.status in TERMINAL
+
+
+class Step(models.Model):
+    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="steps")
+    ordinal = models.PositiveIntegerField()
+    title = models.CharField(max_length=200)
+    spec = models.JSONField(default=dict, blank=True)
+    depends_on = models.JSONField(default=list, blank=True)
+    status = models.CharField(
+        max_length=16, choices=StepStatus.choices, default=StepStatus.PENDING, editable=False
+    )
+    attempts = models.PositiveIntegerField(default=0, editable=False)
+    prompt_digest = models.CharField(max_length=64, blank=True, editable=False)
+    model_response = models.JSONField(null=True, blank=True, editable=False)
+    output = models.JSONField(null=True, blank=True, editable=False)
+    error = models.JSONField(null=True, blank=True, editable=False)
+    route = models.CharField(max_length=16, blank=True, editable=False)
+    policy_version = models.PositiveIntegerField(null=True, blank=True, editable=False)
+    policy_rule = models.CharField(max_length=200, blank=True, editable=False)
+    started_at = models.DateTimeField(null=True, blank=True, editable=False)
+    finished_at = models.DateTimeField(null=True, blank=True, editable=False)
+
+    class Meta:
+        ordering = ["task", "ordinal"]
+        constraints = [
+            models.UniqueConstraint(fields=["task", "ordinal"], name="agentops_step_task_ordinal_uniq"),
+            models.CheckConstraint(
+                condition=Q(status__in=StepStatus.values), name="agentops_step_status_valid"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"Step {self.ordinal + 1} of task {self.task_id}: {self.title}"
+
+
+class ToolCall(models.Model):
+    """One row of the side-effect ledger. The idempotency key is committed before the call runs."""
+
+    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="tool_calls")
+    step = models.ForeignKey(Step, on_delete=models.CASCADE, related_name="tool_calls")
+    tool = models.CharField(max_length=100)
+    side_effect = models.CharField(max_length=32)
+    args = models.JSONField(default=dict)
+    args_digest = models.CharField(max_length=64)
+    idempotency_key = models.CharField(max_length=255)
+    status = models.CharField(
+        max_length=20, choices=LedgerStatus.choices, default=LedgerStatus.PENDING, editable=False
+    )
+    result = models.JSONField(null=True, blank=True, editable=False)
+    error = models.JSONField(null=True, blank=True, editable=False)
+    invocations = models.PositiveIntegerField(default=0, editable=False)
+    compensation_of = models.OneToOneField(
+        "self", null=True, blank=True, on_delete=models.PROTECT, related_name="compensation"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now_add=True, editable=False)
+
+    class Meta:
+        ordering = ["task", "id"]
+        constraints = [
+            # One live row per key; failed tries stay as history and a retry reuses the key.
+            models.UniqueConstraint(
+                fields=["idempotency_key"],
+                condition=~Q(status=LedgerStatus.FAILED),
+                name="agentops_toolcall_live_key_uniq",
+            ),
+            models.CheckConstraint(
+                condition=Q(status__in=LedgerStatus.values), name="agentops_toolcall_status_valid"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.tool} [{self.status}] {self.idempotency_key}"
+
+
+class Event(models.Model):
+    """Append-only task log. `seq` is gapless per task: it is allocated on the task row."""
+
+    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="events")
+    seq = models.BigIntegerField()
+    action = models.CharField(max_length=100)
+    step_ordinal = models.PositiveIntegerField(null=True, blank=True)
+    payload = models.JSONField(default=dict, blank=True)
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+        related_name="+",
+    )
+    actor_label = models.CharField(max_length=150, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["task", "seq"]
+        constraints = [
+            models.UniqueConstraint(fields=["task", "seq"], name="agentops_event_task_seq_uniq"),
+        ]
+
+    def __str__(self) -> str:
+        return f"#{self.seq} {self.action}"
+
+
+class Snapshot(models.Model):
+    """Full-tier checkpoint: the task's whole state as of event `seq`."""
+
+    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="snapshots")
+    seq = models.BigIntegerField()
+    state = models.JSONField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["task", "seq"]
+        constraints = [
+            models.UniqueConstraint(fields=["task", "seq"], name="agentops_snapshot_task_seq_uniq"),
+        ]
+
+
+class Artifact(models.Model):
+    """A large payload kept in file storage; JSON rows hold a pointer with its size and sha256."""
+
+    task = models.ForeignKey(
+        Task, null=True, blank=True, on_delete=models.CASCADE, related_name="artifacts"
+    )
+    name = models.CharField(max_length=300)
+    size = models.PositiveBigIntegerField()
+    sha256 = models.CharField(max_length=64)
+    content_type = models.CharField(max_length=100, default="application/json")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-id"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.size} bytes)"

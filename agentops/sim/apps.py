@@ -1,0 +1,9 @@
+from __future__ import annotations
+
+from django.apps import AppConfig
+
+
+class SimConfig(AppConfig):
+    name = "agentops.sim"
+    label = "sim"
+    verbose_name = "Simulated third-party services"

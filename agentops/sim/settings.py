@@ -1,0 +1,13 @@
+"""Settings for the simulated services' own process: the main settings, serving only `/sim/`.
+
+A third party's API takes no browser sessions, so this process runs without session, auth or CSRF
+middleware: nothing here is reachable from the product's pages.
+"""
+
+from __future__ import annotations
+
+from agentops.settings import *  # noqa: F403
+
+ROOT_URLCONF = "agentops.sim.urls"
+MIDDLEWARE = ["django.middleware.common.CommonMiddleware"]
+INSTALLED_APPS = [app for app in INSTALLED_APPS if app != "django.contrib.admin"]  # noqa: F405

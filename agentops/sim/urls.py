@@ -1,0 +1,11 @@
+from __future__ import annotations
+
+from django.urls import path
+
+from agentops.sim import views
+
+app_name = "sim"
+urlpatterns = [
+    path("sim/<slug:service>/<slug:operation>", views.call, name="call"),
+    path("sim/<slug:service>/<slug:operation>/effects/<str:key>", views.probe, name="probe"),
+]

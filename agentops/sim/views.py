@@ -1,0 +1,124 @@
+"""HTTP face of the simulated services, served by their own process (`agentops.sim.settings`).
+
+Machine-to-machine JSON over HTTP, with no sessions or cookies (so no CSRF to check). Write
+endpoints honour `Idempotency-Key` (same key: the stored response and no new effect; same key with
+another body: 409) and answer probes at `.../effects/<key>`. Faults set per endpoint apply first.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from django.db import IntegrityError, transaction
+from django.http import HttpRequest, JsonResponse
+from django.views.decorators.http import require_GET, require_POST
+
+from agentops.engine.jsonvalues import digest
+from agentops.sim.models import Effect, Fault, FaultMode
+from agentops.sim.world import ENDPOINTS, BadRequest, Endpoint, NotFound
+
+DEFAULT_TIMEOUT_SLEEP = 30.0
+
+
+def _error(status: int, message: str, **headers: str) -> JsonResponse:
+    response = JsonResponse({"error": message}, status=status)
+    for name, value in headers.items():
+        response[name] = value
+    return response
+
+
+def fault_take(service: str, operation: str) -> Fault | None:
+    """The fault in force for this call, counting it down when it is limited to N calls."""
+    with transaction.atomic():
+        fault = (
+            Fault.objects.select_for_update()
+            .filter(service=service, operation=operation)
+            .exclude(mode=FaultMode.OK)
+            .first()
+        )
+        if fault is None or fault.remaining == 0:
+            return None
+        if fault.remaining is not None:
+            Fault.objects.filter(pk=fault.pk).update(remaining=fault.remaining - 1)
+        return fault
+
+
+def _perform(ep: Endpoint, body: dict[str, Any], key: str | None) -> tuple[int, dict[str, Any]]:
+    """Run the handler once per key; replay the stored response for a repeated key."""
+    if not ep.writes:
+        return 200, ep.handler(body)
+    request_digest = digest(body)
+    if key:
+        existing = Effect.objects.filter(
+            service=ep.service, operation=ep.operation, idempotency_key=key
+        ).first()
+        if existing is not None:
+            if existing.request_digest != request_digest:
+                return 409, {"error": "Idempotency-Key reused with a different request body"}
+            return 200, existing.response
+    response = ep.handler(body)
+    try:
+        with transaction.atomic():
+            Effect.objects.create(
+                service=ep.service, operation=ep.operation, idempotency_key=key,
+                request_digest=request_digest, request=body, response=response,
+            )
+    except IntegrityError:
+        # A concurrent request with the same key won: answer as a replay.
+        return _perform(ep, body, key)
+    return 200, response
+
+
+@require_POST
+def call(request: HttpRequest, service: str, operation: str) -> JsonResponse:
+    ep = ENDPOINTS.get((service, operation))
+    if ep is None:
+        return _error(404, f"no endpoint {service}.{operation}")
+    try:
+        body = json.loads(request.body or b"{}")
+    except ValueError:
+        return _error(400, "body is not JSON")
+    if not isinstance(body, dict):
+        return _error(400, "body must be a JSON object")
+    fault = fault_take(service, operation)
+    mode = fault.mode if fault else FaultMode.OK
+    delay = fault.delay_seconds if fault else 0.0
+    if mode == FaultMode.RATE_LIMITED:
+        return _error(429, "rate limited", **{"Retry-After": str(max(1, round(delay or 1)))})
+    if mode == FaultMode.ERROR_BEFORE:
+        return _error(503, "service unavailable")
+    if mode == FaultMode.FORBIDDEN:
+        return _error(403, "forbidden: missing scope")
+    if mode == FaultMode.TIMEOUT_BEFORE:
+        time.sleep(delay or DEFAULT_TIMEOUT_SLEEP)
+        return _error(504, "gateway timeout")
+    key = request.headers.get("Idempotency-Key") if ep.keys else None
+    try:
+        status, response = _perform(ep, body, key)
+    except NotFound as exc:
+        return _error(404, str(exc))
+    except BadRequest as exc:
+        return _error(400, str(exc))
+    if mode == FaultMode.EXECUTE_THEN_TIMEOUT:
+        time.sleep(delay or DEFAULT_TIMEOUT_SLEEP)
+        return _error(504, "gateway timeout")
+    if mode == FaultMode.EXECUTE_THEN_5XX:
+        return _error(502, "bad gateway")
+    if mode == FaultMode.SLOW:
+        time.sleep(delay or 2.0)
+    if mode == FaultMode.SCHEMA_CHANGE and status == 200:
+        response = {"data": {"v2": response}, "api_version": "2"}
+    return JsonResponse(response, status=status)
+
+
+@require_GET
+def probe(request: HttpRequest, service: str, operation: str, key: str) -> JsonResponse:
+    ep = ENDPOINTS.get((service, operation))
+    if ep is None or not ep.probe:
+        return _error(404, f"no probe for {service}.{operation}")
+    effect = Effect.objects.filter(service=service, operation=operation, idempotency_key=key).first()
+    if effect is None:
+        return JsonResponse({"found": False}, status=404)
+    return JsonResponse({"found": True, "response": effect.response})

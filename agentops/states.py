@@ -1,0 +1,128 @@
+"""Task, step and ledger statuses and the transitions between them, declared once.
+
+Pure Python: no ORM. `agentops.engine.transitions` is the only code that writes a status, and it
+does so with a conditional UPDATE whose WHERE clause comes from the tables below.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.db import models
+
+
+class TaskStatus(models.TextChoices):
+    QUEUED = "queued", "Queued"
+    RUNNING = "running", "Running"
+    AWAITING_APPROVAL = "awaiting_approval", "Awaiting approval"
+    RETRY_SCHEDULED = "retry_scheduled", "Retry scheduled"
+    NEEDS_ATTENTION = "needs_attention", "Needs attention"
+    PAUSED = "paused", "Paused"
+    SUCCEEDED = "succeeded", "Succeeded"
+    ABORTED = "aborted", "Aborted"
+    ROLLED_BACK = "rolled_back", "Rolled back"
+
+
+TERMINAL = frozenset({TaskStatus.SUCCEEDED, TaskStatus.ABORTED, TaskStatus.ROLLED_BACK})
+# A worker may claim a task in these statuses (a `running` one only once its lease has expired).
+CLAIMABLE = frozenset({TaskStatus.QUEUED, TaskStatus.RUNNING, TaskStatus.RETRY_SCHEDULED})
+# Parked tasks hold no worker: a human decision or a due time brings them back.
+PARKED = frozenset(
+    {TaskStatus.AWAITING_APPROVAL, TaskStatus.RETRY_SCHEDULED, TaskStatus.NEEDS_ATTENTION,
+     TaskStatus.PAUSED}
+)
+
+
+@dataclass(frozen=True)
+class Transition:
+    name: str
+    sources: frozenset[str]
+    target: str
+    # True when the transition is made by the lease holder and must be fenced by its epoch.
+    # Transitions made from outside (a person, the sweeper) revoke any lease instead.
+    fenced: bool
+
+
+def _t(name: str, sources: set[str], target: str, *, fenced: bool) -> Transition:
+    return Transition(name, frozenset(sources), target, fenced)
+
+
+_S = TaskStatus
+TASK_TRANSITIONS: dict[str, Transition] = {
+    t.name: t
+    for t in [
+        # Claiming a task is the `start` transition; its fence is lease expiry, not an epoch.
+        _t("start", {_S.QUEUED, _S.RUNNING, _S.RETRY_SCHEDULED}, _S.RUNNING, fenced=False),
+        # The holder gives the task back at the end of its time slice (another job picks it up).
+        _t("yield", {_S.RUNNING}, _S.QUEUED, fenced=True),
+        _t("await_approval", {_S.RUNNING}, _S.AWAITING_APPROVAL, fenced=True),
+        _t("schedule_retry", {_S.RUNNING}, _S.RETRY_SCHEDULED, fenced=True),
+        _t("stop", {_S.RUNNING}, _S.NEEDS_ATTENTION, fenced=True),
+        _t("succeed", {_S.RUNNING}, _S.SUCCEEDED, fenced=True),
+        # From outside the worker.
+        _t("pause", {_S.QUEUED, _S.RUNNING, _S.RETRY_SCHEDULED}, _S.PAUSED, fenced=False),
+        _t("resume", {_S.AWAITING_APPROVAL, _S.NEEDS_ATTENTION, _S.PAUSED, _S.RETRY_SCHEDULED},
+           _S.QUEUED, fenced=False),
+        _t("abort", set(TaskStatus.values) - TERMINAL, _S.ABORTED, fenced=False),
+        _t("roll_back", {_S.NEEDS_ATTENTION, _S.PAUSED, _S.AWAITING_APPROVAL}, _S.ROLLED_BACK,
+           fenced=False),
+    ]
+}
+
+
+class StepStatus(models.TextChoices):
+    PENDING = "pending", "Pending"
+    RUNNING = "running", "Running"
+    SUCCEEDED = "succeeded", "Succeeded"
+    FAILED = "failed", "Failed"
+    SKIPPED = "skipped", "Skipped"
+
+
+STEP_DONE = frozenset({StepStatus.SUCCEEDED, StepStatus.SKIPPED})
+
+
+class Phase(models.TextChoices):
+    """Where a step is in the checkpoint protocol; the breakpoint shown to operators."""
+
+    BEFORE_MODEL_CALL = "before_model_call", "Before model call"
+    MODEL_RESULT = "model_result", "Model result recorded"
+    BEFORE_TOOL_CALL = "before_tool_call", "Before tool call"
+    AFTER_TOOL_CALL = "after_tool_call", "After tool call"
+    STEP_COMPLETE = "step_complete", "Step complete"
+
+
+class LedgerStatus(models.TextChoices):
+    PENDING = "pending", "Pending"
+    SUCCEEDED = "succeeded", "Succeeded"
+    FAILED = "failed", "Failed"
+    EXECUTED_UNKNOWN = "executed_unknown", "Executed (unknown)"
+    COMPENSATED = "compensated", "Compensated"
+
+
+_L = LedgerStatus
+LEDGER_TRANSITIONS: dict[str, frozenset[str]] = {
+    _L.PENDING: frozenset({_L.SUCCEEDED, _L.FAILED, _L.EXECUTED_UNKNOWN}),
+    _L.EXECUTED_UNKNOWN: frozenset({_L.SUCCEEDED, _L.FAILED}),
+    _L.SUCCEEDED: frozenset({_L.COMPENSATED}),
+    _L.FAILED: frozenset(),
+    _L.COMPENSATED: frozenset(),
+}
+
+
+def ledger_sources(target: str) -> frozenset[str]:
+    """Statuses a ledger row may move to `target` from."""
+    return frozenset(s for s, targets in LEDGER_TRANSITIONS.items() if target in targets)
+
+
+_P = StepStatus
+STEP_TRANSITIONS: dict[str, Transition] = {
+    t.name: t
+    for t in [
+        # A step is started again after a crash or a retry: `running` and `failed` are sources too.
+        _t("start", {_P.PENDING, _P.RUNNING, _P.FAILED}, _P.RUNNING, fenced=True),
+        _t("succeed", {_P.RUNNING}, _P.SUCCEEDED, fenced=True),
+        _t("fail", {_P.RUNNING}, _P.FAILED, fenced=True),
+        _t("skip", {_P.PENDING, _P.RUNNING, _P.FAILED}, _P.SKIPPED, fenced=False),
+        _t("reset", {_P.RUNNING, _P.FAILED}, _P.PENDING, fenced=False),
+    ]
+}
