@@ -166,6 +166,9 @@ AGENTOPS = {
     # Caps, counted before execution so that a crash loop counts too.
     "STEP_RETRY_CAP": env_int("AGENTOPS_STEP_RETRY_CAP", 3),
     "TASK_RECOVERY_CAP": env_int("AGENTOPS_TASK_RECOVERY_CAP", 5),
+    # Retry backoff: base * 2**(attempt-1) plus up to 25% jitter, capped, never before Retry-After.
+    "BACKOFF_BASE_SECONDS": env_float("AGENTOPS_BACKOFF_BASE_SECONDS", 1.0),
+    "BACKOFF_MAX_SECONDS": env_float("AGENTOPS_BACKOFF_MAX_SECONDS", 60.0),
     # Model adapter: "scripted" (offline, deterministic) or "openai" (any compatible server).
     "MODEL_ADAPTER": os.environ.get("AGENTOPS_MODEL_ADAPTER", "scripted"),
     "OPENAI_BASE_URL": os.environ.get("OPENAI_BASE_URL", "http://127.0.0.1:8080/v1"),

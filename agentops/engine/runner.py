@@ -86,8 +86,8 @@ def _after(seconds: float) -> Any:
 def backoff_seconds(attempt: int, retry_after: float | None) -> float:
     """Exponential backoff with jitter, never sooner than the remote's Retry-After."""
     conf = settings.AGENTOPS
-    base = conf.get("BACKOFF_BASE_SECONDS", 1.0)
-    delay = min(conf.get("BACKOFF_MAX_SECONDS", 60.0), base * 2 ** max(attempt - 1, 0))
+    base = conf["BACKOFF_BASE_SECONDS"]
+    delay = min(conf["BACKOFF_MAX_SECONDS"], base * 2 ** max(attempt - 1, 0))
     delay *= 1 + random.uniform(0, 0.25)  # noqa: S311 - jitter, not cryptography
     return max(delay, retry_after or 0.0)
 

@@ -1,0 +1,153 @@
+"""Shared fixtures: real processes (simulated services, RQ workers, sweeper) on the test database.
+
+Tests that use processes need `@pytest.mark.django_db(transaction=True)`: the processes see only
+committed rows. Each process gets DATABASE_URL pointing at pytest-django's test database and a
+Redis database of its own (REDIS_URL, default db 15), flushed before each test that uses it.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from django.conf import settings
+from django.db import connection
+
+ROOT = Path(__file__).resolve().parent.parent
+LEASE_SECONDS = 2.0
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def database_url() -> str:
+    conf = connection.settings_dict
+    password = f":{conf['PASSWORD']}" if conf["PASSWORD"] else ""
+    return (
+        f"postgres://{conf['USER']}{password}@{conf['HOST'] or '127.0.0.1'}:"
+        f"{conf['PORT'] or 5432}/{conf['NAME']}"
+    )
+
+
+class Processes:
+    """Child processes of one test, killed (SIGKILL) at teardown if still running."""
+
+    def __init__(self, env: dict[str, str], log_dir: Path) -> None:
+        self.env = env
+        self.log_dir = log_dir
+        self.children: list[subprocess.Popen[bytes]] = []
+
+    def start(self, *args: str, extra_env: dict[str, str] | None = None,
+              name: str = "proc") -> subprocess.Popen[bytes]:
+        log = open(self.log_dir / f"{name}-{len(self.children)}.log", "wb")  # noqa: SIM115
+        child = subprocess.Popen(
+            [sys.executable, str(ROOT / "manage.py"), *args],
+            cwd=ROOT, env={**self.env, **(extra_env or {})}, stdout=log, stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        self.children.append(child)
+        return child
+
+    def worker(self, *, crash_at: str | None = None, burst: bool = False,
+               extra_env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+        env = dict(extra_env or {})
+        if crash_at:
+            env["AGENTOPS_CRASH_AT"] = crash_at
+        return self.start("worker", *(["--burst"] if burst else []), extra_env=env,
+                          name="worker")
+
+    def sweeper(self, interval: float = 0.3) -> subprocess.Popen[bytes]:
+        return self.start("sweeper", "--interval", str(interval), name="sweeper")
+
+    def stop_all(self) -> None:
+        for child in self.children:
+            if child.poll() is None:
+                os.killpg(child.pid, signal.SIGKILL)
+                child.wait(timeout=10)
+
+
+@pytest.fixture(scope="session")
+def sim_server(django_db_setup: Any, django_db_blocker: Any, tmp_path_factory: Any) -> Iterator[str]:
+    """The simulated third-party services in their own process; yields their base URL."""
+    with django_db_blocker.unblock():
+        url = database_url()
+    port = free_port()
+    log = open(tmp_path_factory.mktemp("sim") / "sim.log", "wb")  # noqa: SIM115
+    env = {**os.environ, "DATABASE_URL": url, "DJANGO_SETTINGS_MODULE": "agentops.sim.settings"}
+    child = subprocess.Popen(
+        [sys.executable, str(ROOT / "manage.py"), "runserver", f"127.0.0.1:{port}", "--noreload",
+         "--skip-checks"],
+        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+    )
+    base = f"http://127.0.0.1:{port}/sim"
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            httpx.post(f"{base}/orders/lookup", json={"order_id": "A1"}, timeout=1)
+            break
+        except httpx.TransportError:
+            time.sleep(0.2)
+    else:
+        child.kill()
+        raise RuntimeError("the simulated services did not start")
+    settings.AGENTOPS["SIM_BASE_URL"] = base
+    yield base
+    os.killpg(child.pid, signal.SIGKILL)
+    child.wait()
+
+
+@pytest.fixture
+def redis_clean() -> Iterator[None]:
+    import django_rq
+
+    conn = django_rq.get_connection("default")
+    conn.flushdb()
+    yield
+    conn.flushdb()
+
+
+@pytest.fixture
+def processes(
+    sim_server: str, redis_clean: None, tmp_path: Path, settings: Any
+) -> Iterator[Processes]:
+    """Start workers and a sweeper against the test database; all are killed at teardown."""
+    settings.AGENTOPS = {**settings.AGENTOPS, "LEASE_SECONDS": LEASE_SECONDS,
+                         "SIM_BASE_URL": sim_server}
+    env = {
+        **os.environ,
+        "DATABASE_URL": database_url(),
+        "REDIS_URL": settings.RQ_QUEUES["default"]["URL"],
+        "AGENTOPS_SIM_BASE_URL": sim_server,
+        "AGENTOPS_LEASE_SECONDS": str(LEASE_SECONDS),
+        "AGENTOPS_SWEEP_GRACE_SECONDS": "1",
+        "AGENTOPS_BACKOFF_BASE_SECONDS": "0.2",
+        "AGENTOPS_MODEL_CALL_LOG": str(tmp_path / "model-calls.jsonl"),
+        "AGENTOPS_TOOL_TIMEOUT_SECONDS": "3",
+    }
+    procs = Processes(env, tmp_path)
+    yield procs
+    procs.stop_all()
+
+
+def wait_for(predicate: Callable[[], Any], *, timeout: float = 30.0, interval: float = 0.1,
+             message: str = "condition") -> Any:
+    """Poll until `predicate()` is truthy; fail the test with `message` after `timeout`."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout:g} s waiting for {message}")
