@@ -1,0 +1,128 @@
+"""Crash tests: a real worker process is SIGKILLed at a named point, then another takes over.
+
+After the takeover the task must finish with every step completed exactly once, no recorded model
+response requested again, and at most one remote effect per idempotency key.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from django.db.models import Count
+
+from agentops.models import Event, Step, Task, ToolCall
+from agentops.services import task_create
+from agentops.sim.models import Effect, Fault, FaultMode
+from agentops.states import LedgerStatus, StepStatus, TaskStatus
+from tests.conftest import wait_for
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.crash]
+
+REFUND_STEP = 3
+
+
+def model_calls(processes) -> Counter[int]:
+    path = Path(processes.env["AGENTOPS_MODEL_CALL_LOG"])
+    lines = path.read_text().splitlines() if path.exists() else []
+    return Counter(json.loads(line)["step"] for line in lines)
+
+
+def assert_finished_once(task: Task, processes) -> None:
+    task.refresh_from_db()
+    assert task.status == TaskStatus.SUCCEEDED, task.failure
+    steps = list(task.steps.order_by("ordinal"))
+    assert [s.status for s in steps] == [StepStatus.SUCCEEDED] * 5
+    completions = Counter(
+        Event.objects.filter(task=task, action="agentops.step.completed")
+        .values_list("step_ordinal", flat=True)
+    )
+    assert completions == {i: 1 for i in range(5)}
+    assert model_calls(processes) == {i: 1 for i in range(5)}
+    live = ToolCall.objects.filter(task=task).exclude(status=LedgerStatus.FAILED)
+    assert live.count() == 5
+    assert set(live.values_list("status", flat=True)) == {LedgerStatus.SUCCEEDED}
+    per_key = Effect.objects.values("idempotency_key").annotate(n=Count("id"))
+    assert max(row["n"] for row in per_key) == 1
+    assert Effect.objects.filter(service="payments", operation="refund").count() == 1
+    assert Effect.objects.filter(service="email", operation="send").count() == 1
+    assert task.recoveries == 1
+
+
+def crash_then_recover(processes, crash_at: str, **env: str) -> Task:
+    task = task_create(agent="refund", goal="Refund order A1001", input={"order_id": "A1001"})
+    victim = processes.worker(crash_at=crash_at, extra_env=env)
+    assert victim.wait(timeout=60) == -9, "the worker should have been killed at " + crash_at
+    processes.worker()
+    processes.sweeper()
+    wait_for(lambda: Task.objects.get(pk=task.pk).is_terminal, timeout=60,
+             message="the task to finish after the takeover")
+    return task
+
+
+@pytest.mark.parametrize(
+    "crash_at",
+    [
+        "after_claim",
+        f"after_model_result@{REFUND_STEP}",
+        f"after_pending@{REFUND_STEP}",
+        f"after_tool_call@{REFUND_STEP}",
+    ],
+)
+def test_worker_killed_at_a_named_point_resumes_without_repeating_work(processes, crash_at):
+    task = crash_then_recover(processes, crash_at)
+
+    assert_finished_once(task, processes)
+
+
+def test_worker_killed_while_writing_a_snapshot_resumes_without_repeating_work(processes):
+    task = crash_then_recover(processes, "during_snapshot", AGENTOPS_SNAPSHOT_EVERY="2")
+
+    assert_finished_once(task, processes)
+    # The snapshot's transaction died with the worker: step 2 completed in the new worker.
+    assert Event.objects.filter(task=task, action="agentops.task.claimed").count() == 2
+
+
+def test_worker_killed_during_the_tool_call_finds_the_effect_by_probe(processes):
+    Fault.objects.create(service="payments", operation="refund", mode=FaultMode.SLOW,
+                         delay_seconds=3.0)
+    task = task_create(agent="refund", goal="Refund order A1001", input={"order_id": "A1001"})
+    victim = processes.worker()
+    wait_for(lambda: Effect.objects.filter(service="payments").exists(),
+             message="the refund to reach the payments service")
+    victim.kill()
+    victim.wait(timeout=10)
+    Fault.objects.filter(service="payments").update(mode=FaultMode.OK)
+    assert ToolCall.objects.get(task=task, tool="issue_refund").status == LedgerStatus.PENDING
+
+    processes.worker()
+    processes.sweeper()
+    wait_for(lambda: Task.objects.get(pk=task.pk).is_terminal, timeout=60,
+             message="the task to finish after the takeover")
+
+    assert_finished_once(task, processes)
+    assert Event.objects.filter(
+        task=task, action="agentops.ledger.succeeded", payload__how="probe found the effect"
+    ).count() == 1
+
+
+def test_a_crash_loop_stops_at_the_recovery_cap(processes):
+    task = task_create(agent="refund", goal="Refund order A1001", input={"order_id": "A1001"},
+                       recovery_cap=2)
+    for _ in range(3):
+        victim = processes.worker(crash_at="after_claim")
+        victim_sweeper = processes.sweeper()
+        assert victim.wait(timeout=60) == -9
+        victim_sweeper.kill()
+    processes.worker()
+    processes.sweeper()
+    wait_for(lambda: Task.objects.get(pk=task.pk).status == TaskStatus.NEEDS_ATTENTION,
+             timeout=60, message="the task to stop at the recovery cap")
+
+    task.refresh_from_db()
+    assert task.failure["kind"] == "process_crash"
+    assert task.recoveries == 3
+    assert not Step.objects.filter(task=task).exclude(status=StepStatus.PENDING).exists()
+    assert not Effect.objects.exists()
