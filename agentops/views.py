@@ -1,23 +1,115 @@
+"""The agentops pages: the task list, the start form, and the live task page.
+
+Views are thin: parse with a form, read with a selector, write with one service. Each page also
+serves its htmx fragment from the same URL (`request.htmx`), and responses vary on HX-Request so
+that no cache hands a fragment to a full-page load. The polled task fragment answers 286 once the
+task is terminal, which stops the polling.
+"""
+
 from __future__ import annotations
 
+from typing import Any
+from urllib.parse import urlencode
+
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse
+from django.core.paginator import Paginator
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.template.loader import render_to_string
+from django.urls import reverse
+from django.utils.cache import patch_vary_headers
 from django.views.decorators.http import require_GET, require_http_methods
+from django_htmx.http import HttpResponseClientRedirect, HttpResponseStopPolling
+from django_htmx.middleware import HtmxDetails
+
+from agentops.engine.errors import UnknownAgent
+from agentops.forms import TaskFilterForm, TaskStartForm
+from agentops.models import Task
+from agentops.selectors import task_get_detail, task_list_recent
+from agentops.services import task_create
+
+PAGE_SIZE = 50
+
+
+class HtmxHttpRequest(HttpRequest):
+    """A request that passed through django-htmx's middleware (as every request here does)."""
+
+    htmx: HtmxDetails
+
+
+def _wants_fragment(request: HtmxHttpRequest) -> bool:
+    # A history restore after a cache miss needs the whole page, although htmx sent it.
+    return bool(request.htmx) and not request.htmx.history_restore_request
+
+
+def _varying(response: HttpResponse) -> HttpResponse:
+    patch_vary_headers(response, ("HX-Request",))
+    return response
 
 
 @login_required
 @require_GET
-def task_list(request: HttpRequest) -> HttpResponse:
-    return HttpResponse("tasks")
+def task_list(request: HtmxHttpRequest) -> HttpResponse:
+    form = TaskFilterForm(request.GET)
+    status = form.cleaned_data["status"] if form.is_valid() else ""
+    page = Paginator(task_list_recent(status=status or None), PAGE_SIZE).get_page(
+        request.GET.get("page")
+    )
+    context: dict[str, Any] = {
+        "form": form,
+        "page": page,
+        "status": status,
+        "filter_query": urlencode({"status": status}) if status else "",
+    }
+    template = (
+        "agentops/_partials/task_table.html"
+        if _wants_fragment(request)
+        else "agentops/task_list.html"
+    )
+    return _varying(render(request, template, context))
 
 
 @login_required
 @require_http_methods(["GET", "POST"])
-def task_new(request: HttpRequest) -> HttpResponse:
-    return HttpResponse("new")
+def task_new(request: HtmxHttpRequest) -> HttpResponse:
+    if request.method == "POST":
+        form = TaskStartForm(request.POST)
+        if form.is_valid():
+            try:
+                task = task_create(
+                    agent=form.cleaned_data["agent"],
+                    goal=form.cleaned_data["goal"],
+                    input=form.cleaned_data["input"],
+                    created_by=request.user,
+                )
+            except UnknownAgent as exc:
+                form.add_error("agent", str(exc))
+            else:
+                url = reverse("agentops:task_detail", args=[task.pk])
+                if request.htmx:
+                    return HttpResponseClientRedirect(url)
+                return redirect(url)
+    else:
+        form = TaskStartForm()
+    template = (
+        "agentops/_partials/task_form.html" if _wants_fragment(request) else "agentops/task_new.html"
+    )
+    return _varying(render(request, template, {"form": form}))
 
 
 @login_required
 @require_GET
-def task_detail(request: HttpRequest, task_id: int) -> HttpResponse:
-    return HttpResponse("detail")
+def task_detail(request: HtmxHttpRequest, task_id: int) -> HttpResponse:
+    try:
+        detail = task_get_detail(task_id=task_id)
+    except Task.DoesNotExist:
+        raise Http404(f"no task {task_id}") from None
+    context = {"detail": detail, "task": detail.task}
+    if not _wants_fragment(request):
+        return _varying(render(request, "agentops/task_detail.html", context))
+    fragment = "agentops/_partials/task_timeline.html"
+    if detail.is_terminal:
+        return _varying(
+            HttpResponseStopPolling(render_to_string(fragment, context, request=request))
+        )
+    return _varying(render(request, fragment, context))

@@ -164,6 +164,8 @@ def fenced_write(
         assert spec.fenced, f"{transition} is not a lease-holder transition"
         sources = set(spec.sources)
         fields["status"] = spec.target
+        events = [*events, EventSpec(f"agentops.task.{_past(transition)}",
+                                     fold={"status": spec.target})]
         if spec.target != TaskStatus.RUNNING:
             fields.setdefault("lease_expires_at", None)
             fields.setdefault("lease_owner", "")

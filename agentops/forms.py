@@ -1,0 +1,101 @@
+"""Forms of the agentops pages: starting a task, and filtering the task list.
+
+Forms only parse and check what a person typed; writes go through `agentops.services`. The task
+input is checked with the same JSON validation the save path uses, so a value the form accepts is
+one the service will persist, and a rejected one keeps the person's text for correction.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django import forms
+from django.core.exceptions import ValidationError
+
+from agentops.engine.errors import NotSerializable
+from agentops.engine.jsonvalues import validated
+from agentops.engine.registry import agents
+from agentops.states import TaskStatus
+
+INPUT_MAX_CHARS = 64 * 1024
+
+_JSON_TYPE_NAMES = {
+    list: "an array",
+    str: "a string",
+    int: "a number",
+    float: "a number",
+    bool: "a boolean",
+    type(None): "null",
+}
+
+
+def agent_choices() -> list[tuple[str, str]]:
+    """Registered agents a person may start, as (name, label); hidden ones are left out."""
+    return [
+        (a.name, f"{a.name} — {a.description}" if a.description else a.name)
+        for a in agents()
+        if not a.hidden
+    ]
+
+
+class TaskStartForm(forms.Form):
+    agent = forms.ChoiceField(choices=(), help_text="The registered agent that will run the task.")
+    goal = forms.CharField(
+        max_length=4000,
+        widget=forms.Textarea(attrs={"rows": 3}),
+        help_text="What the agent should achieve, in one or two sentences.",
+    )
+    input = forms.CharField(
+        required=False,
+        max_length=INPUT_MAX_CHARS,
+        widget=forms.Textarea(
+            attrs={"rows": 6, "spellcheck": "false", "placeholder": '{"order_id": "A1001"}'}
+        ),
+        label="Input (JSON object, optional)",
+        help_text="Structured input for the agent, e.g. the order to refund.",
+    )
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # Read at request time: agents register when the app is ready, after this module loads.
+        self.fields["agent"].choices = agent_choices()
+
+    def clean_input(self) -> dict[str, Any]:
+        text = self.cleaned_data["input"].strip()
+        if not text:
+            return {}
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ValidationError(
+                "The input is not valid JSON: %(msg)s (line %(line)s, column %(col)s).",
+                code="invalid_json",
+                params={"msg": exc.msg, "line": exc.lineno, "col": exc.colno},
+            ) from None
+        except RecursionError:
+            raise ValidationError("The input is nested too deeply.", code="too_deep") from None
+        if not isinstance(value, dict):
+            raise ValidationError(
+                "The input must be a JSON object, like {\"order_id\": \"A1001\"}; got %(kind)s.",
+                code="not_object",
+                params={"kind": _JSON_TYPE_NAMES.get(type(value), type(value).__name__)},
+            )
+        try:
+            return validated(value, "input")
+        except NotSerializable as exc:
+            raise ValidationError(
+                "The input cannot be stored as JSON: %(error)s.",
+                code="not_serializable",
+                params={"error": str(exc)},
+            ) from None
+        except RecursionError:
+            raise ValidationError("The input is nested too deeply.", code="too_deep") from None
+
+
+class TaskFilterForm(forms.Form):
+    status = forms.ChoiceField(
+        required=False,
+        choices=[("", "All statuses"), *TaskStatus.choices],
+        label="Status",
+    )

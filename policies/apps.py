@@ -1,0 +1,10 @@
+"""The policies app: tiered oversight rules, their versions and their editor."""
+
+from __future__ import annotations
+
+from django.apps import AppConfig
+
+
+class PoliciesConfig(AppConfig):
+    name = "policies"
+    verbose_name = "Oversight policies"

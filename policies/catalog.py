@@ -1,0 +1,98 @@
+"""What the policy engine knows about the host's tools and history, without importing the host.
+
+`policies` imports no other app. The host app registers two callables at startup: one returning
+the known tools (`{name: (side_effect, systems)}`), one returning the recorded actions since a
+time (for dry-runs). Until it does, no tool is known (every tool is unknown, hence never `auto`)
+and the history is empty.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime
+
+from policies.engine import Action, ToolInfo
+
+# The side-effect classes a rule may name even before the host registers any tool of that class.
+BASE_CLASSES = ("read", "write", "notify", "financial")
+
+ToolsProvider = Callable[[], dict[str, tuple[str, tuple[str, ...]]]]
+
+
+@dataclass(frozen=True)
+class RecordedAction:
+    """One routed action from history: what it was, the lane it took, how long a human took to
+    decide it (gates only, None when unknown), and when it was proposed."""
+
+    action: Action
+    routed: str
+    decided_seconds: float | None
+    at: datetime
+
+
+HistoryProvider = Callable[[datetime], Iterable[RecordedAction]]
+
+
+@dataclass
+class _Registry:
+    tools: ToolsProvider | None = None
+    history: HistoryProvider | None = None
+
+
+_registry = _Registry()
+_lock = threading.Lock()
+
+
+def register(*, tools: ToolsProvider, history: HistoryProvider | None = None) -> None:
+    """Install the host's providers, replacing any earlier ones (safe to call twice)."""
+    with _lock:
+        _registry.tools = tools
+        _registry.history = history
+
+
+def is_registered() -> bool:
+    return _registry.tools is not None
+
+
+def known_tools() -> dict[str, ToolInfo]:
+    provider = _registry.tools
+    if provider is None:
+        return {}
+    return {
+        name: ToolInfo(side_effect=side_effect, systems=tuple(systems))
+        for name, (side_effect, systems) in provider().items()
+    }
+
+
+def known_classes() -> tuple[str, ...]:
+    classes = set(BASE_CLASSES) | {info.side_effect for info in known_tools().values()}
+    return tuple(sorted(classes))
+
+
+def tool_info(name: str) -> ToolInfo | None:
+    return known_tools().get(name)
+
+
+def recorded_actions(since: datetime) -> list[RecordedAction]:
+    provider = _registry.history
+    if provider is None:
+        return []
+    return [record for record in provider(since) if record.at >= since]
+
+
+@contextmanager
+def registered(
+    *, tools: ToolsProvider, history: HistoryProvider | None = None
+) -> Iterator[None]:
+    """Install providers for the duration of a block, then restore the previous ones (tests)."""
+    with _lock:
+        previous = (_registry.tools, _registry.history)
+        _registry.tools, _registry.history = tools, history
+    try:
+        yield
+    finally:
+        with _lock:
+            _registry.tools, _registry.history = previous

@@ -1,0 +1,291 @@
+"""The runner in-process against the simulated services: phases, retries, caps, bad input."""
+
+from __future__ import annotations
+
+import ast
+from datetime import timedelta
+from pathlib import Path
+
+import django_rq
+import pytest
+from django.utils import timezone
+
+from agentops.engine.errors import NotSerializable, UnknownAgent
+from agentops.engine.model import ModelRequest
+from agentops.engine.registry import Agent, PlanStep, register_agent
+from agentops.engine.runner import task_advance
+from agentops.models import Artifact, Event, Snapshot, Step, Task, ToolCall
+from agentops.services import task_create, task_pause, task_resume
+from agentops.states import LedgerStatus, StepStatus, TaskStatus
+
+pytestmark = pytest.mark.django_db(transaction=True)
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def refund(**input_overrides) -> Task:
+    return task_create(agent="refund", goal="Refund order A1001",
+                       input={"order_id": "A1001", **input_overrides})
+
+
+def run_until_parked_or_done(task: Task, *, max_jobs: int = 20) -> Task:
+    """Advance like a worker would, making scheduled retries due at once."""
+    for _ in range(max_jobs):
+        task.refresh_from_db()
+        if task.status == TaskStatus.RETRY_SCHEDULED:
+            Task.objects.filter(pk=task.pk).update(next_run_at=timezone.now())
+        elif task.status not in {TaskStatus.QUEUED, TaskStatus.RUNNING}:
+            return task
+        task_advance(task_id=task.pk, owner="test")
+    task.refresh_from_db()
+    return task
+
+
+def actions(task: Task) -> list[str]:
+    return list(Event.objects.filter(task=task).order_by("seq").values_list("action", flat=True))
+
+
+def test_a_step_records_every_phase_in_order_with_gapless_seq(sim_server, redis_clean):
+    task = run_until_parked_or_done(refund())
+
+    assert task.status == TaskStatus.SUCCEEDED
+    seqs = list(Event.objects.filter(task=task).order_by("seq").values_list("seq", flat=True))
+    assert seqs == list(range(1, len(seqs) + 1))
+    first_step = [a for a, s in Event.objects.filter(task=task, step_ordinal=0)
+                  .order_by("seq").values_list("action", "step_ordinal")]
+    assert first_step == ["agentops.step.started", "agentops.step.model_result",
+                          "agentops.ledger.pending", "agentops.ledger.succeeded",
+                          "agentops.step.completed"]
+    assert Snapshot.objects.filter(task=task).count() == 2  # at creation and at the end
+    assert task.current_step == task.step_count == 5
+    assert task.tokens_used > 0
+
+
+def test_a_rate_limited_model_call_parks_for_a_retry_and_then_succeeds(sim_server, redis_clean):
+    task = refund(model_faults={"1": ["429"]})
+
+    task_advance(task_id=task.pk, owner="test")
+    task.refresh_from_db()
+    assert task.status == TaskStatus.RETRY_SCHEDULED
+    assert task.lease_owner == "" and task.next_run_at > timezone.now()
+    assert task.failure["kind"] == "rate_limited" and task.failure["layer"] == "model"
+    assert task.failure["retry_in_seconds"] >= 1.0  # honours the model's Retry-After
+
+    task = run_until_parked_or_done(task)
+    assert task.status == TaskStatus.SUCCEEDED
+    assert Step.objects.get(task=task, ordinal=1).attempts == 2
+
+
+def test_invalid_model_output_is_retried_until_the_cap_then_stops(sim_server, redis_clean):
+    task = refund(model_faults={"2": ["invalid_json", "timeout", "invalid_json", "timeout"]})
+
+    task = run_until_parked_or_done(task)
+
+    assert task.status == TaskStatus.NEEDS_ATTENTION
+    step = Step.objects.get(task=task, ordinal=2)
+    assert step.attempts == task.step_retry_cap == 3
+    assert step.status == StepStatus.FAILED
+    assert task.failure["kind"] == "output_invalid"
+    assert Event.objects.filter(task=task, action="agentops.step.failed").count() == 3
+    assert not ToolCall.objects.filter(task=task, step=step).exists()
+
+
+def test_a_step_with_a_recorded_response_never_asks_the_model_again(sim_server, redis_clean,
+                                                                      tmp_path, monkeypatch):
+    log = tmp_path / "calls.jsonl"
+    monkeypatch.setenv("AGENTOPS_MODEL_CALL_LOG", str(log))
+    from agentops.sim.models import Fault, FaultMode
+
+    Fault.objects.create(service="logistics", operation="track", mode=FaultMode.ERROR_BEFORE,
+                         remaining=1)
+    task = run_until_parked_or_done(refund())
+
+    assert task.status == TaskStatus.SUCCEEDED
+    calls_for_step_2 = [line for line in log.read_text().splitlines() if '"step": 2' in line]
+    assert len(calls_for_step_2) == 1
+    tries = ToolCall.objects.filter(task=task, step__ordinal=2).order_by("id")
+    assert [t.status for t in tries] == [LedgerStatus.FAILED, LedgerStatus.SUCCEEDED]
+    assert len({t.idempotency_key for t in tries}) == 1
+
+
+def test_resume_rebuilds_the_context_with_a_checkpoint_note(sim_server, redis_clean, settings):
+    settings.AGENTOPS = {**settings.AGENTOPS, "SLICE_SECONDS": 0.0}
+    task = refund()
+
+    task_advance(task_id=task.pk, owner="test")  # one step, then the slice is over
+    task.refresh_from_db()
+    assert task.status == TaskStatus.QUEUED
+    assert "agentops.task.yielded" in actions(task)
+    assert django_rq.get_queue("default").count >= 1
+
+    task_advance(task_id=task.pk, owner="test")
+    started = Event.objects.filter(task=task, action="agentops.step.started", step_ordinal=1).get()
+    assert started.payload["attempt"] == 1
+    from agentops.engine import context
+    from agentops.engine.registry import get_agent
+
+    steps = list(Step.objects.filter(task=task).order_by("ordinal"))
+    messages = context.build_messages(agent=get_agent("refund"), task=task, steps=steps,
+                                      current=steps[2], resumed_at="step 3 of 5")
+    assert "resumed from a checkpoint" in messages[1]["content"]
+    assert messages[-1]["content"].startswith("Now do step 3 of 5")
+
+
+def test_pause_revokes_the_lease_and_resume_enqueues_a_job(sim_server, redis_clean):
+    task = refund()
+    queue = django_rq.get_queue("default")
+    queue.empty()
+
+    task_pause(task_id=task.pk, actor=None, reason="checking with the customer")
+    assert task_advance(task_id=task.pk, owner="test") == "not claimable"
+    task_resume(task_id=task.pk, actor=None)
+
+    assert Task.objects.get(pk=task.pk).status == TaskStatus.QUEUED
+    assert queue.count == 1
+    assert run_until_parked_or_done(task).status == TaskStatus.SUCCEEDED
+
+
+def test_a_duplicated_job_is_a_no_op(sim_server, redis_clean):
+    task = run_until_parked_or_done(refund())
+    events = Event.objects.filter(task=task).count()
+
+    assert task_advance(task_id=task.pk, owner="duplicate") == "not claimable"
+    assert Event.objects.filter(task=task).count() == events
+
+
+def test_enqueueing_the_same_task_state_twice_makes_one_job(redis_clean):
+    from agentops.engine.dispatch import enqueue_now
+
+    task = refund()
+    queue = django_rq.get_queue("default")
+    assert queue.count == 1  # enqueued on commit by task_create
+    task.refresh_from_db()
+    assert enqueue_now(task.pk, token=task.last_seq) is False
+    assert queue.count == 1
+
+
+def test_non_json_input_is_rejected_with_its_path(redis_clean):
+    class DataFrame:
+        pass
+
+    with pytest.raises(NotSerializable, match=r"input\.rows\[1\]: DataFrame is not JSON"):
+        task_create(agent="refund", goal="x", input={"rows": [1, DataFrame()]})
+    assert not Task.objects.exists()
+
+
+def test_an_unknown_agent_is_a_clear_error(redis_clean):
+    with pytest.raises(UnknownAgent, match="unknown agent 'nope'; registered agents: .*refund"):
+        task_create(agent="nope", goal="x")
+
+
+def test_an_oversized_payload_goes_to_artifact_storage(redis_clean, settings, tmp_path):
+    settings.MEDIA_ROOT = tmp_path
+    task = task_create(agent="bench_noop", goal="big", input={"steps": 2, "payload_kb": 300})
+
+    task = run_until_parked_or_done(task)
+
+    assert task.status == TaskStatus.SUCCEEDED
+    step = Step.objects.get(task=task, ordinal=0)
+    assert set(step.output) == {"$artifact", "size", "sha256", "path"}
+    assert step.output["size"] > 300 * 1024
+    artifact = Artifact.objects.get(pk=step.output["$artifact"])
+    assert (tmp_path / artifact.name).stat().st_size == artifact.size
+
+
+def _planner(request: ModelRequest) -> dict:
+    if request.planning:
+        return {"plan": [{"title": "Look up", "tool": "lookup_order"},
+                         {"title": "Summarize"}]}
+    if request.step == 0:
+        return {"tool_calls": [{"name": "lookup_order", "arguments": {"order_id": "A1001"}}],
+                "confidence": 0.9}
+    return {"text": "Order A1001 is delivered.", "confidence": 0.9}
+
+
+register_agent(Agent(name="test_planner", system_prompt="Plan, then act.",
+                     tools=["lookup_order"], plan=None, script=_planner, hidden=True))
+
+
+def test_an_agent_without_a_fixed_plan_gets_its_plan_from_the_model(sim_server, redis_clean):
+    task = task_create(agent="test_planner", goal="Check order A1001")
+    assert task.step_count == 0
+
+    task = run_until_parked_or_done(task)
+
+    assert task.status == TaskStatus.SUCCEEDED
+    assert list(task.steps.values_list("title", flat=True)) == ["Look up", "Summarize"]
+    assert Step.objects.get(task=task, ordinal=1).output == {"text": "Order A1001 is delivered."}
+
+
+def test_a_proposed_tool_the_agent_does_not_have_is_invalid_output(sim_server, redis_clean):
+    register_agent(Agent(
+        name="test_rogue", system_prompt="x", tools=["lookup_order"], hidden=True,
+        plan=[PlanStep("Refund")],
+        script=lambda r: {"tool_calls": [{"name": "issue_refund", "arguments": {}}]},
+    ))
+    task = run_until_parked_or_done(task_create(agent="test_rogue", goal="rogue"))
+
+    assert task.status == TaskStatus.NEEDS_ATTENTION
+    assert task.failure["kind"] == "output_invalid"
+    assert "does not have" in task.failure["message"]
+    assert not ToolCall.objects.filter(task=task).exists()
+
+
+def test_a_token_budget_stops_the_task(sim_server, redis_clean):
+    task = run_until_parked_or_done(
+        task_create(agent="refund", goal="Refund", input={"order_id": "A1001"}, token_budget=1)
+    )
+
+    assert task.status == TaskStatus.NEEDS_ATTENTION
+    assert task.failure["kind"] == "budget_overflow"
+    assert Step.objects.filter(task=task, status=StepStatus.SUCCEEDED).count() == 1
+
+
+STATUS_WRITERS = {"agentops/engine/transitions.py"}
+
+
+def _status_writes(path: Path) -> list[int]:
+    tree = ast.parse(path.read_text(), filename=str(path))
+    lines = []
+    for node in ast.walk(tree):
+        targets = []
+        if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        if any(isinstance(t, ast.Attribute) and t.attr == "status" for t in targets):
+            lines.append(node.lineno)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and (
+            node.func.attr == "update" and any(k.arg == "status" for k in node.keywords)
+        ):
+            lines.append(node.lineno)
+        if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "setattr" and (
+            len(node.args) > 1 and getattr(node.args[1], "value", None) == "status"
+        ):
+            lines.append(node.lineno)
+    return lines
+
+
+def test_no_module_but_the_transition_code_writes_a_status():
+    offenders = {}
+    for app in ("agentops", "reviews"):
+        for path in (ROOT / app).rglob("*.py"):
+            relative = str(path.relative_to(ROOT))
+            if "/migrations/" in relative or relative in STATUS_WRITERS:
+                continue
+            if lines := _status_writes(path):
+                offenders[relative] = lines
+    assert offenders == {}
+
+
+def test_the_status_scan_finds_an_assignment(tmp_path):
+    sample = tmp_path / "sample.py"
+    sample.write_text("task.status = 'x'\nTask.objects.filter().update(status='y')\n")
+    assert _status_writes(sample) == [1, 2]
+
+
+def test_retry_backoff_grows_and_honours_retry_after(settings):
+    from agentops.engine.runner import backoff_seconds
+
+    settings.AGENTOPS = {**settings.AGENTOPS, "BACKOFF_BASE_SECONDS": 1.0}
+    assert 1.0 <= backoff_seconds(1, None) <= 1.25
+    assert 4.0 <= backoff_seconds(3, None) <= 5.0
+    assert backoff_seconds(1, 30.0) == 30.0
+    assert timedelta(seconds=backoff_seconds(20, None)) <= timedelta(seconds=75)
