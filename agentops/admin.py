@@ -15,14 +15,36 @@ class StepInline(admin.TabularInline):
 
 @admin.register(Task)
 class TaskAdmin(admin.ModelAdmin):
-    list_display = ("id", "agent", "status", "current_step", "step_count", "recoveries",
-                    "created_at")
+    list_display = (
+        "id",
+        "agent",
+        "status",
+        "current_step",
+        "step_count",
+        "recoveries",
+        "created_at",
+    )
     list_filter = ("status", "agent")
     search_fields = ("goal",)
-    readonly_fields = ("status", "phase", "current_step", "step_count", "lease_epoch",
-                       "lease_owner", "lease_expires_at", "next_run_at", "last_seq", "claims",
-                       "recoveries", "tokens_used", "cost_used", "failure", "started_at",
-                       "finished_at", "updated_at")
+    readonly_fields = (
+        "status",
+        "phase",
+        "current_step",
+        "step_count",
+        "lease_epoch",
+        "lease_owner",
+        "lease_expires_at",
+        "next_run_at",
+        "last_seq",
+        "claims",
+        "recoveries",
+        "tokens_used",
+        "cost_used",
+        "failure",
+        "started_at",
+        "finished_at",
+        "updated_at",
+    )
     inlines = [StepInline]
 
 
@@ -30,8 +52,19 @@ class TaskAdmin(admin.ModelAdmin):
 class StepAdmin(admin.ModelAdmin):
     list_display = ("task", "ordinal", "title", "status", "attempts", "route")
     list_filter = ("status", "route")
-    readonly_fields = ("status", "attempts", "prompt_digest", "model_response", "output", "error",
-                       "route", "policy_version", "policy_rule", "started_at", "finished_at")
+    readonly_fields = (
+        "status",
+        "attempts",
+        "prompt_digest",
+        "model_response",
+        "output",
+        "error",
+        "route",
+        "policy_version",
+        "policy_rule",
+        "started_at",
+        "finished_at",
+    )
 
 
 @admin.register(ToolCall)

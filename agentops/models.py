@@ -43,7 +43,10 @@ class Task(models.Model):
 
     failure = models.JSONField(null=True, blank=True, editable=False)
     created_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
         related_name="+",
     )
     created_at = models.DateTimeField(auto_now_add=True)
@@ -99,7 +102,9 @@ class Step(models.Model):
     class Meta:
         ordering = ["task", "ordinal"]
         constraints = [
-            models.UniqueConstraint(fields=["task", "ordinal"], name="agentops_step_task_ordinal_uniq"),
+            models.UniqueConstraint(
+                fields=["task", "ordinal"], name="agentops_step_task_ordinal_uniq"
+            ),
             models.CheckConstraint(
                 condition=Q(status__in=StepStatus.values), name="agentops_step_status_valid"
             ),
@@ -158,7 +163,10 @@ class Event(models.Model):
     step_ordinal = models.PositiveIntegerField(null=True, blank=True)
     payload = models.JSONField(default=dict, blank=True)
     actor = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
         related_name="+",
     )
     actor_label = models.CharField(max_length=150, blank=True)
@@ -187,6 +195,9 @@ class Snapshot(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["task", "seq"], name="agentops_snapshot_task_seq_uniq"),
         ]
+
+    def __str__(self) -> str:
+        return f"Snapshot of task {self.task_id} at #{self.seq}"
 
 
 class Artifact(models.Model):

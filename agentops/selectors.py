@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.db.models import F, Prefetch, QuerySet
+from django.db.models import F, IntegerField, Prefetch, QuerySet
 from django.db.models.functions import Least
 
 from agentops.engine.jsonvalues import ARTIFACT_KEY, is_pointer
@@ -38,7 +38,9 @@ def json_preview(value: Any, *, limit: int = PREVIEW_CHARS) -> str:
 
 def _with_step_number(queryset: QuerySet[Task]) -> QuerySet[Task]:
     # 1-based "step k of n": the step being worked on, or the last one once all are done.
-    return queryset.annotate(step_number=Least(F("current_step") + 1, F("step_count")))
+    return queryset.annotate(
+        step_number=Least(F("current_step") + 1, F("step_count"), output_field=IntegerField())
+    )
 
 
 def task_list_recent(*, status: str | None = None) -> QuerySet[Task]:

@@ -10,13 +10,13 @@ from typing import Any
 
 from django.db import transaction
 
+from agentops.engine.checkpoints import snapshot_state
 from agentops.engine.dispatch import task_enqueue
 from agentops.engine.errors import AgentOpsError
 from agentops.engine.jsonvalues import validated
 from agentops.engine.registry import get_agent, plan_for
 from agentops.engine.transitions import EventSpec, task_append_event, task_transition
 from agentops.models import Snapshot, Step, Task
-from agentops.engine.checkpoints import snapshot_state
 from agentops.states import TaskStatus
 
 
@@ -28,7 +28,7 @@ def task_create(
     *,
     agent: str,
     goal: str,
-    input: dict[str, Any] | None = None,  # noqa: A002 - the task's input, by its domain name
+    input: dict[str, Any] | None = None,
     created_by: Any = None,
     token_budget: int | None = None,
     wall_time_budget_seconds: int | None = None,
@@ -61,15 +61,21 @@ def task_create(
             recovery_cap=recovery_cap if recovery_cap is not None else conf["TASK_RECOVERY_CAP"],
         )
         steps = Step.objects.bulk_create(
-            Step(task=task, ordinal=i, title=p.title, spec={"tool": p.tool},
-                 depends_on=list(p.depends_on))
+            Step(
+                task=task,
+                ordinal=i,
+                title=p.title,
+                spec={"tool": p.tool},
+                depends_on=list(p.depends_on),
+            )
             for i, p in enumerate(plan)
         )
         Snapshot.objects.create(task=task, seq=0, state=snapshot_state(task, steps, []))
         seq = task_append_event(
             task_id=task.pk,
-            event=EventSpec("agentops.task.created", payload={"agent": spec.name,
-                                                              "steps": len(steps)}),
+            event=EventSpec(
+                "agentops.task.created", payload={"agent": spec.name, "steps": len(steps)}
+            ),
             actor=created_by,
         )
         task_enqueue(task.pk, token=seq)
@@ -79,7 +85,10 @@ def task_create(
 def _transition(task_id: int, name: str, *, actor: Any, reason: str = "", **fields: Any) -> None:
     with transaction.atomic():
         moved = task_transition(
-            task_id=task_id, name=name, actor=actor, payload={"reason": reason} if reason else {},
+            task_id=task_id,
+            name=name,
+            actor=actor,
+            payload={"reason": reason} if reason else {},
             **fields,
         )
         if not moved:
@@ -104,5 +113,11 @@ def task_abort(*, task_id: int, actor: Any, reason: str = "") -> None:
     _transition(task_id, "abort", actor=actor, reason=reason)
 
 
-__all__ = ["TaskStatus", "TransitionRefused", "task_abort", "task_create", "task_pause",
-           "task_resume"]
+__all__ = [
+    "TaskStatus",
+    "TransitionRefused",
+    "task_abort",
+    "task_create",
+    "task_pause",
+    "task_resume",
+]

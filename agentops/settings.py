@@ -79,6 +79,7 @@ INSTALLED_APPS = [
     "django_rq",
     "agentops.apps.AgentopsConfig",
     "agentops.sim.apps.SimConfig",
+    "policies.apps.PoliciesConfig",
 ]
 
 MIDDLEWARE = [
@@ -152,7 +153,7 @@ LOGGING = {
 
 # The engine's knobs. Every one is documented in docs/operations.md.
 AGENTOPS = {
-    # Seconds a claimed lease lasts; the holder heartbeats at a third of it while a call is in flight.
+    # Seconds a claimed lease lasts; the holder heartbeats every third of it during a call.
     "LEASE_SECONDS": env_float("AGENTOPS_LEASE_SECONDS", 30.0),
     # A job advances its task for at most this long before it re-enqueues itself.
     "SLICE_SECONDS": env_float("AGENTOPS_SLICE_SECONDS", 5.0),

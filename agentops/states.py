@@ -28,8 +28,12 @@ TERMINAL = frozenset({TaskStatus.SUCCEEDED, TaskStatus.ABORTED, TaskStatus.ROLLE
 CLAIMABLE = frozenset({TaskStatus.QUEUED, TaskStatus.RUNNING, TaskStatus.RETRY_SCHEDULED})
 # Parked tasks hold no worker: a human decision or a due time brings them back.
 PARKED = frozenset(
-    {TaskStatus.AWAITING_APPROVAL, TaskStatus.RETRY_SCHEDULED, TaskStatus.NEEDS_ATTENTION,
-     TaskStatus.PAUSED}
+    {
+        TaskStatus.AWAITING_APPROVAL,
+        TaskStatus.RETRY_SCHEDULED,
+        TaskStatus.NEEDS_ATTENTION,
+        TaskStatus.PAUSED,
+    }
 )
 
 
@@ -61,11 +65,19 @@ TASK_TRANSITIONS: dict[str, Transition] = {
         _t("succeed", {_S.RUNNING}, _S.SUCCEEDED, fenced=True),
         # From outside the worker.
         _t("pause", {_S.QUEUED, _S.RUNNING, _S.RETRY_SCHEDULED}, _S.PAUSED, fenced=False),
-        _t("resume", {_S.AWAITING_APPROVAL, _S.NEEDS_ATTENTION, _S.PAUSED, _S.RETRY_SCHEDULED},
-           _S.QUEUED, fenced=False),
+        _t(
+            "resume",
+            {_S.AWAITING_APPROVAL, _S.NEEDS_ATTENTION, _S.PAUSED, _S.RETRY_SCHEDULED},
+            _S.QUEUED,
+            fenced=False,
+        ),
         _t("abort", set(TaskStatus.values) - TERMINAL, _S.ABORTED, fenced=False),
-        _t("roll_back", {_S.NEEDS_ATTENTION, _S.PAUSED, _S.AWAITING_APPROVAL}, _S.ROLLED_BACK,
-           fenced=False),
+        _t(
+            "roll_back",
+            {_S.NEEDS_ATTENTION, _S.PAUSED, _S.AWAITING_APPROVAL},
+            _S.ROLLED_BACK,
+            fenced=False,
+        ),
     ]
 }
 

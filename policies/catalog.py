@@ -9,10 +9,11 @@ and the history is empty.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from policies.engine import Action, ToolInfo
 
@@ -76,6 +77,42 @@ def tool_info(name: str) -> ToolInfo | None:
     return known_tools().get(name)
 
 
+def amount_of(arguments: Mapping[str, Any]) -> float | None:
+    """The amount an action moves: its numeric `amount` argument, if it has one."""
+    value = arguments.get("amount")
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value)
+
+
+def action_for(
+    *,
+    tool: str,
+    arguments: Mapping[str, Any] | None = None,
+    agent: str = "",
+    step: int = 0,
+    confidence: float | None = None,
+    edited: bool = False,
+    systems: Iterable[str] = (),
+    amount: float | None = None,
+) -> Action:
+    """Build the Action for a proposed tool call, with the side effect and systems the catalog
+    knows (an unknown tool gets side effect None) plus any `systems` given. `amount` defaults to
+    the numeric `amount` argument."""
+    info = tool_info(tool)
+    known_systems = info.systems if info is not None else ()
+    return Action(
+        tool=tool,
+        side_effect=info.side_effect if info is not None else None,
+        systems=tuple(dict.fromkeys((*known_systems, *systems))),
+        amount=amount if amount is not None else amount_of(arguments or {}),
+        confidence=confidence,
+        agent=agent,
+        step=step,
+        edited=edited,
+    )
+
+
 def recorded_actions(since: datetime) -> list[RecordedAction]:
     provider = _registry.history
     if provider is None:
@@ -84,9 +121,7 @@ def recorded_actions(since: datetime) -> list[RecordedAction]:
 
 
 @contextmanager
-def registered(
-    *, tools: ToolsProvider, history: HistoryProvider | None = None
-) -> Iterator[None]:
+def registered(*, tools: ToolsProvider, history: HistoryProvider | None = None) -> Iterator[None]:
     """Install providers for the duration of a block, then restore the previous ones (tests)."""
     with _lock:
         previous = (_registry.tools, _registry.history)

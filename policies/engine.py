@@ -161,7 +161,7 @@ class Verdict:
     version_id: int | None = None
 
     def queues_audit(self, key: str) -> bool:
-        """Whether this decision also gets an audit item; deterministic in `key` (e.g. a step id)."""
+        """Whether this decision also gets an audit item; deterministic in `key` (a step id)."""
         return self.route in ("auto", "audit") and sampled(self.sample_rate, key)
 
     def as_dict(self) -> dict[str, Any]:
@@ -260,9 +260,7 @@ def _why(rule: Rule, action: Action, sensitive: tuple[str, ...]) -> list[str]:
     if rule.amount_above is not None and action.amount is not None:
         why.append(f"amount {_num(action.amount)} is above {_num(rule.amount_above)}")
     if rule.confidence_below is not None and action.confidence is not None:
-        why.append(
-            f"confidence {_num(action.confidence)} is below {_num(rule.confidence_below)}"
-        )
+        why.append(f"confidence {_num(action.confidence)} is below {_num(rule.confidence_below)}")
     if rule.agents:
         why.append(f"agent is {action.agent}")
     if rule.step_at_least is not None or rule.step_at_most is not None:
@@ -334,21 +332,34 @@ def validate(
     out: list[ValidationMessage] = []
     defaults = [i for i, r in enumerate(rules) if r.is_default]
     if not defaults:
-        out.append(ValidationMessage(
-            "error", "missing_default",
-            "the policy has no default rule: add a default rule as the last rule",
-        ))
+        out.append(
+            ValidationMessage(
+                "error",
+                "missing_default",
+                "the policy has no default rule: add a default rule as the last rule",
+            )
+        )
     for i in defaults[:-1]:
-        out.append(_msg(
-            "error", "multiple_defaults", rules, i,
-            "is a second default rule: a policy has exactly one default rule",
-        ))
+        out.append(
+            _msg(
+                "error",
+                "multiple_defaults",
+                rules,
+                i,
+                "is a second default rule: a policy has exactly one default rule",
+            )
+        )
     if defaults and defaults[-1] != len(rules) - 1:
-        out.append(_msg(
-            "error", "default_not_last", rules, defaults[-1],
-            f"is the default rule and must be the last rule (it is rule {defaults[-1] + 1} of "
-            f"{len(rules)})",
-        ))
+        out.append(
+            _msg(
+                "error",
+                "default_not_last",
+                rules,
+                defaults[-1],
+                f"is the default rule and must be the last rule (it is rule {defaults[-1] + 1} of "
+                f"{len(rules)})",
+            )
+        )
     seen: set[str] = set()
     for i, rule in enumerate(rules):
         out.extend(_check_rule(rules, i, known_tools, classes, seen))
@@ -356,11 +367,16 @@ def validate(
     for j, later in enumerate(rules):
         for i in range(j):
             if _superset(rules[i], later, known_tools, sensitive):
-                out.append(_msg(
-                    "error", "shadowed", rules, j,
-                    f"is never reached: rule {i + 1} '{rules[i].name}' matches every action it "
-                    "matches",
-                ))
+                out.append(
+                    _msg(
+                        "error",
+                        "shadowed",
+                        rules,
+                        j,
+                        f"is never reached: rule {i + 1} '{rules[i].name}' matches every action it "
+                        "matches",
+                    )
+                )
                 break
     return sorted(out, key=lambda m: (m.position or 0, m.code))
 
@@ -388,61 +404,87 @@ def _check_rule(
         out.append(_msg("warning", code, rules, i, text))
 
     if not rule.name.strip():
-        out.append(ValidationMessage(
-            "error", "empty_name", f"rule {i + 1} has no name", position=i + 1
-        ))
+        out.append(
+            ValidationMessage("error", "empty_name", f"rule {i + 1} has no name", position=i + 1)
+        )
     elif rule.name in seen:
         error("duplicate_name", "has the same name as an earlier rule: names must be unique")
     if rule.route not in ROUTES:
         error("invalid_route", f"has route {rule.route!r}; use one of {', '.join(ROUTES)}")
     if rule.is_default and rule.has_criteria():
-        error("default_has_criteria", "is the default rule and matches everything: remove its "
-              "criteria")
+        error(
+            "default_has_criteria",
+            "is the default rule and matches everything: remove its criteria",
+        )
     if rule.confidence_below is not None and not _within(rule.confidence_below, 0.0, 1.0):
-        error("confidence_out_of_range", f"has confidence baseline "
-              f"{_num(rule.confidence_below)}, outside [0, 1]")
+        error(
+            "confidence_out_of_range",
+            f"has confidence baseline {_num(rule.confidence_below)}, outside [0, 1]",
+        )
     if rule.amount_above is not None and not _within(rule.amount_above, 0.0, math.inf):
-        error("amount_out_of_range", f"has amount threshold {_num(rule.amount_above)}, which "
-              "must be 0 or more")
+        error(
+            "amount_out_of_range",
+            f"has amount threshold {_num(rule.amount_above)}, which must be 0 or more",
+        )
     if rule.sample_rate is not None and not _within(rule.sample_rate, 0.0, 1.0):
-        error("sample_rate_out_of_range", f"has sample rate {_num(rule.sample_rate)}, outside "
-              "[0, 1]")
-    for label, value in (("step_at_least", rule.step_at_least),
-                         ("step_at_most", rule.step_at_most)):
+        error(
+            "sample_rate_out_of_range", f"has sample rate {_num(rule.sample_rate)}, outside [0, 1]"
+        )
+    for label, value in (
+        ("step_at_least", rule.step_at_least),
+        ("step_at_most", rule.step_at_most),
+    ):
         if value is not None and value < 0:
-            error("step_out_of_range", f"has {label.replace('_', ' ')} {value}, which must be 0 "
-                  "or more")
-    if (rule.step_at_least is not None and rule.step_at_most is not None
-            and rule.step_at_least > rule.step_at_most):
-        error("step_out_of_range", f"can never match: step at least {rule.step_at_least} is "
-              f"above step at most {rule.step_at_most}")
+            error(
+                "step_out_of_range",
+                f"has {label.replace('_', ' ')} {value}, which must be 0 or more",
+            )
+    if (
+        rule.step_at_least is not None
+        and rule.step_at_most is not None
+        and rule.step_at_least > rule.step_at_most
+    ):
+        error(
+            "step_out_of_range",
+            f"can never match: step at least {rule.step_at_least} is "
+            f"above step at most {rule.step_at_most}",
+        )
     if known_tools is not None:
         for name in rule.tools:
             if name not in known_tools:
                 error("unknown_tool", f"names unknown tool {name!r}")
     for name in rule.side_effects:
         if name not in classes:
-            error("unknown_class", f"names unknown side-effect class {name!r}; known: "
-                  f"{', '.join(sorted(classes))}")
+            error(
+                "unknown_class",
+                f"names unknown side-effect class {name!r}; known: {', '.join(sorted(classes))}",
+            )
     if rule.route == "gate":
         if rule.timeout_seconds is None:
             error("gate_without_timeout", "is a gate without a timeout")
         elif rule.timeout_seconds <= 0:
-            error("gate_without_timeout", f"has timeout {rule.timeout_seconds} s, which must be "
-                  "more than 0")
+            error(
+                "gate_without_timeout",
+                f"has timeout {rule.timeout_seconds} s, which must be more than 0",
+            )
         if not rule.approver_group.strip():
             error("gate_without_group", "is a gate without an approver group")
         if rule.timeout_action not in TIMEOUT_ACTIONS:
-            error("invalid_timeout_action", f"has timeout action {rule.timeout_action!r}; use "
-                  "reject or escalate")
+            error(
+                "invalid_timeout_action",
+                f"has timeout action {rule.timeout_action!r}; use reject or escalate",
+            )
         elif rule.timeout_action == "escalate" and not rule.escalate_to.strip():
-            error("escalate_without_group", "escalates on timeout but names no group to "
-                  "escalate to")
+            error(
+                "escalate_without_group", "escalates on timeout but names no group to escalate to"
+            )
     if rule.route in ("gate", "deny") and rule.sample_rate:
         warning("sample_rate_ignored", f"is a {rule.route} rule: its sample rate is ignored")
     if rule.route == "auto" and rule.unknown_tool:
-        warning("unknown_tool_auto", "sends unknown tools to auto, which the engine never "
-                "allows: they are gated instead")
+        warning(
+            "unknown_tool_auto",
+            "sends unknown tools to auto, which the engine never allows: they are gated instead",
+        )
     return out
 
 
@@ -450,9 +492,7 @@ def _within(value: float, low: float, high: float) -> bool:
     return not math.isnan(value) and low <= value <= high
 
 
-def _tool_facts(
-    rule: Rule, known_tools: Mapping[str, ToolInfo] | None
-) -> list[ToolInfo] | None:
+def _tool_facts(rule: Rule, known_tools: Mapping[str, ToolInfo] | None) -> list[ToolInfo] | None:
     """What the catalog says about the tools `rule` is limited to, if it knows all of them."""
     if not rule.tools or known_tools is None or rule.unknown_tool:
         return None
@@ -485,11 +525,13 @@ def _superset(
         not earlier.unknown_tool or later.unknown_tool,
         not earlier.tools or (bool(later.tools) and set(later.tools) <= set(earlier.tools)),
         not earlier.side_effects
-        or (not later.unknown_tool and (
-            (bool(later.side_effects) and set(later.side_effects) <= set(earlier.side_effects))
-            or (facts is not None
-                and all(f.side_effect in earlier.side_effects for f in facts))
-        )),
+        or (
+            not later.unknown_tool
+            and (
+                (bool(later.side_effects) and set(later.side_effects) <= set(earlier.side_effects))
+                or (facts is not None and all(f.side_effect in earlier.side_effects for f in facts))
+            )
+        ),
         not earlier.systems or covered_systems(earlier.systems, later.systems),
         not earlier.touches_sensitive
         or later.touches_sensitive
@@ -497,8 +539,10 @@ def _superset(
         earlier.amount_above is None
         or (later.amount_above is not None and later.amount_above >= earlier.amount_above),
         earlier.confidence_below is None
-        or (later.confidence_below is not None
-            and later.confidence_below <= earlier.confidence_below),
+        or (
+            later.confidence_below is not None
+            and later.confidence_below <= earlier.confidence_below
+        ),
         not earlier.agents or (bool(later.agents) and set(later.agents) <= set(earlier.agents)),
         earlier.step_at_least is None
         or (later.step_at_least is not None and later.step_at_least >= earlier.step_at_least),

@@ -57,8 +57,12 @@ class PolicyVersion(models.Model):
     sensitive_systems = models.JSONField(default=list, blank=True)
     # No database FK: a published row is immutable, so deleting its author must not touch it.
     author = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.DO_NOTHING,
-        db_constraint=False, related_name="+",
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.DO_NOTHING,
+        db_constraint=False,
+        related_name="+",
     )
     author_label = models.CharField(max_length=150, blank=True)
     parent = models.ForeignKey(
@@ -68,8 +72,13 @@ class PolicyVersion(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     published_at = models.DateTimeField(null=True, blank=True, editable=False)
     published_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.DO_NOTHING,
-        db_constraint=False, related_name="+", editable=False,
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.DO_NOTHING,
+        db_constraint=False,
+        related_name="+",
+        editable=False,
     )
     published_by_label = models.CharField(max_length=150, blank=True, editable=False)
 
@@ -169,8 +178,12 @@ class PolicyChange(models.Model):
     action = models.CharField(max_length=64)
     detail = models.JSONField(default=dict, blank=True)
     actor = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.DO_NOTHING,
-        db_constraint=False, related_name="+",
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.DO_NOTHING,
+        db_constraint=False,
+        related_name="+",
     )
     actor_label = models.CharField(max_length=150, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)

@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterable
+from datetime import datetime, timedelta
 
 from django.db.models import Prefetch, QuerySet
+from django.utils import timezone
 
 from policies import catalog
+from policies.dryrun import DryRunResult, dry_run
 from policies.engine import Action, PolicySpec, Rule, ValidationMessage, Verdict, evaluate, validate
 from policies.errors import PolicyNotFound
 from policies.models import Policy, PolicyChange, PolicyRule, PolicyVersion, VersionStatus
@@ -99,6 +102,14 @@ def policy_version_validate(version: PolicyVersion) -> list[ValidationMessage]:
     return validate(spec.rules, tools, catalog.known_classes(), spec.sensitive_systems)
 
 
+def policy_version_dry_run(
+    version: PolicyVersion, *, days: int, now: datetime | None = None
+) -> DryRunResult:
+    """Dry-run `version` against the host's recorded actions of the last `days` days."""
+    since = (now or timezone.now()) - timedelta(days=days)
+    return dry_run(policy_spec_of(version), catalog.recorded_actions(since), days=days)
+
+
 def policy_list() -> QuerySet[Policy]:
     versions = PolicyVersion.objects.order_by("-number", "-id")
     return Policy.objects.prefetch_related(Prefetch("versions", queryset=versions))
@@ -126,7 +137,5 @@ def policy_version_get(version_id: int) -> PolicyVersion:
 
 def policy_change_list(policy: Policy, *, limit: int = 200) -> list[PolicyChange]:
     return list(
-        PolicyChange.objects.filter(policy=policy).select_related("version").order_by("-id")[
-            :limit
-        ]
+        PolicyChange.objects.filter(policy=policy).select_related("version").order_by("-id")[:limit]
     )

@@ -49,24 +49,32 @@ class Processes:
         self.log_dir = log_dir
         self.children: list[subprocess.Popen[bytes]] = []
 
-    def start(self, *args: str, extra_env: dict[str, str] | None = None,
-              name: str = "proc") -> subprocess.Popen[bytes]:
+    def start(
+        self, *args: str, extra_env: dict[str, str] | None = None, name: str = "proc"
+    ) -> subprocess.Popen[bytes]:
         log = open(self.log_dir / f"{name}-{len(self.children)}.log", "wb")  # noqa: SIM115
         child = subprocess.Popen(
             [sys.executable, str(ROOT / "manage.py"), *args],
-            cwd=ROOT, env={**self.env, **(extra_env or {})}, stdout=log, stderr=subprocess.STDOUT,
+            cwd=ROOT,
+            env={**self.env, **(extra_env or {})},
+            stdout=log,
+            stderr=subprocess.STDOUT,
             start_new_session=True,
         )
         self.children.append(child)
         return child
 
-    def worker(self, *, crash_at: str | None = None, burst: bool = False,
-               extra_env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+    def worker(
+        self,
+        *,
+        crash_at: str | None = None,
+        burst: bool = False,
+        extra_env: dict[str, str] | None = None,
+    ) -> subprocess.Popen[bytes]:
         env = dict(extra_env or {})
         if crash_at:
             env["AGENTOPS_CRASH_AT"] = crash_at
-        return self.start("worker", *(["--burst"] if burst else []), extra_env=env,
-                          name="worker")
+        return self.start("worker", *(["--burst"] if burst else []), extra_env=env, name="worker")
 
     def sweeper(self, interval: float = 0.3) -> subprocess.Popen[bytes]:
         return self.start("sweeper", "--interval", str(interval), name="sweeper")
@@ -79,7 +87,9 @@ class Processes:
 
 
 @pytest.fixture(scope="session")
-def sim_server(django_db_setup: Any, django_db_blocker: Any, tmp_path_factory: Any) -> Iterator[str]:
+def sim_server(
+    django_db_setup: Any, django_db_blocker: Any, tmp_path_factory: Any
+) -> Iterator[str]:
     """The simulated third-party services in their own process; yields their base URL."""
     with django_db_blocker.unblock():
         url = database_url()
@@ -87,9 +97,19 @@ def sim_server(django_db_setup: Any, django_db_blocker: Any, tmp_path_factory: A
     log = open(tmp_path_factory.mktemp("sim") / "sim.log", "wb")  # noqa: SIM115
     env = {**os.environ, "DATABASE_URL": url, "DJANGO_SETTINGS_MODULE": "agentops.sim.settings"}
     child = subprocess.Popen(
-        [sys.executable, str(ROOT / "manage.py"), "runserver", f"127.0.0.1:{port}", "--noreload",
-         "--skip-checks"],
-        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        [
+            sys.executable,
+            str(ROOT / "manage.py"),
+            "runserver",
+            f"127.0.0.1:{port}",
+            "--noreload",
+            "--skip-checks",
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
     )
     base = f"http://127.0.0.1:{port}/sim"
     deadline = time.monotonic() + 30
@@ -123,8 +143,11 @@ def processes(
     sim_server: str, redis_clean: None, tmp_path: Path, settings: Any
 ) -> Iterator[Processes]:
     """Start workers and a sweeper against the test database; all are killed at teardown."""
-    settings.AGENTOPS = {**settings.AGENTOPS, "LEASE_SECONDS": LEASE_SECONDS,
-                         "SIM_BASE_URL": sim_server}
+    settings.AGENTOPS = {
+        **settings.AGENTOPS,
+        "LEASE_SECONDS": LEASE_SECONDS,
+        "SIM_BASE_URL": sim_server,
+    }
     env = {
         **os.environ,
         "DATABASE_URL": database_url(),
@@ -141,8 +164,13 @@ def processes(
     procs.stop_all()
 
 
-def wait_for(predicate: Callable[[], Any], *, timeout: float = 30.0, interval: float = 0.1,
-             message: str = "condition") -> Any:
+def wait_for(
+    predicate: Callable[[], Any],
+    *,
+    timeout: float = 30.0,
+    interval: float = 0.1,
+    message: str = "condition",
+) -> Any:
     """Poll until `predicate()` is truthy; fail the test with `message` after `timeout`."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

@@ -22,20 +22,26 @@ def bench_echo(call: ToolContext, *, payload: str, n: int) -> dict[str, Any]:
 def bench_script(request: ModelRequest) -> dict[str, Any]:
     size = int(request.task_input.get("payload_kb", 2)) * 1024
     payload = (f"step {request.step} " * (size // 7 + 1))[:size]
-    return {"text": "", "tool_calls": [{"name": "bench_echo",
-                                        "arguments": {"payload": payload, "n": request.step}}],
-            "confidence": 1.0}
+    return {
+        "text": "",
+        "tool_calls": [
+            {"name": "bench_echo", "arguments": {"payload": payload, "n": request.step}}
+        ],
+        "confidence": 1.0,
+    }
 
 
-register_agent(Agent(
-    name="bench_noop",
-    description="Benchmark: one model call and one tool call per step.",
-    system_prompt="Echo the payload.",
-    tools=["bench_echo"],
-    plan=lambda task_input: [
-        PlanStep(f"Echo {i + 1}", "bench_echo")
-        for i in range(min(MAX_STEPS, int(task_input.get("steps", 20))))
-    ],
-    script=bench_script,
-    hidden=True,
-))
+register_agent(
+    Agent(
+        name="bench_noop",
+        description="Benchmark: one model call and one tool call per step.",
+        system_prompt="Echo the payload.",
+        tools=["bench_echo"],
+        plan=lambda task_input: [
+            PlanStep(f"Echo {i + 1}", "bench_echo")
+            for i in range(min(MAX_STEPS, int(task_input.get("steps", 20))))
+        ],
+        script=bench_script,
+        hidden=True,
+    )
+)

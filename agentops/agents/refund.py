@@ -16,15 +16,25 @@ from agentops.engine.registry import Agent, PlanStep, ToolContext, register_agen
 @tool(side_effect="read", systems=("orders",))
 def lookup_order(call: ToolContext, *, order_id: str) -> dict[str, Any]:
     """Look up an order: amount, customer, status."""
-    return remote.post(call, "orders", "lookup", {"order_id": order_id},
-                       expect=("order_id", "amount", "customer_email"))
+    return remote.post(
+        call,
+        "orders",
+        "lookup",
+        {"order_id": order_id},
+        expect=("order_id", "amount", "customer_email"),
+    )
 
 
 @tool(side_effect="read", systems=("eligibility",))
 def check_eligibility(call: ToolContext, *, order_id: str, reason: str) -> dict[str, Any]:
     """Check whether the order may be refunded for this reason."""
-    return remote.post(call, "eligibility", "check", {"order_id": order_id, "reason": reason},
-                       expect=("eligible", "max_refund"))
+    return remote.post(
+        call,
+        "eligibility",
+        "check",
+        {"order_id": order_id, "reason": reason},
+        expect=("eligible", "max_refund"),
+    )
 
 
 @tool(side_effect="read", systems=("logistics",))
@@ -36,9 +46,13 @@ def track_shipment(call: ToolContext, *, order_id: str) -> dict[str, Any]:
 @tool(side_effect="financial", systems=("payments",), idempotent_remote=True)
 def issue_refund(call: ToolContext, *, order_id: str, amount: float, currency: str) -> dict:
     """Refund the customer."""
-    return remote.post(call, "payments", "refund",
-                       {"order_id": order_id, "amount": amount, "currency": currency},
-                       expect=("refund_id", "status"))
+    return remote.post(
+        call,
+        "payments",
+        "refund",
+        {"order_id": order_id, "amount": amount, "currency": currency},
+        expect=("refund_id", "status"),
+    )
 
 
 @issue_refund.probe
@@ -49,8 +63,9 @@ def _refund_probe(call: ToolContext) -> dict[str, Any] | None:
 @tool(side_effect="notify", systems=("email",), idempotent_remote=True)
 def email_customer(call: ToolContext, *, to: str, subject: str, body: str) -> dict[str, Any]:
     """Send the customer an email."""
-    return remote.post(call, "email", "send", {"to": to, "subject": subject, "body": body},
-                       expect=("message_id",))
+    return remote.post(
+        call, "email", "send", {"to": to, "subject": subject, "body": body}, expect=("message_id",)
+    )
 
 
 @email_customer.probe
@@ -78,27 +93,43 @@ def refund_script(request: ModelRequest) -> dict[str, Any]:
         ("check_eligibility", {"order_id": order_id, "reason": data.get("reason", "damaged")}),
         ("track_shipment", {"order_id": order_id}),
         ("issue_refund", {"order_id": order_id, "amount": amount, "currency": "EUR"}),
-        ("email_customer", {"to": email, "subject": f"Your refund for order {order_id}",
-                            "body": f"We refunded {amount} EUR for order {order_id}."}),
+        (
+            "email_customer",
+            {
+                "to": email,
+                "subject": f"Your refund for order {order_id}",
+                "body": f"We refunded {amount} EUR for order {order_id}.",
+            },
+        ),
     ]
     name, arguments = calls[request.step]
-    return {"text": f"Calling {name}.", "tool_calls": [{"name": name, "arguments": arguments}],
-            "confidence": float(data.get("confidence", 0.93))}
+    return {
+        "text": f"Calling {name}.",
+        "tool_calls": [{"name": name, "arguments": arguments}],
+        "confidence": float(data.get("confidence", 0.93)),
+    }
 
 
-register_agent(Agent(
-    name="refund",
-    description="Refund a customer's order and tell them.",
-    system_prompt="You are a careful customer-service agent. Refund only eligible orders, "
-    "never more than was paid, and tell the customer what you did.",
-    tools=["lookup_order", "check_eligibility", "track_shipment", "issue_refund",
-           "email_customer"],
-    plan=[
-        PlanStep("Look up the order", "lookup_order"),
-        PlanStep("Check refund eligibility", "check_eligibility", depends_on=(0,)),
-        PlanStep("Track the shipment", "track_shipment", depends_on=(0,)),
-        PlanStep("Issue the refund", "issue_refund", depends_on=(1, 2)),
-        PlanStep("Email the customer", "email_customer", depends_on=(3,)),
-    ],
-    script=refund_script,
-))
+register_agent(
+    Agent(
+        name="refund",
+        description="Refund a customer's order and tell them.",
+        system_prompt="You are a careful customer-service agent. Refund only eligible orders, "
+        "never more than was paid, and tell the customer what you did.",
+        tools=[
+            "lookup_order",
+            "check_eligibility",
+            "track_shipment",
+            "issue_refund",
+            "email_customer",
+        ],
+        plan=[
+            PlanStep("Look up the order", "lookup_order"),
+            PlanStep("Check refund eligibility", "check_eligibility", depends_on=(0,)),
+            PlanStep("Track the shipment", "track_shipment", depends_on=(0,)),
+            PlanStep("Issue the refund", "issue_refund", depends_on=(1, 2)),
+            PlanStep("Email the customer", "email_customer", depends_on=(3,)),
+        ],
+        script=refund_script,
+    )
+)

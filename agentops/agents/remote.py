@@ -24,12 +24,19 @@ def post(
             url, json=body, headers={"Idempotency-Key": ctx.idempotency_key}, timeout=ctx.timeout
         )
     except httpx.TimeoutException:
-        raise ToolFailure(f"{service}.{operation} timed out after {ctx.timeout:g} s",
-                          kind="timeout", retryable=True,
-                          detail={"maybe_executed": True}) from None
+        raise ToolFailure(
+            f"{service}.{operation} timed out after {ctx.timeout:g} s",
+            kind="timeout",
+            retryable=True,
+            detail={"maybe_executed": True},
+        ) from None
     except httpx.TransportError as exc:
-        raise ToolFailure(f"{service}.{operation} unreachable: {exc}", kind="unavailable",
-                          retryable=True, detail={"maybe_executed": False}) from None
+        raise ToolFailure(
+            f"{service}.{operation} unreachable: {exc}",
+            kind="unavailable",
+            retryable=True,
+            detail={"maybe_executed": False},
+        ) from None
     return _checked(response, service, operation, expect)
 
 
@@ -39,13 +46,15 @@ def probe(ctx: ToolContext, service: str, operation: str) -> dict[str, Any] | No
     try:
         response = ctx.http.get(url, timeout=ctx.timeout)
     except httpx.HTTPError as exc:
-        raise ToolFailure(f"probe of {service}.{operation} failed: {exc}",
-                          kind="unavailable") from None
+        raise ToolFailure(
+            f"probe of {service}.{operation} failed: {exc}", kind="unavailable"
+        ) from None
     if response.status_code == 404:
         return None
     if response.status_code != 200:
-        raise ToolFailure(f"probe of {service}.{operation} answered {response.status_code}",
-                          kind="unavailable")
+        raise ToolFailure(
+            f"probe of {service}.{operation} answered {response.status_code}", kind="unavailable"
+        )
     return response.json()["response"]
 
 
@@ -56,20 +65,35 @@ def _checked(
     status = response.status_code
     if status == 429:
         retry_after = response.headers.get("Retry-After")
-        raise ToolFailure(f"{name} rate limited (429)", kind="rate_limited", retryable=True,
-                          retry_after=float(retry_after) if retry_after else None)
+        raise ToolFailure(
+            f"{name} rate limited (429)",
+            kind="rate_limited",
+            retryable=True,
+            retry_after=float(retry_after) if retry_after else None,
+        )
     if status in (401, 403):
-        raise ToolFailure(f"{name} refused: {status} {_message(response)}",
-                          kind="authorization_gap", retryable=False)
+        raise ToolFailure(
+            f"{name} refused: {status} {_message(response)}",
+            kind="authorization_gap",
+            retryable=False,
+        )
     if status == 409:
-        raise ToolFailure(f"{name} conflict: {_message(response)}", kind="conflict",
-                          retryable=False)
+        raise ToolFailure(
+            f"{name} conflict: {_message(response)}", kind="conflict", retryable=False
+        )
     if status >= 500:
-        raise ToolFailure(f"{name} answered {status}", kind="unavailable", retryable=True,
-                          detail={"maybe_executed": True})
+        raise ToolFailure(
+            f"{name} answered {status}",
+            kind="unavailable",
+            retryable=True,
+            detail={"maybe_executed": True},
+        )
     if status >= 400:
-        raise ToolFailure(f"{name} rejected the request: {status} {_message(response)}",
-                          kind="bad_request", retryable=False)
+        raise ToolFailure(
+            f"{name} rejected the request: {status} {_message(response)}",
+            kind="bad_request",
+            retryable=False,
+        )
     try:
         data = response.json()
     except ValueError:
@@ -77,7 +101,8 @@ def _checked(
     if not isinstance(data, dict) or any(key not in data for key in expect):
         raise ToolFailure(
             f"{name} answered in an unexpected shape (expected keys {', '.join(expect)})",
-            kind="schema_mismatch", retryable=False,
+            kind="schema_mismatch",
+            retryable=False,
             detail={"maybe_executed": True, "body": response.text[:500]},
         )
     return data

@@ -35,9 +35,7 @@ def snapshot_state(task: Task, steps: list[Step], calls: list[ToolCall]) -> dict
         "tokens_used": task.tokens_used,
         "cost_used": str(task.cost_used),
     }
-    state["outputs"] = {
-        str(s.ordinal): digest(s.output) for s in steps if s.output is not None
-    }
+    state["outputs"] = {str(s.ordinal): digest(s.output) for s in steps if s.output is not None}
     return state
 
 
@@ -83,15 +81,11 @@ def checkpoint_verify(task: Task, steps: list[Step], calls: list[ToolCall]) -> i
     snapshot = Snapshot.objects.filter(task_id=task.pk).order_by("-seq").first()
     if snapshot is None:
         raise CheckpointMismatch(f"task {task.pk} has no snapshot")
-    events = list(
-        Event.objects.filter(task_id=task.pk, seq__gt=snapshot.seq).order_by("seq")
-    )
+    events = list(Event.objects.filter(task_id=task.pk, seq__gt=snapshot.seq).order_by("seq"))
     expected = fold(snapshot.state, events)
     actual = progress_state(task, steps, calls)
     if expected != actual:
-        differences = sorted(
-            key for key in expected if expected[key] != actual.get(key)
-        )
+        differences = sorted(key for key in expected if expected[key] != actual.get(key))
         raise CheckpointMismatch(
             f"task {task.pk}: snapshot #{snapshot.seq} + {len(events)} events disagree with the "
             f"rows on {', '.join(differences)}"

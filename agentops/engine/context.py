@@ -58,31 +58,49 @@ def build_messages(
     notes: Sequence[str] = (),
 ) -> list[dict[str, Any]]:
     """The prompt for `current` (or for planning when None), from the recorded steps."""
-    done = [s for s in steps if s.status in STEP_DONE and (current is None or
-                                                            s.ordinal < current.ordinal)]
+    done = [
+        s
+        for s in steps
+        if s.status in STEP_DONE and (current is None or s.ordinal < current.ordinal)
+    ]
     older, recent = done[:-RECENT_EXCHANGES], done[-RECENT_EXCHANGES:]
     messages: list[dict[str, Any]] = [{"role": "system", "content": agent.system_prompt}]
     if resumed_at:
-        messages.append({
-            "role": "system",
-            "content": f"Note: this task is resumed from a checkpoint ({resumed_at}). Completed "
-            "steps are listed below and must not be repeated.",
-        })
-    messages.append({"role": "user", "content": f"Goal: {task.goal}\nInput: "
-                     f"{canonical_json(_visible_input(task.input))}"})
+        messages.append(
+            {
+                "role": "system",
+                "content": f"Note: this task is resumed from a checkpoint ({resumed_at}). "
+                "Completed "
+                "steps are listed below and must not be repeated.",
+            }
+        )
+    messages.append(
+        {
+            "role": "user",
+            "content": f"Goal: {task.goal}\nInput: {canonical_json(_visible_input(task.input))}",
+        }
+    )
     if older:
-        messages.append({"role": "system", "content": "Earlier work:\n" + "\n".join(
-            summary_line(s) for s in older)})
+        messages.append(
+            {
+                "role": "system",
+                "content": "Earlier work:\n" + "\n".join(summary_line(s) for s in older),
+            }
+        )
     for index, step in enumerate(recent):
         messages.extend(_exchange(step, verbatim=index == len(recent) - 1))
     messages.extend({"role": "user", "content": f"Operator note: {note}"} for note in notes)
     if current is None:
         messages.append({"role": "user", "content": "Produce the plan as JSON."})
     else:
-        messages.append({
-            "role": "user",
-            "content": f"Now do step {current.ordinal + 1} of {task.step_count}: {current.title}",
-        })
+        messages.append(
+            {
+                "role": "user",
+                "content": (
+                    f"Now do step {current.ordinal + 1} of {task.step_count}: {current.title}"
+                ),
+            }
+        )
     return messages
 
 

@@ -28,9 +28,12 @@ def enqueue_now(task_id: int, *, token: int) -> bool:
     queue = django_rq.get_queue("default")
     job_id = job_id_for(task_id, token)
     try:
-        if Job.fetch(job_id, connection=queue.connection, serializer=queue.serializer).get_status(
-            refresh=False
-        ) in WAITING:
+        if (
+            Job.fetch(job_id, connection=queue.connection, serializer=queue.serializer).get_status(
+                refresh=False
+            )
+            in WAITING
+        ):
             return False
     except NoSuchJobError:
         pass

@@ -36,7 +36,7 @@ class CheckpointMismatch(AgentOpsError):
     """The snapshot folded with later events disagrees with the rows."""
 
 
-class LeaseLost(BaseException):  # noqa: N818 - a signal, not an error
+class LeaseLost(BaseException):
     """The worker's lease was taken over or revoked: it must stop without writing anything."""
 
 

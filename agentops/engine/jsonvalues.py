@@ -59,7 +59,10 @@ def _normalized(value: Any) -> Any:
 def canonical_json(value: Any) -> str:
     """Sorted keys, NFC strings, integral floats as ints, no whitespace: stable across processes."""
     return json.dumps(
-        _normalized(value), sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+        _normalized(value),
+        sort_keys=True,
+        separators=(",", ":"),
+        ensure_ascii=False,
         allow_nan=False,
     )
 

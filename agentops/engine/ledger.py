@@ -45,7 +45,8 @@ def invoke(tool: Tool, ctx: ToolContext, arguments: dict[str, Any]) -> Outcome:
         if not isinstance(result, dict):
             raise ToolFailure(
                 f"{tool.name} returned {type(result).__name__}, expected an object",
-                kind="schema_mismatch", detail={"maybe_executed": True},
+                kind="schema_mismatch",
+                detail={"maybe_executed": True},
             )
         validated(result, f"{tool.name}.result")
         return Outcome(LedgerStatus.SUCCEEDED, result=result)

@@ -7,6 +7,7 @@ with a kind (rate_limited, timeout, unavailable, output_invalid, context_overflo
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from dataclasses import asdict, dataclass, field
@@ -62,13 +63,16 @@ def parse_response(raw: str, *, usage: dict[str, int]) -> ModelResponse:
         raise ModelFailure("model output is not a JSON object", kind="output_invalid")
     calls = data.get("tool_calls") or []
     if not isinstance(calls, list) or not all(
-        isinstance(c, dict) and isinstance(c.get("name"), str)
+        isinstance(c, dict)
+        and isinstance(c.get("name"), str)
         and isinstance(c.get("arguments", {}), dict)
         for c in calls
     ):
         raise ModelFailure("model output has malformed tool_calls", kind="output_invalid")
     if len(calls) > 1:
-        raise ModelFailure("model proposed more than one tool call in a step", kind="output_invalid")
+        raise ModelFailure(
+            "model proposed more than one tool call in a step", kind="output_invalid"
+        )
     confidence = data.get("confidence")
     if confidence is not None and not (
         isinstance(confidence, (int, float)) and 0 <= confidence <= 1
@@ -76,7 +80,9 @@ def parse_response(raw: str, *, usage: dict[str, int]) -> ModelResponse:
         raise ModelFailure("model confidence must be a number in [0, 1]", kind="output_invalid")
     plan = data.get("plan")
     if plan is not None and not (
-        isinstance(plan, list) and plan and all(isinstance(p, dict) and p.get("title") for p in plan)
+        isinstance(plan, list)
+        and plan
+        and all(isinstance(p, dict) and p.get("title") for p in plan)
     ):
         raise ModelFailure("model plan must be a non-empty list of steps", kind="output_invalid")
     return ModelResponse(
@@ -146,8 +152,12 @@ class OpenAICompatibleModel:
     def complete(self, request: ModelRequest) -> ModelResponse:
         _log_call(request)
         messages = [
-            {**m, "content": m["content"] if isinstance(m.get("content"), str)
-             else json.dumps(m.get("content"))}
+            {
+                **m,
+                "content": m["content"]
+                if isinstance(m.get("content"), str)
+                else json.dumps(m.get("content")),
+            }
             for m in request.messages
         ]
         body = {
@@ -174,7 +184,8 @@ class OpenAICompatibleModel:
         if response.status_code == 429:
             retry_after = response.headers.get("Retry-After")
             raise ModelFailure(
-                "model rate limited (429)", kind="rate_limited",
+                "model rate limited (429)",
+                kind="rate_limited",
                 retry_after=float(retry_after) if retry_after else None,
             )
         if response.status_code >= 500:
@@ -183,7 +194,8 @@ class OpenAICompatibleModel:
             raise ModelFailure("context window exceeded", kind="context_overflow")
         if response.status_code >= 400:
             raise ModelFailure(
-                f"model request refused ({response.status_code})", kind="unavailable",
+                f"model request refused ({response.status_code})",
+                kind="unavailable",
                 retryable=False,
             )
 
@@ -201,10 +213,9 @@ class OpenAICompatibleModel:
             raise ModelFailure(f"unexpected model response: {exc}", kind="output_invalid") from None
         reply: dict[str, Any] = {"text": content, "tool_calls": calls}
         if content.lstrip().startswith("{"):
-            try:
+            # Plain text that merely starts with a brace stays text.
+            with contextlib.suppress(ValueError):
                 reply.update(json.loads(content))
-            except ValueError:
-                pass  # plain text that happens to start with a brace
         usage = {
             "prompt_tokens": int(usage.get("prompt_tokens", 0)),
             "completion_tokens": int(usage.get("completion_tokens", 0)),

@@ -55,7 +55,7 @@ class Tool:
         }
 
     def check_arguments(self, arguments: dict[str, Any]) -> None:
-        """Raise ModelFailure(output_invalid) when the model's arguments do not fit the signature."""
+        """Raise ModelFailure(output_invalid) if the model's arguments do not fit the signature."""
         params = self.parameters()
         required = {
             name
@@ -66,7 +66,8 @@ class Tool:
         missing = required - set(arguments)
         if unknown or missing:
             raise ModelFailure(
-                f"tool {self.name}: unexpected arguments {sorted(unknown)}, missing {sorted(missing)}",
+                f"tool {self.name}: unexpected arguments {sorted(unknown)}, "
+                f"missing {sorted(missing)}",
                 kind="output_invalid",
             )
         for name, value in arguments.items():
@@ -82,7 +83,7 @@ class Tool:
                 )
 
     def probe(self, fn: Callable[[ToolContext], dict[str, Any] | None]) -> Callable:
-        """Decorator: ask the remote whether the effect with this key happened (None: it did not)."""
+        """Decorator: ask the remote whether the effect with this key happened (None: not)."""
         self.probe_fn = fn
         return fn
 
@@ -94,15 +95,22 @@ class Tool:
         return fn
 
     def schema(self) -> dict[str, Any]:
-        names = {str: "string", int: "integer", float: "number", bool: "boolean", dict: "object",
-                 list: "array"}
+        names = {
+            str: "string",
+            int: "integer",
+            float: "number",
+            bool: "boolean",
+            dict: "object",
+            list: "array",
+        }
         return {
             "name": self.name,
             "description": self.description,
             "parameters": {
                 "type": "object",
-                "properties": {n: {"type": names.get(t, "string")} for n, t in
-                               self.parameters().items()},
+                "properties": {
+                    n: {"type": names.get(t, "string")} for n, t in self.parameters().items()
+                },
             },
         }
 

@@ -38,6 +38,7 @@ from agentops.engine.errors import (
     UnknownTool,
 )
 from agentops.engine.jsonvalues import loaded, offloaded
+from agentops.engine.leases import Heartbeat
 from agentops.engine.ledger import (
     Outcome,
     arguments_digest,
@@ -45,7 +46,6 @@ from agentops.engine.ledger import (
     invoke,
     reconcile,
 )
-from agentops.engine.leases import Heartbeat
 from agentops.engine.model import ModelRequest, ModelResponse, get_model_adapter
 from agentops.engine.registry import Agent, Tool, ToolContext, get_agent, get_tool
 from agentops.engine.routing import ProposedAction, Verdict, route_action
@@ -88,7 +88,7 @@ def backoff_seconds(attempt: int, retry_after: float | None) -> float:
     conf = settings.AGENTOPS
     base = conf["BACKOFF_BASE_SECONDS"]
     delay = min(conf["BACKOFF_MAX_SECONDS"], base * 2 ** max(attempt - 1, 0))
-    delay *= 1 + random.uniform(0, 0.25)  # noqa: S311 - jitter, not cryptography
+    delay *= 1 + random.uniform(0, 0.25)
     return max(delay, retry_after or 0.0)
 
 
@@ -159,9 +159,13 @@ class TaskRun:
         """Checks made once per claim; each failure stops the task with a structured reason."""
         task = self.task
         if task.recoveries > task.recovery_cap:
-            return self._stop(OrchestrationFailure(
-                f"the task was recovered after a crash {task.recoveries} times (cap "
-                f"{task.recovery_cap})", kind="process_crash"))
+            return self._stop(
+                OrchestrationFailure(
+                    f"the task was recovered after a crash {task.recoveries} times (cap "
+                    f"{task.recovery_cap})",
+                    kind="process_crash",
+                )
+            )
         try:
             self.agent = get_agent(task.agent)
         except UnknownAgent as exc:
@@ -184,24 +188,35 @@ class TaskRun:
     def _begin_events(self, step: Step) -> tuple[list[EventSpec], dict[str, Any]]:
         """Events and task fields that start `step`. Builds the step's prompt as a side effect."""
         self.messages = ctxbuild.build_messages(
-            agent=self.agent, task=self.task, steps=self.steps, current=step,
-            resumed_at=self.resumed_at, notes=self._notes(step),
+            agent=self.agent,
+            task=self.task,
+            steps=self.steps,
+            current=step,
+            resumed_at=self.resumed_at,
+            notes=self._notes(step),
         )
         attempt = step.attempts + 1
         event = EventSpec(
-            "agentops.step.started", step=step.ordinal,
-            payload={"attempt": attempt, "prompt_digest": ctxbuild.prompt_digest(self.messages),
-                     "phase": Phase.BEFORE_MODEL_CALL,
-                     "model_response_recorded": step.model_response is not None},
-            fold={"steps": {str(step.ordinal): StepStatus.RUNNING},
-                  "current_step": step.ordinal},
+            "agentops.step.started",
+            step=step.ordinal,
+            payload={
+                "attempt": attempt,
+                "prompt_digest": ctxbuild.prompt_digest(self.messages),
+                "phase": Phase.BEFORE_MODEL_CALL,
+                "model_response_recorded": step.model_response is not None,
+            },
+            fold={"steps": {str(step.ordinal): StepStatus.RUNNING}, "current_step": step.ordinal},
         )
         return [event], {"current_step": step.ordinal, "phase": Phase.BEFORE_MODEL_CALL}
 
     def _begin_rows(self, step: Step, events: list[EventSpec]) -> None:
         started = step_transition(
-            step=step, name="start", attempts=step.attempts + 1,
-            prompt_digest=events[0].payload["prompt_digest"], started_at=Now(), error=None,
+            step=step,
+            name="start",
+            attempts=step.attempts + 1,
+            prompt_digest=events[0].payload["prompt_digest"],
+            started_at=Now(),
+            error=None,
         )
         if not started:
             raise CheckpointMismatch(f"step {step.pk} could not be started")
@@ -238,16 +253,21 @@ class TaskRun:
         if outcome.status != LedgerStatus.SUCCEEDED:
             failure = outcome.failure or OrchestrationFailure("the tool call failed")
             failure.detail.setdefault(
-                "ledger", {"key": call.idempotency_key, "status": outcome.status,
-                           "how": outcome.how})
+                "ledger",
+                {"key": call.idempotency_key, "status": outcome.status, "how": outcome.how},
+            )
             return StepResult(call=call, outcome=outcome, failure=failure)
         return StepResult(output=outcome.result or {}, call=call, outcome=outcome)
 
     def _ask_model(self, step: Step) -> tuple[ModelResponse, ToolCall | None]:
         self._check_budgets()
         request = ModelRequest(
-            agent=self.agent.name, task_id=self.task.pk, step=step.ordinal,
-            step_title=step.title, attempt=step.attempts, messages=self.messages,
+            agent=self.agent.name,
+            task_id=self.task.pk,
+            step=step.ordinal,
+            step_title=step.title,
+            attempt=step.attempts,
+            messages=self.messages,
             tools=[get_tool(name).schema() for name in self.agent.tools],
             task_input=self.task.input,
         )
@@ -265,41 +285,65 @@ class TaskRun:
         if proposal is not None:
             tool = self._proposed_tool(proposal["name"])
             tool.check_arguments(proposal["arguments"])
-            verdict = route_action(task=self.task, action=ProposedAction(
-                tool=tool.name, side_effect=tool.side_effect, systems=tool.systems,
-                arguments=proposal["arguments"], agent=self.agent.name, step=step.ordinal,
-                confidence=response.confidence,
-            ))
+            verdict = route_action(
+                task=self.task,
+                action=ProposedAction(
+                    tool=tool.name,
+                    side_effect=tool.side_effect,
+                    systems=tool.systems,
+                    arguments=proposal["arguments"],
+                    agent=self.agent.name,
+                    step=step.ordinal,
+                    confidence=response.confidence,
+                ),
+            )
             if verdict.route == "deny":
                 raise OrchestrationFailure(
                     f"policy denies {tool.name}: {'; '.join(verdict.reasons)}",
-                    kind="authorization_gap", detail={"rule": verdict.rule},
+                    kind="authorization_gap",
+                    detail={"rule": verdict.rule},
                 )
         record = offloaded(response.as_record(), path="step.model_response", task_id=self.task.pk)
         usage = response.usage
         tokens = int(usage.get("prompt_tokens", 0)) + int(usage.get("completion_tokens", 0))
-        events = [EventSpec(
-            "agentops.step.model_result", step=step.ordinal,
-            payload={"usage": usage, "confidence": response.confidence,
-                     "tool": proposal["name"] if proposal else None,
-                     "phase": Phase.MODEL_RESULT},
-        )]
+        events = [
+            EventSpec(
+                "agentops.step.model_result",
+                step=step.ordinal,
+                payload={
+                    "usage": usage,
+                    "confidence": response.confidence,
+                    "tool": proposal["name"] if proposal else None,
+                    "phase": Phase.MODEL_RESULT,
+                },
+            )
+        ]
         key = ""
         if proposal is not None and tool is not None and verdict is not None:
             args_digest = arguments_digest(proposal["arguments"])
-            key = idempotency_key(task_id=self.task.pk, step_id=step.pk, tool=tool.name,
-                                  args_digest=args_digest)
-            events.append(EventSpec(
-                "agentops.ledger.pending", step=step.ordinal,
-                payload={"tool": tool.name, "key": key, "route": verdict.route,
-                         "rule": verdict.rule, "policy_version": verdict.version,
-                         "phase": Phase.BEFORE_TOOL_CALL},
-                fold={"ledger": {key: LedgerStatus.PENDING}},
-            ))
+            key = idempotency_key(
+                task_id=self.task.pk, step_id=step.pk, tool=tool.name, args_digest=args_digest
+            )
+            events.append(
+                EventSpec(
+                    "agentops.ledger.pending",
+                    step=step.ordinal,
+                    payload={
+                        "tool": tool.name,
+                        "key": key,
+                        "route": verdict.route,
+                        "rule": verdict.rule,
+                        "policy_version": verdict.version,
+                        "phase": Phase.BEFORE_TOOL_CALL,
+                    },
+                    fold={"ledger": {key: LedgerStatus.PENDING}},
+                )
+            )
         call: ToolCall | None = None
         with transaction.atomic():
             fenced_write(
-                self.lease, events,
+                self.lease,
+                events,
                 phase=Phase.BEFORE_TOOL_CALL if proposal else Phase.MODEL_RESULT,
                 tokens_used=F("tokens_used") + tokens,
             )
@@ -311,10 +355,15 @@ class TaskRun:
             )
             if proposal is not None and tool is not None:
                 call = ToolCall.objects.create(
-                    task=self.task, step=step, tool=tool.name, side_effect=tool.side_effect,
-                    args=offloaded(proposal["arguments"], path="tool_call.args",
-                                   task_id=self.task.pk),
-                    args_digest=args_digest, idempotency_key=key,
+                    task=self.task,
+                    step=step,
+                    tool=tool.name,
+                    side_effect=tool.side_effect,
+                    args=offloaded(
+                        proposal["arguments"], path="tool_call.args", task_id=self.task.pk
+                    ),
+                    args_digest=args_digest,
+                    idempotency_key=key,
                 )
         step.model_response = record
         self.task.tokens_used += tokens
@@ -326,8 +375,10 @@ class TaskRun:
 
     def _proposed_tool(self, name: str) -> Tool:
         if name not in self.agent.tools:
-            raise ModelFailure(f"the model proposed tool {name!r}, which agent "
-                               f"{self.agent.name} does not have", kind="output_invalid")
+            raise ModelFailure(
+                f"the model proposed tool {name!r}, which agent {self.agent.name} does not have",
+                kind="output_invalid",
+            )
         try:
             return get_tool(name)
         except UnknownTool as exc:
@@ -346,16 +397,25 @@ class TaskRun:
         """A new `pending` row with the same key, after the previous try failed."""
         failed = ToolCall.objects.filter(step=step, status=LedgerStatus.FAILED).order_by("-id")[0]
         event = EventSpec(
-            "agentops.ledger.pending", step=step.ordinal,
-            payload={"tool": tool.name, "key": failed.idempotency_key, "retry": True,
-                     "phase": Phase.BEFORE_TOOL_CALL},
+            "agentops.ledger.pending",
+            step=step.ordinal,
+            payload={
+                "tool": tool.name,
+                "key": failed.idempotency_key,
+                "retry": True,
+                "phase": Phase.BEFORE_TOOL_CALL,
+            },
             fold={"ledger": {failed.idempotency_key: LedgerStatus.PENDING}},
         )
         with transaction.atomic():
             fenced_write(self.lease, [event], phase=Phase.BEFORE_TOOL_CALL)
             call = ToolCall.objects.create(
-                task=self.task, step=step, tool=tool.name, side_effect=tool.side_effect,
-                args=failed.args, args_digest=failed.args_digest,
+                task=self.task,
+                step=step,
+                tool=tool.name,
+                side_effect=tool.side_effect,
+                args=failed.args,
+                args_digest=failed.args_digest,
                 idempotency_key=failed.idempotency_key,
             )
         self.fresh_calls.add(call.pk)
@@ -369,12 +429,20 @@ class TaskRun:
         if call.status == LedgerStatus.SUCCEEDED:
             return Outcome(LedgerStatus.SUCCEEDED, result=loaded(call.result), how="recorded")
         if call.status == LedgerStatus.EXECUTED_UNKNOWN:
-            return Outcome(LedgerStatus.EXECUTED_UNKNOWN, failure=OrchestrationFailure(
-                f"{tool.name}: waiting for a person to confirm whether the effect happened",
-                kind="side_effect_unknown"), how="recorded")
+            return Outcome(
+                LedgerStatus.EXECUTED_UNKNOWN,
+                failure=OrchestrationFailure(
+                    f"{tool.name}: waiting for a person to confirm whether the effect happened",
+                    kind="side_effect_unknown",
+                ),
+                how="recorded",
+            )
         ctx = ToolContext(
-            idempotency_key=call.idempotency_key, task_id=self.task.pk, step=step.ordinal,
-            http=self.http, base_url=settings.AGENTOPS["SIM_BASE_URL"].rstrip("/"),
+            idempotency_key=call.idempotency_key,
+            task_id=self.task.pk,
+            step=step.ordinal,
+            http=self.http,
+            base_url=settings.AGENTOPS["SIM_BASE_URL"].rstrip("/"),
             timeout=settings.AGENTOPS["TOOL_TIMEOUT_SECONDS"],
         )
         with Heartbeat(self.lease):
@@ -397,30 +465,45 @@ class TaskRun:
         )
         events: list[EventSpec] = []
         if record_outcome:
-            events.append(EventSpec(
-                "agentops.ledger.succeeded", step=step.ordinal,
-                payload={"key": call.idempotency_key, "how": outcome.how,
-                         "phase": Phase.AFTER_TOOL_CALL},
-                fold={"ledger": {call.idempotency_key: LedgerStatus.SUCCEEDED}},
-            ))
-        progress = begin.ordinal if begin else (
-            self.task.step_count if then == "succeed" else step.ordinal + 1)
-        events.append(EventSpec(
-            "agentops.step.completed", step=step.ordinal, payload={"phase": Phase.STEP_COMPLETE},
-            fold={"steps": {str(step.ordinal): StepStatus.SUCCEEDED}, "current_step": progress},
-        ))
+            events.append(
+                EventSpec(
+                    "agentops.ledger.succeeded",
+                    step=step.ordinal,
+                    payload={
+                        "key": call.idempotency_key,
+                        "how": outcome.how,
+                        "phase": Phase.AFTER_TOOL_CALL,
+                    },
+                    fold={"ledger": {call.idempotency_key: LedgerStatus.SUCCEEDED}},
+                )
+            )
+        progress = (
+            begin.ordinal
+            if begin
+            else (self.task.step_count if then == "succeed" else step.ordinal + 1)
+        )
+        events.append(
+            EventSpec(
+                "agentops.step.completed",
+                step=step.ordinal,
+                payload={"phase": Phase.STEP_COMPLETE},
+                fold={"steps": {str(step.ordinal): StepStatus.SUCCEEDED}, "current_step": progress},
+            )
+        )
         fields: dict[str, Any] = {"current_step": progress, "phase": Phase.STEP_COMPLETE}
         transition = then or None
         with transaction.atomic():
             seq = fenced_write(self.lease, events, transition=transition, **fields)
             if record_outcome:
                 ledger_transition(
-                    call_id=call.pk, target=LedgerStatus.SUCCEEDED,
-                    result=offloaded(outcome.result, path="tool_call.result",
-                                     task_id=self.task.pk),
+                    call_id=call.pk,
+                    target=LedgerStatus.SUCCEEDED,
+                    result=offloaded(outcome.result, path="tool_call.result", task_id=self.task.pk),
                 )
             step_transition(
-                step=step, name="succeed", finished_at=Now(),
+                step=step,
+                name="succeed",
+                finished_at=Now(),
                 output=offloaded(result.output, path="step.output", task_id=self.task.pk),
             )
             if begin is not None:
@@ -438,8 +521,13 @@ class TaskRun:
         """Every step is done (e.g. the last one was skipped by a person): the task succeeds."""
         event = EventSpec("agentops.task.completed", fold={"current_step": self.task.step_count})
         with transaction.atomic():
-            seq = fenced_write(self.lease, [event], transition="succeed",
-                               current_step=self.task.step_count, phase=Phase.STEP_COMPLETE)
+            seq = fenced_write(
+                self.lease,
+                [event],
+                transition="succeed",
+                current_step=self.task.step_count,
+                phase=Phase.STEP_COMPLETE,
+            )
             snapshot_write(task_id=self.task.pk, seq=seq)
 
     def _snapshot_due(self) -> bool:
@@ -453,30 +541,36 @@ class TaskRun:
         failure = result.failure
         assert failure is not None
         call, outcome = result.call, result.outcome
-        record_outcome = (
-            call is not None and outcome is not None and call.status != outcome.status
-        )
+        record_outcome = call is not None and outcome is not None and call.status != outcome.status
         events: list[EventSpec] = []
         if record_outcome:
-            events.append(EventSpec(
-                f"agentops.ledger.{outcome.status}", step=step.ordinal,
-                payload={"key": call.idempotency_key, "how": outcome.how,
-                         "phase": Phase.AFTER_TOOL_CALL},
-                fold={"ledger": {call.idempotency_key: outcome.status}},
-            ))
-        events.append(EventSpec(
-            "agentops.step.failed", step=step.ordinal,
-            payload={"failure": failure.as_failure(), "attempt": step.attempts},
-            fold={"steps": {str(step.ordinal): StepStatus.FAILED}},
-        ))
+            events.append(
+                EventSpec(
+                    f"agentops.ledger.{outcome.status}",
+                    step=step.ordinal,
+                    payload={
+                        "key": call.idempotency_key,
+                        "how": outcome.how,
+                        "phase": Phase.AFTER_TOOL_CALL,
+                    },
+                    fold={"ledger": {call.idempotency_key: outcome.status}},
+                )
+            )
+        events.append(
+            EventSpec(
+                "agentops.step.failed",
+                step=step.ordinal,
+                payload={"failure": failure.as_failure(), "attempt": step.attempts},
+                fold={"steps": {str(step.ordinal): StepStatus.FAILED}},
+            )
+        )
         with transaction.atomic():
-            verdict, seq = self._park_or_stop_writes(
-                failure, attempts=step.attempts, events=events)
+            verdict, seq = self._park_or_stop_writes(failure, attempts=step.attempts, events=events)
             if record_outcome:
-                ledger_transition(call_id=call.pk, target=outcome.status,
-                                  error=failure.as_failure())
-            step_transition(step=step, name="fail", error=failure.as_failure(),
-                            finished_at=Now())
+                ledger_transition(
+                    call_id=call.pk, target=outcome.status, error=failure.as_failure()
+                )
+            step_transition(step=step, name="fail", error=failure.as_failure(), finished_at=Now())
             snapshot_write(task_id=self.task.pk, seq=seq)
         return verdict
 
@@ -513,7 +607,8 @@ class TaskRun:
         return OrchestrationFailure(
             f"step {step.ordinal + 1} was attempted {step.attempts} times (cap "
             f"{self.task.step_retry_cap}); last failure: {last.get('message', 'none recorded')}",
-            kind=last.get("kind", "retry_cap"), retryable=False,
+            kind=last.get("kind", "retry_cap"),
+            retryable=False,
             detail={"step": step.ordinal, "last_failure": last or None},
         )
 
@@ -522,14 +617,18 @@ class TaskRun:
         if task.token_budget is not None and task.tokens_used >= task.token_budget:
             raise OrchestrationFailure(
                 f"token budget used up ({task.tokens_used} of {task.token_budget})",
-                kind="budget_overflow", detail={"budget": "tokens"})
+                kind="budget_overflow",
+                detail={"budget": "tokens"},
+            )
         if task.wall_time_budget_seconds and task.started_at:
             elapsed = (timezone.now() - task.started_at).total_seconds()
             if elapsed > task.wall_time_budget_seconds:
                 raise OrchestrationFailure(
                     f"wall-time budget used up ({elapsed:.0f} s of "
                     f"{task.wall_time_budget_seconds} s)",
-                    kind="budget_overflow", detail={"budget": "wall_time"})
+                    kind="budget_overflow",
+                    detail={"budget": "wall_time"},
+                )
 
     def _notes(self, step: Step) -> list[str]:
         return [n for n in (step.spec.get("notes") or []) if isinstance(n, str)]
@@ -540,10 +639,16 @@ class TaskRun:
         """Agents without a fixed plan ask the model for one; the plan is committed as steps."""
         self._check_budgets()
         request = ModelRequest(
-            agent=self.agent.name, task_id=self.task.pk, step=-1, step_title="plan",
-            attempt=self.task.claims, task_input=self.task.input, planning=True,
-            messages=ctxbuild.build_messages(agent=self.agent, task=self.task, steps=[],
-                                             current=None),
+            agent=self.agent.name,
+            task_id=self.task.pk,
+            step=-1,
+            step_title="plan",
+            attempt=self.task.claims,
+            task_input=self.task.input,
+            planning=True,
+            messages=ctxbuild.build_messages(
+                agent=self.agent, task=self.task, steps=[], current=None
+            ),
             tools=[get_tool(name).schema() for name in self.agent.tools],
         )
         with Heartbeat(self.lease):
@@ -551,12 +656,14 @@ class TaskRun:
         if not response.plan:
             raise ModelFailure("the model returned no plan", kind="output_invalid")
         steps = [
-            Step(task=self.task, ordinal=i, title=str(p["title"])[:200],
-                 spec={"tool": p.get("tool")})
+            Step(
+                task=self.task, ordinal=i, title=str(p["title"])[:200], spec={"tool": p.get("tool")}
+            )
             for i, p in enumerate(response.plan)
         ]
         event = EventSpec(
-            "agentops.task.planned", payload={"steps": len(steps)},
+            "agentops.task.planned",
+            payload={"steps": len(steps)},
             fold={"steps": {str(s.ordinal): StepStatus.PENDING for s in steps}},
         )
         with transaction.atomic():

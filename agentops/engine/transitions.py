@@ -88,7 +88,9 @@ def _update_and_log(
     *,
     actor: Any = None,
 ) -> int | None:
-    """Apply `fields` to the task if `queryset` still matches it; append events. Returns last_seq."""
+    """Apply `fields` to the task if `queryset` still matches it; append events.
+
+    Returns the new last_seq, or None when the queryset matched nothing."""
     updated = queryset.update(last_seq=F("last_seq") + len(events), updated_at=Now(), **fields)
     if not updated:
         return None
@@ -132,6 +134,7 @@ def task_claim(*, task_id: int, owner: str) -> Lease | None:
                 "lease_owner": owner,
                 "lease_expires_at": _lease_deadline(),
                 "next_run_at": None,
+                "failure": None,
                 "claims": F("claims") + 1,
                 "recoveries": F("recoveries")
                 + Case(When(status=TaskStatus.RUNNING, then=Value(1)), default=Value(0)),
@@ -164,8 +167,10 @@ def fenced_write(
         assert spec.fenced, f"{transition} is not a lease-holder transition"
         sources = set(spec.sources)
         fields["status"] = spec.target
-        events = [*events, EventSpec(f"agentops.task.{_past(transition)}",
-                                     fold={"status": spec.target})]
+        events = [
+            *events,
+            EventSpec(f"agentops.task.{_past(transition)}", fold={"status": spec.target}),
+        ]
         if spec.target != TaskStatus.RUNNING:
             fields.setdefault("lease_expires_at", None)
             fields.setdefault("lease_owner", "")
@@ -204,8 +209,9 @@ def task_transition(
     if spec.target in TERMINAL:
         fields.setdefault("finished_at", Now())
     queryset = Task.objects.filter(pk=task_id, status__in=spec.sources)
-    event = EventSpec(f"agentops.task.{_past(name)}", payload=payload or {},
-                      fold={"status": spec.target})
+    event = EventSpec(
+        f"agentops.task.{_past(name)}", payload=payload or {}, fold={"status": spec.target}
+    )
     return _update_and_log(queryset, task_id, [event], fields, actor=actor) is not None
 
 

@@ -25,7 +25,8 @@ class FaultMode(models.TextChoices):
 class Effect(models.Model):
     service = models.CharField(max_length=50)
     operation = models.CharField(max_length=50)
-    idempotency_key = models.CharField(max_length=255, null=True, blank=True)
+    # NULL, not "", for calls without a key: the unique constraint applies only to keyed calls.
+    idempotency_key = models.CharField(max_length=255, null=True, blank=True)  # noqa: DJ001
     request_digest = models.CharField(max_length=64)
     request = models.JSONField()
     response = models.JSONField()
@@ -56,7 +57,9 @@ class Fault(models.Model):
     class Meta:
         ordering = ["service", "operation"]
         constraints = [
-            models.UniqueConstraint(fields=["service", "operation"], name="sim_fault_endpoint_uniq"),
+            models.UniqueConstraint(
+                fields=["service", "operation"], name="sim_fault_endpoint_uniq"
+            ),
         ]
 
     def __str__(self) -> str:

@@ -62,8 +62,12 @@ def _perform(ep: Endpoint, body: dict[str, Any], key: str | None) -> tuple[int, 
     try:
         with transaction.atomic():
             Effect.objects.create(
-                service=ep.service, operation=ep.operation, idempotency_key=key,
-                request_digest=request_digest, request=body, response=response,
+                service=ep.service,
+                operation=ep.operation,
+                idempotency_key=key,
+                request_digest=request_digest,
+                request=body,
+                response=response,
             )
     except IntegrityError:
         # A concurrent request with the same key won: answer as a replay.
@@ -118,7 +122,9 @@ def probe(request: HttpRequest, service: str, operation: str, key: str) -> JsonR
     ep = ENDPOINTS.get((service, operation))
     if ep is None or not ep.probe:
         return _error(404, f"no probe for {service}.{operation}")
-    effect = Effect.objects.filter(service=service, operation=operation, idempotency_key=key).first()
+    effect = Effect.objects.filter(
+        service=service, operation=operation, idempotency_key=key
+    ).first()
     if effect is None:
         return JsonResponse({"found": False}, status=404)
     return JsonResponse({"found": True, "response": effect.response})

@@ -81,16 +81,23 @@ def eligibility_check(body: dict[str, Any]) -> dict[str, Any]:
     order_id, reason = _require(body, "order_id", "reason")
     data = order(order_id)
     eligible = reason in {"damaged", "not_received", "wrong_item", "changed_mind"}
-    return {"order_id": order_id, "eligible": eligible, "max_refund": data["amount"],
-            "rule": "30-day returns" if eligible else f"reason {reason!r} is not refundable"}
+    return {
+        "order_id": order_id,
+        "eligible": eligible,
+        "max_refund": data["amount"],
+        "rule": "30-day returns" if eligible else f"reason {reason!r} is not refundable",
+    }
 
 
 @endpoint("logistics", "track")
 def logistics_track(body: dict[str, Any]) -> dict[str, Any]:
     (order_id,) = _require(body, "order_id")
     order(order_id)
-    return {"order_id": order_id, "status": "delivered",
-            "carrier": ["DHL", "UPS", "PostNL"][_number(order_id, 3)]}
+    return {
+        "order_id": order_id,
+        "status": "delivered",
+        "carrier": ["DHL", "UPS", "PostNL"][_number(order_id, 3)],
+    }
 
 
 @endpoint("payments", "refund", writes=True)
@@ -99,8 +106,13 @@ def payments_refund(body: dict[str, Any]) -> dict[str, Any]:
     data = order(order_id)
     if not isinstance(amount, (int, float)) or amount <= 0 or amount > data["amount"]:
         raise BadRequest(f"refund amount must be in (0, {data['amount']}]")
-    return {"refund_id": f"rf_{_number(order_id + str(amount), 10**8):08d}", "order_id": order_id,
-            "amount": amount, "currency": data["currency"], "status": "refunded"}
+    return {
+        "refund_id": f"rf_{_number(order_id + str(amount), 10**8):08d}",
+        "order_id": order_id,
+        "amount": amount,
+        "currency": data["currency"],
+        "status": "refunded",
+    }
 
 
 @endpoint("payments", "refund_legacy", writes=True, keys=False, probe=False)
@@ -111,8 +123,11 @@ def payments_refund_legacy(body: dict[str, Any]) -> dict[str, Any]:
 @endpoint("payments", "charge", writes=True)
 def payments_charge(body: dict[str, Any]) -> dict[str, Any]:
     reference, amount = _require(body, "reference", "amount")
-    return {"charge_id": f"ch_{_number(str(reference) + str(amount), 10**8):08d}",
-            "amount": amount, "status": "captured"}
+    return {
+        "charge_id": f"ch_{_number(str(reference) + str(amount), 10**8):08d}",
+        "amount": amount,
+        "status": "captured",
+    }
 
 
 @endpoint("email", "send", writes=True)
@@ -125,18 +140,28 @@ def email_send(body: dict[str, Any]) -> dict[str, Any]:
 def flights_search(body: dict[str, Any]) -> dict[str, Any]:
     origin, destination, date = _require(body, "origin", "destination", "date")
     base = _number(f"{origin}{destination}{date}", 400) + 80
-    return {"flights": [
-        {"flight_id": f"FL{_number(f'{origin}{destination}{date}{i}', 9000) + 1000}",
-         "origin": origin, "destination": destination, "date": date, "price": float(base + 35 * i)}
-        for i in range(3)
-    ]}
+    return {
+        "flights": [
+            {
+                "flight_id": f"FL{_number(f'{origin}{destination}{date}{i}', 9000) + 1000}",
+                "origin": origin,
+                "destination": destination,
+                "date": date,
+                "price": float(base + 35 * i),
+            }
+            for i in range(3)
+        ]
+    }
 
 
 @endpoint("flights", "book", writes=True)
 def flights_book(body: dict[str, Any]) -> dict[str, Any]:
     flight_id, passenger = _require(body, "flight_id", "passenger")
-    return {"booking_id": f"FB{_number(f'{flight_id}{passenger}', 10**6):06d}",
-            "flight_id": flight_id, "status": "confirmed"}
+    return {
+        "booking_id": f"FB{_number(f'{flight_id}{passenger}', 10**6):06d}",
+        "flight_id": flight_id,
+        "status": "confirmed",
+    }
 
 
 @endpoint("flights", "cancel", writes=True)
@@ -148,18 +173,29 @@ def flights_cancel(body: dict[str, Any]) -> dict[str, Any]:
 @endpoint("hotels", "search")
 def hotels_search(body: dict[str, Any]) -> dict[str, Any]:
     city, check_in, nights = _require(body, "city", "check_in", "nights")
-    return {"hotels": [
-        {"hotel_id": f"H{_number(f'{city}{check_in}{i}', 9000) + 1000}", "city": city,
-         "price_per_night": float(60 + _number(f'{city}{i}', 140))}
-        for i in range(3)
-    ]}
+    return {
+        "hotels": [
+            {
+                "hotel_id": f"H{_number(f'{city}{check_in}{i}', 9000) + 1000}",
+                "city": city,
+                "price_per_night": float(60 + _number(f"{city}{i}", 140)),
+                "nights": nights,
+            }
+            for i in range(3)
+        ]
+    }
 
 
 @endpoint("hotels", "book", writes=True)
 def hotels_book(body: dict[str, Any]) -> dict[str, Any]:
     hotel_id, guest, nights = _require(body, "hotel_id", "guest", "nights")
-    return {"booking_id": f"HB{_number(f'{hotel_id}{guest}{nights}', 10**6):06d}",
-            "hotel_id": hotel_id, "status": "confirmed"}
+    if not isinstance(nights, int) or nights < 1:
+        raise BadRequest("nights must be a positive integer")
+    return {
+        "booking_id": f"HB{_number(f'{hotel_id}{guest}{nights}', 10**6):06d}",
+        "hotel_id": hotel_id,
+        "status": "confirmed",
+    }
 
 
 @endpoint("hotels", "cancel", writes=True)

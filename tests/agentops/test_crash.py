@@ -36,8 +36,9 @@ def assert_finished_once(task: Task, processes) -> None:
     steps = list(task.steps.order_by("ordinal"))
     assert [s.status for s in steps] == [StepStatus.SUCCEEDED] * 5
     completions = Counter(
-        Event.objects.filter(task=task, action="agentops.step.completed")
-        .values_list("step_ordinal", flat=True)
+        Event.objects.filter(task=task, action="agentops.step.completed").values_list(
+            "step_ordinal", flat=True
+        )
     )
     assert completions == {i: 1 for i in range(5)}
     assert model_calls(processes) == {i: 1 for i in range(5)}
@@ -57,8 +58,11 @@ def crash_then_recover(processes, crash_at: str, **env: str) -> Task:
     assert victim.wait(timeout=60) == -9, "the worker should have been killed at " + crash_at
     processes.worker()
     processes.sweeper()
-    wait_for(lambda: Task.objects.get(pk=task.pk).is_terminal, timeout=60,
-             message="the task to finish after the takeover")
+    wait_for(
+        lambda: Task.objects.get(pk=task.pk).is_terminal,
+        timeout=60,
+        message="the task to finish after the takeover",
+    )
     return task
 
 
@@ -86,12 +90,15 @@ def test_worker_killed_while_writing_a_snapshot_resumes_without_repeating_work(p
 
 
 def test_worker_killed_during_the_tool_call_finds_the_effect_by_probe(processes):
-    Fault.objects.create(service="payments", operation="refund", mode=FaultMode.SLOW,
-                         delay_seconds=3.0)
+    Fault.objects.create(
+        service="payments", operation="refund", mode=FaultMode.SLOW, delay_seconds=3.0
+    )
     task = task_create(agent="refund", goal="Refund order A1001", input={"order_id": "A1001"})
     victim = processes.worker()
-    wait_for(lambda: Effect.objects.filter(service="payments").exists(),
-             message="the refund to reach the payments service")
+    wait_for(
+        lambda: Effect.objects.filter(service="payments").exists(),
+        message="the refund to reach the payments service",
+    )
     victim.kill()
     victim.wait(timeout=10)
     Fault.objects.filter(service="payments").update(mode=FaultMode.OK)
@@ -99,18 +106,25 @@ def test_worker_killed_during_the_tool_call_finds_the_effect_by_probe(processes)
 
     processes.worker()
     processes.sweeper()
-    wait_for(lambda: Task.objects.get(pk=task.pk).is_terminal, timeout=60,
-             message="the task to finish after the takeover")
+    wait_for(
+        lambda: Task.objects.get(pk=task.pk).is_terminal,
+        timeout=60,
+        message="the task to finish after the takeover",
+    )
 
     assert_finished_once(task, processes)
-    assert Event.objects.filter(
-        task=task, action="agentops.ledger.succeeded", payload__how="probe found the effect"
-    ).count() == 1
+    assert (
+        Event.objects.filter(
+            task=task, action="agentops.ledger.succeeded", payload__how="probe found the effect"
+        ).count()
+        == 1
+    )
 
 
 def test_a_crash_loop_stops_at_the_recovery_cap(processes):
-    task = task_create(agent="refund", goal="Refund order A1001", input={"order_id": "A1001"},
-                       recovery_cap=2)
+    task = task_create(
+        agent="refund", goal="Refund order A1001", input={"order_id": "A1001"}, recovery_cap=2
+    )
     for _ in range(3):
         victim = processes.worker(crash_at="after_claim")
         victim_sweeper = processes.sweeper()
@@ -118,8 +132,11 @@ def test_a_crash_loop_stops_at_the_recovery_cap(processes):
         victim_sweeper.kill()
     processes.worker()
     processes.sweeper()
-    wait_for(lambda: Task.objects.get(pk=task.pk).status == TaskStatus.NEEDS_ATTENTION,
-             timeout=60, message="the task to stop at the recovery cap")
+    wait_for(
+        lambda: Task.objects.get(pk=task.pk).status == TaskStatus.NEEDS_ATTENTION,
+        timeout=60,
+        message="the task to stop at the recovery cap",
+    )
 
     task.refresh_from_db()
     assert task.failure["kind"] == "process_crash"

@@ -1,4 +1,4 @@
-"""Leases: exactly one claimant wins, a superseded holder writes nothing, Redis loss is recovered."""
+"""Leases: one claimant wins, a superseded holder writes nothing, Redis loss is recovered."""
 
 from __future__ import annotations
 
@@ -115,13 +115,20 @@ def test_redis_flushed_mid_run_the_sweeper_recovers_every_task(processes):
     ]
     slice_env = {"AGENTOPS_SLICE_SECONDS": "0.01"}
     processes.worker(extra_env=slice_env)
-    wait_for(lambda: Task.objects.filter(status=TaskStatus.SUCCEEDED).exists()
-             or Event.objects.filter(action="agentops.task.yielded").exists(),
-             message="the worker to make progress")
+    wait_for(
+        lambda: (
+            Task.objects.filter(status=TaskStatus.SUCCEEDED).exists()
+            or Event.objects.filter(action="agentops.task.yielded").exists()
+        ),
+        message="the worker to make progress",
+    )
     django_rq.get_connection("default").flushdb()
     processes.worker(extra_env=slice_env)
     processes.sweeper()
 
-    wait_for(lambda: Task.objects.filter(status=TaskStatus.SUCCEEDED).count() == len(tasks),
-             timeout=90, message="every task to succeed after the flush")
+    wait_for(
+        lambda: Task.objects.filter(status=TaskStatus.SUCCEEDED).count() == len(tasks),
+        timeout=90,
+        message="every task to succeed after the flush",
+    )
     assert Effect.objects.filter(service="payments").count() == len(tasks)

@@ -23,8 +23,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def refund(**input_overrides) -> Task:
-    return task_create(agent="refund", goal="Refund order A1001",
-                       input={"order_id": "A1001", **input_overrides})
+    return task_create(
+        agent="refund", goal="Refund order A1001", input={"order_id": "A1001", **input_overrides}
+    )
 
 
 def run_until_parked_or_done(task: Task, *, max_jobs: int = 20) -> Task:
@@ -50,11 +51,19 @@ def test_a_step_records_every_phase_in_order_with_gapless_seq(sim_server, redis_
     assert task.status == TaskStatus.SUCCEEDED
     seqs = list(Event.objects.filter(task=task).order_by("seq").values_list("seq", flat=True))
     assert seqs == list(range(1, len(seqs) + 1))
-    first_step = [a for a, s in Event.objects.filter(task=task, step_ordinal=0)
-                  .order_by("seq").values_list("action", "step_ordinal")]
-    assert first_step == ["agentops.step.started", "agentops.step.model_result",
-                          "agentops.ledger.pending", "agentops.ledger.succeeded",
-                          "agentops.step.completed"]
+    first_step = [
+        a
+        for a, s in Event.objects.filter(task=task, step_ordinal=0)
+        .order_by("seq")
+        .values_list("action", "step_ordinal")
+    ]
+    assert first_step == [
+        "agentops.step.started",
+        "agentops.step.model_result",
+        "agentops.ledger.pending",
+        "agentops.ledger.succeeded",
+        "agentops.step.completed",
+    ]
     assert Snapshot.objects.filter(task=task).count() == 2  # at creation and at the end
     assert task.current_step == task.step_count == 5
     assert task.tokens_used > 0
@@ -89,14 +98,16 @@ def test_invalid_model_output_is_retried_until_the_cap_then_stops(sim_server, re
     assert not ToolCall.objects.filter(task=task, step=step).exists()
 
 
-def test_a_step_with_a_recorded_response_never_asks_the_model_again(sim_server, redis_clean,
-                                                                      tmp_path, monkeypatch):
+def test_a_step_with_a_recorded_response_never_asks_the_model_again(
+    sim_server, redis_clean, tmp_path, monkeypatch
+):
     log = tmp_path / "calls.jsonl"
     monkeypatch.setenv("AGENTOPS_MODEL_CALL_LOG", str(log))
     from agentops.sim.models import Fault, FaultMode
 
-    Fault.objects.create(service="logistics", operation="track", mode=FaultMode.ERROR_BEFORE,
-                         remaining=1)
+    Fault.objects.create(
+        service="logistics", operation="track", mode=FaultMode.ERROR_BEFORE, remaining=1
+    )
     task = run_until_parked_or_done(refund())
 
     assert task.status == TaskStatus.SUCCEEDED
@@ -124,8 +135,13 @@ def test_resume_rebuilds_the_context_with_a_checkpoint_note(sim_server, redis_cl
     from agentops.engine.registry import get_agent
 
     steps = list(Step.objects.filter(task=task).order_by("ordinal"))
-    messages = context.build_messages(agent=get_agent("refund"), task=task, steps=steps,
-                                      current=steps[2], resumed_at="step 3 of 5")
+    messages = context.build_messages(
+        agent=get_agent("refund"),
+        task=task,
+        steps=steps,
+        current=steps[2],
+        resumed_at="step 3 of 5",
+    )
     assert "resumed from a checkpoint" in messages[1]["content"]
     assert messages[-1]["content"].startswith("Now do step 3 of 5")
 
@@ -173,7 +189,7 @@ def test_non_json_input_is_rejected_with_its_path(redis_clean):
 
 
 def test_an_unknown_agent_is_a_clear_error(redis_clean):
-    with pytest.raises(UnknownAgent, match="unknown agent 'nope'; registered agents: .*refund"):
+    with pytest.raises(UnknownAgent, match=r"unknown agent 'nope'; registered agents: .*refund"):
         task_create(agent="nope", goal="x")
 
 
@@ -193,16 +209,25 @@ def test_an_oversized_payload_goes_to_artifact_storage(redis_clean, settings, tm
 
 def _planner(request: ModelRequest) -> dict:
     if request.planning:
-        return {"plan": [{"title": "Look up", "tool": "lookup_order"},
-                         {"title": "Summarize"}]}
+        return {"plan": [{"title": "Look up", "tool": "lookup_order"}, {"title": "Summarize"}]}
     if request.step == 0:
-        return {"tool_calls": [{"name": "lookup_order", "arguments": {"order_id": "A1001"}}],
-                "confidence": 0.9}
+        return {
+            "tool_calls": [{"name": "lookup_order", "arguments": {"order_id": "A1001"}}],
+            "confidence": 0.9,
+        }
     return {"text": "Order A1001 is delivered.", "confidence": 0.9}
 
 
-register_agent(Agent(name="test_planner", system_prompt="Plan, then act.",
-                     tools=["lookup_order"], plan=None, script=_planner, hidden=True))
+register_agent(
+    Agent(
+        name="test_planner",
+        system_prompt="Plan, then act.",
+        tools=["lookup_order"],
+        plan=None,
+        script=_planner,
+        hidden=True,
+    )
+)
 
 
 def test_an_agent_without_a_fixed_plan_gets_its_plan_from_the_model(sim_server, redis_clean):
@@ -217,11 +242,16 @@ def test_an_agent_without_a_fixed_plan_gets_its_plan_from_the_model(sim_server, 
 
 
 def test_a_proposed_tool_the_agent_does_not_have_is_invalid_output(sim_server, redis_clean):
-    register_agent(Agent(
-        name="test_rogue", system_prompt="x", tools=["lookup_order"], hidden=True,
-        plan=[PlanStep("Refund")],
-        script=lambda r: {"tool_calls": [{"name": "issue_refund", "arguments": {}}]},
-    ))
+    register_agent(
+        Agent(
+            name="test_rogue",
+            system_prompt="x",
+            tools=["lookup_order"],
+            hidden=True,
+            plan=[PlanStep("Refund")],
+            script=lambda r: {"tool_calls": [{"name": "issue_refund", "arguments": {}}]},
+        )
+    )
     task = run_until_parked_or_done(task_create(agent="test_rogue", goal="rogue"))
 
     assert task.status == TaskStatus.NEEDS_ATTENTION
@@ -252,12 +282,16 @@ def _status_writes(path: Path) -> list[int]:
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
         if any(isinstance(t, ast.Attribute) and t.attr == "status" for t in targets):
             lines.append(node.lineno)
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and (
-            node.func.attr == "update" and any(k.arg == "status" for k in node.keywords)
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and (node.func.attr == "update" and any(k.arg == "status" for k in node.keywords))
         ):
             lines.append(node.lineno)
-        if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "setattr" and (
-            len(node.args) > 1 and getattr(node.args[1], "value", None) == "status"
+        if (
+            isinstance(node, ast.Call)
+            and getattr(node.func, "id", "") == "setattr"
+            and (len(node.args) > 1 and getattr(node.args[1], "value", None) == "status")
         ):
             lines.append(node.lineno)
     return lines

@@ -15,8 +15,10 @@ def test_refund_task_completes_on_a_real_worker(processes):
     task = task_create(agent="refund", goal="Refund order A1001", input={"order_id": "A1001"})
     processes.worker()
 
-    done = wait_for(lambda: Task.objects.get(pk=task.pk).status == TaskStatus.SUCCEEDED,
-                    message="the task to succeed")
+    done = wait_for(
+        lambda: Task.objects.get(pk=task.pk).status == TaskStatus.SUCCEEDED,
+        message="the task to succeed",
+    )
 
     assert done
     assert Effect.objects.filter(service="payments", operation="refund").count() == 1

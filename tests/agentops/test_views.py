@@ -314,7 +314,7 @@ def test_task_page_shows_steps_ledger_and_events_of_a_finished_run(
         assert call.idempotency_key in html
         assert call.args_digest[:12] in html
     assert "step 5 of 5" in html
-    assert "customer-a1001@example.com" in html  # the lookup's output preview
+    assert "&quot;rule&quot;: &quot;30-day returns&quot;" in html  # eligibility output preview
     for action in Event.objects.filter(task=task).values_list("action", flat=True).distinct():
         assert f"<code>{action}</code>" in html
     assert html.count("<code>agentops.") == task.last_seq  # one row per event

@@ -1,0 +1,42 @@
+from __future__ import annotations
+
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand
+from django.db import transaction
+
+from agentops.models import Task
+from agentops.services import task_create
+
+DEMO_USERS = [
+    # username, password, superuser
+    ("admin", "admin", True),
+]
+
+DEMO_TASKS = [
+    ("Refund order A1001: the parcel arrived damaged", {"order_id": "A1001", "reason": "damaged"}),
+    ("Refund order B2002: never received", {"order_id": "B2002", "reason": "not_received"}),
+    (
+        "Refund order C3003 (the model is rate limited once on step 2)",
+        {"order_id": "C3003", "reason": "wrong_item", "model_faults": {"1": ["429"]}},
+    ),
+]
+
+
+class Command(BaseCommand):
+    help = "Create the demo users and, on an empty database, a few demo tasks. Idempotent."
+
+    def handle(self, *args, **options) -> None:
+        User = get_user_model()
+        with transaction.atomic():
+            for username, password, superuser in DEMO_USERS:
+                if not User.objects.filter(username=username).exists():
+                    create = (
+                        User.objects.create_superuser if superuser else User.objects.create_user
+                    )
+                    create(username=username, password=password)
+        admin = User.objects.get(username="admin")
+        if Task.objects.exists():
+            return
+        for goal, task_input in DEMO_TASKS:
+            task_create(agent="refund", goal=goal, input=task_input, created_by=admin)
+        self.stdout.write(f"seeded {len(DEMO_TASKS)} demo tasks")
