@@ -10,7 +10,7 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
-from agentops.states import LedgerStatus, Phase, StepStatus, TaskStatus
+from agentops.states import LedgerStatus, Phase, StepStatus, TaskMode, TaskStatus
 
 
 class Task(models.Model):
@@ -21,6 +21,9 @@ class Task(models.Model):
         max_length=32, choices=TaskStatus.choices, default=TaskStatus.QUEUED, editable=False
     )
     phase = models.CharField(max_length=32, choices=Phase.choices, blank=True, editable=False)
+    mode = models.CharField(
+        max_length=16, choices=TaskMode.choices, default=TaskMode.FORWARD, editable=False
+    )
     current_step = models.PositiveIntegerField(default=0, editable=False)
     step_count = models.PositiveIntegerField(default=0, editable=False)
 
@@ -130,8 +133,9 @@ class ToolCall(models.Model):
     result = models.JSONField(null=True, blank=True, editable=False)
     error = models.JSONField(null=True, blank=True, editable=False)
     invocations = models.PositiveIntegerField(default=0, editable=False)
-    compensation_of = models.OneToOneField(
-        "self", null=True, blank=True, on_delete=models.PROTECT, related_name="compensation"
+    # Set on the rows of a compensating tool: the call they undo (failed tries are kept too).
+    compensation_of = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.PROTECT, related_name="compensations"
     )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now_add=True, editable=False)

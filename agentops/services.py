@@ -9,15 +9,22 @@ from __future__ import annotations
 from typing import Any
 
 from django.db import transaction
+from django.utils import timezone
 
 from agentops.engine.checkpoints import snapshot_state
 from agentops.engine.dispatch import task_enqueue
 from agentops.engine.errors import AgentOpsError
 from agentops.engine.jsonvalues import validated
 from agentops.engine.registry import get_agent, plan_for
-from agentops.engine.transitions import EventSpec, task_append_event, task_transition
-from agentops.models import Snapshot, Step, Task
-from agentops.states import TaskStatus
+from agentops.engine.transitions import (
+    EventSpec,
+    ledger_transition,
+    step_transition,
+    task_append_event,
+    task_transition,
+)
+from agentops.models import Snapshot, Step, Task, ToolCall
+from agentops.states import LedgerStatus, StepStatus, TaskMode
 
 
 class TransitionRefused(AgentOpsError):
@@ -82,42 +89,196 @@ def task_create(
     return task
 
 
-def _transition(task_id: int, name: str, *, actor: Any, reason: str = "", **fields: Any) -> None:
-    with transaction.atomic():
-        moved = task_transition(
-            task_id=task_id,
-            name=name,
-            actor=actor,
-            payload={"reason": reason} if reason else {},
-            **fields,
-        )
-        if not moved:
-            status = Task.objects.filter(pk=task_id).values_list("status", flat=True).first()
-            raise TransitionRefused(f"task {task_id} is {status}; cannot {name.replace('_', ' ')}")
-        if name == "resume":
-            seq = Task.objects.filter(pk=task_id).values_list("last_seq", flat=True).get()
-            task_enqueue(task_id, token=seq)
+def _transition(task_id: int, name: str, *, actor: Any, reason: str = "", **fields: Any) -> int:
+    """Apply an unfenced transition or raise TransitionRefused; returns the task's last seq.
+
+    Caller holds the transaction.
+    """
+    moved = task_transition(
+        task_id=task_id,
+        name=name,
+        actor=actor,
+        payload={"reason": reason} if reason else {},
+        **fields,
+    )
+    if not moved:
+        status = Task.objects.filter(pk=task_id).values_list("status", flat=True).first()
+        if status is None:
+            raise Task.DoesNotExist(f"task {task_id} does not exist")
+        raise TransitionRefused(f"task {task_id} is {status}; cannot {name.replace('_', ' ')}")
+    return Task.objects.filter(pk=task_id).values_list("last_seq", flat=True).get()
+
+
+def _stopped_step(task_id: int) -> Step | None:
+    """The step a stopped task is stuck on: the first one that is failed or left running."""
+    return (
+        Step.objects.filter(task_id=task_id, status__in=[StepStatus.FAILED, StepStatus.RUNNING])
+        .order_by("ordinal")
+        .first()
+    )
 
 
 def task_pause(*, task_id: int, actor: Any, reason: str = "") -> None:
     """Park a task for a person: any worker holding it loses its lease at its next write."""
-    _transition(task_id, "pause", actor=actor, reason=reason)
+    with transaction.atomic():
+        _transition(task_id, "pause", actor=actor, reason=reason)
 
 
 def task_resume(*, task_id: int, actor: Any, reason: str = "") -> None:
     """Bring a parked task back to the queue and enqueue a job for it."""
-    _transition(task_id, "resume", actor=actor, reason=reason, next_run_at=None)
+    with transaction.atomic():
+        _transition(task_id, "resume", actor=actor, reason=reason, next_run_at=None)
+        _resume_events(task_id, actor=actor, events=[])
+
+
+def task_retry(*, task_id: int, actor: Any, reason: str = "") -> None:
+    """Run the stopped step again with fresh attempts (same idempotency keys, so no effect
+    repeats); a task stopped at the recovery cap gets its recoveries back too."""
+    with transaction.atomic():
+        _transition(
+            task_id,
+            "resume",
+            actor=actor,
+            reason=reason,
+            next_run_at=None,
+            failure=None,
+            recoveries=0,
+            mode=TaskMode.FORWARD,
+        )
+        step = _stopped_step(task_id)
+        events = []
+        if step is not None:
+            step_transition(step=step, name="reset", attempts=0, error=None)
+            events.append(
+                EventSpec(
+                    "agentops.step.reset",
+                    step=step.ordinal,
+                    payload={"intervention": "retry"},
+                    fold={"steps": {str(step.ordinal): StepStatus.PENDING}},
+                )
+            )
+        _resume_events(task_id, actor=actor, events=events)
+
+
+def task_skip_step(*, task_id: int, actor: Any, reason: str = "") -> None:
+    """Mark the stopped step skipped (its output stays empty) and continue with the next one."""
+    with transaction.atomic():
+        step = _stopped_step(task_id)
+        if step is None:
+            raise TransitionRefused(f"task {task_id} has no stopped step to skip")
+        _transition(
+            task_id,
+            "resume",
+            actor=actor,
+            reason=reason,
+            next_run_at=None,
+            failure=None,
+            mode=TaskMode.FORWARD,
+        )
+        step_transition(step=step, name="skip", error=None, finished_at=timezone.now())
+        _resume_events(
+            task_id,
+            actor=actor,
+            events=[
+                EventSpec(
+                    "agentops.step.skipped",
+                    step=step.ordinal,
+                    payload={"reason": reason},
+                    fold={"steps": {str(step.ordinal): StepStatus.SKIPPED}},
+                )
+            ],
+        )
+
+
+def task_rollback(*, task_id: int, actor: Any, reason: str = "") -> None:
+    """Have a worker undo the task's effects (compensations in reverse order), then end it
+    `rolled_back`. Effects without a compensating tool are reported, not undone."""
+    with transaction.atomic():
+        _transition(
+            task_id,
+            "resume",
+            actor=actor,
+            reason=reason,
+            next_run_at=None,
+            failure=None,
+            mode=TaskMode.ROLLBACK,
+        )
+        _resume_events(
+            task_id,
+            actor=actor,
+            events=[EventSpec("agentops.task.rollback_requested", payload={"reason": reason})],
+        )
 
 
 def task_abort(*, task_id: int, actor: Any, reason: str = "") -> None:
-    _transition(task_id, "abort", actor=actor, reason=reason)
+    """End the task now. Effects already made stay made (they are listed on the task page)."""
+    with transaction.atomic():
+        _transition(task_id, "abort", actor=actor, reason=reason)
+
+
+def ledger_confirm(*, call_id: int, executed: bool, actor: Any, reason: str = "") -> None:
+    """Record a person's answer for an `executed_unknown` call, and let the task go on.
+
+    Executed: the call counts as succeeded and the step completes with it. Not executed: the call
+    is failed, and the task's next run calls the tool again with the same key.
+    """
+    with transaction.atomic():
+        call = ToolCall.objects.select_related("step").get(pk=call_id)
+        target = LedgerStatus.SUCCEEDED if executed else LedgerStatus.FAILED
+        if call.status != LedgerStatus.EXECUTED_UNKNOWN:
+            raise TransitionRefused(f"tool call {call_id} is {call.status}, not executed_unknown")
+        _transition(
+            call.task_id,
+            "resume",
+            actor=actor,
+            reason=reason,
+            next_run_at=None,
+            failure=None,
+            mode=TaskMode.FORWARD,
+        )
+        answer = {
+            "confirmed_by": getattr(actor, "username", "") or "unknown",
+            "executed": executed,
+            "reason": reason,
+        }
+        fields = {"result": {"confirmed": answer}} if executed else {"error": {"confirmed": answer}}
+        ledger_transition(call_id=call.pk, target=target, **fields)
+        step_transition(step=call.step, name="reset", attempts=0, error=None)
+        _resume_events(
+            call.task_id,
+            actor=actor,
+            events=[
+                EventSpec(
+                    f"agentops.ledger.confirmed_{'executed' if executed else 'not_executed'}",
+                    step=call.step.ordinal,
+                    payload={"key": call.idempotency_key, **answer},
+                    fold={"ledger": {call.idempotency_key: target}},
+                ),
+                EventSpec(
+                    "agentops.step.reset",
+                    step=call.step.ordinal,
+                    payload={"intervention": "confirm"},
+                    fold={"steps": {str(call.step.ordinal): StepStatus.PENDING}},
+                ),
+            ],
+        )
+
+
+def _resume_events(task_id: int, *, actor: Any, events: list[EventSpec]) -> None:
+    seq = Task.objects.filter(pk=task_id).values_list("last_seq", flat=True).get()
+    for event in events:
+        seq = task_append_event(task_id=task_id, event=event, actor=actor)
+    task_enqueue(task_id, token=seq)
 
 
 __all__ = [
-    "TaskStatus",
     "TransitionRefused",
+    "ledger_confirm",
     "task_abort",
     "task_create",
     "task_pause",
     "task_resume",
+    "task_retry",
+    "task_rollback",
+    "task_skip_step",
 ]

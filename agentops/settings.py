@@ -167,6 +167,10 @@ AGENTOPS = {
     # Caps, counted before execution so that a crash loop counts too.
     "STEP_RETRY_CAP": env_int("AGENTOPS_STEP_RETRY_CAP", 3),
     "TASK_RECOVERY_CAP": env_int("AGENTOPS_TASK_RECOVERY_CAP", 5),
+    # Loop detection: the same tool with the same arguments proposed this many times stops the task.
+    "LOOP_THRESHOLD": env_int("AGENTOPS_LOOP_THRESHOLD", 3),
+    # Model cost accounting for cost budgets: price per 1,000 tokens (prompt and completion).
+    "COST_PER_1K_TOKENS": env_float("AGENTOPS_COST_PER_1K_TOKENS", 0.002),
     # Retry backoff: base * 2**(attempt-1) plus up to 25% jitter, capped, never before Retry-After.
     "BACKOFF_BASE_SECONDS": env_float("AGENTOPS_BACKOFF_BASE_SECONDS", 1.0),
     "BACKOFF_MAX_SECONDS": env_float("AGENTOPS_BACKOFF_MAX_SECONDS", 60.0),

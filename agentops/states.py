@@ -72,14 +72,18 @@ TASK_TRANSITIONS: dict[str, Transition] = {
             fenced=False,
         ),
         _t("abort", set(TaskStatus.values) - TERMINAL, _S.ABORTED, fenced=False),
-        _t(
-            "roll_back",
-            {_S.NEEDS_ATTENTION, _S.PAUSED, _S.AWAITING_APPROVAL},
-            _S.ROLLED_BACK,
-            fenced=False,
-        ),
+        # A person asks for a rollback by resuming the task in rollback mode; the worker that then
+        # runs the compensations ends it.
+        _t("roll_back", {_S.RUNNING}, _S.ROLLED_BACK, fenced=True),
     ]
 }
+
+
+class TaskMode(models.TextChoices):
+    """What the next worker does with a task: move it forward, or undo its effects."""
+
+    FORWARD = "forward", "Forward"
+    ROLLBACK = "rollback", "Rollback"
 
 
 class StepStatus(models.TextChoices):

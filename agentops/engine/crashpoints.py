@@ -17,6 +17,8 @@ POINTS = frozenset(
         "after_pending",
         "after_tool_call",
         "during_snapshot",
+        "rollback_after_pending",
+        "rollback_after_tool_call",
     }
 )
 

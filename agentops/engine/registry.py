@@ -44,6 +44,10 @@ class Tool:
     probe_fn: Callable[[ToolContext], dict[str, Any] | None] | None = None
     compensate_with: str | None = None
     compensation_args: Callable[[dict[str, Any], dict[str, Any]], dict[str, Any]] | None = None
+    # The tool's own retry policy: at most this many attempts of a step that calls it (the
+    # task's cap applies too), and the backoff base in seconds (None: the global setting).
+    max_attempts: int | None = None
+    backoff_base: float | None = None
 
     def parameters(self) -> dict[str, type]:
         """Keyword-only parameters of the tool function and their annotated types."""
@@ -149,6 +153,8 @@ def tool(
     idempotent_remote: bool = False,
     name: str | None = None,
     compensate_with: str | None = None,
+    max_attempts: int | None = None,
+    backoff_base: float | None = None,
 ) -> Callable[[Callable[..., dict[str, Any]]], Tool]:
     """Register a function as a tool."""
     if side_effect not in SIDE_EFFECT_CLASSES:
@@ -163,6 +169,8 @@ def tool(
             idempotent_remote=idempotent_remote,
             description=(fn.__doc__ or "").strip().splitlines()[0] if fn.__doc__ else "",
             compensate_with=compensate_with,
+            max_attempts=max_attempts,
+            backoff_base=backoff_base,
         )
         _TOOLS[spec.name] = spec
         return spec

@@ -15,6 +15,7 @@ import random
 import time
 from dataclasses import dataclass, field
 from datetime import timedelta
+from decimal import Decimal
 from typing import Any
 
 import httpx
@@ -58,7 +59,7 @@ from agentops.engine.transitions import (
     task_claim,
 )
 from agentops.models import Step, Task, ToolCall
-from agentops.states import STEP_DONE, LedgerStatus, Phase, StepStatus
+from agentops.states import STEP_DONE, LedgerStatus, Phase, StepStatus, TaskMode
 
 logger = logging.getLogger(__name__)
 
@@ -83,10 +84,10 @@ def _after(seconds: float) -> Any:
     )
 
 
-def backoff_seconds(attempt: int, retry_after: float | None) -> float:
+def backoff_seconds(attempt: int, retry_after: float | None, base: float | None = None) -> float:
     """Exponential backoff with jitter, never sooner than the remote's Retry-After."""
     conf = settings.AGENTOPS
-    base = conf["BACKOFF_BASE_SECONDS"]
+    base = conf["BACKOFF_BASE_SECONDS"] if base is None else base
     delay = min(conf["BACKOFF_MAX_SECONDS"], base * 2 ** max(attempt - 1, 0))
     delay *= 1 + random.uniform(0, 0.25)
     return max(delay, retry_after or 0.0)
@@ -100,6 +101,7 @@ class StepResult:
     call: ToolCall | None = None
     outcome: Outcome | None = None
     failure: StepFailure | None = None
+    tool: Tool | None = None
 
 
 @dataclass
@@ -121,6 +123,8 @@ class TaskRun:
         stopped = self._preflight()
         if stopped:
             return stopped
+        if self.task.mode == TaskMode.ROLLBACK:
+            return Rollback(task_run=self).execute()
         if not self.steps:
             try:
                 self._plan()
@@ -256,8 +260,8 @@ class TaskRun:
                 "ledger",
                 {"key": call.idempotency_key, "status": outcome.status, "how": outcome.how},
             )
-            return StepResult(call=call, outcome=outcome, failure=failure)
-        return StepResult(output=outcome.result or {}, call=call, outcome=outcome)
+            return StepResult(call=call, outcome=outcome, failure=failure, tool=tool)
+        return StepResult(output=outcome.result or {}, call=call, outcome=outcome, tool=tool)
 
     def _ask_model(self, step: Step) -> tuple[ModelResponse, ToolCall | None]:
         self._check_budgets()
@@ -303,9 +307,12 @@ class TaskRun:
                     kind="authorization_gap",
                     detail={"rule": verdict.rule},
                 )
+        if proposal is not None and tool is not None:
+            self._check_loop(step, tool, proposal["arguments"])
         record = offloaded(response.as_record(), path="step.model_response", task_id=self.task.pk)
         usage = response.usage
         tokens = int(usage.get("prompt_tokens", 0)) + int(usage.get("completion_tokens", 0))
+        cost = Decimal(tokens) * Decimal(str(settings.AGENTOPS["COST_PER_1K_TOKENS"])) / 1000
         events = [
             EventSpec(
                 "agentops.step.model_result",
@@ -346,6 +353,7 @@ class TaskRun:
                 events,
                 phase=Phase.BEFORE_TOOL_CALL if proposal else Phase.MODEL_RESULT,
                 tokens_used=F("tokens_used") + tokens,
+                cost_used=F("cost_used") + cost,
             )
             Step.objects.filter(pk=step.pk).update(
                 model_response=record,
@@ -367,11 +375,31 @@ class TaskRun:
                 )
         step.model_response = record
         self.task.tokens_used += tokens
+        self.task.cost_used += cost
         crashpoint("after_model_result", step=step.ordinal)
         if call is not None:
             crashpoint("after_pending", step=step.ordinal)
             self.fresh_calls.add(call.pk)
         return response, call
+
+    def _check_loop(self, step: Step, tool: Tool, arguments: dict[str, Any]) -> None:
+        """The same tool with the same arguments, proposed again and again, is a planning loop."""
+        threshold = settings.AGENTOPS["LOOP_THRESHOLD"]
+        earlier = (
+            ToolCall.objects.filter(
+                task=self.task, tool=tool.name, args_digest=arguments_digest(arguments)
+            )
+            .exclude(step=step)
+            .values("step")
+            .distinct()
+            .count()
+        )
+        if earlier + 1 >= threshold:
+            raise OrchestrationFailure(
+                f"{tool.name} was proposed with the same arguments in {earlier + 1} steps "
+                f"(loop threshold {threshold})",
+                kind="planning_loop",
+            )
 
     def _proposed_tool(self, name: str) -> Tool:
         if name not in self.agent.tools:
@@ -565,7 +593,9 @@ class TaskRun:
             )
         )
         with transaction.atomic():
-            verdict, seq = self._park_or_stop_writes(failure, attempts=step.attempts, events=events)
+            verdict, seq = self._park_or_stop_writes(
+                failure, attempts=step.attempts, events=events, tool=result.tool
+            )
             if record_outcome:
                 ledger_transition(
                     call_id=call.pk, target=outcome.status, error=failure.as_failure()
@@ -575,14 +605,24 @@ class TaskRun:
         return verdict
 
     def _park_or_stop_writes(
-        self, failure: StepFailure, *, attempts: int, events: list[EventSpec]
+        self,
+        failure: StepFailure,
+        *,
+        attempts: int,
+        events: list[EventSpec],
+        tool: Tool | None = None,
     ) -> tuple[str, int]:
         """Fenced task write that parks for a retry or stops; the caller writes the snapshot
         once the step and ledger rows are updated in the same transaction."""
-        retry = failure.retryable and attempts < self.task.step_retry_cap
+        cap = self.task.step_retry_cap
+        if tool is not None and tool.max_attempts is not None:
+            cap = min(cap, tool.max_attempts)
+        retry = failure.retryable and attempts < cap
         fields: dict[str, Any] = {"failure": failure.as_failure()}
         if retry:
-            delay = backoff_seconds(attempts, failure.retry_after)
+            delay = backoff_seconds(
+                attempts, failure.retry_after, tool.backoff_base if tool else None
+            )
             fields["next_run_at"] = _after(delay)
             fields["failure"]["retry_in_seconds"] = round(delay, 3)
         seq = fenced_write(
@@ -619,6 +659,12 @@ class TaskRun:
                 f"token budget used up ({task.tokens_used} of {task.token_budget})",
                 kind="budget_overflow",
                 detail={"budget": "tokens"},
+            )
+        if task.cost_budget is not None and task.cost_used >= task.cost_budget:
+            raise OrchestrationFailure(
+                f"cost budget used up ({task.cost_used:.4f} of {task.cost_budget})",
+                kind="budget_overflow",
+                detail={"budget": "cost"},
             )
         if task.wall_time_budget_seconds and task.started_at:
             elapsed = (timezone.now() - task.started_at).total_seconds()
@@ -671,3 +717,147 @@ class TaskRun:
             Step.objects.bulk_create(steps)
         self.task.step_count = len(steps)
         self.steps = list(Step.objects.filter(task=self.task).order_by("ordinal"))
+
+
+@dataclass
+class Rollback:
+    """Undo a task's effects: the compensating tools of its succeeded calls, in reverse order.
+
+    Each compensation goes through the ledger with its own key (`pending` committed before the
+    call), so a worker killed mid-rollback resumes without compensating anything twice. Effects
+    whose tool has no compensation are listed as not undone. The task ends `rolled_back`.
+    """
+
+    task_run: TaskRun
+
+    @property
+    def lease(self) -> Lease:
+        return self.task_run.lease
+
+    def execute(self) -> str:
+        task = self.task_run.task
+        originals = ToolCall.objects.filter(
+            task=task, compensation_of__isnull=True, status=LedgerStatus.SUCCEEDED
+        ).order_by("-id")
+        for call in originals:
+            tool = get_tool(call.tool)
+            if tool.compensate_with is None:
+                continue
+            failure = self._compensate(call, tool)
+            if failure is not None:
+                return self.task_run._stop(failure)
+        not_undone = [
+            {"key": c.idempotency_key, "tool": c.tool, "side_effect": c.side_effect}
+            for c in ToolCall.objects.filter(
+                task=task, compensation_of__isnull=True, status=LedgerStatus.SUCCEEDED
+            )
+            .exclude(side_effect="read")
+            .order_by("id")
+        ]
+        event = EventSpec("agentops.task.rollback_finished", payload={"not_undone": not_undone})
+        with transaction.atomic():
+            seq = fenced_write(self.lease, [event], transition="roll_back")
+            snapshot_write(task_id=task.pk, seq=seq)
+        return "rolled back"
+
+    def _compensate(self, call: ToolCall, tool: Tool) -> StepFailure | None:
+        task = self.task_run.task
+        compensating = get_tool(tool.compensate_with or "")
+        original_args, original_result = loaded(call.args), loaded(call.result)
+        arguments = (
+            tool.compensation_args(original_args, original_result)
+            if tool.compensation_args
+            else original_args
+        )
+        row = (
+            ToolCall.objects.filter(compensation_of=call)
+            .exclude(status=LedgerStatus.FAILED)
+            .order_by("-id")
+            .first()
+        )
+        fresh = row is None
+        if row is None:
+            row = self._open(call, compensating, arguments)
+        crashpoint("rollback_after_pending", step=call.step.ordinal)
+        ctx = ToolContext(
+            idempotency_key=row.idempotency_key,
+            task_id=task.pk,
+            step=call.step.ordinal,
+            http=self.task_run.http,
+            base_url=settings.AGENTOPS["SIM_BASE_URL"].rstrip("/"),
+            timeout=settings.AGENTOPS["TOOL_TIMEOUT_SECONDS"],
+        )
+        with Heartbeat(self.lease):
+            if fresh:
+                outcome = invoke(compensating, ctx, arguments)
+            else:
+                outcome = reconcile(compensating, ctx, arguments, cause=None)
+        crashpoint("rollback_after_tool_call", step=call.step.ordinal)
+        if outcome.status == LedgerStatus.SUCCEEDED:
+            self._record_compensated(call, row, outcome)
+            return None
+        failure = outcome.failure or OrchestrationFailure("the compensation failed")
+        failure.detail.setdefault("compensating", {"key": row.idempotency_key, "of": call.tool})
+        with transaction.atomic():
+            fenced_write(
+                self.lease,
+                [
+                    EventSpec(
+                        f"agentops.ledger.{outcome.status}",
+                        step=call.step.ordinal,
+                        payload={"key": row.idempotency_key, "how": outcome.how},
+                        fold={"ledger": {row.idempotency_key: outcome.status}},
+                    )
+                ],
+            )
+            ledger_transition(call_id=row.pk, target=outcome.status, error=failure.as_failure())
+        failure.retryable = False
+        return failure
+
+    def _open(self, call: ToolCall, compensating: Tool, arguments: dict[str, Any]) -> ToolCall:
+        digest = arguments_digest(arguments)
+        key = idempotency_key(
+            task_id=call.task_id, step_id=call.step_id, tool=compensating.name, args_digest=digest
+        )
+        event = EventSpec(
+            "agentops.ledger.pending",
+            step=call.step.ordinal,
+            payload={"tool": compensating.name, "key": key, "compensates": call.idempotency_key},
+            fold={"ledger": {key: LedgerStatus.PENDING}},
+        )
+        with transaction.atomic():
+            fenced_write(self.lease, [event])
+            return ToolCall.objects.create(
+                task_id=call.task_id,
+                step_id=call.step_id,
+                tool=compensating.name,
+                side_effect=compensating.side_effect,
+                args=arguments,
+                args_digest=digest,
+                idempotency_key=key,
+                compensation_of=call,
+            )
+
+    def _record_compensated(self, call: ToolCall, row: ToolCall, outcome: Outcome) -> None:
+        events = [
+            EventSpec(
+                "agentops.ledger.succeeded",
+                step=call.step.ordinal,
+                payload={"key": row.idempotency_key, "how": outcome.how},
+                fold={"ledger": {row.idempotency_key: LedgerStatus.SUCCEEDED}},
+            ),
+            EventSpec(
+                "agentops.ledger.compensated",
+                step=call.step.ordinal,
+                payload={"key": call.idempotency_key, "by": row.idempotency_key},
+                fold={"ledger": {call.idempotency_key: LedgerStatus.COMPENSATED}},
+            ),
+        ]
+        with transaction.atomic():
+            fenced_write(self.lease, events)
+            ledger_transition(
+                call_id=row.pk,
+                target=LedgerStatus.SUCCEEDED,
+                result=offloaded(outcome.result, path="tool_call.result", task_id=call.task_id),
+            )
+            ledger_transition(call_id=call.pk, target=LedgerStatus.COMPENSATED)
