@@ -77,7 +77,7 @@ class TaskStartForm(forms.Form):
             raise ValidationError("The input is nested too deeply.", code="too_deep") from None
         if not isinstance(value, dict):
             raise ValidationError(
-                "The input must be a JSON object, like {\"order_id\": \"A1001\"}; got %(kind)s.",
+                'The input must be a JSON object, like {"order_id": "A1001"}; got %(kind)s.',
                 code="not_object",
                 params={"kind": _JSON_TYPE_NAMES.get(type(value), type(value).__name__)},
             )

@@ -10,13 +10,26 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from functools import cached_property
 from datetime import datetime
 from typing import Any
 
 from django.db.models import F, IntegerField, Prefetch, QuerySet
 from django.db.models.functions import Least
 
+from agentops.engine.advisor import (
+    Action,
+    LedgerView,
+    Preview,
+    Recommendation,
+    Situation,
+    StepView,
+    advise,
+    preview,
+)
+from agentops.engine.errors import UnknownTool
 from agentops.engine.jsonvalues import ARTIFACT_KEY, is_pointer
+from agentops.engine.registry import get_tool
 from agentops.models import Event, Step, Task, ToolCall
 from agentops.states import TERMINAL, TaskStatus
 
@@ -46,7 +59,14 @@ def _with_step_number(queryset: QuerySet[Task]) -> QuerySet[Task]:
 def task_list_recent(*, status: str | None = None) -> QuerySet[Task]:
     """Tasks newest first, optionally only those in `status`; the caller paginates."""
     queryset = Task.objects.only(
-        "id", "agent", "goal", "status", "phase", "current_step", "step_count", "created_at",
+        "id",
+        "agent",
+        "goal",
+        "status",
+        "phase",
+        "current_step",
+        "step_count",
+        "created_at",
         "updated_at",
     ).order_by("-id")
     if status:
@@ -89,6 +109,11 @@ class TaskDetail:
             return self.task.failure
         return None
 
+    @cached_property
+    def recovery(self) -> Recovery | None:
+        """The advisor's recommendation when the task is stopped for a person."""
+        return task_recovery(self.task, [row.step for row in self.steps], self.tool_calls)
+
     @property
     def retry_at(self) -> datetime | None:
         if self.task.status == TaskStatus.RETRY_SCHEDULED:
@@ -98,7 +123,9 @@ class TaskDetail:
 
 def _step_row(step: Step) -> StepRow:
     response = step.model_response
-    text = response.get("text", "") if isinstance(response, dict) and not is_pointer(response) else ""
+    text = (
+        response.get("text", "") if isinstance(response, dict) and not is_pointer(response) else ""
+    )
     return StepRow(
         step=step,
         model_text=json_preview(text) if text else "",
@@ -147,3 +174,86 @@ def task_get_detail(*, task_id: int) -> TaskDetail:
         events_total=task.last_seq,
         attempts=sum(s.attempts for s in steps),
     )
+
+
+@dataclass(frozen=True)
+class Recovery:
+    """What the advisor recommends for a stopped task, and what each option would do."""
+
+    recommendation: Recommendation
+    previews: dict[str, Preview]
+    stuck_step: Step | None
+    breakpoint: str
+
+
+def _tool_facts(name: str) -> tuple[str | None, bool]:
+    """The tool's side-effect class and whether it can be compensated (None: unknown tool)."""
+    try:
+        tool = get_tool(name)
+    except UnknownTool:
+        return None, False
+    return tool.side_effect, tool.compensate_with is not None
+
+
+def task_recovery(task: Task, steps: list[Step], calls: list[ToolCall]) -> Recovery | None:
+    """Advise on a task stopped in needs_attention, from rows already loaded by the caller."""
+    if task.status != TaskStatus.NEEDS_ATTENTION or not isinstance(task.failure, dict):
+        return None
+    stuck = next((s for s in steps if s.status in {"failed", "running"}), None)
+    stuck_calls = [c for c in calls if stuck is not None and c.step_id == stuck.pk]
+    side_effect = stuck_calls[-1].side_effect if stuck_calls else None
+    if side_effect is None and stuck is not None and stuck.spec.get("tool"):
+        side_effect, _ = _tool_facts(stuck.spec["tool"])
+    ledger = []
+    for call in calls:
+        call_side_effect, compensable = _tool_facts(call.tool)
+        ledger.append(
+            LedgerView(
+                key=call.idempotency_key,
+                tool=call.tool,
+                status=call.status,
+                side_effect=call_side_effect or call.side_effect,
+                compensable=compensable,
+                compensates=None
+                if call.compensation_of_id is None
+                else str(call.compensation_of_id),
+            )
+        )
+    effects = [row for row in ledger if row.status == "succeeded" and row.side_effect != "read"]
+    done = sum(1 for s in steps if s.status in {"succeeded", "skipped"})
+    situation = Situation(
+        kind=task.failure.get("kind", "unknown"),
+        layer=task.failure.get("layer", "orchestration"),
+        side_effect=side_effect,
+        progress=done / task.step_count if task.step_count else 0.0,
+        step_attempts=stuck.attempts if stuck else 0,
+        step_retry_cap=task.step_retry_cap,
+        task_recoveries=task.recoveries,
+        task_recovery_cap=task.recovery_cap,
+        compensable=any(row.compensable and row.compensates is None for row in effects),
+        irreversible=any(not row.compensable and row.compensates is None for row in effects),
+    )
+    recommendation = advise(situation)
+    views = [StepView(s.ordinal, s.title, s.status) for s in steps]
+    previews = {
+        str(option): preview(option, views, ledger)
+        for option in recommendation.options
+        if option != Action.CONFIRM
+    }
+    position = stuck.ordinal + 1 if stuck else min(task.current_step + 1, task.step_count)
+    phase = task.get_phase_display() if task.phase else "not started"
+    return Recovery(
+        recommendation=recommendation,
+        previews=previews,
+        stuck_step=stuck,
+        breakpoint=f"step {position} of {task.step_count}, {phase.lower()}",
+    )
+
+
+def task_get_recovery(*, task_id: int) -> Recommendation | None:
+    """The advisor's recommendation for a stopped task (None when it is not stopped)."""
+    task = Task.objects.get(pk=task_id)
+    steps = list(Step.objects.filter(task=task).order_by("ordinal"))
+    calls = list(ToolCall.objects.filter(task=task).order_by("id"))
+    recovery = task_recovery(task, steps, calls)
+    return recovery.recommendation if recovery else None

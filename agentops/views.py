@@ -92,7 +92,9 @@ def task_new(request: HtmxHttpRequest) -> HttpResponse:
     else:
         form = TaskStartForm()
     template = (
-        "agentops/_partials/task_form.html" if _wants_fragment(request) else "agentops/task_new.html"
+        "agentops/_partials/task_form.html"
+        if _wants_fragment(request)
+        else "agentops/task_new.html"
     )
     return _varying(render(request, template, {"form": form}))
 

@@ -60,6 +60,18 @@ def _refund_probe(call: ToolContext) -> dict[str, Any] | None:
     return remote.probe(call, "payments", "refund")
 
 
+@tool(side_effect="financial", systems=("payments",))
+def issue_refund_legacy(call: ToolContext, *, order_id: str, amount: float, currency: str) -> dict:
+    """Refund through the legacy payments API (no idempotency keys, no probe)."""
+    return remote.post(
+        call,
+        "payments",
+        "refund_legacy",
+        {"order_id": order_id, "amount": amount, "currency": currency},
+        expect=("refund_id", "status"),
+    )
+
+
 @tool(side_effect="notify", systems=("email",), idempotent_remote=True)
 def email_customer(call: ToolContext, *, to: str, subject: str, body: str) -> dict[str, Any]:
     """Send the customer an email."""
@@ -92,7 +104,10 @@ def refund_script(request: ModelRequest) -> dict[str, Any]:
         ("lookup_order", {"order_id": order_id}),
         ("check_eligibility", {"order_id": order_id, "reason": data.get("reason", "damaged")}),
         ("track_shipment", {"order_id": order_id}),
-        ("issue_refund", {"order_id": order_id, "amount": amount, "currency": "EUR"}),
+        (
+            "issue_refund_legacy" if data.get("refund_api") == "legacy" else "issue_refund",
+            {"order_id": order_id, "amount": amount, "currency": "EUR"},
+        ),
         (
             "email_customer",
             {
@@ -121,6 +136,7 @@ register_agent(
             "check_eligibility",
             "track_shipment",
             "issue_refund",
+            "issue_refund_legacy",
             "email_customer",
         ],
         plan=[

@@ -30,7 +30,10 @@ def arguments_digest(arguments: dict[str, Any]) -> str:
 
 @dataclass(frozen=True)
 class Outcome:
-    """What the ledger row becomes after a call: succeeded, failed or executed_unknown."""
+    """What the ledger row becomes after a call: succeeded, failed or executed_unknown.
+
+    A `failure` next to `succeeded` means the effect happened but the step cannot go on.
+    """
 
     status: str
     result: dict[str, Any] | None = None
@@ -72,7 +75,15 @@ def reconcile(
             logger.warning("probe of %s failed: %s", ctx.idempotency_key, probe_error)
         else:
             if found is not None:
-                return Outcome(LedgerStatus.SUCCEEDED, result=found, how="probe found the effect")
+                # The effect happened. If the remote answered in a shape the tool does not
+                # understand, the step still stops for a person (who upgrades the adapter).
+                stop = cause if cause is not None and cause.kind == "schema_mismatch" else None
+                return Outcome(
+                    LedgerStatus.SUCCEEDED,
+                    result=found,
+                    failure=stop,
+                    how="probe found the effect",
+                )
             failure = cause or ToolFailure("the call did not complete", kind="unavailable")
             failure.retryable = True
             return Outcome(LedgerStatus.FAILED, failure=failure, how="probe found no effect")

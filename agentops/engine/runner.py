@@ -254,7 +254,7 @@ class TaskRun:
         if call is None:
             call = self._reopen_call(step, tool)
         outcome = self._execute(step, tool, call, arguments)
-        if outcome.status != LedgerStatus.SUCCEEDED:
+        if outcome.status != LedgerStatus.SUCCEEDED or outcome.failure is not None:
             failure = outcome.failure or OrchestrationFailure("the tool call failed")
             failure.detail.setdefault(
                 "ledger",
@@ -598,7 +598,10 @@ class TaskRun:
             )
             if record_outcome:
                 ledger_transition(
-                    call_id=call.pk, target=outcome.status, error=failure.as_failure()
+                    call_id=call.pk,
+                    target=outcome.status,
+                    error=failure.as_failure(),
+                    result=offloaded(outcome.result, path="tool_call.result", task_id=self.task.pk),
                 )
             step_transition(step=step, name="fail", error=failure.as_failure(), finished_at=Now())
             snapshot_write(task_id=self.task.pk, seq=seq)

@@ -248,7 +248,13 @@ def ledger_transition(*, call_id: int, target: str, **fields: Any) -> bool:
 
 
 def _past(verb: str) -> str:
-    irregular = {"stop": "stopped", "roll_back": "rolled_back", "yield": "yielded"}
+    irregular = {
+        "stop": "stopped",
+        "roll_back": "rolled_back",
+        "yield": "yielded",
+        "schedule_retry": "retry_scheduled",
+        "await_approval": "awaiting_approval",
+    }
     if verb in irregular:
         return irregular[verb]
     return verb + ("d" if verb.endswith("e") else "ed")

@@ -27,6 +27,9 @@ class Effect(models.Model):
     operation = models.CharField(max_length=50)
     # NULL, not "", for calls without a key: the unique constraint applies only to keyed calls.
     idempotency_key = models.CharField(max_length=255, null=True, blank=True)  # noqa: DJ001
+    # The Idempotency-Key header as the client sent it, also where the endpoint ignores keys:
+    # tests and scenarios count effects per key with it.
+    request_key = models.CharField(max_length=255, blank=True, db_index=True)
     request_digest = models.CharField(max_length=64)
     request = models.JSONField()
     response = models.JSONField()

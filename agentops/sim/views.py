@@ -45,7 +45,9 @@ def fault_take(service: str, operation: str) -> Fault | None:
         return fault
 
 
-def _perform(ep: Endpoint, body: dict[str, Any], key: str | None) -> tuple[int, dict[str, Any]]:
+def _perform(
+    ep: Endpoint, body: dict[str, Any], key: str | None, sent_key: str
+) -> tuple[int, dict[str, Any]]:
     """Run the handler once per key; replay the stored response for a repeated key."""
     if not ep.writes:
         return 200, ep.handler(body)
@@ -65,13 +67,14 @@ def _perform(ep: Endpoint, body: dict[str, Any], key: str | None) -> tuple[int, 
                 service=ep.service,
                 operation=ep.operation,
                 idempotency_key=key,
+                request_key=sent_key,
                 request_digest=request_digest,
                 request=body,
                 response=response,
             )
     except IntegrityError:
         # A concurrent request with the same key won: answer as a replay.
-        return _perform(ep, body, key)
+        return _perform(ep, body, key, sent_key)
     return 200, response
 
 
@@ -98,9 +101,10 @@ def call(request: HttpRequest, service: str, operation: str) -> JsonResponse:
     if mode == FaultMode.TIMEOUT_BEFORE:
         time.sleep(delay or DEFAULT_TIMEOUT_SLEEP)
         return _error(504, "gateway timeout")
-    key = request.headers.get("Idempotency-Key") if ep.keys else None
+    sent_key = request.headers.get("Idempotency-Key", "")
+    key = (sent_key or None) if ep.keys else None
     try:
-        status, response = _perform(ep, body, key)
+        status, response = _perform(ep, body, key, sent_key)
     except NotFound as exc:
         return _error(404, str(exc))
     except BadRequest as exc:

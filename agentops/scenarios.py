@@ -1,0 +1,90 @@
+"""Named demo scenarios: a task, the faults the simulated services inject, what a person does.
+
+Used by `manage.py demo_scenario` (real workers, end to end) and by `seed_demo` (so an operator
+sees these situations on the first `make run`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Fault:
+    endpoint: str  # "service.operation"
+    mode: str
+    count: int | None = None
+    delay: float = 0.0
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    description: str
+    agent: str
+    goal: str
+    input: dict[str, Any]
+    faults: tuple[Fault, ...] = ()
+    # What a person does once the task stops: "" (nothing) or "rollback".
+    then: str = ""
+    env: dict[str, str] = field(default_factory=dict)
+
+
+# Tool calls time out after 2 s in scenarios, so "timeout" faults sleep a little longer.
+TOOL_TIMEOUT = "2"
+
+SCENARIOS: dict[str, Scenario] = {
+    s.name: s
+    for s in [
+        Scenario(
+            "refund-happy",
+            "A refund that goes through: five steps, one refund, one email.",
+            "refund",
+            "Refund order A1001: the parcel arrived damaged",
+            {"order_id": "A1001", "reason": "damaged"},
+        ),
+        Scenario(
+            "refund-429",
+            "The payments API rate-limits the refund once; the step is retried automatically.",
+            "refund",
+            "Refund order A1002 (payments rate-limited once)",
+            {"order_id": "A1002", "reason": "damaged"},
+            faults=(Fault("payments.refund", "429", count=1, delay=1),),
+        ),
+        Scenario(
+            "refund-timeout-after-charge",
+            "The refund is made but the answer times out; the probe finds it, no second refund.",
+            "refund",
+            "Refund order A1003 (payments times out after refunding)",
+            {"order_id": "A1003", "reason": "damaged"},
+            faults=(Fault("payments.refund", "execute_then_timeout", count=1, delay=3),),
+        ),
+        Scenario(
+            "refund-unknown",
+            "The legacy refund API has no probe and no keys: after a timeout nobody can tell "
+            "whether the refund happened, so the task stops for a person to confirm.",
+            "refund",
+            "Refund order A1004 through the legacy API (times out after refunding)",
+            {"order_id": "A1004", "reason": "damaged", "refund_api": "legacy"},
+            faults=(Fault("payments.refund_legacy", "execute_then_timeout", count=1, delay=3),),
+        ),
+        Scenario(
+            "trip-hotel-fails",
+            "The flight is booked, then the hotel refuses: the task stops half done.",
+            "trip",
+            "Book a trip to Lisbon for Ada (the hotel refuses)",
+            {"traveller": "Ada Lovelace", "destination": "LIS"},
+            faults=(Fault("hotels.book", "forbidden", count=1),),
+        ),
+        Scenario(
+            "trip-hotel-fails-rollback",
+            "As trip-hotel-fails, then an operator rolls back: the flight is cancelled once.",
+            "trip",
+            "Book a trip to Porto for Grace (the hotel refuses; rolled back)",
+            {"traveller": "Grace Hopper", "destination": "OPO"},
+            faults=(Fault("hotels.book", "forbidden", count=1),),
+            then="rollback",
+        ),
+    ]
+}
