@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from functools import cached_property
 from datetime import datetime
+from functools import cached_property
 from typing import Any
 
 from django.db.models import F, IntegerField, Prefetch, QuerySet
@@ -22,10 +22,10 @@ from agentops.engine.advisor import (
     LedgerView,
     Preview,
     Recommendation,
-    Situation,
     StepView,
     advise,
     preview,
+    situation_from,
 )
 from agentops.engine.errors import UnknownTool
 from agentops.engine.jsonvalues import ARTIFACT_KEY, is_pointer
@@ -219,22 +219,18 @@ def task_recovery(task: Task, steps: list[Step], calls: list[ToolCall]) -> Recov
                 else str(call.compensation_of_id),
             )
         )
-    effects = [row for row in ledger if row.status == "succeeded" and row.side_effect != "read"]
-    done = sum(1 for s in steps if s.status in {"succeeded", "skipped"})
-    situation = Situation(
-        kind=task.failure.get("kind", "unknown"),
-        layer=task.failure.get("layer", "orchestration"),
+    views = [StepView(s.ordinal, s.title, s.status) for s in steps]
+    situation = situation_from(
+        failure=task.failure,
         side_effect=side_effect,
-        progress=done / task.step_count if task.step_count else 0.0,
+        steps=views,
+        ledger=ledger,
         step_attempts=stuck.attempts if stuck else 0,
         step_retry_cap=task.step_retry_cap,
         task_recoveries=task.recoveries,
         task_recovery_cap=task.recovery_cap,
-        compensable=any(row.compensable and row.compensates is None for row in effects),
-        irreversible=any(not row.compensable and row.compensates is None for row in effects),
     )
     recommendation = advise(situation)
-    views = [StepView(s.ordinal, s.title, s.status) for s in steps]
     previews = {
         str(option): preview(option, views, ledger)
         for option in recommendation.options

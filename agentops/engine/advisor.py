@@ -505,6 +505,7 @@ class LedgerView:
     compensates: str | None = None
 
 
+# Statuses as plain strings (the values of agentops.states), so this module imports no Django.
 STEP_DONE = frozenset({"succeeded", "skipped"})
 
 
@@ -608,12 +609,19 @@ def situation_from(
     task_recoveries: int,
     task_recovery_cap: int,
 ) -> Situation:
-    """Build a Situation from a stored failure (`Task.failure` / `Step.error`) and the views."""
+    """Build a Situation from a stored failure (`Task.failure` / `Step.error`) and the views.
+
+    A step stopped at its retry cap is recorded as an orchestration failure carrying the step's
+    last failure; the advisor judges that last failure's layer, where the fault actually was.
+    """
     effects = _effects(ledger)
     done = sum(1 for s in steps if s.status in STEP_DONE)
+    detail = failure.get("detail")
+    last = detail.get("last_failure") if isinstance(detail, Mapping) else None
+    layer = last.get("layer") if isinstance(last, Mapping) else None
     return Situation(
         kind=str(failure.get("kind") or "unknown"),
-        layer=str(failure.get("layer") or "orchestration"),
+        layer=str(layer or failure.get("layer") or "orchestration"),
         side_effect=side_effect,
         progress=done / len(steps) if steps else 0.0,
         step_attempts=step_attempts,

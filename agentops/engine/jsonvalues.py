@@ -50,7 +50,11 @@ def _normalized(value: Any) -> Any:
     if isinstance(value, float) and value.is_integer():
         return int(value)
     if isinstance(value, dict):
-        return {unicodedata.normalize("NFC", k): _normalized(v) for k, v in value.items()}
+        normalized = {unicodedata.normalize("NFC", k): _normalized(v) for k, v in value.items()}
+        if len(normalized) != len(value):
+            # Two keys equal in NFC would collapse into one and drop a value from the digest.
+            raise ValueError("two object keys are the same string in Unicode NFC form")
+        return normalized
     if isinstance(value, (list, tuple)):
         return [_normalized(v) for v in value]
     return value
@@ -82,7 +86,9 @@ def offloaded(value: Any, *, path: str, task_id: int | None) -> Any:
     if isinstance(value, (bool, int, float)) or value is None:
         return value
     data = json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
-    if len(data) <= settings.AGENTOPS["ARTIFACT_THRESHOLD_BYTES"]:
+    # Data shaped like a pointer is stored too, so `loaded` only ever resolves pointers made here
+    # (a hostile tool result could otherwise name another task's artifact).
+    if len(data) <= settings.AGENTOPS["ARTIFACT_THRESHOLD_BYTES"] and not is_pointer(value):
         return value
     sha = hashlib.sha256(data).hexdigest()
     name = default_storage.save(f"artifacts/{task_id or 'none'}/{sha}.json", ContentFile(data))
@@ -101,6 +107,8 @@ def loaded(value: Any) -> Any:
     if not is_pointer(value):
         return value
     artifact = Artifact.objects.get(pk=value[ARTIFACT_KEY])
+    if value.get("sha256") != artifact.sha256:
+        raise ValueError(f"artifact {artifact.pk}: the pointer does not match the artifact")
     with default_storage.open(artifact.name, "rb") as handle:
         data = handle.read()
     if hashlib.sha256(data).hexdigest() != artifact.sha256:

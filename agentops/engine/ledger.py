@@ -84,9 +84,12 @@ def reconcile(
                     failure=stop,
                     how="probe found the effect",
                 )
-            failure = cause or ToolFailure("the call did not complete", kind="unavailable")
-            failure.retryable = True
-            return Outcome(LedgerStatus.FAILED, failure=failure, how="probe found no effect")
+            if cause is None:
+                # A pending row left by a dead worker, and the remote has no such effect:
+                # the call never landed, so make it now (with the same key).
+                return invoke(tool, ctx, arguments)
+            cause.retryable = True
+            return Outcome(LedgerStatus.FAILED, failure=cause, how="probe found no effect")
     if tool.idempotent_remote or tool.side_effect == "read":
         if cause is None:
             return invoke(tool, ctx, arguments)

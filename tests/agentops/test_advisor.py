@@ -42,8 +42,15 @@ ROW_CASES: dict[str, tuple[Situation, Action]] = {
         Action.ROLLBACK,
     ),
     "crash-loop": (
-        S("process_crash", "orchestration", "write", 0.5, task_recoveries=6, compensable=True,
-          irreversible=True),
+        S(
+            "process_crash",
+            "orchestration",
+            "write",
+            0.5,
+            task_recoveries=6,
+            compensable=True,
+            irreversible=True,
+        ),
         Action.ABORT,
     ),
     "policy-deny-undo": (
@@ -71,8 +78,15 @@ ROW_CASES: dict[str, tuple[Situation, Action]] = {
         Action.RETRY,
     ),
     "late-skip": (
-        S("unavailable", "tool", "notify", 0.8, step_attempts=3, step_retry_cap=3,
-          irreversible=True),
+        S(
+            "unavailable",
+            "tool",
+            "notify",
+            0.8,
+            step_attempts=3,
+            step_retry_cap=3,
+            irreversible=True,
+        ),
         Action.SKIP,
     ),
     "output-invalid": (
@@ -142,8 +156,15 @@ def test_the_last_row_matches_anything():
 def test_no_failure_kind_of_the_engine_falls_to_the_default_row(layer, kind, progress):
     for side_effect in (None, "read", "notify", "write", "financial"):
         for capped in (False, True):
-            situation = S(kind, layer, side_effect, progress, step_attempts=3 if capped else 1,
-                          task_recoveries=6 if capped else 1, compensable=capped)
+            situation = S(
+                kind,
+                layer,
+                side_effect,
+                progress,
+                step_attempts=3 if capped else 1,
+                task_recoveries=6 if capped else 1,
+                compensable=capped,
+            )
             assert advise(situation).rule != "default", situation
 
 
@@ -199,16 +220,25 @@ def test_rationale_names_the_counters():
 
 @pytest.mark.parametrize(
     ("side_effect", "risk"),
-    [("read", Risk.LOW), ("write", Risk.MEDIUM), ("notify", Risk.MEDIUM),
-     ("financial", Risk.HIGH), (None, Risk.LOW), ("teleport", Risk.LOW)],
+    [
+        ("read", Risk.LOW),
+        ("write", Risk.MEDIUM),
+        ("notify", Risk.MEDIUM),
+        ("financial", Risk.HIGH),
+        (None, Risk.LOW),
+        ("teleport", Risk.LOW),
+    ],
 )
 def test_risk_comes_from_the_side_effect_class(side_effect, risk):
     assert risk_of(side_effect) == risk
 
 
 def test_docs_table_lists_the_rows_in_order_with_their_actions():
-    rows = re.findall(r"^\|\s*\d+\s*\|\s*`([a-z-]+)`\s*\|.*\|\s*\*\*(\w+)\*\*\s*\|\s*$",
-                      DOC.read_text(), flags=re.MULTILINE)
+    rows = re.findall(
+        r"^\|\s*\d+\s*\|\s*`([a-z-]+)`\s*\|.*\|\s*\*\*(\w+)\*\*\s*\|\s*$",
+        DOC.read_text(),
+        flags=re.MULTILINE,
+    )
 
     assert rows == [(rule.name, rule.action.value) for rule in RULES]
 
@@ -281,8 +311,14 @@ def test_preview_abort_runs_nothing_and_keeps_every_effect():
 def test_preview_rollback_skips_effects_already_compensated_and_the_compensations():
     ledger = (
         LedgerView("k-flight", "flights_book", "compensated", "write", compensable=True),
-        LedgerView("k-cancel", "flights_cancel", "succeeded", "write", compensable=False,
-                   compensates="k-flight"),
+        LedgerView(
+            "k-cancel",
+            "flights_cancel",
+            "succeeded",
+            "write",
+            compensable=False,
+            compensates="k-flight",
+        ),
         LedgerView("k-charge", "payments_charge", "succeeded", "financial", compensable=True),
     )
 
@@ -293,8 +329,10 @@ def test_preview_rollback_skips_effects_already_compensated_and_the_compensation
 
 
 def test_preview_lists_unconfirmed_calls():
-    ledger = (*TRIP_LEDGER[:4],
-              LedgerView("k-hotel", "hotels_book", "executed_unknown", "write", compensable=True))
+    ledger = (
+        *TRIP_LEDGER[:4],
+        LedgerView("k-hotel", "hotels_book", "executed_unknown", "write", compensable=True),
+    )
 
     result = preview(Action.ROLLBACK, TRIP_STEPS, ledger)
 
@@ -311,11 +349,39 @@ def test_preview_refuses_confirm():
 def test_situation_from_views_counts_progress_and_effects():
     situation = situation_from(
         failure={"layer": "tool", "kind": "unavailable", "retryable": True},
-        side_effect="write", steps=TRIP_STEPS, ledger=TRIP_LEDGER, step_attempts=3,
-        step_retry_cap=3, task_recoveries=0, task_recovery_cap=5,
+        side_effect="write",
+        steps=TRIP_STEPS,
+        ledger=TRIP_LEDGER,
+        step_attempts=3,
+        step_retry_cap=3,
+        task_recoveries=0,
+        task_recovery_cap=5,
     )
 
     assert situation.progress == pytest.approx(4 / 6)
     assert situation.compensable is True
     assert situation.irreversible is True
     assert advise(situation).rule == "tool-unreachable-write"
+
+
+def test_situation_from_a_capped_step_judges_the_layer_of_its_last_failure():
+    capped = {
+        "layer": "orchestration",
+        "kind": "rate_limited",
+        "retryable": False,
+        "detail": {"step": 4, "last_failure": {"layer": "model", "kind": "rate_limited"}},
+    }
+
+    situation = situation_from(
+        failure=capped,
+        side_effect="write",
+        steps=TRIP_STEPS,
+        ledger=TRIP_LEDGER,
+        step_attempts=3,
+        step_retry_cap=3,
+        task_recoveries=0,
+        task_recovery_cap=5,
+    )
+
+    assert situation.layer == "model"
+    assert advise(situation).rule == "model-transient"

@@ -143,3 +143,36 @@ def test_a_crash_loop_stops_at_the_recovery_cap(processes):
     assert task.recoveries == 3
     assert not Step.objects.filter(task=task).exclude(status=StepStatus.PENDING).exists()
     assert not Effect.objects.exists()
+
+
+@pytest.mark.parametrize("crash_at", ["rollback_after_pending@1", "rollback_after_tool_call@1"])
+def test_worker_killed_mid_rollback_cancels_the_flight_exactly_once(processes, crash_at):
+    from agentops.services import task_rollback
+    from agentops.sim.services import fault_set
+
+    fault_set(service="hotels", operation="book", mode="forbidden", count=1)
+    task = task_create(agent="trip", goal="Trip", input={"traveller": "Ada"})
+    processes.worker()
+    wait_for(
+        lambda: Task.objects.get(pk=task.pk).status == TaskStatus.NEEDS_ATTENTION,
+        message="the trip to stop at the hotel",
+    )
+    processes.stop_all()
+
+    task_rollback(task_id=task.pk, actor=None)
+    victim = processes.worker(crash_at=crash_at)
+    assert victim.wait(timeout=60) == -9
+    processes.worker()
+    processes.sweeper()
+    wait_for(
+        lambda: Task.objects.get(pk=task.pk).status == TaskStatus.ROLLED_BACK,
+        timeout=60,
+        message="the rollback to finish after the takeover",
+    )
+
+    assert Effect.objects.filter(service="flights", operation="cancel").count() == 1
+    flight = ToolCall.objects.get(task=task, tool="book_flight")
+    assert flight.status == LedgerStatus.COMPENSATED
+    assert (
+        ToolCall.objects.filter(compensation_of=flight, status=LedgerStatus.SUCCEEDED).count() == 1
+    )

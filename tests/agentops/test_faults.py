@@ -41,17 +41,42 @@ KEYED = {
 LEGACY = {
     "ok": (TaskStatus.SUCCEEDED, LedgerStatus.SUCCEEDED, 1, 1, None),
     "429": (TaskStatus.NEEDS_ATTENTION, None, 3, 0, "rate_limited"),
-    "5xx_before": (TaskStatus.NEEDS_ATTENTION, LedgerStatus.EXECUTED_UNKNOWN, 1, 0,
-                   "side_effect_unknown"),
-    "timeout_before": (TaskStatus.NEEDS_ATTENTION, LedgerStatus.EXECUTED_UNKNOWN, 1, 0,
-                       "side_effect_unknown"),
-    "execute_then_timeout": (TaskStatus.NEEDS_ATTENTION, LedgerStatus.EXECUTED_UNKNOWN, 1, 1,
-                             "side_effect_unknown"),
-    "execute_then_5xx": (TaskStatus.NEEDS_ATTENTION, LedgerStatus.EXECUTED_UNKNOWN, 1, 1,
-                         "side_effect_unknown"),
+    "5xx_before": (
+        TaskStatus.NEEDS_ATTENTION,
+        LedgerStatus.EXECUTED_UNKNOWN,
+        1,
+        0,
+        "side_effect_unknown",
+    ),
+    "timeout_before": (
+        TaskStatus.NEEDS_ATTENTION,
+        LedgerStatus.EXECUTED_UNKNOWN,
+        1,
+        0,
+        "side_effect_unknown",
+    ),
+    "execute_then_timeout": (
+        TaskStatus.NEEDS_ATTENTION,
+        LedgerStatus.EXECUTED_UNKNOWN,
+        1,
+        1,
+        "side_effect_unknown",
+    ),
+    "execute_then_5xx": (
+        TaskStatus.NEEDS_ATTENTION,
+        LedgerStatus.EXECUTED_UNKNOWN,
+        1,
+        1,
+        "side_effect_unknown",
+    ),
     "slow": (TaskStatus.SUCCEEDED, LedgerStatus.SUCCEEDED, 1, 1, None),
-    "schema_change": (TaskStatus.NEEDS_ATTENTION, LedgerStatus.EXECUTED_UNKNOWN, 1, 1,
-                      "side_effect_unknown"),
+    "schema_change": (
+        TaskStatus.NEEDS_ATTENTION,
+        LedgerStatus.EXECUTED_UNKNOWN,
+        1,
+        1,
+        "side_effect_unknown",
+    ),
     "forbidden": (TaskStatus.NEEDS_ATTENTION, None, 1, 0, "authorization_gap"),
 }
 CASES = [("refund", mode, expected) for mode, expected in KEYED.items()] + [
@@ -65,14 +90,18 @@ CASES = [("refund", mode, expected) for mode, expected in KEYED.items()] + [
 def test_fault_matrix(processes, operation, mode, expected):
     status, live_status, attempts, effects, kind = expected
     fault_set(service="payments", operation=operation, mode=mode, delay=DELAY.get(mode, 0.0))
-    task_input = {"order_id": "A1001", **({"refund_api": "legacy"} if "legacy" in operation else {})}
+    task_input = {
+        "order_id": "A1001",
+        **({"refund_api": "legacy"} if "legacy" in operation else {}),
+    }
     task = task_create(agent="refund", goal=f"Refund ({mode})", input=task_input)
     processes.worker(extra_env=WORKER_ENV)
     processes.sweeper(interval=0.2)
 
     task = wait_for(
         lambda: (t := Task.objects.get(pk=task.pk)).status in SETTLED and t,
-        timeout=60, message=f"the task to settle under {mode}",
+        timeout=60,
+        message=f"the task to settle under {mode}",
     )
 
     step = Step.objects.get(task=task, ordinal=REFUND)

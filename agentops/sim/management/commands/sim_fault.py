@@ -22,19 +22,26 @@ def endpoint_faults() -> list[dict[str, Any]]:
     for (service, operation), ep in sorted(ENDPOINTS.items()):
         fault = faults.get((service, operation))
         spent = fault is not None and fault.remaining == 0
-        rows.append({
-            "endpoint": f"{service}.{operation}",
-            "mode": FaultMode.OK.value if fault is None or spent else fault.mode,
-            "remaining": (
-                "spent" if spent else "-" if fault is None or fault.mode == FaultMode.OK
-                else "every call" if fault.remaining is None else str(fault.remaining)
-            ),
-            "delay": f"{fault.delay_seconds:g}" if fault else "0",
-            "writes": "yes" if ep.writes else "no",
-            # A read records no effect, so keys and probes mean nothing for it.
-            "keys": "n/a" if not ep.writes else "yes" if ep.keys else "no",
-            "probe": "n/a" if not ep.writes else "yes" if ep.probe else "no",
-        })
+        rows.append(
+            {
+                "endpoint": f"{service}.{operation}",
+                "mode": FaultMode.OK.value if fault is None or spent else fault.mode,
+                "remaining": (
+                    "spent"
+                    if spent
+                    else "-"
+                    if fault is None or fault.mode == FaultMode.OK
+                    else "every call"
+                    if fault.remaining is None
+                    else str(fault.remaining)
+                ),
+                "delay": f"{fault.delay_seconds:g}" if fault else "0",
+                "writes": "yes" if ep.writes else "no",
+                # A read records no effect, so keys and probes mean nothing for it.
+                "keys": "n/a" if not ep.writes else "yes" if ep.keys else "no",
+                "probe": "n/a" if not ep.writes else "yes" if ep.probe else "no",
+            }
+        )
     return rows
 
 
@@ -56,19 +63,38 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("endpoint", nargs="?", help="SERVICE.OPERATION, e.g. payments.refund")
         parser.add_argument("mode", nargs="?", help=f"one of: {', '.join(FaultMode.values)}")
-        parser.add_argument("--count", type=int, default=None,
-                            help="fail only the next N calls, then behave normally")
-        parser.add_argument("--delay", type=float, default=0.0,
-                            help="seconds to wait (timeout and slow modes) or to announce in "
-                                 "Retry-After (429)")
-        parser.add_argument("--list", action="store_true", dest="list_faults",
-                            help="list every endpoint with its current fault")
-        parser.add_argument("--reset", action="store_true",
-                            help="reset one endpoint, or all of them, to ok")
+        parser.add_argument(
+            "--count",
+            type=int,
+            default=None,
+            help="fail only the next N calls, then behave normally",
+        )
+        parser.add_argument(
+            "--delay",
+            type=float,
+            default=0.0,
+            help="seconds to wait (timeout and slow modes) or to announce in Retry-After (429)",
+        )
+        parser.add_argument(
+            "--list",
+            action="store_true",
+            dest="list_faults",
+            help="list every endpoint with its current fault",
+        )
+        parser.add_argument(
+            "--reset", action="store_true", help="reset one endpoint, or all of them, to ok"
+        )
 
     def handle(
-        self, *args: Any, endpoint: str | None, mode: str | None, count: int | None,
-        delay: float, list_faults: bool, reset: bool, **options: Any,
+        self,
+        *args: Any,
+        endpoint: str | None,
+        mode: str | None,
+        count: int | None,
+        delay: float,
+        list_faults: bool,
+        reset: bool,
+        **options: Any,
     ) -> None:
         if list_faults:
             if endpoint or mode or reset:
@@ -87,8 +113,9 @@ class Command(BaseCommand):
             )
         service, operation = _endpoint(endpoint)
         try:
-            fault = fault_set(service=service, operation=operation, mode=mode, count=count,
-                              delay=delay)
+            fault = fault_set(
+                service=service, operation=operation, mode=mode, count=count, delay=delay
+            )
         except FaultInvalid as exc:
             raise CommandError(str(exc)) from None
         scope = "every call" if fault.remaining is None else f"the next {fault.remaining} call(s)"
