@@ -45,6 +45,11 @@ class Task(models.Model):
     wall_time_budget_seconds = models.PositiveIntegerField(null=True, blank=True)
 
     failure = models.JSONField(null=True, blank=True, editable=False)
+    # The oversight policy version this task was created under; every step is routed by it.
+    policy_version = models.ForeignKey(
+        "policies.PolicyVersion", null=True, blank=True, on_delete=models.PROTECT,
+        related_name="+",
+    )
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL,
         null=True,
@@ -99,6 +104,9 @@ class Step(models.Model):
     route = models.CharField(max_length=16, blank=True, editable=False)
     policy_version = models.PositiveIntegerField(null=True, blank=True, editable=False)
     policy_rule = models.CharField(max_length=200, blank=True, editable=False)
+    # A person's approval of this step's gated action: the arguments approved (possibly edited),
+    # their digest, the policy version and rule it was approved under, and who approved it.
+    approval = models.JSONField(null=True, blank=True, editable=False)
     started_at = models.DateTimeField(null=True, blank=True, editable=False)
     finished_at = models.DateTimeField(null=True, blank=True, editable=False)
 

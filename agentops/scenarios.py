@@ -32,6 +32,8 @@ class Scenario:
 
 
 # Tool calls time out after 2 s in scenarios, so "timeout" faults sleep a little longer.
+# Amounts stay at or under 100 EUR, which the default policy routes to the audit lane: these
+# scenarios run without a person; amounts above 100 stop at an approval gate instead.
 TOOL_TIMEOUT = "2"
 
 SCENARIOS: dict[str, Scenario] = {
@@ -48,16 +50,16 @@ SCENARIOS: dict[str, Scenario] = {
             "refund-429",
             "The payments API rate-limits the refund once; the step is retried automatically.",
             "refund",
-            "Refund order A1002 (payments rate-limited once)",
-            {"order_id": "A1002", "reason": "damaged"},
+            "Refund order A1003 (payments rate-limited once)",
+            {"order_id": "A1003", "reason": "damaged"},
             faults=(Fault("payments.refund", "429", count=1, delay=1),),
         ),
         Scenario(
             "refund-timeout-after-charge",
             "The refund is made but the answer times out; the probe finds it, no second refund.",
             "refund",
-            "Refund order A1003 (payments times out after refunding)",
-            {"order_id": "A1003", "reason": "damaged"},
+            "Refund order A1004 (payments times out after refunding)",
+            {"order_id": "A1004", "reason": "damaged"},
             faults=(Fault("payments.refund", "execute_then_timeout", count=1, delay=3),),
         ),
         Scenario(
@@ -65,24 +67,24 @@ SCENARIOS: dict[str, Scenario] = {
             "The legacy refund API has no probe and no keys: after a timeout nobody can tell "
             "whether the refund happened, so the task stops for a person to confirm.",
             "refund",
-            "Refund order A1004 through the legacy API (times out after refunding)",
-            {"order_id": "A1004", "reason": "damaged", "refund_api": "legacy"},
+            "Refund order A2000 through the legacy API (times out after refunding)",
+            {"order_id": "A2000", "reason": "damaged", "refund_api": "legacy"},
             faults=(Fault("payments.refund_legacy", "execute_then_timeout", count=1, delay=3),),
         ),
         Scenario(
             "trip-hotel-fails",
             "The flight is booked, then the hotel refuses: the task stops half done.",
             "trip",
-            "Book a trip to Lisbon for Ada (the hotel refuses)",
-            {"traveller": "Ada Lovelace", "destination": "LIS"},
+            "Book a trip to Rome for Ada (the hotel refuses)",
+            {"traveller": "Ada Lovelace", "destination": "FCO", "date": "2026-12-17"},
             faults=(Fault("hotels.book", "forbidden", count=1),),
         ),
         Scenario(
             "trip-hotel-fails-rollback",
             "As trip-hotel-fails, then an operator rolls back: the flight is cancelled once.",
             "trip",
-            "Book a trip to Porto for Grace (the hotel refuses; rolled back)",
-            {"traveller": "Grace Hopper", "destination": "OPO"},
+            "Book a trip to Athens for Grace (the hotel refuses; rolled back)",
+            {"traveller": "Grace Hopper", "destination": "ATH", "date": "2026-12-15"},
             faults=(Fault("hotels.book", "forbidden", count=1),),
             then="rollback",
         ),

@@ -25,6 +25,7 @@ from agentops.engine.transitions import (
 )
 from agentops.models import Snapshot, Step, Task, ToolCall
 from agentops.states import LedgerStatus, StepStatus, TaskMode
+from policies.services import policy_version_pin
 
 
 class TransitionRefused(AgentOpsError):
@@ -41,9 +42,11 @@ def task_create(
     wall_time_budget_seconds: int | None = None,
     step_retry_cap: int | None = None,
     recovery_cap: int | None = None,
+    policy: str = "default",
 ) -> Task:
     """Create a task for a registered agent with its plan, an initial snapshot, and a job.
 
+    The task pins the active version of `policy`; every step is routed by it.
     Raises UnknownAgent for an unregistered agent and NotSerializable for non-JSON input.
     """
     from django.conf import settings
@@ -57,6 +60,7 @@ def task_create(
     plan = plan_for(spec, task_input)
     with transaction.atomic():
         task = Task.objects.create(
+            policy_version=policy_version_pin(policy_name=policy),
             agent=spec.name,
             goal=goal,
             input=task_input,
@@ -264,6 +268,65 @@ def ledger_confirm(*, call_id: int, executed: bool, actor: Any, reason: str = ""
         )
 
 
+def task_gate_approved(*, task_id: int, step_id: int, approval: dict[str, Any], actor: Any) -> None:
+    """Resume a task parked at a gate whose action a person approved (arguments possibly edited).
+
+    Caller holds the transaction and has closed the gate. The approval is stored on the step; the
+    runner checks it against the arguments' digest and the policy version before the call.
+    """
+    _transition(
+        task_id, "resume", actor=actor, next_run_at=None, failure=None, mode=TaskMode.FORWARD
+    )
+    step = Step.objects.get(pk=step_id, task_id=task_id)
+    step_transition(step=step, name="reset", attempts=0, approval=approval)
+    _resume_events(
+        task_id,
+        actor=actor,
+        events=[
+            EventSpec(
+                "agentops.step.approved",
+                step=step.ordinal,
+                payload={
+                    "gate": approval.get("gate"),
+                    "args_digest": approval["args_digest"],
+                    "edited": approval.get("edited", False),
+                },
+                fold={"steps": {str(step.ordinal): StepStatus.PENDING}},
+            )
+        ],
+    )
+
+
+def task_gate_rejected(*, task_id: int, step_id: int, feedback: str, actor: Any) -> None:
+    """Resume a task whose gated action was rejected: the step forgets the model's proposal and
+    carries the feedback as a note, so the next model call re-plans it.
+
+    Caller holds the transaction and has closed the gate.
+    """
+    _transition(
+        task_id, "resume", actor=actor, next_run_at=None, failure=None, mode=TaskMode.FORWARD
+    )
+    step = Step.objects.get(pk=step_id, task_id=task_id)
+    rejected = (step.model_response or {}).get("tool_calls") or []
+    note = f"A reviewer rejected {rejected[0]['name'] if rejected else 'the proposal'}: {feedback}"
+    spec = {**step.spec, "notes": [*(step.spec.get("notes") or []), note]}
+    step_transition(
+        step=step, name="reset", attempts=0, model_response=None, approval=None, spec=spec
+    )
+    _resume_events(
+        task_id,
+        actor=actor,
+        events=[
+            EventSpec(
+                "agentops.step.rejected",
+                step=step.ordinal,
+                payload={"feedback": feedback},
+                fold={"steps": {str(step.ordinal): StepStatus.PENDING}},
+            )
+        ],
+    )
+
+
 def _resume_events(task_id: int, *, actor: Any, events: list[EventSpec]) -> None:
     seq = Task.objects.filter(pk=task_id).values_list("last_seq", flat=True).get()
     for event in events:
@@ -276,6 +339,8 @@ __all__ = [
     "ledger_confirm",
     "task_abort",
     "task_create",
+    "task_gate_approved",
+    "task_gate_rejected",
     "task_pause",
     "task_resume",
     "task_retry",

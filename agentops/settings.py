@@ -79,6 +79,7 @@ INSTALLED_APPS = [
     "django_rq",
     "agentops.apps.AgentopsConfig",
     "agentops.sim.apps.SimConfig",
+    "reviews.apps.ReviewsConfig",
     "policies.apps.PoliciesConfig",
 ]
 

@@ -51,6 +51,13 @@ class DryRunResult:
     def moved(self) -> int:
         return self.total - self.unchanged
 
+    def lane_rows(self) -> list[tuple[str, int, int]]:
+        """(lane, recorded count, count under the spec) for every lane seen on either side."""
+        lanes = list(dict.fromkeys([*self.lanes_before, *self.lanes_after]))
+        return [
+            (lane, self.lanes_before.get(lane, 0), self.lanes_after.get(lane, 0)) for lane in lanes
+        ]
+
     def move_lines(self) -> list[str]:
         """One line per lane change, e.g. `auto → gate: 14 of 900 (large payment 14)`."""
         return [
@@ -148,10 +155,7 @@ def dry_run_text(result: DryRunResult, *, title: str) -> str:
     else:
         lines.append("Lane changes: none")
     lines.append(f"Unchanged: {result.unchanged} of {result.total}")
-    lanes = ", ".join(
-        f"{lane} {result.lanes_before.get(lane, 0)} → {result.lanes_after.get(lane, 0)}"
-        for lane in result.lanes_after
-    )
+    lanes = ", ".join(f"{lane} {b} → {a}" for lane, b, a in result.lane_rows())
     lines.append(f"Lanes (history → draft): {lanes}")
     lines.append(
         "Rule hits under the draft: " + ", ".join(f"{name} {n}" for name, n in result.rule_hits)

@@ -111,10 +111,8 @@ def rule_fields_clean(fields: Mapping[str, Any]) -> dict[str, Any]:
             items = value.split(",") if isinstance(value, str) else list(value or ())
             cleaned = [str(v).strip() for v in items if str(v).strip()]
             out[key] = list(dict.fromkeys(cleaned))
-        elif key in FLOAT_FIELDS:
-            out[key] = None if value is None or value == "" else float(value)
-        elif key in INT_FIELDS:
-            out[key] = None if value is None or value == "" else int(value)
+        elif key in FLOAT_FIELDS or key in INT_FIELDS:
+            out[key] = _number(key, value, float if key in FLOAT_FIELDS else int)
         elif key in BOOL_FIELDS:
             out[key] = bool(value)
         elif key == "edited":
@@ -132,6 +130,15 @@ def rule_fields_clean(fields: Mapping[str, Any]) -> dict[str, Any]:
     if out.get("timeout_seconds") is not None and out["timeout_seconds"] < 0:
         raise PolicyError("timeout seconds must be 0 or more")
     return out
+
+
+def _number(key: str, value: Any, kind: type[float] | type[int]) -> float | int | None:
+    if value is None or value == "":
+        return None
+    try:
+        return kind(value)
+    except (TypeError, ValueError):
+        raise PolicyError(f"{key.replace('_', ' ')} must be a number, not {value!r}") from None
 
 
 def _rule_values(row: PolicyRule) -> dict[str, Any]:

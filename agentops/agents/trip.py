@@ -42,13 +42,15 @@ def _cancel_flight_probe(call: ToolContext) -> dict[str, Any] | None:
     idempotent_remote=True,
     compensate_with="cancel_flight",
 )
-def book_flight(call: ToolContext, *, flight_id: str, passenger: str) -> dict[str, Any]:
-    """Book a seat on a flight."""
+def book_flight(
+    call: ToolContext, *, flight_id: str, passenger: str, amount: float
+) -> dict[str, Any]:
+    """Book a seat on a flight (amount: the fare, in EUR)."""
     return remote.post(
         call,
         "flights",
         "book",
-        {"flight_id": flight_id, "passenger": passenger},
+        {"flight_id": flight_id, "passenger": passenger, "amount": amount},
         expect=("booking_id", "status"),
     )
 
@@ -75,13 +77,15 @@ def cancel_hotel(call: ToolContext, *, booking_id: str) -> dict[str, Any]:
     idempotent_remote=True,
     compensate_with="cancel_hotel",
 )
-def book_hotel(call: ToolContext, *, hotel_id: str, guest: str, nights: int) -> dict[str, Any]:
-    """Book hotel nights."""
+def book_hotel(
+    call: ToolContext, *, hotel_id: str, guest: str, nights: int, amount: float
+) -> dict[str, Any]:
+    """Book hotel nights (amount: the total, in EUR)."""
     return remote.post(
         call,
         "hotels",
         "book",
-        {"hotel_id": hotel_id, "guest": guest, "nights": nights},
+        {"hotel_id": hotel_id, "guest": guest, "nights": nights, "amount": amount},
         expect=("booking_id", "status"),
     )
 
@@ -125,8 +129,8 @@ def trip_script(request: ModelRequest) -> dict[str, Any]:
             "search_flights",
             {
                 "origin": data.get("origin", "AMS"),
-                "destination": data.get("destination", "LIS"),
-                "date": data.get("date", "2026-12-14"),
+                "destination": data.get("destination", "FCO"),
+                "date": data.get("date", "2026-12-17"),
             },
         )
     elif request.step == 1:
@@ -137,6 +141,7 @@ def trip_script(request: ModelRequest) -> dict[str, Any]:
             {
                 "flight_id": cheapest["flight_id"],
                 "passenger": traveller,
+                "amount": cheapest.get("price", 0.0),
             },
         )
     elif request.step == 2:
@@ -145,7 +150,8 @@ def trip_script(request: ModelRequest) -> dict[str, Any]:
             {
                 "hotel_id": data.get("hotel_id", "H4242"),
                 "guest": traveller,
-                "nights": int(data.get("nights", 3)),
+                "nights": int(data.get("nights", 1)),
+                "amount": float(data.get("hotel_amount", 90.0)),
             },
         )
     else:

@@ -1,43 +1,45 @@
-"""The one function that routes a proposed action to a lane.
+"""Routing a proposed action to a lane, under the policy version the task pinned at creation.
 
-Until the policy engine exists every action is `auto`; `route_action` is the seam it replaces.
+The one seam between the engine and `policies`: the runner builds a policy `Action` here and asks
+`policies.selectors.policy_evaluate` (pure evaluation over a cached, immutable version).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
+from agentops.engine.registry import Tool
 from agentops.models import Task
+from policies.catalog import amount_of
+from policies.engine import Action, Verdict
+from policies.selectors import policy_evaluate
+from policies.services import policy_version_pin
+
+__all__ = ["Action", "Verdict", "action_for", "route_action"]
 
 
-@dataclass(frozen=True)
-class ProposedAction:
-    tool: str
-    side_effect: str
-    systems: tuple[str, ...]
-    arguments: dict[str, Any]
-    agent: str
-    step: int
-    confidence: float | None = None
-    amount: float | None = None
-    edited: bool = False
-
-
-@dataclass(frozen=True)
-class Verdict:
-    route: str
-    rule: str
-    reasons: tuple[str, ...] = ()
-    version: int | None = None
-    sample_rate: float = 0.0
-    extra: dict[str, Any] = field(default_factory=dict)
-
-
-def route_action(*, task: Task, action: ProposedAction) -> Verdict:
-    """Decide the lane for `action` under the policy pinned by `task`."""
-    return Verdict(
-        route="auto",
-        rule="built-in: auto",
-        reasons=("no policy engine is installed: every action runs autonomously",),
+def action_for(
+    *,
+    task: Task,
+    tool: Tool,
+    arguments: dict[str, Any],
+    step: int,
+    confidence: float | None,
+    edited: bool = False,
+) -> Action:
+    return Action(
+        tool=tool.name,
+        side_effect=tool.side_effect,
+        systems=tuple(tool.systems),
+        amount=amount_of(arguments),
+        confidence=confidence,
+        agent=task.agent,
+        step=step,
+        edited=edited,
     )
+
+
+def route_action(*, task: Task, action: Action) -> Verdict:
+    """The verdict of the task's pinned policy version for `action`."""
+    version_id = task.policy_version_id or policy_version_pin().pk
+    return policy_evaluate(version_id=version_id, action=action)

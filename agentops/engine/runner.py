@@ -26,6 +26,7 @@ from django.db.models.functions import Now
 from django.utils import timezone
 
 from agentops.engine import context as ctxbuild
+from agentops.engine import review_bridge
 from agentops.engine.checkpoints import checkpoint_verify, snapshot_write
 from agentops.engine.crashpoints import crashpoint
 from agentops.engine.dispatch import task_enqueue
@@ -49,7 +50,7 @@ from agentops.engine.ledger import (
 )
 from agentops.engine.model import ModelRequest, ModelResponse, get_model_adapter
 from agentops.engine.registry import Agent, Tool, ToolContext, get_agent, get_tool
-from agentops.engine.routing import ProposedAction, Verdict, route_action
+from agentops.engine.routing import Verdict, action_for, route_action
 from agentops.engine.transitions import (
     EventSpec,
     Lease,
@@ -102,6 +103,8 @@ class StepResult:
     outcome: Outcome | None = None
     failure: StepFailure | None = None
     tool: Tool | None = None
+    # The step's action waits at a gate: the task is parked and the job ends.
+    parked: bool = False
 
 
 @dataclass
@@ -144,6 +147,8 @@ class TaskRun:
         deadline = time.monotonic() + settings.AGENTOPS["SLICE_SECONDS"]
         while True:
             result = self._run_step(step)
+            if result.parked:
+                return "awaiting approval"
             if result.failure is not None:
                 return self._fail(step, result)
             following = self._first_open_step(after=step)
@@ -240,20 +245,28 @@ class TaskRun:
 
     def _run_step(self, step: Step) -> StepResult:
         try:
-            if step.model_response is not None:
-                response = ModelResponse.from_record(loaded(step.model_response))
-                call = self._live_call(step)
+            fresh = step.model_response is None
+            if fresh:
+                response = self._ask_model(step)
             else:
-                response, call = self._ask_model(step)
+                response = ModelResponse.from_record(loaded(step.model_response))
+            if not response.tool_calls:
+                if fresh:
+                    self._record_text_reply(step, response)
+                return StepResult(output={"text": response.text})
+            name = response.tool_calls[0]["name"]
+            tool = self._proposed_tool(name) if fresh else get_tool(name)
+            call = None if fresh else self._live_call(step)
+            if call is None:
+                if not fresh and self._has_failed_try(step):
+                    call = self._reopen_call(step, tool)
+                else:
+                    call = self._route(step, response, tool, record=fresh)
+                if call is None:
+                    return StepResult(parked=True)
         except StepFailure as failure:
             return StepResult(failure=failure)
-        if not response.tool_calls:
-            return StepResult(output={"text": response.text})
-        tool = get_tool(response.tool_calls[0]["name"])
-        arguments = response.tool_calls[0]["arguments"]
-        if call is None:
-            call = self._reopen_call(step, tool)
-        outcome = self._execute(step, tool, call, arguments)
+        outcome = self._execute(step, tool, call, loaded(call.args))
         if outcome.status != LedgerStatus.SUCCEEDED or outcome.failure is not None:
             failure = outcome.failure or OrchestrationFailure("the tool call failed")
             failure.detail.setdefault(
@@ -263,7 +276,7 @@ class TaskRun:
             return StepResult(call=call, outcome=outcome, failure=failure, tool=tool)
         return StepResult(output=outcome.result or {}, call=call, outcome=outcome, tool=tool)
 
-    def _ask_model(self, step: Step) -> tuple[ModelResponse, ToolCall | None]:
+    def _ask_model(self, step: Step) -> ModelResponse:
         self._check_budgets()
         request = ModelRequest(
             agent=self.agent.name,
@@ -276,111 +289,171 @@ class TaskRun:
             task_input=self.task.input,
         )
         with Heartbeat(self.lease):
-            response = get_model_adapter().complete(request)
-        return self._record_model_result(step, response)
+            return get_model_adapter().complete(request)
 
-    def _record_model_result(
+    def _model_result(
         self, step: Step, response: ModelResponse
-    ) -> tuple[ModelResponse, ToolCall | None]:
-        """Commit the response, the verdict and the `pending` ledger row together."""
-        proposal = response.tool_calls[0] if response.tool_calls else None
-        verdict: Verdict | None = None
-        tool: Tool | None = None
-        if proposal is not None:
-            tool = self._proposed_tool(proposal["name"])
-            tool.check_arguments(proposal["arguments"])
-            verdict = route_action(
-                task=self.task,
-                action=ProposedAction(
-                    tool=tool.name,
-                    side_effect=tool.side_effect,
-                    systems=tool.systems,
-                    arguments=proposal["arguments"],
-                    agent=self.agent.name,
-                    step=step.ordinal,
-                    confidence=response.confidence,
-                ),
-            )
-            if verdict.route == "deny":
-                raise OrchestrationFailure(
-                    f"policy denies {tool.name}: {'; '.join(verdict.reasons)}",
-                    kind="authorization_gap",
-                    detail={"rule": verdict.rule},
-                )
-        if proposal is not None and tool is not None:
-            self._check_loop(step, tool, proposal["arguments"])
+    ) -> tuple[EventSpec, dict[str, Any], Any]:
+        """The model_result event, the task's usage increments and the record to store."""
         record = offloaded(response.as_record(), path="step.model_response", task_id=self.task.pk)
         usage = response.usage
         tokens = int(usage.get("prompt_tokens", 0)) + int(usage.get("completion_tokens", 0))
         cost = Decimal(tokens) * Decimal(str(settings.AGENTOPS["COST_PER_1K_TOKENS"])) / 1000
-        events = [
-            EventSpec(
-                "agentops.step.model_result",
-                step=step.ordinal,
-                payload={
-                    "usage": usage,
-                    "confidence": response.confidence,
-                    "tool": proposal["name"] if proposal else None,
-                    "phase": Phase.MODEL_RESULT,
-                },
-            )
-        ]
-        key = ""
-        if proposal is not None and tool is not None and verdict is not None:
-            args_digest = arguments_digest(proposal["arguments"])
-            key = idempotency_key(
-                task_id=self.task.pk, step_id=step.pk, tool=tool.name, args_digest=args_digest
-            )
-            events.append(
-                EventSpec(
-                    "agentops.ledger.pending",
-                    step=step.ordinal,
-                    payload={
-                        "tool": tool.name,
-                        "key": key,
-                        "route": verdict.route,
-                        "rule": verdict.rule,
-                        "policy_version": verdict.version,
-                        "phase": Phase.BEFORE_TOOL_CALL,
-                    },
-                    fold={"ledger": {key: LedgerStatus.PENDING}},
-                )
-            )
-        call: ToolCall | None = None
-        with transaction.atomic():
-            fenced_write(
-                self.lease,
-                events,
-                phase=Phase.BEFORE_TOOL_CALL if proposal else Phase.MODEL_RESULT,
-                tokens_used=F("tokens_used") + tokens,
-                cost_used=F("cost_used") + cost,
-            )
-            Step.objects.filter(pk=step.pk).update(
-                model_response=record,
-                route=verdict.route if verdict else "",
-                policy_version=verdict.version if verdict else None,
-                policy_rule=verdict.rule if verdict else "",
-            )
-            if proposal is not None and tool is not None:
-                call = ToolCall.objects.create(
-                    task=self.task,
-                    step=step,
-                    tool=tool.name,
-                    side_effect=tool.side_effect,
-                    args=offloaded(
-                        proposal["arguments"], path="tool_call.args", task_id=self.task.pk
-                    ),
-                    args_digest=args_digest,
-                    idempotency_key=key,
-                )
-        step.model_response = record
+        calls = response.tool_calls
+        event = EventSpec(
+            "agentops.step.model_result",
+            step=step.ordinal,
+            payload={
+                "usage": usage,
+                "confidence": response.confidence,
+                "tool": calls[0]["name"] if calls else None,
+                "phase": Phase.MODEL_RESULT,
+            },
+        )
         self.task.tokens_used += tokens
         self.task.cost_used += cost
+        usage_fields = {
+            "tokens_used": F("tokens_used") + tokens,
+            "cost_used": F("cost_used") + cost,
+        }
+        return event, usage_fields, record
+
+    def _record_text_reply(self, step: Step, response: ModelResponse) -> None:
+        event, usage_fields, record = self._model_result(step, response)
+        with transaction.atomic():
+            fenced_write(self.lease, [event], phase=Phase.MODEL_RESULT, **usage_fields)
+            Step.objects.filter(pk=step.pk).update(model_response=record)
+        step.model_response = record
         crashpoint("after_model_result", step=step.ordinal)
-        if call is not None:
-            crashpoint("after_pending", step=step.ordinal)
-            self.fresh_calls.add(call.pk)
-        return response, call
+
+    def _effective_arguments(
+        self, step: Step, tool: Tool, proposal: dict[str, Any]
+    ) -> tuple[dict[str, Any], bool]:
+        """The arguments to run: a person's edit of a gated action wins over the model's."""
+        approval = step.approval
+        if approval and approval.get("tool") == tool.name:
+            return approval["arguments"], bool(approval.get("edited"))
+        return proposal["arguments"], False
+
+    def _approved(self, step: Step, digest: str, verdict: Verdict) -> bool:
+        """A person's approval holds only for these exact arguments under this policy version,
+        and, if the action is still gated, under the same rule (a stricter rule gates again)."""
+        approval = step.approval
+        return bool(
+            approval
+            and approval.get("args_digest") == digest
+            and approval.get("policy_version_id") == verdict.version_id
+            and (verdict.route != "gate" or approval.get("rule") == verdict.rule)
+        )
+
+    def _route(
+        self, step: Step, response: ModelResponse, tool: Tool, *, record: bool
+    ) -> ToolCall | None:
+        """Route the proposed action and commit the outcome with the model result (if new):
+        a `pending` ledger row (auto, audit: plus an audit item), or a gate that parks the task
+        (returns None). A denied action raises authorization_gap."""
+        arguments, edited = self._effective_arguments(step, tool, response.tool_calls[0])
+        if record:
+            tool.check_arguments(arguments)
+            self._check_loop(step, tool, arguments)
+        verdict = route_action(
+            task=self.task,
+            action=action_for(
+                task=self.task,
+                tool=tool,
+                arguments=arguments,
+                step=step.ordinal,
+                confidence=response.confidence,
+                edited=edited,
+            ),
+        )
+        if verdict.route == "deny":
+            raise OrchestrationFailure(
+                f"policy denies {tool.name}: {'; '.join(verdict.reasons)}",
+                kind="authorization_gap",
+                detail={"rule": verdict.rule, "policy_version": verdict.version},
+            )
+        digest = arguments_digest(arguments)
+        events: list[EventSpec] = []
+        fields: dict[str, Any] = {"phase": Phase.BEFORE_TOOL_CALL}
+        step_fields: dict[str, Any] = {
+            "route": verdict.route,
+            "policy_version": verdict.version,
+            "policy_rule": verdict.rule,
+        }
+        if record:
+            event, usage_fields, stored = self._model_result(step, response)
+            events.append(event)
+            fields.update(usage_fields)
+            step_fields["model_response"] = stored
+            step.model_response = stored
+        routed = {
+            "tool": tool.name,
+            "route": verdict.route,
+            "rule": verdict.rule,
+            "policy_version": verdict.version,
+            "reasons": list(verdict.reasons),
+            "args_digest": digest,
+            "phase": Phase.BEFORE_TOOL_CALL,
+        }
+        if verdict.route == "gate" and not self._approved(step, digest, verdict):
+            events.append(EventSpec("agentops.step.gated", step=step.ordinal, payload=routed))
+            with transaction.atomic():
+                seq = fenced_write(self.lease, events, transition="await_approval", **fields)
+                Step.objects.filter(pk=step.pk).update(**step_fields)
+                review_bridge.gate_open(
+                    task=self.task,
+                    step=step,
+                    tool=tool,
+                    arguments=arguments,
+                    args_digest=digest,
+                    verdict=verdict,
+                    edited=edited,
+                )
+                snapshot_write(task_id=self.task.pk, seq=seq)
+            return None
+        key = idempotency_key(
+            task_id=self.task.pk, step_id=step.pk, tool=tool.name, args_digest=digest
+        )
+        events.append(
+            EventSpec(
+                "agentops.ledger.pending",
+                step=step.ordinal,
+                payload={**routed, "key": key},
+                fold={"ledger": {key: LedgerStatus.PENDING}},
+            )
+        )
+        audited = verdict.route == "audit" or verdict.queues_audit(str(step.pk))
+        with transaction.atomic():
+            fenced_write(self.lease, events, **fields)
+            Step.objects.filter(pk=step.pk).update(**step_fields)
+            call = ToolCall.objects.create(
+                task=self.task,
+                step=step,
+                tool=tool.name,
+                side_effect=tool.side_effect,
+                args=offloaded(arguments, path="tool_call.args", task_id=self.task.pk),
+                args_digest=digest,
+                idempotency_key=key,
+            )
+            if audited:
+                review_bridge.audit_item_create(
+                    task=self.task,
+                    step=step,
+                    call=call,
+                    verdict=verdict,
+                    sampled=verdict.route != "audit",
+                )
+        if record:
+            crashpoint("after_model_result", step=step.ordinal)
+        crashpoint("after_pending", step=step.ordinal)
+        self.fresh_calls.add(call.pk)
+        return call
+
+    def _has_failed_try(self, step: Step) -> bool:
+        return ToolCall.objects.filter(
+            step=step, compensation_of__isnull=True, status=LedgerStatus.FAILED
+        ).exists()
 
     def _check_loop(self, step: Step, tool: Tool, arguments: dict[str, Any]) -> None:
         """The same tool with the same arguments, proposed again and again, is a planning loop."""

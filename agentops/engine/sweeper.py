@@ -3,6 +3,7 @@
 A claimable task (queued, running, or a due retry) whose lease is free and that has sat longer than
 the grace period gets a job, unless a job for its current state is already waiting. This covers a
 worker killed mid-slice (its lease expires), a job lost with Redis, and a retry whose time has come.
+Overdue approval gates take their policy's timeout action (reject, or escalate once).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from django.db.models import Q
 from django.db.models.functions import Now
 from django.utils import timezone
 
+from agentops.engine import review_bridge
 from agentops.engine.dispatch import enqueue_now
 from agentops.models import Task
 from agentops.states import TaskStatus
@@ -37,7 +39,9 @@ def tasks_to_redrive() -> list[tuple[int, int]]:
 
 
 def sweep() -> int:
-    """Enqueue a job for every task to re-drive; returns how many jobs were enqueued."""
+    """Expire overdue gates, then enqueue a job for every task to re-drive; returns how many
+    jobs were enqueued."""
+    review_bridge.gates_expire_overdue()
     enqueued = 0
     for task_id, seq in tasks_to_redrive():
         if enqueue_now(task_id, token=seq):

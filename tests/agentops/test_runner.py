@@ -270,7 +270,9 @@ def test_a_token_budget_stops_the_task(sim_server, redis_clean):
     assert Step.objects.filter(task=task, status=StepStatus.SUCCEEDED).count() == 1
 
 
-STATUS_WRITERS = {"agentops/engine/transitions.py"}
+# Task, step and ledger statuses are written only by the transition code; gate and audit-item
+# statuses only by the review services that decide them.
+STATUS_WRITERS = {"agentops/engine/transitions.py", "reviews/services.py"}
 
 
 def _status_writes(path: Path) -> list[int]:

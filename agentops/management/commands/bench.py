@@ -14,21 +14,29 @@ snapshot interval, because the transactions that insert a snapshot are the only 
 us tie to a step number: `bytes_per_step_first` is the WAL of the first interval (the transactions
 after the claim and the first step's start, up to the first snapshot's commit) divided by its
 steps, `bytes_per_step_last` the same for the last interval (after the second-to-last snapshot).
-On SQLite bytes are not measured (null, with a note) and commits are counted by a statement hook.
-Performance belongs here, printed as figures; tests only check that the command runs.
+A temporary replication slot keeps those segments until they are read. On SQLite bytes are not
+measured (null, with a note) and commits are counted by a statement hook.
+
+Each run starts with one unmeasured warm-up pair, and runs with DEBUG off (as workers do). The
+command deletes its tasks, their artifact files and the floor table. Performance belongs here,
+printed as figures; tests only check that the command runs and what it counts.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import sqlite3
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +49,7 @@ from django.db import connection, transaction
 from django.test.utils import override_settings
 from rq.exceptions import NoSuchJobError
 from rq.job import Job
+from rq.worker import Worker
 
 from agentops.agents.bench import bench_script
 from agentops.engine.dispatch import job_id_for
@@ -55,7 +64,9 @@ FLOOR_TABLE = "agentops_bench_floor"
 # The floor is cheap and short runs of it are noisy: it commits at least this many rows per run.
 FLOOR_MIN_ROWS = 50
 OWNER = "bench"
-WRITE_VERBS = ("INSERT", "UPDATE", "DELETE")
+WRITE = re.compile(
+    r"\s*(INSERT|UPDATE|DELETE)\b|\s*WITH\b.*\b(INSERT|UPDATE|DELETE)\b", re.I | re.S
+)
 BLOCK_REF = re.compile(r"rel \d+/(\d+)/(\d+)")
 
 HELP = """\
@@ -65,7 +76,9 @@ connection to the same database. Prints per_step_ms (task_advance wall time / st
 excluded), floor_per_step_ms, ratio_to_floor (median of paired ratios), bytes_per_step_first and
 bytes_per_step_last (PostgreSQL WAL of the first and last snapshot interval / its steps, via
 pg_walinspect, filtered to this database), commits_per_step (WAL commit records / steps;
-SQLite: counted by a statement hook). Figures are medians over --repeat tasks.
+SQLite: counted by a statement hook). Figures are medians over --repeat tasks. With
+--dispatch, also dispatch_ms_per_job: what one RQ job costs through a real `manage.py worker
+--burst` process beyond advancing the same 1-step task in-process.
 """
 
 
@@ -97,7 +110,8 @@ class WalWindow:
 
     def commits(self) -> list[WalRecord]:
         return [
-            r for r in self.records
+            r
+            for r in self.records
             if r.resource_manager == "Transaction" and r.record_type.startswith("COMMIT")
         ]
 
@@ -116,13 +130,30 @@ class WalReader:
         ).fetchone()
         assert row is not None
         self.dboid = int(row[0])
+        self.note = ""
+        # A checkpoint (ours or another database's) may recycle the segments before we read
+        # them; a temporary slot keeps them until this session ends.
+        try:
+            raw.execute(
+                "SELECT pg_create_physical_replication_slot(%s, true, true)",
+                (f"agentops_bench_{os.getpid()}",),
+            )
+        except psycopg.Error as exc:
+            self.note = (
+                f"no replication slot ({exc.diag.message_primary}): a checkpoint during the "
+                "run may make its WAL unreadable"
+            )
 
     @classmethod
     def open(cls, raw: psycopg.Connection) -> tuple[WalReader | None, str]:
         try:
-            return cls(raw), ""
+            reader = cls(raw)
         except psycopg.Error as exc:
-            return None, f"bytes not measured: pg_walinspect unavailable ({exc.diag.message_primary})"
+            return (
+                None,
+                f"bytes not measured: pg_walinspect unavailable ({exc.diag.message_primary})",
+            )
+        return reader, reader.note
 
     def lsn(self, *, flushed: bool = False) -> int:
         """Where the next record goes; with `flushed`, how far the WAL is on disk (this ends a
@@ -148,18 +179,27 @@ class WalReader:
         ).fetchall()
         records = [
             WalRecord(
-                start=int(a), end=int(b), xid=int(xid), resource_manager=rm, record_type=kind,
-                length=int(length), fpi=int(fpi or 0),
+                start=int(a),
+                end=int(b),
+                xid=int(xid),
+                resource_manager=rm,
+                record_type=kind,
+                length=int(length),
+                fpi=int(fpi or 0),
                 relations=frozenset((int(db), int(rel)) for db, rel in BLOCK_REF.findall(refs)),
             )
             for a, b, xid, rm, kind, length, fpi, refs in rows
         ]
-        touching = {r.xid for r in records if r.xid and any(db == self.dboid
-                                                             for db, _ in r.relations)}
-        return WalWindow([
-            r for r in records
-            if any(db == self.dboid for db, _ in r.relations) or (r.xid and r.xid in touching)
-        ])
+        touching = {
+            r.xid for r in records if r.xid and any(db == self.dboid for db, _ in r.relations)
+        }
+        return WalWindow(
+            [
+                r
+                for r in records
+                if any(db == self.dboid for db, _ in r.relations) or (r.xid and r.xid in touching)
+            ]
+        )
 
 
 def _lsn_text(position: int) -> str:
@@ -169,8 +209,9 @@ def _lsn_text(position: int) -> str:
 class StatementCounter:
     """Django execute wrapper: counts statements and committed write transactions.
 
-    A write inside an atomic block registers one on_commit callback for that transaction (gone if
-    it rolls back); a write in autocommit mode is a commit of its own.
+    A write (including a data-modifying WITH) inside an atomic block registers one on_commit
+    callback for that transaction (gone if it rolls back); in autocommit mode it is a commit of
+    its own.
     """
 
     def __init__(self) -> None:
@@ -180,11 +221,17 @@ class StatementCounter:
     def _committed(self) -> None:
         self.commits += 1
 
-    def __call__(self, execute: Callable[..., Any], sql: str, params: Any, many: bool,
-                 context: dict[str, Any]) -> Any:
+    def __call__(
+        self,
+        execute: Callable[..., Any],
+        sql: str,
+        params: Any,
+        many: bool,
+        context: dict[str, Any],
+    ) -> Any:
         self.statements += 1
         result = execute(sql, params, many, context)
-        if sql.lstrip()[:6].upper() in WRITE_VERBS:
+        if WRITE.match(sql):
             conn = context["connection"]
             if not conn.in_atomic_block:
                 self.commits += 1
@@ -252,6 +299,7 @@ class Pair:
 
     task_id: int
     task_seconds: float
+    task_cpu_seconds: float
     floor_seconds: float
     floor_rows: int
     statements: int
@@ -275,8 +323,14 @@ def floor_rows(steps: int, payload_kb: int) -> list[str]:
     rows = []
     for step in range(max(steps, FLOOR_MIN_ROWS)):
         request = ModelRequest(
-            agent=AGENT, task_id=0, step=step % steps, step_title="", attempt=1, messages=[],
-            tools=[], task_input={"steps": steps, "payload_kb": payload_kb},
+            agent=AGENT,
+            task_id=0,
+            step=step % steps,
+            step_title="",
+            attempt=1,
+            messages=[],
+            tools=[],
+            task_input={"steps": steps, "payload_kb": payload_kb},
         )
         arguments = bench_script(request)["tool_calls"][0]["arguments"]
         rows.append(json.dumps({"n": arguments["n"], "payload": arguments["payload"]}))
@@ -287,8 +341,12 @@ def floor_rows(steps: int, payload_kb: int) -> list[str]:
 def raw_postgres() -> Iterator[psycopg.Connection]:
     conf = connection.settings_dict
     raw = psycopg.connect(
-        dbname=conf["NAME"], user=conf["USER"], password=conf["PASSWORD"] or None,
-        host=conf["HOST"] or None, port=conf["PORT"] or None, autocommit=True,
+        dbname=conf["NAME"],
+        user=conf["USER"],
+        password=conf["PASSWORD"] or None,
+        host=conf["HOST"] or None,
+        port=conf["PORT"] or None,
+        autocommit=True,
     )
     try:
         yield raw
@@ -302,20 +360,51 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("benchmark", choices=["checkpoint"])
         parser.add_argument("--steps", type=int, default=20, help="steps per task (default 20)")
-        parser.add_argument("--payload-kb", type=int, default=2,
-                            help="size of each step's tool arguments and result (default 2)")
-        parser.add_argument("--repeat", type=int, default=3,
-                            help="tasks (and floor runs) to measure; medians are reported")
-        parser.add_argument("--json", action="store_true", dest="as_json",
-                            help="print one JSON object")
+        parser.add_argument(
+            "--payload-kb",
+            type=int,
+            default=2,
+            help="size of each step's tool arguments and result (default 2)",
+        )
+        parser.add_argument(
+            "--repeat",
+            type=int,
+            default=3,
+            help="tasks (and floor runs) to measure; medians are reported",
+        )
+        parser.add_argument(
+            "--json", action="store_true", dest="as_json", help="print one JSON object"
+        )
+        parser.add_argument(
+            "--dispatch",
+            type=int,
+            default=0,
+            metavar="JOBS",
+            help="also time JOBS 1-step tasks through a real burst worker (needs an empty "
+            "queue with no other worker)",
+        )
 
-    def handle(self, *args: Any, steps: int, payload_kb: int, repeat: int, as_json: bool,
-               **options: Any) -> None:
-        if steps < 1 or repeat < 1 or payload_kb < 0:
-            raise CommandError("--steps and --repeat must be positive, --payload-kb not negative")
+    def handle(
+        self,
+        *args: Any,
+        steps: int,
+        payload_kb: int,
+        repeat: int,
+        as_json: bool,
+        dispatch: int,
+        **options: Any,
+    ) -> None:
+        if steps < 1 or repeat < 1 or payload_kb < 0 or dispatch < 0:
+            raise CommandError(
+                "--steps and --repeat must be positive, --payload-kb and --dispatch not negative"
+            )
         conf = {**settings.AGENTOPS, "SLICE_SECONDS": 24 * 3600.0}
-        with override_settings(AGENTOPS=conf):
+        # DEBUG makes every query log itself (about a fifth of a step here): workers in
+        # production run without it, so the benchmark does too.
+        with override_settings(AGENTOPS=conf, DEBUG=False):
             report = self.checkpoint(steps=steps, payload_kb=payload_kb, repeat=repeat)
+            if dispatch:
+                report.update(self.dispatch(jobs=dispatch, payload_kb=payload_kb))
         if as_json:
             self.stdout.write(json.dumps(report, indent=2))
         else:
@@ -333,8 +422,10 @@ class Command(BaseCommand):
             if note:
                 notes.append(note)
             if not postgres:
-                notes.append("SQLite: bytes per step not measured; commits counted by a "
-                             "statement hook (writes in autocommit mode + write transactions)")
+                notes.append(
+                    "SQLite: bytes per step not measured; commits counted by a "
+                    "statement hook (writes in autocommit mode + write transactions)"
+                )
             floor: Floor = PostgresFloor(raw) if raw is not None else SqliteFloor()
             try:
                 self._run_pair(floor, rows, steps, payload_kb, created, wal=None)  # warm-up
@@ -348,25 +439,33 @@ class Command(BaseCommand):
             finally:
                 floor.close()
                 self._clean_up(created)
-        return _report(pairs, steps=steps, payload_kb=payload_kb, postgres=postgres,
-                       notes=notes)
+        return _report(pairs, steps=steps, payload_kb=payload_kb, postgres=postgres, notes=notes)
 
-    def _run_pair(self, floor: Floor, rows: list[str], steps: int, payload_kb: int,
-                  created: list[int], *, wal: WalReader | None) -> Pair:
+    def _run_pair(
+        self,
+        floor: Floor,
+        rows: list[str],
+        steps: int,
+        payload_kb: int,
+        created: list[int],
+        *,
+        wal: WalReader | None,
+    ) -> Pair:
         mark = wal.lsn() if wal else 0
         floor_seconds = floor.insert(rows)
         floor_wal = (mark, wal.lsn(flushed=True)) if wal else None
 
-        task = task_create(agent=AGENT, goal="bench",
-                           input={"steps": steps, "payload_kb": payload_kb})
+        task = task_create(
+            agent=AGENT, goal="bench", input={"steps": steps, "payload_kb": payload_kb}
+        )
         created.append(task.pk)
         _drop_job(task.pk)
         counter = StatementCounter()
         mark = wal.lsn() if wal else 0
         with connection.execute_wrapper(counter):
-            began = time.perf_counter()
+            began, cpu = time.perf_counter(), time.process_time()
             outcome = task_advance(task_id=task.pk, owner=OWNER)
-            seconds = time.perf_counter() - began
+            seconds, cpu = time.perf_counter() - began, time.process_time() - cpu
         task_wal = (mark, wal.lsn(flushed=True)) if wal else None
 
         task.refresh_from_db()
@@ -375,14 +474,25 @@ class Command(BaseCommand):
                 f"bench task {task.pk} did not finish in one slice: {outcome} ({task.status}); "
                 "is a worker consuming this queue? Stop it or point REDIS_URL elsewhere."
             )
-        return Pair(task_id=task.pk, task_seconds=seconds, floor_seconds=floor_seconds,
-                    floor_rows=len(rows), statements=counter.statements,
-                    hook_commits=counter.commits, task_wal=task_wal, floor_wal=floor_wal)
+        return Pair(
+            task_id=task.pk,
+            task_seconds=seconds,
+            task_cpu_seconds=cpu,
+            floor_seconds=floor_seconds,
+            floor_rows=len(rows),
+            statements=counter.statements,
+            hook_commits=counter.commits,
+            task_wal=task_wal,
+            floor_wal=floor_wal,
+        )
 
     def _wal_figures(self, wal: WalReader, pair: Pair, steps: int) -> dict[str, Any]:
         assert pair.task_wal is not None and pair.floor_wal is not None
-        floor = wal.window(*pair.floor_wal)
-        run = wal.window(*pair.task_wal)
+        try:
+            floor = wal.window(*pair.floor_wal)
+            run = wal.window(*pair.task_wal)
+        except psycopg.Error as exc:
+            return {"interval_note": f"WAL not readable ({exc.diag.message_primary})"}
         commits = sorted(run.commits(), key=lambda r: r.start)
         snapshot_rel = (wal.dboid, wal.filenode(Snapshot._meta.db_table))
         snapshot_xids = {r.xid for r in run.records if snapshot_rel in r.relations}
@@ -390,7 +500,8 @@ class Command(BaseCommand):
         done = [
             sum(1 for status in state["steps"].values() if status == "succeeded")
             for state in Snapshot.objects.filter(task_id=pair.task_id, seq__gt=0)
-            .order_by("seq").values_list("state", flat=True)
+            .order_by("seq")
+            .values_list("state", flat=True)
         ]
         figures: dict[str, Any] = {
             "wal_bytes_per_step": run.bytes / steps,
@@ -402,7 +513,8 @@ class Command(BaseCommand):
         if len(boundaries) != len(done) or len(commits) < 2 or not done:
             figures["interval_note"] = (
                 f"{len(boundaries)} snapshot commits in the WAL, {len(done)} snapshots in the "
-                "table: intervals not measured")
+                "table: intervals not measured"
+            )
             return figures
         # The claim and the first step's start are per-claim costs: the first interval begins
         # after them, so that it holds the same kinds of commits as the last one.
@@ -412,13 +524,15 @@ class Command(BaseCommand):
             last_steps = done[-1] - done[-2]
         else:
             last, last_steps = first, done[0]
-        figures.update({
-            "bytes_per_step_first": first.bytes / done[0],
-            "bytes_per_step_last": last.bytes / last_steps,
-            "fpi_bytes_per_step_first": first.fpi_bytes / done[0],
-            "fpi_bytes_per_step_last": last.fpi_bytes / last_steps,
-            "interval_steps": [done[0], last_steps],
-        })
+        figures.update(
+            {
+                "bytes_per_step_first": first.bytes / done[0],
+                "bytes_per_step_last": last.bytes / last_steps,
+                "fpi_bytes_per_step_first": first.fpi_bytes / done[0],
+                "fpi_bytes_per_step_last": last.fpi_bytes / last_steps,
+                "interval_steps": [done[0], last_steps],
+            }
+        )
         return figures
 
     def _clean_up(self, task_ids: list[int]) -> None:
@@ -427,10 +541,80 @@ class Command(BaseCommand):
             default_storage.delete(name)
         Task.objects.filter(pk__in=task_ids).delete()
         for task_id in task_ids:
-            try:
+            # Not a local directory, or never created: nothing to remove.
+            with suppress(OSError, NotImplementedError):
                 Path(default_storage.path(f"artifacts/{task_id}")).rmdir()
-            except (OSError, NotImplementedError):
-                pass  # not a local directory, or never created
+
+    # -- dispatch: one RQ job through a real worker ------------------------------------------
+
+    def dispatch(self, *, jobs: int, payload_kb: int) -> dict[str, Any]:
+        """Time `jobs` 1-step tasks advanced in-process, then `jobs` more through a burst worker.
+
+        A job's cost in the worker is the median gap between consecutive job starts (dequeue,
+        bookkeeping in Redis, the advance itself), which leaves out the process start-up.
+        """
+        queue = django_rq.get_queue("default")
+        if queue.count or Worker.count(queue=queue):
+            return {
+                "dispatch_ms_per_job": None,
+                "dispatch_note": "skipped: the queue has jobs or a worker already listens on it",
+            }
+        task_input = {"steps": 1, "payload_kb": payload_kb}
+        created: list[int] = []
+        job_ids: list[str] = []
+        try:
+            in_process = []
+            for _ in range(jobs):
+                task = task_create(agent=AGENT, goal="bench dispatch", input=task_input)
+                created.append(task.pk)
+                _drop_job(task.pk)
+                began = time.perf_counter()
+                task_advance(task_id=task.pk, owner=OWNER)
+                in_process.append(time.perf_counter() - began)
+            queued = [
+                task_create(agent=AGENT, goal="bench dispatch", input=task_input).pk
+                for _ in range(jobs)
+            ]
+            created.extend(queued)
+            job_ids = [
+                job_id_for(pk, seq)
+                for pk, seq in Task.objects.filter(pk__in=queued).values_list("pk", "last_seq")
+            ]
+            subprocess.run(
+                [sys.executable, str(Path(settings.BASE_DIR) / "manage.py"), "worker", "--burst"],
+                env={
+                    **os.environ,
+                    "DATABASE_URL": _database_url(),
+                    "REDIS_URL": settings.RQ_QUEUES["default"]["URL"],
+                },
+                check=True,
+                timeout=60 + jobs * 10,
+                capture_output=True,
+            )
+            finished = Job.fetch_many(
+                job_ids, connection=queue.connection, serializer=queue.serializer
+            )
+            starts = sorted(job.started_at for job in finished if job and job.started_at)
+            unfinished = Task.objects.filter(pk__in=queued).exclude(status=TaskStatus.SUCCEEDED)
+            if unfinished.exists() or len(starts) < 2:
+                raise CommandError(
+                    f"dispatch: {unfinished.count()} of {jobs} tasks did not succeed in the "
+                    f"worker ({len(starts)} jobs started)"
+                )
+            gaps = [(b - a).total_seconds() for a, b in pairwise(starts)]
+            for job in finished:
+                if job is not None:
+                    job.delete()
+        finally:
+            self._clean_up(created)
+        worker_ms = statistics.median(gaps) * 1000
+        in_process_ms = statistics.median(in_process) * 1000
+        return {
+            "dispatch_ms_per_job": _round(worker_ms - in_process_ms),
+            "worker_ms_per_job": _round(worker_ms),
+            "in_process_ms_per_job": _round(in_process_ms),
+            "dispatch_jobs": jobs,
+        }
 
 
 @contextmanager
@@ -443,18 +627,32 @@ def _maybe_raw(postgres: bool) -> Iterator[psycopg.Connection | None]:
 
 
 def _drop_job(task_id: int) -> None:
-    """The task was enqueued on commit; remove that job so no worker races the bench for it."""
+    """The task was enqueued on commit; remove that job so no worker races the bench for it.
+
+    If a worker already took it, the in-process claim fails and the bench says so."""
     queue = django_rq.get_queue("default")
     token = Task.objects.filter(pk=task_id).values_list("last_seq", flat=True).get()
-    try:
-        Job.fetch(job_id_for(task_id, token), connection=queue.connection,
-                  serializer=queue.serializer).delete()
-    except NoSuchJobError:
-        pass  # a worker already took it: the claim below reports that
+    with suppress(NoSuchJobError):
+        Job.fetch(
+            job_id_for(task_id, token), connection=queue.connection, serializer=queue.serializer
+        ).delete()
 
 
-def _report(pairs: list[Pair], *, steps: int, payload_kb: int, postgres: bool,
-            notes: list[str]) -> dict[str, Any]:
+def _database_url() -> str:
+    """DATABASE_URL for a child process, pointing at the database this process uses."""
+    conf = connection.settings_dict
+    if connection.vendor == "sqlite":
+        return f"sqlite:///{conf['NAME']}"
+    password = f":{conf['PASSWORD']}" if conf["PASSWORD"] else ""
+    return (
+        f"postgres://{conf['USER']}{password}@{conf['HOST'] or '127.0.0.1'}:"
+        f"{conf['PORT'] or 5432}/{conf['NAME']}"
+    )
+
+
+def _report(
+    pairs: list[Pair], *, steps: int, payload_kb: int, postgres: bool, notes: list[str]
+) -> dict[str, Any]:
     def per_step_ms(seconds: float, count: int) -> float:
         return seconds * 1000 / count
 
@@ -481,11 +679,15 @@ def _report(pairs: list[Pair], *, steps: int, payload_kb: int, postgres: bool,
         "repeat": len(pairs),
         "per_step_ms": _round(_median(task_ms)),
         "floor_per_step_ms": _round(_median(floor_ms)),
-        "ratio_to_floor": _round(_median([t / f for t, f in zip(task_ms, floor_ms, strict=True)]),
-                                 2),
+        "ratio_to_floor": _round(
+            _median([t / f for t, f in zip(task_ms, floor_ms, strict=True)]), 2
+        ),
         "bytes_per_step_first": _round(first, 0),
         "bytes_per_step_last": _round(last, 0),
         "last_to_first": _round(last / first if first and last else None, 2),
+        "client_cpu_ms_per_step": _round(
+            _median([per_step_ms(p.task_cpu_seconds, steps) for p in pairs])
+        ),
         "commits_per_step": _round(commits, 2),
         "commits_source": source,
         "statements_per_step": _round(_median([p.statements / steps for p in pairs]), 1),
@@ -493,9 +695,14 @@ def _report(pairs: list[Pair], *, steps: int, payload_kb: int, postgres: bool,
         "wal_fpi_bytes_per_step": _round(figure("wal_fpi_bytes_per_step"), 0),
         "floor_bytes_per_step": _round(figure("floor_bytes_per_step"), 0),
         "runs": [
-            {"task_ms_per_step": _round(t), "floor_ms_per_step": _round(f),
-             "statements": p.statements, "hook_commits": p.hook_commits,
-             **{k: _round(v, 1) if isinstance(v, float) else v for k, v in p.figures.items()}}
+            {
+                "task_ms_per_step": _round(t),
+                "client_cpu_ms_per_step": _round(per_step_ms(p.task_cpu_seconds, steps)),
+                "floor_ms_per_step": _round(f),
+                "statements": p.statements,
+                "hook_commits": p.hook_commits,
+                **{k: _round(v, 1) if isinstance(v, float) else v for k, v in p.figures.items()},
+            }
             for p, t, f in zip(pairs, task_ms, floor_ms, strict=True)
         ],
         "notes": notes,
@@ -503,9 +710,19 @@ def _report(pairs: list[Pair], *, steps: int, payload_kb: int, postgres: bool,
 
 
 def _table(report: dict[str, Any]) -> str:
-    keys = ["per_step_ms", "floor_per_step_ms", "ratio_to_floor", "bytes_per_step_first",
-            "bytes_per_step_last", "last_to_first", "commits_per_step", "statements_per_step",
-            "wal_bytes_per_step", "floor_bytes_per_step"]
+    keys = [
+        "per_step_ms",
+        "client_cpu_ms_per_step",
+        "floor_per_step_ms",
+        "ratio_to_floor",
+        "bytes_per_step_first",
+        "bytes_per_step_last",
+        "last_to_first",
+        "commits_per_step",
+        "statements_per_step",
+        "wal_bytes_per_step",
+        "floor_bytes_per_step",
+    ]
     lines = [
         f"checkpoint bench: {report['steps']} steps, {report['payload_kb']} KB payload, "
         f"{report['backend']}, median of {report['repeat']}",

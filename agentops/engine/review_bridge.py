@@ -1,0 +1,51 @@
+"""The engine's only calls into `reviews` (the one place the import rule is crossed).
+
+Opening a gate and queueing an audit item happen inside the runner's fenced transaction, so a
+gate exists exactly when its task is parked for it; overdue gates are expired by the sweeper.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agentops.engine.registry import Tool
+from agentops.models import Step, Task, ToolCall
+from policies.engine import Verdict
+
+
+def gate_open(
+    *,
+    task: Task,
+    step: Step,
+    tool: Tool,
+    arguments: dict[str, Any],
+    args_digest: str,
+    verdict: Verdict,
+    edited: bool,
+) -> None:
+    from reviews.services import gate_open as open_gate
+
+    open_gate(
+        task=task,
+        step=step,
+        tool=tool.name,
+        side_effect=tool.side_effect,
+        arguments=arguments,
+        args_digest=args_digest,
+        verdict=verdict,
+        edited=edited,
+    )
+
+
+def audit_item_create(
+    *, task: Task, step: Step, call: ToolCall, verdict: Verdict, sampled: bool
+) -> None:
+    from reviews.services import audit_item_create as create
+
+    create(task=task, step=step, call=call, verdict=verdict, sampled=sampled)
+
+
+def gates_expire_overdue() -> int:
+    from reviews.services import gates_expire_overdue as expire
+
+    return expire()

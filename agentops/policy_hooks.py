@@ -1,0 +1,102 @@
+"""Tell the policy engine about agentops' tools and recorded steps (`policies` imports no app).
+
+`register()` installs two providers in `policies.catalog`: the tool registry as
+`{name: (side_effect, systems)}`, and the routed steps since a time as `RecordedAction`s for
+dry-runs. Call it once from `AgentopsConfig.ready()`; calling it again replaces the providers.
+How long people took to decide gates lives in `reviews`, which agentops does not import: pass
+`decision_seconds` (step ids -> seconds, e.g. from `agentops.engine.review_bridge`) to include it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from datetime import datetime
+from typing import Any
+
+from policies import catalog
+from policies.catalog import RecordedAction
+from policies.engine import Action
+
+
+def known_tools() -> dict[str, tuple[str, tuple[str, ...]]]:
+    from agentops.engine.registry import tools
+
+    return {tool.name: (tool.side_effect, tuple(tool.systems)) for tool in tools()}
+
+
+def step_action(*, agent: str, ordinal: int, response: dict[str, Any]) -> Action | None:
+    """The Action a routed step proposed, from its recorded model response (None: no tool)."""
+    from agentops.engine.errors import UnknownTool
+    from agentops.engine.registry import get_tool
+
+    calls = response.get("tool_calls") or []
+    if not calls:
+        return None
+    name = str(calls[0].get("name", ""))
+    arguments = calls[0].get("arguments") or {}
+    try:
+        tool = get_tool(name)
+        side_effect: str | None = tool.side_effect
+        systems = tuple(tool.systems)
+    except UnknownTool:
+        side_effect, systems = None, ()
+    confidence = response.get("confidence")
+    return Action(
+        tool=name,
+        side_effect=side_effect,
+        systems=systems,
+        amount=catalog.amount_of(arguments) if isinstance(arguments, dict) else None,
+        confidence=float(confidence) if isinstance(confidence, (int, float)) else None,
+        agent=agent,
+        step=ordinal,
+        edited=bool(response.get("edited", False)),
+    )
+
+
+DecisionSeconds = Callable[[list[int]], Mapping[int, float]]
+CHUNK = 500
+
+
+def _chunks(rows: Iterable[tuple[Any, ...]]) -> Iterator[list[tuple[Any, ...]]]:
+    chunk: list[tuple[Any, ...]] = []
+    for row in rows:
+        chunk.append(row)
+        if len(chunk) == CHUNK:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+def recorded_actions(
+    since: datetime, *, decision_seconds: DecisionSeconds | None = None
+) -> Iterator[RecordedAction]:
+    """Every step routed since `since` (it has a route and a recorded model response), with the
+    time a person took to decide it when `decision_seconds` knows it (one lookup per chunk)."""
+    from agentops.engine.jsonvalues import loaded
+    from agentops.models import Step
+
+    rows = (
+        Step.objects.filter(started_at__gte=since, model_response__isnull=False)
+        .exclude(route="")
+        .order_by("started_at", "pk")
+        .values_list("pk", "task__agent", "ordinal", "route", "started_at", "model_response")
+    )
+    for chunk in _chunks(rows.iterator(chunk_size=CHUNK)):
+        decided = decision_seconds([row[0] for row in chunk]) if decision_seconds else {}
+        for pk, agent, ordinal, route, started_at, record in chunk:
+            response = loaded(record)
+            if not isinstance(response, dict):
+                continue
+            action = step_action(agent=agent, ordinal=ordinal, response=response)
+            if action is not None:
+                yield RecordedAction(
+                    action=action, routed=route, decided_seconds=decided.get(pk), at=started_at
+                )
+
+
+def register(*, decision_seconds: DecisionSeconds | None = None) -> None:
+    def history(since: datetime) -> Iterator[RecordedAction]:
+        return recorded_actions(since, decision_seconds=decision_seconds)
+
+    catalog.register(tools=known_tools, history=history)

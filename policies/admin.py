@@ -1,0 +1,50 @@
+"""Read-only Django admin views of policies; changes go through the policy editor's services."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import admin
+from django.http import HttpRequest
+
+from policies.models import Policy, PolicyChange, PolicyRule, PolicyVersion
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+class PolicyRuleInline(admin.TabularInline):
+    model = PolicyRule
+    extra = 0
+    fields = ("position", "name", "route", "is_default")
+    readonly_fields = fields
+    can_delete = False
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+@admin.register(Policy)
+class PolicyAdmin(ReadOnlyAdmin):
+    list_display = ("name", "description", "created_at")
+
+
+@admin.register(PolicyVersion)
+class PolicyVersionAdmin(ReadOnlyAdmin):
+    list_display = ("policy", "number", "status", "author_label", "published_at")
+    list_filter = ("policy", "status")
+    inlines = [PolicyRuleInline]
+
+
+@admin.register(PolicyChange)
+class PolicyChangeAdmin(ReadOnlyAdmin):
+    list_display = ("created_at", "policy", "version", "action", "actor_label")
+    list_filter = ("action",)

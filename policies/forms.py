@@ -1,0 +1,134 @@
+"""Forms of the policy editor. They parse what an admin typed; writes go through the services.
+
+Ranges (confidence in [0, 1], amounts of 0 or more, sample rates) are deliberately not checked
+here: a draft may hold them, and `validate` reports them next to the rule, the same messages that
+block publishing.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+
+from policies import catalog
+from policies.models import PolicyRule, Route, TimeoutAction
+
+EDITED_CHOICES = [("", "either"), ("yes", "edited by a human"), ("no", "not edited")]
+DAYS_CHOICES = [(1, "1 day"), (7, "7 days"), (14, "14 days"), (30, "30 days"), (90, "90 days")]
+
+
+def _split(value: str) -> list[str]:
+    return list(dict.fromkeys(v.strip() for v in value.split(",") if v.strip()))
+
+
+class RuleForm(forms.Form):
+    name = forms.CharField(max_length=100)
+    route = forms.ChoiceField(choices=Route.choices)
+    unknown_tool = forms.BooleanField(required=False, label="The tool is not in the catalog")
+    tools = forms.CharField(required=False, help_text="Comma-separated tool names.")
+    side_effects = forms.CharField(required=False, label="Side-effect classes")
+    systems = forms.CharField(required=False, help_text="Matches if the action touches any.")
+    touches_sensitive = forms.BooleanField(required=False, label="Touches a sensitive system")
+    amount_above = forms.FloatField(required=False, help_text="Matches amounts strictly above.")
+    confidence_below = forms.FloatField(
+        required=False, help_text="Matches model confidence strictly below (0 to 1)."
+    )
+    agents = forms.CharField(required=False, help_text="Comma-separated agent names.")
+    step_at_least = forms.IntegerField(required=False, label="Step index at least")
+    step_at_most = forms.IntegerField(required=False, label="Step index at most")
+    edited = forms.ChoiceField(choices=EDITED_CHOICES, required=False, label="Arguments")
+    is_default = forms.BooleanField(
+        required=False, label="Default rule (matches everything; must be last)"
+    )
+    sample_rate = forms.FloatField(
+        required=False,
+        help_text="auto and audit only: share of decisions queued for audit (0 to 1). Empty: "
+        "1 for audit, 0 for auto.",
+    )
+    approver_group = forms.CharField(required=False, max_length=150, help_text="gate only.")
+    timeout_seconds = forms.IntegerField(required=False, min_value=0, help_text="gate only.")
+    timeout_action = forms.ChoiceField(choices=TimeoutAction.choices, required=False)
+    escalate_to = forms.CharField(
+        required=False, max_length=150, help_text="The group a timed-out gate escalates to."
+    )
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        classes = ", ".join(catalog.known_classes())
+        self.fields["side_effects"].help_text = f"Comma-separated; known: {classes}."
+
+    @classmethod
+    def for_rule(cls, rule: PolicyRule, **kwargs: Any) -> RuleForm:
+        edited = "" if rule.edited is None else ("yes" if rule.edited else "no")
+        initial = {
+            "name": rule.name,
+            "route": rule.route,
+            "unknown_tool": rule.unknown_tool,
+            "tools": ", ".join(rule.tools),
+            "side_effects": ", ".join(rule.side_effects),
+            "systems": ", ".join(rule.systems),
+            "touches_sensitive": rule.touches_sensitive,
+            "amount_above": rule.amount_above,
+            "confidence_below": rule.confidence_below,
+            "agents": ", ".join(rule.agents),
+            "step_at_least": rule.step_at_least,
+            "step_at_most": rule.step_at_most,
+            "edited": edited,
+            "is_default": rule.is_default,
+            "sample_rate": rule.sample_rate,
+            "approver_group": rule.approver_group,
+            "timeout_seconds": rule.timeout_seconds,
+            "timeout_action": rule.timeout_action,
+            "escalate_to": rule.escalate_to,
+        }
+        return cls(initial=initial, **kwargs)
+
+    def rule_fields(self) -> dict[str, Any]:
+        """The cleaned data as the keyword fields the rule services take."""
+        data = dict(self.cleaned_data)
+        for key in ("tools", "side_effects", "systems", "agents"):
+            data[key] = _split(data[key])
+        data["edited"] = {"": None, "yes": True, "no": False}[data["edited"] or ""]
+        data["timeout_action"] = data["timeout_action"] or TimeoutAction.REJECT
+        return data
+
+
+class MoveForm(forms.Form):
+    position = forms.IntegerField(min_value=0)
+
+
+class SettingsForm(forms.Form):
+    sensitive_systems = forms.CharField(
+        required=False, help_text="Comma-separated; rules may match 'touches a sensitive system'."
+    )
+
+    def systems(self) -> list[str]:
+        return _split(self.cleaned_data["sensitive_systems"])
+
+
+class ChangeNoteForm(forms.Form):
+    change_note = forms.CharField(
+        max_length=2000,
+        widget=forms.Textarea(attrs={"rows": 2}),
+        help_text="Why this version exists; shown in the version history.",
+    )
+
+
+class DraftCreateForm(forms.Form):
+    from_version = forms.IntegerField(required=False, widget=forms.HiddenInput)
+
+
+class DiffForm(forms.Form):
+    a = forms.TypedChoiceField(coerce=int, label="From")
+    b = forms.TypedChoiceField(coerce=int, label="To")
+
+    def __init__(self, *args: Any, versions: list[Any], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        choices = [(v.pk, v.label) for v in versions]
+        self.fields["a"].choices = choices
+        self.fields["b"].choices = choices
+
+
+class DryRunForm(forms.Form):
+    days = forms.TypedChoiceField(coerce=int, choices=DAYS_CHOICES, initial=7)

@@ -1,0 +1,366 @@
+"""Every write of human review: gates opened by the engine and decided by people, audit items,
+inbox claims, and the decision log. Each public service owns its transaction (the engine's calls,
+`gate_open` and `audit_item_create`, run inside the runner's fenced transaction instead).
+
+Check functions (`gate_check_decider`) are separate from do functions; a gate is locked
+(`select_for_update`) before it is decided, so a double click or two operators at once make one
+decision, and the loser gets GateAlreadyDecided.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from agentops.engine.errors import StepFailure, UnknownTool
+from agentops.engine.jsonvalues import digest, validated
+from agentops.engine.registry import get_tool
+from agentops.models import Step, Task, ToolCall
+from agentops.services import task_gate_approved, task_gate_rejected
+from policies.catalog import amount_of
+from policies.engine import Verdict
+from reviews.models import AuditItem, Claim, Decision, Gate
+from reviews.states import AuditStatus, GateStatus
+
+DEFAULT_GATE_TIMEOUT_SECONDS = 3600
+
+
+class ReviewError(Exception):
+    """A review action that cannot be taken; the message says why, for the person."""
+
+
+class GateAlreadyDecided(ReviewError):
+    """Someone decided this gate first (or it expired): show the current state (409)."""
+
+
+class NotAllowed(ReviewError):
+    """The user may not take this decision (role, or separation of duties)."""
+
+
+def _label(user: Any) -> str:
+    return getattr(user, "username", "") or "system"
+
+
+def decision_record(
+    *,
+    action: str,
+    actor: Any,
+    subject: str,
+    task_id: int | None = None,
+    before_digest: str = "",
+    after_digest: str = "",
+    reason: str = "",
+    policy_version_number: int | None = None,
+    detail: dict[str, Any] | None = None,
+) -> Decision:
+    """Append one human decision to the log (append-only: never updated or deleted)."""
+    return Decision.objects.create(
+        action=action,
+        actor=actor if getattr(actor, "pk", None) else None,
+        actor_label=_label(actor),
+        task_id_ref=task_id,
+        subject=subject[:200],
+        before_digest=before_digest,
+        after_digest=after_digest,
+        reason=reason,
+        policy_version_number=policy_version_number,
+        detail=detail or {},
+    )
+
+
+# -- called by the engine, inside its fenced transaction -----------------------------------------
+
+
+def gate_open(
+    *,
+    task: Task,
+    step: Step,
+    tool: str,
+    side_effect: str,
+    arguments: dict[str, Any],
+    args_digest: str,
+    verdict: Verdict,
+    edited: bool,
+) -> Gate:
+    """Open the gate a task parks on. Caller (the runner) holds the transaction and the lease."""
+    settings = verdict.gate or {}
+    timeout = int(settings.get("timeout_seconds") or DEFAULT_GATE_TIMEOUT_SECONDS)
+    confidence = (step.model_response or {}).get("confidence")
+    amount = amount_of(arguments)
+    return Gate.objects.create(
+        task=task,
+        step=step,
+        tool=tool,
+        side_effect=side_effect,
+        arguments=arguments,
+        args_digest=args_digest,
+        edited=edited,
+        amount=amount,
+        confidence=confidence if isinstance(confidence, (int, float)) else None,
+        policy_version_id=verdict.version_id,
+        policy_version_number=verdict.version,
+        rule=verdict.rule,
+        reasons=list(verdict.reasons),
+        approver_group=settings.get("approver_group") or "operators",
+        timeout_action=settings.get("timeout_action") or "reject",
+        escalate_to=settings.get("escalate_to") or "",
+        due_at=timezone.now() + timedelta(seconds=timeout),
+    )
+
+
+def audit_item_create(
+    *, task: Task, step: Step, call: ToolCall, verdict: Verdict, sampled: bool
+) -> AuditItem:
+    """Queue an autonomous decision for review. Caller (the runner) holds the transaction."""
+    return AuditItem.objects.create(
+        task=task,
+        step=step,
+        tool_call=call,
+        agent=task.agent,
+        tool=call.tool,
+        route=verdict.route,
+        sampled=sampled,
+        rule=verdict.rule,
+        policy_version_number=verdict.version,
+    )
+
+
+# -- gates --------------------------------------------------------------------------------------
+
+
+def gate_check_decider(*, gate: Gate, user: Any) -> None:
+    """Raise NotAllowed unless `user` may decide `gate`: in its approver group (or a superuser),
+    with the permission, and not the person who started the task (separation of duties)."""
+    if not getattr(user, "is_authenticated", False):
+        raise NotAllowed("log in to decide gates")
+    if gate.task.created_by_id is not None and gate.task.created_by_id == user.pk:
+        raise NotAllowed("you started this task, so someone else must decide its gates")
+    if user.is_superuser:
+        return
+    in_group = user.groups.filter(name=gate.approver_group).exists()
+    if not (in_group and user.has_perm("reviews.decide_gate")):
+        raise NotAllowed(f"only members of {gate.approver_group!r} may decide this gate")
+
+
+def _locked_open_gate(gate_id: int, *, seen_digest: str | None) -> Gate:
+    gate = Gate.objects.select_for_update().select_related("task", "step").get(pk=gate_id)
+    if gate.status != GateStatus.OPEN:
+        raise GateAlreadyDecided(f"this gate is already {gate.get_status_display().lower()}")
+    if seen_digest is not None and seen_digest != gate.args_digest:
+        raise GateAlreadyDecided("the proposed action changed since you opened it; review again")
+    return gate
+
+
+def _close(gate: Gate, *, status: str, actor: Any, feedback: str = "") -> None:
+    Gate.objects.filter(pk=gate.pk).update(
+        status=status,
+        decided_at=timezone.now(),
+        decided_by=actor if getattr(actor, "pk", None) else None,
+        feedback=feedback,
+    )
+
+
+def _approval(gate: Gate, arguments: dict[str, Any], *, edited: bool, actor: Any) -> dict:
+    return {
+        "gate": gate.pk,
+        "tool": gate.tool,
+        "arguments": arguments,
+        "args_digest": digest(arguments),
+        "policy_version_id": gate.policy_version_id,
+        "rule": gate.rule,
+        "edited": edited,
+        "by": _label(actor),
+    }
+
+
+def gate_approve(*, gate_id: int, actor: Any, seen_digest: str | None, reason: str = "") -> None:
+    """Approve the gated action as proposed. The approval is bound to the arguments' digest and
+    the policy version; the runner checks both again right before the call."""
+    with transaction.atomic():
+        gate = _locked_open_gate(gate_id, seen_digest=seen_digest)
+        gate_check_decider(gate=gate, user=actor)
+        _close(gate, status=GateStatus.APPROVED, actor=actor, feedback=reason)
+        approval = _approval(gate, gate.arguments, edited=gate.edited, actor=actor)
+        task_gate_approved(
+            task_id=gate.task_id, step_id=gate.step_id, approval=approval, actor=actor
+        )
+        decision_record(
+            action="reviews.gate.approved",
+            actor=actor,
+            task_id=gate.task_id,
+            subject=f"gate {gate.pk}: {gate.tool}",
+            before_digest=gate.args_digest,
+            after_digest=gate.args_digest,
+            reason=reason,
+            policy_version_number=gate.policy_version_number,
+            detail={"gate": gate.pk},
+        )
+
+
+def gate_edit_and_approve(
+    *, gate_id: int, actor: Any, seen_digest: str | None, arguments: Any, reason: str = ""
+) -> None:
+    """Approve with edited arguments. The edited action is evaluated again by the runner; a
+    stricter verdict (another gate rule, or deny) opens a new gate or stops the task."""
+    if not isinstance(arguments, dict):
+        raise ReviewError("the edited arguments must be a JSON object")
+    validated(arguments, "arguments")
+    with transaction.atomic():
+        gate = _locked_open_gate(gate_id, seen_digest=seen_digest)
+        gate_check_decider(gate=gate, user=actor)
+        try:
+            get_tool(gate.tool).check_arguments(arguments)
+        except (StepFailure, UnknownTool) as exc:
+            raise ReviewError(str(exc)) from None
+        _close(gate, status=GateStatus.APPROVED, actor=actor, feedback=reason)
+        approval = _approval(gate, arguments, edited=True, actor=actor)
+        task_gate_approved(
+            task_id=gate.task_id, step_id=gate.step_id, approval=approval, actor=actor
+        )
+        decision_record(
+            action="reviews.gate.edited",
+            actor=actor,
+            task_id=gate.task_id,
+            subject=f"gate {gate.pk}: {gate.tool}",
+            before_digest=gate.args_digest,
+            after_digest=approval["args_digest"],
+            reason=reason,
+            policy_version_number=gate.policy_version_number,
+            detail={"gate": gate.pk, "arguments": arguments},
+        )
+
+
+def gate_reject(*, gate_id: int, actor: Any, seen_digest: str | None, feedback: str) -> None:
+    """Reject: the feedback goes to the agent in its next model call, and it re-plans the step."""
+    feedback = feedback.strip()
+    if not feedback:
+        raise ReviewError("say why: the agent re-plans from your feedback")
+    with transaction.atomic():
+        gate = _locked_open_gate(gate_id, seen_digest=seen_digest)
+        gate_check_decider(gate=gate, user=actor)
+        _close(gate, status=GateStatus.REJECTED, actor=actor, feedback=feedback)
+        task_gate_rejected(
+            task_id=gate.task_id, step_id=gate.step_id, feedback=feedback, actor=actor
+        )
+        decision_record(
+            action="reviews.gate.rejected",
+            actor=actor,
+            task_id=gate.task_id,
+            subject=f"gate {gate.pk}: {gate.tool}",
+            before_digest=gate.args_digest,
+            reason=feedback,
+            policy_version_number=gate.policy_version_number,
+            detail={"gate": gate.pk},
+        )
+
+
+def gates_expire_overdue(*, now: Any = None) -> int:
+    """Apply each overdue gate's timeout action: escalate to another group once, else reject
+    with feedback that the request timed out. Returns how many gates were handled."""
+    now = now or timezone.now()
+    handled = 0
+    overdue = Gate.objects.filter(status=GateStatus.OPEN, due_at__lt=now).values_list(
+        "pk", flat=True
+    )
+    for gate_id in list(overdue):
+        with transaction.atomic():
+            gate = (
+                Gate.objects.select_for_update(skip_locked=True)
+                .filter(pk=gate_id, status=GateStatus.OPEN, due_at__lt=now)
+                .first()
+            )
+            if gate is None:
+                continue
+            waited = int((gate.due_at - gate.created_at).total_seconds())
+            if gate.timeout_action == "escalate" and gate.escalate_to:
+                Gate.objects.filter(pk=gate.pk).update(
+                    approver_group=gate.escalate_to,
+                    escalate_to="",
+                    due_at=now + timedelta(seconds=max(waited, 60)),
+                )
+                decision_record(
+                    action="reviews.gate.escalated",
+                    actor=None,
+                    task_id=gate.task_id,
+                    subject=f"gate {gate.pk}: {gate.tool}",
+                    before_digest=gate.args_digest,
+                    reason=f"no decision within {waited} s; escalated to {gate.escalate_to}",
+                    policy_version_number=gate.policy_version_number,
+                    detail={"gate": gate.pk, "from": gate.approver_group, "to": gate.escalate_to},
+                )
+            else:
+                feedback = (
+                    f"Nobody approved {gate.tool} within {waited} s, so it was rejected. "
+                    "Propose a safer action or stop."
+                )
+                _close(gate, status=GateStatus.EXPIRED, actor=None, feedback=feedback)
+                task_gate_rejected(
+                    task_id=gate.task_id, step_id=gate.step_id, feedback=feedback, actor=None
+                )
+                decision_record(
+                    action="reviews.gate.expired",
+                    actor=None,
+                    task_id=gate.task_id,
+                    subject=f"gate {gate.pk}: {gate.tool}",
+                    before_digest=gate.args_digest,
+                    reason=feedback,
+                    policy_version_number=gate.policy_version_number,
+                    detail={"gate": gate.pk},
+                )
+            handled += 1
+    return handled
+
+
+# -- audit items --------------------------------------------------------------------------------
+
+
+def audit_item_review(*, item_id: int, actor: Any, verdict: str, note: str = "") -> AuditItem:
+    """Mark an audit item ok or flag it (a flag needs a note). Re-reviewing is allowed and
+    logged; the latest verdict stands."""
+    if verdict not in (AuditStatus.OK, AuditStatus.FLAGGED):
+        raise ReviewError("an audit verdict is ok or flagged")
+    if verdict == AuditStatus.FLAGGED and not note.strip():
+        raise ReviewError("a flag needs a note saying what is wrong")
+    if not getattr(actor, "is_authenticated", False) or not actor.has_perm(
+        "reviews.review_audititem"
+    ):
+        raise NotAllowed("only auditors review audit items")
+    with transaction.atomic():
+        item = AuditItem.objects.select_for_update().get(pk=item_id)
+        before = item.status
+        AuditItem.objects.filter(pk=item.pk).update(
+            status=verdict, note=note.strip(), reviewed_by=actor, reviewed_at=timezone.now()
+        )
+        decision_record(
+            action=f"reviews.audit.{'ok' if verdict == AuditStatus.OK else 'flagged'}",
+            actor=actor,
+            task_id=item.task_id,
+            subject=f"audit item {item.pk}: {item.tool}",
+            reason=note.strip(),
+            policy_version_number=item.policy_version_number,
+            detail={"item": item.pk, "before": before},
+        )
+        item.refresh_from_db()
+    return item
+
+
+# -- inbox claims -------------------------------------------------------------------------------
+
+
+def claim_take(*, task_id: int, actor: Any) -> Claim:
+    """Take an inbox item; raises ReviewError if someone else holds it."""
+    with transaction.atomic():
+        claim, created = Claim.objects.select_for_update().get_or_create(
+            task_id=task_id, defaults={"user": actor}
+        )
+        if not created and claim.user_id != actor.pk:
+            raise ReviewError(f"{claim.user.get_username()} is already working on this")
+    return claim
+
+
+def claim_release(*, task_id: int, actor: Any) -> None:
+    """Release an inbox item you hold (an operator may also release a stale claim)."""
+    Claim.objects.filter(task_id=task_id).delete()

@@ -1,0 +1,105 @@
+from __future__ import annotations
+
+import json
+from io import StringIO
+
+import pytest
+from django.core.management import call_command
+from django.db import connection
+
+from agentops.models import Event, Step, Task, ToolCall
+from agentops.states import TaskStatus
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+FIGURES = (
+    "per_step_ms",
+    "floor_per_step_ms",
+    "ratio_to_floor",
+    "bytes_per_step_first",
+    "bytes_per_step_last",
+    "commits_per_step",
+    "statements_per_step",
+)
+
+
+def run_bench() -> tuple[dict, list[tuple[int, str, int]]]:
+    """Run the command, and record what its tasks looked like before it deleted them."""
+    seen: list[tuple[int, str, int]] = []
+
+    def snapshot_tasks(execute, sql, params, many, context):  # type: ignore[no-untyped-def]
+        # The clean-up's first DELETE (children go first): the tasks are still whole.
+        if sql.startswith('DELETE FROM "agentops_') and not seen:
+            seen.extend(
+                (t.pk, t.status, t.steps.filter(status="succeeded").count())
+                for t in Task.objects.filter(agent="bench_noop")
+            )
+        return execute(sql, params, many, context)
+
+    out = StringIO()
+    with connection.execute_wrapper(snapshot_tasks):
+        call_command(
+            "bench",
+            "checkpoint",
+            "--steps",
+            "3",
+            "--payload-kb",
+            "1",
+            "--repeat",
+            "1",
+            "--json",
+            stdout=out,
+        )
+    return json.loads(out.getvalue()), seen
+
+
+def test_bench_checkpoint_reports_every_figure_as_a_number(redis_clean):
+    report, _ = run_bench()
+
+    missing = [key for key in FIGURES if not isinstance(report.get(key), (int, float))]
+    assert missing == []
+    assert report["steps"] == 3
+    assert report["repeat"] == 1
+    # One model-result commit and one completion commit per step, plus the claim and the first
+    # step's start: 8 commits for 3 steps, counted from the WAL.
+    assert report["commits_per_step"] == pytest.approx(8 / 3, abs=0.01)
+    assert report["runs"][0]["hook_commits"] == report["runs"][0]["wal_commits"] == 8
+    assert report["runs"][0]["interval_steps"] == [3, 3]
+
+
+def test_bench_checkpoint_tasks_succeed_and_are_cleaned_up(redis_clean):
+    _, seen = run_bench()
+
+    # A warm-up task and one measured task, each with all three steps done.
+    assert len(seen) == 2
+    assert all(status == TaskStatus.SUCCEEDED and done == 3 for _, status, done in seen)
+    ids = [pk for pk, _, _ in seen]
+    assert not Task.objects.filter(pk__in=ids).exists()
+    assert not Step.objects.filter(task_id__in=ids).exists()
+    assert not ToolCall.objects.filter(task_id__in=ids).exists()
+    assert not Event.objects.filter(task_id__in=ids).exists()
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT to_regclass('agentops_bench_floor')")
+        assert cursor.fetchone() == (None,)
+
+
+def test_bench_dispatch_runs_jobs_through_a_real_worker_and_cleans_up(redis_clean):
+    out = StringIO()
+    call_command(
+        "bench",
+        "checkpoint",
+        "--steps",
+        "1",
+        "--repeat",
+        "1",
+        "--dispatch",
+        "3",
+        "--json",
+        stdout=out,
+    )
+    report = json.loads(out.getvalue())
+
+    for key in ("dispatch_ms_per_job", "worker_ms_per_job", "in_process_ms_per_job"):
+        assert isinstance(report[key], float), key
+    assert report["dispatch_jobs"] == 3
+    assert not Task.objects.filter(agent="bench_noop").exists()
