@@ -6,6 +6,7 @@ from the task input (`order_id`, `reason`, optional `amount`), as a real model w
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from agentops.agents import remote
@@ -94,11 +95,25 @@ def _order_facts(request: ModelRequest) -> dict[str, Any]:
     return {}
 
 
+def _reviewer_cap(request: ModelRequest) -> float | None:
+    """A reviewer's "at most N" in a rejection note, as a model would read it."""
+    for message in request.messages:
+        content = message.get("content")
+        if message.get("role") == "user" and isinstance(content, str):
+            found = re.search(r"at most (\d+(?:\.\d+)?)", content)
+            if content.startswith("Operator note:") and found:
+                return float(found.group(1))
+    return None
+
+
 def refund_script(request: ModelRequest) -> dict[str, Any]:
     data = request.task_input
     order_id = str(data.get("order_id", "A1001"))
     facts = _order_facts(request)
     amount = data.get("amount") or facts.get("amount") or 0
+    cap = _reviewer_cap(request)
+    if cap is not None:
+        amount = min(amount, cap)
     email = facts.get("customer_email") or f"customer-{order_id.lower()}@example.com"
     calls = [
         ("lookup_order", {"order_id": order_id}),

@@ -69,13 +69,15 @@ class StepFailure(AgentOpsError):
         self.detail = detail or {}
 
     def as_failure(self) -> dict:
+        from agentops.engine.jsonvalues import redacted
+
         return {
             "layer": self.layer,
             "kind": self.kind,
-            "message": str(self)[:2000],
+            "message": redacted(str(self)[:2000]),
             "retryable": self.retryable,
             "retry_after": self.retry_after,
-            **({"detail": self.detail} if self.detail else {}),
+            **({"detail": redacted(self.detail)} if self.detail else {}),
         }
 
 

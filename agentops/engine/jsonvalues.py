@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 import unicodedata
 from typing import Any
 
@@ -114,3 +115,40 @@ def loaded(value: Any) -> Any:
     if hashlib.sha256(data).hexdigest() != artifact.sha256:
         raise ValueError(f"artifact {artifact.pk}: sha256 mismatch")
     return json.loads(data)
+
+
+REDACTED = "[redacted]"
+_SECRET_KEY = re.compile(
+    r"^(.*[_-])?(password|passwd|secret|token|api[_-]?key|apikey|access[_-]?key|authorization|"
+    r"credentials?|private[_-]?key|client[_-]?secret)$",
+    re.IGNORECASE,
+)
+_SECRET_VALUES = [
+    re.compile(r"(?i)\bbearer\s+[a-z0-9._~+/=-]{8,}"),
+    re.compile(r"\bsk-[A-Za-z0-9_-]{16,}"),
+    re.compile(r"\bAKIA[0-9A-Z]{16}\b"),
+    re.compile(r"\bgh[pousr]_[A-Za-z0-9]{20,}\b"),
+    re.compile(r"\bxox[abprs]-[A-Za-z0-9-]{10,}"),
+    re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z ]*PRIVATE KEY-----"),
+]
+
+
+def redacted(value: Any) -> Any:
+    """A copy of `value` with secrets replaced by "[redacted]": values under secret-looking keys
+    (password, token, api_key, authorization, ...) and secret-looking strings (bearer tokens,
+    provider keys, private keys) anywhere. Applied to model output, tool results and error
+    messages before they are stored, so a leaked credential never reaches the database."""
+    if isinstance(value, str):
+        for pattern in _SECRET_VALUES:
+            value = pattern.sub(REDACTED, value)
+        return value
+    if isinstance(value, dict):
+        return {
+            key: REDACTED
+            if isinstance(key, str) and _SECRET_KEY.match(key) and value[key] not in (None, "")
+            else redacted(value[key])
+            for key in value
+        }
+    if isinstance(value, list):
+        return [redacted(item) for item in value]
+    return value

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentops.engine.errors import StepFailure, ToolFailure
-from agentops.engine.jsonvalues import digest, validated
+from agentops.engine.jsonvalues import digest, redacted, validated
 from agentops.engine.registry import Tool, ToolContext
 from agentops.states import LedgerStatus
 
@@ -44,7 +44,7 @@ class Outcome:
 def invoke(tool: Tool, ctx: ToolContext, arguments: dict[str, Any]) -> Outcome:
     """Call the tool once with the ledger's key and classify what happened."""
     try:
-        result = tool.fn(ctx, **arguments)
+        result = redacted(tool.fn(ctx, **arguments))
         if not isinstance(result, dict):
             raise ToolFailure(
                 f"{tool.name} returned {type(result).__name__}, expected an object",
@@ -70,7 +70,7 @@ def reconcile(
     """
     if tool.probe_fn is not None:
         try:
-            found = tool.probe_fn(ctx)
+            found = redacted(tool.probe_fn(ctx))
         except ToolFailure as probe_error:
             logger.warning("probe of %s failed: %s", ctx.idempotency_key, probe_error)
         else:

@@ -39,7 +39,7 @@ from agentops.engine.errors import (
     UnknownAgent,
     UnknownTool,
 )
-from agentops.engine.jsonvalues import loaded, offloaded
+from agentops.engine.jsonvalues import loaded, offloaded, redacted
 from agentops.engine.leases import Heartbeat
 from agentops.engine.ledger import (
     Outcome,
@@ -289,7 +289,9 @@ class TaskRun:
             task_input=self.task.input,
         )
         with Heartbeat(self.lease):
-            return get_model_adapter().complete(request)
+            response = get_model_adapter().complete(request)
+        # Model output is untrusted: a leaked credential must not reach the database (nor run).
+        return ModelResponse.from_record(redacted(response.as_record()))
 
     def _model_result(
         self, step: Step, response: ModelResponse
