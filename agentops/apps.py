@@ -8,5 +8,9 @@ class AgentopsConfig(AppConfig):
     verbose_name = "Agent operations"
 
     def ready(self) -> None:
-        # Agents and tools register themselves on import.
-        from agentops import agents  # noqa: F401
+        # Agents and tools register themselves on import; the policy engine learns of them (and
+        # of the recorded steps dry-runs replay) through its catalog, since policies imports no app.
+        from agentops import agents, policy_hooks  # noqa: F401
+        from agentops.engine import review_bridge
+
+        policy_hooks.register(decision_seconds=review_bridge.gate_decision_seconds)

@@ -1,7 +1,8 @@
 """The engine's only calls into `reviews` (the one place the import rule is crossed).
 
 Opening a gate and queueing an audit item happen inside the runner's fenced transaction, so a
-gate exists exactly when its task is parked for it; overdue gates are expired by the sweeper.
+gate exists exactly when its task is parked for it; overdue gates are expired by the sweeper; and
+policy dry-runs read how long gates took to decide.
 """
 
 from __future__ import annotations
@@ -49,3 +50,13 @@ def gates_expire_overdue() -> int:
     from reviews.services import gates_expire_overdue as expire
 
     return expire()
+
+
+def gate_decision_seconds(step_ids: list[int]) -> dict[int, float]:
+    """How long people took to decide the gates of these steps (for dry-run reviewer load)."""
+    from reviews.models import Gate
+
+    rows = Gate.objects.filter(step_id__in=step_ids, decided_at__isnull=False).values_list(
+        "step_id", "created_at", "decided_at"
+    )
+    return {step: (decided - created).total_seconds() for step, created, decided in rows}
