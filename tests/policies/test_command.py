@@ -10,6 +10,7 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
+from policies import catalog
 from policies.models import Policy, PolicyRule
 from policies.services import policy_draft_create, policy_publish, policy_rule_update
 
@@ -68,8 +69,9 @@ def test_evaluate_unknown_tool_is_never_auto(tools: Any) -> None:
     assert data["gate"]["approver_group"] == "operators"
 
 
-def test_evaluate_without_a_catalog_treats_every_tool_as_unknown() -> None:
-    data = evaluate_json("--tool", "lookup_order", "--confidence", "0.99")
+def test_evaluate_with_an_empty_catalog_treats_every_tool_as_unknown() -> None:
+    with catalog.registered(tools=dict):
+        data = evaluate_json("--tool", "lookup_order", "--confidence", "0.99")
 
     assert (data["route"], data["rule"]) == ("gate", "unknown tool")
 
