@@ -230,3 +230,24 @@ def test_the_database_refuses_an_illegal_ledger_transition(sim_server, redis_cle
         )
     call.refresh_from_db()
     assert call.status == LedgerStatus.COMPENSATED
+
+
+def test_interventions_are_usable_from_the_admin(sim_server, redis_clean, admin_client,
+                                                 admin_user):
+    task = stopped_trip()
+    done = run_until_parked_or_done(
+        task_create(agent="refund", goal="done", input={"order_id": "A1001"})
+    )
+
+    response = admin_client.post(
+        "/admin/agentops/task/",
+        {"action": "abort", "_selected_action": [task.pk, done.pk]},
+        follow=True,
+    )
+
+    assert response.status_code == 200
+    assert Task.objects.get(pk=task.pk).status == TaskStatus.ABORTED
+    assert Task.objects.get(pk=done.pk).status == TaskStatus.SUCCEEDED
+    assert Event.objects.get(task=task, action="agentops.task.aborted").actor == admin_user
+    shown = [str(m) for m in response.context["messages"]]
+    assert any("aborted" in m for m in shown) and any("cannot abort" in m for m in shown)
