@@ -325,3 +325,26 @@ def test_retry_backoff_grows_and_honours_retry_after(settings):
     assert 4.0 <= backoff_seconds(3, None) <= 5.0
     assert backoff_seconds(1, 30.0) == 30.0
     assert timedelta(seconds=backoff_seconds(20, None)) <= timedelta(seconds=75)
+
+
+def test_the_same_action_proposed_again_and_again_stops_as_a_planning_loop(
+    sim_server, redis_clean
+):
+    register_agent(
+        Agent(
+            name="test_looper",
+            system_prompt="x",
+            tools=["lookup_order"],
+            hidden=True,
+            plan=[PlanStep(f"Look {i}") for i in range(5)],
+            script=lambda r: {
+                "tool_calls": [{"name": "lookup_order", "arguments": {"order_id": "A1001"}}]
+            },
+        )
+    )
+    task = run_until_parked_or_done(task_create(agent="test_looper", goal="loop"))
+
+    assert task.status == TaskStatus.NEEDS_ATTENTION
+    assert task.failure["kind"] == "planning_loop"
+    assert Step.objects.filter(task=task, status=StepStatus.SUCCEEDED).count() == 2
+    assert ToolCall.objects.filter(task=task).count() == 2
