@@ -47,7 +47,10 @@ class Task(models.Model):
     failure = models.JSONField(null=True, blank=True, editable=False)
     # The oversight policy version this task was created under; every step is routed by it.
     policy_version = models.ForeignKey(
-        "policies.PolicyVersion", null=True, blank=True, on_delete=models.PROTECT,
+        "policies.PolicyVersion",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
         related_name="+",
     )
     created_by = models.ForeignKey(

@@ -232,8 +232,7 @@ def test_the_database_refuses_an_illegal_ledger_transition(sim_server, redis_cle
     assert call.status == LedgerStatus.COMPENSATED
 
 
-def test_interventions_are_usable_from_the_admin(sim_server, redis_clean, admin_client,
-                                                 admin_user):
+def test_interventions_are_usable_from_the_admin(sim_server, redis_clean, admin_client, admin_user):
     task = stopped_trip()
     done = run_until_parked_or_done(
         task_create(agent="refund", goal="done", input={"order_id": "A1001"})

@@ -149,7 +149,7 @@ def test_two_operators_deciding_at_once_make_one_decision(
 def test_the_person_who_started_the_task_cannot_approve_its_gate(
     sim_server, redis_clean, requester, operator
 ):
-    task, gate = gated_refund(operator)
+    _, gate = gated_refund(operator)
 
     with pytest.raises(NotAllowed, match="you started this task"):
         gate_approve(gate_id=gate.pk, actor=operator, seen_digest=gate.args_digest)
@@ -159,7 +159,7 @@ def test_the_person_who_started_the_task_cannot_approve_its_gate(
 
 
 def test_a_stale_view_of_the_action_cannot_approve_it(sim_server, redis_clean, requester, operator):
-    task, gate = gated_refund(requester)
+    _, gate = gated_refund(requester)
 
     with pytest.raises(GateAlreadyDecided, match="changed since you opened it"):
         gate_approve(gate_id=gate.pk, actor=operator, seen_digest="0" * 64)
@@ -366,9 +366,13 @@ def test_secrets_are_redacted_before_they_are_stored():
 
 
 def test_a_secret_in_a_tool_result_is_stored_redacted(sim_server, redis_clean):
-    task = run_until_parked_or_done(task_create(
-        agent="refund", goal="Refund", input={"order_id": "A1001",
-                                              "reason": "token Bearer abcdefghijklmnop"}))
+    task = run_until_parked_or_done(
+        task_create(
+            agent="refund",
+            goal="Refund",
+            input={"order_id": "A1001", "reason": "token Bearer abcdefghijklmnop"},
+        )
+    )
 
     call = ToolCall.objects.get(task=task, tool="check_eligibility")
     assert "abcdefghijklmnop" not in str(call.args) + str(call.result)

@@ -327,9 +327,7 @@ def test_retry_backoff_grows_and_honours_retry_after(settings):
     assert timedelta(seconds=backoff_seconds(20, None)) <= timedelta(seconds=75)
 
 
-def test_the_same_action_proposed_again_and_again_stops_as_a_planning_loop(
-    sim_server, redis_clean
-):
+def test_the_same_action_proposed_again_and_again_stops_as_a_planning_loop(sim_server, redis_clean):
     register_agent(
         Agent(
             name="test_looper",

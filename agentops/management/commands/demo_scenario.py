@@ -61,8 +61,13 @@ class Command(BaseCommand):
         endpoints = []
         for fault in scenario.faults:
             service, operation = fault.endpoint.split(".")
-            fault_set(service=service, operation=operation, mode=fault.mode, count=fault.count,
-                      delay=fault.delay)
+            fault_set(
+                service=service,
+                operation=operation,
+                mode=fault.mode,
+                count=fault.count,
+                delay=fault.delay,
+            )
             endpoints.append({"service": service, "operation": operation})
         return endpoints
 
