@@ -35,7 +35,8 @@ def snapshot_state(task: Task, steps: list[Step], calls: list[ToolCall]) -> dict
         "tokens_used": task.tokens_used,
         "cost_used": str(task.cost_used),
     }
-    state["outputs"] = {str(s.ordinal): digest(s.output) for s in steps if s.output is not None}
+    # One digest over the outputs in step order: a snapshot stays a few bytes per step.
+    state["outputs_digest"] = digest([s.output for s in steps if s.output is not None])
     return state
 
 

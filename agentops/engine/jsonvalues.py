@@ -123,14 +123,20 @@ _SECRET_KEY = re.compile(
     r"credentials?|private[_-]?key|client[_-]?secret)$",
     re.IGNORECASE,
 )
+# Literal first and the word boundary checked behind it: the regex engine then jumps from one
+# occurrence of the literal to the next instead of trying every position (a leading \b costs
+# ~9 ms per pattern on a 500 KB string, this ~0.2 ms).
 _SECRET_VALUES = [
-    re.compile(r"(?i)\bbearer\s+[a-z0-9._~+/=-]{8,}"),
-    re.compile(r"\bsk-[A-Za-z0-9_-]{16,}"),
-    re.compile(r"\bAKIA[0-9A-Z]{16}\b"),
-    re.compile(r"\bgh[pousr]_[A-Za-z0-9]{20,}\b"),
-    re.compile(r"\bxox[abprs]-[A-Za-z0-9-]{10,}"),
+    re.compile(r"sk-(?<!\wsk-)[A-Za-z0-9_-]{16,}"),
+    re.compile(r"AKIA(?<!\wAKIA)[0-9A-Z]{16}\b"),
+    re.compile(r"gh[pousr]_(?<!\wgh[pousr]_)[A-Za-z0-9]{20,}\b"),
+    re.compile(r"xox[abprs]-(?<!\wxox[abprs]-)[A-Za-z0-9-]{10,}"),
     re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z ]*PRIVATE KEY-----"),
 ]
+
+
+# Case-insensitive, so no literal to jump to: only run where the word occurs at all.
+_BEARER = re.compile(r"(?i)\bbearer\s+[a-z0-9._~+/=-]{8,}")
 
 
 def redacted(value: Any) -> Any:
@@ -139,6 +145,8 @@ def redacted(value: Any) -> Any:
     provider keys, private keys) anywhere. Applied to model output, tool results and error
     messages before they are stored, so a leaked credential never reaches the database."""
     if isinstance(value, str):
+        if "bearer" in value.lower():
+            value = _BEARER.sub(REDACTED, value)
         for pattern in _SECRET_VALUES:
             value = pattern.sub(REDACTED, value)
         return value

@@ -8,6 +8,8 @@ and the holder raises LeaseLost as soon as its call returns.
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import timedelta
 from types import TracebackType
 
@@ -35,23 +37,43 @@ def lease_renew(lease: Lease) -> bool:
 
 
 class Heartbeat:
-    """Context manager: renew `lease` every third of its length until the block ends."""
+    """Renew `lease` every third of its length while armed, from one thread per task run.
 
-    def __init__(self, lease: Lease) -> None:
+    `with Heartbeat(lease):` is armed for the whole block. The runner starts one disarmed and arms
+    it around each external call with `call()`: one thread per run instead of one per call, and a
+    worker wedged outside a call still lets its lease lapse.
+    """
+
+    def __init__(self, lease: Lease, *, armed: bool = True) -> None:
         self.lease = lease
         self.interval = settings.AGENTOPS["LEASE_SECONDS"] / 3
         self.lost = False
         self._stop = threading.Event()
+        self._armed = threading.Event()
+        if armed:
+            self._armed.set()
         self._thread = threading.Thread(target=self._run, name="lease-heartbeat", daemon=True)
 
     def _run(self) -> None:
         try:
             while not self._stop.wait(self.interval):
-                if not lease_renew(self.lease):
+                if self._armed.is_set() and not lease_renew(self.lease):
                     self.lost = True
                     return
         finally:
             connection.close()
+
+    @contextmanager
+    def call(self) -> Iterator[None]:
+        """Keep the lease alive during one external call; raise LeaseLost after it if a renewal
+        found the lease gone."""
+        self._armed.set()
+        try:
+            yield
+        finally:
+            self._armed.clear()
+        if self.lost:
+            raise LeaseLost(f"task {self.lease.task_id}: lease lost during a call")
 
     def __enter__(self) -> Heartbeat:
         self._thread.start()

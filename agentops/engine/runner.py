@@ -10,6 +10,7 @@ A job runs for one time slice, then yields the task back to the queue; parked ta
 
 from __future__ import annotations
 
+import functools
 import logging
 import random
 import time
@@ -72,11 +73,18 @@ def task_advance(*, task_id: int, owner: str) -> str:
         return "not claimable"
     crashpoint("after_claim")
     try:
-        with httpx.Client(timeout=settings.AGENTOPS["TOOL_TIMEOUT_SECONDS"]) as http:
-            return TaskRun(lease=lease, http=http).advance()
+        with Heartbeat(lease, armed=False) as beat:
+            return TaskRun(lease=lease, http=http_client(), beat=beat).advance()
     except LeaseLost as lost:
         logger.warning("stopping: %s", lost)
         return "lease lost"
+
+
+@functools.cache
+def http_client() -> httpx.Client:
+    """One HTTP client per worker process (building one loads the CA bundle: ~30 ms). It is
+    session state, never persisted; tools pass their own timeout on every request."""
+    return httpx.Client(timeout=settings.AGENTOPS["TOOL_TIMEOUT_SECONDS"])
 
 
 def _after(seconds: float) -> Any:
@@ -111,12 +119,15 @@ class StepResult:
 class TaskRun:
     lease: Lease
     http: httpx.Client
+    beat: Heartbeat
     task: Task = field(init=False)
     agent: Agent = field(init=False)
     steps: list[Step] = field(init=False)
     messages: list[dict[str, Any]] = field(default_factory=list)
     resumed_at: str | None = None
     fresh_calls: set[int] = field(default_factory=set)
+    # (tool, args digest) -> the steps that proposed it: loop detection without a query per step.
+    proposals: dict[tuple[str, str], set[int]] = field(default_factory=dict)
 
     # -- the loop -----------------------------------------------------------------------------
 
@@ -180,6 +191,8 @@ class TaskRun:
         except UnknownAgent as exc:
             return self._stop(OrchestrationFailure(str(exc), kind="unknown_agent"))
         calls = list(ToolCall.objects.filter(task=task))
+        for call in calls:
+            self.proposals.setdefault((call.tool, call.args_digest), set()).add(call.step_id)
         try:
             checkpoint_verify(task, self.steps, calls)
         except CheckpointMismatch as exc:
@@ -288,7 +301,7 @@ class TaskRun:
             tools=[get_tool(name).schema() for name in self.agent.tools],
             task_input=self.task.input,
         )
-        with Heartbeat(self.lease):
+        with self.beat.call():
             response = get_model_adapter().complete(request)
         # Model output is untrusted: a leaked credential must not reach the database (nor run).
         return ModelResponse.from_record(redacted(response.as_record()))
@@ -296,8 +309,9 @@ class TaskRun:
     def _model_result(
         self, step: Step, response: ModelResponse
     ) -> tuple[EventSpec, dict[str, Any], Any]:
-        """The model_result event, the task's usage increments and the record to store."""
-        record = offloaded(response.as_record(), path="step.model_response", task_id=self.task.pk)
+        """The model_result event, the task's usage increments and the record to store (offload
+        it inside the caller's transaction, so an artifact row commits with its pointer)."""
+        record = response.as_record()
         usage = response.usage
         tokens = int(usage.get("prompt_tokens", 0)) + int(usage.get("completion_tokens", 0))
         cost = Decimal(tokens) * Decimal(str(settings.AGENTOPS["COST_PER_1K_TOKENS"])) / 1000
@@ -324,8 +338,9 @@ class TaskRun:
         event, usage_fields, record = self._model_result(step, response)
         with transaction.atomic():
             fenced_write(self.lease, [event], phase=Phase.MODEL_RESULT, **usage_fields)
-            Step.objects.filter(pk=step.pk).update(model_response=record)
-        step.model_response = record
+            stored = offloaded(record, path="step.model_response", task_id=self.task.pk)
+            Step.objects.filter(pk=step.pk).update(model_response=stored)
+        step.model_response = stored
         crashpoint("after_model_result", step=step.ordinal)
 
     def _effective_arguments(
@@ -383,12 +398,11 @@ class TaskRun:
             "policy_version": verdict.version,
             "policy_rule": verdict.rule,
         }
+        unstored = None
         if record:
-            event, usage_fields, stored = self._model_result(step, response)
+            event, usage_fields, unstored = self._model_result(step, response)
             events.append(event)
             fields.update(usage_fields)
-            step_fields["model_response"] = stored
-            step.model_response = stored
         routed = {
             "tool": tool.name,
             "route": verdict.route,
@@ -402,7 +416,7 @@ class TaskRun:
             events.append(EventSpec("agentops.step.gated", step=step.ordinal, payload=routed))
             with transaction.atomic():
                 seq = fenced_write(self.lease, events, transition="await_approval", **fields)
-                Step.objects.filter(pk=step.pk).update(**step_fields)
+                self._store_step(step, step_fields, unstored)
                 review_bridge.gate_open(
                     task=self.task,
                     step=step,
@@ -428,7 +442,7 @@ class TaskRun:
         audited = verdict.route == "audit" or verdict.queues_audit(str(step.pk))
         with transaction.atomic():
             fenced_write(self.lease, events, **fields)
-            Step.objects.filter(pk=step.pk).update(**step_fields)
+            self._store_step(step, step_fields, unstored)
             call = ToolCall.objects.create(
                 task=self.task,
                 step=step,
@@ -450,7 +464,20 @@ class TaskRun:
             crashpoint("after_model_result", step=step.ordinal)
         crashpoint("after_pending", step=step.ordinal)
         self.fresh_calls.add(call.pk)
+        self.proposals.setdefault((tool.name, digest), set()).add(step.pk)
         return call
+
+    def _store_step(
+        self, step: Step, fields: dict[str, Any], response_record: dict[str, Any] | None
+    ) -> None:
+        """Write the routing fields (and a new model response) on the step, in the caller's
+        transaction."""
+        if response_record is not None:
+            fields["model_response"] = offloaded(
+                response_record, path="step.model_response", task_id=self.task.pk
+            )
+            step.model_response = fields["model_response"]
+        Step.objects.filter(pk=step.pk).update(**fields)
 
     def _has_failed_try(self, step: Step) -> bool:
         return ToolCall.objects.filter(
@@ -460,15 +487,8 @@ class TaskRun:
     def _check_loop(self, step: Step, tool: Tool, arguments: dict[str, Any]) -> None:
         """The same tool with the same arguments, proposed again and again, is a planning loop."""
         threshold = settings.AGENTOPS["LOOP_THRESHOLD"]
-        earlier = (
-            ToolCall.objects.filter(
-                task=self.task, tool=tool.name, args_digest=arguments_digest(arguments)
-            )
-            .exclude(step=step)
-            .values("step")
-            .distinct()
-            .count()
-        )
+        steps = self.proposals.get((tool.name, arguments_digest(arguments)), set())
+        earlier = len(steps - {step.pk})
         if earlier + 1 >= threshold:
             raise OrchestrationFailure(
                 f"{tool.name} was proposed with the same arguments in {earlier + 1} steps "
@@ -548,7 +568,7 @@ class TaskRun:
             base_url=settings.AGENTOPS["SIM_BASE_URL"].rstrip("/"),
             timeout=settings.AGENTOPS["TOOL_TIMEOUT_SECONDS"],
         )
-        with Heartbeat(self.lease):
+        with self.beat.call():
             if call.pk in self.fresh_calls:
                 return invoke(tool, ctx, arguments)
             # A `pending` row from an earlier holder: the call may have reached the remote.
@@ -597,18 +617,17 @@ class TaskRun:
         transition = then or None
         with transaction.atomic():
             seq = fenced_write(self.lease, events, transition=transition, **fields)
+            output = offloaded(result.output, path="step.output", task_id=self.task.pk)
             if record_outcome:
-                ledger_transition(
-                    call_id=call.pk,
-                    target=LedgerStatus.SUCCEEDED,
-                    result=offloaded(outcome.result, path="tool_call.result", task_id=self.task.pk),
+                # The step's output is the tool's result: one stored copy (one artifact) serves
+                # both rows.
+                stored = (
+                    output
+                    if result.output is outcome.result
+                    else offloaded(outcome.result, path="tool_call.result", task_id=self.task.pk)
                 )
-            step_transition(
-                step=step,
-                name="succeed",
-                finished_at=Now(),
-                output=offloaded(result.output, path="step.output", task_id=self.task.pk),
-            )
+                ledger_transition(call_id=call.pk, target=LedgerStatus.SUCCEEDED, result=stored)
+            step_transition(step=step, name="succeed", finished_at=Now(), output=output)
             if begin is not None:
                 # Same commit, no external call in between: the next step's prompt sees this
                 # step's output, so its events are built only now.
@@ -775,7 +794,7 @@ class TaskRun:
             ),
             tools=[get_tool(name).schema() for name in self.agent.tools],
         )
-        with Heartbeat(self.lease):
+        with self.beat.call():
             response = get_model_adapter().complete(request)
         if not response.plan:
             raise ModelFailure("the model returned no plan", kind="output_invalid")
@@ -865,7 +884,7 @@ class Rollback:
             base_url=settings.AGENTOPS["SIM_BASE_URL"].rstrip("/"),
             timeout=settings.AGENTOPS["TOOL_TIMEOUT_SECONDS"],
         )
-        with Heartbeat(self.lease):
+        with self.task_run.beat.call():
             if fresh:
                 outcome = invoke(compensating, ctx, arguments)
             else:

@@ -20,6 +20,8 @@ FIGURES = (
     "bytes_per_step_last",
     "commits_per_step",
     "statements_per_step",
+    "fpi_bytes_per_step_first",
+    "fpi_bytes_per_step_last",
 )
 
 

@@ -14,6 +14,9 @@ snapshot interval, because the transactions that insert a snapshot are the only 
 us tie to a step number: `bytes_per_step_first` is the WAL of the first interval (the transactions
 after the claim and the first step's start, up to the first snapshot's commit) divided by its
 steps, `bytes_per_step_last` the same for the last interval (after the second-to-last snapshot).
+Both leave out full-page images, reported apart (`fpi_bytes_per_step_*`): a page's first change
+after a checkpoint logs the whole page, so they follow the cluster's checkpoints, not the step.
+`wal_bytes_per_step` is everything the run wrote, images included, over all its steps.
 A temporary replication slot keeps those segments until they are read. On SQLite bytes are not
 measured (null, with a note) and commits are counted by a statement hook.
 
@@ -75,7 +78,8 @@ in-process, one task_advance per task; and a floor of one INSERT + commit per st
 connection to the same database. Prints per_step_ms (task_advance wall time / steps, creation
 excluded), floor_per_step_ms, ratio_to_floor (median of paired ratios), bytes_per_step_first and
 bytes_per_step_last (PostgreSQL WAL of the first and last snapshot interval / its steps, via
-pg_walinspect, filtered to this database), commits_per_step (WAL commit records / steps;
+pg_walinspect, filtered to this database, full-page images reported apart), commits_per_step
+(WAL commit records / steps;
 SQLite: counted by a statement hook). Figures are medians over --repeat tasks. With
 --dispatch, also dispatch_ms_per_job: what one RQ job costs through a real `manage.py worker
 --burst` process beyond advancing the same 1-step task in-process.
@@ -103,6 +107,12 @@ class WalWindow:
     @property
     def bytes(self) -> int:
         return sum(r.length for r in self.records)
+
+    @property
+    def record_bytes(self) -> int:
+        """Bytes without full-page images: those depend on when the last checkpoint ran (other
+        databases on the cluster trigger them), not on what the step wrote."""
+        return self.bytes - self.fpi_bytes
 
     @property
     def fpi_bytes(self) -> int:
@@ -507,7 +517,7 @@ class Command(BaseCommand):
             "wal_bytes_per_step": run.bytes / steps,
             "wal_fpi_bytes_per_step": run.fpi_bytes / steps,
             "wal_commits": len(commits),
-            "floor_bytes_per_step": floor.bytes / pair.floor_rows,
+            "floor_bytes_per_step": floor.record_bytes / pair.floor_rows,
             "floor_commits": len(floor.commits()),
         }
         if len(boundaries) != len(done) or len(commits) < 2 or not done:
@@ -526,8 +536,8 @@ class Command(BaseCommand):
             last, last_steps = first, done[0]
         figures.update(
             {
-                "bytes_per_step_first": first.bytes / done[0],
-                "bytes_per_step_last": last.bytes / last_steps,
+                "bytes_per_step_first": first.record_bytes / done[0],
+                "bytes_per_step_last": last.record_bytes / last_steps,
                 "fpi_bytes_per_step_first": first.fpi_bytes / done[0],
                 "fpi_bytes_per_step_last": last.fpi_bytes / last_steps,
                 "interval_steps": [done[0], last_steps],
@@ -693,6 +703,8 @@ def _report(
         "statements_per_step": _round(_median([p.statements / steps for p in pairs]), 1),
         "wal_bytes_per_step": _round(figure("wal_bytes_per_step"), 0),
         "wal_fpi_bytes_per_step": _round(figure("wal_fpi_bytes_per_step"), 0),
+        "fpi_bytes_per_step_first": _round(figure("fpi_bytes_per_step_first"), 0),
+        "fpi_bytes_per_step_last": _round(figure("fpi_bytes_per_step_last"), 0),
         "floor_bytes_per_step": _round(figure("floor_bytes_per_step"), 0),
         "runs": [
             {
@@ -727,7 +739,12 @@ def _table(report: dict[str, Any]) -> str:
         f"checkpoint bench: {report['steps']} steps, {report['payload_kb']} KB payload, "
         f"{report['backend']}, median of {report['repeat']}",
         *(f"  {key:<22} {report[key]}" for key in keys),
+        *(
+            f"  {key:<22} {report[key]}"
+            for key in ("dispatch_ms_per_job", "worker_ms_per_job", "in_process_ms_per_job")
+            if key in report
+        ),
         f"  commits from {report['commits_source']}",
-        *(f"  note: {note}" for note in report["notes"]),
+        *(f"  note: {note}" for note in [*report["notes"], report.get("dispatch_note")] if note),
     ]
     return "\n".join(lines)
