@@ -57,6 +57,7 @@ from agentops.engine.transitions import (
     Lease,
     fenced_write,
     ledger_transition,
+    step_as_done,
     step_transition,
     task_claim,
 )
@@ -207,12 +208,15 @@ class TaskRun:
 
     # -- phase 1: before_model_call -----------------------------------------------------------
 
-    def _begin_events(self, step: Step) -> tuple[list[EventSpec], dict[str, Any]]:
-        """Events and task fields that start `step`. Builds the step's prompt as a side effect."""
+    def _begin_events(
+        self, step: Step, steps: list[Step] | None = None
+    ) -> tuple[list[EventSpec], dict[str, Any]]:
+        """Events and task fields that start `step`. Builds the step's prompt as a side effect,
+        from `steps` (default: the run's view of the steps)."""
         self.messages = ctxbuild.build_messages(
             agent=self.agent,
             task=self.task,
-            steps=self.steps,
+            steps=self.steps if steps is None else steps,
             current=step,
             resumed_at=self.resumed_at,
             notes=self._notes(step),
@@ -616,8 +620,17 @@ class TaskRun:
         fields: dict[str, Any] = {"current_step": progress, "phase": Phase.STEP_COMPLETE}
         transition = then or None
         with transaction.atomic():
-            seq = fenced_write(self.lease, events, transition=transition, **fields)
             output = offloaded(result.output, path="step.output", task_id=self.task.pk)
+            begin_events: list[EventSpec] = []
+            if begin is not None:
+                # Same commit, no external call in between: the next step starts here, with a
+                # prompt built from this step as it reads once committed.
+                done = step_as_done(step, output=output)
+                view = [done if s.pk == step.pk else s for s in self.steps]
+                begin_events, begin_fields = self._begin_events(begin, steps=view)
+                events.extend(begin_events)
+                fields.update(begin_fields)
+            seq = fenced_write(self.lease, events, transition=transition, **fields)
             if record_outcome:
                 # The step's output is the tool's result: one stored copy (one artifact) serves
                 # both rows.
@@ -629,10 +642,6 @@ class TaskRun:
                 ledger_transition(call_id=call.pk, target=LedgerStatus.SUCCEEDED, result=stored)
             step_transition(step=step, name="succeed", finished_at=Now(), output=output)
             if begin is not None:
-                # Same commit, no external call in between: the next step's prompt sees this
-                # step's output, so its events are built only now.
-                begin_events, begin_fields = self._begin_events(begin)
-                seq = fenced_write(self.lease, begin_events, **begin_fields)
                 self._begin_rows(begin, begin_events)
             if transition == "succeed" or self._snapshot_due():
                 snapshot_write(task_id=self.task.pk, seq=seq)

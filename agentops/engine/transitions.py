@@ -8,6 +8,7 @@ UPDATE changes zero rows and `LeaseLost` stops the holder. Callers own the trans
 
 from __future__ import annotations
 
+import copy
 import logging
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -31,13 +32,19 @@ from agentops.states import (
 logger = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
+@dataclass
 class Lease:
-    """The right of one worker to advance one task, until another claim bumps the epoch."""
+    """The right of one worker to advance one task, until another claim bumps the epoch.
+
+    `last_seq` is the holder's view of the event log. While the epoch is current nobody else
+    appends events (every outside transition bumps the epoch), so each fenced write can number its
+    events without reading the task back; the write also requires `last_seq` to be unchanged.
+    """
 
     task_id: int
     epoch: int
     owner: str
+    last_seq: int
 
 
 @dataclass(frozen=True)
@@ -146,7 +153,7 @@ def task_claim(*, task_id: int, owner: str) -> Lease | None:
         if seq is None:
             return None
         epoch = Task.objects.filter(pk=task_id).values_list("lease_epoch", flat=True).get()
-    return Lease(task_id=task_id, epoch=epoch, owner=owner)
+    return Lease(task_id=task_id, epoch=epoch, owner=owner, last_seq=seq)
 
 
 def fenced_write(
@@ -177,11 +184,25 @@ def fenced_write(
             if spec.target in TERMINAL:
                 fields.setdefault("finished_at", Now())
     fields.setdefault("lease_expires_at", _lease_deadline())
-    queryset = Task.objects.filter(pk=lease.task_id, lease_epoch=lease.epoch, status__in=sources)
-    seq = _update_and_log(queryset, lease.task_id, events, fields)
-    if seq is None:
+    seq = lease.last_seq + len(events)
+    updated = Task.objects.filter(
+        pk=lease.task_id, lease_epoch=lease.epoch, last_seq=lease.last_seq, status__in=sources
+    ).update(last_seq=seq, updated_at=Now(), **fields)
+    if not updated:
         raise LeaseLost(f"task {lease.task_id}: lease epoch {lease.epoch} is no longer current")
+    if events:
+        _append_events(lease.task_id, seq, events)
+    lease.last_seq = seq
     return seq
+
+
+def step_as_done(step: Step, *, output: Any) -> Step:
+    """A copy of `step` as it will read once its `succeed` commits: the runner builds the next
+    step's prompt from it before the one write that completes this step and starts the next."""
+    done = copy.copy(step)
+    done.status = STEP_TRANSITIONS["succeed"].target
+    done.output = output
+    return done
 
 
 def task_transition(
