@@ -662,8 +662,11 @@ class TaskRun:
             snapshot_write(task_id=self.task.pk, seq=seq)
 
     def _snapshot_due(self) -> bool:
+        """Every SNAPSHOT_EVERY completed steps; for long plans every tenth of the plan, since a
+        snapshot grows with the plan and its cost per step must not."""
+        every = max(settings.AGENTOPS["SNAPSHOT_EVERY"], -(-self.task.step_count // 10))
         done = sum(1 for s in self.steps if s.status in STEP_DONE)
-        return done % settings.AGENTOPS["SNAPSHOT_EVERY"] == 0
+        return done % every == 0
 
     # -- failures -----------------------------------------------------------------------------
 
