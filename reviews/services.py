@@ -2,13 +2,16 @@
 inbox claims, and the decision log. Each public service owns its transaction (the engine's calls,
 `gate_open` and `audit_item_create`, run inside the runner's fenced transaction instead).
 
-Check functions (`gate_check_decider`) are separate from do functions; a gate is locked
-(`select_for_update`) before it is decided, so a double click or two operators at once make one
-decision, and the loser gets GateAlreadyDecided.
+Check functions (`gate_check_decider`, `operator_check`) are separate from do functions; a gate
+is locked (`select_for_update`) before it is decided, so a double click or two operators at once
+make one decision, and the loser gets GateAlreadyDecided. Interventions on stopped tasks and
+confirmations of unknown calls wrap the agentops services, check the role, and log the Decision
+in the same transaction.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -19,10 +22,21 @@ from agentops.engine.errors import StepFailure, UnknownTool
 from agentops.engine.jsonvalues import digest, validated
 from agentops.engine.registry import get_tool
 from agentops.models import Step, Task, ToolCall
-from agentops.services import task_gate_approved, task_gate_rejected
+from agentops.selectors import task_recovery
+from agentops.services import (
+    TransitionRefused,
+    ledger_confirm,
+    task_abort,
+    task_gate_approved,
+    task_gate_rejected,
+    task_retry,
+    task_rollback,
+    task_skip_step,
+)
 from policies.catalog import amount_of
 from policies.engine import Verdict
 from reviews.models import AuditItem, Claim, Decision, Gate
+from reviews.permissions import is_operator
 from reviews.states import AuditStatus, GateStatus
 
 DEFAULT_GATE_TIMEOUT_SECONDS = 3600
@@ -364,3 +378,147 @@ def claim_take(*, task_id: int, actor: Any) -> Claim:
 def claim_release(*, task_id: int, actor: Any) -> None:
     """Release an inbox item you hold (an operator may also release a stale claim)."""
     Claim.objects.filter(task_id=task_id).delete()
+
+
+# -- bulk approval ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BulkResult:
+    """What happened to one gate of a bulk approval: approved, already decided, not allowed."""
+
+    gate_id: int
+    outcome: str
+    message: str = ""
+
+
+def gates_bulk_approve(
+    *, selection: list[tuple[int, str | None]], actor: Any, reason: str = ""
+) -> list[BulkResult]:
+    """Approve several gates that share one rule and policy version, one by one.
+
+    `selection` pairs each gate id with the digest the person saw. A selection that mixes rules
+    or versions is refused as a whole (ReviewError); otherwise each gate is decided in its own
+    transaction by `gate_approve`, so one refusal does not undo the others.
+    """
+    if not selection:
+        raise ReviewError("select at least one gate")
+    ids = [gate_id for gate_id, _ in selection]
+    found = {
+        row["pk"]: (row["rule"], row["policy_version_id"], row["policy_version_number"])
+        for row in Gate.objects.filter(pk__in=ids).values(
+            "pk", "rule", "policy_version_id", "policy_version_number"
+        )
+    }
+    tiers = {(rule, version) for rule, version, _ in found.values()}
+    if len(tiers) > 1:
+        names = ", ".join(sorted({f"{rule!r} (v{number})" for rule, _, number in found.values()}))
+        raise ReviewError(
+            "bulk approval needs gates of one rule and policy version; "
+            f"this selection mixes {names}"
+        )
+    results = []
+    for gate_id, seen_digest in selection:
+        if gate_id not in found:
+            results.append(BulkResult(gate_id, "not found", "no such gate"))
+            continue
+        try:
+            gate_approve(gate_id=gate_id, actor=actor, seen_digest=seen_digest, reason=reason)
+        except GateAlreadyDecided as exc:
+            results.append(BulkResult(gate_id, "already decided", str(exc)))
+        except NotAllowed as exc:
+            results.append(BulkResult(gate_id, "not allowed", str(exc)))
+        else:
+            results.append(BulkResult(gate_id, "approved"))
+    return results
+
+
+# -- interventions on stopped tasks -------------------------------------------------------------
+
+INTERVENTIONS = {
+    "retry": task_retry,
+    "skip": task_skip_step,
+    "rollback": task_rollback,
+    "abort": task_abort,
+}
+
+
+def operator_check(*, user: Any) -> None:
+    """Raise NotAllowed unless `user` is an operator (or a superuser)."""
+    if not is_operator(user):
+        raise NotAllowed("only operators may resolve stopped tasks")
+
+
+def intervention_apply(*, task_id: int, action: str, actor: Any, reason: str = "") -> None:
+    """Apply retry / skip / rollback / abort to a stopped task and log the decision.
+
+    Only an option the recovery advisor offers for the task's current state is accepted. The
+    intervention and its Decision commit together; a task that is no longer stopped (someone
+    acted first) raises TransitionRefused and nothing is written.
+    """
+    if action not in INTERVENTIONS:
+        raise ReviewError(f"unknown intervention {action!r}")
+    operator_check(user=actor)
+    reason = reason.strip()
+    with transaction.atomic():
+        task = (
+            Task.objects.select_for_update(of=("self",))
+            .select_related("policy_version")
+            .get(pk=task_id)
+        )
+        steps = list(Step.objects.filter(task=task).order_by("ordinal"))
+        calls = list(ToolCall.objects.filter(task=task).defer("args", "result").order_by("id"))
+        recovery = task_recovery(task, steps, calls)
+        if recovery is None:
+            raise TransitionRefused(f"task {task_id} is {task.status}; there is nothing to recover")
+        if action not in recovery.recommendation.options:
+            raise ReviewError(
+                f"{action} is not an option for this task now; choose one of "
+                f"{', '.join(recovery.recommendation.options)}"
+            )
+        INTERVENTIONS[action](task_id=task_id, actor=actor, reason=reason)
+        preview = recovery.previews.get(action)
+        decision_record(
+            action=f"reviews.intervention.{action}",
+            actor=actor,
+            task_id=task_id,
+            subject=f"task {task_id}: {action}",
+            reason=reason,
+            policy_version_number=task.policy_version.number if task.policy_version else None,
+            detail={
+                "recommended": str(recovery.recommendation.action),
+                "advisor_rule": recovery.recommendation.rule,
+                "failure": {k: (task.failure or {}).get(k) for k in ("layer", "kind")},
+                "breakpoint": recovery.breakpoint,
+                "preview": preview.summary if preview else "",
+            },
+        )
+
+
+def ledger_call_confirm(
+    *, task_id: int, call_id: int, executed: bool, actor: Any, reason: str = ""
+) -> None:
+    """Record a person's answer for an `executed_unknown` call of `task_id`, and log it.
+
+    Raises ToolCall.DoesNotExist when the call is not one of this task's, and TransitionRefused
+    when it is no longer unknown (someone answered first).
+    """
+    operator_check(user=actor)
+    reason = reason.strip()
+    with transaction.atomic():
+        call = ToolCall.objects.select_related("task__policy_version").get(
+            pk=call_id, task_id=task_id
+        )
+        ledger_confirm(call_id=call.pk, executed=executed, actor=actor, reason=reason)
+        version = call.task.policy_version
+        decision_record(
+            action="reviews.ledger.confirmed",
+            actor=actor,
+            task_id=task_id,
+            subject=f"call {call.pk}: {call.tool} {'happened' if executed else 'did not happen'}",
+            before_digest=call.args_digest,
+            after_digest=call.args_digest,
+            reason=reason,
+            policy_version_number=version.number if version else None,
+            detail={"call": call.pk, "key": call.idempotency_key, "executed": executed},
+        )

@@ -389,10 +389,10 @@ def test_task_page_query_count_does_not_grow_with_events(
     # Warm the session so both requests below do the same work.
     operator_client.get(reverse("agentops:task_list"))
 
-    # session, user, task, steps, ledger, events
-    with django_assert_num_queries(6):
+    # session, user, the user's roles (navigation), task, steps, ledger, events
+    with django_assert_num_queries(7):
         small = operator_client.get(reverse("agentops:task_detail", args=[few.pk]))
-    with django_assert_num_queries(6):
+    with django_assert_num_queries(7):
         large = operator_client.get(reverse("agentops:task_detail", args=[many.pk]))
     with CaptureQueriesContext(connection) as fragment:
         operator_client.get(reverse("agentops:task_detail", args=[many.pk]), HTTP_HX_REQUEST="true")

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
 from django.core.management.base import BaseCommand
 from django.db import transaction
 
@@ -8,8 +9,11 @@ from agentops.models import Task
 from agentops.services import task_create
 
 DEMO_USERS = [
-    # username, password, superuser
-    ("admin", "admin", True),
+    # username, password, superuser, group (one demo user per role)
+    ("admin", "admin", True, None),
+    ("operator", "operator", False, "operators"),
+    ("auditor", "auditor", False, "auditors"),
+    ("policyadmin", "policyadmin", False, "policy admins"),
 ]
 
 DEMO_TASKS = [
@@ -28,12 +32,20 @@ class Command(BaseCommand):
     def handle(self, *args, **options) -> None:
         User = get_user_model()
         with transaction.atomic():
-            for username, password, superuser in DEMO_USERS:
-                if not User.objects.filter(username=username).exists():
+            for username, password, superuser, group in DEMO_USERS:
+                user = User.objects.filter(username=username).first()
+                if user is None:
                     create = (
                         User.objects.create_superuser if superuser else User.objects.create_user
                     )
-                    create(username=username, password=password)
+                    user = create(username=username, password=password)
+                if group:
+                    # The groups and their permissions come from the reviews/policies migrations.
+                    user.groups.add(Group.objects.get(name=group))
+        self.stdout.write(
+            "demo logins: "
+            + ", ".join(f"{name} / {password}" for name, password, _, _ in DEMO_USERS)
+        )
         admin = User.objects.get(username="admin")
         if Task.objects.exists():
             return

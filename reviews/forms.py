@@ -1,0 +1,263 @@
+"""Forms of the review workspace: gate decisions, interventions, audit verdicts and the filters.
+
+Forms only parse and check what a person typed; writes go through `reviews.services`, which
+checks roles, separation of duties and the seen digest again. Every gate form carries the digest
+of the arguments the person was shown, so a decision can only apply to what they saw. Edited
+arguments are checked with the same JSON validation as the save path, and a rejected text is kept
+in the form for correction.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from django import forms
+from django.core.exceptions import ValidationError
+
+from agentops.engine.errors import NotSerializable
+from agentops.engine.jsonvalues import validated
+from reviews.selectors import AuditFilters, DecisionFilters
+from reviews.states import AuditStatus
+
+NOTE_MAX = 4000
+ARGUMENTS_MAX = 64 * 1024
+DIGEST = re.compile(r"[0-9a-f]{64}")
+SELECTION = re.compile(r"(\d{1,18}):([0-9a-f]{64})")
+
+LANE_CHOICES = [("", "All lanes"), ("audit", "audit"), ("auto", "auto (sampled)")]
+DECISION_ACTIONS = [
+    ("", "All actions"),
+    (
+        "Gates",
+        [
+            ("reviews.gate", "every gate decision"),
+            ("reviews.gate.approved", "approved"),
+            ("reviews.gate.edited", "edited and approved"),
+            ("reviews.gate.rejected", "rejected"),
+            ("reviews.gate.expired", "expired"),
+            ("reviews.gate.escalated", "escalated"),
+        ],
+    ),
+    (
+        "Stopped tasks",
+        [
+            ("reviews.intervention", "every intervention"),
+            ("reviews.intervention.retry", "retry"),
+            ("reviews.intervention.skip", "skip"),
+            ("reviews.intervention.rollback", "rollback"),
+            ("reviews.intervention.abort", "abort"),
+            ("reviews.ledger.confirmed", "unknown call confirmed"),
+        ],
+    ),
+    (
+        "Audit",
+        [
+            ("reviews.audit", "every audit verdict"),
+            ("reviews.audit.ok", "marked ok"),
+            ("reviews.audit.flagged", "flagged"),
+        ],
+    ),
+    (
+        "Policies",
+        [
+            ("policies.version", "every publish or revert"),
+            ("policies.version.published", "published"),
+            ("policies.version.reverted", "reverted"),
+        ],
+    ),
+]
+
+
+class _GateForm(forms.Form):
+    """A decision on one gate, bound to the arguments' digest the person saw."""
+
+    seen_digest = forms.CharField(widget=forms.HiddenInput, max_length=64)
+
+    def clean_seen_digest(self) -> str:
+        value = self.cleaned_data["seen_digest"]
+        if not DIGEST.fullmatch(value):
+            raise ValidationError("The form is missing the digest of what you saw; reload.")
+        return value
+
+
+class ApproveForm(_GateForm):
+    reason = forms.CharField(
+        required=False,
+        max_length=NOTE_MAX,
+        widget=forms.Textarea(attrs={"rows": 2}),
+        label="Note (optional)",
+        help_text="Recorded with your approval in the decision log.",
+    )
+
+
+class RejectForm(_GateForm):
+    feedback = forms.CharField(
+        max_length=NOTE_MAX,
+        widget=forms.Textarea(attrs={"rows": 3}),
+        label="Feedback to the agent",
+        help_text="The agent reads this in its next model call and proposes another action.",
+        error_messages={"required": "Say why: the agent re-plans from your feedback."},
+    )
+
+
+class EditApproveForm(_GateForm):
+    arguments = forms.CharField(
+        max_length=ARGUMENTS_MAX,
+        widget=forms.Textarea(attrs={"rows": 8, "spellcheck": "false", "class": "mono"}),
+        label="Arguments (JSON object)",
+        help_text="The policy evaluates the edited action again; a stricter rule gates it again.",
+    )
+    reason = forms.CharField(
+        required=False,
+        max_length=NOTE_MAX,
+        widget=forms.Textarea(attrs={"rows": 2}),
+        label="Why you changed it (optional)",
+    )
+
+    def clean_arguments(self) -> dict[str, Any]:
+        text = self.cleaned_data["arguments"].strip()
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ValidationError(
+                "Not valid JSON: %(msg)s (line %(line)s, column %(col)s).",
+                code="invalid_json",
+                params={"msg": exc.msg, "line": exc.lineno, "col": exc.colno},
+            ) from None
+        except RecursionError:
+            raise ValidationError("The arguments are nested too deeply.", code="too_deep") from None
+        if not isinstance(value, dict):
+            raise ValidationError(
+                'The arguments must be a JSON object, like {"amount": 80}.', code="not_object"
+            )
+        try:
+            return validated(value, "arguments")
+        except NotSerializable as exc:
+            raise ValidationError(str(exc), code="not_serializable") from None
+
+
+class GateSelectionField(forms.MultipleChoiceField):
+    """Checked gates as `<id>:<digest>` pairs (the digest each row showed)."""
+
+    widget = forms.MultipleHiddenInput
+
+    def valid_value(self, value: str) -> bool:
+        return bool(SELECTION.fullmatch(str(value)))
+
+
+class BulkApproveForm(forms.Form):
+    gate = GateSelectionField(
+        error_messages={"required": "Select the gates to approve."}, label="Gates"
+    )
+    reason = forms.CharField(
+        required=False,
+        max_length=NOTE_MAX,
+        label="Note for every approval (optional)",
+    )
+
+    def clean_gate(self) -> list[tuple[int, str]]:
+        pairs = []
+        for value in self.cleaned_data["gate"]:
+            match = SELECTION.fullmatch(value)
+            assert match is not None
+            pairs.append((int(match.group(1)), match.group(2)))
+        return list(dict.fromkeys(pairs))
+
+
+class InterventionForm(forms.Form):
+    action = forms.ChoiceField(
+        choices=[(a, a) for a in ("retry", "skip", "rollback", "abort")], label="Action"
+    )
+    reason = forms.CharField(
+        required=False,
+        max_length=NOTE_MAX,
+        widget=forms.Textarea(attrs={"rows": 2}),
+        label="Reason (optional)",
+        help_text="Recorded with your choice in the decision log.",
+    )
+
+
+class ConfirmForm(forms.Form):
+    executed = forms.TypedChoiceField(
+        choices=[("yes", "It happened"), ("no", "It did not happen")],
+        coerce=lambda value: value == "yes",
+        label="Did the effect happen?",
+    )
+    reason = forms.CharField(
+        required=False,
+        max_length=NOTE_MAX,
+        widget=forms.Textarea(attrs={"rows": 2}),
+        label="How you know (optional)",
+    )
+
+
+class AuditReviewForm(forms.Form):
+    verdict = forms.ChoiceField(
+        choices=[(AuditStatus.OK, "OK"), (AuditStatus.FLAGGED, "Flag")], label="Verdict"
+    )
+    note = forms.CharField(required=False, max_length=NOTE_MAX, label="Note")
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        if data.get("verdict") == AuditStatus.FLAGGED and not data.get("note", "").strip():
+            self.add_error("note", "A flag needs a note saying what is wrong.")
+        return data
+
+
+class _DateRange(forms.Form):
+    date_from = forms.DateField(
+        required=False, label="From", widget=forms.DateInput(attrs={"type": "date"})
+    )
+    date_to = forms.DateField(
+        required=False, label="To", widget=forms.DateInput(attrs={"type": "date"})
+    )
+
+
+class AuditFilterForm(_DateRange):
+    agent = forms.ChoiceField(required=False, label="Agent")
+    tool = forms.ChoiceField(required=False, label="Tool")
+    rule = forms.ChoiceField(required=False, label="Rule")
+    route = forms.ChoiceField(required=False, choices=LANE_CHOICES, label="Lane")
+    status = forms.ChoiceField(
+        required=False, choices=[("", "All statuses"), *AuditStatus.choices], label="Status"
+    )
+    field_order = ["status", "agent", "tool", "rule", "route", "date_from", "date_to"]
+
+    def __init__(self, *args: Any, choices: dict[str, list[str]], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        for name, label in (("agent", "All agents"), ("tool", "All tools"), ("rule", "All rules")):
+            self.fields[name].choices = [("", label), *[(v, v) for v in choices[name]]]
+
+    def filters(self) -> AuditFilters:
+        """The valid filters; a value that does not parse is ignored rather than an error."""
+        self.is_valid()
+        data = self.cleaned_data
+        return AuditFilters(
+            agent=data.get("agent") or "",
+            tool=data.get("tool") or "",
+            rule=data.get("rule") or "",
+            route=data.get("route") or "",
+            status=data.get("status") or "",
+            date_from=data.get("date_from"),
+            date_to=data.get("date_to"),
+        )
+
+
+class DecisionFilterForm(_DateRange):
+    action = forms.ChoiceField(required=False, choices=DECISION_ACTIONS, label="Action")
+    user = forms.CharField(required=False, max_length=150, label="User")
+    task = forms.IntegerField(required=False, min_value=1, label="Task")
+    field_order = ["action", "user", "task", "date_from", "date_to"]
+
+    def filters(self) -> DecisionFilters:
+        self.is_valid()
+        data = self.cleaned_data
+        return DecisionFilters(
+            action=data.get("action") or "",
+            user=(data.get("user") or "").strip(),
+            task_id=data.get("task"),
+            date_from=data.get("date_from"),
+            date_to=data.get("date_to"),
+        )

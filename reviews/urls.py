@@ -1,0 +1,30 @@
+"""URLs of the review workspace, under /review/. State changes are POST-only endpoints."""
+
+from __future__ import annotations
+
+from django.urls import path
+
+from reviews import views
+
+app_name = "reviews"
+urlpatterns = [
+    path("", views.inbox, name="inbox"),
+    path("gates/bulk-approve", views.gates_bulk_approve_view, name="gates_bulk_approve"),
+    path("gates/<int:gate_id>", views.gate_panel, name="gate"),
+    path("gates/<int:gate_id>/approve", views.gate_approve_view, name="gate_approve"),
+    path("gates/<int:gate_id>/reject", views.gate_reject_view, name="gate_reject"),
+    path("gates/<int:gate_id>/edit", views.gate_edit_view, name="gate_edit"),
+    path("tasks/<int:task_id>/claim", views.claim, name="claim"),
+    path("tasks/<int:task_id>/release", views.release, name="release"),
+    path("tasks/<int:task_id>/recover", views.recovery_panel, name="recover"),
+    path("tasks/<int:task_id>/interventions", views.intervention, name="intervention"),
+    path(
+        "tasks/<int:task_id>/calls/<int:call_id>/confirm",
+        views.call_confirm,
+        name="call_confirm",
+    ),
+    path("audit", views.audit_queue, name="audit"),
+    path("audit.csv", views.audit_csv, name="audit_csv"),
+    path("audit/<int:item_id>/review", views.audit_review, name="audit_review"),
+    path("decisions", views.decision_log, name="decisions"),
+]

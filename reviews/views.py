@@ -1,0 +1,544 @@
+"""The review workspace pages: inbox, gate panel, recovery panel, audit queue and decision log.
+
+Views are thin: check the role (decorators from `reviews.permissions`), parse with a form, call one
+service or selector, render. State changes are POST only (with CSRF); the services check roles,
+separation of duties and the seen digest again, so a forged request gets what the page would have
+refused. A decision that lost a race answers 409 with the current state rendered; a person who may
+not decide gets 403 with the reason; form errors answer 400 with what was typed kept.
+"""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Callable, Iterable
+from dataclasses import asdict
+from typing import Any
+from urllib.parse import urlencode
+
+from django.core.paginator import Paginator
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.utils import timezone
+from django.utils.cache import patch_vary_headers
+from django.utils.http import url_has_allowed_host_and_scheme
+from django.views.decorators.http import require_GET, require_POST
+from django_htmx.middleware import HtmxDetails
+
+from agentops.models import Task, ToolCall
+from agentops.selectors import json_preview
+from agentops.services import TransitionRefused
+from reviews.forms import (
+    ApproveForm,
+    AuditFilterForm,
+    AuditReviewForm,
+    BulkApproveForm,
+    ConfirmForm,
+    DecisionFilterForm,
+    EditApproveForm,
+    InterventionForm,
+    RejectForm,
+)
+from reviews.models import AuditItem, Gate
+from reviews.permissions import (
+    auditor_required,
+    is_auditor,
+    is_operator,
+    log_reader_required,
+    operator_required,
+    reader_required,
+)
+from reviews.selectors import (
+    GatePanel,
+    audit_filter_choices,
+    audit_item_get,
+    audit_item_list,
+    decision_log_list,
+    gate_get_panel,
+    inbox_list,
+    task_exists,
+    task_get_recovery_panel,
+)
+from reviews.services import (
+    BulkResult,
+    GateAlreadyDecided,
+    NotAllowed,
+    ReviewError,
+    audit_item_review,
+    claim_release,
+    claim_take,
+    gate_approve,
+    gate_check_decider,
+    gate_edit_and_approve,
+    gate_reject,
+    gates_bulk_approve,
+    intervention_apply,
+    ledger_call_confirm,
+)
+
+AUDIT_PAGE_SIZE = 50
+CSV_FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
+
+
+class HtmxHttpRequest(HttpRequest):
+    htmx: HtmxDetails
+
+
+def _wants_fragment(request: HtmxHttpRequest) -> bool:
+    # A history restore after a cache miss needs the whole page, although htmx sent it.
+    return bool(request.htmx) and not request.htmx.history_restore_request
+
+
+def _varying(response: HttpResponse) -> HttpResponse:
+    patch_vary_headers(response, ("HX-Request",))
+    return response
+
+
+def _back(request: HttpRequest, default: str) -> HttpResponse:
+    target = request.POST.get("next", "")
+    if not url_has_allowed_host_and_scheme(
+        target, allowed_hosts={request.get_host()}, require_https=request.is_secure()
+    ):
+        target = default
+    return redirect(target)
+
+
+# -- inbox -------------------------------------------------------------------------------------
+
+
+def _inbox_response(
+    request: HtmxHttpRequest,
+    *,
+    results: list[BulkResult] | None = None,
+    bulk_form: BulkApproveForm | None = None,
+    message: str = "",
+    status: int = 200,
+) -> HttpResponse:
+    fragment = _wants_fragment(request)
+    context = {
+        "inbox": inbox_list(),
+        "fragment": fragment,
+        "can_act": is_operator(request.user),
+        "results": results,
+        "bulk_form": bulk_form or BulkApproveForm(),
+        "message": message,
+    }
+    template = "reviews/_partials/inbox_rows.html" if fragment else "reviews/inbox.html"
+    return _varying(render(request, template, context, status=status))
+
+
+@reader_required
+@require_GET
+def inbox(request: HtmxHttpRequest) -> HttpResponse:
+    return _inbox_response(request)
+
+
+@operator_required
+@require_POST
+def gates_bulk_approve_view(request: HtmxHttpRequest) -> HttpResponse:
+    form = BulkApproveForm(request.POST)
+    if not form.is_valid():
+        return _inbox_response(request, bulk_form=form, status=400)
+    try:
+        results = gates_bulk_approve(
+            selection=form.cleaned_data["gate"],
+            actor=request.user,
+            reason=form.cleaned_data["reason"],
+        )
+    except ReviewError as exc:
+        form.add_error(None, str(exc))
+        return _inbox_response(request, bulk_form=form, status=400)
+    return _inbox_response(request, results=results)
+
+
+def _task_or_404(task_id: int) -> None:
+    if not task_exists(task_id=task_id):
+        raise Http404(f"no task {task_id}")
+
+
+@operator_required
+@require_POST
+def claim(request: HtmxHttpRequest, task_id: int) -> HttpResponse:
+    _task_or_404(task_id)
+    try:
+        claim_take(task_id=task_id, actor=request.user)
+    except ReviewError as exc:
+        if request.htmx:
+            # htmx swaps only 2xx answers: the fresh rows show who holds it, plus the message.
+            return _inbox_response(request, message=str(exc))
+        return _inbox_response(request, message=str(exc), status=409)
+    if request.htmx:
+        return _inbox_response(request)
+    return _back(request, reverse("reviews:inbox"))
+
+
+@operator_required
+@require_POST
+def release(request: HtmxHttpRequest, task_id: int) -> HttpResponse:
+    _task_or_404(task_id)
+    claim_release(task_id=task_id, actor=request.user)
+    if request.htmx:
+        return _inbox_response(request)
+    return _back(request, reverse("reviews:inbox"))
+
+
+# -- gate panel --------------------------------------------------------------------------------
+
+
+def _gate_panel(gate_id: int) -> GatePanel:
+    try:
+        return gate_get_panel(gate_id=gate_id)
+    except Gate.DoesNotExist:
+        raise Http404(f"no gate {gate_id}") from None
+
+
+def _render_gate(
+    request: HtmxHttpRequest,
+    gate_id: int,
+    *,
+    bound: dict[str, Any] | None = None,
+    alert: str = "",
+    status: int = 200,
+) -> HttpResponse:
+    panel = _gate_panel(gate_id)
+    gate = panel.gate
+    refusal = ""
+    if panel.is_open:
+        try:
+            gate_check_decider(gate=gate, user=request.user)
+        except NotAllowed as exc:
+            refusal = str(exc)
+    forms = {
+        "approve": ApproveForm(initial={"seen_digest": gate.args_digest}, auto_id="approve_%s"),
+        "reject": RejectForm(initial={"seen_digest": gate.args_digest}, auto_id="reject_%s"),
+        "edit": EditApproveForm(
+            initial={"seen_digest": gate.args_digest, "arguments": panel.arguments_json},
+            auto_id="edit_%s",
+        ),
+        **(bound or {}),
+    }
+    context = {
+        "panel": panel,
+        "gate": gate,
+        "task": panel.task,
+        "form_error": next((name for name, form in (bound or {}).items() if form.errors), ""),
+        "refusal": refusal,
+        "alert": alert,
+        "forms": forms,
+        "can_claim": is_operator(request.user),
+    }
+    return render(request, "reviews/gate_panel.html", context, status=status)
+
+
+@reader_required
+@require_GET
+def gate_panel(request: HtmxHttpRequest, gate_id: int) -> HttpResponse:
+    return _render_gate(request, gate_id)
+
+
+def _decide(
+    request: HtmxHttpRequest,
+    gate_id: int,
+    *,
+    name: str,
+    form: ApproveForm | RejectForm | EditApproveForm,
+    apply: Callable[[dict[str, Any]], None],
+) -> HttpResponse:
+    if not form.is_valid():
+        return _render_gate(request, gate_id, bound={name: form}, status=400)
+    try:
+        apply(form.cleaned_data)
+    except Gate.DoesNotExist:
+        raise Http404(f"no gate {gate_id}") from None
+    except GateAlreadyDecided as exc:
+        return _render_gate(request, gate_id, alert=str(exc), status=409)
+    except NotAllowed as exc:
+        return _render_gate(request, gate_id, alert=str(exc), status=403)
+    except ReviewError as exc:
+        form.add_error("arguments" if name == "edit" else None, str(exc))
+        return _render_gate(request, gate_id, bound={name: form}, status=400)
+    return redirect("reviews:gate", gate_id=gate_id)
+
+
+@operator_required
+@require_POST
+def gate_approve_view(request: HtmxHttpRequest, gate_id: int) -> HttpResponse:
+    return _decide(
+        request,
+        gate_id,
+        name="approve",
+        form=ApproveForm(request.POST, auto_id="approve_%s"),
+        apply=lambda data: gate_approve(
+            gate_id=gate_id,
+            actor=request.user,
+            seen_digest=data["seen_digest"],
+            reason=data["reason"],
+        ),
+    )
+
+
+@operator_required
+@require_POST
+def gate_reject_view(request: HtmxHttpRequest, gate_id: int) -> HttpResponse:
+    return _decide(
+        request,
+        gate_id,
+        name="reject",
+        form=RejectForm(request.POST, auto_id="reject_%s"),
+        apply=lambda data: gate_reject(
+            gate_id=gate_id,
+            actor=request.user,
+            seen_digest=data["seen_digest"],
+            feedback=data["feedback"],
+        ),
+    )
+
+
+@operator_required
+@require_POST
+def gate_edit_view(request: HtmxHttpRequest, gate_id: int) -> HttpResponse:
+    return _decide(
+        request,
+        gate_id,
+        name="edit",
+        form=EditApproveForm(request.POST, auto_id="edit_%s"),
+        apply=lambda data: gate_edit_and_approve(
+            gate_id=gate_id,
+            actor=request.user,
+            seen_digest=data["seen_digest"],
+            arguments=data["arguments"],
+            reason=data["reason"],
+        ),
+    )
+
+
+# -- recovery panel ----------------------------------------------------------------------------
+
+
+def _render_recovery(
+    request: HtmxHttpRequest,
+    task_id: int,
+    *,
+    form: InterventionForm | None = None,
+    alert: str = "",
+    status: int = 200,
+) -> HttpResponse:
+    try:
+        panel = task_get_recovery_panel(task_id=task_id)
+    except Task.DoesNotExist:
+        raise Http404(f"no task {task_id}") from None
+    context = {
+        "panel": panel,
+        "task": panel.task,
+        "detail": panel.detail,
+        "recovery": panel.recovery,
+        "form": form or InterventionForm(auto_id="recover_%s"),
+        "alert": alert,
+        "can_act": is_operator(request.user),
+    }
+    return render(request, "reviews/recovery_panel.html", context, status=status)
+
+
+@reader_required
+@require_GET
+def recovery_panel(request: HtmxHttpRequest, task_id: int) -> HttpResponse:
+    return _render_recovery(request, task_id)
+
+
+@operator_required
+@require_POST
+def intervention(request: HtmxHttpRequest, task_id: int) -> HttpResponse:
+    form = InterventionForm(request.POST, auto_id="recover_%s")
+    if not form.is_valid():
+        return _render_recovery(request, task_id, form=form, status=400)
+    try:
+        intervention_apply(
+            task_id=task_id,
+            action=form.cleaned_data["action"],
+            actor=request.user,
+            reason=form.cleaned_data["reason"],
+        )
+    except Task.DoesNotExist:
+        raise Http404(f"no task {task_id}") from None
+    except TransitionRefused as exc:
+        return _render_recovery(request, task_id, alert=str(exc), status=409)
+    except NotAllowed as exc:
+        return _render_recovery(request, task_id, alert=str(exc), status=403)
+    except ReviewError as exc:
+        return _render_recovery(request, task_id, form=form, alert=str(exc), status=400)
+    return redirect("agentops:task_detail", task_id=task_id)
+
+
+@operator_required
+@require_POST
+def call_confirm(request: HtmxHttpRequest, task_id: int, call_id: int) -> HttpResponse:
+    form = ConfirmForm(request.POST)
+    if not form.is_valid():
+        return _render_recovery(
+            request, task_id, alert="Choose whether the effect happened.", status=400
+        )
+    try:
+        ledger_call_confirm(
+            task_id=task_id,
+            call_id=call_id,
+            executed=form.cleaned_data["executed"],
+            actor=request.user,
+            reason=form.cleaned_data["reason"],
+        )
+    except ToolCall.DoesNotExist:
+        raise Http404(f"no call {call_id} in task {task_id}") from None
+    except TransitionRefused as exc:
+        return _render_recovery(request, task_id, alert=str(exc), status=409)
+    except NotAllowed as exc:
+        return _render_recovery(request, task_id, alert=str(exc), status=403)
+    return redirect("agentops:task_detail", task_id=task_id)
+
+
+# -- audit queue -------------------------------------------------------------------------------
+
+
+def _audit_filter_form(request: HttpRequest) -> AuditFilterForm:
+    return AuditFilterForm(request.GET, choices=audit_filter_choices())
+
+
+@reader_required
+@require_GET
+def audit_queue(request: HtmxHttpRequest) -> HttpResponse:
+    form = _audit_filter_form(request)
+    filters = form.filters()
+    page = Paginator(audit_item_list(filters=filters), AUDIT_PAGE_SIZE).get_page(
+        request.GET.get("page")
+    )
+    context = {
+        "form": form,
+        "page": page,
+        "filter_query": urlencode({k: v for k, v in asdict(filters).items() if v}),
+        "can_review": is_auditor(request.user),
+    }
+    template = (
+        "reviews/_partials/audit_table.html"
+        if _wants_fragment(request)
+        else "reviews/audit_queue.html"
+    )
+    return _varying(render(request, template, context))
+
+
+def csv_safe(value: Any) -> Any:
+    """A cell a spreadsheet will not run as a formula: text starting = + - @ (or a tab or CR)
+    gets a leading quote."""
+    if isinstance(value, str) and value.startswith(CSV_FORMULA_PREFIXES):
+        return "'" + value
+    return value
+
+
+class _Echo:
+    def write(self, value: str) -> str:
+        return value
+
+
+AUDIT_CSV_HEADER = [
+    "id",
+    "created_at",
+    "status",
+    "task",
+    "agent",
+    "goal",
+    "tool",
+    "arguments",
+    "result",
+    "rule",
+    "lane",
+    "sampled",
+    "policy_version",
+    "reviewed_by",
+    "reviewed_at",
+    "note",
+]
+
+
+def _audit_csv_rows(items: Iterable[AuditItem]) -> Iterable[list[Any]]:
+    yield AUDIT_CSV_HEADER
+    for item in items:
+        call = item.tool_call
+        yield [
+            item.pk,
+            item.created_at.isoformat(),
+            item.status,
+            item.task_id,
+            item.agent,
+            item.task.goal,
+            item.tool,
+            json_preview(call.args, limit=10_000),
+            json_preview(call.result, limit=10_000),
+            item.rule,
+            item.route,
+            "yes" if item.sampled else "no",
+            item.policy_version_number if item.policy_version_number is not None else "",
+            item.reviewed_by.get_username() if item.reviewed_by else "",
+            item.reviewed_at.isoformat() if item.reviewed_at else "",
+            item.note,
+        ]
+
+
+@reader_required
+@require_GET
+def audit_csv(request: HttpRequest) -> HttpResponse:
+    items = audit_item_list(filters=_audit_filter_form(request).filters())
+    writer = csv.writer(_Echo())
+    body = "".join(
+        writer.writerow([csv_safe(cell) for cell in row]) for row in _audit_csv_rows(items)
+    )
+    stamp = timezone.now().strftime("%Y%m%d-%H%M%S")
+    response = HttpResponse(body, content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="audit-{stamp}.csv"'
+    return response
+
+
+@auditor_required
+@require_POST
+def audit_review(request: HtmxHttpRequest, item_id: int) -> HttpResponse:
+    form = AuditReviewForm(request.POST, auto_id=f"audit{item_id}_%s")
+    reviewed = False
+    if form.is_valid():
+        try:
+            audit_item_review(
+                item_id=item_id,
+                actor=request.user,
+                verdict=form.cleaned_data["verdict"],
+                note=form.cleaned_data["note"],
+            )
+            reviewed = True
+        except AuditItem.DoesNotExist:
+            raise Http404(f"no audit item {item_id}") from None
+        except NotAllowed as exc:
+            form.add_error(None, str(exc))
+        except ReviewError as exc:
+            form.add_error("note", str(exc))
+    try:
+        item = audit_item_get(item_id=item_id)
+    except AuditItem.DoesNotExist:
+        raise Http404(f"no audit item {item_id}") from None
+    context = {"item": item, "can_review": True, "review_form": None if reviewed else form}
+    if request.htmx:
+        # The row is swapped in place; htmx swaps only 2xx answers, so an error row is a 200.
+        return render(request, "reviews/_partials/audit_row.html", context)
+    if reviewed:
+        return redirect(f"{reverse('reviews:audit')}#audit-{item_id}")
+    return render(request, "reviews/audit_item.html", context, status=400)
+
+
+# -- decision log ------------------------------------------------------------------------------
+
+
+@log_reader_required
+@require_GET
+def decision_log(request: HtmxHttpRequest) -> HttpResponse:
+    form = DecisionFilterForm(request.GET)
+    entries, more = decision_log_list(filters=form.filters())
+    context = {"form": form, "entries": entries, "more": more}
+    template = (
+        "reviews/_partials/decision_table.html"
+        if _wants_fragment(request)
+        else "reviews/decision_log.html"
+    )
+    return _varying(render(request, template, context))

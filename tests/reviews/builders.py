@@ -1,0 +1,87 @@
+"""Builders of the review tests: tasks brought into each state by the real engine against the
+simulated services (no mocks), and signed-in clients.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.test import Client
+
+from agentops.models import Task
+from agentops.services import task_create
+from agentops.sim.models import Effect
+from agentops.sim.services import fault_set
+from agentops.states import TaskStatus
+from reviews.models import Gate
+from reviews.states import GateStatus
+from tests.agentops.test_runner import run_until_parked_or_done
+
+
+def client_for(user: Any, *, enforce_csrf_checks: bool = False) -> Client:
+    client = Client(enforce_csrf_checks=enforce_csrf_checks)
+    client.force_login(user)
+    return client
+
+
+def gated_refund(
+    *, created_by: Any = None, order_id: str = "B2002", goal: str = "", **input_extra: Any
+) -> Task:
+    """A refund whose payment step waits at a gate (B2002 is 108 EUR: above the 100 limit)."""
+    task = task_create(
+        agent="refund",
+        goal=goal or f"Refund order {order_id}",
+        input={"order_id": order_id, **input_extra},
+        created_by=created_by,
+    )
+    task = run_until_parked_or_done(task)
+    assert task.status == TaskStatus.AWAITING_APPROVAL
+    return task
+
+
+def open_gate(task: Task) -> Gate:
+    return Gate.objects.get(task=task, status=GateStatus.OPEN)
+
+
+def stopped_trip(*, created_by: Any = None, goal: str = "Trip to Lisbon") -> Task:
+    """A trip stopped in needs_attention after the flight was booked (the hotel refused)."""
+    fault_set(service="hotels", operation="book", mode="forbidden", count=1)
+    task = task_create(agent="trip", goal=goal, input={"traveller": "Ada"}, created_by=created_by)
+    task = run_until_parked_or_done(task)
+    assert task.status == TaskStatus.NEEDS_ATTENTION
+    return task
+
+
+def unknown_refund(settings: Any, *, created_by: Any = None) -> Task:
+    """A refund through the legacy API whose call timed out after executing: executed_unknown."""
+    settings.AGENTOPS = {**settings.AGENTOPS, "TOOL_TIMEOUT_SECONDS": 0.8}
+    fault_set(
+        service="payments",
+        operation="refund_legacy",
+        mode="execute_then_timeout",
+        count=1,
+        delay=1.5,
+    )
+    task = task_create(
+        agent="refund",
+        goal="Refund A1001 through the legacy API",
+        input={"order_id": "A1001", "refund_api": "legacy"},
+        created_by=created_by,
+    )
+    task = run_until_parked_or_done(task)
+    assert task.status == TaskStatus.NEEDS_ATTENTION
+    return task
+
+
+def audited_refund(*, goal: str = "Refund order A1001", created_by: Any = None) -> Task:
+    """A1001 (56 EUR) runs through; its refund and its email are queued for audit."""
+    task = task_create(
+        agent="refund", goal=goal, input={"order_id": "A1001"}, created_by=created_by
+    )
+    task = run_until_parked_or_done(task)
+    assert task.status == TaskStatus.SUCCEEDED
+    return task
+
+
+def effects(service: str, operation: str) -> int:
+    return Effect.objects.filter(service=service, operation=operation).count()

@@ -1,0 +1,74 @@
+"""Fixtures of the review tests: the role groups and one user per role (builders are in
+`tests.reviews.builders`).
+
+Transactional tests flush the database, migration data included, so the role groups are created
+here from the same lists the migrations use.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import Group, Permission
+
+REVIEW_GROUPS = importlib.import_module("reviews.migrations.0003_operator_and_auditor_groups")
+POLICY_GROUP = importlib.import_module("policies.migrations.0004_policy_admins_group")
+
+
+def ensure_groups() -> dict[str, Group]:
+    groups = {}
+    for name, perms in REVIEW_GROUPS.GROUPS.items():
+        group, _ = Group.objects.get_or_create(name=name)
+        for app_label, codename in perms:
+            group.permissions.add(
+                Permission.objects.get(content_type__app_label=app_label, codename=codename)
+            )
+        groups[name] = group
+    group, _ = Group.objects.get_or_create(name=POLICY_GROUP.GROUP)
+    group.permissions.add(
+        *Permission.objects.filter(
+            content_type__app_label="policies", codename__in=POLICY_GROUP.CODENAMES
+        )
+    )
+    groups[POLICY_GROUP.GROUP] = group
+    return groups
+
+
+@pytest.fixture
+def groups(db: Any) -> dict[str, Group]:
+    return ensure_groups()
+
+
+def make_user(django_user_model: Any, username: str, *group_names: str) -> Any:
+    user = django_user_model.objects.create_user(username=username, password="pw-for-tests")
+    for name in group_names:
+        user.groups.add(Group.objects.get(name=name))
+    return user
+
+
+@pytest.fixture
+def operator(groups: Any, django_user_model: Any) -> Any:
+    return make_user(django_user_model, "olga", "operators")
+
+
+@pytest.fixture
+def operator2(groups: Any, django_user_model: Any) -> Any:
+    return make_user(django_user_model, "otto", "operators")
+
+
+@pytest.fixture
+def starter(groups: Any, django_user_model: Any) -> Any:
+    """An operator who starts tasks, so separation of duties bars them from their own gates."""
+    return make_user(django_user_model, "stan", "operators")
+
+
+@pytest.fixture
+def auditor(groups: Any, django_user_model: Any) -> Any:
+    return make_user(django_user_model, "audrey", "auditors")
+
+
+@pytest.fixture
+def policy_admin(groups: Any, django_user_model: Any) -> Any:
+    return make_user(django_user_model, "paula", "policy admins")

@@ -1,0 +1,148 @@
+"""The operator inbox at HTTP level: what waits, in a stable order, who holds it, live counts."""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.urls import reverse
+from django.utils import timezone
+
+from reviews.models import Claim, Gate
+from tests.reviews.builders import client_for, gated_refund, open_gate, stopped_trip
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def row_ids(page: str) -> list[str]:
+    return re.findall(r'<tr id="((?:gate|task)-\d+)"', page)
+
+
+def test_the_inbox_lists_stopped_tasks_and_gates_by_due_time_with_time_left(
+    sim_server, redis_clean, operator, starter
+):
+    trip = stopped_trip(created_by=starter)
+    later = open_gate(gated_refund(created_by=starter, order_id="B2002"))
+    sooner = open_gate(gated_refund(created_by=starter, order_id="E5005"))
+    Gate.objects.filter(pk=sooner.pk).update(due_at=timezone.now() + timedelta(minutes=10))
+
+    response = client_for(operator).get(reverse("reviews:inbox"))
+
+    page = response.content.decode()
+    assert response.status_code == 200
+    # The stopped task is due since it stopped; gates by their timeout.
+    assert row_ids(page) == [f"task-{trip.pk}", f"gate-{sooner.pk}", f"gate-{later.pk}"]
+    assert re.search(r">\s*(9|10) min left\s*<", page)
+    assert re.search(r">\s*59 min left\s*<", page)
+    assert "authorization gap" in page
+    assert re.search(r'<span id="nav-inbox-count" class="count" [^>]*>3</span>', page)
+    assert "2 open gates · 1 stopped task" in page
+
+
+def test_a_new_item_takes_its_slot_by_time_and_the_others_keep_their_order(
+    sim_server, redis_clean, operator, starter
+):
+    first = open_gate(gated_refund(created_by=starter, order_id="B2002"))
+    second = open_gate(gated_refund(created_by=starter, order_id="E5005"))
+    client = client_for(operator)
+    before = row_ids(client.get(reverse("reviews:inbox")).content.decode())
+
+    third = open_gate(gated_refund(created_by=starter, order_id="C3003"))
+    after = row_ids(client.get(reverse("reviews:inbox"), HTTP_HX_REQUEST="true").content.decode())
+
+    assert before == [f"gate-{first.pk}", f"gate-{second.pk}"]
+    assert after == [*before, f"gate-{third.pk}"]
+
+
+def test_the_polled_fragment_is_the_tbody_with_out_of_band_counts(
+    sim_server, redis_clean, operator, starter
+):
+    gate = open_gate(gated_refund(created_by=starter))
+
+    response = client_for(operator).get(reverse("reviews:inbox"), HTTP_HX_REQUEST="true")
+
+    fragment = response.content.decode().strip()
+    assert response.status_code == 200 and "HX-Request" in response["Vary"]
+    assert fragment.startswith('<tbody id="inbox-rows" hx-get="/review/" hx-trigger="every 5s"')
+    assert "<html" not in fragment
+    assert f'id="select-gate-{gate.pk}"' in fragment and "hx-preserve" in fragment
+    assert re.search(r'<span id="nav-inbox-count" [^>]*hx-swap-oob="true">1</span>', fragment)
+    assert 'id="inbox-summary"' in fragment
+
+
+def test_claim_and_release_show_who_holds_an_item(
+    sim_server, redis_clean, operator, operator2, starter
+):
+    task = gated_refund(created_by=starter)
+    mine, theirs = client_for(operator), client_for(operator2)
+
+    claimed = mine.post(reverse("reviews:claim", args=[task.pk]), HTTP_HX_REQUEST="true")
+    assert claimed.status_code == 200
+    assert re.search(r"<td>olga</td>", claimed.content.decode())
+    assert Claim.objects.get(task=task).user == operator
+
+    taken = theirs.post(reverse("reviews:claim", args=[task.pk]))
+    assert taken.status_code == 409
+    assert "olga is already working on this" in taken.content.decode()
+    assert Claim.objects.get(task=task).user == operator
+
+    released = theirs.post(
+        reverse("reviews:release", args=[task.pk]),
+        {"next": reverse("reviews:gate", args=[open_gate(task).pk])},
+    )
+    assert released.status_code == 302
+    assert released["Location"] == reverse("reviews:gate", args=[open_gate(task).pk])
+    assert not Claim.objects.filter(task=task).exists()
+
+
+def test_a_release_never_redirects_off_site(sim_server, redis_clean, operator, starter):
+    task = gated_refund(created_by=starter)
+
+    response = client_for(operator).post(
+        reverse("reviews:release", args=[task.pk]), {"next": "https://evil.example/"}
+    )
+
+    assert response["Location"] == reverse("reviews:inbox")
+
+
+def test_an_auditor_reads_the_inbox_without_controls(sim_server, redis_clean, auditor, starter):
+    gate = open_gate(gated_refund(created_by=starter))
+
+    page = client_for(auditor).get(reverse("reviews:inbox")).content.decode()
+
+    assert f"gate-{gate.pk}" in page
+    assert "Claim</button>" not in page and 'id="bulk-approve"' not in page
+    assert 'id="nav-inbox-count"' not in page
+
+
+def _inbox_queries(client: Any, django_assert_num_queries: Any) -> None:
+    # session, user, roles; open gates, stopped tasks; the navigation counts.
+    with django_assert_num_queries(7):
+        assert client.get(reverse("reviews:inbox")).status_code == 200
+
+
+def test_the_inbox_costs_the_same_queries_for_one_item_or_many(
+    sim_server, redis_clean, operator, starter, django_assert_num_queries
+):
+    client = client_for(operator)
+    gated_refund(created_by=starter, order_id="B2002")
+    client.get(reverse("reviews:inbox"))
+    _inbox_queries(client, django_assert_num_queries)
+
+    task = gated_refund(created_by=starter, order_id="E5005")
+    gated_refund(created_by=starter, order_id="C3003")
+    stopped_trip(created_by=starter)
+    client.post(reverse("reviews:claim", args=[task.pk]))
+
+    _inbox_queries(client, django_assert_num_queries)
+
+
+@pytest.mark.django_db
+def test_a_poll_after_the_session_ended_sends_the_whole_page_to_log_in(client):
+    response = client.get(reverse("reviews:inbox"), HTTP_HX_REQUEST="true")
+
+    assert response.status_code == 200
+    assert response["HX-Redirect"] == f"{reverse('login')}?next=/review/"
+    assert response.content == b""

@@ -1,0 +1,279 @@
+"""Every URL of the project against every role, from one explicit access table.
+
+The URL list is walked from the resolver (admin/ and static files aside), so a new URL without an
+entry in ACCESS fails `test_every_url_has_an_entry_in_the_access_table`. For each entry and role
+the test checks what GET answers (the page, a login redirect, 403, or 405 for POST-only views),
+that a POST by a role without access is refused without changing anything, and that every view
+that changes state refuses a POST without a CSRF token.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from django.test import Client
+from django.urls import URLPattern, URLResolver, get_resolver, reverse
+
+from agentops.models import Task, ToolCall
+from policies.models import Policy, PolicyChange, PolicyRule, PolicyVersion
+from policies.selectors import policy_version_active
+from policies.services import policy_draft_create
+from reviews.models import AuditItem, Claim, Decision, Gate
+from tests.reviews.builders import client_for, gated_refund, open_gate, stopped_trip
+
+ANONYMOUS, OPERATOR, AUDITOR, POLICY_ADMIN = "anonymous", "operator", "auditor", "policy admin"
+SIGNED_IN = frozenset({OPERATOR, AUDITOR, POLICY_ADMIN})
+REVIEWERS = frozenset({OPERATOR, AUDITOR})
+ADMINS = frozenset({POLICY_ADMIN})
+# page: GET shows it. form: GET shows a form, POST changes state. post: POST only (GET is 405).
+PAGE, FORM, POST = "page", "form", "post"
+
+
+@dataclass
+class World:
+    task: Task
+    gate: Gate
+    stopped: Task
+    call: ToolCall
+    item: AuditItem
+    policy: Policy
+    version: PolicyVersion
+    draft: PolicyVersion
+    rule: PolicyRule
+
+
+@dataclass(frozen=True)
+class Access:
+    kind: str
+    allowed: frozenset[str]
+    # Anonymous users may use it too (the login and logout views).
+    public: bool = False
+    kwargs: Callable[[World], dict[str, int]] = field(default=lambda w: {})
+
+
+def _task(w: World) -> dict[str, int]:
+    return {"task_id": w.task.pk}
+
+
+def _stopped(w: World) -> dict[str, int]:
+    return {"task_id": w.stopped.pk}
+
+
+def _gate(w: World) -> dict[str, int]:
+    return {"gate_id": w.gate.pk}
+
+
+def _policy(w: World) -> dict[str, int]:
+    return {"policy_id": w.policy.pk}
+
+
+def _version(w: World) -> dict[str, int]:
+    return {"version_id": w.version.pk}
+
+
+def _draft(w: World) -> dict[str, int]:
+    return {"version_id": w.draft.pk}
+
+
+def _rule(w: World) -> dict[str, int]:
+    return {"version_id": w.draft.pk, "rule_id": w.rule.pk}
+
+
+ACCESS: dict[str, Access] = {
+    "login": Access(FORM, SIGNED_IN, public=True),
+    "logout": Access(POST, SIGNED_IN, public=True),
+    # The agentops pages are open to every signed-in user.
+    "agentops:task_list": Access(PAGE, SIGNED_IN),
+    "agentops:task_new": Access(FORM, SIGNED_IN),
+    "agentops:task_detail": Access(PAGE, SIGNED_IN, kwargs=_task),
+    # The policy editor is for policy admins only.
+    "policies:index": Access(PAGE, ADMINS),
+    "policies:policy_detail": Access(PAGE, ADMINS, kwargs=_policy),
+    "policies:draft_create": Access(POST, ADMINS, kwargs=_policy),
+    "policies:version_diff": Access(PAGE, ADMINS, kwargs=_policy),
+    "policies:version_detail": Access(PAGE, ADMINS, kwargs=_version),
+    "policies:rule_add": Access(POST, ADMINS, kwargs=_draft),
+    "policies:rule_edit": Access(FORM, ADMINS, kwargs=_rule),
+    "policies:rule_delete": Access(POST, ADMINS, kwargs=_rule),
+    "policies:rule_move": Access(POST, ADMINS, kwargs=_rule),
+    "policies:version_settings": Access(POST, ADMINS, kwargs=_draft),
+    "policies:version_publish": Access(POST, ADMINS, kwargs=_draft),
+    "policies:version_revert": Access(POST, ADMINS, kwargs=_version),
+    "policies:version_dry_run": Access(PAGE, ADMINS, kwargs=_draft),
+    # Review workspace: operators and auditors read; operators decide; auditors review.
+    "reviews:inbox": Access(PAGE, REVIEWERS),
+    "reviews:gates_bulk_approve": Access(POST, frozenset({OPERATOR})),
+    "reviews:gate": Access(PAGE, REVIEWERS, kwargs=_gate),
+    "reviews:gate_approve": Access(POST, frozenset({OPERATOR}), kwargs=_gate),
+    "reviews:gate_reject": Access(POST, frozenset({OPERATOR}), kwargs=_gate),
+    "reviews:gate_edit": Access(POST, frozenset({OPERATOR}), kwargs=_gate),
+    "reviews:claim": Access(POST, frozenset({OPERATOR}), kwargs=_task),
+    "reviews:release": Access(POST, frozenset({OPERATOR}), kwargs=_task),
+    "reviews:recover": Access(PAGE, REVIEWERS, kwargs=_stopped),
+    "reviews:intervention": Access(POST, frozenset({OPERATOR}), kwargs=_stopped),
+    "reviews:call_confirm": Access(
+        POST,
+        frozenset({OPERATOR}),
+        kwargs=lambda w: {"task_id": w.stopped.pk, "call_id": w.call.pk},
+    ),
+    "reviews:audit": Access(PAGE, REVIEWERS),
+    "reviews:audit_csv": Access(PAGE, REVIEWERS),
+    "reviews:audit_review": Access(
+        POST, frozenset({AUDITOR}), kwargs=lambda w: {"item_id": w.item.pk}
+    ),
+    "reviews:decisions": Access(PAGE, SIGNED_IN),
+}
+
+
+def url_patterns(
+    patterns: list[Any] | None = None, prefix: str = "", namespace: str = ""
+) -> Iterator[tuple[str | None, str]]:
+    """(namespaced name, route) of every URL pattern, recursively; admin and static aside."""
+    for pattern in get_resolver().url_patterns if patterns is None else patterns:
+        route = prefix + str(pattern.pattern)
+        if route.startswith(("admin/", "static/")):
+            continue
+        if isinstance(pattern, URLResolver):
+            inner = ":".join(n for n in (namespace, pattern.namespace or "") if n)
+            yield from url_patterns(pattern.url_patterns, route, inner)
+        elif isinstance(pattern, URLPattern):
+            name = f"{namespace}:{pattern.name}" if namespace and pattern.name else pattern.name
+            yield name, route
+
+
+def test_every_url_has_an_entry_in_the_access_table():
+    found = dict(url_patterns())
+    unnamed = [route for name, route in found.items() if name is None]
+
+    assert not unnamed, f"URL patterns without a name: {unnamed}"
+    assert sorted(set(found) - set(ACCESS)) == [], "add these URLs to ACCESS"
+    assert sorted(set(ACCESS) - set(found)) == [], "these ACCESS entries match no URL"
+
+
+def test_the_access_table_walks_includes_and_skips_admin():
+    names = {name for name, _ in url_patterns()}
+
+    assert {"reviews:gate", "policies:rule_edit", "agentops:task_detail", "login"} <= names
+    assert not any(name and name.startswith("admin:") for name in names)
+
+
+@pytest.fixture
+def world(sim_server, redis_clean, groups, policy_admin, django_user_model) -> World:
+    starter = django_user_model.objects.create_user(username="stan", password="x")
+    task = gated_refund(created_by=starter)
+    stopped = stopped_trip(created_by=starter)
+    policy = Policy.objects.get(name="default")
+    draft = policy_draft_create(policy=policy, author=policy_admin)
+    return World(
+        task=task,
+        gate=open_gate(task),
+        stopped=stopped,
+        call=ToolCall.objects.filter(task=stopped).order_by("id").first(),
+        item=AuditItem.objects.filter(task=stopped).first(),
+        policy=policy,
+        version=policy_version_active("default"),
+        draft=draft,
+        rule=PolicyRule.objects.filter(version=draft).order_by("position").first(),
+    )
+
+
+@pytest.fixture
+def clients(operator, auditor, policy_admin) -> dict[str, Client]:
+    return {
+        ANONYMOUS: Client(),
+        OPERATOR: client_for(operator),
+        AUDITOR: client_for(auditor),
+        POLICY_ADMIN: client_for(policy_admin),
+    }
+
+
+def expected_get(access: Access, role: str) -> int:
+    if role == ANONYMOUS and not access.public:
+        return 302
+    if role != ANONYMOUS and role not in access.allowed:
+        return 403
+    return 405 if access.kind == POST else 200
+
+
+def state() -> tuple[int, ...]:
+    """Counts that any accepted state change would move."""
+    return (
+        Decision.objects.count(),
+        Claim.objects.count(),
+        Gate.objects.filter(status="open").count(),
+        PolicyVersion.objects.count(),
+        PolicyRule.objects.count(),
+        PolicyChange.objects.count(),
+        Task.objects.count(),
+        AuditItem.objects.filter(status="pending").count(),
+    )
+
+
+@pytest.mark.django_db(transaction=True)
+def test_each_role_gets_exactly_the_access_the_table_gives(world, clients):
+    failures = []
+    before = state()
+    for name, access in ACCESS.items():
+        url = reverse(name, kwargs=access.kwargs(world))
+        for role, client in clients.items():
+            response = client.get(url)
+            expected = expected_get(access, role)
+            if response.status_code != expected:
+                failures.append(f"GET {url} as {role}: {response.status_code}, not {expected}")
+            elif expected == 302 and not response["Location"].startswith(reverse("login")):
+                failures.append(f"GET {url} as {role}: redirected to {response['Location']}")
+            if access.kind == PAGE or role == ANONYMOUS or role in access.allowed:
+                continue
+            refused = client.post(url, {})
+            if refused.status_code != 403:
+                failures.append(f"POST {url} as {role}: {refused.status_code}, not 403")
+    for name, access in ACCESS.items():
+        if access.kind == PAGE or access.public:
+            continue
+        response = clients[ANONYMOUS].post(reverse(name, kwargs=access.kwargs(world)), {})
+        if response.status_code != 302 or not response["Location"].startswith(reverse("login")):
+            failures.append(f"POST {name} as anonymous: {response.status_code}")
+
+    assert not failures, "\n".join(failures)
+    assert state() == before
+
+
+@pytest.mark.django_db(transaction=True)
+def test_every_state_change_needs_a_csrf_token(world, operator, auditor, policy_admin):
+    users = {OPERATOR: operator, AUDITOR: auditor, POLICY_ADMIN: policy_admin}
+    strict = {role: client_for(user, enforce_csrf_checks=True) for role, user in users.items()}
+    strict[ANONYMOUS] = Client(enforce_csrf_checks=True)
+    before = state()
+    failures = []
+    for name, access in ACCESS.items():
+        if access.kind == PAGE:
+            continue
+        url = reverse(name, kwargs=access.kwargs(world))
+        for role, client in strict.items():
+            # htmx posts carry the same token in a header; without it, the same refusal.
+            for headers in ({}, {"HTTP_HX_REQUEST": "true"}):
+                response = client.post(url, {"reason": "x", "action": "abort"}, **headers)
+                if response.status_code != 403:
+                    failures.append(f"POST {url} as {role} {headers}: {response.status_code}")
+
+    assert not failures, "\n".join(failures)
+    assert state() == before
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_post_with_the_csrf_header_is_accepted_like_htmx_sends_it(world, operator):
+    client = client_for(operator, enforce_csrf_checks=True)
+    page = client.get(reverse("reviews:inbox"))
+    token = page.context["csrf_token"]
+
+    response = client.post(
+        reverse("reviews:claim", args=[world.task.pk]),
+        HTTP_HX_REQUEST="true",
+        HTTP_X_CSRFTOKEN=str(token),
+    )
+
+    assert response.status_code == 200
+    assert Claim.objects.get(task=world.task).user == operator
