@@ -9,6 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentops.models import Task
+from agentops.services import task_create
+from agentops.sim.services import fault_set
+
 
 @dataclass(frozen=True)
 class Fault:
@@ -90,3 +94,20 @@ SCENARIOS: dict[str, Scenario] = {
         ),
     ]
 }
+
+
+def scenario_start(name: str, *, created_by: Any = None) -> Task:
+    """Set the scenario's faults on the simulated services and create its task (queued)."""
+    scenario = SCENARIOS[name]
+    for fault in scenario.faults:
+        service, operation = fault.endpoint.split(".")
+        fault_set(
+            service=service,
+            operation=operation,
+            mode=fault.mode,
+            count=fault.count,
+            delay=fault.delay,
+        )
+    return task_create(
+        agent=scenario.agent, goal=scenario.goal, input=scenario.input, created_by=created_by
+    )

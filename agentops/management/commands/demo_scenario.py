@@ -11,11 +11,11 @@ from django.core.management.base import BaseCommand, CommandError
 
 from agentops.devstack import Stack, free_port
 from agentops.models import Task
-from agentops.scenarios import SCENARIOS, TOOL_TIMEOUT, Scenario
+from agentops.scenarios import SCENARIOS, TOOL_TIMEOUT, Scenario, scenario_start
 from agentops.selectors import task_get_recovery
-from agentops.services import task_create, task_rollback
+from agentops.services import task_rollback
 from agentops.sim.models import Effect
-from agentops.sim.services import fault_reset, fault_set
+from agentops.sim.services import fault_reset
 from agentops.states import TERMINAL, TaskStatus
 
 SETTLED = {*TERMINAL, TaskStatus.NEEDS_ATTENTION}
@@ -39,8 +39,7 @@ class Command(BaseCommand):
         )
         try:
             stack.start_sim(free_port())
-            endpoints = self._inject(scenario)
-            task = task_create(agent=scenario.agent, goal=scenario.goal, input=scenario.input)
+            task = scenario_start(name)
             stack.spawn("worker")
             stack.spawn("sweeper")
             task = self._wait(task.pk, SETTLED, timeout)
@@ -49,27 +48,14 @@ class Command(BaseCommand):
                 task = self._wait(task.pk, TERMINAL, timeout)
         finally:
             stack.stop()
-            for endpoint in endpoints if "endpoints" in locals() else []:
-                fault_reset(**endpoint)
+            for fault in scenario.faults:
+                service, operation = fault.endpoint.split(".")
+                fault_reset(service=service, operation=operation)
         report = self._report(scenario, task)
         if as_json:
             self.stdout.write(json.dumps(report, indent=2))
         else:
             self._print(report)
-
-    def _inject(self, scenario: Scenario) -> list[dict[str, str]]:
-        endpoints = []
-        for fault in scenario.faults:
-            service, operation = fault.endpoint.split(".")
-            fault_set(
-                service=service,
-                operation=operation,
-                mode=fault.mode,
-                count=fault.count,
-                delay=fault.delay,
-            )
-            endpoints.append({"service": service, "operation": operation})
-        return endpoints
 
     def _wait(self, task_id: int, statuses: set[str], timeout: float) -> Task:
         deadline = time.monotonic() + timeout

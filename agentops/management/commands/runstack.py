@@ -14,6 +14,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand
 
 from agentops.devstack import Stack
+from agentops.scenarios import TOOL_TIMEOUT
 
 
 class Command(BaseCommand):
@@ -25,6 +26,8 @@ class Command(BaseCommand):
 
     def handle(self, *args, port: int, workers: int, **options) -> None:
         stack = Stack()
+        # Seeded scenarios inject timeouts that outlast this tool timeout (see agentops.scenarios).
+        stack.env.setdefault("AGENTOPS_TOOL_TIMEOUT_SECONDS", TOOL_TIMEOUT)
         try:
             stack.manage("migrate", "--no-input", "-v", "0")
             sim = stack.start_sim(port + 1)

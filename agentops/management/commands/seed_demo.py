@@ -6,6 +6,7 @@ from django.core.management.base import BaseCommand
 from django.db import transaction
 
 from agentops.models import Task
+from agentops.scenarios import scenario_start
 from agentops.services import task_create
 
 DEMO_USERS = [
@@ -16,8 +17,11 @@ DEMO_USERS = [
     ("policyadmin", "policyadmin", False, "policy admins"),
 ]
 
+# Scenarios an operator should see on the first start: a refund that goes through, one whose
+# outcome nobody can tell (confirm it), and a trip stopped half done (roll it back or retry).
+DEMO_SCENARIOS = ["refund-happy", "refund-unknown", "trip-hotel-fails"]
 DEMO_TASKS = [
-    ("Refund order A1001: the parcel arrived damaged", {"order_id": "A1001", "reason": "damaged"}),
+    # 108 EUR: above the default policy's threshold, so it waits at an approval gate.
     ("Refund order B2002: never received", {"order_id": "B2002", "reason": "not_received"}),
     (
         "Refund order C3003 (the model is rate limited once on step 2)",
@@ -49,6 +53,8 @@ class Command(BaseCommand):
         admin = User.objects.get(username="admin")
         if Task.objects.exists():
             return
+        for name in DEMO_SCENARIOS:
+            scenario_start(name, created_by=admin)
         for goal, task_input in DEMO_TASKS:
             task_create(agent="refund", goal=goal, input=task_input, created_by=admin)
-        self.stdout.write(f"seeded {len(DEMO_TASKS)} demo tasks")
+        self.stdout.write(f"seeded {len(DEMO_SCENARIOS) + len(DEMO_TASKS)} demo tasks")
