@@ -113,6 +113,23 @@ def _transition(task_id: int, name: str, *, actor: Any, reason: str = "", **fiel
     return Task.objects.filter(pk=task_id).values_list("last_seq", flat=True).get()
 
 
+def _resume(
+    task_id: int, *, actor: Any, reason: str = "", mode: str = TaskMode.FORWARD, **fields: Any
+) -> int:
+    """Resume a parked task: back to the queue, no pending retry time, failure cleared, moving
+    `mode` (forward, or rollback). Caller holds the transaction and enqueues the job."""
+    return _transition(
+        task_id,
+        "resume",
+        actor=actor,
+        reason=reason,
+        next_run_at=None,
+        failure=None,
+        mode=mode,
+        **fields,
+    )
+
+
 def _stopped_step(task_id: int) -> Step | None:
     """The step a stopped task is stuck on: the first one that is failed or left running."""
     return (
@@ -129,7 +146,7 @@ def task_pause(*, task_id: int, actor: Any, reason: str = "") -> None:
 
 
 def task_resume(*, task_id: int, actor: Any, reason: str = "") -> None:
-    """Bring a parked task back to the queue and enqueue a job for it."""
+    """Bring a parked task back to the queue, in the mode it was in, and enqueue a job for it."""
     with transaction.atomic():
         _transition(task_id, "resume", actor=actor, reason=reason, next_run_at=None)
         _resume_events(task_id, actor=actor, events=[])
@@ -139,16 +156,7 @@ def task_retry(*, task_id: int, actor: Any, reason: str = "") -> None:
     """Run the stopped step again with fresh attempts (same idempotency keys, so no effect
     repeats); a task stopped at the recovery cap gets its recoveries back too."""
     with transaction.atomic():
-        _transition(
-            task_id,
-            "resume",
-            actor=actor,
-            reason=reason,
-            next_run_at=None,
-            failure=None,
-            recoveries=0,
-            mode=TaskMode.FORWARD,
-        )
+        _resume(task_id, recoveries=0, actor=actor, reason=reason)
         step = _stopped_step(task_id)
         events = []
         if step is not None:
@@ -170,15 +178,7 @@ def task_skip_step(*, task_id: int, actor: Any, reason: str = "") -> None:
         step = _stopped_step(task_id)
         if step is None:
             raise TransitionRefused(f"task {task_id} has no stopped step to skip")
-        _transition(
-            task_id,
-            "resume",
-            actor=actor,
-            reason=reason,
-            next_run_at=None,
-            failure=None,
-            mode=TaskMode.FORWARD,
-        )
+        _resume(task_id, actor=actor, reason=reason)
         step_transition(step=step, name="skip", error=None, finished_at=timezone.now())
         _resume_events(
             task_id,
@@ -198,15 +198,7 @@ def task_rollback(*, task_id: int, actor: Any, reason: str = "") -> None:
     """Have a worker undo the task's effects (compensations in reverse order), then end it
     `rolled_back`. Effects without a compensating tool are reported, not undone."""
     with transaction.atomic():
-        _transition(
-            task_id,
-            "resume",
-            actor=actor,
-            reason=reason,
-            next_run_at=None,
-            failure=None,
-            mode=TaskMode.ROLLBACK,
-        )
+        _resume(task_id, actor=actor, reason=reason, mode=TaskMode.ROLLBACK)
         _resume_events(
             task_id,
             actor=actor,
@@ -231,15 +223,7 @@ def ledger_confirm(*, call_id: int, executed: bool, actor: Any, reason: str = ""
         target = LedgerStatus.SUCCEEDED if executed else LedgerStatus.FAILED
         if call.status != LedgerStatus.EXECUTED_UNKNOWN:
             raise TransitionRefused(f"tool call {call_id} is {call.status}, not executed_unknown")
-        _transition(
-            call.task_id,
-            "resume",
-            actor=actor,
-            reason=reason,
-            next_run_at=None,
-            failure=None,
-            mode=TaskMode.FORWARD,
-        )
+        _resume(call.task_id, actor=actor, reason=reason)
         answer = {
             "confirmed_by": getattr(actor, "username", "") or "unknown",
             "executed": executed,
@@ -274,9 +258,7 @@ def task_gate_approved(*, task_id: int, step_id: int, approval: dict[str, Any], 
     Caller holds the transaction and has closed the gate. The approval is stored on the step; the
     runner checks it against the arguments' digest and the policy version before the call.
     """
-    _transition(
-        task_id, "resume", actor=actor, next_run_at=None, failure=None, mode=TaskMode.FORWARD
-    )
+    _resume(task_id, actor=actor)
     step = Step.objects.get(pk=step_id, task_id=task_id)
     step_transition(step=step, name="reset", attempts=0, approval=approval)
     _resume_events(
@@ -303,9 +285,7 @@ def task_gate_rejected(*, task_id: int, step_id: int, feedback: str, actor: Any)
 
     Caller holds the transaction and has closed the gate.
     """
-    _transition(
-        task_id, "resume", actor=actor, next_run_at=None, failure=None, mode=TaskMode.FORWARD
-    )
+    _resume(task_id, actor=actor)
     step = Step.objects.get(pk=step_id, task_id=task_id)
     rejected = (step.model_response or {}).get("tool_calls") or []
     note = f"A reviewer rejected {rejected[0]['name'] if rejected else 'the proposal'}: {feedback}"

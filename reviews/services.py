@@ -190,27 +190,42 @@ def _approval(gate: Gate, arguments: dict[str, Any], *, edited: bool, actor: Any
     }
 
 
+def _approve(
+    gate: Gate, *, actor: Any, arguments: dict[str, Any], edited: bool, reason: str, action: str
+) -> None:
+    """Close `gate` as approved, resume its task with the approval, and log the decision.
+
+    Caller holds the transaction and the gate's row lock, and has checked the decider.
+    """
+    _close(gate, status=GateStatus.APPROVED, actor=actor, feedback=reason)
+    approval = _approval(gate, arguments, edited=edited, actor=actor)
+    task_gate_approved(task_id=gate.task_id, step_id=gate.step_id, approval=approval, actor=actor)
+    decision_record(
+        action=action,
+        actor=actor,
+        task_id=gate.task_id,
+        subject=f"gate {gate.pk}: {gate.tool}",
+        before_digest=gate.args_digest,
+        after_digest=approval["args_digest"],
+        reason=reason,
+        policy_version_number=gate.policy_version_number,
+        detail={"gate": gate.pk, **({"arguments": arguments} if edited else {})},
+    )
+
+
 def gate_approve(*, gate_id: int, actor: Any, seen_digest: str | None, reason: str = "") -> None:
     """Approve the gated action as proposed. The approval is bound to the arguments' digest and
     the policy version; the runner checks both again right before the call."""
     with transaction.atomic():
         gate = _locked_open_gate(gate_id, seen_digest=seen_digest)
         gate_check_decider(gate=gate, user=actor)
-        _close(gate, status=GateStatus.APPROVED, actor=actor, feedback=reason)
-        approval = _approval(gate, gate.arguments, edited=gate.edited, actor=actor)
-        task_gate_approved(
-            task_id=gate.task_id, step_id=gate.step_id, approval=approval, actor=actor
-        )
-        decision_record(
-            action="reviews.gate.approved",
+        _approve(
+            gate,
             actor=actor,
-            task_id=gate.task_id,
-            subject=f"gate {gate.pk}: {gate.tool}",
-            before_digest=gate.args_digest,
-            after_digest=gate.args_digest,
+            arguments=gate.arguments,
+            edited=gate.edited,
             reason=reason,
-            policy_version_number=gate.policy_version_number,
-            detail={"gate": gate.pk},
+            action="reviews.gate.approved",
         )
 
 
@@ -229,21 +244,13 @@ def gate_edit_and_approve(
             get_tool(gate.tool).check_arguments(arguments)
         except (StepFailure, UnknownTool) as exc:
             raise ReviewError(str(exc)) from None
-        _close(gate, status=GateStatus.APPROVED, actor=actor, feedback=reason)
-        approval = _approval(gate, arguments, edited=True, actor=actor)
-        task_gate_approved(
-            task_id=gate.task_id, step_id=gate.step_id, approval=approval, actor=actor
-        )
-        decision_record(
-            action="reviews.gate.edited",
+        _approve(
+            gate,
             actor=actor,
-            task_id=gate.task_id,
-            subject=f"gate {gate.pk}: {gate.tool}",
-            before_digest=gate.args_digest,
-            after_digest=approval["args_digest"],
+            arguments=arguments,
+            edited=True,
             reason=reason,
-            policy_version_number=gate.policy_version_number,
-            detail={"gate": gate.pk, "arguments": arguments},
+            action="reviews.gate.edited",
         )
 
 

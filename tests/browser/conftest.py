@@ -1,0 +1,137 @@
+"""Fixtures of the browser tests: one Chromium per session, a fresh context per test, role users
+who log in through the real login form, and a folder for screenshots.
+
+Chromium is Debian's (`/usr/bin/chromium`, installed by `.ci/run`): Playwright's own download is
+not used, and a Chromium that cannot start fails the tests instead of skipping them. The web app
+is pytest-django's `live_server` on the test database; workers and the sweeper come from the
+`processes` fixture and see the same rows.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from playwright.sync_api import Browser, Page, expect, sync_playwright
+
+from tests.conftest import ROOT
+from tests.reviews.conftest import ensure_groups, make_user
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+VIEWPORT = {"width": 1280, "height": 800}
+SCREENSHOTS = ROOT / "test-artifacts" / "screenshots"
+PASSWORD = "pw-for-tests"  # what `tests.reviews.conftest.make_user` sets
+# Waits for a worker to act (boot included) and for a page to catch up with it.
+WORKER_TIMEOUT_MS = 30_000
+ACTION_TIMEOUT_MS = 10_000
+
+_written: list[Path] = []
+
+
+@pytest.fixture(scope="session")
+def chromium() -> Iterator[Browser]:
+    # Playwright's sync API runs an event loop in this thread, which Django would otherwise
+    # take for an async context and refuse ORM calls from; `make test` sets it too.
+    os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    # Screenshots of an earlier run (a failure's especially) must not pass for this run's.
+    for old in SCREENSHOTS.glob("*.png"):
+        old.unlink()
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS
+        )
+        yield browser
+        browser.close()
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    report = yield
+    setattr(item, f"report_{report.when}", report)
+    return report
+
+
+@pytest.fixture
+def page(chromium: Browser, live_server: Any, request: pytest.FixtureRequest) -> Iterator[Page]:
+    """A page in a fresh browser context (own cookies); on failure its last state is saved."""
+    context = chromium.new_context(
+        viewport=VIEWPORT, base_url=live_server.url, accept_downloads=True
+    )
+    context.set_default_timeout(ACTION_TIMEOUT_MS)
+    page = context.new_page()
+    yield page
+    report = getattr(request.node, "report_call", None)
+    if report is not None and report.failed:
+        shoot(page, f"failed-{request.node.name}")
+    context.close()
+
+
+@pytest.fixture
+def second_page(chromium: Browser, live_server: Any) -> Iterator[Page]:
+    """Another person's page, signed in separately from `page`."""
+    context = chromium.new_context(viewport=VIEWPORT, base_url=live_server.url)
+    context.set_default_timeout(ACTION_TIMEOUT_MS)
+    yield context.new_page()
+    context.close()
+
+
+def shoot(page: Page, name: str) -> Path:
+    """Save a full-page screenshot as `<name>.png` in the screenshot folder and print where."""
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    path = SCREENSHOTS / f"{name}.png"
+    page.screenshot(path=str(path), full_page=True)
+    _written.append(path)
+    print(f"screenshot: {path}")
+    return path
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    if _written:
+        terminalreporter.write_line(f"browser screenshots in {SCREENSHOTS}:")
+        for path in _written:
+            terminalreporter.write_line(f"  {path.name}")
+
+
+def login(page: Page, live_server: Any, username: str, password: str = PASSWORD) -> None:
+    """Sign in through the login form; fails unless the page then shows the user as signed in."""
+    page.goto(f"{live_server.url}/login/")
+    page.get_by_label("Username").fill(username)
+    page.get_by_label("Password").fill(password)
+    page.get_by_role("button", name="Log in").click()
+    expect(page.get_by_title(f"Signed in as {username}")).to_have_text(username)
+
+
+@pytest.fixture
+def roles(transactional_db: Any) -> None:
+    ensure_groups()
+
+
+@pytest.fixture
+def operator(roles: None, django_user_model: Any) -> Any:
+    return make_user(django_user_model, "olga", "operators")
+
+
+@pytest.fixture
+def starter(roles: None, django_user_model: Any) -> Any:
+    """The operator who starts tasks, so that separation of duties leaves the gates to olga."""
+    return make_user(django_user_model, "stan", "operators")
+
+
+@pytest.fixture
+def auditor(roles: None, django_user_model: Any) -> Any:
+    return make_user(django_user_model, "audrey", "auditors")
+
+
+@pytest.fixture
+def policy_admin(roles: None, django_user_model: Any) -> Any:
+    return make_user(django_user_model, "paula", "policy admins")
