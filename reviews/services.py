@@ -200,16 +200,45 @@ def _approve(
     _close(gate, status=GateStatus.APPROVED, actor=actor, feedback=reason)
     approval = _approval(gate, arguments, edited=edited, actor=actor)
     task_gate_approved(task_id=gate.task_id, step_id=gate.step_id, approval=approval, actor=actor)
+    _gate_logged(
+        gate,
+        action=action,
+        actor=actor,
+        reason=reason,
+        after_digest=approval["args_digest"],
+        detail={"arguments": arguments} if edited else None,
+    )
+
+
+def _reject(gate: Gate, *, status: str, actor: Any, feedback: str, action: str) -> None:
+    """Close `gate` (rejected, or expired), send the feedback to the agent, log the decision.
+
+    Caller holds the transaction and the gate's row lock.
+    """
+    _close(gate, status=status, actor=actor, feedback=feedback)
+    task_gate_rejected(task_id=gate.task_id, step_id=gate.step_id, feedback=feedback, actor=actor)
+    _gate_logged(gate, action=action, actor=actor, reason=feedback)
+
+
+def _gate_logged(
+    gate: Gate,
+    *,
+    action: str,
+    actor: Any,
+    reason: str,
+    after_digest: str = "",
+    detail: dict[str, Any] | None = None,
+) -> None:
     decision_record(
         action=action,
         actor=actor,
         task_id=gate.task_id,
         subject=f"gate {gate.pk}: {gate.tool}",
         before_digest=gate.args_digest,
-        after_digest=approval["args_digest"],
+        after_digest=after_digest,
         reason=reason,
         policy_version_number=gate.policy_version_number,
-        detail={"gate": gate.pk, **({"arguments": arguments} if edited else {})},
+        detail={"gate": gate.pk, **(detail or {})},
     )
 
 
@@ -262,19 +291,12 @@ def gate_reject(*, gate_id: int, actor: Any, seen_digest: str | None, feedback: 
     with transaction.atomic():
         gate = _locked_open_gate(gate_id, seen_digest=seen_digest)
         gate_check_decider(gate=gate, user=actor)
-        _close(gate, status=GateStatus.REJECTED, actor=actor, feedback=feedback)
-        task_gate_rejected(
-            task_id=gate.task_id, step_id=gate.step_id, feedback=feedback, actor=actor
-        )
-        decision_record(
-            action="reviews.gate.rejected",
+        _reject(
+            gate,
+            status=GateStatus.REJECTED,
             actor=actor,
-            task_id=gate.task_id,
-            subject=f"gate {gate.pk}: {gate.tool}",
-            before_digest=gate.args_digest,
-            reason=feedback,
-            policy_version_number=gate.policy_version_number,
-            detail={"gate": gate.pk},
+            feedback=feedback,
+            action="reviews.gate.rejected",
         )
 
 
@@ -302,34 +324,24 @@ def gates_expire_overdue(*, now: Any = None) -> int:
                     escalate_to="",
                     due_at=now + timedelta(seconds=max(waited, 60)),
                 )
-                decision_record(
+                _gate_logged(
+                    gate,
                     action="reviews.gate.escalated",
                     actor=None,
-                    task_id=gate.task_id,
-                    subject=f"gate {gate.pk}: {gate.tool}",
-                    before_digest=gate.args_digest,
                     reason=f"no decision within {waited} s; escalated to {gate.escalate_to}",
-                    policy_version_number=gate.policy_version_number,
-                    detail={"gate": gate.pk, "from": gate.approver_group, "to": gate.escalate_to},
+                    detail={"from": gate.approver_group, "to": gate.escalate_to},
                 )
             else:
                 feedback = (
                     f"Nobody approved {gate.tool} within {waited} s, so it was rejected. "
                     "Propose a safer action or stop."
                 )
-                _close(gate, status=GateStatus.EXPIRED, actor=None, feedback=feedback)
-                task_gate_rejected(
-                    task_id=gate.task_id, step_id=gate.step_id, feedback=feedback, actor=None
-                )
-                decision_record(
-                    action="reviews.gate.expired",
+                _reject(
+                    gate,
+                    status=GateStatus.EXPIRED,
                     actor=None,
-                    task_id=gate.task_id,
-                    subject=f"gate {gate.pk}: {gate.tool}",
-                    before_digest=gate.args_digest,
-                    reason=feedback,
-                    policy_version_number=gate.policy_version_number,
-                    detail={"gate": gate.pk},
+                    feedback=feedback,
+                    action="reviews.gate.expired",
                 )
             handled += 1
     return handled
