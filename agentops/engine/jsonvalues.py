@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import os
 import re
 import unicodedata
 from typing import Any
@@ -93,8 +94,26 @@ def offloaded(value: Any, *, path: str, task_id: int | None) -> Any:
         return value
     sha = hashlib.sha256(data).hexdigest()
     name = default_storage.save(f"artifacts/{task_id or 'none'}/{sha}.json", ContentFile(data))
+    _make_durable(name)
     artifact = Artifact.objects.create(task_id=task_id, name=name, size=len(data), sha256=sha)
     return {ARTIFACT_KEY: artifact.pk, "size": len(data), "sha256": sha, "path": path}
+
+
+def _make_durable(name: str) -> None:
+    """fsync an artifact written to local files before its pointer commits, so a power loss
+    cannot leave a committed pointer to a missing file. Remote storages (S3-compatible) are
+    durable when their write returns and have no local path."""
+    try:
+        path = default_storage.path(name)
+    except NotImplementedError:
+        return
+    with open(path, "rb") as handle:
+        os.fsync(handle.fileno())
+    directory = os.open(os.path.dirname(path), os.O_RDONLY)
+    try:
+        os.fsync(directory)
+    finally:
+        os.close(directory)
 
 
 def is_pointer(value: Any) -> bool:
