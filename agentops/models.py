@@ -143,7 +143,6 @@ class ToolCall(models.Model):
     )
     result = models.JSONField(null=True, blank=True, editable=False)
     error = models.JSONField(null=True, blank=True, editable=False)
-    invocations = models.PositiveIntegerField(default=0, editable=False)
     # Set on the rows of a compensating tool: the call they undo (failed tries are kept too).
     compensation_of = models.ForeignKey(
         "self", null=True, blank=True, on_delete=models.PROTECT, related_name="compensations"
