@@ -1,36 +1,8 @@
 from __future__ import annotations
 
-from django.contrib import admin, messages
-from django.db.models import QuerySet
-from django.http import HttpRequest
+from django.contrib import admin
 
-from agentops.engine.errors import AgentOpsError
 from agentops.models import Artifact, Event, Snapshot, Step, Task, ToolCall
-from agentops.services import (
-    ledger_confirm,
-    task_abort,
-    task_retry,
-    task_rollback,
-    task_skip_step,
-)
-
-INTERVENTION_PERMISSION = "reviews.decide_gate"
-
-
-def _apply(request: HttpRequest, items: QuerySet, action, label: str) -> None:  # type: ignore[no-untyped-def]
-    """Run an intervention per selected row and report each result (one failure stops none)."""
-    for item in items:
-        try:
-            action(item, request.user)
-        except AgentOpsError as exc:
-            messages.error(request, f"{item}: {exc}")
-        else:
-            messages.success(request, f"{item}: {label}")
-
-
-class InterventionAdmin(admin.ModelAdmin):
-    def has_intervene_permission(self, request: HttpRequest) -> bool:
-        return request.user.has_perm(INTERVENTION_PERMISSION)
 
 
 class StepInline(admin.TabularInline):
@@ -42,7 +14,7 @@ class StepInline(admin.TabularInline):
 
 
 @admin.register(Task)
-class TaskAdmin(InterventionAdmin):
+class TaskAdmin(admin.ModelAdmin):
     list_display = (
         "id",
         "agent",
@@ -54,7 +26,14 @@ class TaskAdmin(InterventionAdmin):
     )
     list_filter = ("status", "agent")
     search_fields = ("goal",)
+    # Interventions (retry, skip, rollback, abort, confirm) are admin actions added by
+    # reviews.admin, which logs them as decisions. Who started a task and the policy it pinned are
+    # facts, not settings: editing them would defeat separation of duties and policy pinning.
     readonly_fields = (
+        "agent",
+        "input",
+        "created_by",
+        "policy_version",
         "status",
         "phase",
         "current_step",
@@ -74,23 +53,6 @@ class TaskAdmin(InterventionAdmin):
         "updated_at",
     )
     inlines = [StepInline]
-    actions = ["retry", "skip_step", "roll_back", "abort"]
-
-    @admin.action(description="Retry the stopped step", permissions=["intervene"])
-    def retry(self, request: HttpRequest, queryset: QuerySet[Task]) -> None:
-        _apply(request, queryset, lambda t, u: task_retry(task_id=t.pk, actor=u), "retrying")
-
-    @admin.action(description="Skip the stopped step", permissions=["intervene"])
-    def skip_step(self, request: HttpRequest, queryset: QuerySet[Task]) -> None:
-        _apply(request, queryset, lambda t, u: task_skip_step(task_id=t.pk, actor=u), "skipped")
-
-    @admin.action(description="Roll back (compensate effects)", permissions=["intervene"])
-    def roll_back(self, request: HttpRequest, queryset: QuerySet[Task]) -> None:
-        _apply(request, queryset, lambda t, u: task_rollback(task_id=t.pk, actor=u), "rolling back")
-
-    @admin.action(description="Abort", permissions=["intervene"])
-    def abort(self, request: HttpRequest, queryset: QuerySet[Task]) -> None:
-        _apply(request, queryset, lambda t, u: task_abort(task_id=t.pk, actor=u), "aborted")
 
 
 @admin.register(Step)
@@ -113,30 +75,11 @@ class StepAdmin(admin.ModelAdmin):
 
 
 @admin.register(ToolCall)
-class ToolCallAdmin(InterventionAdmin):
+class ToolCallAdmin(admin.ModelAdmin):
     list_display = ("id", "task", "tool", "status", "idempotency_key", "created_at")
     list_filter = ("status", "tool", "side_effect")
     search_fields = ("idempotency_key",)
     readonly_fields = ("status", "result", "error", "updated_at")
-    actions = ["confirm_executed", "confirm_not_executed"]
-
-    @admin.action(description="Confirm: the effect happened", permissions=["intervene"])
-    def confirm_executed(self, request: HttpRequest, queryset: QuerySet[ToolCall]) -> None:
-        _apply(
-            request,
-            queryset,
-            lambda c, u: ledger_confirm(call_id=c.pk, executed=True, actor=u),
-            "confirmed",
-        )
-
-    @admin.action(description="Confirm: the effect did not happen", permissions=["intervene"])
-    def confirm_not_executed(self, request: HttpRequest, queryset: QuerySet[ToolCall]) -> None:
-        _apply(
-            request,
-            queryset,
-            lambda c, u: ledger_confirm(call_id=c.pk, executed=False, actor=u),
-            "confirmed not executed",
-        )
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):

@@ -31,7 +31,7 @@ from agentops.engine.errors import UnknownTool
 from agentops.engine.jsonvalues import ARTIFACT_KEY, is_pointer
 from agentops.engine.registry import get_tool
 from agentops.models import Event, Step, Task, ToolCall
-from agentops.states import TERMINAL, TaskStatus
+from agentops.states import TERMINAL, TaskMode, TaskStatus
 
 EVENT_LIMIT = 200
 PREVIEW_CHARS = 160
@@ -56,19 +56,33 @@ def _with_step_number(queryset: QuerySet[Task]) -> QuerySet[Task]:
     )
 
 
-def task_list_recent(*, status: str | None = None) -> QuerySet[Task]:
-    """Tasks newest first, optionally only those in `status`; the caller paginates."""
-    queryset = Task.objects.only(
-        "id",
-        "agent",
-        "goal",
-        "status",
-        "phase",
-        "current_step",
-        "step_count",
-        "created_at",
-        "updated_at",
-    ).order_by("-id")
+def tasks_visible_to(user: Any) -> QuerySet[Task]:
+    """Every task for people who may read tasks (operators, auditors, admins: the
+    `agentops.view_task` permission); for anyone else, the tasks they started. Others' tasks
+    answer 404, as if they did not exist."""
+    if user.has_perm("agentops.view_task"):
+        return Task.objects.all()
+    return Task.objects.filter(created_by=user.pk)
+
+
+def task_list_recent(*, status: str | None = None, viewer: Any) -> QuerySet[Task]:
+    """Tasks `viewer` may see, newest first, optionally only those in `status`; the caller
+    paginates."""
+    queryset = (
+        tasks_visible_to(viewer)
+        .only(
+            "id",
+            "agent",
+            "goal",
+            "status",
+            "phase",
+            "current_step",
+            "step_count",
+            "created_at",
+            "updated_at",
+        )
+        .order_by("-id")
+    )
     if status:
         queryset = queryset.filter(status=status)
     return _with_step_number(queryset)
@@ -140,13 +154,13 @@ def _event_row(event: Event) -> EventRow:
     return EventRow(event=event, payload_preview=json_preview(payload) if payload else "")
 
 
-def task_get_detail(*, task_id: int) -> TaskDetail:
+def task_get_detail(*, task_id: int, viewer: Any) -> TaskDetail:
     """One task with its steps, ledger rows and newest events, in four queries.
 
     Raises Task.DoesNotExist for an unknown id.
     """
     task = (
-        _with_step_number(Task.objects.select_related("created_by"))
+        _with_step_number(tasks_visible_to(viewer).select_related("created_by"))
         .prefetch_related(
             Prefetch("steps", queryset=Step.objects.order_by("ordinal"), to_attr="step_list"),
             Prefetch(
@@ -229,6 +243,7 @@ def task_recovery(task: Task, steps: list[Step], calls: list[ToolCall]) -> Recov
         step_retry_cap=task.step_retry_cap,
         task_recoveries=task.recoveries,
         task_recovery_cap=task.recovery_cap,
+        rolling_back=task.mode == TaskMode.ROLLBACK,
     )
     recommendation = advise(situation)
     previews = {

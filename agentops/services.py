@@ -11,10 +11,11 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
+from agentops.engine import review_bridge
 from agentops.engine.checkpoints import snapshot_state
 from agentops.engine.dispatch import task_enqueue
 from agentops.engine.errors import AgentOpsError
-from agentops.engine.jsonvalues import validated
+from agentops.engine.jsonvalues import loaded, validated
 from agentops.engine.registry import get_agent, plan_for
 from agentops.engine.transitions import (
     EventSpec,
@@ -24,7 +25,7 @@ from agentops.engine.transitions import (
     task_transition,
 )
 from agentops.models import Snapshot, Step, Task, ToolCall
-from agentops.states import LedgerStatus, StepStatus, TaskMode
+from agentops.states import LedgerStatus, StepStatus, TaskMode, TaskStatus
 from policies.services import policy_version_pin
 
 
@@ -110,14 +111,15 @@ def _transition(task_id: int, name: str, *, actor: Any, reason: str = "", **fiel
         if status is None:
             raise Task.DoesNotExist(f"task {task_id} does not exist")
         raise TransitionRefused(f"task {task_id} is {status}; cannot {name.replace('_', ' ')}")
+    # A task leaving its gate any other way than by a decision on it withdraws the gate (a
+    # decision closes its gate before resuming, so then there is nothing left to withdraw).
+    review_bridge.gates_withdraw(task_id=task_id, because=name)
     return Task.objects.filter(pk=task_id).values_list("last_seq", flat=True).get()
 
 
-def _resume(
-    task_id: int, *, actor: Any, reason: str = "", mode: str = TaskMode.FORWARD, **fields: Any
-) -> int:
-    """Resume a parked task: back to the queue, no pending retry time, failure cleared, moving
-    `mode` (forward, or rollback). Caller holds the transaction and enqueues the job."""
+def _resume(task_id: int, *, actor: Any, reason: str = "", **fields: Any) -> int:
+    """Resume a parked task: back to the queue, no pending retry time, failure cleared; its mode
+    stays unless `mode` is given. Caller holds the transaction and enqueues the job."""
     return _transition(
         task_id,
         "resume",
@@ -125,9 +127,25 @@ def _resume(
         reason=reason,
         next_run_at=None,
         failure=None,
-        mode=mode,
         **fields,
     )
+
+
+def _check_forward(task_id: int, action: str) -> None:
+    """Retry, skip and confirm move a task forward: refused while a rollback is unfinished."""
+    mode = Task.objects.filter(pk=task_id).values_list("mode", flat=True).first()
+    if mode == TaskMode.ROLLBACK:
+        raise TransitionRefused(
+            f"task {task_id} is rolling back; {action} would run it forward again: "
+            "roll back again or abort"
+        )
+
+
+def _reset(step: Step, **fields: Any) -> None:
+    """Put a stopped (failed or running) step back to pending, or refuse: its fold event must
+    not be written for a row that did not change."""
+    if not step_transition(step=step, name="reset", **fields):
+        raise TransitionRefused(f"step {step.ordinal + 1} is {step.status}; it cannot be reset")
 
 
 def _stopped_step(task_id: int) -> Step | None:
@@ -146,9 +164,10 @@ def task_pause(*, task_id: int, actor: Any, reason: str = "") -> None:
 
 
 def task_resume(*, task_id: int, actor: Any, reason: str = "") -> None:
-    """Bring a parked task back to the queue, in the mode it was in, and enqueue a job for it."""
+    """Bring a parked task back to the queue, in the mode it was in, and enqueue a job for it.
+    A gate it was waiting at is withdrawn (the runner routes the step again)."""
     with transaction.atomic():
-        _transition(task_id, "resume", actor=actor, reason=reason, next_run_at=None)
+        _resume(task_id, actor=actor, reason=reason)
         _resume_events(task_id, actor=actor, events=[])
 
 
@@ -156,11 +175,12 @@ def task_retry(*, task_id: int, actor: Any, reason: str = "") -> None:
     """Run the stopped step again with fresh attempts (same idempotency keys, so no effect
     repeats); a task stopped at the recovery cap gets its recoveries back too."""
     with transaction.atomic():
+        _check_forward(task_id, "retry")
         _resume(task_id, recoveries=0, actor=actor, reason=reason)
         step = _stopped_step(task_id)
         events = []
         if step is not None:
-            step_transition(step=step, name="reset", attempts=0, error=None)
+            _reset(step, attempts=0, error=None)
             events.append(
                 EventSpec(
                     "agentops.step.reset",
@@ -175,6 +195,7 @@ def task_retry(*, task_id: int, actor: Any, reason: str = "") -> None:
 def task_skip_step(*, task_id: int, actor: Any, reason: str = "") -> None:
     """Mark the stopped step skipped (its output stays empty) and continue with the next one."""
     with transaction.atomic():
+        _check_forward(task_id, "skip")
         step = _stopped_step(task_id)
         if step is None:
             raise TransitionRefused(f"task {task_id} has no stopped step to skip")
@@ -223,6 +244,10 @@ def ledger_confirm(*, call_id: int, executed: bool, actor: Any, reason: str = ""
         target = LedgerStatus.SUCCEEDED if executed else LedgerStatus.FAILED
         if call.status != LedgerStatus.EXECUTED_UNKNOWN:
             raise TransitionRefused(f"tool call {call_id} is {call.status}, not executed_unknown")
+        _check_forward(call.task_id, "confirming")
+        status = Task.objects.filter(pk=call.task_id).values_list("status", flat=True).get()
+        if status != TaskStatus.NEEDS_ATTENTION:
+            raise TransitionRefused(f"task {call.task_id} is {status}, not stopped for a person")
         _resume(call.task_id, actor=actor, reason=reason)
         answer = {
             "confirmed_by": getattr(actor, "username", "") or "unknown",
@@ -231,7 +256,7 @@ def ledger_confirm(*, call_id: int, executed: bool, actor: Any, reason: str = ""
         }
         fields = {"result": {"confirmed": answer}} if executed else {"error": {"confirmed": answer}}
         ledger_transition(call_id=call.pk, target=target, **fields)
-        step_transition(step=call.step, name="reset", attempts=0, error=None)
+        _reset(call.step, attempts=0, error=None)
         _resume_events(
             call.task_id,
             actor=actor,
@@ -260,7 +285,7 @@ def task_gate_approved(*, task_id: int, step_id: int, approval: dict[str, Any], 
     """
     _resume(task_id, actor=actor)
     step = Step.objects.get(pk=step_id, task_id=task_id)
-    step_transition(step=step, name="reset", attempts=0, approval=approval)
+    _reset(step, attempts=0, approval=approval)
     _resume_events(
         task_id,
         actor=actor,
@@ -287,12 +312,10 @@ def task_gate_rejected(*, task_id: int, step_id: int, feedback: str, actor: Any)
     """
     _resume(task_id, actor=actor)
     step = Step.objects.get(pk=step_id, task_id=task_id)
-    rejected = (step.model_response or {}).get("tool_calls") or []
+    rejected = (loaded(step.model_response) or {}).get("tool_calls") or []
     note = f"A reviewer rejected {rejected[0]['name'] if rejected else 'the proposal'}: {feedback}"
     spec = {**step.spec, "notes": [*(step.spec.get("notes") or []), note]}
-    step_transition(
-        step=step, name="reset", attempts=0, model_response=None, approval=None, spec=spec
-    )
+    _reset(step, attempts=0, model_response=None, approval=None, spec=spec)
     _resume_events(
         task_id,
         actor=actor,

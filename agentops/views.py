@@ -52,9 +52,9 @@ def _varying(response: HttpResponse) -> HttpResponse:
 def task_list(request: HtmxHttpRequest) -> HttpResponse:
     form = TaskFilterForm(request.GET)
     status = form.cleaned_data["status"] if form.is_valid() else ""
-    page = Paginator(task_list_recent(status=status or None), PAGE_SIZE).get_page(
-        request.GET.get("page")
-    )
+    page = Paginator(
+        task_list_recent(status=status or None, viewer=request.user), PAGE_SIZE
+    ).get_page(request.GET.get("page"))
     context: dict[str, Any] = {
         "form": form,
         "page": page,
@@ -103,7 +103,7 @@ def task_new(request: HtmxHttpRequest) -> HttpResponse:
 @require_GET
 def task_detail(request: HtmxHttpRequest, task_id: int) -> HttpResponse:
     try:
-        detail = task_get_detail(task_id=task_id)
+        detail = task_get_detail(task_id=task_id, viewer=request.user)
     except Task.DoesNotExist:
         raise Http404(f"no task {task_id}") from None
     context = {"detail": detail, "task": detail.task}

@@ -274,13 +274,13 @@ class RecoveryPanel:
         return failure if isinstance(failure, dict) else {}
 
 
-def task_get_recovery_panel(*, task_id: int) -> RecoveryPanel:
+def task_get_recovery_panel(*, task_id: int, viewer: Any) -> RecoveryPanel:
     """A stopped task with the advisor's recommendation, a preview of each option, its unknown
     calls with their ledger history, and the details folded below; seven queries at most.
 
     Raises Task.DoesNotExist for an unknown id. `recovery` is None when the task is not stopped.
     """
-    detail = task_get_detail(task_id=task_id)
+    detail = task_get_detail(task_id=task_id, viewer=viewer)
     recovery = detail.recovery
     options = []
     if recovery is not None:

@@ -19,7 +19,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from agentops.engine.errors import StepFailure, UnknownTool
-from agentops.engine.jsonvalues import digest, validated
+from agentops.engine.jsonvalues import digest, loaded, validated
 from agentops.engine.registry import get_tool
 from agentops.models import Step, Task, ToolCall
 from agentops.selectors import task_recovery
@@ -33,6 +33,7 @@ from agentops.services import (
     task_rollback,
     task_skip_step,
 )
+from agentops.states import TaskStatus
 from policies.catalog import amount_of
 from policies.engine import Verdict
 from reviews.models import AuditItem, Claim, Decision, Gate
@@ -102,7 +103,7 @@ def gate_open(
     """Open the gate a task parks on. Caller (the runner) holds the transaction and the lease."""
     settings = verdict.gate or {}
     timeout = int(settings.get("timeout_seconds") or DEFAULT_GATE_TIMEOUT_SECONDS)
-    confidence = (step.model_response or {}).get("confidence")
+    confidence = (loaded(step.model_response) or {}).get("confidence")
     amount = amount_of(arguments)
     return Gate.objects.create(
         task=task,
@@ -163,6 +164,8 @@ def _locked_open_gate(gate_id: int, *, seen_digest: str | None) -> Gate:
     gate = Gate.objects.select_for_update().select_related("task", "step").get(pk=gate_id)
     if gate.status != GateStatus.OPEN:
         raise GateAlreadyDecided(f"this gate is already {gate.get_status_display().lower()}")
+    if gate.task.status != TaskStatus.AWAITING_APPROVAL:
+        raise GateAlreadyDecided("the task is no longer waiting at this gate")
     if seen_digest is not None and seen_digest != gate.args_digest:
         raise GateAlreadyDecided("the proposed action changed since you opened it; review again")
     return gate
@@ -300,6 +303,17 @@ def gate_reject(*, gate_id: int, actor: Any, seen_digest: str | None, feedback: 
         )
 
 
+def gates_withdraw(*, task_id: int, because: str) -> int:
+    """Close the task's open gates when it left them without a decision (aborted, or resumed
+    by an intervention). Caller holds the transaction that moved the task."""
+    return Gate.objects.filter(task_id=task_id, status=GateStatus.OPEN).update(
+        status=GateStatus.EXPIRED,
+        decided_at=timezone.now(),
+        feedback=f"withdrawn: the task was moved on ({because.replace('_', ' ')}) without a "
+        "decision on this gate",
+    )
+
+
 def gates_expire_overdue(*, now: Any = None) -> int:
     """Apply each overdue gate's timeout action: escalate to another group once, else reject
     with feedback that the request timed out. Returns how many gates were handled."""
@@ -336,13 +350,19 @@ def gates_expire_overdue(*, now: Any = None) -> int:
                     f"Nobody approved {gate.tool} within {waited} s, so it was rejected. "
                     "Propose a safer action or stop."
                 )
-                _reject(
-                    gate,
-                    status=GateStatus.EXPIRED,
-                    actor=None,
-                    feedback=feedback,
-                    action="reviews.gate.expired",
-                )
+                try:
+                    with transaction.atomic():
+                        _reject(
+                            gate,
+                            status=GateStatus.EXPIRED,
+                            actor=None,
+                            feedback=feedback,
+                            action="reviews.gate.expired",
+                        )
+                except TransitionRefused:
+                    # The task is no longer parked at this gate: close it and move on, so one
+                    # stale gate cannot stop the sweep.
+                    _close(gate, status=GateStatus.EXPIRED, actor=None, feedback=feedback)
             handled += 1
     return handled
 
@@ -395,7 +415,8 @@ def claim_take(*, task_id: int, actor: Any) -> Claim:
 
 
 def claim_release(*, task_id: int, actor: Any) -> None:
-    """Release an inbox item you hold (an operator may also release a stale claim)."""
+    """Release an inbox item: any operator may, so an item held by someone who left is not stuck
+    (the release is visible: the item shows as held by nobody)."""
     Claim.objects.filter(task_id=task_id).delete()
 
 

@@ -324,7 +324,7 @@ def _render_recovery(
     status: int = 200,
 ) -> HttpResponse:
     try:
-        panel = task_get_recovery_panel(task_id=task_id)
+        panel = task_get_recovery_panel(task_id=task_id, viewer=request.user)
     except Task.DoesNotExist:
         raise Http404(f"no task {task_id}") from None
     context = {

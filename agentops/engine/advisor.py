@@ -135,6 +135,8 @@ class Situation:
     task_recovery_cap: int = 5
     compensable: bool = False
     irreversible: bool = False
+    # The task stopped while undoing its effects (a rollback is unfinished).
+    rolling_back: bool = False
 
     @property
     def risk(self) -> Risk:
@@ -188,6 +190,7 @@ class Rule:
     task_cap_reached: bool | None = None
     compensable: bool | None = None
     irreversible: bool | None = None
+    rolling_back: bool | None = None
 
     def matches(self, s: Situation) -> bool:
         return (
@@ -200,6 +203,7 @@ class Rule:
             and (self.task_cap_reached is None or s.task_cap_reached == self.task_cap_reached)
             and (self.compensable is None or s.compensable == self.compensable)
             and (self.irreversible is None or s.irreversible == self.irreversible)
+            and (self.rolling_back is None or s.rolling_back == self.rolling_back)
         )
 
 
@@ -210,6 +214,13 @@ def _set(*values: str) -> frozenset[str]:
 _A = Action
 # First match wins; the last row matches everything. docs/recovery.md renders this table.
 RULES: tuple[Rule, ...] = (
+    Rule(
+        "rollback-unfinished",
+        _A.ROLLBACK,
+        "A rollback stopped part-way; fix the cause and roll back again, or abort: moving "
+        "forward would redo what was already undone.",
+        rolling_back=True,
+    ),
     Rule(
         "side-effect-unknown",
         _A.CONFIRM,
@@ -462,6 +473,8 @@ def options_for(action: Action, situation: Situation) -> tuple[Action, ...]:
     """
     if action is Action.CONFIRM:
         return (Action.CONFIRM, Action.ABORT)
+    if situation.rolling_back:
+        return (Action.ROLLBACK, Action.ABORT)
     offered = [Action.RETRY, Action.SKIP, Action.ROLLBACK, Action.ABORT]
     if not situation.compensable:
         offered.remove(Action.ROLLBACK)
@@ -608,6 +621,7 @@ def situation_from(
     step_retry_cap: int,
     task_recoveries: int,
     task_recovery_cap: int,
+    rolling_back: bool = False,
 ) -> Situation:
     """Build a Situation from a stored failure (`Task.failure` / `Step.error`) and the views.
 
@@ -630,4 +644,5 @@ def situation_from(
         task_recovery_cap=task_recovery_cap,
         compensable=any(e.compensable for e in effects),
         irreversible=any(not e.compensable for e in effects),
+        rolling_back=rolling_back,
     )

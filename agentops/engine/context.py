@@ -56,14 +56,19 @@ def build_messages(
     current: Step | None,
     resumed_at: str | None = None,
     notes: Sequence[str] = (),
+    recent: int | None = None,
 ) -> list[dict[str, Any]]:
-    """The prompt for `current` (or for planning when None), from the recorded steps."""
+    """The prompt for `current` (or for planning when None), from the recorded steps.
+
+    `recent` overrides how many of the latest exchanges are kept whole (fewer after a context
+    overflow, so more of the earlier work is summarized by rule)."""
     done = [
         s
         for s in steps
         if s.status in STEP_DONE and (current is None or s.ordinal < current.ordinal)
     ]
-    older, recent = done[:-RECENT_EXCHANGES], done[-RECENT_EXCHANGES:]
+    split = max(len(done) - (RECENT_EXCHANGES if recent is None else recent), 0)
+    older, recent_steps = done[:split], done[split:]
     messages: list[dict[str, Any]] = [{"role": "system", "content": agent.system_prompt}]
     if resumed_at:
         messages.append(
@@ -87,8 +92,8 @@ def build_messages(
                 "content": "Earlier work:\n" + "\n".join(summary_line(s) for s in older),
             }
         )
-    for index, step in enumerate(recent):
-        messages.extend(_exchange(step, verbatim=index == len(recent) - 1))
+    for index, step in enumerate(recent_steps):
+        messages.extend(_exchange(step, verbatim=index == len(recent_steps) - 1))
     messages.extend({"role": "user", "content": f"Operator note: {note}"} for note in notes)
     if current is None:
         messages.append({"role": "user", "content": "Produce the plan as JSON."})

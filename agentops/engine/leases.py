@@ -10,25 +10,19 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import timedelta
 from types import TracebackType
 
 from django.conf import settings
-from django.db import connection, models
-from django.db.models import Value
-from django.db.models.functions import Now
+from django.db import connection
 
 from agentops.engine.errors import LeaseLost
-from agentops.engine.transitions import Lease
+from agentops.engine.transitions import Lease, lease_deadline
 from agentops.models import Task
 from agentops.states import TaskStatus
 
 
 def lease_renew(lease: Lease) -> bool:
-    deadline = models.ExpressionWrapper(
-        Now() + Value(timedelta(seconds=settings.AGENTOPS["LEASE_SECONDS"])),
-        output_field=models.DateTimeField(),
-    )
+    deadline = lease_deadline()
     return bool(
         Task.objects.filter(
             pk=lease.task_id, lease_epoch=lease.epoch, status=TaskStatus.RUNNING

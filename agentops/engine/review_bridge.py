@@ -46,6 +46,12 @@ def audit_item_create(
     create(task=task, step=step, call=call, verdict=verdict, sampled=sampled)
 
 
+def gates_withdraw(*, task_id: int, because: str) -> int:
+    from reviews.services import gates_withdraw as withdraw
+
+    return withdraw(task_id=task_id, because=because)
+
+
 def gates_expire_overdue() -> int:
     from reviews.services import gates_expire_overdue as expire
 

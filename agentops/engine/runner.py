@@ -15,14 +15,13 @@ import logging
 import random
 import time
 from dataclasses import dataclass, field
-from datetime import timedelta
 from decimal import Decimal
 from typing import Any
 
 import httpx
 from django.conf import settings
-from django.db import models, transaction
-from django.db.models import F, Value
+from django.db import transaction
+from django.db.models import F
 from django.db.models.functions import Now
 from django.utils import timezone
 
@@ -55,6 +54,7 @@ from agentops.engine.routing import Verdict, action_for, route_action
 from agentops.engine.transitions import (
     EventSpec,
     Lease,
+    db_time_after,
     fenced_write,
     ledger_transition,
     step_as_done,
@@ -88,10 +88,14 @@ def http_client() -> httpx.Client:
     return httpx.Client(timeout=settings.AGENTOPS["TOOL_TIMEOUT_SECONDS"])
 
 
-def _after(seconds: float) -> Any:
-    return models.ExpressionWrapper(
-        Now() + Value(timedelta(seconds=seconds)), output_field=models.DateTimeField()
-    )
+def _registered_tool(name: str) -> Tool:
+    """A tool a recorded step uses; a deploy that removed it stops the step, not the worker."""
+    try:
+        return get_tool(name)
+    except UnknownTool as exc:
+        raise OrchestrationFailure(
+            f"{exc}: the tool of a recorded call is no longer registered", kind="unknown_tool"
+        ) from None
 
 
 def backoff_seconds(attempt: int, retry_after: float | None, base: float | None = None) -> float:
@@ -220,6 +224,8 @@ class TaskRun:
             current=step,
             resumed_at=self.resumed_at,
             notes=self._notes(step),
+            # After a context overflow, summarize more of the earlier work.
+            recent=1 if (step.error or {}).get("kind") == "context_overflow" else None,
         )
         attempt = step.attempts + 1
         event = EventSpec(
@@ -272,7 +278,7 @@ class TaskRun:
                     self._record_text_reply(step, response)
                 return StepResult(output={"text": response.text})
             name = response.tool_calls[0]["name"]
-            tool = self._proposed_tool(name) if fresh else get_tool(name)
+            tool = self._proposed_tool(name) if fresh else _registered_tool(name)
             call = None if fresh else self._live_call(step)
             if call is None:
                 if not fresh and self._has_failed_try(step):
@@ -732,7 +738,7 @@ class TaskRun:
             delay = backoff_seconds(
                 attempts, failure.retry_after, tool.backoff_base if tool else None
             )
-            fields["next_run_at"] = _after(delay)
+            fields["next_run_at"] = db_time_after(delay)
             fields["failure"]["retry_in_seconds"] = round(delay, 3)
         seq = fenced_write(
             self.lease, events, transition="schedule_retry" if retry else "stop", **fields
@@ -786,7 +792,16 @@ class TaskRun:
                 )
 
     def _notes(self, step: Step) -> list[str]:
-        return [n for n in (step.spec.get("notes") or []) if isinstance(n, str)]
+        """Reviewers' notes on the step, plus a repair note when its last reply was invalid."""
+        notes = [n for n in (step.spec.get("notes") or []) if isinstance(n, str)]
+        last = step.error or {}
+        if last.get("kind") == "output_invalid":
+            notes.append(
+                f"Your previous reply for this step was rejected: {last.get('message', '')}. "
+                "Answer with one JSON object and at most one tool call whose arguments fit "
+                "the tool's parameters."
+            )
+        return notes
 
     # -- planning -----------------------------------------------------------------------------
 
@@ -849,10 +864,13 @@ class Rollback:
             task=task, compensation_of__isnull=True, status=LedgerStatus.SUCCEEDED
         ).order_by("-id")
         for call in originals:
-            tool = get_tool(call.tool)
-            if tool.compensate_with is None:
-                continue
-            failure = self._compensate(call, tool)
+            try:
+                tool = _registered_tool(call.tool)
+                if tool.compensate_with is None:
+                    continue
+                failure = self._compensate(call, tool)
+            except StepFailure as exc:
+                failure = exc
             if failure is not None:
                 return self.task_run._stop(failure)
         not_undone = [
@@ -871,7 +889,7 @@ class Rollback:
 
     def _compensate(self, call: ToolCall, tool: Tool) -> StepFailure | None:
         task = self.task_run.task
-        compensating = get_tool(tool.compensate_with or "")
+        compensating = _registered_tool(tool.compensate_with or "")
         original_args, original_result = loaded(call.args), loaded(call.result)
         arguments = (
             tool.compensation_args(original_args, original_result)

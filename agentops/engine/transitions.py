@@ -57,11 +57,16 @@ class EventSpec:
     fold: dict[str, Any] | None = None
 
 
-def _lease_deadline() -> Any:
-    seconds = settings.AGENTOPS["LEASE_SECONDS"]
+def db_time_after(seconds: float) -> Any:
+    """The database clock plus `seconds`, as an expression: leases and due times never depend
+    on a worker's clock."""
     return models.ExpressionWrapper(
         Now() + Value(timedelta(seconds=seconds)), output_field=models.DateTimeField()
     )
+
+
+def lease_deadline() -> Any:
+    return db_time_after(settings.AGENTOPS["LEASE_SECONDS"])
 
 
 def _append_events(
@@ -139,7 +144,7 @@ def task_claim(*, task_id: int, owner: str) -> Lease | None:
                 "status": start.target,
                 "lease_epoch": F("lease_epoch") + 1,
                 "lease_owner": owner,
-                "lease_expires_at": _lease_deadline(),
+                "lease_expires_at": lease_deadline(),
                 "next_run_at": None,
                 "failure": None,
                 "claims": F("claims") + 1,
@@ -183,7 +188,7 @@ def fenced_write(
             fields.setdefault("lease_owner", "")
             if spec.target in TERMINAL:
                 fields.setdefault("finished_at", Now())
-    fields.setdefault("lease_expires_at", _lease_deadline())
+    fields.setdefault("lease_expires_at", lease_deadline())
     seq = lease.last_seq + len(events)
     updated = Task.objects.filter(
         pk=lease.task_id, lease_epoch=lease.epoch, last_seq=lease.last_seq, status__in=sources
@@ -237,7 +242,8 @@ def task_transition(
 
 
 def task_append_event(*, task_id: int, event: EventSpec, actor: Any = None) -> int:
-    """Append an event that changes no status (a note, a claim of an inbox item)."""
+    """Append an event that changes no status (a person's note on the task, or what an
+    intervention changed after its transition)."""
     seq = _update_and_log(Task.objects.filter(pk=task_id), task_id, [event], {}, actor=actor)
     assert seq is not None
     return seq

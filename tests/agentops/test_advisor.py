@@ -24,6 +24,10 @@ DOC = Path(__file__).resolve().parents[2] / "docs" / "recovery.md"
 S = Situation
 # One situation per row of RULES, each chosen so that this row (and no earlier one) matches.
 ROW_CASES: dict[str, tuple[Situation, Action]] = {
+    "rollback-unfinished": (
+        S("authorization_gap", "tool", "write", 0.5, compensable=True, rolling_back=True),
+        Action.ROLLBACK,
+    ),
     "side-effect-unknown": (
         S("side_effect_unknown", "orchestration", "financial", 0.6, compensable=True),
         Action.CONFIRM,

@@ -23,6 +23,7 @@ from agentops.services import (
 from agentops.sim.models import Effect
 from agentops.sim.services import fault_reset, fault_set
 from agentops.states import LedgerStatus, StepStatus, TaskStatus
+from reviews.models import Decision
 from tests.agentops.test_runner import run_until_parked_or_done
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -248,5 +249,8 @@ def test_interventions_are_usable_from_the_admin(sim_server, redis_clean, admin_
     assert Task.objects.get(pk=task.pk).status == TaskStatus.ABORTED
     assert Task.objects.get(pk=done.pk).status == TaskStatus.SUCCEEDED
     assert Event.objects.get(task=task, action="agentops.task.aborted").actor == admin_user
+    decision = Decision.objects.get(action="reviews.intervention.abort")
+    assert decision.actor_label == admin_user.username and decision.task_id_ref == task.pk
     shown = [str(m) for m in response.context["messages"]]
-    assert any("aborted" in m for m in shown) and any("cannot abort" in m for m in shown)
+    assert any(m.endswith(": abort") for m in shown)
+    assert any(str(done) in m and not m.endswith(": abort") for m in shown)

@@ -27,7 +27,14 @@ PARKED_OR_DONE = {"succeeded", "stopped", "retry scheduled", "not claimable"}
 
 @pytest.fixture
 def user(django_user_model: Any) -> Any:
-    return django_user_model.objects.create_user(username="olga", password="pw-for-tests")
+    """A person who may read every task (operators and auditors hold this permission)."""
+    from django.contrib.auth.models import Permission
+
+    olga = django_user_model.objects.create_user(username="olga", password="pw-for-tests")
+    olga.user_permissions.add(
+        Permission.objects.get(content_type__app_label="agentops", codename="view_task")
+    )
+    return olga
 
 
 @pytest.fixture
@@ -389,17 +396,18 @@ def test_task_page_query_count_does_not_grow_with_events(
     # Warm the session so both requests below do the same work.
     operator_client.get(reverse("agentops:task_list"))
 
-    # session, user, the user's roles (navigation), task, steps, ledger, events
-    with django_assert_num_queries(7):
+    # session, user, the user's roles (navigation), their permissions (user and groups, for
+    # which tasks they may read), task, steps, ledger, events
+    with django_assert_num_queries(9):
         small = operator_client.get(reverse("agentops:task_detail", args=[few.pk]))
-    with django_assert_num_queries(7):
+    with django_assert_num_queries(9):
         large = operator_client.get(reverse("agentops:task_detail", args=[many.pk]))
     with CaptureQueriesContext(connection) as fragment:
         operator_client.get(reverse("agentops:task_detail", args=[many.pk]), HTTP_HX_REQUEST="true")
 
     assert small.content.decode().count("agentops.task.noted") == 1
     assert large.content.decode().count("agentops.task.noted") == 19
-    assert len(fragment.captured_queries) == 6
+    assert len(fragment.captured_queries) == 8  # the polled fragment: no navigation roles
 
 
 @pytest.mark.django_db(transaction=True)
@@ -460,3 +468,19 @@ def test_untrusted_goal_and_tool_output_render_escaped(
     # The eligibility step's output preview, JSON-encoded and then escaped.
     detail = pages[0].content.decode()
     assert "&lt;script&gt;alert(1)&lt;/script&gt; hx-get=\\&quot;/x\\&quot;" in detail
+
+
+@pytest.mark.django_db
+def test_a_person_without_the_reader_role_sees_only_the_tasks_they_started(
+    client: Any, django_user_model: Any, redis_clean: Any
+) -> None:
+    rita = django_user_model.objects.create_user(username="rita", password="x")
+    mine = task_create(agent="refund", goal="Mine", input={"order_id": "A1001"}, created_by=rita)
+    theirs = make_task(goal="Someone else's refund")
+    client.force_login(rita)
+
+    listing = client.get(reverse("agentops:task_list")).content.decode()
+
+    assert f"#{mine.pk}<" in listing and f"#{theirs.pk}<" not in listing
+    assert client.get(reverse("agentops:task_detail", args=[mine.pk])).status_code == 200
+    assert client.get(reverse("agentops:task_detail", args=[theirs.pk])).status_code == 404

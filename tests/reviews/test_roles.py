@@ -52,6 +52,8 @@ class Access:
     # Anonymous users may use it too (the login and logout views).
     public: bool = False
     kwargs: Callable[[World], dict[str, int]] = field(default=lambda w: {})
+    # What a signed-in user outside `allowed` gets: 403, or 404 for an object outside their reach.
+    denied: int = 403
 
 
 def _task(w: World) -> dict[str, int]:
@@ -85,10 +87,11 @@ def _rule(w: World) -> dict[str, int]:
 ACCESS: dict[str, Access] = {
     "login": Access(FORM, SIGNED_IN, public=True),
     "logout": Access(POST, SIGNED_IN, public=True),
-    # The agentops pages are open to every signed-in user.
+    # Every signed-in user may start tasks and list the ones they may see; another person's task
+    # is readable by reviewers (and its starter), and answers 404 to anyone else.
     "agentops:task_list": Access(PAGE, SIGNED_IN),
     "agentops:task_new": Access(FORM, SIGNED_IN),
-    "agentops:task_detail": Access(PAGE, SIGNED_IN, kwargs=_task),
+    "agentops:task_detail": Access(PAGE, REVIEWERS, kwargs=_task, denied=404),
     # The policy editor is for policy admins only.
     "policies:index": Access(PAGE, ADMINS),
     "policies:policy_detail": Access(PAGE, ADMINS, kwargs=_policy),
@@ -194,7 +197,7 @@ def expected_get(access: Access, role: str) -> int:
     if role == ANONYMOUS and not access.public:
         return 302
     if role != ANONYMOUS and role not in access.allowed:
-        return 403
+        return access.denied
     return 405 if access.kind == POST else 200
 
 

@@ -1,0 +1,129 @@
+"""Admin actions for people's decisions on tasks: the interventions and ledger confirmations.
+
+They extend agentops' model admins (reviews may import agentops, not the other way round) and go
+through the same services as the review pages, so the role check, the advisor's allowed options
+and the decision log apply to the admin too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from django.contrib import admin, messages
+from django.db.models import QuerySet
+from django.http import HttpRequest
+
+from agentops.admin import TaskAdmin, ToolCallAdmin
+from agentops.engine.errors import AgentOpsError
+from agentops.models import Task, ToolCall
+from reviews.models import AuditItem, Decision, Gate
+from reviews.services import ReviewError, intervention_apply, ledger_call_confirm
+
+
+def _apply(request: HttpRequest, items: QuerySet, action: Callable[[Any], None], done: str) -> None:
+    """Apply one decision per selected row, reporting each row's result."""
+    for item in items:
+        try:
+            action(item)
+        except (AgentOpsError, ReviewError) as exc:
+            messages.error(request, f"{item}: {exc}")
+        else:
+            messages.success(request, f"{item}: {done}")
+
+
+class DecidingTaskAdmin(TaskAdmin):
+    actions = ["retry", "skip", "rollback", "abort"]
+
+    def _intervene(self, request: HttpRequest, queryset: QuerySet[Task], name: str) -> None:
+        _apply(
+            request,
+            queryset,
+            lambda task: intervention_apply(
+                task_id=task.pk, action=name, actor=request.user, reason="from the admin"
+            ),
+            name,
+        )
+
+    @admin.action(description="Retry the stopped step")
+    def retry(self, request: HttpRequest, queryset: QuerySet[Task]) -> None:
+        self._intervene(request, queryset, "retry")
+
+    @admin.action(description="Skip the stopped step")
+    def skip(self, request: HttpRequest, queryset: QuerySet[Task]) -> None:
+        self._intervene(request, queryset, "skip")
+
+    @admin.action(description="Roll back (compensate effects)")
+    def rollback(self, request: HttpRequest, queryset: QuerySet[Task]) -> None:
+        self._intervene(request, queryset, "rollback")
+
+    @admin.action(description="Abort")
+    def abort(self, request: HttpRequest, queryset: QuerySet[Task]) -> None:
+        self._intervene(request, queryset, "abort")
+
+
+class ConfirmingToolCallAdmin(ToolCallAdmin):
+    actions = ["confirm_executed", "confirm_not_executed"]
+
+    def _confirm(self, request: HttpRequest, queryset: QuerySet[ToolCall], executed: bool) -> None:
+        _apply(
+            request,
+            queryset,
+            lambda call: ledger_call_confirm(
+                task_id=call.task_id,
+                call_id=call.pk,
+                executed=executed,
+                actor=request.user,
+                reason="from the admin",
+            ),
+            "confirmed" if executed else "confirmed not executed",
+        )
+
+    @admin.action(description="Confirm: the effect happened")
+    def confirm_executed(self, request: HttpRequest, queryset: QuerySet[ToolCall]) -> None:
+        self._confirm(request, queryset, True)
+
+    @admin.action(description="Confirm: the effect did not happen")
+    def confirm_not_executed(self, request: HttpRequest, queryset: QuerySet[ToolCall]) -> None:
+        self._confirm(request, queryset, False)
+
+
+admin.site.unregister(Task)
+admin.site.register(Task, DecidingTaskAdmin)
+admin.site.unregister(ToolCall)
+admin.site.register(ToolCall, ConfirmingToolCallAdmin)
+
+
+@admin.register(Gate)
+class GateAdmin(admin.ModelAdmin):
+    list_display = ("id", "task", "tool", "status", "rule", "approver_group", "due_at")
+    list_filter = ("status", "rule")
+    readonly_fields = [f.name for f in Gate._meta.fields]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+
+@admin.register(AuditItem)
+class AuditItemAdmin(admin.ModelAdmin):
+    list_display = ("id", "task", "tool", "route", "sampled", "status", "created_at")
+    list_filter = ("status", "route", "sampled")
+    readonly_fields = [f.name for f in AuditItem._meta.fields]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+
+@admin.register(Decision)
+class DecisionAdmin(admin.ModelAdmin):
+    list_display = ("created_at", "action", "actor_label", "subject")
+    list_filter = ("action",)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
