@@ -254,3 +254,50 @@ def test_interventions_are_usable_from_the_admin(sim_server, redis_clean, admin_
     shown = [str(m) for m in response.context["messages"]]
     assert any(m.endswith(": abort") for m in shown)
     assert any(str(done) in m and not m.endswith(": abort") for m in shown)
+
+
+def test_aborting_a_task_at_a_gate_withdraws_the_gate_and_the_sweep_goes_on(
+    sim_server, redis_clean, operator
+):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from reviews.models import Gate
+    from reviews.services import gates_expire_overdue
+
+    task = run_until_parked_or_done(
+        task_create(agent="refund", goal="Refund B2002", input={"order_id": "B2002"})
+    )
+    assert task.status == TaskStatus.AWAITING_APPROVAL
+
+    task_abort(task_id=task.pk, actor=operator, reason="customer withdrew")
+
+    gate = Gate.objects.get(task=task)
+    assert gate.status == "expired" and gate.feedback.startswith("withdrawn")
+    assert gates_expire_overdue(now=timezone.now() + timedelta(days=1)) == 0
+
+
+def test_an_unfinished_rollback_can_only_be_rolled_back_again_or_aborted(
+    sim_server, redis_clean, operator
+):
+    fault_set(service="email", operation="send", mode="forbidden", count=1)
+    fault_set(service="flights", operation="cancel", mode="forbidden", count=1)
+    task = run_until_parked_or_done(
+        task_create(agent="trip", goal="Trip", input={"traveller": "Ada"})
+    )
+    task_rollback(task_id=task.pk, actor=operator)
+    task = run_until_parked_or_done(task)
+    assert task.status == TaskStatus.NEEDS_ATTENTION  # the hotel is cancelled, the flight not yet
+
+    recommendation = task_get_recovery(task_id=task.pk)
+    assert recommendation.action == "rollback"
+    assert tuple(recommendation.options) == ("rollback", "abort")
+    with pytest.raises(TransitionRefused, match="rolling back"):
+        task_retry(task_id=task.pk, actor=operator)
+    with pytest.raises(TransitionRefused, match="rolling back"):
+        task_skip_step(task_id=task.pk, actor=operator)
+
+    task_rollback(task_id=task.pk, actor=operator)
+    assert run_until_parked_or_done(task).status == TaskStatus.ROLLED_BACK
+    assert effects("hotels", "cancel") == 1 and effects("flights", "cancel") == 1
