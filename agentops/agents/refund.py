@@ -86,15 +86,6 @@ def _email_probe(call: ToolContext) -> dict[str, Any] | None:
     return remote.probe(call, "email", "send")
 
 
-def _order_facts(request: ModelRequest) -> dict[str, Any]:
-    """What the model read from the lookup result in its context (or the input, if given)."""
-    for message in reversed(request.messages):
-        content = message.get("content")
-        if message.get("role") == "tool" and isinstance(content, dict) and "amount" in content:
-            return content
-    return {}
-
-
 def _reviewer_cap(request: ModelRequest) -> float | None:
     """A reviewer's "at most N" in a rejection note, as a model would read it."""
     for message in request.messages:
@@ -109,7 +100,7 @@ def _reviewer_cap(request: ModelRequest) -> float | None:
 def refund_script(request: ModelRequest) -> dict[str, Any]:
     data = request.task_input
     order_id = str(data.get("order_id", "A1001"))
-    facts = _order_facts(request)
+    facts = request.latest_tool_result("amount")  # the order lookup, as the model read it
     amount = data.get("amount") or facts.get("amount") or 0
     cap = _reviewer_cap(request)
     if cap is not None:

@@ -113,14 +113,6 @@ def _itinerary_probe(call: ToolContext) -> dict[str, Any] | None:
     return remote.probe(call, "email", "send")
 
 
-def _latest(request: ModelRequest, key: str) -> Any:
-    for message in reversed(request.messages):
-        content = message.get("content")
-        if message.get("role") == "tool" and isinstance(content, dict) and key in content:
-            return content[key]
-    return None
-
-
 def trip_script(request: ModelRequest) -> dict[str, Any]:
     data = request.task_input
     traveller = str(data.get("traveller", "Ada Lovelace"))
@@ -134,7 +126,7 @@ def trip_script(request: ModelRequest) -> dict[str, Any]:
             },
         )
     elif request.step == 1:
-        flights = _latest(request, "flights") or [{"flight_id": "FL0000"}]
+        flights = request.latest_tool_result("flights").get("flights") or [{"flight_id": "FL0000"}]
         cheapest = min(flights, key=lambda f: f.get("price", 0))
         name, arguments = (
             "book_flight",

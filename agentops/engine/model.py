@@ -32,6 +32,15 @@ class ModelRequest:
     task_input: dict[str, Any]
     planning: bool = False
 
+    def latest_tool_result(self, key: str) -> dict[str, Any]:
+        """The newest tool result in the context that has `key` ({} if none): what a model reads
+        back from earlier steps. Scripted agents use it instead of peeking at the database."""
+        for message in reversed(self.messages):
+            content = message.get("content")
+            if message.get("role") == "tool" and isinstance(content, dict) and key in content:
+                return content
+        return {}
+
 
 @dataclass(frozen=True)
 class ModelResponse:
