@@ -29,6 +29,7 @@ from agentops.engine import context as ctxbuild
 from agentops.engine import review_bridge
 from agentops.engine.checkpoints import checkpoint_verify, snapshot_write
 from agentops.engine.crashpoints import crashpoint
+from agentops.logs import task_context, task_context_step
 from agentops.engine.dispatch import task_enqueue
 from agentops.engine.errors import (
     CheckpointMismatch,
@@ -74,7 +75,7 @@ def task_advance(*, task_id: int, owner: str) -> str:
         return "not claimable"
     crashpoint("after_claim")
     try:
-        with Heartbeat(lease, armed=False) as beat:
+        with task_context(task_id=task_id), Heartbeat(lease, armed=False) as beat:
             return TaskRun(lease=lease, http=http_client(), beat=beat).advance()
     except LeaseLost as lost:
         logger.warning("stopping: %s", lost)
@@ -267,6 +268,7 @@ class TaskRun:
     # -- phases 2-3: model_result, before_tool_call --------------------------------------------
 
     def _run_step(self, step: Step) -> StepResult:
+        task_context_step(step.ordinal)
         try:
             fresh = step.model_response is None
             if fresh:
@@ -637,6 +639,7 @@ class TaskRun:
                 events.extend(begin_events)
                 fields.update(begin_fields)
             seq = fenced_write(self.lease, events, transition=transition, **fields)
+            crashpoint("inside_step_complete", step=step.ordinal)
             if record_outcome:
                 # The step's output is the tool's result: one stored copy (one artifact) serves
                 # both rows.

@@ -4,6 +4,9 @@ A claimable task (queued, running, or a due retry) whose lease is free and that 
 the grace period gets a job, unless a job for its current state is already waiting. This covers a
 worker killed mid-slice (its lease expires), a job lost with Redis, and a retry whose time has come.
 Overdue approval gates take their policy's timeout action (reject, or escalate once).
+
+Any number of sweepers may run (one per machine): a PostgreSQL advisory lock lets one sweep at a
+time, and a sweeper that dies releases it with its connection.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import logging
 from datetime import timedelta
 
 from django.conf import settings
+from django.db import connection
 from django.db.models import Q
 from django.db.models.functions import Now
 from django.utils import timezone
@@ -22,6 +26,9 @@ from agentops.models import Task
 from agentops.states import TaskStatus
 
 logger = logging.getLogger(__name__)
+
+# pg_advisory_lock key of the sweep: "agentops sweep" in a bigint, the same in every process.
+SWEEP_LOCK_KEY = 0x6167_6F70_7377_6570
 
 
 def tasks_to_redrive() -> list[tuple[int, int]]:
@@ -48,3 +55,18 @@ def sweep() -> int:
             enqueued += 1
             logger.info("sweeper: re-driving task %s", task_id)
     return enqueued
+
+
+def sweep_exclusive() -> int | None:
+    """`sweep()` while holding the sweep lock; None (and nothing done) when another sweeper
+    holds it."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_try_advisory_lock(%s)", [SWEEP_LOCK_KEY])
+        (acquired,) = cursor.fetchone()
+    if not acquired:
+        return None
+    try:
+        return sweep()
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_unlock(%s)", [SWEEP_LOCK_KEY])
