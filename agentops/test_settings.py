@@ -11,5 +11,7 @@ import os
 
 os.environ["AGENTOPS_DEV"] = "1"
 os.environ.setdefault("AGENTOPS_DB_IDLE_IN_TRANSACTION_TIMEOUT", "120s")
+# On the embedded Redis, tests flush a database of their own, not the one `make run` uses.
+os.environ.setdefault("AGENTOPS_EMBEDDED_REDIS_DB", "15")
 
-from agentops.settings import *  # noqa: E402, F403
+from agentops.settings import *  # noqa: F403

@@ -29,7 +29,6 @@ from agentops.engine import context as ctxbuild
 from agentops.engine import review_bridge
 from agentops.engine.checkpoints import checkpoint_verify, snapshot_write
 from agentops.engine.crashpoints import crashpoint
-from agentops.logs import task_context, task_context_step
 from agentops.engine.dispatch import task_enqueue
 from agentops.engine.errors import (
     CheckpointMismatch,
@@ -62,6 +61,7 @@ from agentops.engine.transitions import (
     step_transition,
     task_claim,
 )
+from agentops.logs import task_context, task_context_step
 from agentops.models import Step, Task, ToolCall
 from agentops.states import STEP_DONE, LedgerStatus, Phase, StepStatus, TaskMode
 

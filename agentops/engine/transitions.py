@@ -141,9 +141,7 @@ def task_claim(*, task_id: int, owner: str) -> Lease | None:
     )
     with transaction.atomic():
         previous = (
-            claimable.select_for_update(skip_locked=True)
-            .values_list("status", flat=True)
-            .first()
+            claimable.select_for_update(skip_locked=True).values_list("status", flat=True).first()
         )
         if previous is None:
             return None

@@ -2,8 +2,8 @@
 
 The benchmark runs the registered no-op agent `bench_noop` (one model call and one in-process tool
 call per step) through the real runner on the configured database, one `task_advance` call per
-task with a slice long enough to finish it, and in the same run a floor: a raw psycopg 3 (or
-sqlite3) connection that inserts one row carrying the step's tool result into a logged table and
+task with a slice long enough to finish it, and in the same run a floor: a raw psycopg 3
+connection that inserts one row carrying the step's tool result into a logged table and
 commits, once per step. Floor and task runs alternate, one pair per repeat, so drift on a shared
 machine hits both; ratios are medians of the per-pair ratios.
 
@@ -17,8 +17,7 @@ steps, `bytes_per_step_last` the same for the last interval (after the second-to
 Both leave out full-page images, reported apart (`fpi_bytes_per_step_*`): a page's first change
 after a checkpoint logs the whole page, so they follow the cluster's checkpoints, not the step.
 `wal_bytes_per_step` is everything the run wrote, images included, over all its steps.
-A temporary replication slot keeps those segments until they are read. On SQLite bytes are not
-measured (null, with a note) and commits are counted by a statement hook.
+A temporary replication slot keeps those segments until they are read.
 
 Each run starts with one unmeasured warm-up pair, and runs with DEBUG off (as workers do). The
 command deletes its tasks, their artifact files and the floor table. Performance belongs here,
@@ -30,11 +29,9 @@ from __future__ import annotations
 import json
 import os
 import re
-import sqlite3
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
@@ -55,6 +52,7 @@ from rq.job import Job
 from rq.worker import Worker
 
 from agentops.agents.bench import bench_script
+from agentops.dburl import database_url
 from agentops.engine.dispatch import job_id_for
 from agentops.engine.model import ModelRequest
 from agentops.engine.runner import task_advance
@@ -253,14 +251,6 @@ class StatementCounter:
 class Floor:
     """One INSERT of the step's tool result + commit per step, on a raw connection."""
 
-    def insert(self, rows: list[str]) -> float:
-        raise NotImplementedError
-
-    def close(self) -> None:
-        raise NotImplementedError
-
-
-class PostgresFloor(Floor):
     def __init__(self, raw: psycopg.Connection) -> None:
         self.raw = raw
         raw.execute(f"DROP TABLE IF EXISTS {FLOOR_TABLE}")
@@ -277,30 +267,6 @@ class PostgresFloor(Floor):
 
     def close(self) -> None:
         self.raw.execute(f"DROP TABLE IF EXISTS {FLOOR_TABLE}")
-
-
-class SqliteFloor(Floor):
-    """A scratch file with the project's SQLite settings (WAL, synchronous=NORMAL)."""
-
-    def __init__(self) -> None:
-        self.dir = tempfile.TemporaryDirectory(prefix="agentops-bench-")
-        self.db = sqlite3.connect(Path(self.dir.name) / "floor.sqlite3", isolation_level=None)
-        self.db.execute("PRAGMA journal_mode=WAL")
-        self.db.execute("PRAGMA synchronous=NORMAL")
-        self.db.execute(
-            f"CREATE TABLE {FLOOR_TABLE} (id INTEGER PRIMARY KEY, payload TEXT NOT NULL)"
-        )
-
-    def insert(self, rows: list[str]) -> float:
-        sql = f"INSERT INTO {FLOOR_TABLE} (payload) VALUES (?)"
-        began = time.perf_counter()
-        for row in rows:
-            self.db.execute(sql, (row,))
-        return time.perf_counter() - began
-
-    def close(self) -> None:
-        self.db.close()
-        self.dir.cleanup()
 
 
 @dataclass
@@ -423,20 +389,14 @@ class Command(BaseCommand):
     # -- the checkpoint benchmark -------------------------------------------------------------
 
     def checkpoint(self, *, steps: int, payload_kb: int, repeat: int) -> dict[str, Any]:
-        postgres = connection.vendor == "postgresql"
         rows = floor_rows(steps, payload_kb)
         created: list[int] = []
         notes: list[str] = []
-        with _maybe_raw(postgres) as raw:
-            wal, note = WalReader.open(raw) if raw is not None else (None, "")
+        with raw_postgres() as raw:
+            wal, note = WalReader.open(raw)
             if note:
                 notes.append(note)
-            if not postgres:
-                notes.append(
-                    "SQLite: bytes per step not measured; commits counted by a "
-                    "statement hook (writes in autocommit mode + write transactions)"
-                )
-            floor: Floor = PostgresFloor(raw) if raw is not None else SqliteFloor()
+            floor = Floor(raw)
             try:
                 self._run_pair(floor, rows, steps, payload_kb, created, wal=None)  # warm-up
                 pairs = [
@@ -449,7 +409,7 @@ class Command(BaseCommand):
             finally:
                 floor.close()
                 self._clean_up(created)
-        return _report(pairs, steps=steps, payload_kb=payload_kb, postgres=postgres, notes=notes)
+        return _report(pairs, steps=steps, payload_kb=payload_kb, notes=notes)
 
     def _run_pair(
         self,
@@ -627,15 +587,6 @@ class Command(BaseCommand):
         }
 
 
-@contextmanager
-def _maybe_raw(postgres: bool) -> Iterator[psycopg.Connection | None]:
-    if not postgres:
-        yield None
-        return
-    with raw_postgres() as raw:
-        yield raw
-
-
 def _drop_job(task_id: int) -> None:
     """The task was enqueued on commit; remove that job so no worker races the bench for it.
 
@@ -650,19 +601,10 @@ def _drop_job(task_id: int) -> None:
 
 def _database_url() -> str:
     """DATABASE_URL for a child process, pointing at the database this process uses."""
-    conf = connection.settings_dict
-    if connection.vendor == "sqlite":
-        return f"sqlite:///{conf['NAME']}"
-    password = f":{conf['PASSWORD']}" if conf["PASSWORD"] else ""
-    return (
-        f"postgres://{conf['USER']}{password}@{conf['HOST'] or '127.0.0.1'}:"
-        f"{conf['PORT'] or 5432}/{conf['NAME']}"
-    )
+    return database_url(connection.settings_dict)
 
 
-def _report(
-    pairs: list[Pair], *, steps: int, payload_kb: int, postgres: bool, notes: list[str]
-) -> dict[str, Any]:
+def _report(pairs: list[Pair], *, steps: int, payload_kb: int, notes: list[str]) -> dict[str, Any]:
     def per_step_ms(seconds: float, count: int) -> float:
         return seconds * 1000 / count
 
@@ -671,7 +613,7 @@ def _report(
 
     task_ms = [per_step_ms(p.task_seconds, steps) for p in pairs]
     floor_ms = [per_step_ms(p.floor_seconds, p.floor_rows) for p in pairs]
-    if postgres and all("wal_commits" in p.figures for p in pairs):
+    if all("wal_commits" in p.figures for p in pairs):
         commits = _median([p.figures["wal_commits"] / steps for p in pairs])
         source = "WAL commit records"
     else:
