@@ -12,6 +12,8 @@ time, and a sweeper that dies releases it with its connection.
 from __future__ import annotations
 
 import logging
+import time
+from dataclasses import dataclass
 from datetime import timedelta
 
 from django.conf import settings
@@ -57,7 +59,16 @@ def sweep() -> int:
     return enqueued
 
 
-def sweep_exclusive() -> int | None:
+@dataclass(frozen=True)
+class Sweep:
+    """One sweep done under the lock: when it held the lock (wall clock) and what it enqueued."""
+
+    started: float
+    ended: float
+    enqueued: int
+
+
+def sweep_exclusive() -> Sweep | None:
     """`sweep()` while holding the sweep lock; None (and nothing done) when another sweeper
     holds it."""
     with connection.cursor() as cursor:
@@ -66,7 +77,9 @@ def sweep_exclusive() -> int | None:
     if not acquired:
         return None
     try:
-        return sweep()
+        started = time.time()
+        enqueued = sweep()
+        return Sweep(started=started, ended=time.time(), enqueued=enqueued)
     finally:
         with connection.cursor() as cursor:
             cursor.execute("SELECT pg_advisory_unlock(%s)", [SWEEP_LOCK_KEY])

@@ -22,16 +22,15 @@ class Command(BaseCommand):
         interval = interval or settings.AGENTOPS["SWEEP_INTERVAL_SECONDS"]
         while True:
             close_old_connections()
-            started = time.time()
-            count = sweep_exclusive()
-            if count is None:
+            done = sweep_exclusive()
+            if done is None:
                 if verbosity >= 2 or once:
                     self.stdout.write("sweeper: skipped, another sweeper is sweeping")
             else:
-                if count:
-                    self.stdout.write(f"sweeper: enqueued {count} job(s)")
+                if done.enqueued:
+                    self.stdout.write(f"sweeper: enqueued {done.enqueued} job(s)")
                 if verbosity >= 2:
-                    self.stdout.write(f"sweep start={started:.6f} end={time.time():.6f}")
+                    self.stdout.write(f"sweep start={done.started:.6f} end={done.ended:.6f}")
             if once:
                 return
             time.sleep(interval)
