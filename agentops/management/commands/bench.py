@@ -43,7 +43,6 @@ from typing import Any
 import django_rq
 import psycopg
 from django.conf import settings
-from django.core.files.storage import default_storage
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connection, transaction
 from django.test.utils import override_settings
@@ -52,11 +51,13 @@ from rq.job import Job
 from rq.worker import Worker
 
 from agentops.agents.bench import bench_script
+from agentops.benchmarks.tasks import bench_tasks_delete
+from agentops.benchmarks.throughput import throughput
 from agentops.dburl import database_url
 from agentops.engine.dispatch import job_id_for
 from agentops.engine.model import ModelRequest
 from agentops.engine.runner import task_advance
-from agentops.models import Artifact, Snapshot, Task
+from agentops.models import Snapshot, Task
 from agentops.services import task_create
 from agentops.states import TaskStatus
 
@@ -334,7 +335,13 @@ class Command(BaseCommand):
     help = HELP
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("benchmark", choices=["checkpoint"])
+        parser.add_argument("benchmark", choices=["checkpoint", "throughput"])
+        parser.add_argument(
+            "--workers", type=int, default=1, help="throughput: worker processes (default 1)"
+        )
+        parser.add_argument(
+            "--tasks", type=int, default=40, help="throughput: tasks to run (default 40)"
+        )
         parser.add_argument("--steps", type=int, default=20, help="steps per task (default 20)")
         parser.add_argument(
             "--payload-kb",
@@ -363,13 +370,22 @@ class Command(BaseCommand):
     def handle(
         self,
         *args: Any,
+        benchmark: str,
         steps: int,
         payload_kb: int,
         repeat: int,
         as_json: bool,
         dispatch: int,
+        workers: int,
+        tasks: int,
         **options: Any,
     ) -> None:
+        if benchmark == "throughput":
+            if workers < 1 or tasks < 1 or steps < 1:
+                raise CommandError("--workers, --tasks and --steps must be positive")
+            report = throughput(workers=workers, tasks=tasks, steps=steps, payload_kb=payload_kb)
+            self.stdout.write(json.dumps(report, indent=None if as_json else 2))
+            return
         if steps < 1 or repeat < 1 or payload_kb < 0 or dispatch < 0:
             raise CommandError(
                 "--steps and --repeat must be positive, --payload-kb and --dispatch not negative"
@@ -408,7 +424,7 @@ class Command(BaseCommand):
                         pair.figures = self._wal_figures(wal, pair, steps)
             finally:
                 floor.close()
-                self._clean_up(created)
+                bench_tasks_delete(created)
         return _report(pairs, steps=steps, payload_kb=payload_kb, notes=notes)
 
     def _run_pair(
@@ -505,16 +521,6 @@ class Command(BaseCommand):
         )
         return figures
 
-    def _clean_up(self, task_ids: list[int]) -> None:
-        """Delete the bench tasks, their rows (cascade) and their artifact files."""
-        for name in Artifact.objects.filter(task_id__in=task_ids).values_list("name", flat=True):
-            default_storage.delete(name)
-        Task.objects.filter(pk__in=task_ids).delete()
-        for task_id in task_ids:
-            # Not a local directory, or never created: nothing to remove.
-            with suppress(OSError, NotImplementedError):
-                Path(default_storage.path(f"artifacts/{task_id}")).rmdir()
-
     # -- dispatch: one RQ job through a real worker ------------------------------------------
 
     def dispatch(self, *, jobs: int, payload_kb: int) -> dict[str, Any]:
@@ -576,7 +582,7 @@ class Command(BaseCommand):
                 if job is not None:
                     job.delete()
         finally:
-            self._clean_up(created)
+            bench_tasks_delete(created)
         worker_ms = statistics.median(gaps) * 1000
         in_process_ms = statistics.median(in_process) * 1000
         return {
