@@ -19,7 +19,6 @@ from agentops import embedded
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 DATA_DIR = Path(os.environ.get("AGENTOPS_DATA_DIR", BASE_DIR / ".data"))
-DEV = os.environ.get("AGENTOPS_DEV", "").strip().lower() in {"1", "true", "yes", "on"}
 INSECURE_DEV_SECRET_KEY = "dev-insecure-change-me"
 
 
@@ -45,8 +44,8 @@ def env_list(name: str, default: str = "") -> list[str]:
 def refuse(variable: str, why: str) -> None:
     """Stop at startup with one line naming the variable (no traceback)."""
     sys.exit(
-        f"agentops: {variable} {why}. Set it, or set AGENTOPS_DEV=1 for a development run "
-        "(see docs/operations.md)."
+        f"agentops: {variable} {why}; see docs/operations.md (AGENTOPS_DEV=1 selects "
+        "development mode)."
     )
 
 
@@ -83,6 +82,7 @@ def database_settings(url: str) -> dict:
     return database
 
 
+DEV = env_bool("AGENTOPS_DEV", False)
 SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "")
 DEBUG = DEV and env_bool("DJANGO_DEBUG", True)
 ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]" if DEV else "")
@@ -98,7 +98,9 @@ else:
 
 # Behind a TLS-terminating proxy: DJANGO_SECURE_PROXY_SSL_HEADER=HTTP_X_FORWARDED_PROTO,https
 _proxy_header = env_list("DJANGO_SECURE_PROXY_SSL_HEADER")
-SECURE_PROXY_SSL_HEADER = tuple(_proxy_header) if len(_proxy_header) == 2 else None
+if _proxy_header and len(_proxy_header) != 2:
+    refuse("DJANGO_SECURE_PROXY_SSL_HEADER", "must be HEADER,value (HTTP_X_FORWARDED_PROTO,https)")
+SECURE_PROXY_SSL_HEADER = tuple(_proxy_header) if _proxy_header else None
 SECURE_SSL_REDIRECT = env_bool("DJANGO_SECURE_SSL_REDIRECT", not DEV)
 SESSION_COOKIE_SECURE = env_bool("DJANGO_SECURE_COOKIES", not DEV)
 CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
