@@ -272,4 +272,26 @@ AGENTOPS = {
     # Tools call the simulated third-party services at this base URL over real HTTP.
     "SIM_BASE_URL": os.environ.get("AGENTOPS_SIM_BASE_URL", "http://127.0.0.1:8000/sim"),
     "TOOL_TIMEOUT_SECONDS": env_float("AGENTOPS_TOOL_TIMEOUT_SECONDS", 10.0),
+    # Notifications: links in messages start here; a gate this close to its timeout is announced
+    # again; failed deliveries are retried (the backoff doubles per attempt) up to the cap.
+    "PUBLIC_URL": os.environ.get("AGENTOPS_PUBLIC_URL", "http://127.0.0.1:8000"),
+    "NOTIFY_DUE_SOON_SECONDS": env_float("AGENTOPS_NOTIFY_DUE_SOON_SECONDS", 900.0),
+    "NOTIFY_MAX_ATTEMPTS": env_int("AGENTOPS_NOTIFY_MAX_ATTEMPTS", 5),
+    "NOTIFY_BACKOFF_SECONDS": env_float("AGENTOPS_NOTIFY_BACKOFF_SECONDS", 30.0),
+    "WEBHOOK_TIMEOUT_SECONDS": env_float("AGENTOPS_WEBHOOK_TIMEOUT_SECONDS", 5.0),
 }
+
+# Email: the console in development; SMTP from the environment in production.
+EMAIL_BACKEND = os.environ.get(
+    "DJANGO_EMAIL_BACKEND",
+    "django.core.mail.backends.console.EmailBackend"
+    if DEV
+    else "django.core.mail.backends.smtp.EmailBackend",
+)
+EMAIL_FILE_PATH = os.environ.get("DJANGO_EMAIL_FILE_PATH", str(DATA_DIR / "mail"))
+EMAIL_HOST = os.environ.get("DJANGO_EMAIL_HOST", "localhost")
+EMAIL_PORT = env_int("DJANGO_EMAIL_PORT", 25)
+EMAIL_HOST_USER = os.environ.get("DJANGO_EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = os.environ.get("DJANGO_EMAIL_HOST_PASSWORD", "")
+EMAIL_USE_TLS = env_bool("DJANGO_EMAIL_USE_TLS", False)
+DEFAULT_FROM_EMAIL = os.environ.get("DJANGO_DEFAULT_FROM_EMAIL", "agentops@localhost")

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -47,15 +48,27 @@ def tasks_to_redrive() -> list[tuple[int, int]]:
     )
 
 
+# Other apps' periodic work (each returns how many jobs it enqueued), registered in their
+# AppConfig.ready(): the engine calls them without importing them.
+SWEEP_HOOKS: list[Callable[[], int]] = []
+
+
+def sweep_hook_register(hook: Callable[[], int]) -> None:
+    if hook not in SWEEP_HOOKS:
+        SWEEP_HOOKS.append(hook)
+
+
 def sweep() -> int:
-    """Expire overdue gates, then enqueue a job for every task to re-drive; returns how many
-    jobs were enqueued."""
+    """Expire overdue gates, enqueue a job for every task to re-drive, then run the registered
+    hooks; returns how many jobs were enqueued."""
     review_bridge.gates_expire_overdue()
     enqueued = 0
     for task_id, seq in tasks_to_redrive():
         if enqueue_now(task_id, token=seq):
             enqueued += 1
             logger.info("sweeper: re-driving task %s", task_id)
+    for hook in SWEEP_HOOKS:
+        enqueued += hook()
     return enqueued
 
 
