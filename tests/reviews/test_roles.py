@@ -134,11 +134,11 @@ ACCESS: dict[str, Access] = {
 def url_patterns(
     patterns: list[Any] | None = None, prefix: str = "", namespace: str = ""
 ) -> Iterator[tuple[str | None, str]]:
-    """(namespaced name, route) of every URL pattern, recursively; admin and static files (the
-    favicon is one) aside."""
+    """(namespaced name, route) of every URL pattern, recursively; admin, static files (the
+    favicon is one) and the JSON API (its own table in test_api.py) aside."""
     for pattern in get_resolver().url_patterns if patterns is None else patterns:
         route = prefix + str(pattern.pattern)
-        if route.startswith(("admin/", "static/", "favicon.ico")):
+        if route.startswith(("admin/", "static/", "favicon.ico", "api/")):
             continue
         if isinstance(pattern, URLResolver):
             inner = ":".join(n for n in (namespace, pattern.namespace or "") if n)
