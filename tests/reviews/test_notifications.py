@@ -10,6 +10,7 @@ import hmac
 import json
 import threading
 from collections.abc import Iterator
+from datetime import time as clock
 from datetime import timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -19,6 +20,7 @@ from urllib.parse import urlparse
 import pytest
 from django.contrib.auth.models import Group
 from django.core import mail
+from django.test import Client
 from django.utils import timezone
 
 from agentops.models import Task
@@ -292,3 +294,39 @@ def test_the_sweeper_and_a_worker_deliver_a_notice_end_to_end(processes, tmp_pat
     assert Task.objects.get(pk=task.pk).status == "awaiting_approval"
     assert len(messages) == 1 and "olga@example.com" in messages[0]
     assert f"/review/gates/{Gate.objects.get(task=task).pk}" in messages[0]
+
+
+def test_the_account_page_saves_preferences_and_refuses_half_quiet_hours(operator):
+    client = client_for(operator)
+
+    half = client.post("/review/account", {"email": "on", "quiet_from": "22:00"})
+    saved = client.post(
+        "/review/account",
+        {"events": ["task_stopped"], "email": "on", "quiet_from": "22:00", "quiet_until": "07:00"},
+    )
+    preference = NotificationPreference.objects.get(user=operator)
+
+    assert half.status_code == 400 and "both ends" in half.content.decode()
+    assert saved.status_code == 302
+    assert preference.events == ["task_stopped"]
+    assert (preference.quiet_from, preference.quiet_until) == (clock(22), clock(7))
+
+
+def test_a_token_made_on_the_account_page_is_shown_once_and_works_until_revoked(operator):
+    client = client_for(operator)
+
+    client.post("/review/account/tokens", {"name": "ci bot"})
+    first = client.get("/review/account").content.decode()
+    second = client.get("/review/account").content.decode()
+    token = first.split('<code class="token">')[1].split("</code>")[0]
+    api = Client(HTTP_AUTHORIZATION=f"Bearer {token}")
+    works = api.get("/api/v1/tasks").status_code
+    row = operator.api_tokens.get()
+    revoke = client.post(f"/review/account/tokens/{row.pk}/revoke")
+    other = client_for(operator).post(f"/review/account/tokens/{row.pk}/revoke")
+
+    assert token.startswith("ao_") and token not in second
+    assert "ci bot" in second
+    assert works == 200
+    assert revoke.status_code == 302 and other.status_code == 404
+    assert api.get("/api/v1/tasks").status_code == 401
