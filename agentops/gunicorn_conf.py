@@ -22,8 +22,24 @@ graceful_timeout = 20
 keepalive = 5
 max_requests = int(os.environ.get("GUNICORN_MAX_REQUESTS", "5000"))
 max_requests_jitter = 500
-# Access lines in the same structured format as the application's log.
+# Access lines: key=value fields inside the structured line (see logconfig_dict below).
 accesslog = "-" if os.environ.get("GUNICORN_ACCESS_LOG", "1") == "1" else None
 access_log_format = 'method=%(m)s path="%(U)s" status=%(s)s bytes=%(B)s ms=%(M)s'
 errorlog = "-"
 forwarded_allow_ips = os.environ.get("FORWARDED_ALLOW_IPS", "127.0.0.1")
+# gunicorn's own lines (start-up, worker boots, access) in the application's structured format.
+logconfig_dict = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {
+        "structured": {
+            "()": "agentops.logs.StructuredFormatter",
+            "style": os.environ.get("AGENTOPS_LOG_FORMAT", "kv"),
+        }
+    },
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "structured"}},
+    "loggers": {
+        "gunicorn.error": {"handlers": ["console"], "level": "INFO", "propagate": False},
+        "gunicorn.access": {"handlers": ["console"], "level": "INFO", "propagate": False},
+    },
+}
