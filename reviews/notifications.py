@@ -31,6 +31,7 @@ from django.db.models.functions import Cast, Concat
 from django.urls import reverse
 from django.utils import timezone
 
+from agentops.engine.dispatch import job_waiting
 from agentops.models import Event, Task
 from agentops.states import TaskStatus
 from reviews.models import (
@@ -225,8 +226,8 @@ def deliveries_enqueue_due() -> int:
     count = 0
     for delivery_id, attempts in due:
         job_id = f"deliver-{delivery_id}-{attempts}"
-        if queue.fetch_job(job_id) is not None:
-            continue  # already queued (or running) for this attempt
+        if job_waiting(queue, job_id):
+            continue  # already waiting in the queue for this attempt
         queue.enqueue(
             "reviews.jobs.delivery_send",
             delivery_id,

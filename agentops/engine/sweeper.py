@@ -68,7 +68,10 @@ def sweep() -> int:
             enqueued += 1
             logger.info("sweeper: re-driving task %s", task_id)
     for hook in SWEEP_HOOKS:
-        enqueued += hook()
+        try:
+            enqueued += hook()
+        except Exception:
+            logger.exception("sweeper: hook %s failed", getattr(hook, "__name__", hook))
     return enqueued
 
 

@@ -14,6 +14,7 @@ import pytest
 from django.db import connection, connections, transaction
 from django.utils import timezone
 
+from agentops.engine.dispatch import enqueue_now, job_id_for
 from agentops.engine.errors import LeaseLost
 from agentops.engine.leases import Heartbeat, lease_renew
 from agentops.engine.sweeper import SWEEP_LOCK_KEY, sweep_exclusive
@@ -181,6 +182,22 @@ def test_two_sweeper_processes_never_sweep_at_the_same_time(processes):
         if a[0] < b[1] and b[0] < a[1]  # the two intervals intersect
     ]
     assert overlaps == []
+
+
+def test_a_job_popped_by_a_worker_that_died_is_enqueued_again(redis_clean):
+    task = task_create(agent="refund", goal="Refund", input={"order_id": "A1001"})
+    task.refresh_from_db()
+    queue = django_rq.get_queue("default")
+    job_id = job_id_for(task.pk, task.last_seq)
+    # A worker took the job off the list and died before marking it started: its record still
+    # says queued, but no queue holds it.
+    assert queue.connection.lrem(queue.key, 0, job_id) == 1
+
+    enqueued = enqueue_now(task.pk, token=task.last_seq)
+    again = enqueue_now(task.pk, token=task.last_seq)
+
+    assert enqueued is True and again is False
+    assert queue.job_ids == [job_id]
 
 
 def test_redis_flushed_mid_run_the_sweeper_recovers_every_task(processes):
