@@ -272,4 +272,6 @@ AGENTOPS = {
     # Tools call the simulated third-party services at this base URL over real HTTP.
     "SIM_BASE_URL": os.environ.get("AGENTOPS_SIM_BASE_URL", "http://127.0.0.1:8000/sim"),
     "TOOL_TIMEOUT_SECONDS": env_float("AGENTOPS_TOOL_TIMEOUT_SECONDS", 10.0),
+    # Bearer token of /metrics (Prometheus); unset, the endpoint answers 404.
+    "METRICS_TOKEN": os.environ.get("AGENTOPS_METRICS_TOKEN", ""),
 }

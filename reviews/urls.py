@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from reviews import views
+from reviews import dashboard, views
 
 app_name = "reviews"
 urlpatterns = [
@@ -27,4 +27,6 @@ urlpatterns = [
     path("audit.csv", views.audit_csv, name="audit_csv"),
     path("audit/<int:item_id>/review", views.audit_review, name="audit_review"),
     path("decisions", views.decision_log, name="decisions"),
+    path("dashboard", dashboard.dashboard, name="dashboard"),
+    path("dashboard/drafts", dashboard.calibration_draft, name="calibration_draft"),
 ]
