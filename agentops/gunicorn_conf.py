@@ -27,3 +27,11 @@ accesslog = "-" if os.environ.get("GUNICORN_ACCESS_LOG", "1") == "1" else None
 access_log_format = 'method=%(m)s path="%(U)s" status=%(s)s bytes=%(B)s ms=%(M)s'
 errorlog = "-"
 forwarded_allow_ips = os.environ.get("FORWARDED_ALLOW_IPS", "127.0.0.1")
+
+
+def child_exit(server, worker):  # type: ignore[no-untyped-def]
+    """In Prometheus multiprocess mode, let the collector forget a dead worker's live gauges."""
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        from prometheus_client import multiprocess
+
+        multiprocess.mark_process_dead(worker.pid)
