@@ -276,7 +276,11 @@ class DashboardFilterForm(_DateRange):
 
     agent = forms.ChoiceField(required=False, label="Agent")
     fast = forms.FloatField(
-        required=False, min_value=0.1, max_value=3600, label="Fast decision under (s)"
+        required=False,
+        min_value=0.1,
+        max_value=3600,
+        label="Fast decision under (s)",
+        widget=forms.NumberInput(attrs={"placeholder": f"{FAST_SECONDS:g}", "step": "any"}),
     )
     field_order = ["date_from", "date_to", "agent", "fast"]
 

@@ -580,6 +580,25 @@ def ledger_call_confirm(
 # -- calibration from audits --------------------------------------------------------------------
 
 
+def _gate_settings_of(draft: Any) -> dict[str, Any]:
+    """Who decides the proposed gate and when it times out: as the draft's default rule says
+    (or its first gate rule; else operators, one hour, reject)."""
+    gates = draft.rules.filter(route="gate").order_by("-is_default", "position")
+    model = gates.first()
+    if model is None or not model.approver_group:
+        return {
+            "approver_group": "operators",
+            "timeout_seconds": DEFAULT_GATE_TIMEOUT_SECONDS,
+            "timeout_action": "reject",
+        }
+    return {
+        "approver_group": model.approver_group,
+        "timeout_seconds": model.timeout_seconds or DEFAULT_GATE_TIMEOUT_SECONDS,
+        "timeout_action": model.timeout_action,
+        "escalate_to": model.escalate_to,
+    }
+
+
 def calibration_draft_create(
     *, actor: Any, rule: str, agent: str, tool: str, threshold: float, policy_id: int | None = None
 ) -> Any:
@@ -615,6 +634,7 @@ def calibration_draft_create(
                 "tools": [tool],
                 "agents": [agent],
                 "confidence_below": threshold,
+                **_gate_settings_of(draft),
             },
             position=before if before is not None else 0,
         )

@@ -12,7 +12,7 @@ from django.urls import reverse
 from agentops.metrics import Window
 from policies.engine import Action, evaluate
 from policies.models import PolicyRule, PolicyVersion
-from policies.selectors import policy_spec_of, policy_version_active
+from policies.selectors import policy_spec_of, policy_version_active, policy_version_validate
 from policies.services import policy_version_pin
 from reviews.metrics import calibration
 from reviews.services import NotAllowed, calibration_draft_create
@@ -106,6 +106,9 @@ def test_an_admin_opens_the_proposal_as_a_draft_and_nothing_is_published(clock, 
     added = rules[names.index("small payment") - 1]
     assert (added.route, added.tools, added.agents) == ("gate", ["issue_refund"], ["refund"])
     assert added.confidence_below == 0.82
+    # Ready to dry-run and publish: the gate has the default rule's approvers and timeout.
+    assert (added.approver_group, added.timeout_seconds) == ("operators", 3600)
+    assert not [m for m in policy_version_validate(draft) if m.is_error]
     spec = policy_spec_of(draft)
     unsure = Action(
         tool="issue_refund", side_effect="financial", amount=50, confidence=0.8, agent="refund"
