@@ -372,3 +372,15 @@ def test_report_text_names_the_figures(clock, operator, auditor):
     assert "saved by resume: 365" in text
     assert "olga: 6 decisions" in text
     assert "flagged: 4 of 6 decisions in under 3 s" in text
+
+
+def test_the_navigation_links_the_dashboard_for_every_role(
+    operator, auditor, policy_admin, django_user_model
+):
+    nobody = django_user_model.objects.create_user(username="nora", password="x")
+    link = f'href="{reverse("reviews:dashboard")}"'
+
+    for user in (operator, auditor, policy_admin):
+        assert link in client_for(user).get(reverse("agentops:task_list")).content.decode()
+    assert link not in client_for(nobody).get(reverse("agentops:task_list")).content.decode()
+    assert client_for(nobody).get(reverse("reviews:dashboard")).status_code == 403
