@@ -71,3 +71,26 @@ def test_figures_from_history_the_engine_wrote(sim_server, redis_clean, operator
     row = next(c for c in f.calibration if c.tool == "issue_refund")
     confidence = Step.objects.get(pk=refund_item.step_id).model_response.get("confidence")
     assert row.confidence["flagged"] == {confidence_bucket(confidence): 1}
+
+
+def test_bulk_approvals_are_marked_in_the_log_and_counted(
+    sim_server, redis_clean, operator, starter
+):
+    from reviews.metrics import reviewer_quality
+    from reviews.services import gates_bulk_approve
+
+    window = Window(
+        since=timezone.now() - timedelta(hours=1), until=timezone.now() + timedelta(hours=1)
+    )
+    gates = [open_gate(gated_refund(created_by=starter)) for _ in range(2)]
+    single = open_gate(gated_refund(created_by=starter))
+    gate_approve(gate_id=single.pk, actor=operator, seen_digest=single.args_digest)
+
+    results = gates_bulk_approve(
+        selection=[(g.pk, g.args_digest) for g in gates], actor=operator, reason="same refunds"
+    )
+
+    assert [r.outcome for r in results] == ["approved", "approved"]
+    (olga,) = reviewer_quality(window)
+    assert (olga.gate_approvals, olga.bulk) == (3, 2)
+    assert olga.bulk_share == pytest.approx(2 / 3)
