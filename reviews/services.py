@@ -36,8 +36,11 @@ from agentops.services import (
 from agentops.states import TaskStatus
 from policies.catalog import amount_of
 from policies.engine import Verdict
+from policies.models import Policy, PolicyVersion
+from policies.selectors import policy_version_active
+from policies.services import policy_draft_create, policy_rule_add
 from reviews.models import AuditItem, Claim, Decision, Gate
-from reviews.permissions import is_operator
+from reviews.permissions import is_operator, is_policy_admin
 from reviews.states import AuditStatus, GateStatus
 
 DEFAULT_GATE_TIMEOUT_SECONDS = 3600
@@ -580,7 +583,7 @@ def ledger_call_confirm(
 # -- calibration from audits --------------------------------------------------------------------
 
 
-def _gate_settings_of(draft: Any) -> dict[str, Any]:
+def _gate_settings_of(draft: PolicyVersion) -> dict[str, Any]:
     """Who decides the proposed gate and when it times out: as the draft's default rule says
     (or its first gate rule; else operators, one hour, reject)."""
     gates = draft.rules.filter(route="gate").order_by("-is_default", "position")
@@ -601,18 +604,13 @@ def _gate_settings_of(draft: Any) -> dict[str, Any]:
 
 def calibration_draft_create(
     *, actor: Any, rule: str, agent: str, tool: str, threshold: float, policy_id: int | None = None
-) -> Any:
+) -> PolicyVersion:
     """Open a policy draft that gates `tool` for `agent` when the model's confidence is below
     `threshold`, placed just before `rule` (the rule that let the flagged items through).
 
     The draft is an ordinary one, built by the policies services: an admin reviews it in the
     editor, dry-runs it and publishes it, or discards it. Nothing is published here.
     """
-    from policies.models import Policy
-    from policies.selectors import policy_version_active
-    from policies.services import policy_draft_create, policy_rule_add
-    from reviews.permissions import is_policy_admin
-
     if not is_policy_admin(actor):
         raise NotAllowed("only policy admins may open policy drafts")
     if not (0 < threshold <= 1) or not tool or not agent:
