@@ -98,31 +98,34 @@ class HumanLoad:
 
 def human_load(window: Window, *, now: datetime | None = None) -> HumanLoad:
     """Gates opened in the window: per day and rule; how long people took to decide them (gate
-    opened to approved/rejected, p50/p95); SLA breaches (decided after, or still open past,
-    their due time); timeouts the sweeper took (expired or escalated)."""
+    opened to approved/rejected, p50/p95); SLA breaches (decided after, or still open past, their
+    due time, or timed out at least once); timeouts the sweeper took (expired or escalated)."""
     now = now or timezone.now()
     load = HumanLoad()
+    rows = list(
+        _gates_in(window).values_list("pk", "rule", "status", "created_at", "decided_at", "due_at")
+    )
+    timeouts = list(
+        Decision.objects.filter(
+            action__in=TIMEOUTS, detail__gate__in=[row[0] for row in rows]
+        ).values_list("detail__gate", flat=True)
+    )
+    timed_out = set(timeouts)
     per_day: Counter[tuple[date, str]] = Counter()
     latencies: list[float] = []
-    gate_ids = []
-    rows = _gates_in(window).values_list(
-        "pk", "rule", "status", "created_at", "decided_at", "due_at"
-    )
     for pk, rule, status, created, decided, due in rows:
-        load.gates += 1
-        gate_ids.append(pk)
         per_day[(timezone.localdate(created), rule)] += 1
         if status in (GateStatus.APPROVED, GateStatus.REJECTED) and decided is not None:
             latencies.append((decided - created).total_seconds())
-        if (decided is not None and decided > due) or (status == GateStatus.OPEN and due < now):
+        late = (decided is not None and decided > due) or (status == GateStatus.OPEN and due < now)
+        if late or pk in timed_out:
             load.sla_breaches += 1
+    load.gates = len(rows)
     load.gates_per_day = [(day, rule, n) for (day, rule), n in sorted(per_day.items())]
     load.decided_by_people = len(latencies)
     load.latency_p50_s = percentile(latencies, 0.5)
     load.latency_p95_s = percentile(latencies, 0.95)
-    load.timeouts_taken = Decision.objects.filter(
-        action__in=TIMEOUTS, detail__gate__in=gate_ids
-    ).count()
+    load.timeouts_taken = len(timeouts)
     return load
 
 

@@ -152,6 +152,11 @@ def load_history(clock):
     day1, day2, day3 = T0, T0 + timedelta(days=1), T0 + timedelta(days=2)
     make_gate(clock, task, opened=day1, status="approved", decided=day1 + 60 * S)
     make_gate(clock, task, opened=day1 + 3600 * S, status="rejected", decided=day1 + 3720 * S)
+    # Escalated after its first due time, then approved in time for the second: a breach.
+    escalated = make_gate(
+        clock, task, opened=day1 + 7200 * S, status="approved", decided=day1 + 7320 * S
+    )
+    decide(clock, actor=None, action="reviews.gate.escalated", at=day1 + 7260 * S, gate=escalated)
     # Decided after its due time: an SLA breach.
     make_gate(
         clock, task, opened=day2, rule="notification", status="approved", decided=day2 + 4000 * S
@@ -177,9 +182,9 @@ def test_human_load_counts_gates_per_day_and_rule(clock):
 
     load = human_load(WEEK)
 
-    assert load.gates == 6
+    assert load.gates == 7
     assert load.gates_per_day == [
-        (T0.date(), "large payment", 2),
+        (T0.date(), "large payment", 3),
         ((T0 + timedelta(days=1)).date(), "notification", 2),
         ((T0 + timedelta(days=2)).date(), "default", 2),
     ]
@@ -190,10 +195,10 @@ def test_decision_latency_percentiles_cover_gates_people_decided(clock):
 
     load = human_load(WEEK)
 
-    # People decided in 60, 120 and 4000 s; the expired gate is a timeout, not a decision.
-    assert load.decided_by_people == 3
+    # People decided in 60, 120, 120 and 4000 s; the expired gate is a timeout, not a decision.
+    assert load.decided_by_people == 4
     assert load.latency_p50_s == pytest.approx(120.0)
-    assert load.latency_p95_s == pytest.approx(120 + (4000 - 120) * 0.9)
+    assert load.latency_p95_s == pytest.approx(120 + (4000 - 120) * 0.85)
 
 
 def test_sla_breaches_and_timeouts_taken(clock):
@@ -201,8 +206,9 @@ def test_sla_breaches_and_timeouts_taken(clock):
 
     load = human_load(WEEK)
 
-    assert load.sla_breaches == 3
-    assert load.timeouts_taken == 1
+    # Decided late, expired, escalated, and open past due.
+    assert load.sla_breaches == 4
+    assert load.timeouts_taken == 2
 
 
 # -- reviewer quality ----------------------------------------------------------------------------
