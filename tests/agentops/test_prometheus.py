@@ -214,3 +214,39 @@ def test_counters_from_worker_processes_add_up(processes, token, tmp_path, monke
     saved = task_tokens_saved_by_resume([task.pk])[task.pk]
     assert saved > 0
     assert value(samples, "agentops_tokens_saved_by_resume", agent="refund") >= saved
+
+
+def failures_by_label() -> dict[tuple[str, str], float]:
+    return {
+        (sample.labels["layer"], sample.labels["kind"]): sample.value
+        for family in REGISTRY.collect()
+        if family.name == "agentops_steps_failed"
+        for sample in family.samples
+        if sample.name == "agentops_steps_failed_total"
+    }
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_unknown_outcome_and_its_step_failure_are_counted(sim_server, redis_clean, settings):
+    from tests.reviews.builders import unknown_refund
+
+    unknown_before = counted("agentops_executed_unknown_calls_total")
+    failed_before = failures_by_label()
+    completed_before = counted("agentops_steps_completed_total")
+    model_before = counted("agentops_step_duration_seconds_count", part="model")
+
+    task = unknown_refund(settings)
+
+    failure = Event.objects.get(task=task, action="agentops.step.failed").payload["failure"]
+    layer, kind = failure["layer"], failure["kind"]
+    assert counted("agentops_executed_unknown_calls_total") == unknown_before + 1
+    after = failures_by_label()
+    assert {
+        k: n - failed_before.get(k, 0) for k, n in after.items() if n != failed_before.get(k)
+    } == {(layer, kind): 1}
+    completed = Event.objects.filter(task=task, action="agentops.step.completed").count()
+    assert counted("agentops_steps_completed_total") == completed_before + completed
+    model_calls = Event.objects.filter(task=task, action="agentops.step.model_result").count()
+    assert counted("agentops_step_duration_seconds_count", part="model") == (
+        model_before + model_calls
+    )
