@@ -14,7 +14,7 @@ from policies.engine import Action, evaluate
 from policies.models import PolicyRule, PolicyVersion
 from policies.selectors import policy_spec_of, policy_version_active, policy_version_validate
 from policies.services import policy_version_pin
-from reviews.metrics import calibration
+from reviews.calibration import calibration
 from reviews.services import NotAllowed, calibration_draft_create
 from tests.reviews.builders import client_for
 from tests.reviews.history import T0, make_audit_item, make_call, make_step, make_task

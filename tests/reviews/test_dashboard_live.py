@@ -12,7 +12,8 @@ from agentops.metrics import Window
 from agentops.models import Event, Step
 from agentops.services import task_create
 from agentops.states import TaskStatus
-from reviews.metrics import confidence_bucket, figures_collect
+from reviews.calibration import confidence_bucket
+from reviews.metrics import figures_collect
 from reviews.models import AuditItem, Gate
 from reviews.services import audit_item_review, gate_approve
 from tests.agentops.test_runner import run_until_parked_or_done
