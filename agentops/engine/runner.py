@@ -25,6 +25,7 @@ from django.db.models import F
 from django.db.models.functions import Now
 from django.utils import timezone
 
+from agentops import prometheus
 from agentops.engine import context as ctxbuild
 from agentops.engine import review_bridge
 from agentops.engine.checkpoints import checkpoint_verify, snapshot_write
@@ -313,7 +314,7 @@ class TaskRun:
             tools=[get_tool(name).schema() for name in self.agent.tools],
             task_input=self.task.input,
         )
-        with self.beat.call():
+        with self.beat.call(), prometheus.timed("model"):
             response = get_model_adapter().complete(request)
         # Model output is untrusted: a leaked credential must not reach the database (nor run).
         return ModelResponse.from_record(redacted(response.as_record()))
@@ -580,7 +581,7 @@ class TaskRun:
             base_url=settings.AGENTOPS["SIM_BASE_URL"].rstrip("/"),
             timeout=settings.AGENTOPS["TOOL_TIMEOUT_SECONDS"],
         )
-        with self.beat.call():
+        with self.beat.call(), prometheus.timed("tool"):
             if call.pk in self.fresh_calls:
                 return invoke(tool, ctx, arguments)
             # A `pending` row from an earlier holder: the call may have reached the remote.
