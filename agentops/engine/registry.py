@@ -124,6 +124,8 @@ class PlanStep:
     title: str
     tool: str | None = None
     depends_on: tuple[int, ...] = ()
+    # The name of a registered fan-out (agentops.engine.children): the step spawns child tasks.
+    fan_out: str | None = None
 
 
 @dataclass
