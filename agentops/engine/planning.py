@@ -10,8 +10,10 @@ running open steps in ordinal order never runs a step before its dependencies.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Protocol, TypeVar
+from dataclasses import replace
+from typing import Any, Protocol, TypeVar
 
+from agentops.engine.advisor import Preview
 from agentops.states import STEP_DONE, StepStatus
 
 
@@ -73,3 +75,25 @@ def dependants(steps: Sequence[PlannedStep], ordinal: int) -> list[int]:
             found.add(step.ordinal)
     found.discard(ordinal)
     return sorted(found)
+
+
+def preview_skip_with_dependants(
+    skip: Preview, steps: Sequence[PlannedStep], ordinal: int
+) -> Preview:
+    """The advisor's skip preview, corrected for dependencies: the steps that depend on the
+    skipped one are skipped too, not run, and the summary says why."""
+    blocked = set(dependants(steps, ordinal))
+    if not blocked:
+        return skip
+    skipped = skip.skipped + tuple(s for s in skip.runs if s.ordinal in blocked)
+    runs = tuple(s for s in skip.runs if s.ordinal not in blocked)
+
+    def titles(views: Iterable[Any]) -> str:
+        return ", ".join(f"{v.ordinal + 1} '{v.title}'" for v in views) or "nothing"
+
+    kept = ", ".join(e.key for e in skip.kept) or "none"
+    summary = (
+        f"Skips step {titles(skip.skipped)} and the steps that depend on it, "
+        f"{titles(skipped[len(skip.skipped) :])}; then runs {titles(runs)}; keeps effects: {kept}."
+    )
+    return replace(skip, skipped=skipped, runs=runs, summary=summary)

@@ -82,10 +82,10 @@ def test_dependants_are_transitive():
     trip = task_create(agent="trip", goal="Trip", input={})
     steps = list(trip.steps.order_by("ordinal"))
 
-    # search -> book flight -> itinerary; the hotel (2) is independent of the search.
+    # search -> book flight -> itinerary; the hotel (2) depends on nothing, nothing on it.
     assert dependants(steps, 0) == [1, 3]
-    assert dependants(steps, 2) == [3]
-    assert dependants(steps, 3) == []
+    assert dependants(steps, 1) == [3]
+    assert dependants(steps, 2) == []
 
 
 def test_skipping_a_step_skips_the_steps_that_depend_on_it(sim_server, redis_clean):
@@ -98,7 +98,7 @@ def test_skipping_a_step_skips_the_steps_that_depend_on_it(sim_server, redis_cle
 
     assert task.status == TaskStatus.SUCCEEDED
     statuses = dict(task.steps.values_list("ordinal", "status"))
-    # The hotel does not depend on the flight and runs; the itinerary needs both and is skipped.
+    # The hotel does not depend on the flight and runs; the itinerary needs it and is skipped.
     assert statuses == {
         0: StepStatus.SUCCEEDED,
         1: StepStatus.SKIPPED,
@@ -307,3 +307,27 @@ def test_worker_killed_while_the_parent_collects_completes_the_step_once(process
 
     assert_family_finished_once(parent)
     assert Step.objects.get(task=parent, ordinal=0).attempts == 3  # spawn, collect, collect
+
+
+def test_demo_scenario_fanout_one_child_fails_retries_the_child_alone(
+    sim_server, redis_clean, monkeypatch
+):
+    import json
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    from tests.conftest import database_url
+
+    monkeypatch.setenv("DATABASE_URL", database_url())
+    out = StringIO()
+
+    call_command("demo_scenario", "fanout-one-child-fails", "--json", stdout=out)
+
+    report = json.loads(out.getvalue())
+    assert report["task_status"] == TaskStatus.SUCCEEDED
+    assert [c["status"] for c in report["children"]] == [TaskStatus.SUCCEEDED] * 3
+    assert [c["steps_completed"] for c in report["children"]] == [1, 1, 1]
+    assert sorted(c["claims"] for c in report["children"]) == [1, 1, 2]  # only one reran
+    assert report["effects"] == {"email.send": 1, "suppliers.order": 1, "suppliers.quote": 3}
+    assert report["effects_per_key_max"] == 1
