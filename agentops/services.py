@@ -17,7 +17,7 @@ from agentops.engine.dispatch import task_enqueue
 from agentops.engine.errors import AgentOpsError
 from agentops.engine.jsonvalues import loaded, validated
 from agentops.engine.planning import dependants, plan_check
-from agentops.engine.registry import get_agent, plan_for
+from agentops.engine.registry import get_agent, plan_for, step_spec
 from agentops.engine.transitions import (
     EventSpec,
     ledger_transition,
@@ -91,7 +91,7 @@ def task_create(
                 task=task,
                 ordinal=i,
                 title=p.title,
-                spec={"tool": p.tool, **({"fan_out": p.fan_out} if p.fan_out else {})},
+                spec=step_spec(p),
                 depends_on=list(p.depends_on),
             )
             for i, p in enumerate(plan)

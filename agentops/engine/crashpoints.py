@@ -24,6 +24,7 @@ POINTS = frozenset(
         "rollback_after_tool_call",
         "after_fan_out",
         "fan_out_collected",
+        "after_handoff",
     }
 )
 

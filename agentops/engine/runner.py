@@ -26,7 +26,7 @@ from django.db.models.functions import Now
 from django.utils import timezone
 
 from agentops import prometheus
-from agentops.engine import children, review_bridge
+from agentops.engine import children, handoff, review_bridge
 from agentops.engine import context as ctxbuild
 from agentops.engine.checkpoints import checkpoint_verify, snapshot_write
 from agentops.engine.crashpoints import crashpoint
@@ -273,6 +273,12 @@ class TaskRun:
     def _run_step(self, step: Step) -> StepResult:
         task_context_step(step.ordinal)
         try:
+            if handoff.is_handoff(step):
+                handed = handoff.handoff_run(
+                    lease=self.lease, task=self.task, step=step, steps=self.steps
+                )
+                self.agent, self.steps = handed.agent, handed.steps
+                return StepResult(output=handed.output)
             if children.is_fan_out(step):
                 collected = children.fan_out_run(
                     lease=self.lease, task=self.task, step=step, steps=self.steps

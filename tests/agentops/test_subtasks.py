@@ -122,6 +122,7 @@ def test_fan_out_spawns_pinned_children_and_parks_without_a_lease(sim_server, re
     children = list(Task.objects.filter(parent=parent).order_by("fanout_index"))
     assert [c.input["supplier"] for c in children] == ["acme", "globex", "initech"]
     assert {c.policy_version_id for c in children} == {parent.policy_version_id}
+    assert parent.policy_version_id is not None
     assert all(c.parent_step.ordinal == 0 for c in children)
     assert all(c.status == TaskStatus.QUEUED for c in children)
 
