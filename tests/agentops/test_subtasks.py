@@ -332,3 +332,99 @@ def test_demo_scenario_fanout_one_child_fails_retries_the_child_alone(
     assert sorted(c["claims"] for c in report["children"]) == [1, 1, 2]  # only one reran
     assert report["effects"] == {"email.send": 1, "suppliers.order": 1, "suppliers.quote": 3}
     assert report["effects_per_key_max"] == 1
+
+
+# -- rollback reaches the children's effects, newest first -------------------------------------
+
+
+def _register_booking_family() -> None:
+    from agentops.engine.children import ChildSpec, fan_out
+    from agentops.engine.registry import Agent, PlanStep, register_agent
+
+    @fan_out("test_two_bookings")
+    def two_bookings(task_input, outputs):
+        return [
+            ChildSpec("test_flight_booker", f"Book {flight}", {"flight_id": flight})
+            for flight in ("FL1001", "FL1002")
+        ]
+
+    def booker(request):
+        flight = request.task_input["flight_id"]
+        return {
+            "text": "Booking.",
+            "tool_calls": [
+                {
+                    "name": "book_flight",
+                    "arguments": {"flight_id": flight, "passenger": "Ada", "amount": 50.0},
+                }
+            ],
+            "confidence": 0.95,
+        }
+
+    def notifier(request):
+        return {
+            "text": "Sending.",
+            "tool_calls": [
+                {
+                    "name": "send_itinerary",
+                    "arguments": {"to": "ada@example.com", "subject": "Trips", "body": "Booked."},
+                }
+            ],
+            "confidence": 0.95,
+        }
+
+    register_agent(
+        Agent(
+            name="test_flight_booker",
+            system_prompt="Book one flight.",
+            tools=["book_flight"],
+            plan=[PlanStep("Book the flight", "book_flight")],
+            script=booker,
+            hidden=True,
+        )
+    )
+    register_agent(
+        Agent(
+            name="test_bookings",
+            system_prompt="Book two flights in parallel, then send the itinerary.",
+            tools=["send_itinerary"],
+            plan=[
+                PlanStep("Book both flights", fan_out="test_two_bookings"),
+                PlanStep("Send the itinerary", "send_itinerary", depends_on=(0,)),
+            ],
+            script=notifier,
+            hidden=True,
+        )
+    )
+
+
+def test_rollback_of_a_parent_compensates_its_childrens_effects_in_reverse_order(
+    sim_server, redis_clean
+):
+    _register_booking_family()
+    fault_set(service="email", operation="send", mode="forbidden", count=1)
+    parent = run_family(task_create(agent="test_bookings", goal="Two flights", input={}))
+    assert parent.status == TaskStatus.NEEDS_ATTENTION
+    bookings = list(ToolCall.objects.filter(task__parent=parent, tool="book_flight").order_by("id"))
+    assert len(bookings) == 2
+
+    task_rollback(task_id=parent.pk, actor=None, reason="trip cancelled")
+    parent = run_until_parked_or_done(parent)
+
+    assert parent.status == TaskStatus.ROLLED_BACK, parent.failure
+    cancels = list(
+        ToolCall.objects.filter(tool="cancel_flight", status=LedgerStatus.SUCCEEDED).order_by("id")
+    )
+    # Newest effect first: the second booking is cancelled before the first, each once.
+    assert [c.compensation_of_id for c in cancels] == [bookings[1].pk, bookings[0].pk]
+    assert [c.task_id for c in cancels] == [bookings[1].task_id, bookings[0].task_id]
+    assert Effect.objects.filter(service="flights", operation="cancel").count() == 2
+    for booking in bookings:
+        booking.refresh_from_db()
+        assert booking.status == LedgerStatus.COMPENSATED
+        noted = Event.objects.filter(
+            task_id=booking.task_id,
+            action="agentops.ledger.compensated",
+            payload__rolled_back_by_parent=parent.pk,
+        )
+        assert noted.count() == 1
