@@ -19,3 +19,8 @@ class AgentopsConfig(AppConfig):
 
         prometheus.collector_register("agentops.tasks", prometheus.tasks_state_metrics)
         prometheus.collector_register("agentops.queue", prometheus.queue_metrics)
+
+        from agentops.engine.children import parents_wake_stranded
+        from agentops.engine.sweeper import sweep_hook_register
+
+        sweep_hook_register(parents_wake_stranded)

@@ -60,6 +60,14 @@ class Task(models.Model):
         on_delete=models.SET_NULL,
         related_name="+",
     )
+    # A child task: the parent's fan-out step that spawned it, and its place among the siblings.
+    parent = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.CASCADE, related_name="children"
+    )
+    parent_step = models.ForeignKey(
+        "Step", null=True, blank=True, on_delete=models.CASCADE, related_name="child_tasks"
+    )
+    fanout_index = models.PositiveIntegerField(null=True, blank=True, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now_add=True, editable=False)
     started_at = models.DateTimeField(null=True, blank=True, editable=False)
@@ -77,6 +85,19 @@ class Task(models.Model):
             models.CheckConstraint(
                 condition=Q(current_step__lte=models.F("step_count")),
                 name="agentops_task_progress_within_plan",
+            ),
+            # A fan-out step spawns each child once, even when its worker is killed and retried.
+            models.UniqueConstraint(
+                fields=["parent_step", "fanout_index"],
+                condition=Q(parent_step__isnull=False),
+                name="agentops_task_child_once_uniq",
+            ),
+            models.CheckConstraint(
+                condition=Q(
+                    parent__isnull=True, parent_step__isnull=True, fanout_index__isnull=True
+                )
+                | Q(parent__isnull=False, parent_step__isnull=False, fanout_index__isnull=False),
+                name="agentops_task_child_fields_together",
             ),
         ]
 

@@ -30,7 +30,8 @@ class Scenario:
     goal: str
     input: dict[str, Any]
     faults: tuple[Fault, ...] = ()
-    # What a person does once the task stops: "" (nothing) or "rollback".
+    # What a person does once the task stops: "" (nothing), "rollback", or "retry_child" (retry
+    # the child task that stopped, alone; the parent resumes when it succeeds).
     then: str = ""
     env: dict[str, str] = field(default_factory=dict)
 
@@ -91,6 +92,17 @@ SCENARIOS: dict[str, Scenario] = {
             {"traveller": "Grace Hopper", "destination": "ATH", "date": "2026-12-15"},
             faults=(Fault("hotels.book", "forbidden", count=1),),
             then="rollback",
+        ),
+        Scenario(
+            "fanout-one-child-fails",
+            "Three suppliers are asked for a quote in parallel (three child tasks); one refuses "
+            "once and stops alone, an operator retries just that child, the parent resumes, "
+            "orders from the cheapest and completes. Completed children never rerun.",
+            "procurement",
+            "Buy 10 bolts from the cheapest of three suppliers (one refuses once)",
+            {"item": "bolts", "quantity": 10, "suppliers": ["acme", "globex", "initech"]},
+            faults=(Fault("suppliers.quote", "forbidden", count=1),),
+            then="retry_child",
         ),
     ]
 }

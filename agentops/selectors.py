@@ -29,7 +29,9 @@ from agentops.engine.advisor import (
 )
 from agentops.engine.errors import UnknownTool
 from agentops.engine.jsonvalues import ARTIFACT_KEY, is_pointer
+from agentops.engine.planning import preview_skip_with_dependants
 from agentops.engine.registry import get_tool
+from agentops.family import Family, has_fan_out_step, task_family
 from agentops.models import Event, Step, Task, ToolCall
 from agentops.states import TERMINAL, TaskMode, TaskStatus
 
@@ -127,6 +129,11 @@ class TaskDetail:
     def recovery(self) -> Recovery | None:
         """The advisor's recommendation when the task is stopped for a person."""
         return task_recovery(self.task, [row.step for row in self.steps], self.tool_calls)
+
+    @cached_property
+    def family(self) -> Family | None:
+        """Parent and child tasks, for a task that has either (no query otherwise)."""
+        return task_family(self.task, has_fan_out=has_fan_out_step([r.step for r in self.steps]))
 
     @property
     def retry_at(self) -> datetime | None:
@@ -251,6 +258,8 @@ def task_recovery(task: Task, steps: list[Step], calls: list[ToolCall]) -> Recov
         for option in recommendation.options
         if option != Action.CONFIRM
     }
+    if stuck is not None and "skip" in previews:
+        previews["skip"] = preview_skip_with_dependants(previews["skip"], steps, stuck.ordinal)
     position = stuck.ordinal + 1 if stuck else min(task.current_step + 1, task.step_count)
     phase = task.get_phase_display() if task.phase else "not started"
     return Recovery(

@@ -11,12 +11,13 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from agentops.engine import review_bridge
+from agentops.engine import children, review_bridge
 from agentops.engine.checkpoints import snapshot_state
 from agentops.engine.dispatch import task_enqueue
 from agentops.engine.errors import AgentOpsError
 from agentops.engine.jsonvalues import loaded, validated
-from agentops.engine.registry import get_agent, plan_for
+from agentops.engine.planning import dependants, plan_check
+from agentops.engine.registry import get_agent, plan_for, step_spec
 from agentops.engine.transitions import (
     EventSpec,
     ledger_transition,
@@ -44,11 +45,15 @@ def task_create(
     step_retry_cap: int | None = None,
     recovery_cap: int | None = None,
     policy: str = "default",
+    parent_step: Step | None = None,
+    fanout_index: int | None = None,
 ) -> Task:
     """Create a task for a registered agent with its plan, an initial snapshot, and a job.
 
-    The task pins the active version of `policy`; every step is routed by it.
-    Raises UnknownAgent for an unregistered agent and NotSerializable for non-JSON input.
+    The task pins the active version of `policy`; every step is routed by it. A child task
+    (`parent_step`: the parent's fan-out step) pins its parent's version instead.
+    Raises UnknownAgent for an unregistered agent, NotSerializable for non-JSON input and
+    PlanInvalid for a plan whose dependencies do not point at earlier steps.
     """
     from django.conf import settings
 
@@ -59,9 +64,18 @@ def task_create(
         raise ValueError("goal: a task needs a goal")
     conf = settings.AGENTOPS
     plan = plan_for(spec, task_input)
+    plan_check([p.depends_on for p in plan])
+    parent = parent_step.task if parent_step is not None else None
     with transaction.atomic():
         task = Task.objects.create(
-            policy_version=policy_version_pin(policy_name=policy),
+            policy_version=(
+                parent.policy_version
+                if parent is not None
+                else policy_version_pin(policy_name=policy)
+            ),
+            parent=parent,
+            parent_step=parent_step,
+            fanout_index=fanout_index,
             agent=spec.name,
             goal=goal,
             input=task_input,
@@ -77,7 +91,7 @@ def task_create(
                 task=task,
                 ordinal=i,
                 title=p.title,
-                spec={"tool": p.tool},
+                spec=step_spec(p),
                 depends_on=list(p.depends_on),
             )
             for i, p in enumerate(plan)
@@ -86,7 +100,12 @@ def task_create(
         seq = task_append_event(
             task_id=task.pk,
             event=EventSpec(
-                "agentops.task.created", payload={"agent": spec.name, "steps": len(steps)}
+                "agentops.task.created",
+                payload={
+                    "agent": spec.name,
+                    "steps": len(steps),
+                    **({"parent": parent.pk, "parent_step": parent_step.ordinal} if parent else {}),
+                },
             ),
             actor=created_by,
         )
@@ -160,14 +179,18 @@ def _stopped_step(task_id: int) -> Step | None:
 def task_pause(*, task_id: int, actor: Any, reason: str = "") -> None:
     """Park a task for a person: any worker holding it loses its lease at its next write."""
     with transaction.atomic():
+        children.children_lock(task_id)
         _transition(task_id, "pause", actor=actor, reason=reason)
+        children.children_propagate(parent_id=task_id, name="pause", actor=actor, reason=reason)
 
 
 def task_resume(*, task_id: int, actor: Any, reason: str = "") -> None:
     """Bring a parked task back to the queue, in the mode it was in, and enqueue a job for it.
     A gate it was waiting at is withdrawn (the runner routes the step again)."""
     with transaction.atomic():
+        children.children_lock(task_id)
         _resume(task_id, actor=actor, reason=reason)
+        children.children_propagate(parent_id=task_id, name="resume", actor=actor, reason=reason)
         _resume_events(task_id, actor=actor, events=[])
 
 
@@ -201,25 +224,37 @@ def task_skip_step(*, task_id: int, actor: Any, reason: str = "") -> None:
             raise TransitionRefused(f"task {task_id} has no stopped step to skip")
         _resume(task_id, actor=actor, reason=reason)
         step_transition(step=step, name="skip", error=None, finished_at=timezone.now())
-        _resume_events(
-            task_id,
-            actor=actor,
-            events=[
-                EventSpec(
-                    "agentops.step.skipped",
-                    step=step.ordinal,
-                    payload={"reason": reason},
-                    fold={"steps": {str(step.ordinal): StepStatus.SKIPPED}},
+        events = [
+            EventSpec(
+                "agentops.step.skipped",
+                step=step.ordinal,
+                payload={"reason": reason},
+                fold={"steps": {str(step.ordinal): StepStatus.SKIPPED}},
+            )
+        ]
+        # A step that depends on the skipped one can never get its output: skipped with it.
+        plan = list(Step.objects.filter(task_id=task_id).order_by("ordinal"))
+        for dependant in (s for s in plan if s.ordinal in dependants(plan, step.ordinal)):
+            if step_transition(step=dependant, name="skip", error=None, finished_at=timezone.now()):
+                events.append(
+                    EventSpec(
+                        "agentops.step.skipped",
+                        step=dependant.ordinal,
+                        payload={"reason": f"depends on skipped step {step.ordinal + 1}"},
+                        fold={"steps": {str(dependant.ordinal): StepStatus.SKIPPED}},
+                    )
                 )
-            ],
-        )
+        _resume_events(task_id, actor=actor, events=events)
 
 
 def task_rollback(*, task_id: int, actor: Any, reason: str = "") -> None:
     """Have a worker undo the task's effects (compensations in reverse order), then end it
     `rolled_back`. Effects without a compensating tool are reported, not undone."""
     with transaction.atomic():
+        children.children_lock(task_id)
         _resume(task_id, actor=actor, reason=reason, mode=TaskMode.ROLLBACK)
+        # Unfinished children stop here; the parent's rollback compensates their effects too.
+        children.children_propagate(parent_id=task_id, name="abort", actor=actor, reason=reason)
         _resume_events(
             task_id,
             actor=actor,
@@ -230,7 +265,9 @@ def task_rollback(*, task_id: int, actor: Any, reason: str = "") -> None:
 def task_abort(*, task_id: int, actor: Any, reason: str = "") -> None:
     """End the task now. Effects already made stay made (they are listed on the task page)."""
     with transaction.atomic():
+        children.children_lock(task_id)
         _transition(task_id, "abort", actor=actor, reason=reason)
+        children.children_propagate(parent_id=task_id, name="abort", actor=actor, reason=reason)
 
 
 def ledger_confirm(*, call_id: int, executed: bool, actor: Any, reason: str = "") -> None:

@@ -18,6 +18,8 @@ class TaskStatus(models.TextChoices):
     RETRY_SCHEDULED = "retry_scheduled", "Retry scheduled"
     NEEDS_ATTENTION = "needs_attention", "Needs attention"
     PAUSED = "paused", "Paused"
+    # A fan-out step's parent task, parked without a worker until its child tasks finish.
+    AWAITING_CHILDREN = "awaiting_children", "Awaiting child tasks"
     SUCCEEDED = "succeeded", "Succeeded"
     ABORTED = "aborted", "Aborted"
     ROLLED_BACK = "rolled_back", "Rolled back"
@@ -33,6 +35,7 @@ PARKED = frozenset(
         TaskStatus.RETRY_SCHEDULED,
         TaskStatus.NEEDS_ATTENTION,
         TaskStatus.PAUSED,
+        TaskStatus.AWAITING_CHILDREN,
     }
 )
 
@@ -63,11 +66,26 @@ TASK_TRANSITIONS: dict[str, Transition] = {
         _t("schedule_retry", {_S.RUNNING}, _S.RETRY_SCHEDULED, fenced=True),
         _t("stop", {_S.RUNNING}, _S.NEEDS_ATTENTION, fenced=True),
         _t("succeed", {_S.RUNNING}, _S.SUCCEEDED, fenced=True),
+        # A fan-out step parks its task until the child tasks are terminal; the last child's
+        # terminal transaction (or the sweeper, from the database) wakes it exactly once.
+        _t("await_children", {_S.RUNNING}, _S.AWAITING_CHILDREN, fenced=True),
+        _t("wake", {_S.AWAITING_CHILDREN}, _S.QUEUED, fenced=False),
         # From outside the worker.
-        _t("pause", {_S.QUEUED, _S.RUNNING, _S.RETRY_SCHEDULED}, _S.PAUSED, fenced=False),
+        _t(
+            "pause",
+            {_S.QUEUED, _S.RUNNING, _S.RETRY_SCHEDULED, _S.AWAITING_CHILDREN},
+            _S.PAUSED,
+            fenced=False,
+        ),
         _t(
             "resume",
-            {_S.AWAITING_APPROVAL, _S.NEEDS_ATTENTION, _S.PAUSED, _S.RETRY_SCHEDULED},
+            {
+                _S.AWAITING_APPROVAL,
+                _S.NEEDS_ATTENTION,
+                _S.PAUSED,
+                _S.RETRY_SCHEDULED,
+                _S.AWAITING_CHILDREN,
+            },
             _S.QUEUED,
             fenced=False,
         ),

@@ -97,6 +97,15 @@ def _reviewer_cap(request: ModelRequest) -> float | None:
     return None
 
 
+REFUND_PLAN = [
+    PlanStep("Look up the order", "lookup_order"),
+    PlanStep("Check refund eligibility", "check_eligibility", depends_on=(0,)),
+    PlanStep("Track the shipment", "track_shipment", depends_on=(0,)),
+    PlanStep("Issue the refund", "issue_refund", depends_on=(1, 2)),
+    PlanStep("Email the customer", "email_customer", depends_on=(3,)),
+]
+
+
 def refund_script(request: ModelRequest) -> dict[str, Any]:
     data = request.task_input
     order_id = str(data.get("order_id", "A1001"))
@@ -123,7 +132,11 @@ def refund_script(request: ModelRequest) -> dict[str, Any]:
             },
         ),
     ]
-    name, arguments = calls[request.step]
+    # By the step's title: after a handoff (triage -> refund) the plan's steps sit at other
+    # ordinals than in a refund task started from scratch.
+    titles = [p.title for p in REFUND_PLAN]
+    index = titles.index(request.step_title) if request.step_title in titles else request.step
+    name, arguments = calls[index]
     return {
         "text": f"Calling {name}.",
         "tool_calls": [{"name": name, "arguments": arguments}],
@@ -145,13 +158,7 @@ register_agent(
             "issue_refund_legacy",
             "email_customer",
         ],
-        plan=[
-            PlanStep("Look up the order", "lookup_order"),
-            PlanStep("Check refund eligibility", "check_eligibility", depends_on=(0,)),
-            PlanStep("Track the shipment", "track_shipment", depends_on=(0,)),
-            PlanStep("Issue the refund", "issue_refund", depends_on=(1, 2)),
-            PlanStep("Email the customer", "email_customer", depends_on=(3,)),
-        ],
+        plan=REFUND_PLAN,
         script=refund_script,
     )
 )

@@ -22,6 +22,9 @@ POINTS = frozenset(
         "during_snapshot",
         "rollback_after_pending",
         "rollback_after_tool_call",
+        "after_fan_out",
+        "fan_out_collected",
+        "after_handoff",
     }
 )
 

@@ -124,6 +124,10 @@ class PlanStep:
     title: str
     tool: str | None = None
     depends_on: tuple[int, ...] = ()
+    # The name of a registered fan-out (agentops.engine.children): the step spawns child tasks.
+    fan_out: str | None = None
+    # The name of a registered agent: the step hands the task's workflow state over to it.
+    handoff: str | None = None
 
 
 @dataclass
@@ -183,6 +187,16 @@ def plan_for(agent: Agent, task_input: dict[str, Any]) -> list[PlanStep]:
     if agent.plan is None:
         return []
     return list(agent.plan(task_input) if callable(agent.plan) else agent.plan)
+
+
+def step_spec(step: PlanStep) -> dict[str, Any]:
+    """What a plan step stores in `Step.spec`: its tool, and a fan-out or handoff if it has one."""
+    spec: dict[str, Any] = {"tool": step.tool}
+    if step.fan_out:
+        spec["fan_out"] = step.fan_out
+    if step.handoff:
+        spec["handoff"] = step.handoff
+    return spec
 
 
 def register_agent(agent: Agent) -> Agent:

@@ -21,13 +21,13 @@ from typing import Any
 import httpx
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F
+from django.db.models import F, Q
 from django.db.models.functions import Now
 from django.utils import timezone
 
 from agentops import prometheus
+from agentops.engine import children, handoff, review_bridge
 from agentops.engine import context as ctxbuild
-from agentops.engine import review_bridge
 from agentops.engine.checkpoints import checkpoint_verify, snapshot_write
 from agentops.engine.crashpoints import crashpoint
 from agentops.engine.dispatch import task_enqueue
@@ -50,6 +50,7 @@ from agentops.engine.ledger import (
     reconcile,
 )
 from agentops.engine.model import ModelRequest, ModelResponse, get_model_adapter
+from agentops.engine.planning import next_open_step
 from agentops.engine.registry import Agent, Tool, ToolContext, get_agent, get_tool
 from agentops.engine.routing import Verdict, action_for, route_action
 from agentops.engine.transitions import (
@@ -176,7 +177,9 @@ class TaskRun:
             if time.monotonic() > deadline:
                 self._complete(step, result, then="yield")
                 return "yielded"
-            if following.attempts >= self.task.step_retry_cap:
+            if following.attempts >= self.task.step_retry_cap and not children.is_fan_out(
+                following
+            ):
                 self._complete(step, result)
                 return self._stop(self._cap_failure(following))
             self._complete(step, result, begin=following)
@@ -207,10 +210,7 @@ class TaskRun:
         return None
 
     def _first_open_step(self, after: Step | None = None) -> Step | None:
-        start = after.ordinal + 1 if after is not None else 0
-        return next(
-            (s for s in self.steps if s.ordinal >= start and s.status not in STEP_DONE), None
-        )
+        return next_open_step(self.steps, after=after.ordinal if after is not None else -1)
 
     # -- phase 1: before_model_call -----------------------------------------------------------
 
@@ -257,7 +257,9 @@ class TaskRun:
 
     def _begin(self, step: Step) -> bool:
         """Start `step` in its own commit (the first step of a claim). Counts the attempt."""
-        if step.attempts >= self.task.step_retry_cap:
+        # A fan-out step is claimed again each time its children wake it; its children have
+        # their own caps.
+        if step.attempts >= self.task.step_retry_cap and not children.is_fan_out(step):
             self._stop(self._cap_failure(step))
             return False
         events, fields = self._begin_events(step)
@@ -271,6 +273,17 @@ class TaskRun:
     def _run_step(self, step: Step) -> StepResult:
         task_context_step(step.ordinal)
         try:
+            if handoff.is_handoff(step):
+                handed = handoff.handoff_run(
+                    lease=self.lease, task=self.task, step=step, steps=self.steps
+                )
+                self.agent, self.steps = handed.agent, handed.steps
+                return StepResult(output=handed.output)
+            if children.is_fan_out(step):
+                collected = children.fan_out_run(
+                    lease=self.lease, task=self.task, step=step, steps=self.steps
+                )
+                return StepResult(output=collected.output, parked=collected.parked)
             fresh = step.model_response is None
             if fresh:
                 response = self._ask_model(step)
@@ -862,11 +875,26 @@ class Rollback:
     def lease(self) -> Lease:
         return self.task_run.lease
 
+    def _ordinal(self, call: ToolCall) -> int | None:
+        """The step of the task being rolled back that a call belongs to (a child's: none)."""
+        return call.step.ordinal if call.task_id == self.task_run.task.pk else None
+
+    def _fold(self, call: ToolCall, ledger: dict[str, str]) -> dict[str, Any] | None:
+        """A child's ledger rows are not in this task's checkpoint: its events fold nothing."""
+        return {"ledger": ledger} if call.task_id == self.task_run.task.pk else None
+
     def execute(self) -> str:
         task = self.task_run.task
-        originals = ToolCall.objects.filter(
-            task=task, compensation_of__isnull=True, status=LedgerStatus.SUCCEEDED
-        ).order_by("-id")
+        # The task's own effects and its child tasks', newest first.
+        originals = (
+            ToolCall.objects.filter(
+                Q(task=task) | Q(task__parent=task),
+                compensation_of__isnull=True,
+                status=LedgerStatus.SUCCEEDED,
+            )
+            .select_related("step")
+            .order_by("-id")
+        )
         for call in originals:
             try:
                 tool = _registered_tool(call.tool)
@@ -880,7 +908,9 @@ class Rollback:
         not_undone = [
             {"key": c.idempotency_key, "tool": c.tool, "side_effect": c.side_effect}
             for c in ToolCall.objects.filter(
-                task=task, compensation_of__isnull=True, status=LedgerStatus.SUCCEEDED
+                Q(task=task) | Q(task__parent=task),
+                compensation_of__isnull=True,
+                status=LedgerStatus.SUCCEEDED,
             )
             .exclude(side_effect="read")
             .order_by("id")
@@ -935,9 +965,9 @@ class Rollback:
                 [
                     EventSpec(
                         f"agentops.ledger.{outcome.status}",
-                        step=call.step.ordinal,
+                        step=self._ordinal(call),
                         payload={"key": row.idempotency_key, "how": outcome.how},
-                        fold={"ledger": {row.idempotency_key: outcome.status}},
+                        fold=self._fold(call, {row.idempotency_key: outcome.status}),
                     )
                 ],
             )
@@ -952,9 +982,14 @@ class Rollback:
         )
         event = EventSpec(
             "agentops.ledger.pending",
-            step=call.step.ordinal,
-            payload={"tool": compensating.name, "key": key, "compensates": call.idempotency_key},
-            fold={"ledger": {key: LedgerStatus.PENDING}},
+            step=self._ordinal(call),
+            payload={
+                "tool": compensating.name,
+                "key": key,
+                "compensates": call.idempotency_key,
+                **({"child": call.task_id} if call.task_id != self.task_run.task.pk else {}),
+            },
+            fold=self._fold(call, {key: LedgerStatus.PENDING}),
         )
         with transaction.atomic():
             fenced_write(self.lease, [event])
@@ -973,15 +1008,15 @@ class Rollback:
         events = [
             EventSpec(
                 "agentops.ledger.succeeded",
-                step=call.step.ordinal,
+                step=self._ordinal(call),
                 payload={"key": row.idempotency_key, "how": outcome.how},
-                fold={"ledger": {row.idempotency_key: LedgerStatus.SUCCEEDED}},
+                fold=self._fold(call, {row.idempotency_key: LedgerStatus.SUCCEEDED}),
             ),
             EventSpec(
                 "agentops.ledger.compensated",
-                step=call.step.ordinal,
+                step=self._ordinal(call),
                 payload={"key": call.idempotency_key, "by": row.idempotency_key},
-                fold={"ledger": {call.idempotency_key: LedgerStatus.COMPENSATED}},
+                fold=self._fold(call, {call.idempotency_key: LedgerStatus.COMPENSATED}),
             ),
         ]
         with transaction.atomic():
@@ -992,3 +1027,9 @@ class Rollback:
                 result=offloaded(outcome.result, path="tool_call.result", task_id=call.task_id),
             )
             ledger_transition(call_id=call.pk, target=LedgerStatus.COMPENSATED)
+            children.child_compensated_note(
+                call_task_id=call.task_id,
+                parent_id=self.task_run.task.pk,
+                key=call.idempotency_key,
+                by=row.idempotency_key,
+            )

@@ -216,6 +216,8 @@ def fenced_write(
     if events:
         _append_events(lease.task_id, seq, events)
     lease.last_seq = seq
+    if fields.get("status") in TERMINAL:
+        _terminal_hook(lease.task_id)
     return seq
 
 
@@ -256,7 +258,17 @@ def task_transition(
     event = EventSpec(
         f"agentops.task.{_past(name)}", payload=payload or {}, fold={"status": spec.target}
     )
-    return _update_and_log(queryset, task_id, [event], fields, actor=actor) is not None
+    moved = _update_and_log(queryset, task_id, [event], fields, actor=actor) is not None
+    if moved and spec.target in TERMINAL:
+        _terminal_hook(task_id)
+    return moved
+
+
+def _terminal_hook(task_id: int) -> None:
+    """In the transaction that ends a task: a child wakes its parent when it is the last."""
+    from agentops.engine.children import parent_wake_if_done
+
+    parent_wake_if_done(child_id=task_id)
 
 
 def task_append_event(*, task_id: int, event: EventSpec, actor: Any = None) -> int:
@@ -299,6 +311,8 @@ def _past(verb: str) -> str:
         "yield": "yielded",
         "schedule_retry": "retry_scheduled",
         "await_approval": "awaiting_approval",
+        "await_children": "awaiting_children",
+        "wake": "woken",
     }
     if verb in irregular:
         return irregular[verb]

@@ -202,3 +202,39 @@ def hotels_book(body: dict[str, Any]) -> dict[str, Any]:
 def hotels_cancel(body: dict[str, Any]) -> dict[str, Any]:
     (booking_id,) = _require(body, "booking_id")
     return {"booking_id": booking_id, "status": "cancelled"}
+
+
+@endpoint("suppliers", "quote", writes=True)
+def suppliers_quote(body: dict[str, Any]) -> dict[str, Any]:
+    """A supplier's quote for an item: recorded at the supplier, binding nobody to anything."""
+    supplier, item, quantity = _require(body, "supplier", "item", "quantity")
+    if not isinstance(quantity, int) or quantity < 1:
+        raise BadRequest("quantity must be a positive integer")
+    unit_price = float(2 + _number(f"{supplier}{item}", 700) / 100)
+    return {
+        "quote_id": f"Q{_number(f'{supplier}{item}{quantity}', 10**6):06d}",
+        "supplier": supplier,
+        "item": item,
+        "quantity": quantity,
+        "unit_price": unit_price,
+        "total": round(unit_price * quantity, 2),
+        "lead_days": 2 + _number(f"{supplier}lead", 9),
+    }
+
+
+@endpoint("suppliers", "order", writes=True)
+def suppliers_order(body: dict[str, Any]) -> dict[str, Any]:
+    supplier, quote_id, amount = _require(body, "supplier", "quote_id", "amount")
+    return {
+        "order_id": f"PO{_number(f'{supplier}{quote_id}', 10**6):06d}",
+        "supplier": supplier,
+        "quote_id": quote_id,
+        "amount": amount,
+        "status": "placed",
+    }
+
+
+@endpoint("suppliers", "cancel", writes=True)
+def suppliers_cancel(body: dict[str, Any]) -> dict[str, Any]:
+    (order_id,) = _require(body, "order_id")
+    return {"order_id": order_id, "status": "cancelled"}

@@ -8,12 +8,13 @@ from collections import Counter
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
+from django.db.models import Q
 
 from agentops.devstack import Stack, free_port
 from agentops.models import Task
 from agentops.scenarios import SCENARIOS, TOOL_TIMEOUT, Scenario, scenario_start
 from agentops.selectors import task_get_recovery
-from agentops.services import task_rollback
+from agentops.services import task_retry, task_rollback
 from agentops.sim.models import Effect
 from agentops.sim.services import fault_reset
 from agentops.states import TERMINAL, TaskStatus
@@ -46,6 +47,10 @@ class Command(BaseCommand):
             if scenario.then == "rollback" and task.status == TaskStatus.NEEDS_ATTENTION:
                 task_rollback(task_id=task.pk, actor=None, reason=f"scenario {name}")
                 task = self._wait(task.pk, TERMINAL, timeout)
+            stopped = self._stopped_child(task)
+            if scenario.then == "retry_child" and stopped is not None:
+                task_retry(task_id=stopped.pk, actor=None, reason=f"scenario {name}")
+                task = self._wait(task.pk, TERMINAL, timeout)
         finally:
             stack.stop()
             for fault in scenario.faults:
@@ -57,27 +62,39 @@ class Command(BaseCommand):
         else:
             self._print(report)
 
+    def _stopped_child(self, task: Task) -> Task | None:
+        return task.children.filter(status=TaskStatus.NEEDS_ATTENTION).order_by("id").first()
+
     def _wait(self, task_id: int, statuses: set[str], timeout: float) -> Task:
+        """Wait for the task to reach `statuses`; a parent waiting on its children has settled
+        when every child is terminal or stopped for a person and one is stopped."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             task = Task.objects.get(pk=task_id)
             if task.status in statuses:
                 return task
+            children = set(task.children.values_list("status", flat=True))
+            if (
+                statuses is SETTLED
+                and task.status == TaskStatus.AWAITING_CHILDREN
+                and TaskStatus.NEEDS_ATTENTION in children
+                and children <= SETTLED
+            ):
+                return task
             time.sleep(0.2)
         raise CommandError(f"task {task_id} did not settle within {timeout:g} s ({task.status})")
 
     def _report(self, scenario: Scenario, task: Task) -> dict[str, Any]:
-        prefix = f"t{task.pk}-"
-        per_key = Counter(
-            Effect.objects.filter(request_key__startswith=prefix).values_list(
-                "request_key", flat=True
-            )
-        )
+        children = list(task.children.order_by("fanout_index"))
+        family = Q()
+        for member in [task, *children]:
+            family |= Q(request_key__startswith=f"t{member.pk}-")
+        per_key = Counter(Effect.objects.filter(family).values_list("request_key", flat=True))
         effects = Counter(
             f"{service}.{operation}"
-            for service, operation in Effect.objects.filter(
-                request_key__startswith=prefix
-            ).values_list("service", "operation")
+            for service, operation in Effect.objects.filter(family).values_list(
+                "service", "operation"
+            )
         )
         recovery = task_get_recovery(task_id=task.pk)
         return {
@@ -97,6 +114,19 @@ class Command(BaseCommand):
             "failure": task.failure,
             "recommended_action": recovery.action if recovery else None,
             "rationale": recovery.rationale if recovery else None,
+            "children": [
+                {
+                    "task_id": child.pk,
+                    "agent": child.agent,
+                    "goal": child.goal,
+                    "status": child.status,
+                    "claims": child.claims,
+                    "steps_completed": child.events.filter(
+                        action="agentops.step.completed"
+                    ).count(),
+                }
+                for child in children
+            ],
             "effects": dict(sorted(effects.items())),
             "effects_per_key_max": max(per_key.values(), default=0),
         }
@@ -112,6 +142,11 @@ class Command(BaseCommand):
         if report["recommended_action"]:
             self.stdout.write(
                 f"  recommended: {report['recommended_action']}: {report['rationale']}"
+            )
+        for child in report["children"]:
+            self.stdout.write(
+                f"  child task {child['task_id']} ({child['agent']}): {child['status']}, "
+                f"steps completed {child['steps_completed']}"
             )
         self.stdout.write(f"  effects: {report['effects']}")
         self.stdout.write(f"  effects per key (max): {report['effects_per_key_max']}")

@@ -1,0 +1,81 @@
+"""Reads of a task's family: its parent, its child tasks and the child that stopped.
+
+Used by the task page and the recovery panel to show the tree. A task with no parent and no
+fan-out step costs no query; otherwise two (the parent, the children).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from agentops.models import Step, Task
+from agentops.states import TaskStatus
+
+# A child in one of these waits for a person; its parent waits for the child.
+STOPPED_FOR_A_PERSON = frozenset(
+    {TaskStatus.NEEDS_ATTENTION, TaskStatus.AWAITING_APPROVAL, TaskStatus.PAUSED}
+)
+
+
+@dataclass(frozen=True)
+class Member:
+    task: Task
+    # The step of the parent that spawned it (1-based), for children.
+    step_number: int | None
+
+    @property
+    def failure_message(self) -> str:
+        failure = self.task.failure if isinstance(self.task.failure, dict) else {}
+        return str(failure.get("message", ""))
+
+
+@dataclass(frozen=True)
+class Family:
+    parent: Member | None
+    children: list[Member]
+
+    @property
+    def stopped_children(self) -> list[Member]:
+        return [c for c in self.children if c.task.status in STOPPED_FOR_A_PERSON]
+
+    @property
+    def waiting_on(self) -> str:
+        """The breakpoint of a parent parked on its children, naming the child that stopped."""
+        stopped = self.stopped_children
+        unfinished = [c for c in self.children if not c.task.is_terminal]
+        if stopped:
+            child = stopped[0]
+            return (
+                f"step {child.step_number} waits on child task #{child.task.pk} "
+                f"({child.task.agent}), which stopped: {child.failure_message}"
+            )
+        if unfinished:
+            return f"step {unfinished[0].step_number} waits on {len(unfinished)} child task(s)"
+        return ""
+
+
+def task_family(task: Task, *, has_fan_out: bool) -> Family | None:
+    """The family of `task` (None when it has neither a parent nor a fan-out step)."""
+    if task.parent_id is None and not has_fan_out:
+        return None
+    parent = None
+    if task.parent_id is not None:
+        ordinal = Step.objects.filter(pk=task.parent_step_id).values_list("ordinal", flat=True)
+        parent = Member(Task.objects.get(pk=task.parent_id), ordinal.first() + 1)
+    children = [
+        Member(child, child.parent_step.ordinal + 1)
+        for child in Task.objects.filter(parent_id=task.pk)
+        .select_related("parent_step")
+        .order_by("parent_step__ordinal", "fanout_index")
+    ]
+    if parent is None and not children:
+        return None
+    return Family(parent=parent, children=children)
+
+
+def has_fan_out_step(steps: list[Any]) -> bool:
+    return any((getattr(s, "spec", None) or {}).get("fan_out") for s in steps)
+
+
+__all__ = ["Family", "Member", "has_fan_out_step", "task_family"]
