@@ -64,7 +64,16 @@ TASK_TRANSITIONS: dict[str, Transition] = {
         _t("stop", {_S.RUNNING}, _S.NEEDS_ATTENTION, fenced=True),
         _t("succeed", {_S.RUNNING}, _S.SUCCEEDED, fenced=True),
         # From outside the worker.
-        _t("pause", {_S.QUEUED, _S.RUNNING, _S.RETRY_SCHEDULED}, _S.PAUSED, fenced=False),
+        # A person parks a task: a running worker loses its lease at its next checkpoint; a task
+        # waiting at a gate leaves it (the gate is withdrawn, and routed again on resume).
+        _t(
+            "pause",
+            {_S.QUEUED, _S.RUNNING, _S.RETRY_SCHEDULED, _S.AWAITING_APPROVAL},
+            _S.PAUSED,
+            fenced=False,
+        ),
+        # A person's decision stops a gated task for a person (the same action rejected again).
+        _t("hold", {_S.AWAITING_APPROVAL}, _S.NEEDS_ATTENTION, fenced=False),
         _t(
             "resume",
             {_S.AWAITING_APPROVAL, _S.NEEDS_ATTENTION, _S.PAUSED, _S.RETRY_SCHEDULED},

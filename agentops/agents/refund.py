@@ -106,6 +106,12 @@ def refund_script(request: ModelRequest) -> dict[str, Any]:
     if cap is not None:
         amount = min(amount, cap)
     email = facts.get("customer_email") or f"customer-{order_id.lower()}@example.com"
+    # What was refunded is what the ledger ran (a person may have edited the amount at the gate),
+    # read from the payment's result, else from the executed arguments; never the proposal.
+    executed = request.latest_tool_result("refund_id") or request.executed_arguments(
+        "issue_refund", "issue_refund_legacy"
+    )
+    refunded = executed.get("amount", amount)
     calls = [
         ("lookup_order", {"order_id": order_id}),
         ("check_eligibility", {"order_id": order_id, "reason": data.get("reason", "damaged")}),
@@ -119,7 +125,7 @@ def refund_script(request: ModelRequest) -> dict[str, Any]:
             {
                 "to": email,
                 "subject": f"Your refund for order {order_id}",
-                "body": f"We refunded {amount} EUR for order {order_id}.",
+                "body": f"We refunded {refunded} EUR for order {order_id}.",
             },
         ),
     ]
@@ -153,5 +159,6 @@ register_agent(
             PlanStep("Email the customer", "email_customer", depends_on=(3,)),
         ],
         script=refund_script,
+        editable_input=("amount", "reason"),
     )
 )

@@ -140,6 +140,8 @@ class Agent:
     # Agents marked hidden are not offered in the "start a task" form (benchmarks, tests).
     hidden: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
+    # Input fields a person may change on a running or paused task (`task_modify`).
+    editable_input: tuple[str, ...] = ()
 
 
 _TOOLS: dict[str, Tool] = {}

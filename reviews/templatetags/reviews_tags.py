@@ -57,6 +57,27 @@ def waited(since: datetime | None) -> str:
 
 
 @register.filter
+def money(amount: Any, currency: Any = "") -> str:
+    """`108.00 EUR`: an amount always with its currency (EUR when none is recorded)."""
+    if amount is None or amount == "":
+        return ""
+    try:
+        value = f"{float(amount):,.2f}"
+    except (TypeError, ValueError):
+        return str(amount)
+    return f"{value} {currency or 'EUR'}"
+
+
+@register.filter
+def stamp(when: datetime | None) -> str:
+    """The one timestamp format: `2026-11-30 06:14:51 UTC`, in the site's time zone."""
+    if when is None:
+        return ""
+    local = timezone.localtime(when)
+    return f"{local:%Y-%m-%d %H:%M:%S} {local.tzname()}"
+
+
+@register.filter
 def json_line(value: Any, limit: int = 200) -> str:
     """A stored JSON value on one line, length-capped; artifacts by their pointer."""
     return json_preview(value, limit=int(limit))
