@@ -10,7 +10,7 @@ the tools are returned as data or plain strings; templates autoescape them.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 from typing import Any
 
@@ -29,7 +29,7 @@ from agentops.selectors import (
     mark_compensated,
     task_get_detail,
 )
-from agentops.states import LedgerStatus, TaskStatus
+from agentops.states import TASK_TRANSITIONS, LedgerStatus, TaskStatus
 from policies.models import PolicyChange
 from reviews.models import AuditItem, Claim, Decision, Gate
 from reviews.states import AuditStatus, GateStatus
@@ -503,6 +503,14 @@ class UnknownCall:
 
 
 @dataclass(frozen=True)
+class InterventionLine:
+    """An earlier human decision on the stopped task, with what happened after it."""
+
+    decision: Decision
+    outcome: str
+
+
+@dataclass(frozen=True)
 class RecoveryPanel:
     detail: TaskDetail
     recovery: Recovery | None
@@ -510,6 +518,8 @@ class RecoveryPanel:
     unknown_calls: list[UnknownCall]
     exchanges: list[tuple[Step, str]]
     holder: Any
+    interventions: list[InterventionLine] = field(default_factory=list)
+    open_gate_id: int | None = None
 
     @property
     def task(self) -> Task:
@@ -552,6 +562,13 @@ def task_get_recovery_panel(*, task_id: int, viewer: Any) -> RecoveryPanel:
         if row.step.model_response
     ]
     claim = Claim.objects.filter(task_id=task_id).select_related("user").first()
+    decisions = list(
+        Decision.objects.filter(
+            task_id_ref=task_id, action__startswith="reviews.intervention."
+        ).order_by("created_at", "id")[:TASK_LOG_LIMIT]
+    )
+    events = sorted((row.event for row in detail.events), key=lambda e: e.seq)
+    interventions = [InterventionLine(d, _outcome_after(d, events)) for d in reversed(decisions)]
     return RecoveryPanel(
         detail=detail,
         recovery=recovery,
@@ -562,7 +579,24 @@ def task_get_recovery_panel(*, task_id: int, viewer: Any) -> RecoveryPanel:
         ],
         exchanges=exchanges,
         holder=claim.user if claim else None,
+        interventions=interventions,
+        open_gate_id=task_open_gate_id(task_id=task_id)
+        if detail.task.status == TaskStatus.AWAITING_APPROVAL
+        else None,
     )
+
+
+def _outcome_after(decision: Decision, events: list[Event]) -> str:
+    """What followed an intervention: the next step failure, success, or nothing yet."""
+    for event in events:
+        if event.created_at < decision.created_at:
+            continue
+        if event.action == "agentops.step.failed":
+            kind = ((event.payload or {}).get("failure") or {}).get("kind", "error")
+            return f"failed again: {str(kind).replace('_', ' ')}"
+        if event.action in ("agentops.task.succeeded", "agentops.task.rolled_back"):
+            return event.action.rsplit(".", 1)[1].replace("_", " ")
+    return "no outcome yet"
 
 
 # -- audit queue -------------------------------------------------------------------------------
@@ -734,3 +768,15 @@ def task_open_gate_id(*, task_id: int) -> int | None:
         .values_list("pk", flat=True)
         .first()
     )
+
+
+def task_controls_for(status: str) -> list[str]:
+    """Pause / resume / cancel offered for a task in `status`, from the transition table."""
+    controls = []
+    if status in TASK_TRANSITIONS["pause"].sources:
+        controls.append("pause")
+    if status == TaskStatus.PAUSED:
+        controls.append("resume")
+    if status in TASK_TRANSITIONS["abort"].sources:
+        controls.append("cancel")
+    return controls

@@ -13,10 +13,14 @@ from typing import Any
 from django import template
 from django.utils import timezone
 
+from agentops.engine.errors import UnknownAgent
+from agentops.engine.registry import get_agent
 from agentops.selectors import json_preview
+from agentops.services import MODIFIABLE
 from agentops.states import TaskStatus
+from reviews.forms import TaskModifyForm
 from reviews.permissions import can_read_decisions, can_read_reviews, is_operator
-from reviews.selectors import decision_list_for_task, task_open_gate_id
+from reviews.selectors import decision_list_for_task, task_controls_for, task_open_gate_id
 
 register = template.Library()
 
@@ -101,11 +105,33 @@ def task_review_section(context: dict[str, Any], task: Any) -> dict[str, Any]:
     gate_id = None
     if readable and task.status == TaskStatus.AWAITING_APPROVAL:
         gate_id = task_open_gate_id(task_id=task.pk)
+    operator = is_operator(user)
     return {
         "visible": True,
         "task": task,
+        "request": request,
         "decisions": decision_list_for_task(task_id=task.pk),
         "gate_id": gate_id,
         "recoverable": readable and task.status == TaskStatus.NEEDS_ATTENTION,
-        "is_operator": is_operator(user),
+        "is_operator": operator,
+        "controls": task_controls_for(task.status) if operator else [],
+        "modifiable": operator and task.status in MODIFIABLE,
+        "modify_form": TaskModifyForm(
+            initial={
+                "token_budget": task.token_budget,
+                "cost_budget": task.cost_budget,
+                "wall_time_budget_seconds": task.wall_time_budget_seconds,
+            },
+            auto_id="modify_%s",
+        )
+        if operator and task.status in MODIFIABLE
+        else None,
+        "editable": _editable_input(task.agent),
     }
+
+
+def _editable_input(agent: str) -> tuple[str, ...]:
+    try:
+        return get_agent(agent).editable_input
+    except UnknownAgent:
+        return ()

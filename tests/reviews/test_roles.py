@@ -113,8 +113,15 @@ ACCESS: dict[str, Access] = {
     "reviews:gate_approve": Access(POST, frozenset({OPERATOR}), kwargs=_gate),
     "reviews:gate_reject": Access(POST, frozenset({OPERATOR}), kwargs=_gate),
     "reviews:gate_edit": Access(POST, frozenset({OPERATOR}), kwargs=_gate),
+    "reviews:gate_reject_stop": Access(POST, frozenset({OPERATOR}), kwargs=_gate),
     "reviews:claim": Access(POST, frozenset({OPERATOR}), kwargs=_task),
     "reviews:release": Access(POST, frozenset({OPERATOR}), kwargs=_task),
+    "reviews:assign": Access(POST, frozenset({OPERATOR}), kwargs=_task),
+    # Pause, resume, cancel and modify a task: operators only (auditors read).
+    "reviews:task_pause": Access(POST, frozenset({OPERATOR}), kwargs=_task),
+    "reviews:task_resume": Access(POST, frozenset({OPERATOR}), kwargs=_task),
+    "reviews:task_cancel": Access(POST, frozenset({OPERATOR}), kwargs=_task),
+    "reviews:task_modify": Access(POST, frozenset({OPERATOR}), kwargs=_task),
     "reviews:recover": Access(PAGE, REVIEWERS, kwargs=_stopped),
     "reviews:intervention": Access(POST, frozenset({OPERATOR}), kwargs=_stopped),
     "reviews:call_confirm": Access(
@@ -127,7 +134,9 @@ ACCESS: dict[str, Access] = {
     "reviews:audit_review": Access(
         POST, frozenset({AUDITOR}), kwargs=lambda w: {"item_id": w.item.pk}
     ),
+    "reviews:audit_bulk_review": Access(POST, frozenset({AUDITOR})),
     "reviews:decisions": Access(PAGE, SIGNED_IN),
+    "reviews:decisions_csv": Access(PAGE, SIGNED_IN),
 }
 
 
