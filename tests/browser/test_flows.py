@@ -426,11 +426,11 @@ def test_reject_and_stop_ends_a_gated_task(
     expect(page.locator("#stop-preview-abort")).to_contain_text("Ends the task")
     page.get_by_label("Why the task stops").fill("fraud suspected")
     page.get_by_role("button", name="Reject and stop").click()
-    # The confirmation is required: nothing happened yet.
-    expect(page.get_by_text("Confirm that you have read what stopping does.")).to_be_visible()
+    # The confirmation is required (the browser refuses to submit without it): nothing happened.
+    confirm = page.get_by_label("I have read what this does")
+    assert confirm.evaluate("box => !box.validity.valid")
     assert Task.objects.get(pk=task.pk).status == TaskStatus.AWAITING_APPROVAL
-    page.get_by_label("Why the task stops").fill("fraud suspected")
-    page.get_by_label("I have read what this does").check()
+    confirm.check()
     page.get_by_role("button", name="Reject and stop").click()
 
     expect(page.locator("#gate-state")).to_contain_text("rejected by olga")
@@ -505,7 +505,8 @@ def test_a_second_failed_retry_changes_the_recommendation(
 
     for round_ in (1, 2):
         page.goto(f"/review/tasks/{task.pk}/recover")
-        expect(page.get_by_role("article", name="Retry")).to_contain_text("recommended")
+        if round_ == 1:
+            expect(page.get_by_role("article", name="Retry")).to_contain_text("recommended")
         page.get_by_role("article", name="Retry").get_by_role("button", name="Retry").click()
         expect(page).to_have_url(f"{live_server.url}/tasks/{task.pk}")
         wait_for(
