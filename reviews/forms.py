@@ -36,6 +36,7 @@ DECISION_ACTIONS = [
             ("reviews.gate.approved", "approved"),
             ("reviews.gate.edited", "edited and approved"),
             ("reviews.gate.rejected", "rejected"),
+            ("reviews.gate.rejected_and_stopped", "rejected and stopped"),
             ("reviews.gate.expired", "expired"),
             ("reviews.gate.escalated", "escalated"),
         ],
@@ -49,6 +50,24 @@ DECISION_ACTIONS = [
             ("reviews.intervention.rollback", "rollback"),
             ("reviews.intervention.abort", "abort"),
             ("reviews.ledger.confirmed", "unknown call confirmed"),
+        ],
+    ),
+    (
+        "Tasks",
+        [
+            ("reviews.task", "every pause, resume, cancel or change"),
+            ("reviews.task.paused", "paused"),
+            ("reviews.task.resumed", "resumed"),
+            ("reviews.task.cancelled", "cancelled"),
+            ("reviews.task.modified", "budgets or input changed"),
+        ],
+    ),
+    (
+        "Claims",
+        [
+            ("reviews.claim", "every assignment or takeover"),
+            ("reviews.claim.assigned", "assigned"),
+            ("reviews.claim.taken_over", "taken over"),
         ],
     ),
     (

@@ -18,6 +18,7 @@ from agentops.engine.registry import get_agent
 from agentops.selectors import json_preview
 from agentops.services import MODIFIABLE
 from agentops.states import TaskStatus
+from agentops.templatetags import agentops_tags
 from reviews.forms import TaskModifyForm
 from reviews.permissions import can_read_decisions, can_read_reviews, is_operator
 from reviews.selectors import decision_list_for_task, task_controls_for, task_open_gate_id
@@ -60,25 +61,11 @@ def waited(since: datetime | None) -> str:
     return f"waiting {_span((timezone.now() - since).total_seconds())}"
 
 
-@register.filter
-def money(amount: Any, currency: Any = "") -> str:
-    """`108.00 EUR`: an amount always with its currency (EUR when none is recorded)."""
-    if amount is None or amount == "":
-        return ""
-    try:
-        value = f"{float(amount):,.2f}"
-    except (TypeError, ValueError):
-        return str(amount)
-    return f"{value} {currency or 'EUR'}"
-
-
-@register.filter
-def stamp(when: datetime | None) -> str:
-    """The one timestamp format: `2026-11-30 06:14:51 UTC`, in the site's time zone."""
-    if when is None:
-        return ""
-    local = timezone.localtime(when)
-    return f"{local:%Y-%m-%d %H:%M:%S} {local.tzname()}"
+# One implementation of each shared filter (agentops owns them; reviews templates use them too).
+register.filter("money", agentops_tags.money)
+register.filter("stamp", agentops_tags.stamp)
+register.filter("failure_label", agentops_tags.failure_label)
+register.filter("event_label", agentops_tags.event_label)
 
 
 @register.filter
