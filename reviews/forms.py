@@ -222,6 +222,8 @@ class InterventionForm(forms.Form):
         choices=[(a, a) for a in ("retry", "skip", "rollback", "abort")], label="Action"
     )
     take_over = forms.BooleanField(required=False, label="Take this over and decide it myself")
+    # Rollback and abort end the task: the panel asks again, with the preview, before applying.
+    confirmed = forms.BooleanField(required=False, widget=forms.HiddenInput)
     reason = forms.CharField(
         required=False,
         max_length=NOTE_MAX,

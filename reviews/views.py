@@ -396,6 +396,9 @@ def gate_reject_stop_view(request: HtmxHttpRequest, gate_id: int) -> HttpRespons
 # -- recovery panel ----------------------------------------------------------------------------
 
 
+CONFIRMED_INTERVENTIONS = frozenset({"rollback", "abort"})
+
+
 def _render_recovery(
     request: HtmxHttpRequest,
     task_id: int,
@@ -403,6 +406,7 @@ def _render_recovery(
     form: InterventionForm | None = None,
     alert: str = "",
     status: int = 200,
+    confirming: str = "",
 ) -> HttpResponse:
     try:
         panel = task_get_recovery_panel(task_id=task_id, viewer=request.user)
@@ -417,6 +421,7 @@ def _render_recovery(
         "alert": alert,
         "can_act": is_operator(request.user),
         "held_by_other": panel.holder is not None and panel.holder.pk != request.user.pk,
+        "confirming": next((o for o in panel.options if o.action == confirming), None),
     }
     return render(request, "reviews/recovery_panel.html", context, status=status)
 
@@ -433,6 +438,12 @@ def intervention(request: HtmxHttpRequest, task_id: int) -> HttpResponse:
     form = InterventionForm(request.POST, auto_id="recover_%s")
     if not form.is_valid():
         return _render_recovery(request, task_id, form=form, status=400)
+    if (
+        form.cleaned_data["action"] in CONFIRMED_INTERVENTIONS
+        and not form.cleaned_data["confirmed"]
+    ):
+        # Ending the task is asked again, with its preview, before anything changes.
+        return _render_recovery(request, task_id, form=form, confirming=form.cleaned_data["action"])
     try:
         intervention_apply(
             task_id=task_id,

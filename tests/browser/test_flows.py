@@ -191,6 +191,10 @@ def test_an_operator_rolls_back_a_partial_trip_and_the_flight_is_cancelled_once(
     shoot(page, "recovery-panel")
     page.get_by_label("Reason (optional)").fill("the customer cancelled the offsite")
     rollback.get_by_role("button", name="Rollback").click()
+    # Ending the task is asked again, with the preview.
+    confirm = page.get_by_role("region", name="Confirm rollback")
+    expect(confirm).to_contain_text("Undoes book_flight")
+    confirm.get_by_role("button", name="Confirm rollback").click()
 
     expect(page).to_have_url(f"{live_server.url}/tasks/{task.pk}")
     expect(task_status(page)).to_have_text("Rolled back", timeout=WORKER_TIMEOUT_MS)

@@ -128,7 +128,9 @@ def test_a_rolled_back_step_reads_compensated_on_the_task_page_and_list(
 ):
     task = stopped_trip(created_by=starter)
     client = client_for(operator)
-    client.post(reverse("reviews:intervention", args=[task.pk]), {"action": "rollback"})
+    client.post(
+        reverse("reviews:intervention", args=[task.pk]), {"action": "rollback", "confirmed": "True"}
+    )
     task = run_until_parked_or_done(task)
     assert task.status == TaskStatus.ROLLED_BACK
 
