@@ -30,7 +30,7 @@ from agentops.engine.advisor import (
 from agentops.engine.errors import UnknownTool
 from agentops.engine.jsonvalues import ARTIFACT_KEY, is_pointer
 from agentops.engine.registry import get_tool
-from agentops.models import Event, Step, Task, ToolCall
+from agentops.models import Artifact, Event, Step, Task, ToolCall
 from agentops.states import TERMINAL, LedgerStatus, TaskMode, TaskStatus
 
 EVENT_LIMIT = 200
@@ -95,6 +95,7 @@ class StepRow:
     model_text: str
     output_preview: str
     error: dict[str, Any] | None
+    output_artifact: int | None = None
 
 
 @dataclass(frozen=True)
@@ -151,6 +152,7 @@ def _step_row(step: Step) -> StepRow:
         model_text=json_preview(text) if text else "",
         output_preview=json_preview(step.output),
         error=step.error if isinstance(step.error, dict) else None,
+        output_artifact=artifact_id_of(step.output),
     )
 
 
@@ -357,3 +359,18 @@ def task_get_recovery(*, task_id: int) -> Recommendation | None:
     events = list(Event.objects.filter(task=task).order_by("-seq")[:EVENT_LIMIT])
     recovery = task_recovery(task, steps, calls, events)
     return recovery.recommendation if recovery else None
+
+
+def artifact_get_visible(*, artifact_id: int, viewer: Any) -> Artifact:
+    """An artifact of a task `viewer` may read; raises Task.DoesNotExist otherwise (404)."""
+    found = Artifact.objects.filter(
+        pk=artifact_id, task__in=tasks_visible_to(viewer).values("pk")
+    ).first()
+    if found is None:
+        raise Task.DoesNotExist(f"no artifact {artifact_id}")
+    return found
+
+
+def artifact_id_of(value: Any) -> int | None:
+    """The artifact id of a stored pointer (None for an inline value)."""
+    return int(value[ARTIFACT_KEY]) if is_pointer(value) else None

@@ -19,12 +19,13 @@ from django.utils import timezone
 
 from agentops.engine.advisor import LedgerView, Preview, StepView, preview
 from agentops.engine.errors import UnknownTool
-from agentops.engine.jsonvalues import is_pointer
+from agentops.engine.jsonvalues import is_pointer, loaded
 from agentops.engine.registry import get_tool
 from agentops.models import Event, Step, Task, ToolCall
 from agentops.selectors import (
     Recovery,
     TaskDetail,
+    artifact_id_of,
     json_preview,
     mark_compensated,
     task_get_detail,
@@ -317,6 +318,7 @@ class StepLine:
     output_preview: str
     model_text: str
     error: dict[str, Any] | None
+    output_artifact: int | None = None
 
 
 def _step_line(step: Step) -> StepLine:
@@ -329,6 +331,7 @@ def _step_line(step: Step) -> StepLine:
         output_preview=json_preview(step.output, limit=PREVIEW_CHARS),
         model_text=json_preview(text, limit=PREVIEW_CHARS) if text else "",
         error=step.error if isinstance(step.error, dict) else None,
+        output_artifact=artifact_id_of(step.output),
     )
 
 
@@ -386,6 +389,43 @@ def args_diff(before: Any, after: Any) -> list[DiffRow]:
 
 
 @dataclass(frozen=True)
+class CheckResult:
+    """One piece of gate evidence: a tool's check of the arguments against earlier results."""
+
+    label: str
+    passed: bool
+    detail: str
+
+
+def gate_checks(gate: Gate) -> list[CheckResult]:
+    """Run the gated tool's declared checks against the task's earlier results (one query,
+    only for tools that declare checks). A check that raises reads as failed, with why."""
+    try:
+        tool = get_tool(gate.tool)
+    except UnknownTool:
+        return []
+    if not tool.checks:
+        return []
+    results: dict[str, Any] = {}
+    rows = ToolCall.objects.filter(
+        task_id=gate.task_id, status=LedgerStatus.SUCCEEDED, compensation_of__isnull=True
+    ).order_by("id")
+    for call in rows.only("tool", "result"):
+        results[call.tool] = loaded(call.result)
+    arguments = gate.approved_arguments if gate.approved_arguments is not None else gate.arguments
+    checked = []
+    for label, check in tool.checks:
+        try:
+            passed, detail = check(arguments, results)
+        # An agent's check is agent code run on recorded data: one that raises is shown as a
+        # failed check with its error, never hidden and never breaking the panel.
+        except Exception as exc:
+            passed, detail = False, f"the check could not run: {exc}"
+        checked.append(CheckResult(label, bool(passed), str(detail)))
+    return checked
+
+
+@dataclass(frozen=True)
 class GatePanel:
     gate: Gate
     task: Task
@@ -402,6 +442,7 @@ class GatePanel:
     executed_json: str = ""
     # What "reject and stop" would do: abort keeps the effects, rollback undoes them.
     stop_previews: dict[str, Preview] | None = None
+    checks: list[CheckResult] = field(default_factory=list)
 
     @property
     def position(self) -> int:
@@ -480,6 +521,7 @@ def gate_get_panel(*, gate_id: int) -> GatePanel:
         executed=executed,
         executed_json=executed_json,
         stop_previews=_stop_previews(calls, steps) if gate.status == GateStatus.OPEN else None,
+        checks=gate_checks(gate),
     )
 
 

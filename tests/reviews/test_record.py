@@ -255,3 +255,41 @@ def test_the_same_action_rejected_twice_holds_the_task_for_a_person(
     page = client_for(operator).get(reverse("reviews:recover", args=[task.pk])).content.decode()
     assert "nothing to recover" not in page and 'name="action" value="abort"' in page
     assert Gate.objects.filter(task=task, status=GateStatus.OPEN).count() == 0
+
+
+def test_the_gate_shows_its_checks_against_earlier_results_before_the_arguments(
+    sim_server, redis_clean, operator, starter
+):
+    within = open_gate(gated_refund(created_by=starter))
+    above = open_gate(gated_refund(created_by=starter, order_id="E5005", amount=5000))
+    client = client_for(operator)
+
+    page = client.get(reverse("reviews:gate", args=[within.pk])).content.decode()
+    evidence = page[page.index('id="evidence"') :][:1500]
+    assert page.index('id="evidence"') < page.index('<pre class="json">')
+    assert "<strong>Passed</strong>: Amount ≤ the eligibility" in evidence
+    assert "108.0 is within the eligible maximum of 108.0" in evidence
+    assert "<strong>Passed</strong>: Order consistent with the claim" in evidence
+    other = client.get(reverse("reviews:gate", args=[above.pk])).content.decode()
+    assert "<strong>Failed</strong>: Amount ≤ the eligibility" in other
+    assert "5000 is above the eligible maximum" in other
+
+
+def test_an_artifact_opens_as_inert_text_for_readers_of_its_task(
+    sim_server, redis_clean, operator, starter, auditor, policy_admin
+):
+    from agentops.engine.jsonvalues import ARTIFACT_KEY, offloaded
+
+    task = gated_refund(created_by=starter)
+    pointer = offloaded(
+        {ARTIFACT_KEY: 1, "x": "<script>alert(1)</script>"}, path="t", task_id=task.pk
+    )
+    url = reverse("agentops:artifact", args=[pointer[ARTIFACT_KEY]])
+
+    response = client_for(auditor).get(url)
+
+    assert response.status_code == 200
+    assert response["Content-Type"].startswith("text/plain")
+    assert response["X-Content-Type-Options"] == "nosniff"
+    assert b"<script>alert(1)</script>" in b"".join(response.streaming_content)
+    assert client_for(policy_admin).get(url).status_code == 404

@@ -56,6 +56,14 @@ class Access:
     denied: int = 403
 
 
+def _artifact(w: World) -> dict[str, int]:
+    from agentops.engine.jsonvalues import ARTIFACT_KEY, offloaded
+
+    # Data shaped like a pointer is always stored as an artifact: a small one will do.
+    pointer = offloaded({ARTIFACT_KEY: 0, "note": "x"}, path="test", task_id=w.task.pk)
+    return {"artifact_id": pointer[ARTIFACT_KEY]}
+
+
 def _task(w: World) -> dict[str, int]:
     return {"task_id": w.task.pk}
 
@@ -92,6 +100,8 @@ ACCESS: dict[str, Access] = {
     "agentops:task_list": Access(PAGE, SIGNED_IN),
     "agentops:task_new": Access(FORM, SIGNED_IN),
     "agentops:task_detail": Access(PAGE, REVIEWERS, kwargs=_task, denied=404),
+    # An artifact opens for whoever may read its task.
+    "agentops:artifact": Access(PAGE, REVIEWERS, kwargs=lambda w: _artifact(w), denied=404),
     # The policy editor is for policy admins only.
     "policies:index": Access(PAGE, ADMINS),
     "policies:policy_detail": Access(PAGE, ADMINS, kwargs=_policy),
