@@ -114,6 +114,7 @@ ACCESS: dict[str, Access] = {
     "policies:rule_move": Access(POST, ADMINS, kwargs=_rule),
     "policies:version_settings": Access(POST, ADMINS, kwargs=_draft),
     "policies:version_publish": Access(POST, ADMINS, kwargs=_draft),
+    "policies:version_discard": Access(POST, ADMINS, kwargs=_draft),
     "policies:version_revert": Access(POST, ADMINS, kwargs=_version),
     "policies:version_dry_run": Access(PAGE, ADMINS, kwargs=_draft),
     # Review workspace: operators and auditors read; operators decide; auditors review.
