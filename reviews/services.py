@@ -714,7 +714,7 @@ def ledger_call_confirm(
         )
 
 
-# -- pause, resume, cancel, modify ----------------------------------------------------------------
+# -- pause, resume, cancel, modify --------------------------------------------------------------
 
 TASK_CONTROLS = {
     "pause": (task_pause, "reviews.task.paused"),
@@ -797,7 +797,7 @@ def task_modify_apply(
     return changes
 
 
-# -- bulk audit review ----------------------------------------------------------------------------
+# -- bulk audit review ---------------------------------------------------------------------------
 
 
 def audit_items_bulk_review(
@@ -815,3 +815,43 @@ def audit_items_bulk_review(
         audit_item_review(item_id=item_id, actor=actor, verdict=verdict, note=note)
         done += 1
     return done
+
+
+# -- SLA of stopped tasks ------------------------------------------------------------------------
+
+
+def stopped_tasks_escalate_overdue(*, now: Any = None) -> int:
+    """Apply the timeout action of stopped tasks past their SLA (STOPPED_SLA_SECONDS after they
+    stopped): escalate to all operators: a claim on it is released, and the escalation is logged
+    once per stop. Returns how many tasks were escalated."""
+    from reviews.selectors import STOPPED_SLA_SECONDS
+
+    now = now or timezone.now()
+    cutoff = now - timedelta(seconds=STOPPED_SLA_SECONDS)
+    overdue = Task.objects.filter(status=TaskStatus.NEEDS_ATTENTION, updated_at__lt=cutoff)
+    escalated = 0
+    for task_id, stopped_at in overdue.values_list("pk", "updated_at"):
+        with transaction.atomic():
+            task = (
+                Task.objects.select_for_update(skip_locked=True, of=("self",))
+                .filter(pk=task_id, status=TaskStatus.NEEDS_ATTENTION, updated_at=stopped_at)
+                .first()
+            )
+            already = Decision.objects.filter(
+                task_id_ref=task_id, action="reviews.task.escalated", created_at__gte=stopped_at
+            ).exists()
+            if task is None or already:
+                continue
+            holder = Claim.objects.filter(task_id=task_id).select_related("user").first()
+            Claim.objects.filter(task_id=task_id).delete()
+            waited = int((now - stopped_at).total_seconds())
+            decision_record(
+                action="reviews.task.escalated",
+                actor=None,
+                task_id=task_id,
+                subject=f"task {task_id}: stopped {waited} s without a decision",
+                reason=f"no decision within {STOPPED_SLA_SECONDS} s; escalated to all operators",
+                detail={"released_from": holder.user.get_username() if holder else ""},
+            )
+            escalated += 1
+    return escalated

@@ -64,6 +64,12 @@ def gates_expire_overdue() -> int:
     return expire()
 
 
+def stopped_tasks_escalate_overdue() -> int:
+    from reviews.services import stopped_tasks_escalate_overdue as escalate
+
+    return escalate()
+
+
 def gate_decision_seconds(step_ids: list[int]) -> dict[int, float]:
     """How long people took to decide the gates of these steps (for dry-run reviewer load)."""
     from reviews.models import Gate

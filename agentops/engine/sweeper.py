@@ -39,9 +39,10 @@ def tasks_to_redrive() -> list[tuple[int, int]]:
 
 
 def sweep() -> int:
-    """Expire overdue gates, then enqueue a job for every task to re-drive; returns how many
-    jobs were enqueued."""
+    """Expire overdue gates, escalate stopped tasks past their SLA, then enqueue a job for every
+    task to re-drive; returns how many jobs were enqueued."""
     review_bridge.gates_expire_overdue()
+    review_bridge.stopped_tasks_escalate_overdue()
     enqueued = 0
     for task_id, seq in tasks_to_redrive():
         if enqueue_now(task_id, token=seq):

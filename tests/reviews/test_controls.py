@@ -315,3 +315,26 @@ def test_admin_budget_edits_go_through_the_service_and_never_save_the_row(
     task.refresh_from_db()
     assert task.token_budget == 999 and task.tokens_used == 123
     assert Decision.objects.get().action == "reviews.task.modified"
+
+
+def test_a_stopped_task_past_its_sla_is_escalated_once_and_released(
+    sim_server, redis_clean, operator, starter
+):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from reviews.selectors import STOPPED_SLA_SECONDS
+    from reviews.services import stopped_tasks_escalate_overdue
+
+    task = stopped_trip(created_by=starter)
+    claim_take(task_id=task.pk, actor=operator)
+    later = timezone.now() + timedelta(seconds=STOPPED_SLA_SECONDS + 60)
+
+    assert stopped_tasks_escalate_overdue(now=timezone.now()) == 0
+    assert stopped_tasks_escalate_overdue(now=later) == 1
+    assert stopped_tasks_escalate_overdue(now=later) == 0
+
+    assert not Claim.objects.filter(task=task).exists()
+    decision = Decision.objects.get(action="reviews.task.escalated")
+    assert decision.detail["released_from"] == "olga" and decision.task_id_ref == task.pk
