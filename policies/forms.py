@@ -151,6 +151,12 @@ class ChangeNoteForm(forms.Form):
         widget=forms.Textarea(attrs={"rows": 2}),
         help_text="Why this version exists; shown in the version history.",
     )
+    # Publishing and reverting change what every new task runs under: asked again, with the
+    # preview of what changes, before anything is published.
+    confirm = forms.BooleanField(
+        label="I have read what changes compared with the active version",
+        error_messages={"required": "Confirm that you have read what changes."},
+    )
 
 
 class DraftCreateForm(forms.Form):

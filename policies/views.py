@@ -142,9 +142,25 @@ def _version_context(
         "settings_form": settings_form
         or SettingsForm(initial={"sensitive_systems": ", ".join(version.sensitive_systems)}),
         "revert_form": ChangeNoteForm(),
+        "change_preview": _change_preview(version, active),
         "error": error,
         "changes": [c for c in policy_change_list(version.policy) if c.version_id == version.pk],
     }
+
+
+def _change_preview(version: PolicyVersion, active: PolicyVersion | None) -> str:
+    """What publishing (or reverting to) `version` changes against the active version."""
+    if active is None:
+        return "There is no active version: this one becomes the first."
+    if active.pk == version.pk:
+        return ""
+    counts = spec_diff(policy_spec_of(active), policy_spec_of(version)).counts()
+    parts = [f"{counts[k]} {k}" for k in ("added", "removed", "changed", "moved") if counts[k]]
+    return (
+        f"Compared with the active {active.label}: "
+        + (", ".join(parts) if parts else "no rule changes")
+        + " (see the diff and the dry-run)."
+    )
 
 
 def _editor_response(

@@ -344,6 +344,9 @@ def test_a_policy_admin_publishes_a_rule_and_the_next_task_is_gated_by_it(
     expect(rules.nth(6)).to_contain_text("notification")
     expect(page.get_by_text("No problems found: this draft can be published.")).to_be_visible()
     page.get_by_label("Change note").fill("Emails to customers wait for an operator.")
+    # Publishing is confirmed after reading what changes against the active version.
+    expect(page.locator("#publish-preview")).to_contain_text("Compared with the active v1: 1 added")
+    page.get_by_label("I have read what changes").check()
     page.get_by_role("button", name="Publish", exact=True).click()
     heading = page.get_by_role("heading", level=1)
     expect(heading).to_contain_text("default v2")

@@ -86,3 +86,28 @@ def test_a_draft_can_be_discarded_once_and_leaves_the_list(
     assert admin_client.post(url, {"confirm": "on"}).status_code == 400
     with pytest.raises(PolicyImmutable):
         policy_publish(draft=draft, author=None, change_note="no")
+
+
+def test_publish_and_revert_need_a_confirmation_after_the_preview(
+    admin_client: Client, draft: PolicyVersion, policy_admin: Any, tools: Any
+) -> None:
+    page = admin_client.get(reverse("policies:version_detail", args=[draft.pk])).content.decode()
+    assert "Compared with the active v1: no rule changes" in page
+
+    refused = admin_client.post(
+        reverse("policies:version_publish", args=[draft.pk]), {"change_note": "x"}
+    )
+
+    assert refused.status_code == 400
+    assert "Confirm that you have read what changes." in refused.content.decode()
+    assert PolicyVersion.objects.get(pk=draft.pk).status == VersionStatus.DRAFT
+    v1 = PolicyVersion.objects.get(policy=draft.policy, number=1)
+    published = admin_client.post(
+        reverse("policies:version_publish", args=[draft.pk]), {"change_note": "x", "confirm": "on"}
+    )
+    assert published.status_code == 302
+    revert = admin_client.post(
+        reverse("policies:version_revert", args=[v1.pk]), {"change_note": "y"}
+    )
+    assert revert.status_code == 400
+    assert PolicyVersion.objects.filter(policy=draft.policy, number=3).count() == 0
