@@ -196,6 +196,13 @@ def task_get_detail(*, task_id: int, viewer: Any) -> TaskDetail:
     )
     steps: list[Step] = task.step_list  # type: ignore[attr-defined]
     mark_compensated(steps, task.call_list)  # type: ignore[attr-defined]
+    # One attempt counter: every start of a step, manual retries included (a retry resets the
+    # step's `attempts`, which counts the current round against the cap).
+    events: list[Event] = task.event_list  # type: ignore[attr-defined]
+    for step in steps:
+        step.attempts_total = max(  # type: ignore[attr-defined]
+            step.attempts, step_attempts_total(events, ordinal=step.ordinal)
+        )
     return TaskDetail(
         task=task,
         steps=[_step_row(s) for s in steps],
@@ -203,7 +210,7 @@ def task_get_detail(*, task_id: int, viewer: Any) -> TaskDetail:
         events=[_event_row(e) for e in task.event_list],  # type: ignore[attr-defined]
         # Seqs are gapless from 1, so the last one is the count.
         events_total=task.last_seq,
-        attempts=sum(s.attempts for s in steps),
+        attempts=sum(s.attempts_total for s in steps),  # type: ignore[attr-defined]
     )
 
 
