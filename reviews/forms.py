@@ -318,6 +318,8 @@ class DecisionFilterForm(_DateRange):
 
 
 class TaskControlForm(forms.Form):
+    # Cancel ends the task: it needs this box ticked (the form states what stays done).
+    confirm = forms.BooleanField(required=False)
     reason = forms.CharField(
         required=False,
         max_length=NOTE_MAX,

@@ -397,9 +397,9 @@ class CheckResult:
     detail: str
 
 
-def gate_checks(gate: Gate) -> list[CheckResult]:
-    """Run the gated tool's declared checks against the task's earlier results (one query,
-    only for tools that declare checks). A check that raises reads as failed, with why."""
+def gate_checks(gate: Gate, calls: list[ToolCall]) -> list[CheckResult]:
+    """Run the gated tool's declared checks against the task's earlier results, from the ledger
+    rows the panel loaded (no query of its own). A check that raises reads as failed, with why."""
     try:
         tool = get_tool(gate.tool)
     except UnknownTool:
@@ -407,11 +407,9 @@ def gate_checks(gate: Gate) -> list[CheckResult]:
     if not tool.checks:
         return []
     results: dict[str, Any] = {}
-    rows = ToolCall.objects.filter(
-        task_id=gate.task_id, status=LedgerStatus.SUCCEEDED, compensation_of__isnull=True
-    ).order_by("id")
-    for call in rows.only("tool", "result"):
-        results[call.tool] = loaded(call.result)
+    for call in calls:
+        if call.status == LedgerStatus.SUCCEEDED and call.compensation_of_id is None:
+            results[call.tool] = loaded(call.result)
     arguments = gate.approved_arguments if gate.approved_arguments is not None else gate.arguments
     checked = []
     for label, check in tool.checks:
@@ -487,9 +485,10 @@ def gate_get_panel(*, gate_id: int) -> GatePanel:
         "task", "task__created_by", "task__claim__user", "step", "decided_by"
     ).get(pk=gate_id)
     steps = list(Step.objects.filter(task_id=gate.task_id).order_by("ordinal"))
+    # Results come along (not args): the tool's evidence checks read them.
     calls = list(
         ToolCall.objects.filter(task_id=gate.task_id)
-        .defer("args", "result")
+        .defer("args")
         .annotate(step_ordinal=F("step__ordinal"))
         .order_by("id")
     )
@@ -521,7 +520,7 @@ def gate_get_panel(*, gate_id: int) -> GatePanel:
         executed=executed,
         executed_json=executed_json,
         stop_previews=_stop_previews(calls, steps) if gate.status == GateStatus.OPEN else None,
-        checks=gate_checks(gate),
+        checks=gate_checks(gate, calls),
     )
 
 

@@ -652,8 +652,11 @@ def task_control(request: HtmxHttpRequest, task_id: int, action: str) -> HttpRes
 
     _task_or_404(task_id)
     form = TaskControlForm(request.POST)
-    form.is_valid()
-    reason = form.cleaned_data.get("reason", "") if form.is_valid() else ""
+    valid = form.is_valid()
+    reason = form.cleaned_data.get("reason", "") if valid else ""
+    if action == "cancel" and not (valid and form.cleaned_data["confirm"]):
+        messages.error(request, "Nothing changed: tick the box to confirm that the task ends now.")
+        return _back(request, reverse("agentops:task_detail", args=[task_id]))
     try:
         task_control_apply(task_id=task_id, action=action, actor=request.user, reason=reason)
     except TransitionRefused as exc:

@@ -488,7 +488,9 @@ def test_cancel_a_queued_task(page: Page, live_server: Any, processes: Processes
 
     page.goto(f"/tasks/{task.pk}")
     expect(task_status(page)).to_have_text("Queued")
-    page.locator("#cancel-form").get_by_role("button", name="Cancel").click()
+    cancel = page.locator("#cancel-form")
+    cancel.get_by_label("The task ends now; effects made stay").check()
+    cancel.get_by_role("button", name="Cancel").click()
     expect(task_status(page)).to_have_text("Aborted")
     run_workers(processes)
     page.wait_for_timeout(2000)

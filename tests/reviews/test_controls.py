@@ -51,9 +51,12 @@ def test_pause_resume_cancel_a_queued_task_each_logged_once_and_replays_refused(
     assert "Nothing changed" in replay.content.decode()
     assert control(client, task, "resume").status_code == 302
     assert Task.objects.get(pk=task.pk).status == TaskStatus.QUEUED
-    assert control(client, task, "cancel").status_code == 302
+    unconfirmed = client.post(reverse("reviews:task_cancel", args=[task.pk]), {}, follow=True)
+    assert "tick the box" in unconfirmed.content.decode()
+    assert Task.objects.get(pk=task.pk).status == TaskStatus.QUEUED
+    assert control(client, task, "cancel", confirm="on").status_code == 302
     assert Task.objects.get(pk=task.pk).status == TaskStatus.ABORTED
-    control(client, task, "cancel")
+    control(client, task, "cancel", confirm="on")
 
     actions = list(Decision.objects.order_by("id").values_list("action", flat=True))
     assert actions == ["reviews.task.paused", "reviews.task.resumed", "reviews.task.cancelled"]
