@@ -234,6 +234,7 @@ class InterventionForm(forms.Form):
 
 
 class ConfirmForm(forms.Form):
+    take_over = forms.BooleanField(required=False, label="Take this over and decide it myself")
     executed = forms.TypedChoiceField(
         choices=[("yes", "It happened"), ("no", "It did not happen")],
         coerce=lambda value: value == "yes",

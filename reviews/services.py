@@ -686,7 +686,13 @@ def intervention_apply(
 
 
 def ledger_call_confirm(
-    *, task_id: int, call_id: int, executed: bool, actor: Any, reason: str = ""
+    *,
+    task_id: int,
+    call_id: int,
+    executed: bool,
+    actor: Any,
+    reason: str = "",
+    take_over: bool = False,
 ) -> None:
     """Record a person's answer for an `executed_unknown` call of `task_id`, and log it.
 
@@ -699,6 +705,7 @@ def ledger_call_confirm(
         call = ToolCall.objects.select_related("task__policy_version").get(
             pk=call_id, task_id=task_id
         )
+        claim_check_or_take_over(task_id=task_id, actor=actor, take_over=take_over)
         ledger_confirm(call_id=call.pk, executed=executed, actor=actor, reason=reason)
         version = call.task.policy_version
         decision_record(

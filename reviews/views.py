@@ -480,6 +480,7 @@ def call_confirm(request: HtmxHttpRequest, task_id: int, call_id: int) -> HttpRe
             executed=form.cleaned_data["executed"],
             actor=request.user,
             reason=form.cleaned_data["reason"],
+            take_over=form.cleaned_data["take_over"],
         )
     except ToolCall.DoesNotExist:
         raise Http404(f"no call {call_id} in task {task_id}") from None
@@ -487,6 +488,8 @@ def call_confirm(request: HtmxHttpRequest, task_id: int, call_id: int) -> HttpRe
         return _render_recovery(request, task_id, alert=str(exc), status=409)
     except NotAllowed as exc:
         return _render_recovery(request, task_id, alert=str(exc), status=403)
+    except HeldByOther as exc:
+        return _render_recovery(request, task_id, alert=str(exc), status=409)
     return redirect("agentops:task_detail", task_id=task_id)
 
 

@@ -341,3 +341,25 @@ def test_a_stopped_task_past_its_sla_is_escalated_once_and_released(
     assert not Claim.objects.filter(task=task).exists()
     decision = Decision.objects.get(action="reviews.task.escalated")
     assert decision.detail["released_from"] == "olga" and decision.task_id_ref == task.pk
+
+
+def test_confirming_an_unknown_call_someone_else_holds_asks_to_take_it_over(
+    sim_server, redis_clean, operator, operator2, starter, settings
+):
+    from agentops.models import ToolCall
+    from tests.reviews.builders import unknown_refund
+
+    task = unknown_refund(settings, created_by=starter)
+    call = ToolCall.objects.get(task=task, tool="issue_refund_legacy")
+    claim_take(task_id=task.pk, actor=operator2)
+    client = client_for(operator)
+    url = reverse("reviews:call_confirm", args=[task.pk, call.pk])
+
+    refused = client.post(url, {"executed": "yes"})
+    assert (
+        refused.status_code == 409 and "otto is already working on this" in refused.content.decode()
+    )
+    assert client.post(url, {"executed": "yes", "take_over": "on"}).status_code == 302
+
+    actions = list(Decision.objects.order_by("id").values_list("action", flat=True))
+    assert actions == ["reviews.claim.taken_over", "reviews.ledger.confirmed"]
