@@ -10,4 +10,5 @@ urlpatterns = [
     path("tasks/new", views.task_new, name="task_new"),
     path("tasks/<int:task_id>", views.task_detail, name="task_detail"),
     path("artifacts/<int:artifact_id>", views.artifact, name="artifact"),
+    path("metrics", views.metrics, name="metrics"),
 ]

@@ -32,7 +32,7 @@ from agentops.selectors import (
 )
 from agentops.states import TASK_TRANSITIONS, LedgerStatus, TaskStatus
 from policies.models import PolicyChange
-from reviews.models import AuditItem, Claim, Decision, Gate
+from reviews.models import ApiToken, AuditItem, Claim, Decision, Delivery, Gate
 from reviews.states import AuditStatus, GateStatus
 
 INBOX_LIMIT = 300
@@ -821,3 +821,12 @@ def task_controls_for(status: str) -> list[str]:
     if status in TASK_TRANSITIONS["abort"].sources:
         controls.append("cancel")
     return controls
+
+
+def api_token_list(*, user: Any) -> list[ApiToken]:
+    return list(ApiToken.objects.filter(user=user))
+
+
+def delivery_list_for(*, user: Any, limit: int = 20) -> list[Delivery]:
+    """The latest notifications sent (or being sent) to `user`."""
+    return list(Delivery.objects.filter(user=user).select_related("notice")[:limit])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from reviews import views
+from reviews import dashboard, views
 
 app_name = "reviews"
 urlpatterns = [
@@ -39,4 +39,13 @@ urlpatterns = [
     path("audit/bulk-review", views.audit_bulk_review, name="audit_bulk_review"),
     path("decisions", views.decision_log, name="decisions"),
     path("decisions.csv", views.decision_csv, name="decisions_csv"),
+    path("account", views.account, name="account"),
+    path("account/tokens", views.api_token_new, name="api_token_new"),
+    path(
+        "account/tokens/<int:token_id>/revoke",
+        views.api_token_revoke_view,
+        name="api_token_revoke",
+    ),
+    path("dashboard", dashboard.dashboard, name="dashboard"),
+    path("dashboard/drafts", dashboard.calibration_draft, name="calibration_draft"),
 ]

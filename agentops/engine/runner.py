@@ -25,6 +25,7 @@ from django.db.models import F
 from django.db.models.functions import Now
 from django.utils import timezone
 
+from agentops import prometheus
 from agentops.engine import context as ctxbuild
 from agentops.engine import review_bridge
 from agentops.engine.checkpoints import checkpoint_verify, snapshot_write
@@ -61,6 +62,7 @@ from agentops.engine.transitions import (
     step_transition,
     task_claim,
 )
+from agentops.logs import task_context, task_context_step
 from agentops.models import Step, Task, ToolCall
 from agentops.states import STEP_DONE, LedgerStatus, Phase, StepStatus, TaskMode
 
@@ -74,7 +76,7 @@ def task_advance(*, task_id: int, owner: str) -> str:
         return "not claimable"
     crashpoint("after_claim")
     try:
-        with Heartbeat(lease, armed=False) as beat:
+        with task_context(task_id=task_id), Heartbeat(lease, armed=False) as beat:
             return TaskRun(lease=lease, http=http_client(), beat=beat).advance()
     except LeaseLost as lost:
         logger.warning("stopping: %s", lost)
@@ -267,6 +269,7 @@ class TaskRun:
     # -- phases 2-3: model_result, before_tool_call --------------------------------------------
 
     def _run_step(self, step: Step) -> StepResult:
+        task_context_step(step.ordinal)
         try:
             fresh = step.model_response is None
             if fresh:
@@ -311,7 +314,7 @@ class TaskRun:
             tools=[get_tool(name).schema() for name in self.agent.tools],
             task_input=self.task.input,
         )
-        with self.beat.call():
+        with self.beat.call(), prometheus.timed("model"):
             response = get_model_adapter().complete(request)
         # Model output is untrusted: a leaked credential must not reach the database (nor run).
         return ModelResponse.from_record(redacted(response.as_record()))
@@ -581,7 +584,7 @@ class TaskRun:
             base_url=settings.AGENTOPS["SIM_BASE_URL"].rstrip("/"),
             timeout=settings.AGENTOPS["TOOL_TIMEOUT_SECONDS"],
         )
-        with self.beat.call():
+        with self.beat.call(), prometheus.timed("tool"):
             if call.pk in self.fresh_calls:
                 return invoke(tool, ctx, arguments)
             # A `pending` row from an earlier holder: the call may have reached the remote.
@@ -640,6 +643,7 @@ class TaskRun:
                 events.extend(begin_events)
                 fields.update(begin_fields)
             seq = fenced_write(self.lease, events, transition=transition, **fields)
+            crashpoint("inside_step_complete", step=step.ordinal)
             if record_outcome:
                 # The step's output is the tool's result: one stored copy (one artifact) serves
                 # both rows.

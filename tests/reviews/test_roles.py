@@ -22,6 +22,7 @@ from policies.models import Policy, PolicyChange, PolicyRule, PolicyVersion
 from policies.selectors import policy_version_active
 from policies.services import policy_draft_create
 from reviews.models import AuditItem, Claim, Decision, Gate
+from reviews.tokens import api_token_create
 from tests.reviews.builders import client_for, gated_refund, open_gate, stopped_trip
 
 ANONYMOUS, OPERATOR, AUDITOR, POLICY_ADMIN = "anonymous", "operator", "auditor", "policy admin"
@@ -29,7 +30,9 @@ SIGNED_IN = frozenset({OPERATOR, AUDITOR, POLICY_ADMIN})
 REVIEWERS = frozenset({OPERATOR, AUDITOR})
 ADMINS = frozenset({POLICY_ADMIN})
 # page: GET shows it. form: GET shows a form, POST changes state. post: POST only (GET is 405).
-PAGE, FORM, POST = "page", "form", "post"
+# token: a machine's URL; no session opens it, only a bearer token (tested in its own module).
+PAGE, FORM, POST, TOKEN = "page", "form", "post", "token"
+READ_ONLY = (PAGE, TOKEN)
 
 
 @dataclass
@@ -43,6 +46,7 @@ class World:
     version: PolicyVersion
     draft: PolicyVersion
     rule: PolicyRule
+    token: int
 
 
 @dataclass(frozen=True)
@@ -102,6 +106,8 @@ ACCESS: dict[str, Access] = {
     "agentops:task_detail": Access(PAGE, REVIEWERS, kwargs=_task, denied=404),
     # An artifact opens for whoever may read its task.
     "agentops:artifact": Access(PAGE, REVIEWERS, kwargs=lambda w: _artifact(w), denied=404),
+    # Prometheus: without a configured token the endpoint does not exist, whoever asks.
+    "agentops:metrics": Access(TOKEN, frozenset(), public=True, denied=404),
     # The policy editor is for policy admins only.
     "policies:index": Access(PAGE, ADMINS),
     "policies:policy_detail": Access(PAGE, ADMINS, kwargs=_policy),
@@ -148,16 +154,24 @@ ACCESS: dict[str, Access] = {
     "reviews:audit_bulk_review": Access(POST, frozenset({AUDITOR})),
     "reviews:decisions": Access(PAGE, SIGNED_IN),
     "reviews:decisions_csv": Access(PAGE, SIGNED_IN),
+    # One's own account: notification choices and API tokens.
+    "reviews:account": Access(FORM, SIGNED_IN),
+    "reviews:api_token_new": Access(POST, SIGNED_IN),
+    "reviews:api_token_revoke": Access(POST, SIGNED_IN, kwargs=lambda w: {"token_id": w.token}),
+    # The oversight dashboard is read by every role; only policy admins open proposed drafts.
+    "reviews:dashboard": Access(PAGE, SIGNED_IN),
+    "reviews:calibration_draft": Access(POST, ADMINS),
 }
 
 
 def url_patterns(
     patterns: list[Any] | None = None, prefix: str = "", namespace: str = ""
 ) -> Iterator[tuple[str | None, str]]:
-    """(namespaced name, route) of every URL pattern, recursively; admin and static aside."""
+    """(namespaced name, route) of every URL pattern, recursively; admin, static files (the
+    favicon is one) and the JSON API (its own table in test_api.py) aside."""
     for pattern in get_resolver().url_patterns if patterns is None else patterns:
         route = prefix + str(pattern.pattern)
-        if route.startswith(("admin/", "static/")):
+        if route.startswith(("admin/", "static/", "favicon.ico", "api/")):
             continue
         if isinstance(pattern, URLResolver):
             inner = ":".join(n for n in (namespace, pattern.namespace or "") if n)
@@ -200,6 +214,7 @@ def world(sim_server, redis_clean, groups, policy_admin, django_user_model) -> W
         version=policy_version_active("default"),
         draft=draft,
         rule=PolicyRule.objects.filter(version=draft).order_by("position").first(),
+        token=api_token_create(user=starter, name="stan's")[0].pk,
     )
 
 
@@ -214,6 +229,8 @@ def clients(operator, auditor, policy_admin) -> dict[str, Client]:
 
 
 def expected_get(access: Access, role: str) -> int:
+    if access.kind == TOKEN:
+        return access.denied
     if role == ANONYMOUS and not access.public:
         return 302
     if role != ANONYMOUS and role not in access.allowed:
@@ -248,13 +265,13 @@ def test_each_role_gets_exactly_the_access_the_table_gives(world, clients):
                 failures.append(f"GET {url} as {role}: {response.status_code}, not {expected}")
             elif expected == 302 and not response["Location"].startswith(reverse("login")):
                 failures.append(f"GET {url} as {role}: redirected to {response['Location']}")
-            if access.kind == PAGE or role == ANONYMOUS or role in access.allowed:
+            if access.kind in READ_ONLY or role == ANONYMOUS or role in access.allowed:
                 continue
             refused = client.post(url, {})
             if refused.status_code != 403:
                 failures.append(f"POST {url} as {role}: {refused.status_code}, not 403")
     for name, access in ACCESS.items():
-        if access.kind == PAGE or access.public:
+        if access.kind in READ_ONLY or access.public:
             continue
         response = clients[ANONYMOUS].post(reverse(name, kwargs=access.kwargs(world)), {})
         if response.status_code != 302 or not response["Location"].startswith(reverse("login")):
@@ -272,7 +289,7 @@ def test_every_state_change_needs_a_csrf_token(world, operator, auditor, policy_
     before = state()
     failures = []
     for name, access in ACCESS.items():
-        if access.kind == PAGE:
+        if access.kind in READ_ONLY:
             continue
         url = reverse(name, kwargs=access.kwargs(world))
         for role, client in strict.items():
