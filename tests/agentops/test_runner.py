@@ -271,8 +271,13 @@ def test_a_token_budget_stops_the_task(sim_server, redis_clean):
 
 
 # Task, step and ledger statuses are written only by the transition code; gate and audit-item
-# statuses only by the review services that decide them.
-STATUS_WRITERS = {"agentops/engine/transitions.py", "reviews/services.py"}
+# statuses only by the review services that decide them; a notification delivery's only by the
+# sender that records its attempts.
+STATUS_WRITERS = {
+    "agentops/engine/transitions.py",
+    "reviews/services.py",
+    "reviews/notifications.py",
+}
 
 
 def _status_writes(path: Path) -> list[int]:

@@ -57,6 +57,10 @@ FAULT_MATRIX = [
     (FaultMode.SLOW, 200, True),
     (FaultMode.TIMEOUT_BEFORE, None, False),
     (FaultMode.EXECUTE_THEN_TIMEOUT, None, True),
+    # Without an earlier effect there is no other response to mix up: an ordinary answer.
+    (FaultMode.OUT_OF_ORDER, 200, True),
+    # Delivered twice, performed once: the key deduplicates.
+    (FaultMode.DUPLICATE, 200, True),
 ]
 
 
@@ -433,3 +437,32 @@ def test_admin_action_resets_selected_faults_to_ok(admin_client):
     assert modes == {"refund": "ok", "book": "ok", "charge": "5xx_before"}
     charge.refresh_from_db()
     assert charge.remaining == 4
+
+
+@live
+def test_out_of_order_answers_with_another_requests_response_and_key(sim_server):
+    first = post(sim_server, "payments.refund", REFUND, key="k-first")
+    set_fault("payments.refund", FaultMode.OUT_OF_ORDER, count=1)
+
+    mixed = post(sim_server, "payments.refund", {**REFUND, "amount": 5}, key="k-second")
+    found = probe(sim_server, "payments.refund", "k-second")
+
+    assert mixed.status_code == 200
+    assert mixed.headers["Idempotency-Key"] == "k-first"
+    assert mixed.json() == first.json()
+    assert effects("payments.refund") == 2  # ours ran all the same: the probe finds it
+    assert found.json()["response"]["amount"] == 5
+
+
+@live
+def test_a_duplicated_delivery_runs_twice_only_where_keys_are_ignored(sim_server):
+    set_fault("payments.refund", FaultMode.DUPLICATE, count=1)
+    set_fault("payments.refund_legacy", FaultMode.DUPLICATE, count=1)
+
+    keyed = post(sim_server, "payments.refund", REFUND, key="k-dup")
+    legacy = post(sim_server, "payments.refund_legacy", REFUND, key="k-dup-legacy")
+
+    assert keyed.status_code == legacy.status_code == 200
+    assert keyed.headers["Idempotency-Key"] == "k-dup"
+    assert effects("payments.refund") == 1
+    assert effects("payments.refund_legacy") == 2
