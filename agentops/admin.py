@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib import admin
 
 from agentops.models import Artifact, Event, Snapshot, Step, Task, ToolCall
@@ -57,8 +59,18 @@ class TaskAdmin(admin.ModelAdmin):
 
 @admin.register(Step)
 class StepAdmin(admin.ModelAdmin):
+    """Read-only: a step is engine state, written only by the runner and the services (a saved
+    row would overwrite what a worker is writing)."""
+
     list_display = ("task", "ordinal", "title", "status", "attempts", "route")
     list_filter = ("status", "route")
+
+    def has_change_permission(self, request: Any, obj: Any = None) -> bool:
+        return False
+
+    def has_add_permission(self, request: Any) -> bool:
+        return False
+
     readonly_fields = (
         "status",
         "attempts",

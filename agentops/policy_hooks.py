@@ -24,8 +24,13 @@ def known_tools() -> dict[str, tuple[str, tuple[str, ...]]]:
     return {tool.name: (tool.side_effect, tuple(tool.systems)) for tool in tools()}
 
 
-def step_action(*, agent: str, ordinal: int, response: dict[str, Any]) -> Action | None:
-    """The Action a routed step proposed, from its recorded model response (None: no tool)."""
+def step_action(
+    *, agent: str, ordinal: int, response: dict[str, Any], approval: dict[str, Any] | None = None
+) -> Action | None:
+    """The Action a routed step took, from its recorded model response (None: no tool).
+
+    A person's approval of the step (possibly with edited arguments) wins over the proposal: the
+    action is judged by the arguments the ledger ran and carries the edit flag."""
     from agentops.engine.errors import UnknownTool
     from agentops.engine.registry import get_tool
 
@@ -34,6 +39,10 @@ def step_action(*, agent: str, ordinal: int, response: dict[str, Any]) -> Action
         return None
     name = str(calls[0].get("name", ""))
     arguments = calls[0].get("arguments") or {}
+    edited = bool(response.get("edited", False))
+    if isinstance(approval, dict) and approval.get("tool") == name:
+        arguments = approval.get("arguments") or arguments
+        edited = edited or bool(approval.get("edited"))
     try:
         tool = get_tool(name)
         side_effect: str | None = tool.side_effect
@@ -49,7 +58,7 @@ def step_action(*, agent: str, ordinal: int, response: dict[str, Any]) -> Action
         confidence=float(confidence) if isinstance(confidence, (int, float)) else None,
         agent=agent,
         step=ordinal,
-        edited=bool(response.get("edited", False)),
+        edited=edited,
     )
 
 
@@ -80,15 +89,17 @@ def recorded_actions(
         Step.objects.filter(started_at__gte=since, model_response__isnull=False)
         .exclude(route="")
         .order_by("started_at", "pk")
-        .values_list("pk", "task__agent", "ordinal", "route", "started_at", "model_response")
+        .values_list(
+            "pk", "task__agent", "ordinal", "route", "started_at", "model_response", "approval"
+        )
     )
     for chunk in _chunks(rows.iterator(chunk_size=CHUNK)):
         decided = decision_seconds([row[0] for row in chunk]) if decision_seconds else {}
-        for pk, agent, ordinal, route, started_at, record in chunk:
+        for pk, agent, ordinal, route, started_at, record, approval in chunk:
             response = loaded(record)
             if not isinstance(response, dict):
                 continue
-            action = step_action(agent=agent, ordinal=ordinal, response=response)
+            action = step_action(agent=agent, ordinal=ordinal, response=response, approval=approval)
             if action is not None:
                 yield RecordedAction(
                     action=action, routed=route, decided_seconds=decided.get(pk), at=started_at

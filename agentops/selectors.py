@@ -14,7 +14,7 @@ from datetime import datetime
 from functools import cached_property
 from typing import Any
 
-from django.db.models import F, IntegerField, Prefetch, QuerySet
+from django.db.models import Count, F, IntegerField, Prefetch, Q, QuerySet
 from django.db.models.functions import Least
 
 from agentops.engine.advisor import (
@@ -32,8 +32,8 @@ from agentops.engine.jsonvalues import ARTIFACT_KEY, is_pointer
 from agentops.engine.planning import preview_skip_with_dependants
 from agentops.engine.registry import get_tool
 from agentops.family import Family, has_fan_out_step, task_family
-from agentops.models import Event, Step, Task, ToolCall
-from agentops.states import TERMINAL, TaskMode, TaskStatus
+from agentops.models import Artifact, Event, Step, Task, ToolCall
+from agentops.states import TERMINAL, LedgerStatus, TaskMode, TaskStatus
 
 EVENT_LIMIT = 200
 PREVIEW_CHARS = 160
@@ -87,7 +87,8 @@ def task_list_recent(*, status: str | None = None, viewer: Any) -> QuerySet[Task
     )
     if status:
         queryset = queryset.filter(status=status)
-    return _with_step_number(queryset)
+    undone = Count("tool_calls", filter=Q(tool_calls__status=LedgerStatus.COMPENSATED))
+    return _with_step_number(queryset).annotate(compensated_calls=undone)
 
 
 @dataclass(frozen=True)
@@ -96,6 +97,7 @@ class StepRow:
     model_text: str
     output_preview: str
     error: dict[str, Any] | None
+    output_artifact: int | None = None
 
 
 @dataclass(frozen=True)
@@ -128,7 +130,12 @@ class TaskDetail:
     @cached_property
     def recovery(self) -> Recovery | None:
         """The advisor's recommendation when the task is stopped for a person."""
-        return task_recovery(self.task, [row.step for row in self.steps], self.tool_calls)
+        return task_recovery(
+            self.task,
+            [row.step for row in self.steps],
+            self.tool_calls,
+            [row.event for row in self.events],
+        )
 
     @cached_property
     def family(self) -> Family | None:
@@ -152,6 +159,7 @@ def _step_row(step: Step) -> StepRow:
         model_text=json_preview(text) if text else "",
         output_preview=json_preview(step.output),
         error=step.error if isinstance(step.error, dict) else None,
+        output_artifact=artifact_id_of(step.output),
     )
 
 
@@ -159,6 +167,14 @@ def _event_row(event: Event) -> EventRow:
     # `fold` is the replay bookkeeping of checkpoints; the rest is what happened.
     payload = {k: v for k, v in (event.payload or {}).items() if k != "fold"}
     return EventRow(event=event, payload_preview=json_preview(payload) if payload else "")
+
+
+def mark_compensated(steps: list[Step], calls: list[ToolCall]) -> None:
+    """Mark steps whose effect a rollback undid (`step.compensated`), so every view shows them
+    as compensated rather than succeeded."""
+    undone = {c.step_id for c in calls if c.status == LedgerStatus.COMPENSATED}
+    for step in steps:
+        step.compensated = step.pk in undone  # type: ignore[attr-defined]
 
 
 def task_get_detail(*, task_id: int, viewer: Any) -> TaskDetail:
@@ -186,6 +202,14 @@ def task_get_detail(*, task_id: int, viewer: Any) -> TaskDetail:
         .get(pk=task_id)
     )
     steps: list[Step] = task.step_list  # type: ignore[attr-defined]
+    mark_compensated(steps, task.call_list)  # type: ignore[attr-defined]
+    # One attempt counter: every start of a step, manual retries included (a retry resets the
+    # step's `attempts`, which counts the current round against the cap).
+    events: list[Event] = task.event_list  # type: ignore[attr-defined]
+    for step in steps:
+        step.attempts_total = max(  # type: ignore[attr-defined]
+            step.attempts, step_attempts_total(events, ordinal=step.ordinal)
+        )
     return TaskDetail(
         task=task,
         steps=[_step_row(s) for s in steps],
@@ -193,7 +217,7 @@ def task_get_detail(*, task_id: int, viewer: Any) -> TaskDetail:
         events=[_event_row(e) for e in task.event_list],  # type: ignore[attr-defined]
         # Seqs are gapless from 1, so the last one is the count.
         events_total=task.last_seq,
-        attempts=sum(s.attempts for s in steps),
+        attempts=sum(s.attempts_total for s in steps),  # type: ignore[attr-defined]
     )
 
 
@@ -205,6 +229,10 @@ class Recovery:
     previews: dict[str, Preview]
     stuck_step: Step | None
     breakpoint: str
+    # Every attempt of the stuck step, manual retries included (`stuck_step.attempts` counts
+    # the current round against the cap), and the manual retries that failed the same way.
+    attempts_total: int = 0
+    failed_retries: int = 0
 
 
 def _tool_facts(name: str) -> tuple[str | None, bool]:
@@ -216,8 +244,64 @@ def _tool_facts(name: str) -> tuple[str | None, bool]:
     return tool.side_effect, tool.compensate_with is not None
 
 
-def task_recovery(task: Task, steps: list[Step], calls: list[ToolCall]) -> Recovery | None:
-    """Advise on a task stopped in needs_attention, from rows already loaded by the caller."""
+def retries_failed_again(events: list[Event], *, ordinal: int, kind: str) -> int:
+    """How many manual retries of step `ordinal` ended in a failure of the same `kind`: each
+    retry (a step reset by the retry intervention) is judged by the step's next failure."""
+    count, waiting = 0, False
+    for event in sorted(events, key=lambda e: e.seq):
+        if event.step_ordinal != ordinal:
+            continue
+        payload = event.payload or {}
+        if event.action == "agentops.step.reset" and payload.get("intervention") == "retry":
+            waiting = True
+        elif event.action == "agentops.step.failed" and waiting:
+            waiting = False
+            if (payload.get("failure") or {}).get("kind") == kind:
+                count += 1
+    return count
+
+
+def step_attempts_total(events: list[Event], *, ordinal: int) -> int:
+    """Every start of step `ordinal`, across manual retries (its `attempts` counts one round)."""
+    return sum(
+        1 for e in events if e.step_ordinal == ordinal and e.action == "agentops.step.started"
+    )
+
+
+def breakpoint_where(task: Task, stuck: Step | None, calls: list[ToolCall]) -> str:
+    """Where the task really stopped relative to its tool call: before it (nothing sent), during
+    it (outcome unknown), or after it (refused or failed, with why)."""
+    if stuck is None:
+        phase = task.get_phase_display() if task.phase else "not started"
+        return phase.lower()
+    live = [c for c in calls if c.step_id == stuck.pk and c.compensation_of_id is None]
+    if not live:
+        return "before the tool call: nothing was sent"
+    last = live[-1]
+    failure = task.failure if isinstance(task.failure, dict) else {}
+    kind = str(failure.get("kind") or "").replace("_", " ")
+    if last.status == LedgerStatus.EXECUTED_UNKNOWN:
+        return "during the tool call: sent, outcome unknown"
+    if last.status == LedgerStatus.PENDING:
+        return "during the tool call: sent, outcome not recorded yet"
+    if last.status == LedgerStatus.FAILED:
+        if failure.get("kind") in REFUSED_KINDS:
+            return f"after the tool call: the service refused it ({kind})"
+        return f"after the tool call: it failed ({kind or 'error'}), no effect recorded"
+    return "after the tool call: it succeeded, the step did not complete"
+
+
+# Failure kinds where the service answered and said no: the call ran and was refused.
+REFUSED_KINDS = frozenset({"authorization_gap", "bad_request", "conflict", "schema_mismatch"})
+
+
+def task_recovery(
+    task: Task, steps: list[Step], calls: list[ToolCall], events: list[Event] | None = None
+) -> Recovery | None:
+    """Advise on a task stopped in needs_attention, from rows already loaded by the caller.
+
+    `events` (the task's newest events) let the advisor see manual retries that already failed
+    the same way, and count every attempt of the stuck step."""
     if task.status != TaskStatus.NEEDS_ATTENTION or not isinstance(task.failure, dict):
         return None
     stuck = next((s for s in steps if s.status in {"failed", "running"}), None)
@@ -241,6 +325,12 @@ def task_recovery(task: Task, steps: list[Step], calls: list[ToolCall]) -> Recov
             )
         )
     views = [StepView(s.ordinal, s.title, s.status) for s in steps]
+    kind = str(task.failure.get("kind") or "")
+    failed_retries = (
+        retries_failed_again(events, ordinal=stuck.ordinal, kind=kind)
+        if events is not None and stuck is not None
+        else 0
+    )
     situation = situation_from(
         failure=task.failure,
         side_effect=side_effect,
@@ -251,6 +341,7 @@ def task_recovery(task: Task, steps: list[Step], calls: list[ToolCall]) -> Recov
         task_recoveries=task.recoveries,
         task_recovery_cap=task.recovery_cap,
         rolling_back=task.mode == TaskMode.ROLLBACK,
+        failed_retries=failed_retries,
     )
     recommendation = advise(situation)
     previews = {
@@ -261,12 +352,18 @@ def task_recovery(task: Task, steps: list[Step], calls: list[ToolCall]) -> Recov
     if stuck is not None and "skip" in previews:
         previews["skip"] = preview_skip_with_dependants(previews["skip"], steps, stuck.ordinal)
     position = stuck.ordinal + 1 if stuck else min(task.current_step + 1, task.step_count)
-    phase = task.get_phase_display() if task.phase else "not started"
+    total = (
+        step_attempts_total(events, ordinal=stuck.ordinal)
+        if events is not None and stuck is not None
+        else (stuck.attempts if stuck else 0)
+    )
     return Recovery(
         recommendation=recommendation,
         previews=previews,
         stuck_step=stuck,
-        breakpoint=f"step {position} of {task.step_count}, {phase.lower()}",
+        breakpoint=f"step {position} of {task.step_count}, {breakpoint_where(task, stuck, calls)}",
+        attempts_total=max(total, stuck.attempts if stuck else 0),
+        failed_retries=failed_retries,
     )
 
 
@@ -275,5 +372,21 @@ def task_get_recovery(*, task_id: int) -> Recommendation | None:
     task = Task.objects.get(pk=task_id)
     steps = list(Step.objects.filter(task=task).order_by("ordinal"))
     calls = list(ToolCall.objects.filter(task=task).order_by("id"))
-    recovery = task_recovery(task, steps, calls)
+    events = list(Event.objects.filter(task=task).order_by("-seq")[:EVENT_LIMIT])
+    recovery = task_recovery(task, steps, calls, events)
     return recovery.recommendation if recovery else None
+
+
+def artifact_get_visible(*, artifact_id: int, viewer: Any) -> Artifact:
+    """An artifact of a task `viewer` may read; raises Task.DoesNotExist otherwise (404)."""
+    found = Artifact.objects.filter(
+        pk=artifact_id, task__in=tasks_visible_to(viewer).values("pk")
+    ).first()
+    if found is None:
+        raise Task.DoesNotExist(f"no artifact {artifact_id}")
+    return found
+
+
+def artifact_id_of(value: Any) -> int | None:
+    """The artifact id of a stored pointer (None for an inline value)."""
+    return int(value[ARTIFACT_KEY]) if is_pointer(value) else None

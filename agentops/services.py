@@ -341,30 +341,147 @@ def task_gate_approved(*, task_id: int, step_id: int, approval: dict[str, Any], 
     )
 
 
-def task_gate_rejected(*, task_id: int, step_id: int, feedback: str, actor: Any) -> None:
+def task_gate_rejected(*, task_id: int, step_id: int, feedback: str, actor: Any) -> bool:
     """Resume a task whose gated action was rejected: the step forgets the model's proposal and
     carries the feedback as a note, so the next model call re-plans it.
 
-    Caller holds the transaction and has closed the gate.
+    The step counts rejections per arguments digest: when the same action has been rejected
+    REJECT_LOOP_THRESHOLD times, the task is not resumed but held for a person (needs_attention,
+    kind planning_loop), so a model that re-proposes it cannot loop through the gate forever.
+    Returns True when the task was held instead of resumed. Caller holds the transaction and has
+    closed the gate.
     """
-    _resume(task_id, actor=actor)
     step = Step.objects.get(pk=step_id, task_id=task_id)
-    rejected = (loaded(step.model_response) or {}).get("tool_calls") or []
-    note = f"A reviewer rejected {rejected[0]['name'] if rejected else 'the proposal'}: {feedback}"
-    spec = {**step.spec, "notes": [*(step.spec.get("notes") or []), note]}
+    response = loaded(step.model_response) or {}
+    rejected = response.get("tool_calls") or []
+    tool = rejected[0]["name"] if rejected else "the proposal"
+    gate_digest = _gated_digest(step)
+    counts = dict(step.spec.get("rejections") or {})
+    if gate_digest:
+        counts[gate_digest] = int(counts.get(gate_digest, 0)) + 1
+    note = f"A reviewer rejected {tool}: {feedback}"
+    spec = {**step.spec, "notes": [*(step.spec.get("notes") or []), note], "rejections": counts}
+    threshold = reject_loop_threshold()
+    times = counts.get(gate_digest, 0) if gate_digest else 0
+    if times >= threshold:
+        failure = {
+            "layer": "orchestration",
+            "kind": "planning_loop",
+            "message": f"{tool} was rejected {times} times with the same arguments "
+            f"(threshold {threshold}); a person decides how to go on",
+            "retryable": False,
+            "detail": {"args_digest": gate_digest, "rejections": times},
+        }
+        _transition(task_id, "hold", actor=actor, reason=feedback, failure=failure)
+    else:
+        _resume(task_id, actor=actor)
     _reset(step, attempts=0, model_response=None, approval=None, spec=spec)
-    _resume_events(
-        task_id,
-        actor=actor,
-        events=[
-            EventSpec(
-                "agentops.step.rejected",
-                step=step.ordinal,
-                payload={"feedback": feedback},
-                fold={"steps": {str(step.ordinal): StepStatus.PENDING}},
-            )
-        ],
+    events = [
+        EventSpec(
+            "agentops.step.rejected",
+            step=step.ordinal,
+            payload={"feedback": feedback, "args_digest": gate_digest, "rejections": times},
+            fold={"steps": {str(step.ordinal): StepStatus.PENDING}},
+        )
+    ]
+    if times >= threshold:
+        for event in events:
+            task_append_event(task_id=task_id, event=event, actor=actor)
+        return True
+    _resume_events(task_id, actor=actor, events=events)
+    return False
+
+
+def reject_loop_threshold() -> int:
+    """How many rejections of the same action hold a gated task for a person (default 2)."""
+    from django.conf import settings
+
+    return int(settings.AGENTOPS.get("REJECT_LOOP_THRESHOLD", 2))
+
+
+def _gated_digest(step: Step) -> str:
+    """The arguments digest the step was gated with (from its gated event's payload)."""
+    from agentops.models import Event
+
+    payload = (
+        Event.objects.filter(
+            task_id=step.task_id, step_ordinal=step.ordinal, action="agentops.step.gated"
+        )
+        .order_by("-seq")
+        .values_list("payload", flat=True)
+        .first()
     )
+    return str((payload or {}).get("args_digest") or "")
+
+
+# Budgets a person may change on a running or paused task.
+BUDGET_FIELDS = ("token_budget", "cost_budget", "wall_time_budget_seconds")
+MODIFIABLE = frozenset(
+    {TaskStatus.QUEUED, TaskStatus.RUNNING, TaskStatus.RETRY_SCHEDULED, TaskStatus.PAUSED}
+)
+
+
+def task_modify(
+    *,
+    task_id: int,
+    actor: Any,
+    budgets: dict[str, Any] | None = None,
+    input_changes: dict[str, Any] | None = None,
+    reason: str = "",
+) -> dict[str, Any]:
+    """Change a task's budgets and the input fields its agent declares editable.
+
+    A task a worker may hold is first paused (the worker stops at its next checkpoint, before it
+    could act on the old values) and then resumed with the new values, so no worker ever runs
+    with a row that changed under it; a paused task stays paused. The changed input is validated
+    like any input, and the next step is routed by the policy with it. Returns what changed
+    ({field: [before, after]}). Raises TransitionRefused for a task in another status and
+    ValueError for a field that may not be changed.
+    """
+    budgets = {k: v for k, v in (budgets or {}).items() if k in BUDGET_FIELDS}
+    with transaction.atomic():
+        task = Task.objects.select_for_update().get(pk=task_id)
+        if task.status not in MODIFIABLE:
+            raise TransitionRefused(f"task {task_id} is {task.status}; it cannot be modified")
+        editable = set(get_agent(task.agent).editable_input)
+        unknown = sorted(set(input_changes or {}) - editable)
+        if unknown:
+            raise ValueError(
+                f"input: {', '.join(unknown)} may not be changed (editable: "
+                f"{', '.join(sorted(editable)) or 'none'})"
+            )
+        new_input = validated({**task.input, **(input_changes or {})}, "input")
+        changes: dict[str, Any] = {
+            name: [str(getattr(task, name)), str(value)]
+            for name, value in budgets.items()
+            if getattr(task, name) != value
+        }
+        changes.update(
+            {
+                f"input.{k}": [task.input.get(k), v]
+                for k, v in (input_changes or {}).items()
+                if task.input.get(k) != v
+            }
+        )
+        if not changes:
+            return {}
+        fields = {**budgets, "input": new_input}
+        if task.status == TaskStatus.PAUSED:
+            Task.objects.filter(pk=task_id, status=TaskStatus.PAUSED).update(**fields)
+            task_append_event(
+                task_id=task_id,
+                event=EventSpec("agentops.task.modified", payload={"changes": changes}),
+                actor=actor,
+            )
+            return changes
+        _transition(task_id, "pause", actor=actor, reason="modify")
+        _resume(task_id, actor=actor, reason=reason, **fields)
+        _resume_events(
+            task_id,
+            actor=actor,
+            events=[EventSpec("agentops.task.modified", payload={"changes": changes})],
+        )
+    return changes
 
 
 def _resume_events(task_id: int, *, actor: Any, events: list[EventSpec]) -> None:
@@ -381,6 +498,7 @@ __all__ = [
     "task_create",
     "task_gate_approved",
     "task_gate_rejected",
+    "task_modify",
     "task_pause",
     "task_resume",
     "task_retry",

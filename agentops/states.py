@@ -71,12 +71,17 @@ TASK_TRANSITIONS: dict[str, Transition] = {
         _t("await_children", {_S.RUNNING}, _S.AWAITING_CHILDREN, fenced=True),
         _t("wake", {_S.AWAITING_CHILDREN}, _S.QUEUED, fenced=False),
         # From outside the worker.
+        # A person parks a task: a running worker loses its lease at its next checkpoint; a task
+        # waiting at a gate leaves it (the gate is withdrawn, and routed again on resume); a parent
+        # waiting on its children pauses with them.
         _t(
             "pause",
-            {_S.QUEUED, _S.RUNNING, _S.RETRY_SCHEDULED, _S.AWAITING_CHILDREN},
+            {_S.QUEUED, _S.RUNNING, _S.RETRY_SCHEDULED, _S.AWAITING_APPROVAL, _S.AWAITING_CHILDREN},
             _S.PAUSED,
             fenced=False,
         ),
+        # A person's decision stops a gated task for a person (the same action rejected again).
+        _t("hold", {_S.AWAITING_APPROVAL}, _S.NEEDS_ATTENTION, fenced=False),
         _t(
             "resume",
             {

@@ -27,7 +27,7 @@ from agentops import prometheus
 from agentops.engine.errors import UnknownAgent
 from agentops.forms import TaskFilterForm, TaskStartForm
 from agentops.models import Task
-from agentops.selectors import task_get_detail, task_list_recent
+from agentops.selectors import artifact_get_visible, task_get_detail, task_list_recent
 from agentops.services import task_create
 
 PAGE_SIZE = 50
@@ -117,6 +117,26 @@ def task_detail(request: HtmxHttpRequest, task_id: int) -> HttpResponse:
             HttpResponseStopPolling(render_to_string(fragment, context, request=request))
         )
     return _varying(render(request, fragment, context))
+
+
+@login_required
+@require_GET
+def artifact(request: HttpRequest, artifact_id: int) -> HttpResponse:
+    """Open a stored artifact (a large tool result or model response) of a task the user may
+    read. Served as plain text (never rendered as HTML; nosniff), whatever the payload holds."""
+    from django.core.files.storage import default_storage
+    from django.http import FileResponse
+
+    try:
+        stored = artifact_get_visible(artifact_id=artifact_id, viewer=request.user)
+    except Task.DoesNotExist:
+        raise Http404(f"no artifact {artifact_id}") from None
+    response = FileResponse(
+        default_storage.open(stored.name, "rb"), content_type="text/plain; charset=utf-8"
+    )
+    response["X-Content-Type-Options"] = "nosniff"
+    response["Content-Disposition"] = f'inline; filename="artifact-{stored.pk}.json"'
+    return response
 
 
 @require_GET

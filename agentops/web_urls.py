@@ -9,5 +9,6 @@ urlpatterns = [
     path("", views.task_list, name="task_list"),
     path("tasks/new", views.task_new, name="task_new"),
     path("tasks/<int:task_id>", views.task_detail, name="task_detail"),
+    path("artifacts/<int:artifact_id>", views.artifact, name="artifact"),
     path("metrics", views.metrics, name="metrics"),
 ]

@@ -46,17 +46,45 @@ class RuleForm(forms.Form):
         help_text="auto and audit only: share of decisions queued for audit (0 to 1). Empty: "
         "1 for audit, 0 for auto.",
     )
-    approver_group = forms.CharField(required=False, max_length=150, help_text="gate only.")
-    timeout_seconds = forms.IntegerField(required=False, min_value=0, help_text="gate only.")
+    approver_group = forms.CharField(
+        required=False,
+        max_length=150,
+        initial="operators",
+        help_text="gate only. Empty: operators.",
+    )
+    timeout_seconds = forms.IntegerField(
+        required=False, min_value=0, initial=3600, help_text="gate only; 3600 is one hour."
+    )
     timeout_action = forms.ChoiceField(choices=TimeoutAction.choices, required=False)
     escalate_to = forms.CharField(
         required=False, max_length=150, help_text="The group a timed-out gate escalates to."
     )
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    # Where a new rule goes: before rule N (1-based), or "" for just before the default rule.
+    insert_before = forms.TypedChoiceField(
+        required=False, coerce=int, empty_value=None, label="Position"
+    )
+
+    # Fields that apply to one route only (the editor hides the others: CSS `:has`, no script).
+    GATE_ONLY = ("approver_group", "timeout_seconds", "timeout_action", "escalate_to")
+    LANE_ONLY = ("sample_rate",)
+
+    def __init__(self, *args: Any, rule_count: int | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         classes = ", ".join(catalog.known_classes())
         self.fields["side_effects"].help_text = f"Comma-separated; known: {classes}."
+        if rule_count is None:
+            del self.fields["insert_before"]
+        else:
+            self.fields["insert_before"].choices = [
+                ("", "Just before the default rule (first match wins: move it up if needed)"),
+                *[(str(n), f"Before rule {n}") for n in range(1, rule_count + 1)],
+            ]
+
+    def position(self) -> int | None:
+        """The 0-based insert position chosen, or None for the default place."""
+        chosen = self.cleaned_data.get("insert_before")
+        return chosen - 1 if chosen else None
 
     @classmethod
     def for_rule(cls, rule: PolicyRule, **kwargs: Any) -> RuleForm:
@@ -91,6 +119,16 @@ class RuleForm(forms.Form):
             data[key] = _split(data[key])
         data["edited"] = {"": None, "yes": True, "no": False}[data["edited"] or ""]
         data["timeout_action"] = data["timeout_action"] or TimeoutAction.REJECT
+        data.pop("insert_before", None)
+        if data.get("route") == "gate":
+            # A gate is decided by operators unless the rule names another group; the timeout
+            # comes pre-filled in the form (an explicitly cleared one is a validation error).
+            data["approver_group"] = data.get("approver_group") or "operators"
+            data["sample_rate"] = None
+        else:
+            # Hidden fields of another route (their defaults were submitted) do not apply.
+            data.update(approver_group="", timeout_seconds=None, escalate_to="")
+            data["timeout_action"] = TimeoutAction.REJECT
         return data
 
 
@@ -112,6 +150,12 @@ class ChangeNoteForm(forms.Form):
         max_length=2000,
         widget=forms.Textarea(attrs={"rows": 2}),
         help_text="Why this version exists; shown in the version history.",
+    )
+    # Publishing and reverting change what every new task runs under: asked again, with the
+    # preview of what changes, before anything is published.
+    confirm = forms.BooleanField(
+        label="I have read what changes compared with the active version",
+        error_messages={"required": "Confirm that you have read what changes."},
     )
 
 

@@ -16,6 +16,8 @@ from django.db.models import Q
 class VersionStatus(models.TextChoices):
     DRAFT = "draft", "draft"
     PUBLISHED = "published", "published"
+    # A draft its author gave up on: kept (its change log points at it), never editable again.
+    DISCARDED = "discarded", "discarded"
 
 
 class Route(models.TextChoices):
@@ -96,7 +98,11 @@ class PolicyVersion(models.Model):
             # Published and numbered go together: the active version is the highest number.
             models.CheckConstraint(
                 condition=(
-                    Q(status=VersionStatus.DRAFT, number__isnull=True, published_at__isnull=True)
+                    Q(
+                        status__in=[VersionStatus.DRAFT, VersionStatus.DISCARDED],
+                        number__isnull=True,
+                        published_at__isnull=True,
+                    )
                     | Q(
                         status=VersionStatus.PUBLISHED,
                         number__isnull=False,

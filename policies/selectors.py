@@ -123,7 +123,10 @@ def policy_version_list(policy: Policy) -> list[PolicyVersion]:
     """Published versions newest first, then drafts newest first."""
     versions = list(PolicyVersion.objects.filter(policy=policy).select_related("parent"))
     published = sorted((v for v in versions if v.number is not None), key=lambda v: -v.number)
-    drafts = sorted((v for v in versions if v.number is None), key=lambda v: -v.pk)
+    drafts = sorted(
+        (v for v in versions if v.number is None and v.status == VersionStatus.DRAFT),
+        key=lambda v: -v.pk,
+    )
     return published + drafts
 
 

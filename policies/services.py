@@ -91,6 +91,8 @@ def _record(
 def _locked_draft(version_id: int) -> PolicyVersion:
     """Lock the version row; raise PolicyImmutable unless it is a draft. Caller is atomic."""
     version = PolicyVersion.objects.select_for_update().select_related("policy").get(pk=version_id)
+    if version.status == VersionStatus.DISCARDED:
+        raise PolicyImmutable(f"{version.policy.name} {version.label} was discarded")
     if version.status != VersionStatus.DRAFT:
         raise PolicyImmutable(
             f"{version.policy.name} {version.label} is published and cannot change; "
@@ -219,6 +221,26 @@ def policy_draft_create(
             detail={"from_version": source.number if source else None, "rules": copied},
         )
     return draft
+
+
+def policy_draft_discard(*, draft: PolicyVersion, author: Any) -> PolicyVersion:
+    """Give up a draft: it is marked discarded (its change log keeps pointing at it), leaves the
+    list of drafts and can no longer be edited or published. Raises PolicyImmutable for a
+    published version (or one already discarded)."""
+    with transaction.atomic():
+        locked = _locked_draft(draft.pk)
+        PolicyVersion.objects.filter(pk=locked.pk, status=VersionStatus.DRAFT).update(
+            status=VersionStatus.DISCARDED
+        )
+        _record(
+            policy=locked.policy,
+            version=locked,
+            action="policies.draft.discarded",
+            actor=author,
+            detail={"rules": PolicyRule.objects.filter(version=locked).count()},
+        )
+        locked.status = VersionStatus.DISCARDED
+    return locked
 
 
 def policy_draft_settings_update(

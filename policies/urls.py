@@ -23,6 +23,7 @@ urlpatterns = [
     path("versions/<int:version_id>/rules/<int:rule_id>/move", views.rule_move, name="rule_move"),
     path("versions/<int:version_id>/settings", views.version_settings, name="version_settings"),
     path("versions/<int:version_id>/publish", views.version_publish, name="version_publish"),
+    path("versions/<int:version_id>/discard", views.version_discard, name="version_discard"),
     path("versions/<int:version_id>/revert", views.version_revert, name="version_revert"),
     path("versions/<int:version_id>/dry-run", views.version_dry_run, name="version_dry_run"),
 ]

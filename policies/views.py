@@ -46,6 +46,7 @@ from policies.selectors import (
 )
 from policies.services import (
     policy_draft_create,
+    policy_draft_discard,
     policy_draft_settings_update,
     policy_publish,
     policy_revert,
@@ -134,16 +135,32 @@ def _version_context(
         "messages": messages,
         "general_messages": by_position.get(0, []),
         "errors": [m for m in messages if m.is_error],
-        "form": form or RuleForm(),
+        "form": form or RuleForm(rule_count=len(rows)),
         "editing": editing,
         "form_action": action,
         "publish_form": publish_form or ChangeNoteForm(),
         "settings_form": settings_form
         or SettingsForm(initial={"sensitive_systems": ", ".join(version.sensitive_systems)}),
         "revert_form": ChangeNoteForm(),
+        "change_preview": _change_preview(version, active),
         "error": error,
         "changes": [c for c in policy_change_list(version.policy) if c.version_id == version.pk],
     }
+
+
+def _change_preview(version: PolicyVersion, active: PolicyVersion | None) -> str:
+    """What publishing (or reverting to) `version` changes against the active version."""
+    if active is None:
+        return "There is no active version: this one becomes the first."
+    if active.pk == version.pk:
+        return ""
+    counts = spec_diff(policy_spec_of(active), policy_spec_of(version)).counts()
+    parts = [f"{counts[k]} {k}" for k in ("added", "removed", "changed", "moved") if counts[k]]
+    return (
+        f"Compared with the active {active.label}: "
+        + (", ".join(parts) if parts else "no rule changes")
+        + " (see the diff and the dry-run)."
+    )
 
 
 def _editor_response(
@@ -178,7 +195,7 @@ def index(request: HtmxHttpRequest) -> HttpResponse:
             "policy": p,
             "active": actives[p.pk],
             "drafts": [v for v in p.versions.all() if v.is_draft],
-            "published": sum(1 for v in p.versions.all() if not v.is_draft),
+            "published": sum(1 for v in p.versions.all() if v.number is not None),
         }
         for p in policies
     ]
@@ -191,7 +208,7 @@ def policy_detail(request: HtmxHttpRequest, policy_id: int) -> HttpResponse:
     policy = _policy(policy_id)
     versions = policy_version_list(policy)
     active = policy_version_active(policy.name)
-    published = [v for v in versions if not v.is_draft]
+    published = [v for v in versions if v.number is not None]
     initial = {}
     if len(published) >= 2:
         initial = {"a": published[1].pk, "b": published[0].pk}
@@ -269,10 +286,15 @@ def draft_create(request: HtmxHttpRequest, policy_id: int) -> HttpResponse:
 @require_POST
 def rule_add(request: HtmxHttpRequest, version_id: int) -> HttpResponse:
     version = _version(version_id)
-    form = RuleForm(request.POST)
+    form = RuleForm(request.POST, rule_count=version.rules.count())
     if form.is_valid():
         try:
-            policy_rule_add(draft=version, author=request.user, fields=form.rule_fields())
+            policy_rule_add(
+                draft=version,
+                author=request.user,
+                fields=form.rule_fields(),
+                position=form.position(),
+            )
         except PolicyError as exc:
             form.add_error(None, str(exc))
         else:
@@ -388,6 +410,25 @@ def version_revert(request: HtmxHttpRequest, version_id: int) -> HttpResponse:
     context = _version_context(version)
     context["revert_form"] = form
     return render(request, "policies/version_detail.html", context, status=400)
+
+
+@policy_admin_required
+@require_POST
+def version_discard(request: HtmxHttpRequest, version_id: int) -> HttpResponse:
+    """Discard a draft (confirmed by a checkbox in the form); back to the policy."""
+    version = _version(version_id)
+    if request.POST.get("confirm") != "on":
+        return _editor_response(
+            request,
+            version,
+            error="Tick the box to confirm that you discard this draft.",
+            status=_status(request),
+        )
+    try:
+        policy_draft_discard(draft=version, author=request.user)
+    except PolicyError as exc:
+        return _editor_response(request, version, error=str(exc), status=_status(request))
+    return _go(request, reverse("policies:policy_detail", args=[version.policy_id]))
 
 
 def _status(request: HtmxHttpRequest) -> int:

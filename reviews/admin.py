@@ -26,7 +26,15 @@ from reviews.models import (
     NotificationRoute,
     WebhookEndpoint,
 )
-from reviews.services import ReviewError, intervention_apply, ledger_call_confirm
+from reviews.services import (
+    ReviewError,
+    intervention_apply,
+    ledger_call_confirm,
+    task_control_apply,
+    task_modify_apply,
+)
+
+_BUDGETS = frozenset({"token_budget", "cost_budget", "wall_time_budget_seconds"})
 
 
 def _apply(request: HttpRequest, items: QuerySet, action: Callable[[Any], None], done: str) -> None:
@@ -41,7 +49,62 @@ def _apply(request: HttpRequest, items: QuerySet, action: Callable[[Any], None],
 
 
 class DecidingTaskAdmin(TaskAdmin):
-    actions = ["retry", "skip", "rollback", "abort"]
+    """Interventions, pause/resume/cancel as actions; budget edits through `task_modify_apply`.
+
+    The admin never saves a whole Task row: a worker may be writing the same row, and a full
+    save would put back the status, lease and counters it read when the page opened. Only the
+    budgets can be changed on the change page, and they go through the service (fenced
+    pause-and-resume for a running task, a decision in the log)."""
+
+    actions = ["retry", "skip", "rollback", "abort", "pause", "resume", "cancel"]
+    readonly_fields = (*TaskAdmin.readonly_fields, "goal", "recovery_cap", "step_retry_cap")
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        # Tasks are created by `task_create` (plan, snapshot, job), never by a bare row.
+        return False
+
+    def save_model(self, request: HttpRequest, obj: Task, form: Any, change: bool) -> None:
+        budgets = {name: form.cleaned_data.get(name) for name in form.changed_data}
+        budgets = {k: v for k, v in budgets.items() if k in _BUDGETS}
+        if not budgets:
+            return
+        try:
+            task_modify_apply(
+                task_id=obj.pk,
+                actor=request.user,
+                budgets=budgets,
+                input_changes={},
+                reason="from the admin",
+            )
+        except (AgentOpsError, ReviewError) as exc:
+            messages.error(request, f"{obj}: nothing changed: {exc}")
+
+    def save_related(self, request: HttpRequest, form: Any, formsets: Any, change: bool) -> None:
+        """Inline rows are read-only: nothing is saved (the change message finds no changes)."""
+        for formset in formsets:
+            formset.new_objects, formset.changed_objects, formset.deleted_objects = [], [], []
+
+    def _control(self, request: HttpRequest, queryset: QuerySet[Task], name: str) -> None:
+        _apply(
+            request,
+            queryset,
+            lambda task: task_control_apply(
+                task_id=task.pk, action=name, actor=request.user, reason="from the admin"
+            ),
+            name,
+        )
+
+    @admin.action(description="Pause")
+    def pause(self, request: HttpRequest, queryset: QuerySet[Task]) -> None:
+        self._control(request, queryset, "pause")
+
+    @admin.action(description="Resume a paused task")
+    def resume(self, request: HttpRequest, queryset: QuerySet[Task]) -> None:
+        self._control(request, queryset, "resume")
+
+    @admin.action(description="Cancel (end now, effects stay)")
+    def cancel(self, request: HttpRequest, queryset: QuerySet[Task]) -> None:
+        self._control(request, queryset, "cancel")
 
     def _intervene(self, request: HttpRequest, queryset: QuerySet[Task], name: str) -> None:
         _apply(

@@ -23,7 +23,7 @@ from agentops.engine.jsonvalues import validated
 from agentops.metrics import Window
 from reviews.metrics import FAST_SECONDS
 from reviews.models import NotificationPreference
-from reviews.selectors import AuditFilters, DecisionFilters
+from reviews.selectors import AuditFilters, DecisionFilters, InboxFilters
 from reviews.states import AuditStatus, NoticeEvent
 
 NOTE_MAX = 4000
@@ -41,6 +41,7 @@ DECISION_ACTIONS = [
             ("reviews.gate.approved", "approved"),
             ("reviews.gate.edited", "edited and approved"),
             ("reviews.gate.rejected", "rejected"),
+            ("reviews.gate.rejected_and_stopped", "rejected and stopped"),
             ("reviews.gate.expired", "expired"),
             ("reviews.gate.escalated", "escalated"),
         ],
@@ -54,6 +55,24 @@ DECISION_ACTIONS = [
             ("reviews.intervention.rollback", "rollback"),
             ("reviews.intervention.abort", "abort"),
             ("reviews.ledger.confirmed", "unknown call confirmed"),
+        ],
+    ),
+    (
+        "Tasks",
+        [
+            ("reviews.task", "every pause, resume, cancel or change"),
+            ("reviews.task.paused", "paused"),
+            ("reviews.task.resumed", "resumed"),
+            ("reviews.task.cancelled", "cancelled"),
+            ("reviews.task.modified", "budgets or input changed"),
+        ],
+    ),
+    (
+        "Claims",
+        [
+            ("reviews.claim", "every assignment or takeover"),
+            ("reviews.claim.assigned", "assigned"),
+            ("reviews.claim.taken_over", "taken over"),
         ],
     ),
     (
@@ -79,6 +98,8 @@ class _GateForm(forms.Form):
     """A decision on one gate, bound to the arguments' digest the person saw."""
 
     seen_digest = forms.CharField(widget=forms.HiddenInput, max_length=64)
+    # Shown when someone else holds the item: deciding it takes it over (and is logged).
+    take_over = forms.BooleanField(required=False, label="Take this over and decide it myself")
 
     def clean_seen_digest(self) -> str:
         value = self.cleaned_data["seen_digest"]
@@ -108,11 +129,13 @@ class RejectForm(_GateForm):
 
 
 class EditApproveForm(_GateForm):
+    # No HTML maxlength: a browser would cut a long paste silently, and the server would then
+    # call the cut text "not valid JSON". The size is checked first, with its own message.
     arguments = forms.CharField(
-        max_length=ARGUMENTS_MAX,
         widget=forms.Textarea(attrs={"rows": 8, "spellcheck": "false", "class": "mono"}),
         label="Arguments (JSON object)",
-        help_text="The policy evaluates the edited action again; a stricter rule gates it again.",
+        help_text=f"At most {ARGUMENTS_MAX // 1024} KB ({ARGUMENTS_MAX:,} characters). The policy "
+        "evaluates the edited action again; a stricter rule gates it again.",
     )
     reason = forms.CharField(
         required=False,
@@ -123,6 +146,12 @@ class EditApproveForm(_GateForm):
 
     def clean_arguments(self) -> dict[str, Any]:
         text = self.cleaned_data["arguments"].strip()
+        if len(text) > ARGUMENTS_MAX:
+            raise ValidationError(
+                "Too large: %(size)s characters, the limit is %(limit)s.",
+                code="too_large",
+                params={"size": f"{len(text):,}", "limit": f"{ARGUMENTS_MAX:,}"},
+            )
         try:
             value = json.loads(text)
         except json.JSONDecodeError as exc:
@@ -171,10 +200,35 @@ class BulkApproveForm(forms.Form):
         return list(dict.fromkeys(pairs))
 
 
+class RejectStopForm(_GateForm):
+    outcome = forms.ChoiceField(
+        choices=[
+            ("abort", "Keep the effects made so far and end the task (abort)"),
+            ("rollback", "Undo the effects made so far and end the task (rollback)"),
+        ],
+        widget=forms.RadioSelect,
+        initial="abort",
+        label="And then",
+    )
+    reason = forms.CharField(
+        max_length=NOTE_MAX,
+        widget=forms.Textarea(attrs={"rows": 2}),
+        label="Why the task stops",
+        error_messages={"required": "Say why the task stops."},
+    )
+    confirm = forms.BooleanField(
+        label="I have read what this does: the task ends and cannot be resumed",
+        error_messages={"required": "Confirm that you have read what stopping does."},
+    )
+
+
 class InterventionForm(forms.Form):
     action = forms.ChoiceField(
         choices=[(a, a) for a in ("retry", "skip", "rollback", "abort")], label="Action"
     )
+    take_over = forms.BooleanField(required=False, label="Take this over and decide it myself")
+    # Rollback and abort end the task: the panel asks again, with the preview, before applying.
+    confirmed = forms.BooleanField(required=False, widget=forms.HiddenInput)
     reason = forms.CharField(
         required=False,
         max_length=NOTE_MAX,
@@ -185,6 +239,7 @@ class InterventionForm(forms.Form):
 
 
 class ConfirmForm(forms.Form):
+    take_over = forms.BooleanField(required=False, label="Take this over and decide it myself")
     executed = forms.TypedChoiceField(
         choices=[("yes", "It happened"), ("no", "It did not happen")],
         coerce=lambda value: value == "yes",
@@ -265,6 +320,131 @@ class DecisionFilterForm(_DateRange):
             task_id=data.get("task"),
             date_from=data.get("date_from"),
             date_to=data.get("date_to"),
+        )
+
+
+class TaskControlForm(forms.Form):
+    # Cancel ends the task: it needs this box ticked (the form states what stays done).
+    confirm = forms.BooleanField(required=False)
+    reason = forms.CharField(
+        required=False,
+        max_length=NOTE_MAX,
+        widget=forms.Textarea(attrs={"rows": 1}),
+        label="Reason (optional)",
+    )
+    next = forms.CharField(required=False, widget=forms.HiddenInput)
+
+
+class TaskModifyForm(forms.Form):
+    token_budget = forms.IntegerField(required=False, min_value=1, label="Token budget")
+    cost_budget = forms.DecimalField(
+        required=False, min_value=0, max_digits=12, decimal_places=6, label="Cost budget"
+    )
+    wall_time_budget_seconds = forms.IntegerField(
+        required=False, min_value=1, label="Wall-time budget (seconds)"
+    )
+    input = forms.CharField(
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 3, "spellcheck": "false", "class": "mono"}),
+        label="Input changes (JSON object, editable fields only)",
+    )
+    reason = forms.CharField(
+        required=False, max_length=NOTE_MAX, widget=forms.TextInput, label="Reason (optional)"
+    )
+
+    def clean_input(self) -> dict[str, Any]:
+        text = (self.cleaned_data.get("input") or "").strip()
+        if not text:
+            return {}
+        if len(text) > ARGUMENTS_MAX:
+            raise ValidationError(
+                "Too large: the limit is %(limit)s characters.",
+                params={"limit": f"{ARGUMENTS_MAX:,}"},
+            )
+        try:
+            value = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ValidationError(f"Not valid JSON: {exc.msg}.") from None
+        if not isinstance(value, dict):
+            raise ValidationError("The input changes must be a JSON object.")
+        return value
+
+    def budgets(self) -> dict[str, Any]:
+        """Only the budgets the person filled in (an empty field leaves the budget alone)."""
+        names = ("token_budget", "cost_budget", "wall_time_budget_seconds")
+        return {n: self.cleaned_data[n] for n in names if self.cleaned_data.get(n) is not None}
+
+
+class AssignForm(forms.Form):
+    assignee = forms.ModelChoiceField(queryset=None, label="Assign to", empty_label=None)
+    next = forms.CharField(required=False, widget=forms.HiddenInput)
+
+    def __init__(self, *args: Any, assignees: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["assignee"].queryset = assignees
+
+
+class AuditBulkForm(forms.Form):
+    item = forms.TypedMultipleChoiceField(coerce=int, label="Items")
+    verdict = forms.ChoiceField(
+        choices=[(AuditStatus.OK, "Mark OK"), (AuditStatus.FLAGGED, "Flag")], label="Verdict"
+    )
+    note = forms.CharField(required=False, max_length=NOTE_MAX, label="Note")
+    next = forms.CharField(required=False, widget=forms.HiddenInput)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # Any id parses; the service skips ids that do not exist.
+        self.fields["item"].valid_value = lambda value: str(value).isdigit()  # type: ignore[attr-defined]
+
+
+INBOX_KINDS = [("", "Gates and stopped tasks"), ("gate", "Gates"), ("stopped", "Stopped tasks")]
+INBOX_SORTS = [
+    ("due", "Due first"),
+    ("waiting", "Waiting longest"),
+    ("newest", "Newest"),
+]
+INBOX_AGES = [
+    ("", "Any age"),
+    ("15m", "Waiting 15 min+"),
+    ("1h", "Waiting 1 h+"),
+    ("1d", "Waiting 1 day+"),
+]
+
+
+class InboxFilterForm(forms.Form):
+    kind = forms.ChoiceField(required=False, choices=INBOX_KINDS, label="Kind")
+    agent = forms.ChoiceField(required=False, label="Agent")
+    rule = forms.ChoiceField(required=False, label="Rule")
+    failure = forms.ChoiceField(required=False, label="Failure kind")
+    assignee = forms.CharField(required=False, max_length=150, label="Held by")
+    age = forms.ChoiceField(required=False, choices=INBOX_AGES, label="Age")
+    q = forms.CharField(required=False, max_length=200, label="Search task id or goal")
+    sort = forms.ChoiceField(required=False, choices=INBOX_SORTS, label="Sort")
+    mine = forms.BooleanField(required=False, label="Mine only")
+
+    def __init__(self, *args: Any, choices: dict[str, list[str]], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        for name, label in (
+            ("agent", "All agents"),
+            ("rule", "All rules"),
+            ("failure", "All failure kinds"),
+        ):
+            self.fields[name].choices = [("", label), *[(v, v) for v in choices[name]]]
+
+    def filters(self) -> InboxFilters:
+        self.is_valid()
+        data = self.cleaned_data
+        return InboxFilters(
+            kind=data.get("kind") or "",
+            agent=data.get("agent") or "",
+            rule=data.get("rule") or "",
+            failure=data.get("failure") or "",
+            assignee=(data.get("assignee") or "").strip(),
+            age=data.get("age") or "",
+            q=(data.get("q") or "").strip(),
+            sort=data.get("sort") or "due",
+            mine=bool(data.get("mine")),
         )
 
 

@@ -55,6 +55,12 @@ class Gate(models.Model):
         related_name="+",
     )
     feedback = models.TextField(blank=True)
+    # What a person approved: the arguments the ledger runs (differ from `arguments` when edited)
+    # and their digest. Empty until the gate is approved.
+    approved_arguments = models.JSONField(null=True, blank=True)
+    approved_digest = models.CharField(max_length=64, blank=True)
+    # A rejection that also ended the task (reject and stop): "abort" or "rollback".
+    stopped_with = models.CharField(max_length=16, blank=True)
 
     class Meta:
         ordering = ["due_at", "id"]
@@ -127,6 +133,14 @@ class Claim(models.Model):
     task = models.OneToOneField("agentops.Task", on_delete=models.CASCADE, related_name="claim")
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
     claimed_at = models.DateTimeField(auto_now_add=True)
+    # Set when someone else handed the item to `user` (assignment), empty when `user` took it.
+    assigned_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+    )
 
     def __str__(self) -> str:
         return f"task {self.task_id} held by {self.user_id}"

@@ -10,19 +10,27 @@ the tools are returned as data or plain strings; templates autoescape them.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
-from datetime import date, datetime
+from dataclasses import dataclass, field
+from datetime import date, datetime, timedelta
 from typing import Any
 
 from django.db.models import Case, Exists, F, IntegerField, OuterRef, Q, QuerySet, Value, When
+from django.utils import timezone
 
-from agentops.engine.advisor import Preview
+from agentops.engine.advisor import LedgerView, Preview, StepView, preview
 from agentops.engine.errors import UnknownTool
-from agentops.engine.jsonvalues import is_pointer
+from agentops.engine.jsonvalues import is_pointer, loaded
 from agentops.engine.registry import get_tool
 from agentops.models import Event, Step, Task, ToolCall
-from agentops.selectors import Recovery, TaskDetail, json_preview, task_get_detail
-from agentops.states import LedgerStatus, TaskStatus
+from agentops.selectors import (
+    Recovery,
+    TaskDetail,
+    artifact_id_of,
+    json_preview,
+    mark_compensated,
+    task_get_detail,
+)
+from agentops.states import TASK_TRANSITIONS, LedgerStatus, TaskStatus
 from policies.models import PolicyChange
 from reviews.models import ApiToken, AuditItem, Claim, Decision, Delivery, Gate
 from reviews.states import AuditStatus, GateStatus
@@ -68,11 +76,21 @@ def audit_pending_count() -> int:
 # -- inbox -------------------------------------------------------------------------------------
 
 
+# A stopped task waits for a person too: it is due this long after it stopped (its SLA), and
+# then it is shown overdue at the top of "due first" (the timeout action is to escalate).
+STOPPED_SLA_SECONDS = 4 * 3600
+STOPPED_TIMEOUT_ACTION = "escalate to operators"
+AGES = {"15m": timedelta(minutes=15), "1h": timedelta(hours=1), "1d": timedelta(days=1)}
+
+
 @dataclass(frozen=True)
 class InboxItem:
     """One thing that waits for a person: an open gate, or a task stopped in needs_attention.
 
-    `due_at` is the gate's timeout, or for a stopped task the time it stopped (it is due now).
+    `due_at` orders the inbox: the gate's timeout, or for a stopped task the time it stopped.
+    `since` is when it started waiting; `deadline` is when it is due (a gate's timeout, a stopped
+    task's SLA) and `timeout_action` what happens then. `decidable`: the viewer may decide it
+    (a gate of a task they started is not theirs to decide).
     """
 
     kind: str
@@ -81,6 +99,7 @@ class InboxItem:
     due_at: datetime
     holder: Any
     unknown_call: bool = False
+    decidable: bool = True
 
     @property
     def dom_id(self) -> str:
@@ -89,6 +108,23 @@ class InboxItem:
     @property
     def sort_key(self) -> tuple[datetime, int, int]:
         return (self.due_at, 0 if self.gate is None else 1, self.gate.pk if self.gate else 0)
+
+    @property
+    def since(self) -> datetime:
+        return self.gate.created_at if self.gate is not None else self.task.updated_at
+
+    @property
+    def deadline(self) -> datetime:
+        if self.gate is not None:
+            return self.gate.due_at
+        return self.task.updated_at + timedelta(seconds=STOPPED_SLA_SECONDS)
+
+    @property
+    def timeout_action(self) -> str:
+        if self.gate is not None:
+            action = self.gate.timeout_action
+            return f"{action} to {self.gate.escalate_to}" if self.gate.escalate_to else action
+        return STOPPED_TIMEOUT_ACTION
 
     @property
     def failure_kind(self) -> str:
@@ -104,18 +140,99 @@ class Inbox:
     truncated: bool
 
 
-def inbox_list(*, limit: int = INBOX_LIMIT) -> Inbox:
+@dataclass(frozen=True)
+class InboxFilters:
+    kind: str = ""
+    agent: str = ""
+    rule: str = ""
+    failure: str = ""
+    assignee: str = ""
+    age: str = ""
+    q: str = ""
+    sort: str = "due"
+    mine: bool = False
+
+    @property
+    def active(self) -> bool:
+        return (
+            any((self.kind, self.agent, self.rule, self.failure, self.assignee, self.age, self.q))
+            or self.mine
+        )
+
+
+def _viewer_groups(viewer: Any) -> frozenset[str] | None:
+    """The viewer's group names (one query); None for a superuser, who is in every group."""
+    if viewer is None or not getattr(viewer, "is_authenticated", False):
+        return frozenset()
+    if viewer.is_superuser:
+        return None
+    return frozenset(viewer.groups.values_list("name", flat=True))
+
+
+def _may_decide(gate: Gate, viewer: Any, groups: frozenset[str] | None) -> bool:
+    """The same rule as `reviews.services.gate_check_decider`, from rows already loaded."""
+    if viewer is None:
+        return True
+    if gate.task.created_by_id is not None and gate.task.created_by_id == viewer.pk:
+        return False
+    return groups is None or gate.approver_group in groups
+
+
+def _search(q: str) -> Q:
+    digits = q.lstrip("#")
+    if digits.isdigit():
+        return Q(task_id=int(digits)) | Q(task__goal__icontains=q)
+    return Q(task__goal__icontains=q)
+
+
+def inbox_list(
+    *, limit: int = INBOX_LIMIT, filters: InboxFilters | None = None, viewer: Any = None
+) -> Inbox:
     """Open gates and stopped tasks in one stable order: due time, then stopped before gated,
     then id. Times never change while an item waits, so an item keeps its place and a new one
-    lands in its slot by time; two queries."""
+    lands in its slot by time; three queries (two with no viewer). `filters` narrow the lists
+    in the database; `sort` "waiting" puts the longest-waiting first, "newest" the newest."""
+    filters = filters or InboxFilters()
+    now = timezone.now()
+    gates_qs = Gate.objects.filter(status=GateStatus.OPEN)
+    tasks_qs = Task.objects.filter(status=TaskStatus.NEEDS_ATTENTION)
+    if filters.agent:
+        gates_qs = gates_qs.filter(task__agent=filters.agent)
+        tasks_qs = tasks_qs.filter(agent=filters.agent)
+    if filters.rule:
+        gates_qs = gates_qs.filter(rule=filters.rule)
+        tasks_qs = tasks_qs.none()
+    if filters.failure:
+        gates_qs = gates_qs.none()
+        tasks_qs = tasks_qs.filter(failure__kind=filters.failure)
+    if filters.kind == "gate":
+        tasks_qs = tasks_qs.none()
+    elif filters.kind == "stopped":
+        gates_qs = gates_qs.none()
+    if filters.mine and viewer is not None:
+        gates_qs = gates_qs.filter(task__claim__user=viewer.pk)
+        tasks_qs = tasks_qs.filter(claim__user=viewer.pk)
+    if filters.assignee:
+        gates_qs = gates_qs.filter(task__claim__user__username__iexact=filters.assignee)
+        tasks_qs = tasks_qs.filter(claim__user__username__iexact=filters.assignee)
+    if filters.age in AGES:
+        cutoff = now - AGES[filters.age]
+        gates_qs = gates_qs.filter(created_at__lte=cutoff)
+        tasks_qs = tasks_qs.filter(updated_at__lte=cutoff)
+    if filters.q:
+        gates_qs = gates_qs.filter(_search(filters.q))
+        digits = filters.q.lstrip("#")
+        task_q = Q(goal__icontains=filters.q)
+        if digits.isdigit():
+            task_q |= Q(pk=int(digits))
+        tasks_qs = tasks_qs.filter(task_q)
     gates = list(
-        Gate.objects.filter(status=GateStatus.OPEN)
-        .select_related("task", "task__claim__user", "step")
-        .order_by("due_at", "id")[: limit + 1]
+        gates_qs.select_related("task", "task__claim__user", "step").order_by("due_at", "id")[
+            : limit + 1
+        ]
     )
     stopped = list(
-        Task.objects.filter(status=TaskStatus.NEEDS_ATTENTION)
-        .select_related("claim__user")
+        tasks_qs.select_related("claim__user")
         .annotate(
             unknown_call=Exists(
                 ToolCall.objects.filter(task=OuterRef("pk"), status=LedgerStatus.EXECUTED_UNKNOWN)
@@ -125,8 +242,17 @@ def inbox_list(*, limit: int = INBOX_LIMIT) -> Inbox:
     )
     truncated = len(gates) > limit or len(stopped) > limit
     gates, stopped = gates[:limit], stopped[:limit]
+    groups = _viewer_groups(viewer) if viewer is not None and gates else frozenset()
     items = [
-        InboxItem("gate", gate.task, gate, gate.due_at, _holder(gate.task)) for gate in gates
+        InboxItem(
+            "gate",
+            gate.task,
+            gate,
+            gate.due_at,
+            _holder(gate.task),
+            decidable=_may_decide(gate, viewer, groups),
+        )
+        for gate in gates
     ] + [
         InboxItem(
             "stopped",
@@ -139,7 +265,48 @@ def inbox_list(*, limit: int = INBOX_LIMIT) -> Inbox:
         for task in stopped
     ]
     items.sort(key=lambda item: (item.sort_key, item.task.pk))
+    if filters.sort == "waiting":
+        items.sort(key=lambda item: (item.since, item.task.pk))
+    elif filters.sort == "newest":
+        items.sort(key=lambda item: (item.since, item.task.pk), reverse=True)
     return Inbox(items, len(gates), len(stopped), truncated)
+
+
+def inbox_filter_choices() -> dict[str, list[str]]:
+    """Agents, rules and failure kinds of what waits now, for the filter menus (two queries)."""
+    gate_rows = (
+        Gate.objects.filter(status=GateStatus.OPEN)
+        .order_by()
+        .values_list("task__agent", "rule")
+        .distinct()
+    )
+    task_rows = (
+        Task.objects.filter(status=TaskStatus.NEEDS_ATTENTION)
+        .order_by()
+        .values_list("agent", "failure__kind")
+        .distinct()
+    )
+    agents, rules, kinds = set(), set(), set()
+    for agent, rule in gate_rows:
+        agents.add(agent)
+        rules.add(rule)
+    for agent, kind in task_rows:
+        agents.add(agent)
+        if kind:
+            kinds.add(str(kind))
+    return {"agent": sorted(agents), "rule": sorted(rules), "failure": sorted(kinds)}
+
+
+def operators_list() -> list[Any]:
+    """People an item can be assigned to: active members of the operators group."""
+    from django.contrib.auth import get_user_model
+
+    return list(
+        get_user_model()
+        .objects.filter(is_active=True, groups__name="operators")
+        .order_by("username")
+        .distinct()
+    )
 
 
 # -- shared rows of the panels -----------------------------------------------------------------
@@ -151,6 +318,7 @@ class StepLine:
     output_preview: str
     model_text: str
     error: dict[str, Any] | None
+    output_artifact: int | None = None
 
 
 def _step_line(step: Step) -> StepLine:
@@ -163,6 +331,7 @@ def _step_line(step: Step) -> StepLine:
         output_preview=json_preview(step.output, limit=PREVIEW_CHARS),
         model_text=json_preview(text, limit=PREVIEW_CHARS) if text else "",
         error=step.error if isinstance(step.error, dict) else None,
+        output_artifact=artifact_id_of(step.output),
     )
 
 
@@ -192,6 +361,69 @@ def tool_facts(name: str, *, recorded_side_effect: str = "") -> ToolFacts:
 
 
 @dataclass(frozen=True)
+class DiffRow:
+    """One argument before (as proposed) and after (as approved)."""
+
+    key: str
+    before: str
+    after: str
+    change: str  # same | changed | added | removed
+
+
+def args_diff(before: Any, after: Any) -> list[DiffRow]:
+    """A readable before/after of two argument objects, key by key (sorted)."""
+    before = before if isinstance(before, dict) else {}
+    after = after if isinstance(after, dict) else {}
+    rows = []
+    for key in sorted(set(before) | set(after)):
+        old = json.dumps(before[key], ensure_ascii=False, sort_keys=True) if key in before else ""
+        new = json.dumps(after[key], ensure_ascii=False, sort_keys=True) if key in after else ""
+        if key not in before:
+            change = "added"
+        elif key not in after:
+            change = "removed"
+        else:
+            change = "same" if before[key] == after[key] else "changed"
+        rows.append(DiffRow(str(key), old, new, change))
+    return rows
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """One piece of gate evidence: a tool's check of the arguments against earlier results."""
+
+    label: str
+    passed: bool
+    detail: str
+
+
+def gate_checks(gate: Gate, calls: list[ToolCall]) -> list[CheckResult]:
+    """Run the gated tool's declared checks against the task's earlier results, from the ledger
+    rows the panel loaded (no query of its own). A check that raises reads as failed, with why."""
+    try:
+        tool = get_tool(gate.tool)
+    except UnknownTool:
+        return []
+    if not tool.checks:
+        return []
+    results: dict[str, Any] = {}
+    for call in calls:
+        if call.status == LedgerStatus.SUCCEEDED and call.compensation_of_id is None:
+            results[call.tool] = loaded(call.result)
+    arguments = gate.approved_arguments if gate.approved_arguments is not None else gate.arguments
+    checked = []
+    for label, check in tool.checks:
+        try:
+            passed, detail = check(arguments, results)
+        # An agent's check is agent code run on recorded data: one that raises is shown as a
+        # failed check with its error, never hidden and never breaking the panel.
+        except Exception as exc:
+            passed, detail = False, f"the check could not run: {exc}"
+        checked.append(CheckResult(label, bool(passed), str(detail)))
+    return checked
+
+
+@dataclass(frozen=True)
 class GatePanel:
     gate: Gate
     task: Task
@@ -200,6 +432,15 @@ class GatePanel:
     arguments_json: str
     tool: ToolFacts
     holder: Any
+    # Once approved: what was approved, the diff against the proposal, and the ledger row that
+    # ran it (None until the worker recorded it).
+    approved_json: str = ""
+    diff: list[DiffRow] | None = None
+    executed: ToolCall | None = None
+    executed_json: str = ""
+    # What "reject and stop" would do: abort keeps the effects, rollback undoes them.
+    stop_previews: dict[str, Preview] | None = None
+    checks: list[CheckResult] = field(default_factory=list)
 
     @property
     def position(self) -> int:
@@ -209,9 +450,34 @@ class GatePanel:
     def is_open(self) -> bool:
         return self.gate.status == GateStatus.OPEN
 
+    @property
+    def changed(self) -> bool:
+        return bool(self.diff) and any(row.change != "same" for row in self.diff or [])
+
+
+def _stop_previews(calls: list[ToolCall], steps: list[Step]) -> dict[str, Preview]:
+    ledger = []
+    for call in calls:
+        facts = tool_facts(call.tool, recorded_side_effect=call.side_effect)
+        ledger.append(
+            LedgerView(
+                key=call.idempotency_key,
+                tool=call.tool,
+                status=call.status,
+                side_effect=facts.side_effect,
+                compensable=facts.compensate_with is not None,
+                compensates=None
+                if call.compensation_of_id is None
+                else str(call.compensation_of_id),
+            )
+        )
+    views = [StepView(s.ordinal, s.title, s.status) for s in steps]
+    return {option: preview(option, views, ledger) for option in ("abort", "rollback")}
+
 
 def gate_get_panel(*, gate_id: int) -> GatePanel:
-    """A gate with its task, the task's steps and ledger rows, in three queries.
+    """A gate with its task, the task's steps and ledger rows, in three queries (four once
+    approved: the ledger row that ran the approved arguments).
 
     Raises Gate.DoesNotExist for an unknown id.
     """
@@ -219,12 +485,28 @@ def gate_get_panel(*, gate_id: int) -> GatePanel:
         "task", "task__created_by", "task__claim__user", "step", "decided_by"
     ).get(pk=gate_id)
     steps = list(Step.objects.filter(task_id=gate.task_id).order_by("ordinal"))
+    # Results come along (not args): the tool's evidence checks read them.
     calls = list(
         ToolCall.objects.filter(task_id=gate.task_id)
-        .defer("args", "result")
+        .defer("args")
         .annotate(step_ordinal=F("step__ordinal"))
         .order_by("id")
     )
+    mark_compensated(steps, calls)
+    approved_json, diff, executed, executed_json = "", None, None, ""
+    if gate.status == GateStatus.APPROVED and gate.approved_arguments is not None:
+        approved_json = pretty_json(gate.approved_arguments)
+        diff = args_diff(gate.arguments, gate.approved_arguments)
+        executed = (
+            ToolCall.objects.filter(
+                step_id=gate.step_id,
+                compensation_of__isnull=True,
+                args_digest=gate.approved_digest,
+            )
+            .order_by("-id")
+            .first()
+        )
+        executed_json = pretty_json(executed.args) if executed is not None else ""
     return GatePanel(
         gate=gate,
         task=gate.task,
@@ -233,6 +515,12 @@ def gate_get_panel(*, gate_id: int) -> GatePanel:
         arguments_json=pretty_json(gate.arguments),
         tool=tool_facts(gate.tool, recorded_side_effect=gate.side_effect),
         holder=_holder(gate.task),
+        approved_json=approved_json,
+        diff=diff,
+        executed=executed,
+        executed_json=executed_json,
+        stop_previews=_stop_previews(calls, steps) if gate.status == GateStatus.OPEN else None,
+        checks=gate_checks(gate, calls),
     )
 
 
@@ -256,6 +544,14 @@ class UnknownCall:
 
 
 @dataclass(frozen=True)
+class InterventionLine:
+    """An earlier human decision on the stopped task, with what happened after it."""
+
+    decision: Decision
+    outcome: str
+
+
+@dataclass(frozen=True)
 class RecoveryPanel:
     detail: TaskDetail
     recovery: Recovery | None
@@ -263,6 +559,8 @@ class RecoveryPanel:
     unknown_calls: list[UnknownCall]
     exchanges: list[tuple[Step, str]]
     holder: Any
+    interventions: list[InterventionLine] = field(default_factory=list)
+    open_gate_id: int | None = None
 
     @property
     def task(self) -> Task:
@@ -305,6 +603,13 @@ def task_get_recovery_panel(*, task_id: int, viewer: Any) -> RecoveryPanel:
         if row.step.model_response
     ]
     claim = Claim.objects.filter(task_id=task_id).select_related("user").first()
+    decisions = list(
+        Decision.objects.filter(
+            task_id_ref=task_id, action__startswith="reviews.intervention."
+        ).order_by("created_at", "id")[:TASK_LOG_LIMIT]
+    )
+    events = sorted((row.event for row in detail.events), key=lambda e: e.seq)
+    interventions = [InterventionLine(d, _outcome_after(d, events)) for d in reversed(decisions)]
     return RecoveryPanel(
         detail=detail,
         recovery=recovery,
@@ -315,7 +620,24 @@ def task_get_recovery_panel(*, task_id: int, viewer: Any) -> RecoveryPanel:
         ],
         exchanges=exchanges,
         holder=claim.user if claim else None,
+        interventions=interventions,
+        open_gate_id=task_open_gate_id(task_id=task_id)
+        if detail.task.status == TaskStatus.AWAITING_APPROVAL
+        else None,
     )
+
+
+def _outcome_after(decision: Decision, events: list[Event]) -> str:
+    """What followed an intervention: the next step failure, success, or nothing yet."""
+    for event in events:
+        if event.created_at < decision.created_at:
+            continue
+        if event.action == "agentops.step.failed":
+            kind = ((event.payload or {}).get("failure") or {}).get("kind", "error")
+            return f"failed again: {str(kind).replace('_', ' ')}"
+        if event.action in ("agentops.task.succeeded", "agentops.task.rolled_back"):
+            return event.action.rsplit(".", 1)[1].replace("_", " ")
+    return "no outcome yet"
 
 
 # -- audit queue -------------------------------------------------------------------------------
@@ -487,6 +809,18 @@ def task_open_gate_id(*, task_id: int) -> int | None:
         .values_list("pk", flat=True)
         .first()
     )
+
+
+def task_controls_for(status: str) -> list[str]:
+    """Pause / resume / cancel offered for a task in `status`, from the transition table."""
+    controls = []
+    if status in TASK_TRANSITIONS["pause"].sources:
+        controls.append("pause")
+    if status == TaskStatus.PAUSED:
+        controls.append("resume")
+    if status in TASK_TRANSITIONS["abort"].sources:
+        controls.append("cancel")
+    return controls
 
 
 def api_token_list(*, user: Any) -> list[ApiToken]:

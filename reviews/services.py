@@ -18,10 +18,11 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
+from agentops.engine.children import children_lock
 from agentops.engine.errors import StepFailure, UnknownTool
 from agentops.engine.jsonvalues import digest, loaded, validated
 from agentops.engine.registry import get_tool
-from agentops.models import Step, Task, ToolCall
+from agentops.models import Event, Step, Task, ToolCall
 from agentops.selectors import task_recovery
 from agentops.services import (
     TransitionRefused,
@@ -29,6 +30,9 @@ from agentops.services import (
     task_abort,
     task_gate_approved,
     task_gate_rejected,
+    task_modify,
+    task_pause,
+    task_resume,
     task_retry,
     task_rollback,
     task_skip_step,
@@ -56,6 +60,14 @@ class GateAlreadyDecided(ReviewError):
 
 class NotAllowed(ReviewError):
     """The user may not take this decision (role, or separation of duties)."""
+
+
+class HeldByOther(ReviewError):
+    """Someone else holds the item: deciding it means taking it over, which must be asked for."""
+
+    def __init__(self, message: str, *, holder: str) -> None:
+        super().__init__(message)
+        self.holder = holder
 
 
 def _label(user: Any) -> str:
@@ -146,6 +158,41 @@ def audit_item_create(
     )
 
 
+def audit_item_follow(*, from_call_id: int, to_call: ToolCall) -> int:
+    """Move the audit item of a failed try to the call that re-issues it (same key), so the
+    queue holds one truthful row per executed call. Caller (the runner) holds the transaction."""
+    return AuditItem.objects.filter(tool_call_id=from_call_id).update(tool_call=to_call)
+
+
+# -- claims checked by every decision ----------------------------------------------------------
+
+
+def claim_check_or_take_over(*, task_id: int, actor: Any, take_over: bool) -> None:
+    """Deciding an item someone else holds takes it over, and only when asked to: raise
+    HeldByOther unless `take_over`; with it, move the claim to `actor` and log the takeover.
+
+    Caller holds the transaction."""
+    claim = Claim.objects.select_for_update().select_related("user").filter(task_id=task_id).first()
+    if claim is None or claim.user_id == getattr(actor, "pk", None):
+        return
+    holder = claim.user.get_username()
+    if not take_over:
+        raise HeldByOther(
+            f"{holder} is already working on this; take it over to act on it yourself",
+            holder=holder,
+        )
+    Claim.objects.filter(pk=claim.pk).update(
+        user=actor, assigned_by=None, claimed_at=timezone.now()
+    )
+    decision_record(
+        action="reviews.claim.taken_over",
+        actor=actor,
+        task_id=task_id,
+        subject=f"task {task_id}: taken over from {holder}",
+        detail={"from": holder},
+    )
+
+
 # -- gates --------------------------------------------------------------------------------------
 
 
@@ -212,6 +259,11 @@ def _approve(
     """
     _close(gate, status=GateStatus.APPROVED, actor=actor, feedback=reason)
     approval = _approval(gate, arguments, edited=edited, actor=actor)
+    # The gate keeps what was proposed (`arguments`) and records what was approved, so its page
+    # shows both, their digests and who edited: the ledger runs `approved_arguments`.
+    Gate.objects.filter(pk=gate.pk).update(
+        approved_arguments=arguments, approved_digest=approval["args_digest"], edited=edited
+    )
     task_gate_approved(task_id=gate.task_id, step_id=gate.step_id, approval=approval, actor=actor)
     _gate_logged(
         gate,
@@ -219,7 +271,11 @@ def _approve(
         actor=actor,
         reason=reason,
         after_digest=approval["args_digest"],
-        detail={**({"arguments": arguments} if edited else {}), **({"bulk": True} if bulk else {})},
+        detail={
+            **({"arguments": arguments, "proposed": gate.arguments} if edited else {}),
+            **({"bulk": True} if bulk else {}),
+        }
+        or None,
     )
 
 
@@ -256,7 +312,13 @@ def _gate_logged(
 
 
 def gate_approve(
-    *, gate_id: int, actor: Any, seen_digest: str | None, reason: str = "", bulk: bool = False
+    *,
+    gate_id: int,
+    actor: Any,
+    seen_digest: str | None,
+    reason: str = "",
+    take_over: bool = False,
+    bulk: bool = False,
 ) -> None:
     """Approve the gated action as proposed. The approval is bound to the arguments' digest and
     the policy version; the runner checks both again right before the call. `bulk` marks the
@@ -264,6 +326,7 @@ def gate_approve(
     with transaction.atomic():
         gate = _locked_open_gate(gate_id, seen_digest=seen_digest)
         gate_check_decider(gate=gate, user=actor)
+        claim_check_or_take_over(task_id=gate.task_id, actor=actor, take_over=take_over)
         _approve(
             gate,
             actor=actor,
@@ -276,7 +339,13 @@ def gate_approve(
 
 
 def gate_edit_and_approve(
-    *, gate_id: int, actor: Any, seen_digest: str | None, arguments: Any, reason: str = ""
+    *,
+    gate_id: int,
+    actor: Any,
+    seen_digest: str | None,
+    arguments: Any,
+    reason: str = "",
+    take_over: bool = False,
 ) -> None:
     """Approve with edited arguments. The edited action is evaluated again by the runner; a
     stricter verdict (another gate rule, or deny) opens a new gate or stops the task."""
@@ -286,6 +355,7 @@ def gate_edit_and_approve(
     with transaction.atomic():
         gate = _locked_open_gate(gate_id, seen_digest=seen_digest)
         gate_check_decider(gate=gate, user=actor)
+        claim_check_or_take_over(task_id=gate.task_id, actor=actor, take_over=take_over)
         try:
             get_tool(gate.tool).check_arguments(arguments)
         except (StepFailure, UnknownTool) as exc:
@@ -300,20 +370,65 @@ def gate_edit_and_approve(
         )
 
 
-def gate_reject(*, gate_id: int, actor: Any, seen_digest: str | None, feedback: str) -> None:
-    """Reject: the feedback goes to the agent in its next model call, and it re-plans the step."""
+def gate_reject(
+    *,
+    gate_id: int,
+    actor: Any,
+    seen_digest: str | None,
+    feedback: str,
+    take_over: bool = False,
+) -> None:
+    """Reject: the feedback goes to the agent in its next model call, and it re-plans the step
+    (the same action rejected again and again holds the task for a person instead)."""
     feedback = feedback.strip()
     if not feedback:
         raise ReviewError("say why: the agent re-plans from your feedback")
     with transaction.atomic():
         gate = _locked_open_gate(gate_id, seen_digest=seen_digest)
         gate_check_decider(gate=gate, user=actor)
+        claim_check_or_take_over(task_id=gate.task_id, actor=actor, take_over=take_over)
         _reject(
             gate,
             status=GateStatus.REJECTED,
             actor=actor,
             feedback=feedback,
             action="reviews.gate.rejected",
+        )
+
+
+STOP_OUTCOMES = {"abort": task_abort, "rollback": task_rollback}
+
+
+def gate_reject_and_stop(
+    *,
+    gate_id: int,
+    actor: Any,
+    seen_digest: str | None,
+    outcome: str,
+    reason: str,
+    take_over: bool = False,
+) -> None:
+    """Reject the gated action and end the task: `abort` keeps the effects made so far,
+    `rollback` has a worker undo them (compensations in reverse order) and end it rolled back.
+    Nothing of the gated action is sent. The gate, the task and the decision commit together."""
+    if outcome not in STOP_OUTCOMES:
+        raise ReviewError("choose abort (keep the effects) or rollback (undo them)")
+    reason = reason.strip()
+    if not reason:
+        raise ReviewError("say why the task stops")
+    with transaction.atomic():
+        gate = _locked_open_gate(gate_id, seen_digest=seen_digest)
+        gate_check_decider(gate=gate, user=actor)
+        claim_check_or_take_over(task_id=gate.task_id, actor=actor, take_over=take_over)
+        _close(gate, status=GateStatus.REJECTED, actor=actor, feedback=reason)
+        Gate.objects.filter(pk=gate.pk).update(stopped_with=outcome)
+        STOP_OUTCOMES[outcome](task_id=gate.task_id, actor=actor, reason=reason)
+        _gate_logged(
+            gate,
+            action="reviews.gate.rejected_and_stopped",
+            actor=actor,
+            reason=reason,
+            detail={"outcome": outcome},
         )
 
 
@@ -417,14 +532,45 @@ def audit_item_review(*, item_id: int, actor: Any, verdict: str, note: str = "")
 # -- inbox claims -------------------------------------------------------------------------------
 
 
-def claim_take(*, task_id: int, actor: Any) -> Claim:
-    """Take an inbox item; raises ReviewError if someone else holds it."""
+def claim_take(*, task_id: int, actor: Any, take_over: bool = False) -> Claim:
+    """Take an inbox item. Someone else's item raises HeldByOther unless `take_over`, which
+    moves it to `actor` and logs the takeover."""
     with transaction.atomic():
         claim, created = Claim.objects.select_for_update().get_or_create(
             task_id=task_id, defaults={"user": actor}
         )
         if not created and claim.user_id != actor.pk:
-            raise ReviewError(f"{claim.user.get_username()} is already working on this")
+            claim_check_or_take_over(task_id=task_id, actor=actor, take_over=take_over)
+            claim.refresh_from_db()
+    return claim
+
+
+def claim_assign(*, task_id: int, actor: Any, assignee: Any) -> Claim:
+    """Hand an inbox item to `assignee` (an operator); logged as a decision. Assigning the item
+    to the person who holds it already changes nothing and logs nothing."""
+    if not is_operator(assignee):
+        raise ReviewError(f"{assignee.get_username()} is not an operator")
+    with transaction.atomic():
+        Task.objects.select_for_update(of=("self",)).get(pk=task_id)
+        current = Claim.objects.select_for_update().filter(task_id=task_id).first()
+        if current is not None and current.user_id == assignee.pk:
+            return current
+        before = current.user.get_username() if current is not None else ""
+        claim, _ = Claim.objects.update_or_create(
+            task_id=task_id,
+            defaults={
+                "user": assignee,
+                "assigned_by": actor if assignee.pk != actor.pk else None,
+                "claimed_at": timezone.now(),
+            },
+        )
+        decision_record(
+            action="reviews.claim.assigned",
+            actor=actor,
+            task_id=task_id,
+            subject=f"task {task_id}: assigned to {assignee.get_username()}",
+            detail={"from": before, "to": assignee.get_username()},
+        )
     return claim
 
 
@@ -484,6 +630,9 @@ def gates_bulk_approve(
             results.append(BulkResult(gate_id, "already decided", str(exc)))
         except NotAllowed as exc:
             results.append(BulkResult(gate_id, "not allowed", str(exc)))
+        except HeldByOther as exc:
+            # Bulk approval never takes an item over: that is asked for one gate at a time.
+            results.append(BulkResult(gate_id, "held by someone else", str(exc)))
         else:
             results.append(BulkResult(gate_id, "approved"))
     return results
@@ -505,7 +654,9 @@ def operator_check(*, user: Any) -> None:
         raise NotAllowed("only operators may resolve stopped tasks")
 
 
-def intervention_apply(*, task_id: int, action: str, actor: Any, reason: str = "") -> None:
+def intervention_apply(
+    *, task_id: int, action: str, actor: Any, reason: str = "", take_over: bool = False
+) -> None:
     """Apply retry / skip / rollback / abort to a stopped task and log the decision.
 
     Only an option the recovery advisor offers for the task's current state is accepted. The
@@ -524,9 +675,15 @@ def intervention_apply(*, task_id: int, action: str, actor: Any, reason: str = "
         )
         steps = list(Step.objects.filter(task=task).order_by("ordinal"))
         calls = list(ToolCall.objects.filter(task=task).defer("args", "result").order_by("id"))
-        recovery = task_recovery(task, steps, calls)
+        events = list(
+            Event.objects.filter(
+                task=task, action__in=("agentops.step.reset", "agentops.step.failed")
+            ).order_by("seq")
+        )
+        recovery = task_recovery(task, steps, calls, events)
         if recovery is None:
             raise TransitionRefused(f"task {task_id} is {task.status}; there is nothing to recover")
+        claim_check_or_take_over(task_id=task_id, actor=actor, take_over=take_over)
         if action not in recovery.recommendation.options:
             raise ReviewError(
                 f"{action} is not an option for this task now; choose one of "
@@ -552,7 +709,13 @@ def intervention_apply(*, task_id: int, action: str, actor: Any, reason: str = "
 
 
 def ledger_call_confirm(
-    *, task_id: int, call_id: int, executed: bool, actor: Any, reason: str = ""
+    *,
+    task_id: int,
+    call_id: int,
+    executed: bool,
+    actor: Any,
+    reason: str = "",
+    take_over: bool = False,
 ) -> None:
     """Record a person's answer for an `executed_unknown` call of `task_id`, and log it.
 
@@ -565,6 +728,7 @@ def ledger_call_confirm(
         call = ToolCall.objects.select_related("task__policy_version").get(
             pk=call_id, task_id=task_id
         )
+        claim_check_or_take_over(task_id=task_id, actor=actor, take_over=take_over)
         ledger_confirm(call_id=call.pk, executed=executed, actor=actor, reason=reason)
         version = call.task.policy_version
         decision_record(
@@ -578,6 +742,152 @@ def ledger_call_confirm(
             policy_version_number=version.number if version else None,
             detail={"call": call.pk, "key": call.idempotency_key, "executed": executed},
         )
+
+
+# -- pause, resume, cancel, modify --------------------------------------------------------------
+
+TASK_CONTROLS = {
+    "pause": (task_pause, "reviews.task.paused"),
+    "resume": (task_resume, "reviews.task.resumed"),
+    "cancel": (task_abort, "reviews.task.cancelled"),
+}
+
+
+def task_control_apply(*, task_id: int, action: str, actor: Any, reason: str = "") -> None:
+    """Pause, resume or cancel a task, with its Decision in the same transaction.
+
+    Pause parks a queued, running, retry-scheduled or gated task (a running worker stops at its
+    next checkpoint; a gate is withdrawn and routed again on resume). Resume brings a paused
+    task back to the queue. Cancel ends any unfinished task (effects made so far stay). A task no
+    longer in a status the action applies to raises TransitionRefused: a replayed POST is
+    refused, not applied twice.
+    """
+    if action not in TASK_CONTROLS:
+        raise ReviewError(f"unknown action {action!r}")
+    operator_check(user=actor)
+    apply, logged = TASK_CONTROLS[action]
+    reason = reason.strip()
+    with transaction.atomic():
+        # The engine's lock order: a task's children before the task (the services below
+        # propagate pause, resume and cancel to them).
+        children_lock(task_id)
+        task = (
+            Task.objects.select_for_update(of=("self",))
+            .select_related("policy_version")
+            .get(pk=task_id)
+        )
+        if action == "resume" and task.status != TaskStatus.PAUSED:
+            raise TransitionRefused(f"task {task_id} is {task.status}, not paused")
+        before = task.status
+        apply(task_id=task_id, actor=actor, reason=reason)
+        decision_record(
+            action=logged,
+            actor=actor,
+            task_id=task_id,
+            subject=f"task {task_id}: {action}",
+            reason=reason,
+            policy_version_number=task.policy_version.number if task.policy_version else None,
+            detail={"before": before},
+        )
+
+
+def task_modify_apply(
+    *,
+    task_id: int,
+    actor: Any,
+    budgets: dict[str, Any],
+    input_changes: dict[str, Any],
+    reason: str = "",
+) -> dict[str, Any]:
+    """Change a running or paused task's budgets and editable input, and log it with the input's
+    digests before and after. Returns what changed (empty: nothing logged)."""
+    operator_check(user=actor)
+    with transaction.atomic():
+        task = Task.objects.select_for_update(of=("self",)).get(pk=task_id)
+        before = digest(task.input)
+        try:
+            changes = task_modify(
+                task_id=task_id,
+                actor=actor,
+                budgets=budgets,
+                input_changes=input_changes,
+                reason=reason.strip(),
+            )
+        except ValueError as exc:
+            raise ReviewError(str(exc)) from None
+        if changes:
+            after = Task.objects.filter(pk=task_id).values_list("input", flat=True).get()
+            decision_record(
+                action="reviews.task.modified",
+                actor=actor,
+                task_id=task_id,
+                subject=f"task {task_id}: modified {', '.join(sorted(changes))}",
+                before_digest=before,
+                after_digest=digest(after),
+                reason=reason.strip(),
+                detail={"changes": changes},
+            )
+    return changes
+
+
+# -- bulk audit review ---------------------------------------------------------------------------
+
+
+def audit_items_bulk_review(
+    *, item_ids: list[int], actor: Any, verdict: str, note: str = ""
+) -> int:
+    """Mark several audit items ok (or flag them, with one note), each logged; returns how many.
+    Items already carrying this verdict are left alone, so a replayed POST logs nothing twice."""
+    if not item_ids:
+        raise ReviewError("select at least one item")
+    done = 0
+    for item_id in item_ids:
+        current = AuditItem.objects.filter(pk=item_id).values_list("status", flat=True).first()
+        if current is None or current == verdict:
+            continue
+        audit_item_review(item_id=item_id, actor=actor, verdict=verdict, note=note)
+        done += 1
+    return done
+
+
+# -- SLA of stopped tasks ------------------------------------------------------------------------
+
+
+def stopped_tasks_escalate_overdue(*, now: Any = None) -> int:
+    """Apply the timeout action of stopped tasks past their SLA (STOPPED_SLA_SECONDS after they
+    stopped): escalate to all operators: a claim on it is released, and the escalation is logged
+    once per stop. Returns how many tasks were escalated."""
+    from reviews.selectors import STOPPED_SLA_SECONDS
+
+    now = now or timezone.now()
+    cutoff = now - timedelta(seconds=STOPPED_SLA_SECONDS)
+    overdue = Task.objects.filter(status=TaskStatus.NEEDS_ATTENTION, updated_at__lt=cutoff)
+    escalated = 0
+    for task_id, stopped_at in overdue.values_list("pk", "updated_at"):
+        with transaction.atomic():
+            task = (
+                Task.objects.select_for_update(skip_locked=True, of=("self",))
+                .filter(pk=task_id, status=TaskStatus.NEEDS_ATTENTION, updated_at=stopped_at)
+                .first()
+            )
+            already = Decision.objects.filter(
+                task_id_ref=task_id, action="reviews.task.escalated", created_at__gte=stopped_at
+            ).exists()
+            if task is None or already:
+                continue
+            holder = Claim.objects.filter(task_id=task_id).select_related("user").first()
+            Claim.objects.filter(task_id=task_id).delete()
+            waited = int((now - stopped_at).total_seconds())
+            decision_record(
+                action="reviews.task.escalated",
+                actor=None,
+                task_id=task_id,
+                subject=f"task {task_id}: stopped {waited} s without a decision",
+                reason=f"no decision within {STOPPED_SLA_SECONDS} s; escalated to all operators",
+                detail={"released_from": holder.user.get_username() if holder else ""},
+            )
+            escalated += 1
+    return escalated
 
 
 def notification_preference_get(*, user: Any) -> NotificationPreference:

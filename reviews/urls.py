@@ -14,8 +14,18 @@ urlpatterns = [
     path("gates/<int:gate_id>/approve", views.gate_approve_view, name="gate_approve"),
     path("gates/<int:gate_id>/reject", views.gate_reject_view, name="gate_reject"),
     path("gates/<int:gate_id>/edit", views.gate_edit_view, name="gate_edit"),
+    path("gates/<int:gate_id>/reject-stop", views.gate_reject_stop_view, name="gate_reject_stop"),
     path("tasks/<int:task_id>/claim", views.claim, name="claim"),
     path("tasks/<int:task_id>/release", views.release, name="release"),
+    path("tasks/<int:task_id>/assign", views.assign, name="assign"),
+    path("tasks/<int:task_id>/pause", views.task_control, {"action": "pause"}, name="task_pause"),
+    path(
+        "tasks/<int:task_id>/resume", views.task_control, {"action": "resume"}, name="task_resume"
+    ),
+    path(
+        "tasks/<int:task_id>/cancel", views.task_control, {"action": "cancel"}, name="task_cancel"
+    ),
+    path("tasks/<int:task_id>/modify", views.task_modify_view, name="task_modify"),
     path("tasks/<int:task_id>/recover", views.recovery_panel, name="recover"),
     path("tasks/<int:task_id>/interventions", views.intervention, name="intervention"),
     path(
@@ -26,7 +36,9 @@ urlpatterns = [
     path("audit", views.audit_queue, name="audit"),
     path("audit.csv", views.audit_csv, name="audit_csv"),
     path("audit/<int:item_id>/review", views.audit_review, name="audit_review"),
+    path("audit/bulk-review", views.audit_bulk_review, name="audit_bulk_review"),
     path("decisions", views.decision_log, name="decisions"),
+    path("decisions.csv", views.decision_csv, name="decisions_csv"),
     path("account", views.account, name="account"),
     path("account/tokens", views.api_token_new, name="api_token_new"),
     path(

@@ -32,15 +32,21 @@ from agentops.services import TransitionRefused
 from reviews.forms import (
     ApiTokenForm,
     ApproveForm,
+    AssignForm,
+    AuditBulkForm,
     AuditFilterForm,
     AuditReviewForm,
     BulkApproveForm,
     ConfirmForm,
     DecisionFilterForm,
     EditApproveForm,
+    InboxFilterForm,
     InterventionForm,
     NotificationPreferenceForm,
     RejectForm,
+    RejectStopForm,
+    TaskControlForm,
+    TaskModifyForm,
 )
 from reviews.models import AuditItem, Gate
 from reviews.permissions import (
@@ -61,31 +67,41 @@ from reviews.selectors import (
     decision_log_list,
     delivery_list_for,
     gate_get_panel,
+    inbox_filter_choices,
     inbox_list,
+    operators_list,
     task_exists,
     task_get_recovery_panel,
 )
 from reviews.services import (
     BulkResult,
     GateAlreadyDecided,
+    HeldByOther,
     NotAllowed,
     ReviewError,
     audit_item_review,
+    audit_items_bulk_review,
+    claim_assign,
     claim_release,
     claim_take,
     gate_approve,
     gate_check_decider,
     gate_edit_and_approve,
     gate_reject,
+    gate_reject_and_stop,
     gates_bulk_approve,
     intervention_apply,
     ledger_call_confirm,
     notification_preference_get,
     notification_preference_save,
+    task_control_apply,
+    task_modify_apply,
 )
 from reviews.tokens import api_token_create, api_token_revoke
 
 AUDIT_PAGE_SIZE = 50
+INBOX_PAGE_SIZE = 50
+BULK_RESULTS = "reviews_bulk_results"
 CSV_FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
 
 
@@ -124,13 +140,24 @@ def _inbox_response(
     status: int = 200,
 ) -> HttpResponse:
     fragment = _wants_fragment(request)
+    form = InboxFilterForm(request.GET, choices=inbox_filter_choices())
+    filters = form.filters()
+    inbox = inbox_list(filters=filters, viewer=request.user)
+    page = Paginator(inbox.items, INBOX_PAGE_SIZE).get_page(request.GET.get("page"))
+    query = {k: v for k, v in request.GET.items() if k != "page" and v}
     context = {
-        "inbox": inbox_list(),
+        "inbox": inbox,
+        "page": page,
+        "items": page.object_list,
+        "filter_form": form,
+        "filters": filters,
+        "filter_query": urlencode(query),
         "fragment": fragment,
         "can_act": is_operator(request.user),
         "results": results,
         "bulk_form": bulk_form or BulkApproveForm(),
         "message": message,
+        "assignees": operators_list() if is_operator(request.user) else [],
     }
     template = "reviews/_partials/inbox_rows.html" if fragment else "reviews/inbox.html"
     return _varying(render(request, template, context, status=status))
@@ -139,7 +166,12 @@ def _inbox_response(
 @reader_required
 @require_GET
 def inbox(request: HtmxHttpRequest) -> HttpResponse:
-    return _inbox_response(request)
+    results = None
+    if not _wants_fragment(request):
+        stored = request.session.pop(BULK_RESULTS, None)
+        if stored:
+            results = [BulkResult(**row) for row in stored]
+    return _inbox_response(request, results=results)
 
 
 @operator_required
@@ -157,7 +189,9 @@ def gates_bulk_approve_view(request: HtmxHttpRequest) -> HttpResponse:
     except ReviewError as exc:
         form.add_error(None, str(exc))
         return _inbox_response(request, bulk_form=form, status=400)
-    return _inbox_response(request, results=results)
+    # POST/redirect/GET: the results are shown once by the inbox, and a reload does not re-post.
+    request.session[BULK_RESULTS] = [asdict(result) for result in results]
+    return redirect("reviews:inbox")
 
 
 def _task_or_404(task_id: int) -> None:
@@ -170,7 +204,9 @@ def _task_or_404(task_id: int) -> None:
 def claim(request: HtmxHttpRequest, task_id: int) -> HttpResponse:
     _task_or_404(task_id)
     try:
-        claim_take(task_id=task_id, actor=request.user)
+        claim_take(
+            task_id=task_id, actor=request.user, take_over=request.POST.get("take_over") == "on"
+        )
     except ReviewError as exc:
         if request.htmx:
             # htmx swaps only 2xx answers: the fresh rows show who holds it, plus the message.
@@ -178,6 +214,22 @@ def claim(request: HtmxHttpRequest, task_id: int) -> HttpResponse:
         return _inbox_response(request, message=str(exc), status=409)
     if request.htmx:
         return _inbox_response(request)
+    return _back(request, reverse("reviews:inbox"))
+
+
+@operator_required
+@require_POST
+def assign(request: HtmxHttpRequest, task_id: int) -> HttpResponse:
+    _task_or_404(task_id)
+    from django.contrib.auth import get_user_model
+
+    form = AssignForm(request.POST, assignees=get_user_model().objects.filter(is_active=True))
+    if not form.is_valid():
+        return _inbox_response(request, message="Choose whom to assign it to.", status=400)
+    try:
+        claim_assign(task_id=task_id, actor=request.user, assignee=form.cleaned_data["assignee"])
+    except ReviewError as exc:
+        return _inbox_response(request, message=str(exc), status=400)
     return _back(request, reverse("reviews:inbox"))
 
 
@@ -224,6 +276,7 @@ def _render_gate(
             initial={"seen_digest": gate.args_digest, "arguments": panel.arguments_json},
             auto_id="edit_%s",
         ),
+        "stop": RejectStopForm(initial={"seen_digest": gate.args_digest}, auto_id="stop_%s"),
         **(bound or {}),
     }
     context = {
@@ -235,6 +288,7 @@ def _render_gate(
         "alert": alert,
         "forms": forms,
         "can_claim": is_operator(request.user),
+        "held_by_other": panel.holder is not None and panel.holder.pk != request.user.pk,
     }
     return render(request, "reviews/gate_panel.html", context, status=status)
 
@@ -250,7 +304,7 @@ def _decide(
     gate_id: int,
     *,
     name: str,
-    form: ApproveForm | RejectForm | EditApproveForm,
+    form: ApproveForm | RejectForm | EditApproveForm | RejectStopForm,
     apply: Callable[[dict[str, Any]], None],
 ) -> HttpResponse:
     if not form.is_valid():
@@ -263,6 +317,11 @@ def _decide(
         return _render_gate(request, gate_id, alert=str(exc), status=409)
     except NotAllowed as exc:
         return _render_gate(request, gate_id, alert=str(exc), status=403)
+    except HeldByOther as exc:
+        form.add_error("take_over", str(exc))
+        return _render_gate(request, gate_id, bound={name: form}, alert=str(exc), status=409)
+    except TransitionRefused as exc:
+        return _render_gate(request, gate_id, alert=str(exc), status=409)
     except ReviewError as exc:
         form.add_error("arguments" if name == "edit" else None, str(exc))
         return _render_gate(request, gate_id, bound={name: form}, status=400)
@@ -282,6 +341,7 @@ def gate_approve_view(request: HtmxHttpRequest, gate_id: int) -> HttpResponse:
             actor=request.user,
             seen_digest=data["seen_digest"],
             reason=data["reason"],
+            take_over=data["take_over"],
         ),
     )
 
@@ -299,6 +359,7 @@ def gate_reject_view(request: HtmxHttpRequest, gate_id: int) -> HttpResponse:
             actor=request.user,
             seen_digest=data["seen_digest"],
             feedback=data["feedback"],
+            take_over=data["take_over"],
         ),
     )
 
@@ -317,11 +378,34 @@ def gate_edit_view(request: HtmxHttpRequest, gate_id: int) -> HttpResponse:
             seen_digest=data["seen_digest"],
             arguments=data["arguments"],
             reason=data["reason"],
+            take_over=data["take_over"],
+        ),
+    )
+
+
+@operator_required
+@require_POST
+def gate_reject_stop_view(request: HtmxHttpRequest, gate_id: int) -> HttpResponse:
+    return _decide(
+        request,
+        gate_id,
+        name="stop",
+        form=RejectStopForm(request.POST, auto_id="stop_%s"),
+        apply=lambda data: gate_reject_and_stop(
+            gate_id=gate_id,
+            actor=request.user,
+            seen_digest=data["seen_digest"],
+            outcome=data["outcome"],
+            reason=data["reason"],
+            take_over=data["take_over"],
         ),
     )
 
 
 # -- recovery panel ----------------------------------------------------------------------------
+
+
+CONFIRMED_INTERVENTIONS = frozenset({"rollback", "abort"})
 
 
 def _render_recovery(
@@ -331,6 +415,7 @@ def _render_recovery(
     form: InterventionForm | None = None,
     alert: str = "",
     status: int = 200,
+    confirming: str = "",
 ) -> HttpResponse:
     try:
         panel = task_get_recovery_panel(task_id=task_id, viewer=request.user)
@@ -344,6 +429,8 @@ def _render_recovery(
         "form": form or InterventionForm(auto_id="recover_%s"),
         "alert": alert,
         "can_act": is_operator(request.user),
+        "held_by_other": panel.holder is not None and panel.holder.pk != request.user.pk,
+        "confirming": next((o for o in panel.options if o.action == confirming), None),
     }
     return render(request, "reviews/recovery_panel.html", context, status=status)
 
@@ -360,12 +447,19 @@ def intervention(request: HtmxHttpRequest, task_id: int) -> HttpResponse:
     form = InterventionForm(request.POST, auto_id="recover_%s")
     if not form.is_valid():
         return _render_recovery(request, task_id, form=form, status=400)
+    if (
+        form.cleaned_data["action"] in CONFIRMED_INTERVENTIONS
+        and not form.cleaned_data["confirmed"]
+    ):
+        # Ending the task is asked again, with its preview, before anything changes.
+        return _render_recovery(request, task_id, form=form, confirming=form.cleaned_data["action"])
     try:
         intervention_apply(
             task_id=task_id,
             action=form.cleaned_data["action"],
             actor=request.user,
             reason=form.cleaned_data["reason"],
+            take_over=form.cleaned_data["take_over"],
         )
     except Task.DoesNotExist:
         raise Http404(f"no task {task_id}") from None
@@ -373,6 +467,8 @@ def intervention(request: HtmxHttpRequest, task_id: int) -> HttpResponse:
         return _render_recovery(request, task_id, alert=str(exc), status=409)
     except NotAllowed as exc:
         return _render_recovery(request, task_id, alert=str(exc), status=403)
+    except HeldByOther as exc:
+        return _render_recovery(request, task_id, form=form, alert=str(exc), status=409)
     except ReviewError as exc:
         return _render_recovery(request, task_id, form=form, alert=str(exc), status=400)
     return redirect("agentops:task_detail", task_id=task_id)
@@ -393,6 +489,7 @@ def call_confirm(request: HtmxHttpRequest, task_id: int, call_id: int) -> HttpRe
             executed=form.cleaned_data["executed"],
             actor=request.user,
             reason=form.cleaned_data["reason"],
+            take_over=form.cleaned_data["take_over"],
         )
     except ToolCall.DoesNotExist:
         raise Http404(f"no call {call_id} in task {task_id}") from None
@@ -400,6 +497,8 @@ def call_confirm(request: HtmxHttpRequest, task_id: int, call_id: int) -> HttpRe
         return _render_recovery(request, task_id, alert=str(exc), status=409)
     except NotAllowed as exc:
         return _render_recovery(request, task_id, alert=str(exc), status=403)
+    except HeldByOther as exc:
+        return _render_recovery(request, task_id, alert=str(exc), status=409)
     return redirect("agentops:task_detail", task_id=task_id)
 
 
@@ -551,6 +650,133 @@ def decision_log(request: HtmxHttpRequest) -> HttpResponse:
         else "reviews/decision_log.html"
     )
     return _varying(render(request, template, context))
+
+
+# -- pause, resume, cancel, modify --------------------------------------------------------------
+
+
+@operator_required
+@require_POST
+def task_control(request: HtmxHttpRequest, task_id: int, action: str) -> HttpResponse:
+    """Pause, resume or cancel a task from the task page or the inbox; back to where it was
+    asked (POST/redirect/GET), with what happened as a message."""
+    from django.contrib import messages
+
+    _task_or_404(task_id)
+    form = TaskControlForm(request.POST)
+    valid = form.is_valid()
+    reason = form.cleaned_data.get("reason", "") if valid else ""
+    if action == "cancel" and not (valid and form.cleaned_data["confirm"]):
+        messages.error(request, "Nothing changed: tick the box to confirm that the task ends now.")
+        return _back(request, reverse("agentops:task_detail", args=[task_id]))
+    try:
+        task_control_apply(task_id=task_id, action=action, actor=request.user, reason=reason)
+    except TransitionRefused as exc:
+        messages.error(request, f"Nothing changed: {exc}.")
+    except ReviewError as exc:
+        messages.error(request, str(exc))
+    else:
+        past = {"pause": "paused", "resume": "resumed", "cancel": "cancelled"}[action]
+        messages.success(request, f"Task #{task_id} {past}.")
+    return _back(request, reverse("agentops:task_detail", args=[task_id]))
+
+
+@operator_required
+@require_POST
+def task_modify_view(request: HtmxHttpRequest, task_id: int) -> HttpResponse:
+    from django.contrib import messages
+
+    _task_or_404(task_id)
+    form = TaskModifyForm(request.POST)
+    if not form.is_valid():
+        errors = "; ".join(f"{k}: {' '.join(v)}" for k, v in form.errors.items())
+        messages.error(request, f"Nothing changed: {errors}")
+        return redirect("agentops:task_detail", task_id=task_id)
+    try:
+        changes = task_modify_apply(
+            task_id=task_id,
+            actor=request.user,
+            budgets=form.budgets(),
+            input_changes=form.cleaned_data["input"],
+            reason=form.cleaned_data["reason"],
+        )
+    except TransitionRefused as exc:
+        messages.error(request, f"Nothing changed: {exc}.")
+    except ReviewError as exc:
+        messages.error(request, f"Nothing changed: {exc}")
+    else:
+        if changes:
+            messages.success(request, f"Task #{task_id} modified: {', '.join(sorted(changes))}.")
+        else:
+            messages.info(request, "Nothing to change: the values are the same.")
+    return redirect("agentops:task_detail", task_id=task_id)
+
+
+# -- bulk audit review and the decision log as CSV ------------------------------------------------
+
+
+@auditor_required
+@require_POST
+def audit_bulk_review(request: HtmxHttpRequest) -> HttpResponse:
+    """Mark the selected items ok (or flag them with one note); POST/redirect/GET."""
+    from django.contrib import messages
+
+    form = AuditBulkForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, "Select at least one item and a verdict.")
+        return _back(request, reverse("reviews:audit"))
+    try:
+        done = audit_items_bulk_review(
+            item_ids=form.cleaned_data["item"],
+            actor=request.user,
+            verdict=form.cleaned_data["verdict"],
+            note=form.cleaned_data["note"],
+        )
+    except ReviewError as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, f"{done} item{'s' if done != 1 else ''} reviewed.")
+    return _back(request, reverse("reviews:audit"))
+
+
+DECISION_CSV_HEADER = [
+    "time",
+    "action",
+    "actor",
+    "task",
+    "subject",
+    "before_digest",
+    "after_digest",
+    "reason",
+    "policy_version",
+]
+
+
+@log_reader_required
+@require_GET
+def decision_csv(request: HttpRequest) -> HttpResponse:
+    entries, _ = decision_log_list(filters=DecisionFilterForm(request.GET).filters(), limit=10_000)
+    writer = csv.writer(_Echo())
+    rows: list[list[Any]] = [DECISION_CSV_HEADER]
+    rows += [
+        [
+            e.created_at.isoformat(),
+            e.action,
+            e.actor_label,
+            e.task_id if e.task_id is not None else "",
+            e.subject,
+            e.before_digest,
+            e.after_digest,
+            e.reason,
+            e.policy_version_number if e.policy_version_number is not None else "",
+        ]
+        for e in entries
+    ]
+    body = "".join(writer.writerow([csv_safe(cell) for cell in row]) for row in rows)
+    stamp = timezone.now().strftime("%Y%m%d-%H%M%S")
+    response = HttpResponse(body, content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="decisions-{stamp}.csv"'
+    return response
 
 
 # -- the account page: notification preferences and API tokens ---------------------------------

@@ -61,6 +61,31 @@ def _refund_probe(call: ToolContext) -> dict[str, Any] | None:
     return remote.probe(call, "payments", "refund")
 
 
+def _refund_within_eligibility(arguments: dict[str, Any], results: dict) -> tuple[bool, str]:
+    eligibility = results.get("check_eligibility") or {}
+    cap = eligibility.get("max_refund")
+    amount = arguments.get("amount")
+    if cap is None:
+        return False, "no eligibility result to compare with"
+    if not isinstance(amount, (int, float)):
+        return False, f"amount {amount!r} is not a number"
+    verdict = "within" if amount <= cap else "above"
+    return amount <= cap, f"{amount} is {verdict} the eligible maximum of {cap}"
+
+
+def _order_consistent(arguments: dict[str, Any], results: dict) -> tuple[bool, str]:
+    order = results.get("lookup_order") or {}
+    eligibility = results.get("check_eligibility") or {}
+    if not order:
+        return False, "no order lookup to compare with"
+    if order.get("order_id") != arguments.get("order_id"):
+        return False, f"the refund names order {arguments.get('order_id')}, the lookup found "
+        f"{order.get('order_id')}"
+    if eligibility and not eligibility.get("eligible", False):
+        return False, f"the eligibility check said no: {eligibility.get('rule', '')}"
+    return True, f"order {order.get('order_id')} is {order.get('status', 'known')} and eligible"
+
+
 @tool(side_effect="financial", systems=("payments",))
 def issue_refund_legacy(call: ToolContext, *, order_id: str, amount: float, currency: str) -> dict:
     """Refund through the legacy payments API (no idempotency keys, no probe)."""
@@ -71,6 +96,12 @@ def issue_refund_legacy(call: ToolContext, *, order_id: str, amount: float, curr
         {"order_id": order_id, "amount": amount, "currency": currency},
         expect=("refund_id", "status"),
     )
+
+
+# A reviewer sees these at the top of a refund's gate, before the arguments.
+for _refund in (issue_refund, issue_refund_legacy):
+    _refund.check("Amount ≤ the eligibility's max_refund")(_refund_within_eligibility)
+    _refund.check("Order consistent with the claim")(_order_consistent)
 
 
 @tool(side_effect="notify", systems=("email",), idempotent_remote=True)
@@ -115,6 +146,12 @@ def refund_script(request: ModelRequest) -> dict[str, Any]:
     if cap is not None:
         amount = min(amount, cap)
     email = facts.get("customer_email") or f"customer-{order_id.lower()}@example.com"
+    # What was refunded is what the ledger ran (a person may have edited the amount at the gate),
+    # read from the payment's result, else from the executed arguments; never the proposal.
+    executed = request.latest_tool_result("refund_id") or request.executed_arguments(
+        "issue_refund", "issue_refund_legacy"
+    )
+    refunded = executed.get("amount", amount)
     calls = [
         ("lookup_order", {"order_id": order_id}),
         ("check_eligibility", {"order_id": order_id, "reason": data.get("reason", "damaged")}),
@@ -128,7 +165,7 @@ def refund_script(request: ModelRequest) -> dict[str, Any]:
             {
                 "to": email,
                 "subject": f"Your refund for order {order_id}",
-                "body": f"We refunded {amount} EUR for order {order_id}.",
+                "body": f"We refunded {refunded} EUR for order {order_id}.",
             },
         ),
     ]
@@ -160,5 +197,6 @@ register_agent(
         ],
         plan=REFUND_PLAN,
         script=refund_script,
+        editable_input=("amount", "reason"),
     )
 )

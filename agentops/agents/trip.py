@@ -147,12 +147,16 @@ def trip_script(request: ModelRequest) -> dict[str, Any]:
             },
         )
     else:
+        # The itinerary states what the ledger booked (edits at a gate included).
+        flight = request.executed_arguments("book_flight")
+        hotel = request.executed_arguments("book_hotel")
         name, arguments = (
             "send_itinerary",
             {
                 "to": data.get("email", "ada@example.com"),
                 "subject": "Your trip",
-                "body": f"Flight and hotel are booked for {traveller}.",
+                "body": f"Flight {flight.get('flight_id', '?')} and {hotel.get('nights', '?')} "
+                f"night(s) at hotel {hotel.get('hotel_id', '?')} are booked for {traveller}.",
             },
         )
     return {
@@ -178,5 +182,6 @@ register_agent(
             PlanStep("Send the itinerary", "send_itinerary", depends_on=(1,)),
         ],
         script=trip_script,
+        editable_input=("hotel_id", "nights", "hotel_amount", "email"),
     )
 )

@@ -137,6 +137,8 @@ class Situation:
     irreversible: bool = False
     # The task stopped while undoing its effects (a rollback is unfinished).
     rolling_back: bool = False
+    # Manual retries of this step that already ended in this same failure kind.
+    failed_retries: int = 0
 
     @property
     def risk(self) -> Risk:
@@ -171,6 +173,7 @@ class Situation:
             "attempt_cap": self.step_retry_cap,
             "recoveries": self.task_recoveries,
             "recovery_cap": self.task_recovery_cap,
+            "failed_retries": self.failed_retries,
         }
 
 
@@ -481,14 +484,37 @@ def options_for(action: Action, situation: Situation) -> tuple[Action, ...]:
     return (action, *[a for a in offered if a is not action])
 
 
+def _after_failed_retry(situation: Situation) -> tuple[Action, str, str]:
+    """What to recommend instead of a retry that a person already tried and that failed the same
+    way: undo when everything can be undone, skip a late read or notification, else abort (or
+    escalate the cause first)."""
+    times = situation.failed_retries
+    said = f"A manual retry already failed the same way ({situation.kind.replace('_', ' ')}, "
+    said += f"{times} time{'s' if times != 1 else ''}); another retry would likely fail again. "
+    if situation.compensable and not situation.irreversible:
+        return Action.ROLLBACK, "retry-failed-undo", said + "Undo the effects so far and end it."
+    if situation.side_effect in {"read", "notify"} and situation.band is Band.LATE:
+        return Action.SKIP, "retry-failed-skip", said + "Skip the step and do it by hand."
+    return (
+        Action.ABORT,
+        "retry-failed",
+        said + "Escalate the cause to the service's owner, or abort.",
+    )
+
+
 def advise(situation: Situation) -> Recommendation:
-    """The first row of `RULES` that matches `situation`, as a recommendation."""
+    """The first row of `RULES` that matches `situation`, as a recommendation; a retry that a
+    person already tried and that failed the same way is not recommended again."""
     rule = next(r for r in RULES if r.matches(situation))
+    action, name = rule.action, rule.name
+    rationale = rule.rationale.format(**situation.facts())
+    if action is Action.RETRY and situation.failed_retries > 0 and not situation.rolling_back:
+        action, name, rationale = _after_failed_retry(situation)
     return Recommendation(
-        action=rule.action,
-        rationale=rule.rationale.format(**situation.facts()),
-        options=options_for(rule.action, situation),
-        rule=rule.name,
+        action=action,
+        rationale=rationale,
+        options=options_for(action, situation),
+        rule=name,
     )
 
 
@@ -622,6 +648,7 @@ def situation_from(
     task_recoveries: int,
     task_recovery_cap: int,
     rolling_back: bool = False,
+    failed_retries: int = 0,
 ) -> Situation:
     """Build a Situation from a stored failure (`Task.failure` / `Step.error`) and the views.
 
@@ -645,4 +672,5 @@ def situation_from(
         compensable=any(e.compensable for e in effects),
         irreversible=any(not e.compensable for e in effects),
         rolling_back=rolling_back,
+        failed_retries=failed_retries,
     )

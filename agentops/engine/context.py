@@ -28,9 +28,20 @@ def _short(value: Any, limit: int = SUMMARY_CHARS) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def executed_calls(step: Step) -> list[dict[str, Any]]:
+    """The step's tool calls as the ledger ran them: a person's approved (edited) arguments
+    replace the model's proposal, marked `edited`, so the model reads what really happened."""
+    calls = [dict(c) for c in ((step.model_response or {}).get("tool_calls") or [])]
+    approval = step.approval if isinstance(step.approval, dict) else None
+    if calls and approval and approval.get("tool") == calls[0].get("name"):
+        calls[0]["arguments"] = approval.get("arguments")
+        calls[0]["edited"] = bool(approval.get("edited"))
+    return calls
+
+
 def _exchange(step: Step, *, verbatim: bool) -> list[dict[str, Any]]:
     response = step.model_response or {}
-    calls = response.get("tool_calls") or []
+    calls = executed_calls(step)
     messages: list[dict[str, Any]] = [
         {"role": "assistant", "content": response.get("text", ""), "tool_calls": calls}
     ]
@@ -43,7 +54,7 @@ def _exchange(step: Step, *, verbatim: bool) -> list[dict[str, Any]]:
 
 
 def summary_line(step: Step) -> str:
-    calls = (step.model_response or {}).get("tool_calls") or []
+    calls = executed_calls(step)
     tool = calls[0]["name"] if calls else "no tool"
     return f"Step {step.ordinal + 1} '{step.title}' ({tool}) {step.status}: {_short(step.output)}"
 

@@ -41,6 +41,17 @@ class ModelRequest:
                 return content
         return {}
 
+    def executed_arguments(self, *tools: str) -> dict[str, Any]:
+        """The arguments the ledger ran for the newest call of one of `tools` ({} if none):
+        a person's edit of a gated action included. Agents must read effects from here (or from
+        the tool's result), never from what the model proposed."""
+        for message in reversed(self.messages):
+            for call in reversed(message.get("tool_calls") or []):
+                arguments = call.get("arguments")
+                if call.get("name") in tools and isinstance(arguments, dict):
+                    return arguments
+        return {}
+
 
 @dataclass(frozen=True)
 class ModelResponse:

@@ -48,6 +48,9 @@ class Tool:
     # task's cap applies too), and the backoff base in seconds (None: the global setting).
     max_attempts: int | None = None
     backoff_base: float | None = None
+    # Evidence for a reviewer: checks of the proposed arguments against earlier tool results of
+    # the task, shown at the top of a gate (label, fn(arguments, results by tool) -> (ok, why)).
+    checks: list[tuple[str, Callable[..., tuple[bool, str]]]] = field(default_factory=list)
 
     def parameters(self) -> dict[str, type]:
         """Keyword-only parameters of the tool function and their annotated types."""
@@ -98,6 +101,16 @@ class Tool:
         self.compensation_args = fn
         return fn
 
+    def check(self, label: str) -> Callable:
+        """Decorator: a check of the arguments against earlier results, `fn(arguments, results)`
+        returning (passed, explanation); `results` maps tool names to their latest result."""
+
+        def register(fn: Callable[..., tuple[bool, str]]) -> Callable[..., tuple[bool, str]]:
+            self.checks.append((label, fn))
+            return fn
+
+        return register
+
     def schema(self) -> dict[str, Any]:
         names = {
             str: "string",
@@ -144,6 +157,8 @@ class Agent:
     # Agents marked hidden are not offered in the "start a task" form (benchmarks, tests).
     hidden: bool = False
     extra: dict[str, Any] = field(default_factory=dict)
+    # Input fields a person may change on a running or paused task (`task_modify`).
+    editable_input: tuple[str, ...] = ()
 
 
 _TOOLS: dict[str, Tool] = {}

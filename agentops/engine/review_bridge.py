@@ -46,6 +46,12 @@ def audit_item_create(
     create(task=task, step=step, call=call, verdict=verdict, sampled=sampled)
 
 
+def audit_item_follow(*, from_call_id: int, to_call: ToolCall) -> int:
+    from reviews.services import audit_item_follow as follow
+
+    return follow(from_call_id=from_call_id, to_call=to_call)
+
+
 def gates_withdraw(*, task_id: int, because: str) -> int:
     from reviews.services import gates_withdraw as withdraw
 
@@ -56,6 +62,12 @@ def gates_expire_overdue() -> int:
     from reviews.services import gates_expire_overdue as expire
 
     return expire()
+
+
+def stopped_tasks_escalate_overdue() -> int:
+    from reviews.services import stopped_tasks_escalate_overdue as escalate
+
+    return escalate()
 
 
 def gate_decision_seconds(step_ids: list[int]) -> dict[int, float]:

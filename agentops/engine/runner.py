@@ -567,6 +567,9 @@ class TaskRun:
                 args_digest=failed.args_digest,
                 idempotency_key=failed.idempotency_key,
             )
+            # The audit queue follows the live row: one item per executed call, never one on a
+            # failed try while the re-issued call goes unreviewed.
+            review_bridge.audit_item_follow(from_call_id=failed.pk, to_call=call)
         self.fresh_calls.add(call.pk)
         return call
 

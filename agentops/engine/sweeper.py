@@ -60,9 +60,10 @@ def sweep_hook_register(hook: Callable[[], int]) -> None:
 
 
 def sweep() -> int:
-    """Expire overdue gates, enqueue a job for every task to re-drive, then run the registered
-    hooks; returns how many jobs were enqueued."""
+    """Expire overdue gates, escalate stopped tasks past their SLA, enqueue a job for every task
+    to re-drive, then run the registered hooks; returns how many jobs were enqueued."""
     review_bridge.gates_expire_overdue()
+    review_bridge.stopped_tasks_escalate_overdue()
     enqueued = 0
     for task_id, seq in tasks_to_redrive():
         if enqueue_now(task_id, token=seq):

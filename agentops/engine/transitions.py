@@ -307,6 +307,7 @@ def ledger_transition(*, call_id: int, target: str, **fields: Any) -> bool:
 def _past(verb: str) -> str:
     irregular = {
         "stop": "stopped",
+        "hold": "held",
         "roll_back": "rolled_back",
         "yield": "yielded",
         "schedule_retry": "retry_scheduled",

@@ -13,10 +13,15 @@ from typing import Any
 from django import template
 from django.utils import timezone
 
+from agentops.engine.errors import UnknownAgent
+from agentops.engine.registry import get_agent
 from agentops.selectors import json_preview
+from agentops.services import MODIFIABLE
 from agentops.states import TaskStatus
+from agentops.templatetags import agentops_tags
+from reviews.forms import TaskModifyForm
 from reviews.permissions import can_read_decisions, can_read_reviews, is_operator
-from reviews.selectors import decision_list_for_task, task_open_gate_id
+from reviews.selectors import decision_list_for_task, task_controls_for, task_open_gate_id
 
 register = template.Library()
 
@@ -56,6 +61,13 @@ def waited(since: datetime | None) -> str:
     return f"waiting {_span((timezone.now() - since).total_seconds())}"
 
 
+# One implementation of each shared filter (agentops owns them; reviews templates use them too).
+register.filter("money", agentops_tags.money)
+register.filter("stamp", agentops_tags.stamp)
+register.filter("failure_label", agentops_tags.failure_label)
+register.filter("event_label", agentops_tags.event_label)
+
+
 @register.filter
 def json_line(value: Any, limit: int = 200) -> str:
     """A stored JSON value on one line, length-capped; artifacts by their pointer."""
@@ -80,11 +92,33 @@ def task_review_section(context: dict[str, Any], task: Any) -> dict[str, Any]:
     gate_id = None
     if readable and task.status == TaskStatus.AWAITING_APPROVAL:
         gate_id = task_open_gate_id(task_id=task.pk)
+    operator = is_operator(user)
     return {
         "visible": True,
         "task": task,
+        "request": request,
         "decisions": decision_list_for_task(task_id=task.pk),
         "gate_id": gate_id,
         "recoverable": readable and task.status == TaskStatus.NEEDS_ATTENTION,
-        "is_operator": is_operator(user),
+        "is_operator": operator,
+        "controls": task_controls_for(task.status) if operator else [],
+        "modifiable": operator and task.status in MODIFIABLE,
+        "modify_form": TaskModifyForm(
+            initial={
+                "token_budget": task.token_budget,
+                "cost_budget": task.cost_budget,
+                "wall_time_budget_seconds": task.wall_time_budget_seconds,
+            },
+            auto_id="modify_%s",
+        )
+        if operator and task.status in MODIFIABLE
+        else None,
+        "editable": _editable_input(task.agent),
     }
+
+
+def _editable_input(agent: str) -> tuple[str, ...]:
+    try:
+        return get_agent(agent).editable_input
+    except UnknownAgent:
+        return ()

@@ -191,6 +191,10 @@ def test_an_operator_rolls_back_a_partial_trip_and_the_flight_is_cancelled_once(
     shoot(page, "recovery-panel")
     page.get_by_label("Reason (optional)").fill("the customer cancelled the offsite")
     rollback.get_by_role("button", name="Rollback").click()
+    # Ending the task is asked again, with the preview.
+    confirm = page.get_by_role("region", name="Confirm rollback")
+    expect(confirm).to_contain_text("Undoes book_flight")
+    confirm.get_by_role("button", name="Confirm rollback").click()
 
     expect(page).to_have_url(f"{live_server.url}/tasks/{task.pk}")
     expect(task_status(page)).to_have_text("Rolled back", timeout=WORKER_TIMEOUT_MS)
@@ -340,6 +344,9 @@ def test_a_policy_admin_publishes_a_rule_and_the_next_task_is_gated_by_it(
     expect(rules.nth(6)).to_contain_text("notification")
     expect(page.get_by_text("No problems found: this draft can be published.")).to_be_visible()
     page.get_by_label("Change note").fill("Emails to customers wait for an operator.")
+    # Publishing is confirmed after reading what changes against the active version.
+    expect(page.locator("#publish-preview")).to_contain_text("Compared with the active v1: 1 added")
+    page.get_by_label("I have read what changes").check()
     page.get_by_role("button", name="Publish", exact=True).click()
     heading = page.get_by_role("heading", level=1)
     expect(heading).to_contain_text("default v2")
@@ -370,3 +377,229 @@ def test_a_policy_admin_publishes_a_rule_and_the_next_task_is_gated_by_it(
     row = second_page.locator(f"#gate-{gate.pk}")
     expect(row).to_contain_text("email_customer")
     expect(row).to_contain_text(f"rule {rule} · policy v2")
+
+
+# -- issue 10: the record never lies, every waiting task can be stopped -------------------------
+
+
+def test_edit_and_approve_shows_the_executed_arguments_and_the_diff(
+    page: Page, live_server: Any, processes: Processes, operator: Any, starter: Any
+):
+    run_workers(processes)
+    task = task_create(
+        agent="refund", goal="Refund order B2002", input={"order_id": "B2002"}, created_by=starter
+    )
+    gate = open_gate_of(task)
+    login(page, live_server, "olga")
+
+    page.goto(f"/review/gates/{gate.pk}")
+    page.get_by_text("Edit the arguments and approve").click()
+    page.get_by_label("Arguments (JSON object)").fill(
+        '{"order_id": "B2002", "amount": 90, "currency": "EUR"}'
+    )
+    page.get_by_label("Why you changed it (optional)").fill("manager cap")
+    page.get_by_role("button", name="Approve the edited action").click()
+
+    record = page.get_by_role("region", name="What was approved and run")
+    expect(record).to_contain_text("yes, by olga")
+    expect(record.get_by_role("table", name="Changes to the arguments")).to_contain_text("108.0")
+    expect(record.locator("ins")).to_have_text("90")
+    wait_status(task, TaskStatus.SUCCEEDED)
+    page.reload()
+    record = page.get_by_role("region", name="What was approved and run")
+    expect(record.locator("#executed-arguments")).to_contain_text('"amount": 90')
+    expect(record).to_contain_text("Succeeded")
+    expect(page.get_by_text("no, as the model proposed")).to_have_count(0)
+    shoot(page, "gate-edited-record")
+
+    gate.refresh_from_db()
+    assert gate.edited and gate.approved_arguments["amount"] == 90
+    assert Effect.objects.get(operation="refund").request["amount"] == 90
+    assert "We refunded 90 EUR" in Effect.objects.get(operation="send").request["body"]
+
+
+def test_reject_and_stop_ends_a_gated_task(
+    page: Page, live_server: Any, processes: Processes, operator: Any, starter: Any
+):
+    run_workers(processes)
+    task = task_create(
+        agent="refund", goal="Refund order B2002", input={"order_id": "B2002"}, created_by=starter
+    )
+    gate = open_gate_of(task)
+    login(page, live_server, "olga")
+
+    page.goto(f"/review/gates/{gate.pk}")
+    page.get_by_text("Reject and stop the task").click()
+    expect(page.locator("#stop-preview-abort")).to_contain_text("Ends the task")
+    page.get_by_label("Why the task stops").fill("fraud suspected")
+    page.get_by_role("button", name="Reject and stop").click()
+    # The confirmation is required (the browser refuses to submit without it): nothing happened.
+    confirm = page.get_by_label("I have read what this does")
+    assert confirm.evaluate("box => !box.validity.valid")
+    assert Task.objects.get(pk=task.pk).status == TaskStatus.AWAITING_APPROVAL
+    confirm.check()
+    page.get_by_role("button", name="Reject and stop").click()
+
+    expect(page.locator("#gate-state")).to_contain_text("rejected by olga")
+    page.get_by_role("link", name="Follow the task").click()
+    expect(task_status(page)).to_have_text("Aborted")
+
+    task.refresh_from_db()
+    assert task.status == TaskStatus.ABORTED
+    assert Decision.objects.get().action == "reviews.gate.rejected_and_stopped"
+    assert effects("payments", "refund") == 0 and effects("email", "send") == 0
+
+
+def test_pause_and_resume_a_running_task(
+    page: Page, live_server: Any, processes: Processes, operator: Any
+):
+    run_workers(processes)
+    # The shipment lookup answers after 3 s: the task is running while the operator pauses it.
+    fault_set(service="logistics", operation="track", mode="slow", count=1, delay=3.0)
+    task = task_create(agent="refund", goal="Refund order A1001", input={"order_id": "A1001"})
+    wait_for(
+        lambda: Task.objects.get(pk=task.pk).current_step >= 2,
+        timeout=WORKER_TIMEOUT,
+        message="the slow step to start",
+    )
+    login(page, live_server, "olga")
+
+    page.goto(f"/tasks/{task.pk}")
+    expect(task_status(page)).to_have_text("Running")
+    page.locator("#pause-form").get_by_role("button", name="Pause").click()
+    expect(page.get_by_text(f"Task #{task.pk} paused.")).to_be_visible()
+    expect(task_status(page)).to_have_text("Paused")
+    # The worker stops at its next checkpoint: the task stays paused.
+    page.wait_for_timeout(4000)
+    assert Task.objects.get(pk=task.pk).status == TaskStatus.PAUSED
+    page.reload()
+    page.locator("#resume-form").get_by_role("button", name="Resume").click()
+    expect(task_status(page)).to_have_text("Succeeded", timeout=WORKER_TIMEOUT_MS)
+
+    actions = list(Decision.objects.order_by("id").values_list("action", flat=True))
+    assert actions == ["reviews.task.paused", "reviews.task.resumed"]
+    assert effects("payments", "refund") == 1 and effects("email", "send") == 1
+
+
+def test_cancel_a_queued_task(page: Page, live_server: Any, processes: Processes, operator: Any):
+    # No worker yet: the task stays queued until the operator cancels it.
+    task = task_create(agent="refund", goal="Refund order A1001", input={"order_id": "A1001"})
+    login(page, live_server, "olga")
+
+    page.goto(f"/tasks/{task.pk}")
+    expect(task_status(page)).to_have_text("Queued")
+    cancel = page.locator("#cancel-form")
+    cancel.get_by_label("The task ends now; effects made stay").check()
+    cancel.get_by_role("button", name="Cancel").click()
+    expect(task_status(page)).to_have_text("Aborted")
+    run_workers(processes)
+    page.wait_for_timeout(2000)
+
+    task.refresh_from_db()
+    assert task.status == TaskStatus.ABORTED
+    assert Decision.objects.get().action == "reviews.task.cancelled"
+    assert not ToolCall.objects.filter(task=task).exists()
+
+
+def test_a_second_failed_retry_changes_the_recommendation(
+    page: Page, live_server: Any, processes: Processes, operator: Any, starter: Any
+):
+    run_workers(processes)
+    fault_set(service="hotels", operation="book", mode="forbidden", count=3)
+    task = task_create(
+        agent="trip", goal="Trip to Lisbon", input={"traveller": "Ada"}, created_by=starter
+    )
+    wait_status(task, TaskStatus.NEEDS_ATTENTION)
+    login(page, live_server, "olga")
+
+    for round_ in (1, 2):
+        page.goto(f"/review/tasks/{task.pk}/recover")
+        if round_ == 1:
+            expect(page.get_by_role("article", name="Retry")).to_contain_text("recommended")
+        page.get_by_role("article", name="Retry").get_by_role("button", name="Retry").click()
+        expect(page).to_have_url(f"{live_server.url}/tasks/{task.pk}")
+        wait_for(
+            lambda n=round_: (
+                Decision.objects.count() == n
+                and Task.objects.get(pk=task.pk).status == TaskStatus.NEEDS_ATTENTION
+            ),
+            timeout=WORKER_TIMEOUT,
+            message="the retry to fail again",
+        )
+        if round_ == 1:
+            # After one failed retry the advisor already stops recommending it.
+            page.goto(f"/review/tasks/{task.pk}/recover")
+            expect(page.get_by_role("region", name="Recommended")).to_contain_text(
+                "already failed the same way"
+            )
+
+    page.goto(f"/review/tasks/{task.pk}/recover")
+    recommended = page.get_by_role("region", name="Recommended")
+    expect(recommended).not_to_contain_text("Retry")
+    expect(recommended).to_contain_text("2 times")
+    expect(page.locator("#attempts")).to_contain_text("3 attempts in all")
+    expect(page.locator("#intervention-history")).to_contain_text("failed again")
+    shoot(page, "recovery-after-failed-retries")
+
+
+def test_assign_to_a_colleague_who_then_sees_it_under_mine(
+    page: Page,
+    second_page: Page,
+    live_server: Any,
+    processes: Processes,
+    operator: Any,
+    starter: Any,
+    django_user_model: Any,
+):
+    from tests.reviews.conftest import make_user
+
+    make_user(django_user_model, "otto", "operators")
+    run_workers(processes)
+    task = task_create(
+        agent="refund", goal="Refund order B2002", input={"order_id": "B2002"}, created_by=starter
+    )
+    gate = open_gate_of(task)
+    login(page, live_server, "olga")
+
+    nav(page).get_by_role("link", name="Inbox").click()
+    row = page.locator(f"#gate-{gate.pk}")
+    row.get_by_label(f"Assign task {task.pk} to").select_option(label="otto")
+    row.get_by_role("button", name="Assign").click()
+    expect(page.locator(f"#gate-{gate.pk}")).to_contain_text("otto")
+
+    login(second_page, live_server, "otto")
+    nav(second_page).get_by_role("link", name="Inbox").click()
+    second_page.locator("#inbox-mine").click()
+    expect(second_page).to_have_url(re.compile(r"/review/\?mine=on"))
+    expect(second_page.locator(f"#gate-{gate.pk}")).to_contain_text("otto")
+    decision = Decision.objects.get()
+    assert decision.action == "reviews.claim.assigned" and decision.actor_label == "olga"
+
+
+def test_inbox_filter_by_agent(
+    page: Page, live_server: Any, processes: Processes, operator: Any, starter: Any
+):
+    run_workers(processes)
+    fault_set(service="hotels", operation="book", mode="forbidden", count=1)
+    trip = task_create(
+        agent="trip", goal="Trip to Lisbon", input={"traveller": "Ada"}, created_by=starter
+    )
+    refund = task_create(
+        agent="refund", goal="Refund order B2002", input={"order_id": "B2002"}, created_by=starter
+    )
+    gate = open_gate_of(refund)
+    wait_status(trip, TaskStatus.NEEDS_ATTENTION)
+    login(page, live_server, "olga")
+
+    nav(page).get_by_role("link", name="Inbox").click()
+    expect(page.locator(f"#task-{trip.pk}")).to_be_visible()
+    expect(page.locator(f"#gate-{gate.pk}")).to_be_visible()
+    filters = page.get_by_role("form", name="Filter the inbox")
+    filters.get_by_label("Agent").select_option("trip")
+    filters.get_by_role("button", name="Filter").click()
+
+    expect(page).to_have_url(re.compile(r"/review/\?.*\bagent=trip\b"))
+    expect(page.locator(f"#task-{trip.pk}")).to_be_visible()
+    expect(page.locator(f"#gate-{gate.pk}")).to_have_count(0)
+    page.reload()
+    expect(page.locator(f"#gate-{gate.pk}")).to_have_count(0)

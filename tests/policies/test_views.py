@@ -349,7 +349,7 @@ def test_hostile_rule_name_is_escaped(admin_client: Client, draft: PolicyVersion
 def test_admin_publishes_a_draft(admin_client: Client, draft: PolicyVersion, tools: Any) -> None:
     response = admin_client.post(
         reverse("policies:version_publish", args=[draft.pk]),
-        {"change_note": "same rules, new number"},
+        {"change_note": "same rules, new number", "confirm": "on"},
         **HTMX,
     )
 
@@ -367,7 +367,8 @@ def test_publishing_an_invalid_draft_shows_why(
     )
 
     response = admin_client.post(
-        reverse("policies:version_publish", args=[draft.pk]), {"change_note": "oops"}
+        reverse("policies:version_publish", args=[draft.pk]),
+        {"change_note": "oops", "confirm": "on"},
     )
 
     body = response.content.decode()
@@ -385,7 +386,8 @@ def test_admin_reverts_to_an_earlier_version(
     policy_publish(draft=draft, author=policy_admin, change_note="no reads")
 
     response = admin_client.post(
-        reverse("policies:version_revert", args=[v1.pk]), {"change_note": "reads were fine"}
+        reverse("policies:version_revert", args=[v1.pk]),
+        {"change_note": "reads were fine", "confirm": "on"},
     )
 
     active = policy_version_active()

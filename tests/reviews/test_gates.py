@@ -48,7 +48,7 @@ def test_the_panel_shows_the_canonical_action_why_and_what_each_choice_does(
     assert "Nothing can undo it automatically" in page
     assert "the agent gets your feedback in its next model call" in page
     assert "evaluated by the policy again" in page
-    assert page.count('name="seen_digest"') == 3
+    assert page.count('name="seen_digest"') == 4
     assert 'disabled aria-describedby="decide-refusal"' not in page
 
 
@@ -137,7 +137,7 @@ def test_the_creator_sees_disabled_buttons_and_a_forced_post_is_refused(
     )
 
     assert "you started this task" in page
-    assert page.count('disabled aria-describedby="decide-refusal"') == 3
+    assert page.count('disabled aria-describedby="decide-refusal"') == 4
     assert forced.status_code == rejected.status_code == 403
     assert "you started this task" in forced.content.decode()
     gate.refresh_from_db()
@@ -276,8 +276,11 @@ def test_bulk_approve_applies_item_by_item_with_a_result_per_gate(
             "gate": [f"{g.pk}:{g.args_digest}" for g in (first, second, own, decided)],
             "reason": "batch of large refunds",
         },
+        follow=True,
     )
 
+    # POST/redirect/GET: the results are shown by the inbox the POST redirects to, once.
+    assert response.redirect_chain == [(reverse("reviews:inbox"), 302)]
     assert response.status_code == 200
     page = response.content.decode()
     results = dict(re.findall(r"Gate #(\d+)</a>:\s*<strong>([a-z ]+)</strong>", page))
@@ -287,6 +290,9 @@ def test_bulk_approve_applies_item_by_item_with_a_result_per_gate(
         str(own.pk): "not allowed",
         str(decided.pk): "already decided",
     }
+    # A reload of the page shows the inbox, not the results again, and re-posts nothing.
+    again = client.get(reverse("reviews:inbox"))
+    assert "Bulk approval: one result per gate" not in again.content.decode()
     statuses = dict(Gate.objects.values_list("pk", "status"))
     assert statuses[first.pk] == statuses[second.pk] == GateStatus.APPROVED
     assert statuses[own.pk] == GateStatus.OPEN
@@ -318,7 +324,7 @@ def test_bulk_approve_with_a_stale_digest_leaves_that_gate_open(
     gate = open_gate(gated_refund(created_by=starter))
 
     response = client_for(operator).post(
-        reverse("reviews:gates_bulk_approve"), {"gate": [f"{gate.pk}:{'a' * 64}"]}
+        reverse("reviews:gates_bulk_approve"), {"gate": [f"{gate.pk}:{'a' * 64}"]}, follow=True
     )
 
     assert response.status_code == 200

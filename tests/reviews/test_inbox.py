@@ -119,7 +119,7 @@ def test_an_auditor_reads_the_inbox_without_controls(sim_server, redis_clean, au
 
 def _inbox_queries(client: Any, django_assert_num_queries: Any) -> None:
     # session, user, roles; open gates, stopped tasks; the navigation counts.
-    with django_assert_num_queries(7):
+    with django_assert_num_queries(11):
         assert client.get(reverse("reviews:inbox")).status_code == 200
 
 

@@ -20,7 +20,8 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 def intervene(client: Any, task_id: int, action: str, reason: str = "") -> Any:
     return client.post(
-        reverse("reviews:intervention", args=[task_id]), {"action": action, "reason": reason}
+        reverse("reviews:intervention", args=[task_id]),
+        {"action": action, "reason": reason, "confirmed": "True"},
     )
 
 
@@ -179,3 +180,25 @@ def test_an_auditor_reads_the_panel_but_cannot_intervene(sim_server, redis_clean
     assert not Decision.objects.exists()
     task.refresh_from_db()
     assert task.status == TaskStatus.NEEDS_ATTENTION
+
+
+def test_rollback_and_abort_ask_again_with_the_preview_before_anything_changes(
+    sim_server, redis_clean, operator, starter
+):
+    task = stopped_trip(created_by=starter)
+    client = client_for(operator)
+
+    response = client.post(
+        reverse("reviews:intervention", args=[task.pk]),
+        {"action": "rollback", "reason": "customer cancelled"},
+    )
+
+    page = response.content.decode()
+    assert response.status_code == 200
+    confirm = page[page.index('id="confirm-step"') :][:1500]
+    assert "Confirm rollback" in confirm and "Undoes book_flight" in confirm
+    assert 'name="reason" value="customer cancelled"' in confirm
+    task.refresh_from_db()
+    assert task.status == TaskStatus.NEEDS_ATTENTION and not Decision.objects.exists()
+    assert intervene(client, task.pk, "rollback", "customer cancelled").status_code == 302
+    assert Decision.objects.get().reason == "customer cancelled"

@@ -60,6 +60,14 @@ class Access:
     denied: int = 403
 
 
+def _artifact(w: World) -> dict[str, int]:
+    from agentops.engine.jsonvalues import ARTIFACT_KEY, offloaded
+
+    # Data shaped like a pointer is always stored as an artifact: a small one will do.
+    pointer = offloaded({ARTIFACT_KEY: 0, "note": "x"}, path="test", task_id=w.task.pk)
+    return {"artifact_id": pointer[ARTIFACT_KEY]}
+
+
 def _task(w: World) -> dict[str, int]:
     return {"task_id": w.task.pk}
 
@@ -96,6 +104,8 @@ ACCESS: dict[str, Access] = {
     "agentops:task_list": Access(PAGE, SIGNED_IN),
     "agentops:task_new": Access(FORM, SIGNED_IN),
     "agentops:task_detail": Access(PAGE, REVIEWERS, kwargs=_task, denied=404),
+    # An artifact opens for whoever may read its task.
+    "agentops:artifact": Access(PAGE, REVIEWERS, kwargs=lambda w: _artifact(w), denied=404),
     # Prometheus: without a configured token the endpoint does not exist, whoever asks.
     "agentops:metrics": Access(TOKEN, frozenset(), public=True, denied=404),
     # The policy editor is for policy admins only.
@@ -110,6 +120,7 @@ ACCESS: dict[str, Access] = {
     "policies:rule_move": Access(POST, ADMINS, kwargs=_rule),
     "policies:version_settings": Access(POST, ADMINS, kwargs=_draft),
     "policies:version_publish": Access(POST, ADMINS, kwargs=_draft),
+    "policies:version_discard": Access(POST, ADMINS, kwargs=_draft),
     "policies:version_revert": Access(POST, ADMINS, kwargs=_version),
     "policies:version_dry_run": Access(PAGE, ADMINS, kwargs=_draft),
     # Review workspace: operators and auditors read; operators decide; auditors review.
@@ -119,8 +130,15 @@ ACCESS: dict[str, Access] = {
     "reviews:gate_approve": Access(POST, frozenset({OPERATOR}), kwargs=_gate),
     "reviews:gate_reject": Access(POST, frozenset({OPERATOR}), kwargs=_gate),
     "reviews:gate_edit": Access(POST, frozenset({OPERATOR}), kwargs=_gate),
+    "reviews:gate_reject_stop": Access(POST, frozenset({OPERATOR}), kwargs=_gate),
     "reviews:claim": Access(POST, frozenset({OPERATOR}), kwargs=_task),
     "reviews:release": Access(POST, frozenset({OPERATOR}), kwargs=_task),
+    "reviews:assign": Access(POST, frozenset({OPERATOR}), kwargs=_task),
+    # Pause, resume, cancel and modify a task: operators only (auditors read).
+    "reviews:task_pause": Access(POST, frozenset({OPERATOR}), kwargs=_task),
+    "reviews:task_resume": Access(POST, frozenset({OPERATOR}), kwargs=_task),
+    "reviews:task_cancel": Access(POST, frozenset({OPERATOR}), kwargs=_task),
+    "reviews:task_modify": Access(POST, frozenset({OPERATOR}), kwargs=_task),
     "reviews:recover": Access(PAGE, REVIEWERS, kwargs=_stopped),
     "reviews:intervention": Access(POST, frozenset({OPERATOR}), kwargs=_stopped),
     "reviews:call_confirm": Access(
@@ -133,7 +151,9 @@ ACCESS: dict[str, Access] = {
     "reviews:audit_review": Access(
         POST, frozenset({AUDITOR}), kwargs=lambda w: {"item_id": w.item.pk}
     ),
+    "reviews:audit_bulk_review": Access(POST, frozenset({AUDITOR})),
     "reviews:decisions": Access(PAGE, SIGNED_IN),
+    "reviews:decisions_csv": Access(PAGE, SIGNED_IN),
     # One's own account: notification choices and API tokens.
     "reviews:account": Access(FORM, SIGNED_IN),
     "reviews:api_token_new": Access(POST, SIGNED_IN),
