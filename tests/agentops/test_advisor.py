@@ -76,6 +76,7 @@ ROW_CASES: dict[str, tuple[Situation, Action]] = {
         Action.ROLLBACK,
     ),
     "budget": (S("budget_overflow", "orchestration", "write", 0.1), Action.ABORT),
+    "unknown-tool": (S("unknown_tool", "orchestration", None, 0.5), Action.RETRY),
     "unknown-agent": (S("unknown_agent", "orchestration", None, 0.5), Action.RETRY),
     "model-transient": (
         S("rate_limited", "model", "read", 0.9, step_attempts=3, step_retry_cap=3),
@@ -93,6 +94,8 @@ ROW_CASES: dict[str, tuple[Situation, Action]] = {
         ),
         Action.SKIP,
     ),
+    "tool-output-invalid": (S("output_invalid", "tool", "financial", 0.5), Action.RETRY),
+    "model-refused": (S("bad_request", "model", None, 0.5), Action.ABORT),
     "output-invalid": (
         S("output_invalid", "model", "read", 0.1, step_attempts=1, step_retry_cap=3),
         Action.RETRY,
