@@ -1,7 +1,9 @@
 from __future__ import annotations
 
 from django.contrib import admin
+from django.db import models
 
+from agentops.forms import StorableJSONField
 from agentops.models import Artifact, Event, Snapshot, Step, Task, ToolCall
 
 
@@ -13,8 +15,13 @@ class StepInline(admin.TabularInline):
     can_delete = False
 
 
+# Every JSON field edited in the admin is refused like the save path refuses it.
+STORABLE_JSON = {models.JSONField: {"form_class": StorableJSONField}}
+
+
 @admin.register(Task)
 class TaskAdmin(admin.ModelAdmin):
+    formfield_overrides = STORABLE_JSON
     list_display = (
         "id",
         "agent",
@@ -46,6 +53,7 @@ class TaskAdmin(admin.ModelAdmin):
         "claims",
         "recoveries",
         "tokens_used",
+        "tokens_saved",
         "cost_used",
         "failure",
         "started_at",
@@ -57,6 +65,7 @@ class TaskAdmin(admin.ModelAdmin):
 
 @admin.register(Step)
 class StepAdmin(admin.ModelAdmin):
+    formfield_overrides = STORABLE_JSON
     list_display = ("task", "ordinal", "title", "status", "attempts", "route")
     list_filter = ("status", "route")
     readonly_fields = (
@@ -76,6 +85,7 @@ class StepAdmin(admin.ModelAdmin):
 
 @admin.register(ToolCall)
 class ToolCallAdmin(admin.ModelAdmin):
+    formfield_overrides = STORABLE_JSON
     list_display = ("id", "task", "tool", "status", "idempotency_key", "created_at")
     list_filter = ("status", "tool", "side_effect")
     search_fields = ("idempotency_key",)

@@ -103,7 +103,7 @@ PROCESS_KINDS = frozenset(
 
 
 def nature_of(kind: str) -> str:
-    """"process" (resume as is) or "logic" (needs a decision)."""
+    """ "process" (resume as is) or "logic" (needs a decision)."""
     return "process" if kind in PROCESS_KINDS else "logic"
 
 
