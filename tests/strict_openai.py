@@ -34,6 +34,7 @@ def _role(message_type: Any) -> str:
 
 # The fields each role's message may carry, from the SDK's own message types.
 ROLE_FIELDS = {_role(t): frozenset(t.__annotations__) for t in get_args(ChatCompletionMessageParam)}
+ROLE_ADAPTERS = {_role(t): TypeAdapter(t) for t in get_args(ChatCompletionMessageParam)}
 TOP_FIELDS = frozenset(CompletionCreateParamsNonStreaming.__annotations__)
 TOOL_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 
@@ -63,6 +64,19 @@ def check_request(body: Any, *, reject_tool_messages: bool = False) -> dict[str,
     unknown = sorted(set(body) - TOP_FIELDS)
     if unknown:
         raise Refused(f"Unrecognized request argument supplied: {', '.join(unknown)}")
+    for index, message in enumerate(body.get("messages") or []):
+        role = message.get("role") if isinstance(message, dict) else None
+        if role not in ROLE_ADAPTERS:
+            raise Refused(f"messages[{index}]: unknown role {role!r}", param=f"messages.[{index}]")
+        try:
+            _forced(ROLE_ADAPTERS[role].validate_python(message))
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(map(str, first["loc"]))
+            raise Refused(
+                f"Invalid request: messages[{index}] ({role}).{where}: {first['msg']}",
+                param=f"messages.[{index}].{where}",
+            ) from None
     if body.get("stream"):
         raise Refused("streaming is not supported by this test server", param="stream")
     try:
@@ -80,7 +94,7 @@ def check_request(body: Any, *, reject_tool_messages: bool = False) -> dict[str,
         parameters = tool["function"].get("parameters")
         if parameters is not None and parameters.get("type") != "object":
             raise Refused(f"tool {name}: parameters must be a JSON schema object", param="tools")
-    _check_conversation(checked["messages"], reject_tool_messages=reject_tool_messages)
+    _check_conversation(body["messages"], reject_tool_messages=reject_tool_messages)
     return checked
 
 

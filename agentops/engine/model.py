@@ -315,6 +315,10 @@ class OpenAICompatibleModel:
             completion = self.client.chat.completions.create(**params)
         except openai.OpenAIError as exc:
             raise model_failure(exc) from None
+        except ValueError as exc:  # a 200 whose body is not JSON
+            raise ModelFailure(
+                f"the model server's answer is not JSON: {exc}", kind="output_invalid"
+            ) from None
         if not isinstance(completion, ChatCompletion):
             raise ModelFailure(
                 "the model server did not answer with a completion", kind="output_invalid"
