@@ -52,7 +52,7 @@ def validated(value: Any, path: str) -> Any:
         for key, item in value.items():
             if not isinstance(key, str):
                 raise NotSerializable(f"{path}.<key {key!r}>", key)
-            _check_text(key, f"{path}.<key {key.encode('utf-8', 'backslashreplace').decode()!r}>")
+            _check_text(key, f"{path}.<key {key!r}>")
             validated(item, f"{path}.{key}")
         return value
     if isinstance(value, list):
