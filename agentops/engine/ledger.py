@@ -153,12 +153,12 @@ def reconcile(
                 # A pending row left by a dead worker, and the remote has no such effect:
                 # the call never landed, so make it now (with the same key).
                 return invoke(tool, ctx, arguments)
-            cause.retryable = True
+            cause.retryable = cause.kind != "tool_error"  # a bug does not go away by itself
             return Outcome(LedgerStatus.FAILED, failure=cause, how="probe found no effect")
     if tool.idempotent_remote or tool.side_effect == "read":
         if cause is None:
             return invoke(tool, ctx, arguments)
-        cause.retryable = True
+        cause.retryable = cause.kind != "tool_error"
         return Outcome(LedgerStatus.FAILED, failure=cause, how="remote deduplicates by key")
     unknown = ToolFailure(
         f"{tool.name}: cannot tell whether the effect happened (no probe, no key support)",

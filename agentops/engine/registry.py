@@ -129,21 +129,20 @@ class Tool:
 
 
 def contract_errors(exc: ValidationError, root: str) -> str:
-    """pydantic's errors in this project's path style: unknown and missing names first (as
-    before), then `root.a.b[2]: message` for each other error."""
-    unknown = sorted(str(e["loc"][0]) for e in exc.errors() if e["type"] == "extra_forbidden")
-    missing = sorted(
-        str(e["loc"][0]) for e in exc.errors() if e["type"] == "missing" and len(e["loc"]) == 1
-    )
+    """pydantic's errors in this project's path style: for arguments, unknown and missing names
+    first (as before), then `root.a.b[2]: message` for each other error."""
+    errors = exc.errors()
     parts = []
-    if unknown or missing:
-        parts.append(f"unexpected arguments {unknown}, missing {missing}")
-    for error in exc.errors():
-        if error["type"] == "extra_forbidden" or (
-            error["type"] == "missing" and len(error["loc"]) == 1
-        ):
-            continue
-        parts.append(f"{json_path(root, error['loc'])}: {error['msg']}")
+    if root == "arguments":
+        top = [
+            e for e in errors if len(e["loc"]) == 1 and e["type"] in ("extra_forbidden", "missing")
+        ]
+        unknown = sorted(str(e["loc"][0]) for e in top if e["type"] == "extra_forbidden")
+        missing = sorted(str(e["loc"][0]) for e in top if e["type"] == "missing")
+        if top:
+            parts.append(f"unexpected arguments {unknown}, missing {missing}")
+        errors = [e for e in errors if e not in top]
+    parts.extend(f"{json_path(root, e['loc'])}: {e['msg']}" for e in errors)
     return "; ".join(parts)
 
 
