@@ -58,7 +58,7 @@ def task_create(
 
     spec = get_agent(agent)
     task_input = redacted(validated(input or {}, "input"))
-    goal = goal.strip()
+    goal = redacted(goal.strip())
     if not goal:
         raise ValueError("goal: a task needs a goal")
     conf = settings.AGENTOPS
