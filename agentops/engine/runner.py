@@ -221,9 +221,10 @@ class TaskRun:
         return None
 
     def _tokens_saved_by_resume(self) -> int:
-        """Tokens the completed steps spent, when this claim resumes a task that stopped (a
-        crash, a failure, a gate, a pause): a rerun from scratch would spend them again. A claim
-        that merely continues after the previous slice yielded saves nothing new."""
+        """Tokens the completed steps spent (and the current step's recorded model response,
+        which is not asked for again), when this claim resumes a task that stopped (a crash, a
+        failure, a gate, a pause): a rerun from scratch would spend them again. A claim that
+        merely continues after the previous slice yielded saves nothing new."""
         from agentops.models import Event
 
         before = (
@@ -233,7 +234,11 @@ class TaskRun:
         )
         if before in (None, "agentops.task.yielded", "agentops.task.created"):
             return 0
-        return sum(step_tokens(s) for s in self.steps if s.status in STEP_DONE)
+        return sum(
+            step_tokens(s)
+            for s in self.steps
+            if s.status in STEP_DONE or s.model_response is not None
+        )
 
     def _first_open_step(self, after: Step | None = None) -> Step | None:
         start = after.ordinal + 1 if after is not None else 0
