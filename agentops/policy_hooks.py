@@ -25,30 +25,19 @@ def known_tools() -> dict[str, tuple[str, tuple[str, ...]]]:
 
 
 def step_action(*, agent: str, ordinal: int, response: dict[str, Any]) -> Action | None:
-    """The Action a routed step proposed, from its recorded model response (None: no tool)."""
-    from agentops.engine.errors import UnknownTool
-    from agentops.engine.registry import get_tool
-
+    """The Action a routed step proposed, from its recorded model response (None: no tool).
+    Built by `policies.catalog.action_for`, as the runner's are."""
     calls = response.get("tool_calls") or []
     if not calls:
         return None
-    name = str(calls[0].get("name", ""))
-    arguments = calls[0].get("arguments") or {}
-    try:
-        tool = get_tool(name)
-        side_effect: str | None = tool.side_effect
-        systems = tuple(tool.systems)
-    except UnknownTool:
-        side_effect, systems = None, ()
+    arguments = calls[0].get("arguments")
     confidence = response.get("confidence")
-    return Action(
-        tool=name,
-        side_effect=side_effect,
-        systems=systems,
-        amount=catalog.amount_of(arguments) if isinstance(arguments, dict) else None,
-        confidence=float(confidence) if isinstance(confidence, (int, float)) else None,
+    return catalog.action_for(
+        tool=str(calls[0].get("name", "")),
+        arguments=arguments if isinstance(arguments, dict) else None,
         agent=agent,
         step=ordinal,
+        confidence=float(confidence) if isinstance(confidence, (int, float)) else None,
         edited=bool(response.get("edited", False)),
     )
 
