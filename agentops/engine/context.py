@@ -12,6 +12,7 @@ model's window, default 50 %): older work is summarized first, then the summary 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -78,6 +79,7 @@ class Context:
     budget: int
     summarized: int
     over_budget: bool
+    scale: float = 1.0
 
 
 def budget_for(agent: Agent) -> int:
@@ -98,13 +100,15 @@ def build_context(
     notes: Sequence[str] = (),
     recent: int | None = None,
     budget: int | None = None,
+    scale: float = 1.0,
 ) -> Context:
     """The prompt for `current` (or for planning when None), from the recorded steps, under
     `budget` tokens (default: `budget_for(agent)`).
 
     `recent` caps how many of the latest exchanges are kept whole (fewer after a context
     overflow). Over budget, older exchanges are summarized first, one at a time; then the
-    summary keeps only its latest lines."""
+    summary keeps only its latest lines. `scale` corrects the character-based estimate by what
+    the provider reported for an earlier prompt (see `calibration`)."""
     budget = budget_for(agent) if budget is None else budget
     done = [
         s
@@ -124,16 +128,29 @@ def build_context(
             resumed_at=resumed_at,
             notes=notes,
         )
-        tokens = estimate_tokens(messages)
+        tokens = math.ceil(estimate_tokens(messages) * scale)
         older = len(done) - keep
         if tokens <= budget:
-            return Context(messages, tokens, budget, older, False)
+            return Context(messages, tokens, budget, older, False, scale)
         if keep > 0:
             keep -= 1
         elif older and (summary_keep is None or summary_keep > 0):
             summary_keep = older // 2 if summary_keep is None else summary_keep // 2
         else:
-            return Context(messages, tokens, budget, older, True)
+            return Context(messages, tokens, budget, older, True, scale)
+
+
+def calibration(steps: Sequence[Step], *, before: Step | None = None) -> float:
+    """Provider-reported prompt tokens per estimated token, from the latest step (before
+    `before`) whose recorded usage has both (1.0 when none has; bounded to 0.25..4)."""
+    for step in sorted(steps, key=lambda s: s.ordinal, reverse=True):
+        if before is not None and step.ordinal >= before.ordinal:
+            continue
+        usage = (step.model_response or {}).get("usage") or {}
+        reported, estimated = usage.get("prompt_tokens"), usage.get("prompt_estimate")
+        if isinstance(reported, int) and isinstance(estimated, int) and reported and estimated:
+            return round(min(max(reported / estimated, 0.25), 4.0), 3)
+    return 1.0
 
 
 def build_messages(**kwargs: Any) -> list[dict[str, Any]]:

@@ -51,7 +51,12 @@ from agentops.engine.ledger import (
     is_invalid_output,
     reconcile,
 )
-from agentops.engine.model import ModelRequest, ModelResponse, get_model_adapter
+from agentops.engine.model import (
+    ModelRequest,
+    ModelResponse,
+    estimate_tokens,
+    get_model_adapter,
+)
 from agentops.engine.registry import Agent, Tool, ToolContext, get_agent, get_tool
 from agentops.engine.routing import Verdict, action_for, route_action
 from agentops.engine.transitions import (
@@ -254,10 +259,12 @@ class TaskRun:
         """Events and task fields that start `step`. Builds the step's prompt as a side effect,
         from `steps` (default: the run's view of the steps)."""
         overflowed = (step.error or {}).get("kind") == "context_overflow"
+        view = self.steps if steps is None else steps
         built = ctxbuild.build_context(
             agent=self.agent,
             task=self.task,
-            steps=self.steps if steps is None else steps,
+            steps=view,
+            scale=ctxbuild.calibration(view, before=step),
             current=step,
             resumed_at=self.resumed_at,
             notes=self._notes(step),
@@ -277,6 +284,7 @@ class TaskRun:
                 "budget": built.budget,
                 "summarized_steps": built.summarized,
                 "over_budget": built.over_budget,
+                "scale": built.scale,
             },
         }
         fields: dict[str, Any] = {"current_step": step.ordinal, "phase": Phase.BEFORE_MODEL_CALL}
@@ -364,8 +372,11 @@ class TaskRun:
         )
         with self.beat.call():
             response = get_model_adapter(self.agent).complete(request)
+        # Recorded next to the provider's count, so later prompts calibrate the estimate.
+        record = response.as_record()
+        record["usage"] = {**response.usage, "prompt_estimate": estimate_tokens(self.messages)}
         # Model output is untrusted: a leaked credential must not reach the database (nor run).
-        return ModelResponse.from_record(redacted(response.as_record()))
+        return ModelResponse.from_record(redacted(record))
 
     def _model_result(
         self, step: Step, response: ModelResponse

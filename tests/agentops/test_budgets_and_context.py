@@ -158,3 +158,34 @@ def test_the_runner_records_the_estimate_and_keeps_prompts_under_a_small_window(
     assert all(c["budget"] == 400 for c in started)
     assert all(c["tokens_estimate"] <= 400 or c["over_budget"] for c in started)
     assert started[-1]["summarized_steps"] >= 1
+
+
+def test_the_estimate_is_calibrated_by_the_providers_reported_usage(
+    sim_server, redis_clean, settings
+):
+    task = run_until_parked_or_done(refund())
+    steps = list(Step.objects.filter(task=task).order_by("ordinal"))
+    usage = steps[3].model_response["usage"]
+    assert usage["prompt_estimate"] > 0 and usage["prompt_tokens"] > 0
+    assert context.calibration(steps, before=steps[4]) == round(
+        usage["prompt_tokens"] / usage["prompt_estimate"], 3
+    )
+    assert context.calibration(steps[:0]) == 1.0
+
+    response = {
+        **steps[3].model_response,
+        "usage": {**usage, "prompt_tokens": usage["prompt_estimate"] * 2},
+    }
+    Step.objects.filter(pk=steps[3].pk).update(model_response=response)
+    steps = list(Step.objects.filter(task=task).order_by("ordinal"))
+    agent = get_agent("refund")
+    plain = context.build_context(agent=agent, task=task, steps=steps, current=steps[4])
+    doubled = context.build_context(
+        agent=agent,
+        task=task,
+        steps=steps,
+        current=steps[4],
+        scale=context.calibration(steps, before=steps[4]),
+    )
+    assert doubled.scale == 2.0
+    assert doubled.tokens == 2 * plain.tokens

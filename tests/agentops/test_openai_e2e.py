@@ -12,7 +12,7 @@ from django.db.models import Count
 from django.test import Client
 from django.urls import reverse
 
-from agentops.models import Step, Task, ToolCall
+from agentops.models import Event, Step, Task, ToolCall
 from agentops.services import task_create
 from agentops.sim.models import Effect
 from agentops.states import LedgerStatus, StepStatus, TaskStatus
@@ -81,6 +81,14 @@ def test_a_refund_runs_to_completion_through_the_strict_server(processes, strict
     assert_done_once(task, strict)
     refund_args = ToolCall.objects.get(task=task, tool="issue_refund").args
     assert refund_args["amount"] > 0  # read back from the lookup's tool message
+    # The server counts tokens differently from the estimate: later prompts are calibrated.
+    steps = list(task.steps.order_by("ordinal"))
+    started = Event.objects.filter(task=task, action="agentops.step.started", step_ordinal=4).get()
+    usage = steps[3].model_response["usage"]
+    assert started.payload["context"]["scale"] == round(
+        usage["prompt_tokens"] / usage["prompt_estimate"], 3
+    )
+    assert started.payload["context"]["scale"] != 1.0
     task.refresh_from_db()
     assert task.tokens_used == sum(
         s.model_response["usage"]["prompt_tokens"] + s.model_response["usage"]["completion_tokens"]
