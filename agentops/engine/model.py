@@ -231,6 +231,14 @@ def _client(base_url: str, api_key: str, timeout: float) -> openai.OpenAI:
     )
 
 
+def _detail(exc: openai.APIStatusError) -> str:
+    """The server's own error message when it sent one in OpenAI's shape, else the SDK's."""
+    body = exc.body
+    if isinstance(body, dict) and isinstance(body.get("message"), str):
+        return body["message"]
+    return exc.message
+
+
 def _is_context_error(exc: openai.APIStatusError) -> bool:
     code = str(getattr(exc, "code", "") or "")
     text = f"{code} {exc.message}".lower()
@@ -260,11 +268,11 @@ def model_failure(exc: openai.OpenAIError) -> ModelFailure:
             return ModelFailure(f"model server error ({status})", kind="unavailable")
         if _is_context_error(exc):
             return ModelFailure(
-                f"context window exceeded ({status}): {exc.message[:300]}",
+                f"context window exceeded ({status}): {_detail(exc)[:300]}",
                 kind="context_overflow",
             )
         return ModelFailure(
-            f"model request refused ({status}): {exc.message[:500]}",
+            f"model request refused ({status}): {_detail(exc)[:500]}",
             kind="bad_request",
             retryable=False,
         )
