@@ -138,3 +138,70 @@ def test_a_refund_resumes_after_a_sigkill_mid_task_with_the_same_call_ids(
     client.force_login(admin)
     page = client.get(reverse("agentops:task_detail", args=[task.pk])).content.decode()
     assert f'<dd id="tokens-saved">{spent} ' in page
+
+
+def test_an_agent_names_its_own_adapter_and_model(sim_server, redis_clean, strict, settings):
+    from agentops.engine.registry import Agent, get_agent, register_agent
+    from tests.agentops.test_runner import run_until_parked_or_done
+
+    refund = get_agent("refund")
+    register_agent(
+        Agent(
+            name="refund-real-model",
+            system_prompt=refund.system_prompt,
+            tools=refund.tools,
+            plan=refund.plan,
+            adapter="openai",
+            model="agent-model",
+            hidden=True,
+        )
+    )
+    settings.AGENTOPS = {
+        **settings.AGENTOPS,
+        "MODEL_ADAPTER": "scripted",  # the default stays the scripted model
+        "OPENAI_BASE_URL": strict.url,
+        "OPENAI_MODEL": "default-model",
+    }
+
+    task = run_until_parked_or_done(
+        task_create(agent="refund-real-model", goal="Refund A1001", input={"order_id": "A1001"})
+    )
+
+    assert task.status == TaskStatus.SUCCEEDED, task.failure
+    assert {body["model"] for body in strict.received} == {"agent-model"}
+    assert len(strict.received) == 5 and strict.refused == []
+
+
+def test_a_context_length_refusal_is_retried_with_a_shorter_context(
+    sim_server, redis_clean, strict, settings
+):
+    from tests.agentops.test_runner import run_until_parked_or_done
+
+    settings.AGENTOPS = {
+        **settings.AGENTOPS,
+        "MODEL_ADAPTER": "openai",
+        "OPENAI_BASE_URL": strict.url,
+        "BACKOFF_BASE_SECONDS": 0.01,
+    }
+    body = {
+        "error": {
+            "message": "This model's maximum context length is 10 tokens.",
+            "type": "invalid_request_error",
+            "param": "messages",
+            "code": "context_length_exceeded",
+        }
+    }
+    strict.faults.append((400, {"Content-Type": "application/json"}, json.dumps(body)))
+
+    task = run_until_parked_or_done(
+        task_create(agent="refund", goal="Refund A1001", input={"order_id": "A1001"})
+    )
+
+    assert task.status == TaskStatus.SUCCEEDED, task.failure
+    failed = Event.objects.get(task=task, action="agentops.step.failed")
+    assert failed.payload["failure"]["kind"] == "context_overflow"
+    assert failed.payload["failure"]["mode"] == "context"
+    assert failed.payload["failure"]["nature"] == "logic"
+    starts = Event.objects.filter(task=task, action="agentops.step.started", step_ordinal=0)
+    budgets = [e.payload["context"]["budget"] for e in starts.order_by("seq")]
+    assert budgets[1] == budgets[0] // 2
