@@ -115,6 +115,45 @@ def backoff_seconds(attempt: int, retry_after: float | None, base: float | None 
     return max(delay, retry_after or 0.0)
 
 
+CLAIMED = "agentops.task.claimed"
+# Events after which nobody works on the task until the next claim.
+LEFT_RUNNING = frozenset(
+    {
+        "agentops.task.yielded",
+        "agentops.task.awaiting_approval",
+        "agentops.task.retry_scheduled",
+        "agentops.task.stopped",
+        "agentops.task.paused",
+        "agentops.task.succeeded",
+        "agentops.task.aborted",
+        "agentops.task.rolled_back",
+    }
+)
+
+
+def worked_seconds(task_id: int) -> float:
+    """How long the task has been worked on: from each claim until it left `running` (parked at
+    a gate, waiting for a retry, paused, stopped, yielded) or until the next claim (its worker
+    died), and the current claim until now. Waits for people and backoff do not count."""
+    from agentops.models import Event
+
+    total, since = 0.0, None
+    rows = (
+        Event.objects.filter(task_id=task_id, action__in=LEFT_RUNNING | {CLAIMED})
+        .order_by("seq")
+        .values_list("action", "created_at")
+    )
+    for action, at in rows:
+        if since is not None:
+            total += (at - since).total_seconds()
+            since = None
+        if action == CLAIMED:
+            since = at
+    if since is not None:
+        total += (timezone.now() - since).total_seconds()
+    return total
+
+
 def step_tokens(step: Step) -> int:
     """Tokens the provider reported for the step's recorded model response."""
     record = loaded(step.model_response) if step.model_response is not None else None
@@ -886,7 +925,7 @@ class TaskRun:
                 detail={"budget": "cost"},
             )
         if task.wall_time_budget_seconds and task.started_at:
-            elapsed = (timezone.now() - task.started_at).total_seconds()
+            elapsed = worked_seconds(task.pk)
             if elapsed > task.wall_time_budget_seconds:
                 raise OrchestrationFailure(
                     f"wall-time budget used up ({elapsed:.0f} s of "

@@ -6,6 +6,7 @@ from datetime import timedelta
 from decimal import Decimal
 
 import pytest
+from django.db.models import F
 from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
@@ -37,7 +38,10 @@ def test_running_past_the_time_budget_stops_the_task_with_mode_duration(
         agent="refund", goal="Refund", input={"order_id": "A1001"}, wall_time_budget_seconds=60
     )
     task_advance(task_id=task.pk, owner="test")  # one step, then the slice is over
-    Task.objects.filter(pk=task.pk).update(started_at=timezone.now() - timedelta(seconds=61))
+    # That first slice took 61 s.
+    Event.objects.filter(task=task, action="agentops.task.claimed").update(
+        created_at=F("created_at") - timedelta(seconds=61)
+    )
 
     task = run_until_parked_or_done(task)
 
@@ -189,3 +193,33 @@ def test_the_estimate_is_calibrated_by_the_providers_reported_usage(
     )
     assert doubled.scale == 2.0
     assert doubled.tokens == 2 * plain.tokens
+
+
+def test_waiting_for_a_person_does_not_count_against_the_time_budget(
+    sim_server, redis_clean, settings, django_user_model
+):
+    from reviews.services import gate_approve
+    from tests.reviews.builders import open_gate
+    from tests.reviews.conftest import ensure_groups
+
+    groups = ensure_groups()
+    operator = django_user_model.objects.create_user("op", password="pw")
+    operator.groups.add(groups["operators"])
+    task = run_until_parked_or_done(
+        task_create(
+            agent="refund",
+            goal="Refund B2002",
+            input={"order_id": "B2002"},
+            wall_time_budget_seconds=60,
+        )
+    )
+    assert task.status == TaskStatus.AWAITING_APPROVAL
+    # Everything so far happened two hours ago: the task has waited at its gate since.
+    Event.objects.filter(task=task).update(created_at=F("created_at") - timedelta(hours=2))
+    Task.objects.filter(pk=task.pk).update(started_at=timezone.now() - timedelta(hours=2))
+    gate = open_gate(task)
+
+    gate_approve(gate_id=gate.pk, actor=operator, seen_digest=gate.args_digest)
+    task = run_until_parked_or_done(task)
+
+    assert task.status == TaskStatus.SUCCEEDED, task.failure
