@@ -34,13 +34,14 @@ from agentops.engine.errors import (
     CheckpointMismatch,
     LeaseLost,
     ModelFailure,
+    NotSerializable,
     OrchestrationFailure,
     StepFailure,
     ToolFailure,
     UnknownAgent,
     UnknownTool,
 )
-from agentops.engine.jsonvalues import loaded, offloaded, redacted
+from agentops.engine.jsonvalues import loaded, offloaded, redacted, validated
 from agentops.engine.leases import Heartbeat
 from agentops.engine.ledger import (
     INVALID_OUTPUT_KEY,
@@ -414,8 +415,16 @@ class TaskRun:
         # Recorded next to the provider's count, so later prompts calibrate the estimate.
         record = response.as_record()
         record["usage"] = {**response.usage, "prompt_estimate": estimate_tokens(self.messages)}
-        # Model output is untrusted: a leaked credential must not reach the database (nor run).
-        return ModelResponse.from_record(redacted(record))
+        # Model output is untrusted: a leaked credential must not reach the database (nor run),
+        # and what the database cannot store (NUL, a lone surrogate) is invalid output.
+        record = redacted(record)
+        try:
+            validated(record, "model_response")
+        except NotSerializable as exc:
+            raise ModelFailure(
+                f"model output cannot be stored: {exc}", kind="output_invalid"
+            ) from None
+        return ModelResponse.from_record(record)
 
     def _model_result(
         self, step: Step, response: ModelResponse

@@ -205,3 +205,27 @@ def test_a_context_length_refusal_is_retried_with_a_shorter_context(
     starts = Event.objects.filter(task=task, action="agentops.step.started", step_ordinal=0)
     budgets = [e.payload["context"]["budget"] for e in starts.order_by("seq")]
     assert budgets[1] == budgets[0] // 2
+
+
+def test_model_output_the_database_cannot_store_is_output_invalid_not_a_crash(
+    sim_server, redis_clean, strict, settings
+):
+    from tests.agentops.test_runner import run_until_parked_or_done
+
+    settings.AGENTOPS = {
+        **settings.AGENTOPS,
+        "MODEL_ADAPTER": "openai",
+        "OPENAI_BASE_URL": strict.url,
+        "BACKOFF_BASE_SECONDS": 0.01,
+    }
+    strict.brain = lambda body: {"content": "I refuse\u0000"}
+
+    task = run_until_parked_or_done(
+        task_create(agent="refund", goal="Refund A1001", input={"order_id": "A1001"})
+    )
+
+    assert task.status == TaskStatus.NEEDS_ATTENTION
+    step = task.steps.get(ordinal=0)
+    assert step.error["kind"] == "output_invalid"
+    assert "model_response.text: contains a NUL character" in step.error["message"]
+    assert step.model_response is None
