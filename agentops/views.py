@@ -13,9 +13,10 @@ from urllib.parse import urlencode
 
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponsePermanentRedirect
 from django.shortcuts import redirect, render
 from django.template.loader import render_to_string
+from django.templatetags.static import static
 from django.urls import reverse
 from django.utils.cache import patch_vary_headers
 from django.views.decorators.http import require_GET, require_http_methods
@@ -118,3 +119,9 @@ def task_detail(request: HtmxHttpRequest, task_id: int) -> HttpResponse:
             HttpResponseStopPolling(render_to_string(fragment, context, request=request))
         )
     return _varying(render(request, fragment, context))
+
+
+@require_GET
+def favicon(request: HttpRequest) -> HttpResponse:
+    """Browsers ask for /favicon.ico whatever the page says; send them to the static icon."""
+    return HttpResponsePermanentRedirect(static("favicon.svg"))

@@ -17,7 +17,15 @@ from django.http import HttpRequest
 from agentops.admin import TaskAdmin, ToolCallAdmin
 from agentops.engine.errors import AgentOpsError
 from agentops.models import Task, ToolCall
-from reviews.models import AuditItem, Decision, Gate
+from reviews.models import (
+    ApiToken,
+    AuditItem,
+    Decision,
+    Delivery,
+    Gate,
+    NotificationRoute,
+    WebhookEndpoint,
+)
 from reviews.services import ReviewError, intervention_apply, ledger_call_confirm
 
 
@@ -126,4 +134,39 @@ class DecisionAdmin(admin.ModelAdmin):
         return False
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+
+# -- notifications: admins configure endpoints and routes; deliveries and tokens are a record ----
+
+
+@admin.register(WebhookEndpoint)
+class WebhookEndpointAdmin(admin.ModelAdmin):
+    list_display = ("name", "url", "body_format", "active")
+
+
+@admin.register(NotificationRoute)
+class NotificationRouteAdmin(admin.ModelAdmin):
+    list_display = ("id", "rule", "event", "group", "endpoint")
+    list_filter = ("event",)
+
+
+@admin.register(Delivery)
+class DeliveryAdmin(admin.ModelAdmin):
+    list_display = ("id", "notice", "channel", "user", "endpoint", "status", "attempts")
+    list_filter = ("status", "channel")
+    readonly_fields = [f.name for f in Delivery._meta.fields]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+
+@admin.register(ApiToken)
+class ApiTokenAdmin(admin.ModelAdmin):
+    """Tokens are made by their owner (account page or `api_token`); an admin may revoke."""
+
+    list_display = ("id", "user", "name", "prefix", "created_at", "last_used_at", "revoked_at")
+    readonly_fields = ("user", "name", "prefix", "key_hash", "created_at", "last_used_at")
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
         return False

@@ -18,8 +18,9 @@ from django.core.exceptions import ValidationError
 
 from agentops.engine.errors import NotSerializable
 from agentops.engine.jsonvalues import validated
+from reviews.models import NotificationPreference
 from reviews.selectors import AuditFilters, DecisionFilters
-from reviews.states import AuditStatus
+from reviews.states import AuditStatus, NoticeEvent
 
 NOTE_MAX = 4000
 ARGUMENTS_MAX = 64 * 1024
@@ -261,3 +262,33 @@ class DecisionFilterForm(_DateRange):
             date_from=data.get("date_from"),
             date_to=data.get("date_to"),
         )
+
+
+class NotificationPreferenceForm(forms.ModelForm):
+    """Which events reach me by email, and hours (server time) to hold email back."""
+
+    events = forms.MultipleChoiceField(
+        choices=NoticeEvent.choices,
+        widget=forms.CheckboxSelectMultiple,
+        required=False,
+        help_text="None ticked: every event.",
+    )
+
+    class Meta:
+        model = NotificationPreference
+        fields = ["events", "email", "quiet_from", "quiet_until"]
+        widgets = {
+            "quiet_from": forms.TimeInput(attrs={"type": "time"}),
+            "quiet_until": forms.TimeInput(attrs={"type": "time"}),
+        }
+        labels = {"email": "Send me email", "quiet_from": "Quiet from", "quiet_until": "until"}
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        if (data.get("quiet_from") is None) != (data.get("quiet_until") is None):
+            raise forms.ValidationError("Give both ends of the quiet hours, or neither.")
+        return data
+
+
+class ApiTokenForm(forms.Form):
+    name = forms.CharField(max_length=100, help_text="What the token is for (a script, a bot).")

@@ -11,7 +11,14 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
-from reviews.states import AuditStatus, GateStatus
+from reviews.states import (
+    AuditStatus,
+    Channel,
+    DeliveryStatus,
+    GateStatus,
+    NoticeEvent,
+    WebhookFormat,
+)
 
 
 class Gate(models.Model):
@@ -154,3 +161,167 @@ class Decision(models.Model):
 
     def __str__(self) -> str:
         return f"{self.action} by {self.actor_label} on {self.subject}"
+
+
+class WebhookEndpoint(models.Model):
+    """A receiver of signed JSON notifications (a chat bridge, an on-call tool)."""
+
+    name = models.CharField(max_length=100, unique=True)
+    url = models.URLField(max_length=500)
+    # Signs every body: X-Agentops-Signature = sha256 HMAC of "<timestamp>.<body>".
+    secret = models.CharField(max_length=200)
+    body_format = models.CharField(
+        max_length=8, choices=WebhookFormat.choices, default=WebhookFormat.JSON
+    )
+    active = models.BooleanField(default=True)
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class NotificationRoute(models.Model):
+    """Who hears about what: events of a policy rule (or of any rule) go to a group by email
+    and/or to a webhook. Without a matching route, the gate's approver group is emailed."""
+
+    rule = models.CharField(max_length=200, blank=True, help_text="policy rule name; blank: any")
+    event = models.CharField(
+        max_length=20, choices=NoticeEvent.choices, blank=True, help_text="blank: any event"
+    )
+    group = models.ForeignKey(
+        "auth.Group", null=True, blank=True, on_delete=models.CASCADE, related_name="+"
+    )
+    endpoint = models.ForeignKey(
+        WebhookEndpoint, null=True, blank=True, on_delete=models.CASCADE, related_name="routes"
+    )
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(group__isnull=False) | Q(endpoint__isnull=False),
+                name="reviews_notificationroute_has_target",
+            )
+        ]
+
+    def __str__(self) -> str:
+        target = self.group or self.endpoint
+        return f"{self.event or 'any event'} of {self.rule or 'any rule'} → {target}"
+
+
+class NotificationPreference(models.Model):
+    """A person's choices: which events reach them by email, and hours to hold them back."""
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="notification_preference"
+    )
+    events = models.JSONField(default=list, blank=True, help_text="empty: every event")
+    email = models.BooleanField(default=True)
+    quiet_from = models.TimeField(null=True, blank=True)
+    quiet_until = models.TimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"notification preferences of {self.user}"
+
+
+class Notice(models.Model):
+    """Something people are told about, once: a gate opened (`gate:12`), a gate nears its
+    timeout, a task stopped (`task:7@41`, the seq of the stop). The unique constraint makes the
+    scan that finds them idempotent; each notice fans out into deliveries."""
+
+    event = models.CharField(max_length=20, choices=NoticeEvent.choices)
+    subject = models.CharField(max_length=100)
+    task = models.ForeignKey("agentops.Task", on_delete=models.CASCADE, related_name="notices")
+    gate = models.ForeignKey(
+        Gate, null=True, blank=True, on_delete=models.CASCADE, related_name="notices"
+    )
+    rule = models.CharField(max_length=200, blank=True)
+    text = models.TextField()
+    link = models.URLField(max_length=500)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["event", "subject"], name="reviews_notice_once_per_subject"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.event} {self.subject}"
+
+
+class Delivery(models.Model):
+    """One notice to one recipient over one channel, delivered at least once.
+
+    The sweeper re-drives pending deliveries whose `next_attempt_at` has come; each attempt is an
+    RQ job that records its outcome here.
+    """
+
+    notice = models.ForeignKey(Notice, on_delete=models.CASCADE, related_name="deliveries")
+    channel = models.CharField(max_length=8, choices=Channel.choices)
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE, related_name="+"
+    )
+    endpoint = models.ForeignKey(
+        WebhookEndpoint, null=True, blank=True, on_delete=models.CASCADE, related_name="deliveries"
+    )
+    status = models.CharField(
+        max_length=8, choices=DeliveryStatus.choices, default=DeliveryStatus.PENDING
+    )
+    attempts = models.PositiveSmallIntegerField(default=0)
+    next_attempt_at = models.DateTimeField()
+    last_error = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    sent_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["notice", "channel", "user"],
+                condition=Q(user__isnull=False),
+                name="reviews_delivery_once_per_user",
+            ),
+            models.UniqueConstraint(
+                fields=["notice", "endpoint"],
+                condition=Q(endpoint__isnull=False),
+                name="reviews_delivery_once_per_endpoint",
+            ),
+            models.CheckConstraint(
+                condition=Q(user__isnull=False) ^ Q(endpoint__isnull=False),
+                name="reviews_delivery_one_recipient",
+            ),
+        ]
+        indexes = [
+            models.Index(
+                fields=["next_attempt_at"],
+                condition=Q(status="pending"),
+                name="reviews_delivery_due_idx",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.notice} → {self.user or self.endpoint} ({self.status})"
+
+
+class ApiToken(models.Model):
+    """A personal token for the JSON API: requests made with it act as its user.
+
+    Only the token's sha256 is stored; the token itself is shown once, when it is created.
+    """
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens"
+    )
+    name = models.CharField(max_length=100)
+    prefix = models.CharField(max_length=12)
+    key_hash = models.CharField(max_length=64, unique=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.prefix}…) of {self.user}"

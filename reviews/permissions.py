@@ -93,3 +93,5 @@ reader_required = role_required(
 log_reader_required = role_required(
     can_read_decisions, refusal="only operators, auditors and policy admins may read the log"
 )
+# Pages about one's own account: any signed-in person.
+signed_in_required = role_required(lambda user: True, refusal="sign in first")

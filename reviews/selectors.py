@@ -24,7 +24,7 @@ from agentops.models import Event, Step, Task, ToolCall
 from agentops.selectors import Recovery, TaskDetail, json_preview, task_get_detail
 from agentops.states import LedgerStatus, TaskStatus
 from policies.models import PolicyChange
-from reviews.models import AuditItem, Claim, Decision, Gate
+from reviews.models import ApiToken, AuditItem, Claim, Decision, Delivery, Gate
 from reviews.states import AuditStatus, GateStatus
 
 INBOX_LIMIT = 300
@@ -487,3 +487,12 @@ def task_open_gate_id(*, task_id: int) -> int | None:
         .values_list("pk", flat=True)
         .first()
     )
+
+
+def api_token_list(*, user: Any) -> list[ApiToken]:
+    return list(ApiToken.objects.filter(user=user))
+
+
+def delivery_list_for(*, user: Any, limit: int = 20) -> list[Delivery]:
+    """The latest notifications sent (or being sent) to `user`."""
+    return list(Delivery.objects.filter(user=user).select_related("notice")[:limit])

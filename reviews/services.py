@@ -36,7 +36,7 @@ from agentops.services import (
 from agentops.states import TaskStatus
 from policies.catalog import amount_of
 from policies.engine import Verdict
-from reviews.models import AuditItem, Claim, Decision, Gate
+from reviews.models import AuditItem, Claim, Decision, Gate, NotificationPreference
 from reviews.permissions import is_operator
 from reviews.states import AuditStatus, GateStatus
 
@@ -565,3 +565,18 @@ def ledger_call_confirm(
             policy_version_number=version.number if version else None,
             detail={"call": call.pk, "key": call.idempotency_key, "executed": executed},
         )
+
+
+def notification_preference_get(*, user: Any) -> NotificationPreference:
+    """The user's notification choices (unsaved defaults when they never chose)."""
+    found = NotificationPreference.objects.filter(user=user).first()
+    return found or NotificationPreference(user=user)
+
+
+def notification_preference_save(*, form: Any, user: Any) -> NotificationPreference:
+    """Save a valid NotificationPreferenceForm as `user`'s choices."""
+    with transaction.atomic():
+        preference = form.save(commit=False)
+        preference.user = user
+        preference.save()
+    return preference

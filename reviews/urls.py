@@ -27,4 +27,11 @@ urlpatterns = [
     path("audit.csv", views.audit_csv, name="audit_csv"),
     path("audit/<int:item_id>/review", views.audit_review, name="audit_review"),
     path("decisions", views.decision_log, name="decisions"),
+    path("account", views.account, name="account"),
+    path("account/tokens", views.api_token_new, name="api_token_new"),
+    path(
+        "account/tokens/<int:token_id>/revoke",
+        views.api_token_revoke_view,
+        name="api_token_revoke",
+    ),
 ]

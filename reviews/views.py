@@ -15,6 +15,7 @@ from dataclasses import asdict
 from typing import Any
 from urllib.parse import urlencode
 
+from django.contrib import messages
 from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
@@ -22,13 +23,14 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.cache import patch_vary_headers
 from django.utils.http import url_has_allowed_host_and_scheme
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.middleware import HtmxDetails
 
 from agentops.models import Task, ToolCall
 from agentops.selectors import json_preview
 from agentops.services import TransitionRefused
 from reviews.forms import (
+    ApiTokenForm,
     ApproveForm,
     AuditFilterForm,
     AuditReviewForm,
@@ -37,6 +39,7 @@ from reviews.forms import (
     DecisionFilterForm,
     EditApproveForm,
     InterventionForm,
+    NotificationPreferenceForm,
     RejectForm,
 )
 from reviews.models import AuditItem, Gate
@@ -47,13 +50,16 @@ from reviews.permissions import (
     log_reader_required,
     operator_required,
     reader_required,
+    signed_in_required,
 )
 from reviews.selectors import (
     GatePanel,
+    api_token_list,
     audit_filter_choices,
     audit_item_get,
     audit_item_list,
     decision_log_list,
+    delivery_list_for,
     gate_get_panel,
     inbox_list,
     task_exists,
@@ -74,7 +80,10 @@ from reviews.services import (
     gates_bulk_approve,
     intervention_apply,
     ledger_call_confirm,
+    notification_preference_get,
+    notification_preference_save,
 )
+from reviews.tokens import api_token_create, api_token_revoke
 
 AUDIT_PAGE_SIZE = 50
 CSV_FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
@@ -542,3 +551,56 @@ def decision_log(request: HtmxHttpRequest) -> HttpResponse:
         else "reviews/decision_log.html"
     )
     return _varying(render(request, template, context))
+
+
+# -- the account page: notification preferences and API tokens ---------------------------------
+
+
+@signed_in_required
+@require_http_methods(["GET", "POST"])
+def account(request: HtmxHttpRequest) -> HttpResponse:
+    preference = notification_preference_get(user=request.user)
+    form = NotificationPreferenceForm(request.POST or None, instance=preference)
+    if request.method == "POST" and form.is_valid():
+        notification_preference_save(form=form, user=request.user)
+        messages.success(request, "Your notification choices are saved.")
+        return redirect("reviews:account")
+    return _account_page(request, preferences=form, status=400 if form.errors else 200)
+
+
+def _account_page(
+    request: HtmxHttpRequest,
+    *,
+    preferences: NotificationPreferenceForm | None = None,
+    token_form: ApiTokenForm | None = None,
+    status: int = 200,
+) -> HttpResponse:
+    context = {
+        "preferences": preferences
+        or NotificationPreferenceForm(instance=notification_preference_get(user=request.user)),
+        "token_form": token_form or ApiTokenForm(),
+        "tokens": api_token_list(user=request.user),
+        "deliveries": delivery_list_for(user=request.user),
+    }
+    return render(request, "reviews/account.html", context, status=status)
+
+
+@signed_in_required
+@require_POST
+def api_token_new(request: HtmxHttpRequest) -> HttpResponse:
+    form = ApiTokenForm(request.POST)
+    if not form.is_valid():
+        return _account_page(request, token_form=form, status=400)
+    row, token = api_token_create(user=request.user, name=form.cleaned_data["name"])
+    # Shown once, on the next page, and never stored in the clear.
+    messages.info(request, token, extra_tags=f"api-token {row.prefix}")
+    return redirect("reviews:account")
+
+
+@signed_in_required
+@require_POST
+def api_token_revoke_view(request: HtmxHttpRequest, token_id: int) -> HttpResponse:
+    if not api_token_revoke(token_id=token_id, user=request.user):
+        raise Http404(f"no live token {token_id} of yours")
+    messages.success(request, "The token is revoked.")
+    return redirect("reviews:account")

@@ -22,6 +22,8 @@ import pytest
 from django.conf import settings
 from django.db import connection
 
+from agentops import dburl
+
 ROOT = Path(__file__).resolve().parent.parent
 LEASE_SECONDS = 2.0
 
@@ -33,12 +35,8 @@ def free_port() -> int:
 
 
 def database_url() -> str:
-    conf = connection.settings_dict
-    password = f":{conf['PASSWORD']}" if conf["PASSWORD"] else ""
-    return (
-        f"postgres://{conf['USER']}{password}@{conf['HOST'] or '127.0.0.1'}:"
-        f"{conf['PORT'] or 5432}/{conf['NAME']}"
-    )
+    """The test database, for the processes a test starts."""
+    return dburl.database_url(connection.settings_dict)
 
 
 class Processes:

@@ -38,6 +38,16 @@ def post(
             retryable=True,
             detail={"maybe_executed": False},
         ) from None
+    answered = response.headers.get("Idempotency-Key")
+    if answered is not None and answered != ctx.idempotency_key:
+        # A response to another request (out of order, misrouted): ours may have run, so the
+        # ledger probes for it instead of trusting this body.
+        raise ToolFailure(
+            f"{service}.{operation} answered another request (key {answered[:40]})",
+            kind="unavailable",
+            retryable=True,
+            detail={"maybe_executed": True},
+        )
     return _checked(response, service, operation, expect)
 
 

@@ -1,8 +1,10 @@
-"""Named points where a test can make the worker process die with SIGKILL.
+"""Named points where a test can make the worker process die with SIGKILL (or freeze).
 
-`AGENTOPS_CRASH_AT=<point>[@<step ordinal>]` arms one point in a worker's environment. Production
-never sets it; the check is one dict lookup. The points are those the crash tests name; a kill
-during a tool call is done from outside, while the simulated service is slow.
+`AGENTOPS_CRASH_AT=<point>[@<step ordinal>]` arms one point in a worker's environment;
+`AGENTOPS_CRASH_SIGNAL=SIGSTOP` freezes the process there instead of killing it (a VM pause, a
+long GC), for the tests of a holder frozen inside a transaction. Production never sets them; the
+check is one dict lookup. A kill during a tool call is done from outside, while the simulated
+service is slow.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ POINTS = frozenset(
         "after_model_result",
         "after_pending",
         "after_tool_call",
+        "inside_step_complete",
         "during_snapshot",
         "rollback_after_pending",
         "rollback_after_tool_call",
@@ -34,10 +37,11 @@ def _armed() -> tuple[str, int | None] | None:
 
 
 def crashpoint(point: str, *, step: int | None = None) -> None:
-    """Die here, at once and without cleanup, if a test armed this point (and step)."""
+    """Die (or freeze) here, at once and without cleanup, if a test armed this point (and step)."""
     armed = _armed()
     if armed is None:
         return
     name, ordinal = armed
     if name == point and (ordinal is None or ordinal == step):
-        os.kill(os.getpid(), signal.SIGKILL)
+        how = os.environ.get("AGENTOPS_CRASH_SIGNAL", "SIGKILL")
+        os.kill(os.getpid(), signal.SIGSTOP if how == "SIGSTOP" else signal.SIGKILL)

@@ -13,30 +13,37 @@ import django_rq
 from django.db import transaction
 from rq.exceptions import NoSuchJobError
 from rq.job import Job, JobStatus
+from rq.queue import Queue
 
 logger = logging.getLogger(__name__)
-
-WAITING = {JobStatus.QUEUED, JobStatus.SCHEDULED, JobStatus.DEFERRED}
 
 
 def job_id_for(task_id: int, token: int) -> str:
     return f"advance-{task_id}-{token}"
 
 
+def job_waiting(queue: Queue, job_id: str) -> bool:
+    """True when the job is queued and really in the queue's list."""
+    try:
+        job = Job.fetch(job_id, connection=queue.connection, serializer=queue.serializer)
+    except NoSuchJobError:
+        return False
+    return (
+        job.get_status(refresh=False) == JobStatus.QUEUED
+        and queue.get_job_position(job_id) is not None
+    )
+
+
 def enqueue_now(task_id: int, *, token: int) -> bool:
-    """Put a job on the queue unless one for this task state is already waiting."""
+    """Put a job on the queue unless one for this task state is really waiting in it.
+
+    A job whose record says `queued` but which is in no queue was popped by a worker that died
+    before it marked the job started (found by `manage.py chaos`): it is enqueued again.
+    """
     queue = django_rq.get_queue("default")
     job_id = job_id_for(task_id, token)
-    try:
-        if (
-            Job.fetch(job_id, connection=queue.connection, serializer=queue.serializer).get_status(
-                refresh=False
-            )
-            in WAITING
-        ):
-            return False
-    except NoSuchJobError:
-        pass
+    if job_waiting(queue, job_id):
+        return False
     queue.enqueue(
         "agentops.jobs.task_advance",
         task_id,

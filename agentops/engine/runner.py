@@ -70,6 +70,7 @@ from agentops.engine.transitions import (
     step_transition,
     task_claim,
 )
+from agentops.logs import task_context, task_context_step
 from agentops.models import Step, Task, ToolCall
 from agentops.states import STEP_DONE, LedgerStatus, Phase, StepStatus, TaskMode
 
@@ -83,7 +84,7 @@ def task_advance(*, task_id: int, owner: str) -> str:
         return "not claimable"
     crashpoint("after_claim")
     try:
-        with Heartbeat(lease, armed=False) as beat:
+        with task_context(task_id=task_id), Heartbeat(lease, armed=False) as beat:
             return TaskRun(lease=lease, http=http_client(), beat=beat).advance()
     except LeaseLost as lost:
         logger.warning("stopping: %s", lost)
@@ -366,6 +367,7 @@ class TaskRun:
     # -- phases 2-3: model_result, before_tool_call --------------------------------------------
 
     def _run_step(self, step: Step) -> StepResult:
+        task_context_step(step.ordinal)
         try:
             fresh = step.model_response is None
             if fresh:
@@ -789,6 +791,7 @@ class TaskRun:
                 events.extend(begin_events)
                 fields.update(begin_fields)
             seq = fenced_write(self.lease, events, transition=transition, **fields)
+            crashpoint("inside_step_complete", step=step.ordinal)
             if record_outcome:
                 # The step's output is the tool's result: one stored copy (one artifact) serves
                 # both rows.

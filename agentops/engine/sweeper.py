@@ -4,14 +4,21 @@ A claimable task (queued, running, or a due retry) whose lease is free and that 
 the grace period gets a job, unless a job for its current state is already waiting. This covers a
 worker killed mid-slice (its lease expires), a job lost with Redis, and a retry whose time has come.
 Overdue approval gates take their policy's timeout action (reject, or escalate once).
+
+Any number of sweepers may run (one per machine): a PostgreSQL advisory lock lets one sweep at a
+time, and a sweeper that dies releases it with its connection.
 """
 
 from __future__ import annotations
 
 import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import timedelta
 
 from django.conf import settings
+from django.db import connection
 from django.db.models import Q
 from django.db.models.functions import Now
 from django.utils import timezone
@@ -22,6 +29,9 @@ from agentops.models import Task
 from agentops.states import TaskStatus
 
 logger = logging.getLogger(__name__)
+
+# pg_advisory_lock key of the sweep: "agentops sweep" in a bigint, the same in every process.
+SWEEP_LOCK_KEY = 0x6167_6F70_7377_6570
 
 
 def tasks_to_redrive() -> list[tuple[int, int]]:
@@ -38,13 +48,54 @@ def tasks_to_redrive() -> list[tuple[int, int]]:
     )
 
 
+# Other apps' periodic work (each returns how many jobs it enqueued), registered in their
+# AppConfig.ready(): the engine calls them without importing them.
+SWEEP_HOOKS: list[Callable[[], int]] = []
+
+
+def sweep_hook_register(hook: Callable[[], int]) -> None:
+    if hook not in SWEEP_HOOKS:
+        SWEEP_HOOKS.append(hook)
+
+
 def sweep() -> int:
-    """Expire overdue gates, then enqueue a job for every task to re-drive; returns how many
-    jobs were enqueued."""
+    """Expire overdue gates, enqueue a job for every task to re-drive, then run the registered
+    hooks; returns how many jobs were enqueued."""
     review_bridge.gates_expire_overdue()
     enqueued = 0
     for task_id, seq in tasks_to_redrive():
         if enqueue_now(task_id, token=seq):
             enqueued += 1
             logger.info("sweeper: re-driving task %s", task_id)
+    for hook in SWEEP_HOOKS:
+        try:
+            enqueued += hook()
+        except Exception:
+            logger.exception("sweeper: hook %s failed", getattr(hook, "__name__", hook))
     return enqueued
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """One sweep done under the lock: when it held the lock (wall clock) and what it enqueued."""
+
+    started: float
+    ended: float
+    enqueued: int
+
+
+def sweep_exclusive() -> Sweep | None:
+    """`sweep()` while holding the sweep lock; None (and nothing done) when another sweeper
+    holds it."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_try_advisory_lock(%s)", [SWEEP_LOCK_KEY])
+        (acquired,) = cursor.fetchone()
+    if not acquired:
+        return None
+    try:
+        started = time.time()
+        enqueued = sweep()
+        return Sweep(started=started, ended=time.time(), enqueued=enqueued)
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_unlock(%s)", [SWEEP_LOCK_KEY])

@@ -57,11 +57,22 @@ class EventSpec:
     fold: dict[str, Any] | None = None
 
 
+class ClockTimestamp(models.Func):
+    """PostgreSQL's `clock_timestamp()`: the time the row is actually written.
+
+    `now()` is the transaction's start: a claim that waited on a lock would be granted a lease
+    that had already run out while it waited.
+    """
+
+    template = "clock_timestamp()"
+    output_field = models.DateTimeField()
+
+
 def db_time_after(seconds: float) -> Any:
     """The database clock plus `seconds`, as an expression: leases and due times never depend
     on a worker's clock."""
     return models.ExpressionWrapper(
-        Now() + Value(timedelta(seconds=seconds)), output_field=models.DateTimeField()
+        ClockTimestamp() + Value(timedelta(seconds=seconds)), output_field=models.DateTimeField()
     )
 
 
@@ -118,16 +129,20 @@ def task_claim(*, task_id: int, owner: str) -> Lease | None:
     One conditional UPDATE bumps the epoch, sets the lease from the database clock, and counts a
     recovery when the previous holder died while `running` (so a crash loop counts toward the cap).
     Returns None when another worker holds the task, it is parked or terminal, or not yet due.
+    The row is locked with SKIP LOCKED first: a claim never waits behind a holder frozen inside a
+    transaction (the server cuts that holder off; the sweeper re-drives the task after it).
     """
     start = TASK_TRANSITIONS["start"]
     claimable = Task.objects.filter(
-        models.Q(lease_expires_at__isnull=True) | models.Q(lease_expires_at__lt=Now()),
-        models.Q(next_run_at__isnull=True) | models.Q(next_run_at__lte=Now()),
+        models.Q(lease_expires_at__isnull=True) | models.Q(lease_expires_at__lt=ClockTimestamp()),
+        models.Q(next_run_at__isnull=True) | models.Q(next_run_at__lte=ClockTimestamp()),
         pk=task_id,
         status__in=start.sources,
     )
     with transaction.atomic():
-        previous = claimable.values_list("status", flat=True).first()
+        previous = (
+            claimable.select_for_update(skip_locked=True).values_list("status", flat=True).first()
+        )
         if previous is None:
             return None
         seq = _update_and_log(

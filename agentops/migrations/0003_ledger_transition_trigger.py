@@ -39,16 +39,6 @@ DROP FUNCTION IF EXISTS agentops_toolcall_check_transition();
 """
 
 
-def create(apps, schema_editor):
-    if schema_editor.connection.vendor == "postgresql":
-        schema_editor.execute(CREATE, params=None)
-
-
-def drop(apps, schema_editor):
-    if schema_editor.connection.vendor == "postgresql":
-        schema_editor.execute(DROP, params=None)
-
-
 class Migration(migrations.Migration):
     dependencies = [("agentops", "0002_task_mode_and_compensation_rows")]
-    operations = [migrations.RunPython(create, drop)]
+    operations = [migrations.RunSQL(CREATE, DROP)]

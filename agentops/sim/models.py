@@ -20,6 +20,8 @@ class FaultMode(models.TextChoices):
     SLOW = "slow", "Answer slowly"
     SCHEMA_CHANGE = "schema_change", "Answer in an unexpected shape"
     FORBIDDEN = "forbidden", "403 Forbidden"
+    OUT_OF_ORDER = "out_of_order", "Perform the effect, answer with another request's response"
+    DUPLICATE = "duplicate", "Receive the request twice (a duplicated delivery)"
 
 
 class Effect(models.Model):

@@ -2,7 +2,8 @@
 
 Machine-to-machine JSON over HTTP, with no sessions or cookies (so no CSRF to check). Write
 endpoints honour `Idempotency-Key` (same key: the stored response and no new effect; same key with
-another body: 409) and answer probes at `.../effects/<key>`. Faults set per endpoint apply first.
+another body: 409), echo the key they answer in the response's `Idempotency-Key` header, and
+answer probes at `.../effects/<key>`. Faults set per endpoint apply first.
 """
 
 from __future__ import annotations
@@ -103,8 +104,16 @@ def call(request: HttpRequest, service: str, operation: str) -> JsonResponse:
         return _error(504, "gateway timeout")
     sent_key = request.headers.get("Idempotency-Key", "")
     key = (sent_key or None) if ep.keys else None
+    answered_key = sent_key
     try:
         status, response = _perform(ep, body, key, sent_key)
+        if mode == FaultMode.DUPLICATE:
+            # The network delivered the request twice: the second copy is performed too.
+            status, response = _perform(ep, body, key, sent_key)
+        if mode == FaultMode.OUT_OF_ORDER:
+            other = _another_response(ep, sent_key)
+            if other is not None:
+                answered_key, response = other
     except NotFound as exc:
         return _error(404, str(exc))
     except BadRequest as exc:
@@ -118,7 +127,22 @@ def call(request: HttpRequest, service: str, operation: str) -> JsonResponse:
         time.sleep(delay or 2.0)
     if mode == FaultMode.SCHEMA_CHANGE and status == 200:
         response = {"data": {"v2": response}, "api_version": "2"}
-    return JsonResponse(response, status=status)
+    answer = JsonResponse(response, status=status)
+    if answered_key:
+        answer["Idempotency-Key"] = answered_key
+    return answer
+
+
+def _another_response(ep: Endpoint, sent_key: str) -> tuple[str, dict[str, Any]] | None:
+    """The latest response this endpoint gave to another request (a response delivered to the
+    wrong caller), with that request's key; None when there is no other."""
+    other = (
+        Effect.objects.filter(service=ep.service, operation=ep.operation)
+        .exclude(request_key=sent_key)
+        .order_by("-id")
+        .first()
+    )
+    return None if other is None else (other.request_key, other.response)
 
 
 @require_GET

@@ -1,5 +1,5 @@
 """PostgreSQL triggers: a published policy version and its rules are immutable; the change log
-is append-only. SQLite (the laptop default) relies on the services' checks alone."""
+is append-only."""
 
 from django.db import migrations
 
@@ -77,17 +77,7 @@ UNINSTALL = [
 ]
 
 
-def _run(statements):
-    def run(apps, schema_editor):
-        if schema_editor.connection.vendor != "postgresql":
-            return
-        for statement in statements:
-            schema_editor.execute(statement, params=None)
-
-    return run
-
-
 class Migration(migrations.Migration):
     dependencies = [("policies", "0001_policies")]
 
-    operations = [migrations.RunPython(_run(INSTALL), _run(UNINSTALL))]
+    operations = [migrations.RunSQL(INSTALL, UNINSTALL)]

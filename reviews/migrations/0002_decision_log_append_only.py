@@ -21,16 +21,6 @@ DROP FUNCTION IF EXISTS reviews_decision_append_only();
 """
 
 
-def create(apps, schema_editor):
-    if schema_editor.connection.vendor == "postgresql":
-        schema_editor.execute(CREATE, params=None)
-
-
-def drop(apps, schema_editor):
-    if schema_editor.connection.vendor == "postgresql":
-        schema_editor.execute(DROP, params=None)
-
-
 class Migration(migrations.Migration):
     dependencies = [("reviews", "0001_gates_audit_claims_decisions")]
-    operations = [migrations.RunPython(create, drop)]
+    operations = [migrations.RunSQL(CREATE, DROP)]

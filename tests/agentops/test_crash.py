@@ -7,6 +7,9 @@ response requested again, and at most one remote effect per idempotency key.
 from __future__ import annotations
 
 import json
+import os
+import signal
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -176,3 +179,40 @@ def test_worker_killed_mid_rollback_cancels_the_flight_exactly_once(processes, c
     assert (
         ToolCall.objects.filter(compensation_of=flight, status=LedgerStatus.SUCCEEDED).count() == 1
     )
+
+
+def _process_state(pid: int) -> str:
+    """The kernel's one-letter state of a process (T: stopped)."""
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+
+
+def test_a_worker_frozen_inside_a_transaction_is_cut_off_and_another_finishes_the_task(
+    processes,
+):
+    task = task_create(agent="refund", goal="Refund order A1001", input={"order_id": "A1001"})
+    frozen = processes.worker(
+        crash_at=f"inside_step_complete@{REFUND_STEP}",
+        extra_env={
+            "AGENTOPS_CRASH_SIGNAL": "SIGSTOP",
+            # The server cuts off a transaction left idle this long, releasing its row locks.
+            "AGENTOPS_DB_IDLE_IN_TRANSACTION_TIMEOUT": "2s",
+        },
+    )
+    wait_for(lambda: _process_state(frozen.pid) == "T", message="the worker to freeze")
+    frozen_at = time.monotonic()
+    processes.worker()
+    processes.sweeper()
+    wait_for(
+        lambda: Task.objects.get(pk=task.pk).is_terminal,
+        timeout=60,
+        message="another worker to finish the task",
+    )
+    taken_over_in = time.monotonic() - frozen_at
+    events = Event.objects.filter(task=task).count()
+    os.kill(frozen.pid, signal.SIGCONT)
+    time.sleep(3)  # the resumed worker finds its session gone and its lease taken
+
+    # lease (2 s) + idle cut-off (2 s) + sweep and grace (1.3 s), with room for the other steps
+    assert taken_over_in < 20, f"took {taken_over_in:.1f} s"
+    assert Event.objects.filter(task=task).count() == events
+    assert_finished_once(task, processes)

@@ -37,6 +37,8 @@ KEYED = {
     "slow": (TaskStatus.SUCCEEDED, LedgerStatus.SUCCEEDED, 1, 1, None),
     "schema_change": (TaskStatus.NEEDS_ATTENTION, LedgerStatus.SUCCEEDED, 1, 1, "schema_mismatch"),
     "forbidden": (TaskStatus.NEEDS_ATTENTION, None, 1, 0, "authorization_gap"),
+    # The request arrives twice: the remote performs it once (same key) and answers both.
+    "duplicate": (TaskStatus.SUCCEEDED, LedgerStatus.SUCCEEDED, 1, 1, None),
 }
 LEGACY = {
     "ok": (TaskStatus.SUCCEEDED, LedgerStatus.SUCCEEDED, 1, 1, None),
@@ -125,3 +127,49 @@ def test_fault_matrix(processes, operation, mode, expected):
         assert ToolCall.objects.filter(step=step).count() == 1
         assert Effect.objects.filter(operation=operation).count() == effects
         assert Task.objects.get(pk=task.pk).status == TaskStatus.NEEDS_ATTENTION
+
+
+@pytest.mark.parametrize(
+    ("operation", "live_status", "task_status"),
+    [
+        ("refund", LedgerStatus.SUCCEEDED, TaskStatus.SUCCEEDED),
+        ("refund_legacy", LedgerStatus.EXECUTED_UNKNOWN, TaskStatus.NEEDS_ATTENTION),
+    ],
+)
+def test_a_response_to_another_request_is_not_trusted(
+    processes, operation, live_status, task_status
+):
+    other = {"refund_id": "R-SOMEONE-ELSE", "order_id": "Z9", "amount": "1.00", "status": "done"}
+    Effect.objects.create(
+        service="payments",
+        operation=operation,
+        idempotency_key="someone-else" if operation == "refund" else None,
+        request_key="someone-else",
+        request_digest="0" * 64,
+        request={},
+        response=other,
+    )
+    fault_set(service="payments", operation=operation, mode="out_of_order", count=1)
+    task_input = {
+        "order_id": "A1001",
+        **({"refund_api": "legacy"} if "legacy" in operation else {}),
+    }
+    task = task_create(agent="refund", goal="Refund (out of order)", input=task_input)
+    processes.worker(extra_env=WORKER_ENV)
+    processes.sweeper(interval=0.2)
+
+    task = wait_for(
+        lambda: (t := Task.objects.get(pk=task.pk)).status in SETTLED and t,
+        timeout=60,
+        message="the task to settle after an out-of-order response",
+    )
+    row = ToolCall.objects.filter(step__task=task, step__ordinal=REFUND).order_by("id").last()
+    ours = Effect.objects.filter(operation=operation).exclude(request_key="someone-else")
+
+    assert task.status == task_status, task.failure
+    assert row.status == live_status
+    assert ours.count() == 1
+    if live_status == LedgerStatus.SUCCEEDED:
+        # The recorded result is ours, found by the probe, not the other caller's answer.
+        assert row.result["refund_id"] != "R-SOMEONE-ELSE"
+        assert row.result == ours.get().response

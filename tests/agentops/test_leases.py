@@ -3,22 +3,27 @@
 from __future__ import annotations
 
 import multiprocessing
+import re
 import time
 from datetime import timedelta
+from pathlib import Path
 
 import django_rq
+import psycopg
 import pytest
-from django.db import connections, transaction
+from django.db import connection, connections, transaction
 from django.utils import timezone
 
+from agentops.engine.dispatch import enqueue_now, job_id_for
 from agentops.engine.errors import LeaseLost
 from agentops.engine.leases import Heartbeat, lease_renew
+from agentops.engine.sweeper import SWEEP_LOCK_KEY, sweep_exclusive
 from agentops.engine.transitions import EventSpec, fenced_write, task_claim
 from agentops.models import Event, Task
 from agentops.services import task_abort, task_create, task_pause
 from agentops.sim.models import Effect
 from agentops.states import TaskStatus
-from tests.conftest import wait_for
+from tests.conftest import database_url, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -106,6 +111,93 @@ def test_a_parked_or_terminal_task_cannot_be_claimed(redis_clean):
     assert task_claim(task_id=paused.pk, owner="w") is None
     assert task_claim(task_id=aborted.pk, owner="w") is None
     assert Task.objects.get(pk=paused.pk).status == TaskStatus.PAUSED
+
+
+def test_a_claim_does_not_wait_behind_a_row_lock_held_by_a_frozen_holder(redis_clean):
+    task = task_create(agent="refund", goal="Refund", input={"order_id": "A1001"})
+    with psycopg.connect(database_url()) as frozen:
+        frozen.execute("SELECT id FROM agentops_task WHERE id = %s FOR UPDATE", [task.pk])
+        began = time.monotonic()
+        blocked = task_claim(task_id=task.pk, owner="w")
+        waited = time.monotonic() - began
+        frozen.rollback()
+    claimed = task_claim(task_id=task.pk, owner="w")
+
+    assert blocked is None
+    assert waited < 1.0  # not the lock_timeout (3 s), let alone the holder's freeze
+    assert claimed is not None and claimed.epoch == 1
+
+
+def test_a_lease_runs_from_the_moment_the_claim_is_written(redis_clean, settings):
+    task = task_create(agent="refund", goal="Refund", input={"order_id": "A1001"})
+    lease_seconds = settings.AGENTOPS["LEASE_SECONDS"]
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("SELECT pg_sleep(1.2)")  # as if the claim had waited on a lock
+        assert task_claim(task_id=task.pk, owner="w") is not None
+        cursor.execute(
+            "SELECT extract(epoch FROM lease_expires_at - now()) FROM agentops_task WHERE id = %s",
+            [task.pk],
+        )
+        (remaining,) = cursor.fetchone()
+
+    assert float(remaining) >= lease_seconds + 1.2
+
+
+def test_only_one_sweeper_sweeps_at_a_time(redis_clean):
+    task = task_create(agent="refund", goal="Refund", input={"order_id": "A1001"})
+    Task.objects.filter(pk=task.pk).update(updated_at=timezone.now() - timedelta(minutes=5))
+    django_rq.get_connection("default").flushdb()  # the job is lost: the sweeper must re-drive
+    with psycopg.connect(database_url(), autocommit=True) as other:
+        other.execute("SELECT pg_advisory_lock(%s)", [SWEEP_LOCK_KEY])
+        skipped = sweep_exclusive()
+        other.execute("SELECT pg_advisory_unlock(%s)", [SWEEP_LOCK_KEY])
+    swept = sweep_exclusive()
+
+    assert skipped is None
+    assert swept is not None and swept.enqueued == 1
+
+
+def _sweeps(log: Path) -> list[tuple[float, float]]:
+    found = re.findall(r"sweep start=([\d.]+) end=([\d.]+)", log.read_text())
+    return [(float(start), float(end)) for start, end in found]
+
+
+def test_two_sweeper_processes_never_sweep_at_the_same_time(processes):
+    for number in range(20):  # stale queued tasks (no worker runs), so each sweep has work
+        task = task_create(agent="refund", goal=f"stale {number}", input={"order_id": "A1001"})
+        Task.objects.filter(pk=task.pk).update(updated_at=timezone.now() - timedelta(minutes=5))
+    sweepers = [
+        processes.start("sweeper", "--interval", "0.005", "-v", "2", name="sweeper")
+        for _ in range(2)
+    ]
+    logs = [processes.log_dir / f"sweeper-{number}.log" for number in range(len(sweepers))]
+    wait_for(lambda: all(len(_sweeps(log)) >= 5 for log in logs), message="both to sweep")
+    processes.stop_all()
+    runs = [_sweeps(log) for log in logs]
+
+    overlaps = [
+        (a, b)
+        for a in runs[0]
+        for b in runs[1]
+        if a[0] < b[1] and b[0] < a[1]  # the two intervals intersect
+    ]
+    assert overlaps == []
+
+
+def test_a_job_popped_by_a_worker_that_died_is_enqueued_again(redis_clean):
+    task = task_create(agent="refund", goal="Refund", input={"order_id": "A1001"})
+    task.refresh_from_db()
+    queue = django_rq.get_queue("default")
+    job_id = job_id_for(task.pk, task.last_seq)
+    # A worker took the job off the list and died before marking it started: its record still
+    # says queued, but no queue holds it.
+    assert queue.connection.lrem(queue.key, 0, job_id) == 1
+
+    enqueued = enqueue_now(task.pk, token=task.last_seq)
+    again = enqueue_now(task.pk, token=task.last_seq)
+
+    assert enqueued is True and again is False
+    assert queue.job_ids == [job_id]
 
 
 def test_redis_flushed_mid_run_the_sweeper_recovers_every_task(processes):

@@ -22,6 +22,7 @@ from policies.models import Policy, PolicyChange, PolicyRule, PolicyVersion
 from policies.selectors import policy_version_active
 from policies.services import policy_draft_create
 from reviews.models import AuditItem, Claim, Decision, Gate
+from reviews.tokens import api_token_create
 from tests.reviews.builders import client_for, gated_refund, open_gate, stopped_trip
 
 ANONYMOUS, OPERATOR, AUDITOR, POLICY_ADMIN = "anonymous", "operator", "auditor", "policy admin"
@@ -43,6 +44,7 @@ class World:
     version: PolicyVersion
     draft: PolicyVersion
     rule: PolicyRule
+    token: int
 
 
 @dataclass(frozen=True)
@@ -128,16 +130,21 @@ ACCESS: dict[str, Access] = {
         POST, frozenset({AUDITOR}), kwargs=lambda w: {"item_id": w.item.pk}
     ),
     "reviews:decisions": Access(PAGE, SIGNED_IN),
+    # One's own account: notification choices and API tokens.
+    "reviews:account": Access(FORM, SIGNED_IN),
+    "reviews:api_token_new": Access(POST, SIGNED_IN),
+    "reviews:api_token_revoke": Access(POST, SIGNED_IN, kwargs=lambda w: {"token_id": w.token}),
 }
 
 
 def url_patterns(
     patterns: list[Any] | None = None, prefix: str = "", namespace: str = ""
 ) -> Iterator[tuple[str | None, str]]:
-    """(namespaced name, route) of every URL pattern, recursively; admin and static aside."""
+    """(namespaced name, route) of every URL pattern, recursively; admin, static files (the
+    favicon is one) and the JSON API (its own table in test_api.py) aside."""
     for pattern in get_resolver().url_patterns if patterns is None else patterns:
         route = prefix + str(pattern.pattern)
-        if route.startswith(("admin/", "static/")):
+        if route.startswith(("admin/", "static/", "favicon.ico", "api/")):
             continue
         if isinstance(pattern, URLResolver):
             inner = ":".join(n for n in (namespace, pattern.namespace or "") if n)
@@ -180,6 +187,7 @@ def world(sim_server, redis_clean, groups, policy_admin, django_user_model) -> W
         version=policy_version_active("default"),
         draft=draft,
         rule=PolicyRule.objects.filter(version=draft).order_by("position").first(),
+        token=api_token_create(user=starter, name="stan's")[0].pk,
     )
 
 

@@ -2,8 +2,8 @@
 
 The benchmark runs the registered no-op agent `bench_noop` (one model call and one in-process tool
 call per step) through the real runner on the configured database, one `task_advance` call per
-task with a slice long enough to finish it, and in the same run a floor: a raw psycopg 3 (or
-sqlite3) connection that inserts one row carrying the step's tool result into a logged table and
+task with a slice long enough to finish it, and in the same run a floor: a raw psycopg 3
+connection that inserts one row carrying the step's tool result into a logged table and
 commits, once per step. Floor and task runs alternate, one pair per repeat, so drift on a shared
 machine hits both; ratios are medians of the per-pair ratios.
 
@@ -17,8 +17,7 @@ steps, `bytes_per_step_last` the same for the last interval (after the second-to
 Both leave out full-page images, reported apart (`fpi_bytes_per_step_*`): a page's first change
 after a checkpoint logs the whole page, so they follow the cluster's checkpoints, not the step.
 `wal_bytes_per_step` is everything the run wrote, images included, over all its steps.
-A temporary replication slot keeps those segments until they are read. On SQLite bytes are not
-measured (null, with a note) and commits are counted by a statement hook.
+A temporary replication slot keeps those segments until they are read.
 
 Each run starts with one unmeasured warm-up pair, and runs with DEBUG off (as workers do). The
 command deletes its tasks, their artifact files and the floor table. Performance belongs here,
@@ -30,11 +29,9 @@ from __future__ import annotations
 import json
 import os
 import re
-import sqlite3
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
@@ -46,7 +43,6 @@ from typing import Any
 import django_rq
 import psycopg
 from django.conf import settings
-from django.core.files.storage import default_storage
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connection, transaction
 from django.test.utils import override_settings
@@ -55,10 +51,13 @@ from rq.job import Job
 from rq.worker import Worker
 
 from agentops.agents.bench import bench_script
+from agentops.benchmarks.tasks import bench_tasks_delete
+from agentops.benchmarks.throughput import throughput
+from agentops.dburl import database_url
 from agentops.engine.dispatch import job_id_for
 from agentops.engine.model import ModelRequest
 from agentops.engine.runner import task_advance
-from agentops.models import Artifact, Snapshot, Task
+from agentops.models import Snapshot, Task
 from agentops.services import task_create
 from agentops.states import TaskStatus
 
@@ -253,14 +252,6 @@ class StatementCounter:
 class Floor:
     """One INSERT of the step's tool result + commit per step, on a raw connection."""
 
-    def insert(self, rows: list[str]) -> float:
-        raise NotImplementedError
-
-    def close(self) -> None:
-        raise NotImplementedError
-
-
-class PostgresFloor(Floor):
     def __init__(self, raw: psycopg.Connection) -> None:
         self.raw = raw
         raw.execute(f"DROP TABLE IF EXISTS {FLOOR_TABLE}")
@@ -277,30 +268,6 @@ class PostgresFloor(Floor):
 
     def close(self) -> None:
         self.raw.execute(f"DROP TABLE IF EXISTS {FLOOR_TABLE}")
-
-
-class SqliteFloor(Floor):
-    """A scratch file with the project's SQLite settings (WAL, synchronous=NORMAL)."""
-
-    def __init__(self) -> None:
-        self.dir = tempfile.TemporaryDirectory(prefix="agentops-bench-")
-        self.db = sqlite3.connect(Path(self.dir.name) / "floor.sqlite3", isolation_level=None)
-        self.db.execute("PRAGMA journal_mode=WAL")
-        self.db.execute("PRAGMA synchronous=NORMAL")
-        self.db.execute(
-            f"CREATE TABLE {FLOOR_TABLE} (id INTEGER PRIMARY KEY, payload TEXT NOT NULL)"
-        )
-
-    def insert(self, rows: list[str]) -> float:
-        sql = f"INSERT INTO {FLOOR_TABLE} (payload) VALUES (?)"
-        began = time.perf_counter()
-        for row in rows:
-            self.db.execute(sql, (row,))
-        return time.perf_counter() - began
-
-    def close(self) -> None:
-        self.db.close()
-        self.dir.cleanup()
 
 
 @dataclass
@@ -368,7 +335,13 @@ class Command(BaseCommand):
     help = HELP
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("benchmark", choices=["checkpoint"])
+        parser.add_argument("benchmark", choices=["checkpoint", "throughput"])
+        parser.add_argument(
+            "--workers", type=int, default=1, help="throughput: worker processes (default 1)"
+        )
+        parser.add_argument(
+            "--tasks", type=int, default=40, help="throughput: tasks to run (default 40)"
+        )
         parser.add_argument("--steps", type=int, default=20, help="steps per task (default 20)")
         parser.add_argument(
             "--payload-kb",
@@ -397,13 +370,22 @@ class Command(BaseCommand):
     def handle(
         self,
         *args: Any,
+        benchmark: str,
         steps: int,
         payload_kb: int,
         repeat: int,
         as_json: bool,
         dispatch: int,
+        workers: int,
+        tasks: int,
         **options: Any,
     ) -> None:
+        if benchmark == "throughput":
+            if workers < 1 or tasks < 1 or steps < 1:
+                raise CommandError("--workers, --tasks and --steps must be positive")
+            report = throughput(workers=workers, tasks=tasks, steps=steps, payload_kb=payload_kb)
+            self.stdout.write(json.dumps(report, indent=None if as_json else 2))
+            return
         if steps < 1 or repeat < 1 or payload_kb < 0 or dispatch < 0:
             raise CommandError(
                 "--steps and --repeat must be positive, --payload-kb and --dispatch not negative"
@@ -423,20 +405,14 @@ class Command(BaseCommand):
     # -- the checkpoint benchmark -------------------------------------------------------------
 
     def checkpoint(self, *, steps: int, payload_kb: int, repeat: int) -> dict[str, Any]:
-        postgres = connection.vendor == "postgresql"
         rows = floor_rows(steps, payload_kb)
         created: list[int] = []
         notes: list[str] = []
-        with _maybe_raw(postgres) as raw:
-            wal, note = WalReader.open(raw) if raw is not None else (None, "")
+        with raw_postgres() as raw:
+            wal, note = WalReader.open(raw)
             if note:
                 notes.append(note)
-            if not postgres:
-                notes.append(
-                    "SQLite: bytes per step not measured; commits counted by a "
-                    "statement hook (writes in autocommit mode + write transactions)"
-                )
-            floor: Floor = PostgresFloor(raw) if raw is not None else SqliteFloor()
+            floor = Floor(raw)
             try:
                 self._run_pair(floor, rows, steps, payload_kb, created, wal=None)  # warm-up
                 pairs = [
@@ -448,8 +424,8 @@ class Command(BaseCommand):
                         pair.figures = self._wal_figures(wal, pair, steps)
             finally:
                 floor.close()
-                self._clean_up(created)
-        return _report(pairs, steps=steps, payload_kb=payload_kb, postgres=postgres, notes=notes)
+                bench_tasks_delete(created)
+        return _report(pairs, steps=steps, payload_kb=payload_kb, notes=notes)
 
     def _run_pair(
         self,
@@ -545,16 +521,6 @@ class Command(BaseCommand):
         )
         return figures
 
-    def _clean_up(self, task_ids: list[int]) -> None:
-        """Delete the bench tasks, their rows (cascade) and their artifact files."""
-        for name in Artifact.objects.filter(task_id__in=task_ids).values_list("name", flat=True):
-            default_storage.delete(name)
-        Task.objects.filter(pk__in=task_ids).delete()
-        for task_id in task_ids:
-            # Not a local directory, or never created: nothing to remove.
-            with suppress(OSError, NotImplementedError):
-                Path(default_storage.path(f"artifacts/{task_id}")).rmdir()
-
     # -- dispatch: one RQ job through a real worker ------------------------------------------
 
     def dispatch(self, *, jobs: int, payload_kb: int) -> dict[str, Any]:
@@ -616,7 +582,7 @@ class Command(BaseCommand):
                 if job is not None:
                     job.delete()
         finally:
-            self._clean_up(created)
+            bench_tasks_delete(created)
         worker_ms = statistics.median(gaps) * 1000
         in_process_ms = statistics.median(in_process) * 1000
         return {
@@ -625,15 +591,6 @@ class Command(BaseCommand):
             "in_process_ms_per_job": _round(in_process_ms),
             "dispatch_jobs": jobs,
         }
-
-
-@contextmanager
-def _maybe_raw(postgres: bool) -> Iterator[psycopg.Connection | None]:
-    if not postgres:
-        yield None
-        return
-    with raw_postgres() as raw:
-        yield raw
 
 
 def _drop_job(task_id: int) -> None:
@@ -650,19 +607,10 @@ def _drop_job(task_id: int) -> None:
 
 def _database_url() -> str:
     """DATABASE_URL for a child process, pointing at the database this process uses."""
-    conf = connection.settings_dict
-    if connection.vendor == "sqlite":
-        return f"sqlite:///{conf['NAME']}"
-    password = f":{conf['PASSWORD']}" if conf["PASSWORD"] else ""
-    return (
-        f"postgres://{conf['USER']}{password}@{conf['HOST'] or '127.0.0.1'}:"
-        f"{conf['PORT'] or 5432}/{conf['NAME']}"
-    )
+    return database_url(connection.settings_dict)
 
 
-def _report(
-    pairs: list[Pair], *, steps: int, payload_kb: int, postgres: bool, notes: list[str]
-) -> dict[str, Any]:
+def _report(pairs: list[Pair], *, steps: int, payload_kb: int, notes: list[str]) -> dict[str, Any]:
     def per_step_ms(seconds: float, count: int) -> float:
         return seconds * 1000 / count
 
@@ -671,7 +619,7 @@ def _report(
 
     task_ms = [per_step_ms(p.task_seconds, steps) for p in pairs]
     floor_ms = [per_step_ms(p.floor_seconds, p.floor_rows) for p in pairs]
-    if postgres and all("wal_commits" in p.figures for p in pairs):
+    if all("wal_commits" in p.figures for p in pairs):
         commits = _median([p.figures["wal_commits"] / steps for p in pairs])
         source = "WAL commit records"
     else:

@@ -1,7 +1,7 @@
-"""`make run`: web, simulated services, two workers and the sweeper, as child processes.
+"""`make run`: web (gunicorn), simulated services, two workers and the sweeper, as children.
 
-With REDIS_URL unset it starts an embedded Redis; with DATABASE_URL unset the settings fall back
-to SQLite in WAL mode. Ctrl-C stops every child.
+With DATABASE_URL / REDIS_URL unset the settings have started (or reused) the embedded PostgreSQL
+and Redis servers. Ctrl-C stops every child, and the embedded servers this command started.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import time
 from django.conf import settings
 from django.core.management.base import BaseCommand
 
+from agentops import embedded
 from agentops.devstack import Stack
 from agentops.scenarios import TOOL_TIMEOUT
 
@@ -32,7 +33,7 @@ class Command(BaseCommand):
             stack.manage("migrate", "--no-input", "-v", "0")
             sim = stack.start_sim(port + 1)
             stack.manage("seed_demo")
-            stack.spawn("runserver", f"127.0.0.1:{port}", "--noreload")
+            stack.spawn_web(port)
             for number in range(workers):
                 stack.spawn("worker", "--name", f"worker-{number + 1}-{os.getpid()}")
             stack.spawn("sweeper")
@@ -41,8 +42,10 @@ class Command(BaseCommand):
                 self.style.SUCCESS(
                     f"\nagentops is running at http://127.0.0.1:{port}/\n"
                     f"  logins:   admin / admin (see the README for the other demo users)\n"
-                    f"  database: {database['ENGINE'].rsplit('.', 1)[-1]} {database['NAME']}\n"
-                    f"  redis:    {'embedded ' if stack.redis else ''}{stack.env['REDIS_URL']}\n"
+                    f"  database: PostgreSQL {database['NAME']} at {database['HOST']}"
+                    f"{' (embedded)' if 'DATABASE_URL' not in os.environ else ''}\n"
+                    f"  redis:    {settings.REDIS_URL}"
+                    f"{' (embedded)' if 'REDIS_URL' not in os.environ else ''}\n"
                     f"  sim:      {sim}\n"
                     f"  {workers} workers and the sweeper are running. Ctrl-C stops everything.\n"
                 )
@@ -50,6 +53,15 @@ class Command(BaseCommand):
             self._wait(stack)
         finally:
             stack.stop()
+            if embedded.STARTED:
+                from django.db import connections
+
+                connections.close_all()
+                embedded.stop(
+                    settings.DATA_DIR / "embedded",
+                    postgres="postgres" in embedded.STARTED,
+                    redis="redis" in embedded.STARTED,
+                )
             self.stdout.write("stopped")
 
     def _wait(self, stack: Stack) -> None:

@@ -1,8 +1,9 @@
 from __future__ import annotations
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 from django.db import transaction
 
 from agentops.models import Task
@@ -33,7 +34,19 @@ DEMO_TASKS = [
 class Command(BaseCommand):
     help = "Create the demo users and, on an empty database, a few demo tasks. Idempotent."
 
-    def handle(self, *args, **options) -> None:
+    def add_arguments(self, parser) -> None:
+        parser.add_argument(
+            "--allow-demo-users",
+            action="store_true",
+            help="create the demo users (with their well-known passwords) outside development mode",
+        )
+
+    def handle(self, *args, allow_demo_users: bool, **options) -> None:
+        if not settings.DEV and not allow_demo_users:
+            raise CommandError(
+                "seed_demo creates users whose passwords are public (admin / admin); outside "
+                "development mode (AGENTOPS_DEV=1) it needs --allow-demo-users."
+            )
         User = get_user_model()
         with transaction.atomic():
             for username, password, superuser, group in DEMO_USERS:

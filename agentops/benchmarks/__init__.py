@@ -1,0 +1,1 @@
+"""Benchmarks behind `manage.py bench`: each prints figures; none is a test."""

@@ -1,0 +1,21 @@
+"""Removing what a benchmark created: its tasks, their rows and their artifact files."""
+
+from __future__ import annotations
+
+from contextlib import suppress
+from pathlib import Path
+
+from django.core.files.storage import default_storage
+
+from agentops.models import Artifact, Task
+
+
+def bench_tasks_delete(task_ids: list[int]) -> None:
+    """Delete the benchmark's tasks, their rows (cascade) and their artifact files."""
+    for name in Artifact.objects.filter(task_id__in=task_ids).values_list("name", flat=True):
+        default_storage.delete(name)
+    Task.objects.filter(pk__in=task_ids).delete()
+    for task_id in task_ids:
+        # Not a local directory, or never created: nothing to remove.
+        with suppress(OSError, NotImplementedError):
+            Path(default_storage.path(f"artifacts/{task_id}")).rmdir()

@@ -1,0 +1,51 @@
+"""`manage.py chaos [--minutes M] [--workers N] [--tasks T] [--seed S] [--json]`."""
+
+from __future__ import annotations
+
+import json
+
+from django.core.management.base import BaseCommand, CommandError
+from django.db import connection
+from django.db.migrations.executor import MigrationExecutor
+
+from agentops.chaos import ChaosRun, chaos_markdown
+
+
+class Command(BaseCommand):
+    help = (
+        "Run the demo agents under continuous faults (worker kills and freezes, a Redis flush, "
+        "model and service faults), then check the invariants; exit 1 if one breaks."
+    )
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument("--minutes", type=float, default=2.0)
+        parser.add_argument("--workers", type=int, default=2)
+        parser.add_argument("--tasks", type=int, default=8, help="tasks kept in flight")
+        parser.add_argument("--seed", type=int, default=1)
+        parser.add_argument(
+            "--kill-every", type=float, default=4.0, help="mean seconds between worker kills"
+        )
+        parser.add_argument("--json", action="store_true", dest="as_json")
+
+    def handle(
+        self,
+        *args,
+        minutes: float,
+        workers: int,
+        tasks: int,
+        seed: int,
+        kill_every: float,
+        as_json: bool,
+        **options,
+    ) -> None:
+        if minutes <= 0 or workers < 1 or tasks < 1 or kill_every <= 0:
+            raise CommandError("--minutes, --workers, --tasks and --kill-every must be positive")
+        executor = MigrationExecutor(connection)
+        if executor.migration_plan(executor.loader.graph.leaf_nodes()):
+            raise CommandError("the database has unapplied migrations: run `manage.py migrate`")
+        report = ChaosRun(
+            minutes=minutes, workers=workers, tasks=tasks, seed=seed, kill_every=kill_every
+        ).run()
+        self.stdout.write(json.dumps(report, indent=2) if as_json else chaos_markdown(report))
+        if not report["ok"]:
+            raise CommandError("an invariant broke (see the report)")

@@ -1,0 +1,54 @@
+"""API tokens: create one (shown once), find the user of one, revoke one.
+
+A token is `ao_<prefix>_<secret>`; the database keeps its sha256 and the prefix (to tell tokens
+apart in lists), never the token.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from reviews.models import ApiToken
+
+
+def _digest(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def api_token_create(*, user: Any, name: str) -> tuple[ApiToken, str]:
+    """Create a token for `user`; returns the row and the token (its only appearance)."""
+    name = name.strip() or "API token"
+    prefix = secrets.token_hex(4)
+    token = f"ao_{prefix}_{secrets.token_urlsafe(32)}"
+    with transaction.atomic():
+        row = ApiToken.objects.create(
+            user=user, name=name[:100], prefix=prefix, key_hash=_digest(token)
+        )
+    return row, token
+
+
+def api_token_user(token: str) -> Any | None:
+    """The active user a live token belongs to, or None; notes when it was last used."""
+    row = (
+        ApiToken.objects.select_related("user")
+        .filter(key_hash=_digest(token), revoked_at=None, user__is_active=True)
+        .first()
+    )
+    if row is None:
+        return None
+    ApiToken.objects.filter(pk=row.pk).update(last_used_at=timezone.now())
+    return row.user
+
+
+def api_token_revoke(*, token_id: int, user: Any) -> bool:
+    """Revoke one of `user`'s tokens; False when there is no such live token."""
+    return bool(
+        ApiToken.objects.filter(pk=token_id, user=user, revoked_at=None).update(
+            revoked_at=timezone.now()
+        )
+    )

@@ -1,0 +1,423 @@
+"""The deployable product: settings that fail closed, health endpoints, error pages, logs, and
+the production web server (gunicorn from the Procfile) under 200 concurrent requests.
+
+Settings are read once per process, so the production-mode checks run `manage.py` in a child
+process with a production environment (no AGENTOPS_DEV) pointed at the test database.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import secrets
+import shlex
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from importlib import import_module
+from pathlib import Path
+from typing import Any
+
+import httpx
+import psycopg
+import pytest
+from django.conf import settings
+from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY
+from django.contrib.auth.models import Group
+from django.core.exceptions import PermissionDenied
+from django.db import connection
+from django.test import Client, RequestFactory
+from django.views.defaults import server_error
+
+from agentops.logs import RefusalFilter, StructuredFormatter, task_context
+from tests.conftest import ROOT, database_url, free_port, wait_for
+
+PRODUCTION_HOST = "agentops.example.com"
+
+
+def production_env(**overrides: str) -> dict[str, str]:
+    """The production environment docs/operations.md documents, on the test database."""
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith(("AGENTOPS_", "DJANGO_"))
+    }
+    env.update(
+        DJANGO_SETTINGS_MODULE="agentops.settings",
+        DATABASE_URL=database_url(),
+        REDIS_URL=settings.RQ_QUEUES["default"]["URL"],
+        DJANGO_SECRET_KEY=secrets.token_urlsafe(50),
+        DJANGO_ALLOWED_HOSTS=PRODUCTION_HOST,
+        DJANGO_CSRF_TRUSTED_ORIGINS=f"https://{PRODUCTION_HOST}",
+        DJANGO_SECURE_PROXY_SSL_HEADER="HTTP_X_FORWARDED_PROTO,https",
+        DJANGO_SECURE_HSTS_PRELOAD="true",
+    )
+    env.update(overrides)
+    return {key: value for key, value in env.items() if value != ""}
+
+
+def manage(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(ROOT / "manage.py"), *args],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+# -- settings that fail closed ------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("variable", ["DJANGO_SECRET_KEY", "DJANGO_ALLOWED_HOSTS"])
+def test_production_settings_refuse_to_start_without_a_required_variable(variable):
+    result = manage("check", env=production_env(**{variable: ""}))
+
+    assert result.returncode != 0
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert variable in lines[0]
+    assert "Traceback" not in result.stderr
+
+
+@pytest.mark.django_db
+def test_production_settings_refuse_the_development_secret_key():
+    result = manage("check", env=production_env(DJANGO_SECRET_KEY="dev-insecure-change-me"))
+
+    assert result.returncode != 0
+    assert "DJANGO_SECRET_KEY" in result.stderr
+
+
+@pytest.mark.django_db
+def test_the_deploy_check_passes_with_the_documented_production_environment():
+    result = manage("check", "--deploy", "--fail-level", "WARNING", env=production_env())
+
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "no issues" in result.stdout
+
+
+@pytest.mark.django_db
+def test_production_mode_is_the_default_and_debug_is_off_there():
+    script = "from django.conf import settings as s; print(s.DEBUG, s.DEV, s.SESSION_COOKIE_SECURE)"
+    result = manage("shell", "-c", script, env=production_env())
+
+    assert result.stdout.split()[-3:] == ["False", "False", "True"], result.stderr
+
+
+@pytest.mark.django_db(transaction=True)
+def test_seed_demo_refuses_demo_users_outside_development_mode(django_user_model):
+    result = manage("seed_demo", env=production_env())
+
+    assert result.returncode != 0
+    assert "--allow-demo-users" in result.stderr
+    assert not django_user_model.objects.filter(username="admin").exists()
+
+
+# -- health endpoints ---------------------------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_health_endpoints_answer_without_login_or_an_allowed_host():
+    client = Client(HTTP_HOST="10.1.2.3")  # a balancer probes by address
+
+    alive = client.get("/healthz")
+    ready = client.get("/readyz")
+
+    assert (alive.status_code, alive.content) == (200, b"ok\n")
+    assert (ready.status_code, ready.content) == (200, b"ok\n")
+    assert alive["Cache-Control"] == "no-store"
+
+
+@pytest.mark.django_db
+def test_readyz_answers_503_and_nothing_more_when_redis_is_unreachable():
+    probe = (
+        "from django.test import Client; r = Client().get('/readyz'); "
+        "print(r.status_code, r.content.decode().strip())"
+    )
+    result = manage(
+        "shell",
+        "-c",
+        probe,
+        env={**os.environ, "DATABASE_URL": database_url(), "REDIS_URL": "redis://127.0.0.1:9/0"},
+    )
+
+    assert result.stdout.strip().splitlines()[-1] == "503 not ready", result.stderr
+
+
+# -- error pages, favicon, dashboards -----------------------------------------------------------
+
+
+@pytest.mark.django_db
+def test_a_404_uses_the_site_layout_and_leaks_nothing(django_user_model):
+    client = Client()
+    client.force_login(django_user_model.objects.create_user(username="u", password="x"))
+
+    response = client.get("/no/such/page/")
+    html = response.content.decode()
+
+    assert response.status_code == 404
+    assert "Page not found" in html
+    assert 'class="topbar"' in html
+    assert "URLconf" not in html and "agentops.urls" not in html
+
+
+@pytest.mark.django_db
+def test_a_403_uses_the_site_layout_with_navigation(django_user_model):
+    client = Client()
+    client.force_login(django_user_model.objects.create_user(username="u", password="x"))
+
+    response = client.get("/policies/")
+    html = response.content.decode()
+
+    assert response.status_code == 403
+    assert "You are not allowed to do this" in html
+    assert "Log out" in html
+
+
+def test_a_500_uses_the_site_layout_without_a_request_context():
+    response = server_error(RequestFactory().get("/"))
+    html = response.content.decode()
+
+    assert response.status_code == 500
+    assert "Something went wrong" in html
+    assert 'class="topbar"' in html
+
+
+@pytest.mark.django_db
+def test_the_favicon_is_served():
+    client = Client()
+
+    redirect = client.get("/favicon.ico")
+    icon = client.get(redirect["Location"])
+
+    assert redirect.status_code == 301
+    assert icon.status_code == 200
+    assert b"<svg" in b"".join(icon.streaming_content)
+
+
+@pytest.mark.django_db
+def test_the_rq_dashboard_is_for_staff_only(django_user_model):
+    user = django_user_model.objects.create_user(username="o", password="x")
+    user.groups.add(Group.objects.get_or_create(name="operators")[0])
+    staff = django_user_model.objects.create_user(username="s", password="x", is_staff=True)
+    client = Client()
+
+    client.force_login(user)
+    refused = client.get("/admin/rq/")
+    client.force_login(staff)
+    shown = client.get("/admin/rq/")
+
+    assert refused.status_code == 302 and "/admin/login/" in refused["Location"]
+    assert shown.status_code == 200
+
+
+# -- structured logs ----------------------------------------------------------------------------
+
+
+def _record(message: str, *, exc: BaseException | None = None) -> logging.LogRecord:
+    exc_info = (type(exc), exc, exc.__traceback__) if exc else None
+    return logging.LogRecord("agentops.x", logging.WARNING, __file__, 1, message, (), exc_info)
+
+
+def test_log_lines_carry_time_level_logger_and_the_task_context():
+    logger = logging.getLogger("agentops.test")
+    handler = next(h for h in logging.getLogger().handlers if h.get_name() == "console")
+    records: list[str] = []
+    capture = logging.Handler()
+    capture.filters = handler.filters
+    capture.emit = lambda record: records.append(StructuredFormatter("kv").format(record))
+    logger.addHandler(capture)
+    try:
+        with task_context(task_id=42, step=3):
+            logger.warning("tool said %s", "no thanks")
+    finally:
+        logger.removeHandler(capture)
+
+    (line,) = records
+    fields = dict(part.split("=", 1) for part in shlex.split(line))
+    assert fields["level"] == "WARNING"
+    assert fields["logger"] == "agentops.test"
+    assert fields["task_id"] == "42" and fields["step"] == "3"
+    assert fields["msg"] == "tool said no thanks"
+    assert fields["time"].endswith("+00:00")
+
+
+def test_json_log_lines_are_one_object_each():
+    line = StructuredFormatter("json").format(_record('a "quoted"\nmessage'))
+
+    parsed = json.loads(line)
+    assert "\n" not in line
+    assert parsed["msg"] == 'a "quoted"\nmessage'
+    assert set(parsed) >= {"time", "level", "logger", "msg"}
+
+
+def test_an_expected_refusal_is_logged_as_one_line_without_its_traceback():
+    try:
+        raise PermissionDenied("not an operator")
+    except PermissionDenied as refusal:
+        record = _record("Forbidden (Permission denied): /review/", exc=refusal)
+    try:
+        raise ValueError("boom")
+    except ValueError as error:
+        crash = _record("Internal Server Error: /", exc=error)
+
+    RefusalFilter().filter(record)
+    RefusalFilter().filter(crash)
+
+    assert len(StructuredFormatter("kv").format(record).splitlines()) == 1
+    assert "Traceback" in StructuredFormatter("kv").format(crash)
+
+
+# -- the embedded PostgreSQL server -------------------------------------------------------------
+
+
+def test_without_database_url_the_settings_start_an_embedded_postgresql(tmp_path):
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if key not in {"DATABASE_URL", "REDIS_URL", "DJANGO_SETTINGS_MODULE"}
+    }
+    env.update(AGENTOPS_DEV="1", AGENTOPS_DATA_DIR=str(tmp_path / "data"))
+    try:
+        migrated = manage("migrate", "--no-input", "-v", "0", env=env)
+        assert migrated.returncode == 0, migrated.stderr
+        script = (
+            "from django.db import connection as c; cur = c.cursor(); "
+            'cur.execute("SELECT count(*) FROM pg_trigger WHERE NOT tgisinternal"); '
+            "print(c.vendor, c.settings_dict['HOST'], cur.fetchone()[0])"
+        )
+        shown = manage("shell", "-c", script, env=env)
+        vendor, host, triggers = shown.stdout.split()[-3:]
+        assert vendor == "postgresql"
+        assert host.startswith(str(tmp_path))  # a socket of the embedded server, no TCP
+        assert int(triggers) >= 3  # ledger, decision log and policy triggers exist here too
+    finally:
+        stopped = manage("embedded", "stop", env=env)
+    assert "postgres: stopped" in stopped.stdout, stopped.stderr
+    assert "redis: stopped" in stopped.stdout, stopped.stderr
+
+
+# -- the production web server under load -------------------------------------------------------
+
+WEB_PROCESSES, WEB_THREADS = 2, 4
+CONCURRENT_REQUESTS = 200
+
+
+def _procfile_command(name: str) -> list[str]:
+    for line in (ROOT / "Procfile").read_text().splitlines():
+        process, _, command = line.partition(":")
+        if process.strip() == name:
+            return shlex.split(command)
+    raise AssertionError(f"no {name} process in the Procfile")
+
+
+def _session_cookie(user: Any) -> str:
+    store = import_module(settings.SESSION_ENGINE).SessionStore()
+    store[SESSION_KEY] = str(user.pk)
+    store[BACKEND_SESSION_KEY] = "django.contrib.auth.backends.ModelBackend"
+    store[HASH_SESSION_KEY] = user.get_session_auth_hash()
+    store.save()
+    return store.session_key
+
+
+class ConnectionWatch(threading.Thread):
+    """Samples pg_stat_activity for the web processes' connections until stopped."""
+
+    def __init__(self, database: str) -> None:
+        super().__init__(daemon=True)
+        self.database = database
+        self.peak = 0
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        with psycopg.connect(database_url(), autocommit=True) as conn:
+            while not self.stop.is_set():
+                (count,) = conn.execute(
+                    "SELECT count(*) FROM pg_stat_activity "
+                    "WHERE datname = %s AND application_name = 'agentops:gunicorn'",
+                    [self.database],
+                ).fetchone()
+                self.peak = max(self.peak, count)
+                time.sleep(0.02)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_production_web_server_answers_200_concurrent_requests_with_bounded_connections(
+    tmp_path, django_user_model, settings
+):
+    operator = django_user_model.objects.create_user(username="olga", password="x")
+    operator.groups.add(Group.objects.get_or_create(name="operators")[0])
+    settings.SECRET_KEY = secrets.token_urlsafe(50)  # the web server's key signs the session
+    cookie = _session_cookie(operator)
+    port = free_port()
+    env = production_env(
+        DJANGO_SECRET_KEY=settings.SECRET_KEY,
+        DJANGO_ALLOWED_HOSTS=f"{PRODUCTION_HOST},127.0.0.1",
+        AGENTOPS_STATIC_ROOT=str(tmp_path / "static"),
+        GUNICORN_BIND=f"127.0.0.1:{port}",
+        WEB_CONCURRENCY=str(WEB_PROCESSES),
+        GUNICORN_THREADS=str(WEB_THREADS),
+        GUNICORN_ACCESS_LOG="0",
+    )
+    collected = manage("collectstatic", "--no-input", "-v", "0", env=env)
+    assert collected.returncode == 0, collected.stderr
+    command = _procfile_command("web")
+    log = open(tmp_path / "web.log", "wb")  # noqa: SIM115
+    web = subprocess.Popen(
+        command,
+        cwd=ROOT,
+        env={**env, "PATH": f"{Path(sys.executable).parent}:{env['PATH']}"},
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    base = f"http://127.0.0.1:{port}"
+    headers = {"Host": PRODUCTION_HOST, "X-Forwarded-Proto": "https"}
+    watch = ConnectionWatch(connection.settings_dict["NAME"])
+    try:
+        wait_for(lambda: _answers(f"{base}/healthz"), timeout=30, message="gunicorn to start")
+        watch.start()
+        paths = ["/healthz", "/", "/review/", "/review/audit", "/review/decisions"]
+        signed_in = {**headers, "Cookie": f"sessionid={cookie}"}
+        with httpx.Client(timeout=60, limits=httpx.Limits(max_connections=200)) as client:
+
+            def fetch(number: int) -> int:
+                path = paths[number % len(paths)]
+                response = client.get(
+                    f"{base}{path}", headers=headers if path == "/healthz" else signed_in
+                )
+                return response.status_code
+
+            with ThreadPoolExecutor(max_workers=CONCURRENT_REQUESTS) as pool:
+                began = time.monotonic()
+                statuses = Counter(pool.map(fetch, range(CONCURRENT_REQUESTS)))
+                elapsed = time.monotonic() - began
+            static = client.get(f"{base}/favicon.ico", headers=headers, follow_redirects=True)
+    finally:
+        watch.stop.set()
+        os.killpg(web.pid, signal.SIGTERM)
+        web.wait(timeout=30)
+    watch.join()
+    print(
+        f"\n{CONCURRENT_REQUESTS} concurrent requests in {elapsed:.2f} s: {dict(statuses)}; "
+        f"peak web connections {watch.peak} (ceiling {WEB_PROCESSES * WEB_THREADS})"
+    )
+
+    assert statuses == {200: CONCURRENT_REQUESTS}, (tmp_path / "web.log").read_text()[-3000:]
+    assert 0 < watch.peak <= WEB_PROCESSES * WEB_THREADS
+    assert static.status_code == 200 and static.headers["content-type"] == "image/svg+xml"
+    assert "immutable" in static.headers.get("cache-control", "")  # hashed, from WhiteNoise
+
+
+def _answers(url: str) -> bool:
+    try:
+        return httpx.get(url, timeout=1).status_code == 200
+    except httpx.TransportError:
+        return False
