@@ -14,3 +14,8 @@ class AgentopsConfig(AppConfig):
         from agentops.engine import review_bridge
 
         policy_hooks.register(decision_seconds=review_bridge.gate_decision_seconds)
+
+        from agentops import prometheus
+
+        prometheus.collector_register("agentops.tasks", prometheus.tasks_state_metrics)
+        prometheus.collector_register("agentops.queue", prometheus.queue_metrics)

@@ -43,3 +43,11 @@ logconfig_dict = {
         "gunicorn.access": {"handlers": ["console"], "level": "INFO", "propagate": False},
     },
 }
+
+
+def child_exit(server, worker):  # type: ignore[no-untyped-def]
+    """In Prometheus multiprocess mode, let the collector forget a dead worker's live gauges."""
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        from prometheus_client import multiprocess
+
+        multiprocess.mark_process_dead(worker.pid)

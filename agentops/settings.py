@@ -290,6 +290,8 @@ AGENTOPS = {
     "NOTIFY_MAX_ATTEMPTS": env_int("AGENTOPS_NOTIFY_MAX_ATTEMPTS", 5),
     "NOTIFY_BACKOFF_SECONDS": env_float("AGENTOPS_NOTIFY_BACKOFF_SECONDS", 30.0),
     "WEBHOOK_TIMEOUT_SECONDS": env_float("AGENTOPS_WEBHOOK_TIMEOUT_SECONDS", 5.0),
+    # Bearer token of /metrics (Prometheus); unset, the endpoint answers 404.
+    "METRICS_TOKEN": os.environ.get("AGENTOPS_METRICS_TOKEN", ""),
 }
 
 # Email: the console in development; SMTP from the environment in production.

@@ -23,6 +23,7 @@ from django.views.decorators.http import require_GET, require_http_methods
 from django_htmx.http import HttpResponseClientRedirect, HttpResponseStopPolling
 from django_htmx.middleware import HtmxDetails
 
+from agentops import prometheus
 from agentops.engine.errors import UnknownAgent
 from agentops.forms import TaskFilterForm, TaskStartForm
 from agentops.models import Task
@@ -125,3 +126,18 @@ def task_detail(request: HtmxHttpRequest, task_id: int) -> HttpResponse:
 def favicon(request: HttpRequest) -> HttpResponse:
     """Browsers ask for /favicon.ico whatever the page says; send them to the static icon."""
     return HttpResponsePermanentRedirect(static("favicon.svg"))
+
+
+@require_GET
+def metrics(request: HttpRequest) -> HttpResponse:
+    """Prometheus exposition, for a scraper holding the bearer token (`AGENTOPS_METRICS_TOKEN`).
+
+    Without a configured token the endpoint does not exist (404); a request without the token,
+    or with another one, is refused (403). Session logins do not count: it is a machine's URL.
+    """
+    accepted = prometheus.token_accepted(request.headers.get("Authorization", ""))
+    if accepted is None:
+        raise Http404("metrics are not enabled")
+    if not accepted:
+        return HttpResponse("a bearer token is required\n", status=403, content_type="text/plain")
+    return HttpResponse(prometheus.metrics_exposition(), content_type=prometheus.CONTENT_TYPE)

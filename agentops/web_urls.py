@@ -9,4 +9,5 @@ urlpatterns = [
     path("", views.task_list, name="task_list"),
     path("tasks/new", views.task_new, name="task_new"),
     path("tasks/<int:task_id>", views.task_detail, name="task_detail"),
+    path("metrics", views.metrics, name="metrics"),
 ]

@@ -12,6 +12,7 @@ from typing import Any
 from django.http import HttpRequest
 
 from reviews.permissions import (
+    can_read_dashboard,
     can_read_decisions,
     can_read_reviews,
     is_auditor,
@@ -44,6 +45,10 @@ class ReviewNav:
     @cached_property
     def can_read_log(self) -> bool:
         return can_read_decisions(self.user)
+
+    @cached_property
+    def can_read_dashboard(self) -> bool:
+        return can_read_dashboard(self.user)
 
     @cached_property
     def inbox_count(self) -> int:

@@ -61,6 +61,11 @@ def can_read_decisions(user: Any) -> bool:
     return bool(roles_of(user))
 
 
+def can_read_dashboard(user: Any) -> bool:
+    """The oversight dashboard is read by operators, auditors and policy admins."""
+    return bool(roles_of(user))
+
+
 def role_required(
     check: Callable[[Any], bool], *, refusal: str
 ) -> Callable[[Callable[..., HttpResponse]], Callable[..., HttpResponse]]:
@@ -95,3 +100,9 @@ log_reader_required = role_required(
 )
 # Pages about one's own account: any signed-in person.
 signed_in_required = role_required(lambda user: True, refusal="sign in first")
+dashboard_required = role_required(
+    can_read_dashboard, refusal="only operators, auditors and policy admins may see the dashboard"
+)
+policy_admin_required = role_required(
+    is_policy_admin, refusal="only policy admins may open policy drafts"
+)

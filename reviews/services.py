@@ -36,8 +36,11 @@ from agentops.services import (
 from agentops.states import TaskStatus
 from policies.catalog import amount_of
 from policies.engine import Verdict
+from policies.models import Policy, PolicyVersion
+from policies.selectors import policy_version_active
+from policies.services import policy_draft_create, policy_rule_add
 from reviews.models import AuditItem, Claim, Decision, Gate, NotificationPreference
-from reviews.permissions import is_operator
+from reviews.permissions import is_operator, is_policy_admin
 from reviews.states import AuditStatus, GateStatus
 
 DEFAULT_GATE_TIMEOUT_SECONDS = 3600
@@ -194,7 +197,14 @@ def _approval(gate: Gate, arguments: dict[str, Any], *, edited: bool, actor: Any
 
 
 def _approve(
-    gate: Gate, *, actor: Any, arguments: dict[str, Any], edited: bool, reason: str, action: str
+    gate: Gate,
+    *,
+    actor: Any,
+    arguments: dict[str, Any],
+    edited: bool,
+    reason: str,
+    action: str,
+    bulk: bool = False,
 ) -> None:
     """Close `gate` as approved, resume its task with the approval, and log the decision.
 
@@ -209,7 +219,7 @@ def _approve(
         actor=actor,
         reason=reason,
         after_digest=approval["args_digest"],
-        detail={"arguments": arguments} if edited else None,
+        detail={**({"arguments": arguments} if edited else {}), **({"bulk": True} if bulk else {})},
     )
 
 
@@ -245,9 +255,12 @@ def _gate_logged(
     )
 
 
-def gate_approve(*, gate_id: int, actor: Any, seen_digest: str | None, reason: str = "") -> None:
+def gate_approve(
+    *, gate_id: int, actor: Any, seen_digest: str | None, reason: str = "", bulk: bool = False
+) -> None:
     """Approve the gated action as proposed. The approval is bound to the arguments' digest and
-    the policy version; the runner checks both again right before the call."""
+    the policy version; the runner checks both again right before the call. `bulk` marks the
+    decision as one of a bulk approval (reviewer-quality figures count them)."""
     with transaction.atomic():
         gate = _locked_open_gate(gate_id, seen_digest=seen_digest)
         gate_check_decider(gate=gate, user=actor)
@@ -258,6 +271,7 @@ def gate_approve(*, gate_id: int, actor: Any, seen_digest: str | None, reason: s
             edited=gate.edited,
             reason=reason,
             action="reviews.gate.approved",
+            bulk=bulk,
         )
 
 
@@ -466,7 +480,9 @@ def gates_bulk_approve(
             results.append(BulkResult(gate_id, "not found", "no such gate"))
             continue
         try:
-            gate_approve(gate_id=gate_id, actor=actor, seen_digest=seen_digest, reason=reason)
+            gate_approve(
+                gate_id=gate_id, actor=actor, seen_digest=seen_digest, reason=reason, bulk=True
+            )
         except GateAlreadyDecided as exc:
             results.append(BulkResult(gate_id, "already decided", str(exc)))
         except NotAllowed as exc:
@@ -580,3 +596,62 @@ def notification_preference_save(*, form: Any, user: Any) -> NotificationPrefere
         preference.user = user
         preference.save()
     return preference
+
+
+# -- calibration from audits --------------------------------------------------------------------
+
+
+def _gate_settings_of(draft: PolicyVersion) -> dict[str, Any]:
+    """Who decides the proposed gate and when it times out: as the draft's default rule says
+    (or its first gate rule; else operators, one hour, reject)."""
+    gates = draft.rules.filter(route="gate").order_by("-is_default", "position")
+    model = gates.first()
+    if model is None or not model.approver_group:
+        return {
+            "approver_group": "operators",
+            "timeout_seconds": DEFAULT_GATE_TIMEOUT_SECONDS,
+            "timeout_action": "reject",
+        }
+    return {
+        "approver_group": model.approver_group,
+        "timeout_seconds": model.timeout_seconds or DEFAULT_GATE_TIMEOUT_SECONDS,
+        "timeout_action": model.timeout_action,
+        "escalate_to": model.escalate_to,
+    }
+
+
+def calibration_draft_create(
+    *, actor: Any, rule: str, agent: str, tool: str, threshold: float, policy_id: int | None = None
+) -> PolicyVersion:
+    """Open a policy draft that gates `tool` for `agent` when the model's confidence is below
+    `threshold`, placed just before `rule` (the rule that let the flagged items through).
+
+    The draft is an ordinary one, built by the policies services: an admin reviews it in the
+    editor, dry-runs it and publishes it, or discards it. Nothing is published here.
+    """
+    if not is_policy_admin(actor):
+        raise NotAllowed("only policy admins may open policy drafts")
+    if not (0 < threshold <= 1) or not tool or not agent:
+        raise ReviewError("a proposal needs a tool, an agent and a threshold between 0 and 1")
+    with transaction.atomic():
+        policy = (
+            Policy.objects.get(pk=policy_id) if policy_id else Policy.objects.get(name="default")
+        )
+        if policy_version_active(policy.name) is None:
+            raise ReviewError(f"policy {policy.name} has no published version to start from")
+        draft = policy_draft_create(policy=policy, author=actor)
+        before = draft.rules.filter(name=rule).values_list("position", flat=True).first()
+        policy_rule_add(
+            draft=draft,
+            author=actor,
+            fields={
+                "name": f"calibrated: gate {tool} for {agent} below {threshold:.2f}",
+                "route": "gate",
+                "tools": [tool],
+                "agents": [agent],
+                "confidence_below": threshold,
+                **_gate_settings_of(draft),
+            },
+            position=before if before is not None else 0,
+        )
+    return draft

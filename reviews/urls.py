@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from reviews import views
+from reviews import dashboard, views
 
 app_name = "reviews"
 urlpatterns = [
@@ -34,4 +34,6 @@ urlpatterns = [
         views.api_token_revoke_view,
         name="api_token_revoke",
     ),
+    path("dashboard", dashboard.dashboard, name="dashboard"),
+    path("dashboard/drafts", dashboard.calibration_draft, name="calibration_draft"),
 ]

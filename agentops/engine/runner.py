@@ -25,6 +25,7 @@ from django.db.models import F
 from django.db.models.functions import Now
 from django.utils import timezone
 
+from agentops import prometheus
 from agentops.engine import context as ctxbuild
 from agentops.engine import review_bridge
 from agentops.engine.checkpoints import checkpoint_verify, snapshot_write
@@ -131,6 +132,10 @@ LEFT_RUNNING = frozenset(
         "agentops.task.rolled_back",
     }
 )
+
+
+# The task left `running` because a step (or the task) failed.
+FAILED_OUT = frozenset({"agentops.task.retry_scheduled", "agentops.task.stopped"})
 
 
 def worked_seconds(task_id: int) -> float:
@@ -268,17 +273,24 @@ class TaskRun:
 
     def _tokens_saved_by_resume(self) -> int:
         """Tokens the completed steps spent (and the current step's recorded model response,
-        which is not asked for again), when this claim resumes a task that stopped (a crash, a
-        failure, a gate, a pause): a rerun from scratch would spend them again. A claim that
-        merely continues after the previous slice yielded saves nothing new."""
+        which is not asked for again), when this claim is a recovery: it takes over from a
+        holder that died while running, or it is the first claim after the task failed (a
+        backoff retry, or a person's retry). A rerun from scratch would spend them again. Gates,
+        pauses and plain continuations after a time slice save nothing new."""
         from agentops.models import Event
 
-        before = (
-            Event.objects.filter(task_id=self.task.pk, seq=self.lease.last_seq - 1)
-            .values_list("action", flat=True)
-            .first()
+        latest = list(
+            Event.objects.filter(
+                task_id=self.task.pk,
+                seq__lte=self.lease.last_seq,
+                action__in=LEFT_RUNNING | {CLAIMED},
+            )
+            .order_by("-seq")
+            .values_list("action", "payload")[:2]
         )
-        if before in (None, "agentops.task.yielded", "agentops.task.created"):
+        recovered = bool(latest and (latest[0][1] or {}).get("recovered"))
+        after_failure = len(latest) > 1 and latest[1][0] in FAILED_OUT
+        if not (recovered or after_failure):
             return 0
         return sum(
             step_tokens(s)
@@ -412,7 +424,7 @@ class TaskRun:
             tools=[get_tool(name).schema() for name in self.agent.tools],
             task_input=self.task.input,
         )
-        with self.beat.call():
+        with self.beat.call(), prometheus.timed("model"):
             response = get_model_adapter(self.agent).complete(request)
         # Recorded next to the provider's count, so later prompts calibrate the estimate.
         record = response.as_record()
@@ -732,7 +744,7 @@ class TaskRun:
             base_url=settings.AGENTOPS["SIM_BASE_URL"].rstrip("/"),
             timeout=settings.AGENTOPS["TOOL_TIMEOUT_SECONDS"],
         )
-        with self.beat.call():
+        with self.beat.call(), prometheus.timed("tool"):
             if call.pk in self.fresh_calls:
                 return invoke(tool, ctx, arguments)
             # A `pending` row from an earlier holder: the call may have reached the remote.

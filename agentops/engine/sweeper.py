@@ -23,6 +23,7 @@ from django.db.models import Q
 from django.db.models.functions import Now
 from django.utils import timezone
 
+from agentops import prometheus
 from agentops.engine import review_bridge
 from agentops.engine.dispatch import enqueue_now
 from agentops.models import Task
@@ -66,6 +67,7 @@ def sweep() -> int:
     for task_id, seq in tasks_to_redrive():
         if enqueue_now(task_id, token=seq):
             enqueued += 1
+            prometheus.SWEEPER_REDRIVES.inc()
             logger.info("sweeper: re-driving task %s", task_id)
     for hook in SWEEP_HOOKS:
         try:

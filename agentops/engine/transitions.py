@@ -19,6 +19,7 @@ from django.db import models, transaction
 from django.db.models import Case, F, Value, When
 from django.db.models.functions import Now
 
+from agentops import prometheus
 from agentops.engine.errors import LeaseLost
 from agentops.models import Event, Step, Task, ToolCall
 from agentops.states import (
@@ -101,6 +102,7 @@ def _append_events(
             )
         )
     Event.objects.bulk_create(rows)
+    prometheus.events_written((row.action, row.payload) for row in rows)
 
 
 def _update_and_log(
@@ -204,6 +206,7 @@ def fenced_write(
             if spec.target in TERMINAL:
                 fields.setdefault("finished_at", Now())
     fields.setdefault("lease_expires_at", lease_deadline())
+    prometheus.checkpoint_started()
     seq = lease.last_seq + len(events)
     updated = Task.objects.filter(
         pk=lease.task_id, lease_epoch=lease.epoch, last_seq=lease.last_seq, status__in=sources

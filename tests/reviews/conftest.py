@@ -72,3 +72,15 @@ def auditor(groups: Any, django_user_model: Any) -> Any:
 @pytest.fixture
 def policy_admin(groups: Any, django_user_model: Any) -> Any:
     return make_user(django_user_model, "paula", "policy admins")
+
+
+@pytest.fixture
+def clock(monkeypatch: Any) -> Any:
+    """Time as the test sets it: `timezone.now()` (and so `auto_now_add`) reads this clock."""
+    from django.utils import timezone
+
+    from tests.reviews.history import T0, Clock
+
+    fixed = Clock(T0)
+    monkeypatch.setattr(timezone, "now", fixed)
+    return fixed

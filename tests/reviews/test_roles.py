@@ -30,7 +30,9 @@ SIGNED_IN = frozenset({OPERATOR, AUDITOR, POLICY_ADMIN})
 REVIEWERS = frozenset({OPERATOR, AUDITOR})
 ADMINS = frozenset({POLICY_ADMIN})
 # page: GET shows it. form: GET shows a form, POST changes state. post: POST only (GET is 405).
-PAGE, FORM, POST = "page", "form", "post"
+# token: a machine's URL; no session opens it, only a bearer token (tested in its own module).
+PAGE, FORM, POST, TOKEN = "page", "form", "post", "token"
+READ_ONLY = (PAGE, TOKEN)
 
 
 @dataclass
@@ -94,6 +96,8 @@ ACCESS: dict[str, Access] = {
     "agentops:task_list": Access(PAGE, SIGNED_IN),
     "agentops:task_new": Access(FORM, SIGNED_IN),
     "agentops:task_detail": Access(PAGE, REVIEWERS, kwargs=_task, denied=404),
+    # Prometheus: without a configured token the endpoint does not exist, whoever asks.
+    "agentops:metrics": Access(TOKEN, frozenset(), public=True, denied=404),
     # The policy editor is for policy admins only.
     "policies:index": Access(PAGE, ADMINS),
     "policies:policy_detail": Access(PAGE, ADMINS, kwargs=_policy),
@@ -134,6 +138,9 @@ ACCESS: dict[str, Access] = {
     "reviews:account": Access(FORM, SIGNED_IN),
     "reviews:api_token_new": Access(POST, SIGNED_IN),
     "reviews:api_token_revoke": Access(POST, SIGNED_IN, kwargs=lambda w: {"token_id": w.token}),
+    # The oversight dashboard is read by every role; only policy admins open proposed drafts.
+    "reviews:dashboard": Access(PAGE, SIGNED_IN),
+    "reviews:calibration_draft": Access(POST, ADMINS),
 }
 
 
@@ -202,6 +209,8 @@ def clients(operator, auditor, policy_admin) -> dict[str, Client]:
 
 
 def expected_get(access: Access, role: str) -> int:
+    if access.kind == TOKEN:
+        return access.denied
     if role == ANONYMOUS and not access.public:
         return 302
     if role != ANONYMOUS and role not in access.allowed:
@@ -236,13 +245,13 @@ def test_each_role_gets_exactly_the_access_the_table_gives(world, clients):
                 failures.append(f"GET {url} as {role}: {response.status_code}, not {expected}")
             elif expected == 302 and not response["Location"].startswith(reverse("login")):
                 failures.append(f"GET {url} as {role}: redirected to {response['Location']}")
-            if access.kind == PAGE or role == ANONYMOUS or role in access.allowed:
+            if access.kind in READ_ONLY or role == ANONYMOUS or role in access.allowed:
                 continue
             refused = client.post(url, {})
             if refused.status_code != 403:
                 failures.append(f"POST {url} as {role}: {refused.status_code}, not 403")
     for name, access in ACCESS.items():
-        if access.kind == PAGE or access.public:
+        if access.kind in READ_ONLY or access.public:
             continue
         response = clients[ANONYMOUS].post(reverse(name, kwargs=access.kwargs(world)), {})
         if response.status_code != 302 or not response["Location"].startswith(reverse("login")):
@@ -260,7 +269,7 @@ def test_every_state_change_needs_a_csrf_token(world, operator, auditor, policy_
     before = state()
     failures = []
     for name, access in ACCESS.items():
-        if access.kind == PAGE:
+        if access.kind in READ_ONLY:
             continue
         url = reverse(name, kwargs=access.kwargs(world))
         for role, client in strict.items():

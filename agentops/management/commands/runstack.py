@@ -7,6 +7,7 @@ and Redis servers. Ctrl-C stops every child, and the embedded servers this comma
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import time
 
@@ -29,6 +30,12 @@ class Command(BaseCommand):
         stack = Stack()
         # Seeded scenarios inject timeouts that outlast this tool timeout (see agentops.scenarios).
         stack.env.setdefault("AGENTOPS_TOOL_TIMEOUT_SECONDS", TOOL_TIMEOUT)
+        if "PROMETHEUS_MULTIPROC_DIR" not in stack.env:
+            # Every child counts into one fresh directory, so /metrics sums them all.
+            metrics_dir = settings.DATA_DIR / "prometheus"
+            shutil.rmtree(metrics_dir, ignore_errors=True)
+            metrics_dir.mkdir(parents=True)
+            stack.env["PROMETHEUS_MULTIPROC_DIR"] = str(metrics_dir)
         try:
             stack.manage("migrate", "--no-input", "-v", "0")
             sim = stack.start_sim(port + 1)

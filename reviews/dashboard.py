@@ -1,0 +1,60 @@
+"""The oversight dashboard: what the product exists to answer, for operators, auditors and admins.
+
+Thin views over `reviews.metrics`: the page reads every figure for a time range and an agent, and
+a policy admin turns a calibration proposal into an ordinary policy draft (nothing is published).
+"""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_POST
+
+from agentops.metrics import agent_names
+from policies.errors import PolicyError
+from reviews.forms import CalibrationDraftForm, DashboardFilterForm
+from reviews.metrics import figures_collect
+from reviews.permissions import dashboard_required, is_policy_admin, policy_admin_required
+from reviews.services import ReviewError, calibration_draft_create
+
+
+@dashboard_required
+@require_GET
+def dashboard(request: HttpRequest) -> HttpResponse:
+    form = DashboardFilterForm(request.GET or None, agents=agent_names())
+    figures = figures_collect(form.window(), fast_seconds=form.fast_seconds())
+    return render(
+        request,
+        "reviews/dashboard.html",
+        {"form": form, "f": figures, "is_admin": is_policy_admin(request.user)},
+    )
+
+
+@policy_admin_required
+@require_POST
+def calibration_draft(request: HttpRequest) -> HttpResponse:
+    """Open the proposed policy draft and go to it in the policy editor."""
+    form = CalibrationDraftForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, "That proposal is not valid any more; reload the dashboard.")
+        return redirect("reviews:dashboard")
+    data = form.cleaned_data
+    try:
+        draft = calibration_draft_create(
+            actor=request.user,
+            rule=data["rule"],
+            agent=data["agent"],
+            tool=data["tool"],
+            threshold=data["threshold"],
+            policy_id=data.get("policy_id"),
+        )
+    except (ReviewError, PolicyError) as exc:
+        messages.error(request, str(exc))
+        return redirect("reviews:dashboard")
+    messages.success(
+        request,
+        "Draft opened from the audit proposal: review it, dry-run it, then publish or discard it.",
+    )
+    return redirect(reverse("policies:version_detail", args=[draft.pk]))
