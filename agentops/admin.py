@@ -3,7 +3,9 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import admin
+from django.db import models
 
+from agentops.forms import StorableJSONField
 from agentops.models import Artifact, Event, Snapshot, Step, Task, ToolCall
 
 
@@ -15,8 +17,13 @@ class StepInline(admin.TabularInline):
     can_delete = False
 
 
+# Every JSON field edited in the admin is refused like the save path refuses it.
+STORABLE_JSON = {models.JSONField: {"form_class": StorableJSONField}}
+
+
 @admin.register(Task)
 class TaskAdmin(admin.ModelAdmin):
+    formfield_overrides = STORABLE_JSON
     list_display = (
         "id",
         "agent",
@@ -48,6 +55,7 @@ class TaskAdmin(admin.ModelAdmin):
         "claims",
         "recoveries",
         "tokens_used",
+        "tokens_saved",
         "cost_used",
         "failure",
         "started_at",
@@ -62,6 +70,7 @@ class StepAdmin(admin.ModelAdmin):
     """Read-only: a step is engine state, written only by the runner and the services (a saved
     row would overwrite what a worker is writing)."""
 
+    formfield_overrides = STORABLE_JSON
     list_display = ("task", "ordinal", "title", "status", "attempts", "route")
     list_filter = ("status", "route")
 
@@ -88,6 +97,7 @@ class StepAdmin(admin.ModelAdmin):
 
 @admin.register(ToolCall)
 class ToolCallAdmin(admin.ModelAdmin):
+    formfield_overrides = STORABLE_JSON
     list_display = ("id", "task", "tool", "status", "idempotency_key", "created_at")
     list_filter = ("status", "tool", "side_effect")
     search_fields = ("idempotency_key",)

@@ -8,6 +8,7 @@ one the service will persist, and a rejected one keeps the person's text for cor
 from __future__ import annotations
 
 import json
+from decimal import Decimal
 from typing import Any
 
 from django import forms
@@ -56,6 +57,27 @@ class TaskStartForm(forms.Form):
         help_text="Structured input for the agent, e.g. the order to refund.",
     )
 
+    token_budget = forms.IntegerField(
+        required=False,
+        min_value=1,
+        label="Token budget",
+        help_text="Stop the task once it has used this many model tokens.",
+    )
+    cost_budget = forms.DecimalField(
+        required=False,
+        min_value=Decimal("0.000001"),
+        max_digits=12,
+        decimal_places=6,
+        label="Cost budget",
+        help_text="Stop the task once its model calls cost this much.",
+    )
+    wall_time_budget_seconds = forms.IntegerField(
+        required=False,
+        min_value=1,
+        label="Time budget (seconds)",
+        help_text="Stop the task once it has run this long (default: the site's setting).",
+    )
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         # Read at request time: agents register when the app is ready, after this module loads.
@@ -91,6 +113,19 @@ class TaskStartForm(forms.Form):
             ) from None
         except RecursionError:
             raise ValidationError("The input is nested too deeply.", code="too_deep") from None
+
+
+class StorableJSONField(forms.JSONField):
+    """A JSON form field (admin) that also refuses what PostgreSQL cannot store (NUL, lone
+    surrogates, NaN), naming the path of the offending value."""
+
+    def to_python(self, value: Any) -> Any:
+        converted = super().to_python(value)
+        try:
+            validated(converted, "value")
+        except NotSerializable as exc:
+            raise ValidationError(str(exc), code="not_serializable") from None
+        return converted
 
 
 class TaskFilterForm(forms.Form):

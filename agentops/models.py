@@ -43,6 +43,8 @@ class Task(models.Model):
     cost_used = models.DecimalField(max_digits=12, decimal_places=6, default=0, editable=False)
     cost_budget = models.DecimalField(max_digits=12, decimal_places=6, null=True, blank=True)
     wall_time_budget_seconds = models.PositiveIntegerField(null=True, blank=True)
+    # Tokens of completed steps that resuming (rather than rerunning from scratch) did not spend.
+    tokens_saved = models.PositiveBigIntegerField(default=0, editable=False)
 
     failure = models.JSONField(null=True, blank=True, editable=False)
     # The oversight policy version this task was created under; every step is routed by it.

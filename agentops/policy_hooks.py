@@ -27,37 +27,27 @@ def known_tools() -> dict[str, tuple[str, tuple[str, ...]]]:
 def step_action(
     *, agent: str, ordinal: int, response: dict[str, Any], approval: dict[str, Any] | None = None
 ) -> Action | None:
-    """The Action a routed step took, from its recorded model response (None: no tool).
+    """The Action a routed step took, from its recorded model response (None: no tool); built by
+    `policies.catalog.action_for`, as the runner's are.
 
     A person's approval of the step (possibly with edited arguments) wins over the proposal: the
     action is judged by the arguments the ledger ran and carries the edit flag."""
-    from agentops.engine.errors import UnknownTool
-    from agentops.engine.registry import get_tool
-
     calls = response.get("tool_calls") or []
     if not calls:
         return None
     name = str(calls[0].get("name", ""))
-    arguments = calls[0].get("arguments") or {}
+    arguments = calls[0].get("arguments")
     edited = bool(response.get("edited", False))
     if isinstance(approval, dict) and approval.get("tool") == name:
         arguments = approval.get("arguments") or arguments
         edited = edited or bool(approval.get("edited"))
-    try:
-        tool = get_tool(name)
-        side_effect: str | None = tool.side_effect
-        systems = tuple(tool.systems)
-    except UnknownTool:
-        side_effect, systems = None, ()
     confidence = response.get("confidence")
-    return Action(
+    return catalog.action_for(
         tool=name,
-        side_effect=side_effect,
-        systems=systems,
-        amount=catalog.amount_of(arguments) if isinstance(arguments, dict) else None,
-        confidence=float(confidence) if isinstance(confidence, (int, float)) else None,
+        arguments=arguments if isinstance(arguments, dict) else None,
         agent=agent,
         step=ordinal,
+        confidence=float(confidence) if isinstance(confidence, (int, float)) else None,
         edited=edited,
     )
 

@@ -6,6 +6,7 @@ worker: create a task, pause it, resume it, abort it. Jobs are enqueued on commi
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Any
 
 from django.db import transaction
@@ -15,7 +16,7 @@ from agentops.engine import children, review_bridge
 from agentops.engine.checkpoints import snapshot_state
 from agentops.engine.dispatch import task_enqueue
 from agentops.engine.errors import AgentOpsError
-from agentops.engine.jsonvalues import loaded, validated
+from agentops.engine.jsonvalues import loaded, redacted, validated
 from agentops.engine.planning import dependants, plan_check
 from agentops.engine.registry import get_agent, plan_for, step_spec
 from agentops.engine.transitions import (
@@ -41,6 +42,7 @@ def task_create(
     input: dict[str, Any] | None = None,
     created_by: Any = None,
     token_budget: int | None = None,
+    cost_budget: Decimal | float | str | None = None,
     wall_time_budget_seconds: int | None = None,
     step_retry_cap: int | None = None,
     recovery_cap: int | None = None,
@@ -51,15 +53,17 @@ def task_create(
     """Create a task for a registered agent with its plan, an initial snapshot, and a job.
 
     The task pins the active version of `policy`; every step is routed by it. A child task
-    (`parent_step`: the parent's fan-out step) pins its parent's version instead.
+    (`parent_step`: the parent's fan-out step) pins its parent's version instead. Secrets in
+    the input are redacted before it is stored. Without a wall-time budget the task gets
+    AGENTOPS_TASK_WALL_TIME_SECONDS (0: none).
     Raises UnknownAgent for an unregistered agent, NotSerializable for non-JSON input and
     PlanInvalid for a plan whose dependencies do not point at earlier steps.
     """
     from django.conf import settings
 
     spec = get_agent(agent)
-    task_input = validated(input or {}, "input")
-    goal = goal.strip()
+    task_input = redacted(validated(input or {}, "input"))
+    goal = redacted(goal.strip())
     if not goal:
         raise ValueError("goal: a task needs a goal")
     conf = settings.AGENTOPS
@@ -82,7 +86,12 @@ def task_create(
             created_by=created_by if getattr(created_by, "pk", None) else None,
             step_count=len(plan),
             token_budget=token_budget,
-            wall_time_budget_seconds=wall_time_budget_seconds,
+            cost_budget=Decimal(str(cost_budget)) if cost_budget is not None else None,
+            wall_time_budget_seconds=(
+                wall_time_budget_seconds
+                if wall_time_budget_seconds is not None
+                else conf["TASK_WALL_TIME_SECONDS"] or None
+            ),
             step_retry_cap=step_retry_cap or conf["STEP_RETRY_CAP"],
             recovery_cap=recovery_cap if recovery_cap is not None else conf["TASK_RECOVERY_CAP"],
         )
@@ -122,7 +131,7 @@ def _transition(task_id: int, name: str, *, actor: Any, reason: str = "", **fiel
         task_id=task_id,
         name=name,
         actor=actor,
-        payload={"reason": reason} if reason else {},
+        payload={"reason": redacted(reason)} if reason else {},
         **fields,
     )
     if not moved:
@@ -228,7 +237,7 @@ def task_skip_step(*, task_id: int, actor: Any, reason: str = "") -> None:
             EventSpec(
                 "agentops.step.skipped",
                 step=step.ordinal,
-                payload={"reason": reason},
+                payload={"reason": redacted(reason)},
                 fold={"steps": {str(step.ordinal): StepStatus.SKIPPED}},
             )
         ]
@@ -258,7 +267,9 @@ def task_rollback(*, task_id: int, actor: Any, reason: str = "") -> None:
         _resume_events(
             task_id,
             actor=actor,
-            events=[EventSpec("agentops.task.rollback_requested", payload={"reason": reason})],
+            events=[
+                EventSpec("agentops.task.rollback_requested", payload={"reason": redacted(reason)})
+            ],
         )
 
 
@@ -289,7 +300,7 @@ def ledger_confirm(*, call_id: int, executed: bool, actor: Any, reason: str = ""
         answer = {
             "confirmed_by": getattr(actor, "username", "") or "unknown",
             "executed": executed,
-            "reason": reason,
+            "reason": redacted(reason),
         }
         fields = {"result": {"confirmed": answer}} if executed else {"error": {"confirmed": answer}}
         ledger_transition(call_id=call.pk, target=target, **fields)
@@ -351,6 +362,7 @@ def task_gate_rejected(*, task_id: int, step_id: int, feedback: str, actor: Any)
     Returns True when the task was held instead of resumed. Caller holds the transaction and has
     closed the gate.
     """
+    feedback = redacted(feedback)
     step = Step.objects.get(pk=step_id, task_id=task_id)
     response = loaded(step.model_response) or {}
     rejected = response.get("tool_calls") or []
@@ -367,6 +379,7 @@ def task_gate_rejected(*, task_id: int, step_id: int, feedback: str, actor: Any)
         failure = {
             "layer": "orchestration",
             "kind": "planning_loop",
+            "nature": "logic",
             "message": f"{tool} was rejected {times} times with the same arguments "
             f"(threshold {threshold}); a person decides how to go on",
             "retryable": False,

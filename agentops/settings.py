@@ -269,6 +269,17 @@ AGENTOPS = {
     "OPENAI_API_KEY": os.environ.get("OPENAI_API_KEY", ""),
     "OPENAI_MODEL": os.environ.get("OPENAI_MODEL", "gpt-4o-mini"),
     "MODEL_TIMEOUT_SECONDS": env_float("AGENTOPS_MODEL_TIMEOUT_SECONDS", 30.0),
+    # The model's context window, and the share of it a prompt may use (quality degrades well
+    # before the hard limit): older work is summarized to stay under it.
+    "CONTEXT_WINDOW_TOKENS": env_int("AGENTOPS_CONTEXT_WINDOW_TOKENS", 128_000),
+    "CONTEXT_BUDGET_FRACTION": env_float("AGENTOPS_CONTEXT_BUDGET_FRACTION", 0.5),
+    # Confidence collapse: this many consecutive steps below the floor stop the task.
+    "CONFIDENCE_FLOOR": env_float("AGENTOPS_CONFIDENCE_FLOOR", 0.5),
+    "CONFIDENCE_COLLAPSE_STEPS": env_int("AGENTOPS_CONFIDENCE_COLLAPSE_STEPS", 3),
+    # Whole-task wall-time budget in seconds for tasks started without one (0: none).
+    "TASK_WALL_TIME_SECONDS": env_int("AGENTOPS_TASK_WALL_TIME_SECONDS", 3600),
+    # A tool result larger than this (JSON bytes) fails its step with output_invalid.
+    "TOOL_RESULT_MAX_BYTES": env_int("AGENTOPS_TOOL_RESULT_MAX_BYTES", 8 * 1024 * 1024),
     # Tools call the simulated third-party services at this base URL over real HTTP.
     "SIM_BASE_URL": os.environ.get("AGENTOPS_SIM_BASE_URL", "http://127.0.0.1:8000/sim"),
     "TOOL_TIMEOUT_SECONDS": env_float("AGENTOPS_TOOL_TIMEOUT_SECONDS", 10.0),

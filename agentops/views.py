@@ -83,6 +83,9 @@ def task_new(request: HtmxHttpRequest) -> HttpResponse:
                     goal=form.cleaned_data["goal"],
                     input=form.cleaned_data["input"],
                     created_by=request.user,
+                    token_budget=form.cleaned_data["token_budget"],
+                    cost_budget=form.cleaned_data["cost_budget"],
+                    wall_time_budget_seconds=form.cleaned_data["wall_time_budget_seconds"],
                 )
             except UnknownAgent as exc:
                 form.add_error("agent", str(exc))

@@ -71,7 +71,11 @@ class TaskOut(Schema):
     step_count: int
     failure: dict[str, Any] | None
     tokens_used: int
+    tokens_saved: int
     cost_used: Decimal
+    token_budget: int | None
+    cost_budget: Decimal | None
+    wall_time_budget_seconds: int | None
     created_by: str | None
     created_at: datetime
     finished_at: datetime | None
@@ -85,6 +89,9 @@ class TaskIn(Schema):
     agent: str
     goal: str
     input: dict[str, Any] = {}
+    token_budget: int | None = None
+    cost_budget: Decimal | None = None
+    wall_time_budget_seconds: int | None = None
 
 
 class GateOut(Schema):
@@ -209,7 +216,13 @@ def task_get(request: HttpRequest, task_id: int) -> Task:
 def task_start(request: HttpRequest, payload: TaskIn) -> tuple[int, Task]:
     try:
         task = task_create(
-            agent=payload.agent, goal=payload.goal, input=payload.input, created_by=request.user
+            agent=payload.agent,
+            goal=payload.goal,
+            input=payload.input,
+            created_by=request.user,
+            token_budget=payload.token_budget,
+            cost_budget=payload.cost_budget,
+            wall_time_budget_seconds=payload.wall_time_budget_seconds,
         )
     except (AgentOpsError, ValueError) as exc:  # unknown agent, input that is not JSON, no goal
         raise HttpError(400, str(exc)) from None

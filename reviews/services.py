@@ -20,7 +20,7 @@ from django.utils import timezone
 
 from agentops.engine.children import children_lock
 from agentops.engine.errors import StepFailure, UnknownTool
-from agentops.engine.jsonvalues import digest, loaded, validated
+from agentops.engine.jsonvalues import digest, loaded, redacted, validated
 from agentops.engine.registry import get_tool
 from agentops.models import Event, Step, Task, ToolCall
 from agentops.selectors import task_recovery
@@ -95,9 +95,9 @@ def decision_record(
         subject=subject[:200],
         before_digest=before_digest,
         after_digest=after_digest,
-        reason=reason,
+        reason=redacted(reason),
         policy_version_number=policy_version_number,
-        detail=detail or {},
+        detail=redacted(detail or {}),
     )
 
 
@@ -226,7 +226,7 @@ def _close(gate: Gate, *, status: str, actor: Any, feedback: str = "") -> None:
         status=status,
         decided_at=timezone.now(),
         decided_by=actor if getattr(actor, "pk", None) else None,
-        feedback=feedback,
+        feedback=redacted(feedback),
     )
 
 
@@ -351,7 +351,7 @@ def gate_edit_and_approve(
     stricter verdict (another gate rule, or deny) opens a new gate or stops the task."""
     if not isinstance(arguments, dict):
         raise ReviewError("the edited arguments must be a JSON object")
-    validated(arguments, "arguments")
+    arguments = redacted(validated(arguments, "arguments"))
     with transaction.atomic():
         gate = _locked_open_gate(gate_id, seen_digest=seen_digest)
         gate_check_decider(gate=gate, user=actor)
@@ -514,14 +514,17 @@ def audit_item_review(*, item_id: int, actor: Any, verdict: str, note: str = "")
         item = AuditItem.objects.select_for_update().get(pk=item_id)
         before = item.status
         AuditItem.objects.filter(pk=item.pk).update(
-            status=verdict, note=note.strip(), reviewed_by=actor, reviewed_at=timezone.now()
+            status=verdict,
+            note=redacted(note.strip()),
+            reviewed_by=actor,
+            reviewed_at=timezone.now(),
         )
         decision_record(
             action=f"reviews.audit.{'ok' if verdict == AuditStatus.OK else 'flagged'}",
             actor=actor,
             task_id=item.task_id,
             subject=f"audit item {item.pk}: {item.tool}",
-            reason=note.strip(),
+            reason=redacted(note.strip()),
             policy_version_number=item.policy_version_number,
             detail={"item": item.pk, "before": before},
         )

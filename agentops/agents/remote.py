@@ -12,6 +12,7 @@ import httpx
 
 from agentops.engine.errors import ToolFailure
 from agentops.engine.registry import ToolContext
+from agentops.engine.retry_after import retry_after_seconds
 
 
 def post(
@@ -74,12 +75,11 @@ def _checked(
     name = f"{service}.{operation}"
     status = response.status_code
     if status == 429:
-        retry_after = response.headers.get("Retry-After")
         raise ToolFailure(
             f"{name} rate limited (429)",
             kind="rate_limited",
             retryable=True,
-            retry_after=float(retry_after) if retry_after else None,
+            retry_after=retry_after_seconds(response.headers),
         )
     if status in (401, 403):
         raise ToolFailure(

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from agentops.engine.errors import LAYER_KINDS
+
 
 class Action(StrEnum):
     RETRY = "retry"
@@ -47,36 +49,9 @@ RISK_BY_SIDE_EFFECT: Mapping[str, Risk] = {
     "financial": Risk.HIGH,
 }
 
-# The failure kinds the engine records, by layer (agentops.engine.errors, agents.remote, runner).
+# The failure kinds the engine records, by layer (one enum: agentops.engine.errors.FailureKind).
 KINDS: Mapping[str, frozenset[str]] = {
-    "model": frozenset(
-        {"rate_limited", "timeout", "unavailable", "output_invalid", "context_overflow"}
-    ),
-    "tool": frozenset(
-        {
-            "rate_limited",
-            "timeout",
-            "unavailable",
-            "schema_mismatch",
-            "authorization_gap",
-            "conflict",
-            "bad_request",
-            "side_effect_unknown",
-        }
-    ),
-    "orchestration": frozenset(
-        {
-            "planning_loop",
-            "low_confidence",
-            "budget_overflow",
-            "process_crash",
-            "retry_cap",
-            "unknown_agent",
-            "checkpoint_mismatch",
-            "authorization_gap",
-            "side_effect_unknown",
-        }
-    ),
+    str(layer): frozenset(str(k) for k in kinds) for layer, kinds in LAYER_KINDS.items()
 }
 
 TRANSIENT = frozenset({"rate_limited", "timeout", "unavailable"})
@@ -335,6 +310,13 @@ RULES: tuple[Rule, ...] = (
         kinds=_set("budget_overflow"),
     ),
     Rule(
+        "unknown-tool",
+        _A.RETRY,
+        "A recorded call names a tool the workers no longer register (a deploy removed or "
+        "renamed it); deploy it and retry: the ledger row is intact.",
+        kinds=_set("unknown_tool"),
+    ),
+    Rule(
         "unknown-agent",
         _A.RETRY,
         "The agent is not registered on the workers (a deploy removed or renamed it); deploy "
@@ -358,6 +340,22 @@ RULES: tuple[Rule, ...] = (
         side_effects=_set("read", "notify"),
         band=Band.LATE,
         stuck=True,
+    ),
+    Rule(
+        "tool-output-invalid",
+        _A.RETRY,
+        "The tool ran but returned output that cannot be stored ({kind}); fix the tool, then "
+        "retry: its ledger row is resolved, so nothing runs twice behind your back.",
+        kinds=_set("output_invalid", "tool_error"),
+        layers=_set("tool"),
+    ),
+    Rule(
+        "model-refused",
+        _A.ABORT,
+        "The model server refused the request itself (4xx); a retry would send the same "
+        "request, so fix the model settings (name, key, adapter) and retry, or abort.",
+        kinds=_set("bad_request"),
+        layers=_set("model"),
     ),
     Rule(
         "output-invalid",
@@ -421,8 +419,8 @@ RULES: tuple[Rule, ...] = (
     Rule(
         "low-confidence",
         _A.RETRY,
-        "The model was not confident enough to act ({risk} risk); review the proposal, add "
-        "guidance to the step, then retry.",
+        "The model's confidence stayed below the agent's floor for several steps in a row "
+        "(confidence collapse); add guidance to the step, then retry.",
         kinds=_set("low_confidence"),
     ),
     Rule(

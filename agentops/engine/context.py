@@ -3,14 +3,24 @@
 Core: system prompt, goal, the current step and the last five exchanges. Earlier work: a summary of
 completed steps extracted by rule. The latest tool result verbatim. After a resume, a system note
 says the task continues from a checkpoint. Nothing here is persisted: it is derived state.
+
+Exchanges are in the chat-completions format: the assistant's `tool_calls` carry the ids recorded
+with the step's model response, and each result is a `tool` message answering its id, so a context
+rebuilt after a crash sends the same ids. The prompt is kept under a budget (a fraction of the
+model's window, default 50 %): older work is summarized first, then the summary is shortened.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
+from django.conf import settings
+
 from agentops.engine.jsonvalues import canonical_json, digest, is_pointer
+from agentops.engine.model import assistant_message, estimate_tokens, tool_message
 from agentops.engine.registry import Agent
 from agentops.models import Step, Task
 from agentops.states import STEP_DONE
@@ -39,18 +49,26 @@ def executed_calls(step: Step) -> list[dict[str, Any]]:
     return calls
 
 
+def call_id(step: Step, call: dict[str, Any], index: int) -> str:
+    """The id recorded with the call; responses recorded before ids existed get a stable one."""
+    return str(call.get("id") or f"call_s{step.pk}_{index}")
+
+
 def _exchange(step: Step, *, verbatim: bool) -> list[dict[str, Any]]:
     response = step.model_response or {}
-    calls = executed_calls(step)
-    messages: list[dict[str, Any]] = [
-        {"role": "assistant", "content": response.get("text", ""), "tool_calls": calls}
-    ]
-    if step.output is not None:
+    text = response.get("text", "")
+    calls = [{**call, "id": call_id(step, call, i)} for i, call in enumerate(executed_calls(step))]
+    if not calls:
+        return [assistant_message(text, [])] if text else []
+    if step.output is None:
+        result: Any = f"(no result: step {step.status})"
+    else:
         whole = not is_pointer(step.output) and (
             verbatim or len(canonical_json(step.output)) <= RECENT_RESULT_CHARS
         )
-        messages.append({"role": "tool", "content": step.output if whole else _short(step.output)})
-    return messages
+        result = step.output if whole else _short(step.output)
+    # Every call of the assistant message is answered, as the API requires.
+    return [assistant_message(text, calls), *(tool_message(c["id"], result) for c in calls)]
 
 
 def summary_line(step: Step) -> str:
@@ -59,7 +77,28 @@ def summary_line(step: Step) -> str:
     return f"Step {step.ordinal + 1} '{step.title}' ({tool}) {step.status}: {_short(step.output)}"
 
 
-def build_messages(
+@dataclass(frozen=True)
+class Context:
+    """A built prompt and what it cost: the estimate, the budget, how many completed steps are
+    summarized rather than sent whole, and whether even the shortest form is over budget."""
+
+    messages: list[dict[str, Any]]
+    tokens: int
+    budget: int
+    summarized: int
+    over_budget: bool
+    scale: float = 1.0
+
+
+def budget_for(agent: Agent) -> int:
+    """Tokens the prompt may use: a fraction (AGENTOPS_CONTEXT_BUDGET_FRACTION, default 0.5) of
+    the model's window (the agent's, else AGENTOPS_CONTEXT_WINDOW_TOKENS)."""
+    conf = settings.AGENTOPS
+    window = agent.context_window or conf["CONTEXT_WINDOW_TOKENS"]
+    return max(1, int(window * conf["CONTEXT_BUDGET_FRACTION"]))
+
+
+def build_context(
     *,
     agent: Agent,
     task: Task,
@@ -68,17 +107,77 @@ def build_messages(
     resumed_at: str | None = None,
     notes: Sequence[str] = (),
     recent: int | None = None,
-) -> list[dict[str, Any]]:
-    """The prompt for `current` (or for planning when None), from the recorded steps.
+    budget: int | None = None,
+    scale: float = 1.0,
+) -> Context:
+    """The prompt for `current` (or for planning when None), from the recorded steps, under
+    `budget` tokens (default: `budget_for(agent)`).
 
-    `recent` overrides how many of the latest exchanges are kept whole (fewer after a context
-    overflow, so more of the earlier work is summarized by rule)."""
+    `recent` caps how many of the latest exchanges are kept whole (fewer after a context
+    overflow). Over budget, older exchanges are summarized first, one at a time; then the
+    summary keeps only its latest lines. `scale` corrects the character-based estimate by what
+    the provider reported for an earlier prompt (see `calibration`)."""
+    budget = budget_for(agent) if budget is None else budget
     done = [
         s
         for s in steps
         if s.status in STEP_DONE and (current is None or s.ordinal < current.ordinal)
     ]
-    split = max(len(done) - (RECENT_EXCHANGES if recent is None else recent), 0)
+    keep = min(RECENT_EXCHANGES if recent is None else recent, len(done))
+    summary_keep: int | None = None
+    while True:
+        messages = _assemble(
+            agent=agent,
+            task=task,
+            done=done,
+            keep=keep,
+            summary_keep=summary_keep,
+            current=current,
+            resumed_at=resumed_at,
+            notes=notes,
+        )
+        tokens = math.ceil(estimate_tokens(messages) * scale)
+        older = len(done) - keep
+        if tokens <= budget:
+            return Context(messages, tokens, budget, older, False, scale)
+        if keep > 0:
+            keep -= 1
+        elif older and (summary_keep is None or summary_keep > 0):
+            summary_keep = older // 2 if summary_keep is None else summary_keep // 2
+        else:
+            return Context(messages, tokens, budget, older, True, scale)
+
+
+def calibration(steps: Sequence[Step], *, before: Step | None = None) -> float:
+    """Provider-reported prompt tokens per estimated token, from the latest step (before
+    `before`) whose recorded usage has both (1.0 when none has; bounded to 0.25..4)."""
+    for step in sorted(steps, key=lambda s: s.ordinal, reverse=True):
+        if before is not None and step.ordinal >= before.ordinal:
+            continue
+        usage = (step.model_response or {}).get("usage") or {}
+        reported, estimated = usage.get("prompt_tokens"), usage.get("prompt_estimate")
+        if isinstance(reported, int) and isinstance(estimated, int) and reported and estimated:
+            return round(min(max(reported / estimated, 0.25), 4.0), 3)
+    return 1.0
+
+
+def build_messages(**kwargs: Any) -> list[dict[str, Any]]:
+    """`build_context(...).messages`."""
+    return build_context(**kwargs).messages
+
+
+def _assemble(
+    *,
+    agent: Agent,
+    task: Task,
+    done: list[Step],
+    keep: int,
+    summary_keep: int | None,
+    current: Step | None,
+    resumed_at: str | None,
+    notes: Sequence[str],
+) -> list[dict[str, Any]]:
+    split = len(done) - keep
     older, recent_steps = done[:split], done[split:]
     messages: list[dict[str, Any]] = [{"role": "system", "content": agent.system_prompt}]
     if resumed_at:
@@ -97,12 +196,14 @@ def build_messages(
         }
     )
     if older:
-        messages.append(
-            {
-                "role": "system",
-                "content": "Earlier work:\n" + "\n".join(summary_line(s) for s in older),
-            }
-        )
+        lines = [summary_line(s) for s in older]
+        if summary_keep is not None and summary_keep < len(lines):
+            omitted = len(lines) - summary_keep
+            lines = [
+                f"({omitted} earlier steps completed; omitted to stay within the context budget)",
+                *(lines[len(lines) - summary_keep :] if summary_keep else []),
+            ]
+        messages.append({"role": "system", "content": "Earlier work:\n" + "\n".join(lines)})
     for index, step in enumerate(recent_steps):
         messages.extend(_exchange(step, verbatim=index == len(recent_steps) - 1))
     messages.extend({"role": "user", "content": f"Operator note: {note}"} for note in notes)

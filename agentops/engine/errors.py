@@ -7,6 +7,119 @@ carries the failure layer and kind the recovery advisor works from.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from enum import StrEnum
+
+
+class Layer(StrEnum):
+    MODEL = "model"
+    TOOL = "tool"
+    ORCHESTRATION = "orchestration"
+
+
+class FailureKind(StrEnum):
+    """Every failure kind the engine records: the one list (the advisor's table is keyed by it)."""
+
+    RATE_LIMITED = "rate_limited"
+    TIMEOUT = "timeout"
+    UNAVAILABLE = "unavailable"
+    OUTPUT_INVALID = "output_invalid"
+    CONTEXT_OVERFLOW = "context_overflow"
+    BAD_REQUEST = "bad_request"
+    SCHEMA_MISMATCH = "schema_mismatch"
+    AUTHORIZATION_GAP = "authorization_gap"
+    CONFLICT = "conflict"
+    SIDE_EFFECT_UNKNOWN = "side_effect_unknown"
+    TOOL_ERROR = "tool_error"
+    PLANNING_LOOP = "planning_loop"
+    LOW_CONFIDENCE = "low_confidence"
+    BUDGET_OVERFLOW = "budget_overflow"
+    PROCESS_CRASH = "process_crash"
+    RETRY_CAP = "retry_cap"
+    UNKNOWN_AGENT = "unknown_agent"
+    UNKNOWN_TOOL = "unknown_tool"
+    CHECKPOINT_MISMATCH = "checkpoint_mismatch"
+
+
+class Mode(StrEnum):
+    """The failure modes of the seed (000) that a failure can be an instance of, plus `budget`
+    (tokens or cost used up). Recorded next to the kind when it applies."""
+
+    DURATION = "duration"  # duration overrun: the whole-task time budget ran out
+    AUTHORIZATION = "authorization"  # authorization gap: a policy or a service said no
+    CONTEXT = "context"  # context exhaustion: the prompt outgrew the model's window
+    CONFIDENCE = "confidence"  # confidence collapse: N steps in a row below the agent's floor
+    BUDGET = "budget"  # token or cost budget used up
+
+
+K = FailureKind
+# Which kinds each layer records (a kind may occur in more than one layer).
+LAYER_KINDS: Mapping[str, frozenset[FailureKind]] = {
+    Layer.MODEL: frozenset(
+        {
+            K.RATE_LIMITED,
+            K.TIMEOUT,
+            K.UNAVAILABLE,
+            K.OUTPUT_INVALID,
+            K.CONTEXT_OVERFLOW,
+            K.BAD_REQUEST,
+        }
+    ),
+    Layer.TOOL: frozenset(
+        {
+            K.RATE_LIMITED,
+            K.TIMEOUT,
+            K.UNAVAILABLE,
+            K.OUTPUT_INVALID,
+            K.SCHEMA_MISMATCH,
+            K.AUTHORIZATION_GAP,
+            K.CONFLICT,
+            K.BAD_REQUEST,
+            K.SIDE_EFFECT_UNKNOWN,
+            K.TOOL_ERROR,
+        }
+    ),
+    Layer.ORCHESTRATION: frozenset(
+        {
+            K.PLANNING_LOOP,
+            K.LOW_CONFIDENCE,
+            K.BUDGET_OVERFLOW,
+            K.PROCESS_CRASH,
+            K.RETRY_CAP,
+            K.UNKNOWN_AGENT,
+            K.UNKNOWN_TOOL,
+            K.CHECKPOINT_MISMATCH,
+            K.AUTHORIZATION_GAP,
+            K.SIDE_EFFECT_UNKNOWN,
+        }
+    ),
+}
+# Process failures: the infrastructure failed, the agent's work is sound; resuming as is (after a
+# wait, or once a deploy is back) is the fix. Every other kind is a logic failure: the proposal,
+# the tool's contract, the policy or a budget needs a person's decision.
+PROCESS_KINDS = frozenset(
+    {K.RATE_LIMITED, K.TIMEOUT, K.UNAVAILABLE, K.PROCESS_CRASH, K.UNKNOWN_AGENT, K.UNKNOWN_TOOL}
+)
+
+
+def nature_of(kind: str) -> str:
+    """ "process" (resume as is) or "logic" (needs a decision)."""
+    return "process" if kind in PROCESS_KINDS else "logic"
+
+
+def mode_of(kind: str, detail: Mapping[str, object] | None = None) -> str | None:
+    """The seed's failure mode this failure is an instance of, or None."""
+    if kind == K.AUTHORIZATION_GAP:
+        return Mode.AUTHORIZATION
+    if kind == K.CONTEXT_OVERFLOW:
+        return Mode.CONTEXT
+    if kind == K.LOW_CONFIDENCE:
+        return Mode.CONFIDENCE
+    if kind == K.BUDGET_OVERFLOW:
+        budget = (detail or {}).get("budget")
+        return Mode.DURATION if budget == "wall_time" else Mode.BUDGET
+    return None
+
 
 class AgentOpsError(Exception):
     """Base of the engine's ordinary errors."""
@@ -27,8 +140,8 @@ class UnknownTool(AgentOpsError):
 class NotSerializable(AgentOpsError, ValueError):
     """A value that is about to be persisted is not JSON; the message names its path."""
 
-    def __init__(self, path: str, value: object) -> None:
-        super().__init__(f"{path}: {type(value).__name__} is not JSON-serializable")
+    def __init__(self, path: str, value: object, reason: str | None = None) -> None:
+        super().__init__(f"{path}: {reason or type(value).__name__ + ' is not JSON-serializable'}")
         self.path = path
 
 
@@ -62,7 +175,7 @@ class StepFailure(AgentOpsError):
     ) -> None:
         super().__init__(message)
         if kind is not None:
-            self.kind = kind
+            self.kind = FailureKind(kind).value
         if retryable is not None:
             self.retryable = retryable
         self.retry_after = retry_after
@@ -74,6 +187,8 @@ class StepFailure(AgentOpsError):
         return {
             "layer": self.layer,
             "kind": self.kind,
+            "nature": nature_of(self.kind),
+            "mode": mode_of(self.kind, self.detail),
             "message": redacted(str(self)[:2000]),
             "retryable": self.retryable,
             "retry_after": self.retry_after,

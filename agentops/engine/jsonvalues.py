@@ -23,9 +23,26 @@ from agentops.engine.errors import NotSerializable
 ARTIFACT_KEY = "$artifact"
 
 
+# What PostgreSQL's jsonb refuses in text: NUL, and UTF-16 surrogates that pair with nothing.
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+
+
+def _check_text(text: str, path: str) -> None:
+    found = _UNSTORABLE.search(text)
+    if found is None:
+        return
+    char = found.group()
+    what = "a NUL character" if char == "\x00" else f"a lone surrogate (\\u{ord(char):04x})"
+    raise NotSerializable(path, text, f"contains {what}, which cannot be stored")
+
+
 def validated(value: Any, path: str) -> Any:
-    """Return `value` if it is plain JSON, else raise NotSerializable naming the offending path."""
-    if value is None or isinstance(value, (bool, str, int)):
+    """Return `value` if it is plain JSON that PostgreSQL can store, else raise NotSerializable
+    naming the offending path (a non-JSON type, NaN, a NUL character or a lone surrogate)."""
+    if isinstance(value, str):
+        _check_text(value, path)
+        return value
+    if value is None or isinstance(value, (bool, int)):
         return value
     if isinstance(value, float):
         if not math.isfinite(value):
@@ -35,6 +52,7 @@ def validated(value: Any, path: str) -> Any:
         for key, item in value.items():
             if not isinstance(key, str):
                 raise NotSerializable(f"{path}.<key {key!r}>", key)
+            _check_text(key, f"{path}.<key {key!r}>")
             validated(item, f"{path}.{key}")
         return value
     if isinstance(value, list):
@@ -139,7 +157,7 @@ def loaded(value: Any) -> Any:
 REDACTED = "[redacted]"
 _SECRET_KEY = re.compile(
     r"^(.*[_-])?(password|passwd|secret|token|api[_-]?key|apikey|access[_-]?key|authorization|"
-    r"credentials?|private[_-]?key|client[_-]?secret)$",
+    r"credentials?|private[_-]?key|client[_-]?secret|card[_-]?number|cvv|cvc|pan)$",
     re.IGNORECASE,
 )
 # Literal first and the word boundary checked behind it: the regex engine then jumps from one
@@ -156,19 +174,39 @@ _SECRET_VALUES = [
 
 # Case-insensitive, so no literal to jump to: only run where the word occurs at all.
 _BEARER = re.compile(r"(?i)\bbearer\s+[a-z0-9._~+/=-]{8,}")
+# Card numbers: 13-19 digits, optionally grouped by single spaces or dashes, that pass the Luhn
+# check (so order numbers and amounts stay readable).
+_CARD = re.compile(r"(?<![\d.])\d(?:[ -]?\d){12,18}(?![\d])")
+
+
+def luhn_valid(digits: str) -> bool:
+    total = 0
+    for index, char in enumerate(reversed(digits)):
+        number = int(char)
+        if index % 2:
+            number = number * 2 - 9 if number > 4 else number * 2
+        total += number
+    return total % 10 == 0
+
+
+def _card(match: re.Match[str]) -> str:
+    digits = re.sub(r"[ -]", "", match.group())
+    return REDACTED if luhn_valid(digits) else match.group()
 
 
 def redacted(value: Any) -> Any:
     """A copy of `value` with secrets replaced by "[redacted]": values under secret-looking keys
-    (password, token, api_key, authorization, ...) and secret-looking strings (bearer tokens,
-    provider keys, private keys) anywhere. Applied to model output, tool results and error
-    messages before they are stored, so a leaked credential never reaches the database."""
+    (password, token, api_key, authorization, card_number, cvv, ...) and secret-looking strings
+    (bearer tokens, provider keys, private keys, Luhn-valid card numbers) anywhere. Applied to
+    task input, model output, tool arguments and results, error messages and people's notes
+    before they are stored, so a leaked credential never reaches the database.
+    docs/operations.md lists the exact patterns."""
     if isinstance(value, str):
         if "bearer" in value.lower():
             value = _BEARER.sub(REDACTED, value)
         for pattern in _SECRET_VALUES:
             value = pattern.sub(REDACTED, value)
-        return value
+        return _CARD.sub(_card, value)
     if isinstance(value, dict):
         return {
             key: REDACTED

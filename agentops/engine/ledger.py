@@ -8,11 +8,14 @@ call is `executed_unknown` and never retried automatically.
 
 from __future__ import annotations
 
+import json
 import logging
 from dataclasses import dataclass
 from typing import Any
 
-from agentops.engine.errors import StepFailure, ToolFailure
+from django.conf import settings
+
+from agentops.engine.errors import NotSerializable, StepFailure, ToolFailure
 from agentops.engine.jsonvalues import digest, redacted, validated
 from agentops.engine.registry import Tool, ToolContext
 from agentops.states import LedgerStatus
@@ -41,22 +44,83 @@ class Outcome:
     how: str = "invoked"
 
 
+# The recorded result of a call whose output was rejected: the call ran, its output is not kept.
+INVALID_OUTPUT_KEY = "$invalid_output"
+
+
+def invalid_output(reason: str) -> dict[str, Any]:
+    return {INVALID_OUTPUT_KEY: reason[:500]}
+
+
+def is_invalid_output(result: Any) -> bool:
+    return isinstance(result, dict) and INVALID_OUTPUT_KEY in result
+
+
+def checked_result(tool: Tool, result: Any) -> dict[str, Any]:
+    """The tool's result if it is a JSON object PostgreSQL can store, within the size limit and
+    the tool's declared result schema; else ToolFailure (output_invalid or schema_mismatch)."""
+    if not isinstance(result, dict):
+        raise ToolFailure(
+            f"{tool.name} returned {type(result).__name__}, expected a JSON object",
+            kind="output_invalid",
+        )
+    try:
+        validated(result, f"{tool.name}.result")
+    except NotSerializable as exc:
+        raise ToolFailure(
+            f"{tool.name} returned output that is not JSON: {exc}", kind="output_invalid"
+        ) from None
+    except RecursionError:
+        raise ToolFailure(
+            f"{tool.name} returned output nested too deeply", kind="output_invalid"
+        ) from None
+    size = len(json.dumps(result, ensure_ascii=False).encode())
+    limit = settings.AGENTOPS["TOOL_RESULT_MAX_BYTES"]
+    if size > limit:
+        raise ToolFailure(
+            f"{tool.name} returned {size} bytes of output (limit {limit})", kind="output_invalid"
+        )
+    tool.check_result(result)
+    return result
+
+
+def _rejected_output(tool: Tool, failure: ToolFailure) -> Outcome:
+    """The call ran and answered, but its output cannot be used. The ledger row is resolved, never
+    left pending, and nothing is retried blindly: when the remote can be asked again safely
+    (reads, key dedup, a probe) the row is `failed` (a person's retry calls again with the same
+    key); otherwise the effect is recorded as `succeeded` with the output replaced by the reason."""
+    failure.retryable = False
+    failure.detail["effect"] = "the call ran; its output was rejected"
+    if tool.side_effect == "read" or tool.idempotent_remote or tool.probe_fn is not None:
+        return Outcome(LedgerStatus.FAILED, failure=failure, how="output rejected")
+    return Outcome(
+        LedgerStatus.SUCCEEDED,
+        result=invalid_output(str(failure)),
+        failure=failure,
+        how="succeeded with rejected output",
+    )
+
+
 def invoke(tool: Tool, ctx: ToolContext, arguments: dict[str, Any]) -> Outcome:
     """Call the tool once with the ledger's key and classify what happened."""
     try:
-        result = redacted(tool.fn(ctx, **arguments))
-        if not isinstance(result, dict):
-            raise ToolFailure(
-                f"{tool.name} returned {type(result).__name__}, expected an object",
-                kind="schema_mismatch",
-                detail={"maybe_executed": True},
-            )
-        validated(result, f"{tool.name}.result")
-        return Outcome(LedgerStatus.SUCCEEDED, result=result)
+        raw = tool.fn(ctx, **arguments)
     except ToolFailure as failure:
         if failure.detail.get("maybe_executed"):
             return reconcile(tool, ctx, arguments, cause=failure)
         return Outcome(LedgerStatus.FAILED, failure=failure)
+    except Exception as exc:  # a tool's bug must end its step, not crash the worker
+        failure = ToolFailure(
+            f"{tool.name} raised {type(exc).__name__}: {exc}",
+            kind="tool_error",
+            retryable=False,
+            detail={"maybe_executed": True},
+        )
+        return reconcile(tool, ctx, arguments, cause=failure)
+    try:
+        return Outcome(LedgerStatus.SUCCEEDED, result=redacted(checked_result(tool, raw)))
+    except ToolFailure as failure:
+        return _rejected_output(tool, failure)
 
 
 def reconcile(
@@ -70,7 +134,8 @@ def reconcile(
     """
     if tool.probe_fn is not None:
         try:
-            found = redacted(tool.probe_fn(ctx))
+            found = tool.probe_fn(ctx)
+            found = None if found is None else redacted(checked_result(tool, found))
         except ToolFailure as probe_error:
             logger.warning("probe of %s failed: %s", ctx.idempotency_key, probe_error)
         else:
@@ -88,12 +153,12 @@ def reconcile(
                 # A pending row left by a dead worker, and the remote has no such effect:
                 # the call never landed, so make it now (with the same key).
                 return invoke(tool, ctx, arguments)
-            cause.retryable = True
+            cause.retryable = cause.kind != "tool_error"  # a bug does not go away by itself
             return Outcome(LedgerStatus.FAILED, failure=cause, how="probe found no effect")
     if tool.idempotent_remote or tool.side_effect == "read":
         if cause is None:
             return invoke(tool, ctx, arguments)
-        cause.retryable = True
+        cause.retryable = cause.kind != "tool_error"
         return Outcome(LedgerStatus.FAILED, failure=cause, how="remote deduplicates by key")
     unknown = ToolFailure(
         f"{tool.name}: cannot tell whether the effect happened (no probe, no key support)",

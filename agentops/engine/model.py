@@ -1,23 +1,34 @@
-"""Model adapters: one interface, a scripted model for offline runs and an OpenAI-compatible one.
+"""Model adapters: one interface, a scripted model for offline runs and the official OpenAI SDK.
 
 Both adapters return raw output that goes through the same parser, so a scripted "invalid JSON"
 fault exercises exactly the path a real model's broken output takes. Adapters raise ModelFailure
-with a kind (rate_limited, timeout, unavailable, output_invalid, context_overflow).
+with a kind (rate_limited, timeout, unavailable, output_invalid, context_overflow, bad_request).
+The SDK client never retries (`max_retries=0`): retries are the engine's, persisted and counted.
+Every tool call carries an id, recorded with the step's model response, so a context rebuilt after
+a crash answers the same ids.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
+import time
+import uuid
 from dataclasses import asdict, dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-import httpx
+import openai
 from django.conf import settings
+from openai.types.chat import ChatCompletion
 
 from agentops.engine.errors import ModelFailure
 from agentops.engine.jsonvalues import canonical_json
+from agentops.engine.retry_after import retry_after_seconds
+
+if TYPE_CHECKING:
+    from agentops.engine.registry import Agent
 
 
 @dataclass(frozen=True)
@@ -37,6 +48,9 @@ class ModelRequest:
         back from earlier steps. Scripted agents use it instead of peeking at the database."""
         for message in reversed(self.messages):
             content = message.get("content")
+            if message.get("role") == "tool" and isinstance(content, str):
+                with contextlib.suppress(ValueError):
+                    content = json.loads(content)
             if message.get("role") == "tool" and isinstance(content, dict) and key in content:
                 return content
         return {}
@@ -47,8 +61,14 @@ class ModelRequest:
         the tool's result), never from what the model proposed."""
         for message in reversed(self.messages):
             for call in reversed(message.get("tool_calls") or []):
-                arguments = call.get("arguments")
-                if call.get("name") in tools and isinstance(arguments, dict):
+                function = call.get("function") or {}  # the chat-completions wire format
+                if function.get("name") not in tools:
+                    continue
+                try:
+                    arguments = json.loads(function.get("arguments") or "{}")
+                except ValueError:
+                    continue
+                if isinstance(arguments, dict):
                     return arguments
         return {}
 
@@ -70,7 +90,14 @@ class ModelResponse:
 
 
 class ModelAdapter(Protocol):
+    name: str
+    model: str
+
     def complete(self, request: ModelRequest) -> ModelResponse: ...
+
+
+def new_call_id() -> str:
+    return f"call_{uuid.uuid4().hex[:24]}"
 
 
 def parse_response(raw: str, *, usage: dict[str, int]) -> ModelResponse:
@@ -86,6 +113,7 @@ def parse_response(raw: str, *, usage: dict[str, int]) -> ModelResponse:
         isinstance(c, dict)
         and isinstance(c.get("name"), str)
         and isinstance(c.get("arguments", {}), dict)
+        and isinstance(c.get("id", ""), str)
         for c in calls
     ):
         raise ModelFailure("model output has malformed tool_calls", kind="output_invalid")
@@ -107,7 +135,14 @@ def parse_response(raw: str, *, usage: dict[str, int]) -> ModelResponse:
         raise ModelFailure("model plan must be a non-empty list of steps", kind="output_invalid")
     return ModelResponse(
         text=str(data.get("text") or ""),
-        tool_calls=[{"name": c["name"], "arguments": c.get("arguments", {})} for c in calls],
+        tool_calls=[
+            {
+                "id": c.get("id") or new_call_id(),
+                "name": c["name"],
+                "arguments": c.get("arguments", {}),
+            }
+            for c in calls
+        ],
         usage=usage,
         confidence=float(confidence) if confidence is not None else None,
         plan=plan,
@@ -126,6 +161,8 @@ class ScriptedModel:
     """
 
     FAULTS = ("429", "timeout", "5xx", "invalid_json", "context_overflow")
+    name = "scripted"
+    model = "scripted"
 
     def complete(self, request: ModelRequest) -> ModelResponse:
         from agentops.engine.registry import get_agent
@@ -159,88 +196,189 @@ class ScriptedModel:
             parse_response('{"tool_calls": [{"name": ', usage={})
 
 
-class OpenAICompatibleModel:
-    """Chat-completions over HTTP against any OpenAI-compatible server (configured by env)."""
+def wire_messages(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The context's messages as the chat-completions API takes them: structured content (a
+    tool's result) becomes JSON text; everything else is already in the wire format."""
+    return [
+        {
+            **m,
+            "content": m["content"]
+            if m.get("content") is None or isinstance(m.get("content"), str)
+            else json.dumps(m["content"], ensure_ascii=False),
+        }
+        for m in messages
+    ]
 
-    def __init__(self) -> None:
+
+def assistant_message(text: str, calls: list[dict[str, Any]]) -> dict[str, Any]:
+    """An assistant turn in the wire format; `calls` are {id, name, arguments} records."""
+    if not calls:
+        return {"role": "assistant", "content": text}
+    return {
+        "role": "assistant",
+        "content": text or None,
+        "tool_calls": [
+            {
+                "id": call["id"],
+                "type": "function",
+                "function": {
+                    "name": call["name"],
+                    "arguments": canonical_json(call.get("arguments") or {}),
+                },
+            }
+            for call in calls
+        ],
+    }
+
+
+def tool_message(call_id: str, content: Any) -> dict[str, Any]:
+    """A tool result answering the call `call_id` (structured content becomes JSON on the wire)."""
+    return {"role": "tool", "tool_call_id": call_id, "content": content}
+
+
+def wire_tools(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{"type": "function", "function": t} for t in tools]
+
+
+@functools.cache
+def _client(base_url: str, api_key: str, timeout: float) -> openai.OpenAI:
+    """One SDK client per configuration and process (session state, never persisted)."""
+    return openai.OpenAI(
+        base_url=base_url, api_key=api_key or "not-set", timeout=timeout, max_retries=0
+    )
+
+
+def _detail(exc: openai.APIStatusError) -> str:
+    """The server's own error message when it sent one in OpenAI's shape, else the SDK's."""
+    body = exc.body
+    if isinstance(body, dict) and isinstance(body.get("message"), str):
+        return body["message"]
+    return exc.message
+
+
+def _is_context_error(exc: openai.APIStatusError) -> bool:
+    code = str(getattr(exc, "code", "") or "")
+    text = f"{code} {exc.message}".lower()
+    return (
+        "context_length" in text
+        or "maximum context length" in text
+        or "context window" in text
+        or exc.status_code == 413
+    )
+
+
+def model_failure(exc: openai.OpenAIError) -> ModelFailure:
+    """Map an SDK error onto the engine's failure kinds."""
+    if isinstance(exc, openai.APITimeoutError):
+        return ModelFailure("model call timed out", kind="timeout")
+    if isinstance(exc, openai.APIConnectionError):
+        return ModelFailure(f"model server unreachable: {exc}", kind="unavailable")
+    if isinstance(exc, openai.APIStatusError):
+        status = exc.status_code
+        if status == 429:
+            return ModelFailure(
+                "model rate limited (429)",
+                kind="rate_limited",
+                retry_after=retry_after_seconds(exc.response.headers),
+            )
+        if status >= 500:
+            return ModelFailure(f"model server error ({status})", kind="unavailable")
+        if _is_context_error(exc):
+            return ModelFailure(
+                f"context window exceeded ({status}): {_detail(exc)[:300]}",
+                kind="context_overflow",
+            )
+        return ModelFailure(
+            f"model request refused ({status}): {_detail(exc)[:500]}",
+            kind="bad_request",
+            retryable=False,
+        )
+    return ModelFailure(f"unexpected model response: {exc}", kind="output_invalid")
+
+
+@dataclass(frozen=True)
+class Exchange:
+    """One raw chat-completions round trip: what `model check` reports on."""
+
+    completion: ChatCompletion
+    seconds: float
+
+
+class OpenAICompatibleModel:
+    """Chat completions through the official `openai` SDK, against any compatible server."""
+
+    name = "openai"
+
+    def __init__(self, *, model: str | None = None) -> None:
         conf = settings.AGENTOPS
         self.base_url = conf["OPENAI_BASE_URL"].rstrip("/")
-        self.model = conf["OPENAI_MODEL"]
-        self.timeout = conf["MODEL_TIMEOUT_SECONDS"]
-        self.headers = {"Authorization": f"Bearer {conf['OPENAI_API_KEY']}"}
+        self.model = model or conf["OPENAI_MODEL"]
+        self.client = _client(
+            self.base_url, conf["OPENAI_API_KEY"], float(conf["MODEL_TIMEOUT_SECONDS"])
+        )
 
     def complete(self, request: ModelRequest) -> ModelResponse:
         _log_call(request)
-        messages = [
-            {
-                **m,
-                "content": m["content"]
-                if isinstance(m.get("content"), str)
-                else json.dumps(m.get("content")),
-            }
-            for m in request.messages
-        ]
-        body = {
-            "model": self.model,
-            "messages": messages,
-            "tools": [{"type": "function", "function": t} for t in request.tools] or None,
-            "response_format": {"type": "json_object"} if request.planning else None,
-        }
-        try:
-            response = httpx.post(
-                f"{self.base_url}/chat/completions",
-                json={k: v for k, v in body.items() if v is not None},
-                headers=self.headers,
-                timeout=self.timeout,
-            )
-        except httpx.TimeoutException:
-            raise ModelFailure("model call timed out", kind="timeout") from None
-        except httpx.TransportError as exc:
-            raise ModelFailure(f"model unreachable: {exc}", kind="unavailable") from None
-        self._raise_for_status(response)
-        return self._parse(response)
+        exchange = self.chat(request.messages, tools=request.tools, json_output=request.planning)
+        return self.parse(exchange.completion)
 
-    def _raise_for_status(self, response: httpx.Response) -> None:
-        if response.status_code == 429:
-            retry_after = response.headers.get("Retry-After")
-            raise ModelFailure(
-                "model rate limited (429)",
-                kind="rate_limited",
-                retry_after=float(retry_after) if retry_after else None,
-            )
-        if response.status_code >= 500:
-            raise ModelFailure(f"model server error ({response.status_code})", kind="unavailable")
-        if response.status_code == 400 and "context_length" in response.text:
-            raise ModelFailure("context window exceeded", kind="context_overflow")
-        if response.status_code >= 400:
-            raise ModelFailure(
-                f"model request refused ({response.status_code})",
-                kind="unavailable",
-                retryable=False,
-            )
-
-    def _parse(self, response: httpx.Response) -> ModelResponse:
+    def chat(
+        self,
+        messages: list[dict[str, Any]],
+        *,
+        tools: list[dict[str, Any]] | None = None,
+        json_output: bool = False,
+    ) -> Exchange:
+        """One request; SDK errors become ModelFailure with the engine's kinds."""
+        params: dict[str, Any] = {"model": self.model, "messages": wire_messages(messages)}
+        if tools:
+            params["tools"] = wire_tools(tools)
+        if json_output:
+            params["response_format"] = {"type": "json_object"}
+        started = time.monotonic()
         try:
-            data = response.json()
-            message = data["choices"][0]["message"]
-            usage = data.get("usage") or {}
+            completion = self.client.chat.completions.create(**params)
+        except openai.OpenAIError as exc:
+            raise model_failure(exc) from None
+        except ValueError as exc:  # a 200 whose body is not JSON
+            raise ModelFailure(
+                f"the model server's answer is not JSON: {exc}", kind="output_invalid"
+            ) from None
+        if not isinstance(completion, ChatCompletion):
+            raise ModelFailure(
+                "the model server did not answer with a completion", kind="output_invalid"
+            )
+        return Exchange(completion=completion, seconds=time.monotonic() - started)
+
+    def parse(self, completion: ChatCompletion) -> ModelResponse:
+        try:
+            message = completion.choices[0].message
             calls = [
-                {"name": c["function"]["name"], "arguments": json.loads(c["function"]["arguments"])}
-                for c in message.get("tool_calls") or []
+                {
+                    "id": c.id,
+                    "name": c.function.name,
+                    "arguments": json.loads(c.function.arguments or "{}"),
+                }
+                for c in message.tool_calls or []
             ]
-            content = message.get("content") or ""
-        except (ValueError, KeyError, IndexError, TypeError) as exc:
+            content = message.content or ""
+        except (AttributeError, IndexError, TypeError, ValueError) as exc:
             raise ModelFailure(f"unexpected model response: {exc}", kind="output_invalid") from None
         reply: dict[str, Any] = {"text": content, "tool_calls": calls}
         if content.lstrip().startswith("{"):
             # Plain text that merely starts with a brace stays text.
             with contextlib.suppress(ValueError):
-                reply.update(json.loads(content))
-        usage = {
-            "prompt_tokens": int(usage.get("prompt_tokens", 0)),
-            "completion_tokens": int(usage.get("completion_tokens", 0)),
+                parsed = json.loads(content)
+                if isinstance(parsed, dict):
+                    reply.update(parsed)
+                    if not parsed.get("tool_calls"):
+                        reply["tool_calls"] = calls
+        usage = completion.usage
+        counted = {
+            "prompt_tokens": int(getattr(usage, "prompt_tokens", 0) or 0),
+            "completion_tokens": int(getattr(usage, "completion_tokens", 0) or 0),
         }
-        return parse_response(json.dumps(reply), usage=usage)
+        return parse_response(json.dumps(reply), usage=counted)
 
 
 def _log_call(request: ModelRequest) -> None:
@@ -253,10 +391,11 @@ def _log_call(request: ModelRequest) -> None:
         handle.write(line + "\n")
 
 
-def get_model_adapter() -> ModelAdapter:
-    name = settings.AGENTOPS["MODEL_ADAPTER"]
+def get_model_adapter(agent: Agent | None = None) -> ModelAdapter:
+    """The agent's adapter and model when it names them, else the settings' default."""
+    name = (agent.adapter if agent else None) or settings.AGENTOPS["MODEL_ADAPTER"]
     if name == "scripted":
         return ScriptedModel()
     if name == "openai":
-        return OpenAICompatibleModel()
+        return OpenAICompatibleModel(model=agent.model if agent else None)
     raise ValueError(f"AGENTOPS_MODEL_ADAPTER: unknown adapter {name!r}")

@@ -1,22 +1,30 @@
 """Agents and tools, declared in Python and registered by name.
 
 A tool is a typed function `fn(call: ToolContext, **arguments) -> dict` plus what the ledger and the
-policy need to know about it: its side-effect class, the systems it touches, whether the remote
-honours idempotency keys, and optional `probe` and `compensate` hooks. An agent is a name, a system
+policy need to know about it. Its contract comes from pydantic: the keyword-only parameters' type
+hints (with `Annotated` constraints and nested models) give the JSON schema the model sees (with its
+`required` list) and validate the model's arguments with error paths; an optional result type
+(the `result=` argument or a pydantic/TypedDict return annotation) validates what it returns.
+Also: its side-effect class, the systems it touches, whether the remote honours idempotency keys,
+and optional `probe` and `compensate` hooks. An agent is a name, a system
 prompt, the tools it may use and a plan (a fixed list of steps, or None when the model plans).
 """
 
 from __future__ import annotations
 
+import functools
 import inspect
+import json
 import typing
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
+import pydantic
+from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
 
-from agentops.engine.errors import ModelFailure, UnknownAgent, UnknownTool
+from agentops.engine.errors import ModelFailure, ToolFailure, UnknownAgent, UnknownTool
 
 SIDE_EFFECT_CLASSES = ("read", "write", "notify", "financial")
 
@@ -51,6 +59,8 @@ class Tool:
     # Evidence for a reviewer: checks of the proposed arguments against earlier tool results of
     # the task, shown at the top of a gate (label, fn(arguments, results by tool) -> (ok, why)).
     checks: list[tuple[str, Callable[..., tuple[bool, str]]]] = field(default_factory=list)
+    # The declared shape of the tool's result (pydantic model, TypedDict, ...); None: any object.
+    result_type: Any = None
 
     def parameters(self) -> dict[str, type]:
         """Keyword-only parameters of the tool function and their annotated types."""
@@ -61,33 +71,46 @@ class Tool:
             if param.kind is inspect.Parameter.KEYWORD_ONLY
         }
 
-    def check_arguments(self, arguments: dict[str, Any]) -> None:
-        """Raise ModelFailure(output_invalid) if the model's arguments do not fit the signature."""
-        params = self.parameters()
-        required = {
-            name
-            for name, param in inspect.signature(self.fn).parameters.items()
-            if param.kind is inspect.Parameter.KEYWORD_ONLY and param.default is param.empty
-        }
-        unknown = set(arguments) - set(params)
-        missing = required - set(arguments)
-        if unknown or missing:
-            raise ModelFailure(
-                f"tool {self.name}: unexpected arguments {sorted(unknown)}, "
-                f"missing {sorted(missing)}",
-                kind="output_invalid",
-            )
-        for name, value in arguments.items():
-            expected = params[name]
-            if expected is float and isinstance(value, int) and not isinstance(value, bool):
+    @functools.cached_property
+    def arguments_model(self) -> type[BaseModel]:
+        """The pydantic model of the tool's keyword-only parameters (extra arguments forbidden,
+        no type coercion)."""
+        hints = typing.get_type_hints(self.fn, include_extras=True)
+        fields: dict[str, Any] = {}
+        for name, param in inspect.signature(self.fn).parameters.items():
+            if param.kind is not inspect.Parameter.KEYWORD_ONLY:
                 continue
-            origin = typing.get_origin(expected) or expected
-            if origin is not object and isinstance(origin, type) and not isinstance(value, origin):
-                raise ModelFailure(
-                    f"tool {self.name}: argument {name} should be {origin.__name__}, "
-                    f"got {type(value).__name__}",
-                    kind="output_invalid",
-                )
+            annotation = hints.get(name, Any)
+            fields[name] = (annotation, ... if param.default is param.empty else param.default)
+        return pydantic.create_model(  # type: ignore[call-overload, no-any-return]
+            f"{self.name}_arguments",
+            __config__=ConfigDict(extra="forbid", strict=True),
+            **fields,
+        )
+
+    def check_arguments(self, arguments: dict[str, Any]) -> None:
+        """Raise ModelFailure(output_invalid) if the model's arguments break the contract; the
+        message names each offending path (`arguments.address.city: ...`)."""
+        try:
+            self.arguments_model.model_validate_json(json.dumps(arguments))
+        except ValidationError as exc:
+            raise ModelFailure(
+                f"tool {self.name}: {contract_errors(exc, 'arguments')}", kind="output_invalid"
+            ) from None
+
+    def check_result(self, result: Any) -> None:
+        """Raise ToolFailure(schema_mismatch) if the result breaks the declared result type."""
+        if self.result_type is None:
+            return
+        try:
+            TypeAdapter(self.result_type).validate_json(json.dumps(result))
+        except ValidationError as exc:
+            raise ToolFailure(
+                f"{self.name} returned a result that breaks its declared schema: "
+                f"{contract_errors(exc, 'result')}",
+                kind="schema_mismatch",
+                retryable=False,
+            ) from None
 
     def probe(self, fn: Callable[[ToolContext], dict[str, Any] | None]) -> Callable:
         """Decorator: ask the remote whether the effect with this key happened (None: not)."""
@@ -112,24 +135,35 @@ class Tool:
         return register
 
     def schema(self) -> dict[str, Any]:
-        names = {
-            str: "string",
-            int: "integer",
-            float: "number",
-            bool: "boolean",
-            dict: "object",
-            list: "array",
-        }
-        return {
-            "name": self.name,
-            "description": self.description,
-            "parameters": {
-                "type": "object",
-                "properties": {
-                    n: {"type": names.get(t, "string")} for n, t in self.parameters().items()
-                },
-            },
-        }
+        """The function declaration the model sees: name, description, JSON-schema parameters."""
+        parameters = self.arguments_model.model_json_schema()
+        parameters.pop("title", None)
+        return {"name": self.name, "description": self.description, "parameters": parameters}
+
+
+def contract_errors(exc: ValidationError, root: str) -> str:
+    """pydantic's errors in this project's path style: for arguments, unknown and missing names
+    first (as before), then `root.a.b[2]: message` for each other error."""
+    errors = exc.errors()
+    parts = []
+    if root == "arguments":
+        top = [
+            e for e in errors if len(e["loc"]) == 1 and e["type"] in ("extra_forbidden", "missing")
+        ]
+        unknown = sorted(str(e["loc"][0]) for e in top if e["type"] == "extra_forbidden")
+        missing = sorted(str(e["loc"][0]) for e in top if e["type"] == "missing")
+        if top:
+            parts.append(f"unexpected arguments {unknown}, missing {missing}")
+        errors = [e for e in errors if e not in top]
+    parts.extend(f"{json_path(root, e['loc'])}: {e['msg']}" for e in errors)
+    return "; ".join(parts)
+
+
+def json_path(root: str, loc: tuple[int | str, ...]) -> str:
+    path = root
+    for part in loc:
+        path += f"[{part}]" if isinstance(part, int) else f".{part}"
+    return path
 
 
 @dataclass(frozen=True)
@@ -156,6 +190,13 @@ class Agent:
     description: str = ""
     # Agents marked hidden are not offered in the "start a task" form (benchmarks, tests).
     hidden: bool = False
+    # The model adapter ("scripted", "openai") and model name; None: the settings' default.
+    adapter: str | None = None
+    model: str | None = None
+    # The model's context window in tokens (None: AGENTOPS_CONTEXT_WINDOW_TOKENS).
+    context_window: int | None = None
+    # Below this confidence a step counts towards a confidence collapse (None: the setting).
+    confidence_floor: float | None = None
     extra: dict[str, Any] = field(default_factory=dict)
     # Input fields a person may change on a running or paused task (`task_modify`).
     editable_input: tuple[str, ...] = ()
@@ -174,6 +215,7 @@ def tool(
     compensate_with: str | None = None,
     max_attempts: int | None = None,
     backoff_base: float | None = None,
+    result: Any = None,
 ) -> Callable[[Callable[..., dict[str, Any]]], Tool]:
     """Register a function as a tool."""
     if side_effect not in SIDE_EFFECT_CLASSES:
@@ -190,11 +232,23 @@ def tool(
             compensate_with=compensate_with,
             max_attempts=max_attempts,
             backoff_base=backoff_base,
+            result_type=result if result is not None else _declared_result(fn),
         )
+        spec.arguments_model  # noqa: B018 - build (and check) the contract at registration
         _TOOLS[spec.name] = spec
         return spec
 
     return register
+
+
+def _declared_result(fn: Callable[..., Any]) -> Any:
+    """A return annotation that declares a shape (a pydantic model or a TypedDict), else None."""
+    returned = typing.get_type_hints(fn).get("return")
+    if isinstance(returned, type) and (
+        issubclass(returned, BaseModel) or typing.is_typeddict(returned)
+    ):
+        return returned
+    return None
 
 
 def plan_for(agent: Agent, task_input: dict[str, Any]) -> list[PlanStep]:

@@ -10,7 +10,7 @@ from typing import Any
 
 from agentops.engine.registry import Tool
 from agentops.models import Task
-from policies.catalog import amount_of
+from policies import catalog
 from policies.engine import Action, Verdict
 from policies.selectors import policy_evaluate
 from policies.services import policy_version_pin
@@ -27,15 +27,16 @@ def action_for(
     confidence: float | None,
     edited: bool = False,
 ) -> Action:
-    return Action(
+    """The Action the policy sees for a proposed call: built by `policies.catalog.action_for`,
+    the one builder (the catalog knows every registered tool's side effect and systems)."""
+    return catalog.action_for(
         tool=tool.name,
-        side_effect=tool.side_effect,
-        systems=tuple(tool.systems),
-        amount=amount_of(arguments),
-        confidence=confidence,
+        arguments=arguments,
         agent=task.agent,
         step=step,
+        confidence=confidence,
         edited=edited,
+        systems=tool.systems,
     )
 
 

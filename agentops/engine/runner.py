@@ -35,21 +35,30 @@ from agentops.engine.errors import (
     CheckpointMismatch,
     LeaseLost,
     ModelFailure,
+    NotSerializable,
     OrchestrationFailure,
     StepFailure,
+    ToolFailure,
     UnknownAgent,
     UnknownTool,
 )
-from agentops.engine.jsonvalues import loaded, offloaded, redacted
+from agentops.engine.jsonvalues import loaded, offloaded, redacted, validated
 from agentops.engine.leases import Heartbeat
 from agentops.engine.ledger import (
+    INVALID_OUTPUT_KEY,
     Outcome,
     arguments_digest,
     idempotency_key,
     invoke,
+    is_invalid_output,
     reconcile,
 )
-from agentops.engine.model import ModelRequest, ModelResponse, get_model_adapter
+from agentops.engine.model import (
+    ModelRequest,
+    ModelResponse,
+    estimate_tokens,
+    get_model_adapter,
+)
 from agentops.engine.planning import next_open_step
 from agentops.engine.registry import Agent, Tool, ToolContext, get_agent, get_tool
 from agentops.engine.routing import Verdict, action_for, route_action
@@ -110,6 +119,58 @@ def backoff_seconds(attempt: int, retry_after: float | None, base: float | None 
     return max(delay, retry_after or 0.0)
 
 
+CLAIMED = "agentops.task.claimed"
+# Events after which nobody works on the task until the next claim.
+LEFT_RUNNING = frozenset(
+    {
+        "agentops.task.yielded",
+        "agentops.task.awaiting_approval",
+        "agentops.task.retry_scheduled",
+        "agentops.task.stopped",
+        "agentops.task.paused",
+        "agentops.task.succeeded",
+        "agentops.task.aborted",
+        "agentops.task.rolled_back",
+    }
+)
+
+
+# The task left `running` because a step (or the task) failed.
+FAILED_OUT = frozenset({"agentops.task.retry_scheduled", "agentops.task.stopped"})
+
+
+def worked_seconds(task_id: int) -> float:
+    """How long the task has been worked on: from each claim until it left `running` (parked at
+    a gate, waiting for a retry, paused, stopped, yielded) or until the next claim (its worker
+    died), and the current claim until now. Waits for people and backoff do not count."""
+    from agentops.models import Event
+
+    total, since = 0.0, None
+    rows = (
+        Event.objects.filter(task_id=task_id, action__in=LEFT_RUNNING | {CLAIMED})
+        .order_by("seq")
+        .values_list("action", "created_at")
+    )
+    for action, at in rows:
+        if since is not None:
+            total += (at - since).total_seconds()
+            since = None
+        if action == CLAIMED:
+            since = at
+    if since is not None:
+        total += (timezone.now() - since).total_seconds()
+    return total
+
+
+def step_tokens(step: Step) -> int:
+    """Tokens the provider reported for the step's recorded model response."""
+    record = loaded(step.model_response) if step.model_response is not None else None
+    usage = record.get("usage") if isinstance(record, dict) else None
+    if not isinstance(usage, dict):
+        return 0
+    return sum(int(usage.get(k) or 0) for k in ("prompt_tokens", "completion_tokens"))
+
+
 @dataclass
 class StepResult:
     """What running a step produced: an output, or a failure (with the ledger outcome if any)."""
@@ -136,6 +197,9 @@ class TaskRun:
     fresh_calls: set[int] = field(default_factory=set)
     # (tool, args digest) -> the steps that proposed it: loop detection without a query per step.
     proposals: dict[tuple[str, str], set[int]] = field(default_factory=dict)
+    # Tokens of completed steps that this resume does not spend again (recorded with the next
+    # step's start).
+    tokens_saved: int = 0
 
     # -- the loop -----------------------------------------------------------------------------
 
@@ -161,6 +225,7 @@ class TaskRun:
                 f"step {step.ordinal + 1} of {self.task.step_count}, "
                 f"phase {self.task.phase or 'start'}"
             )
+            self.tokens_saved = self._tokens_saved_by_resume()
         if not self._begin(step):
             return "stopped"
         deadline = time.monotonic() + settings.AGENTOPS["SLICE_SECONDS"]
@@ -209,6 +274,33 @@ class TaskRun:
             return self._stop(OrchestrationFailure(str(exc), kind="checkpoint_mismatch"))
         return None
 
+    def _tokens_saved_by_resume(self) -> int:
+        """Tokens the completed steps spent (and the current step's recorded model response,
+        which is not asked for again), when this claim is a recovery: it takes over from a
+        holder that died while running, or it is the first claim after the task failed (a
+        backoff retry, or a person's retry). A rerun from scratch would spend them again. Gates,
+        pauses and plain continuations after a time slice save nothing new."""
+        from agentops.models import Event
+
+        latest = list(
+            Event.objects.filter(
+                task_id=self.task.pk,
+                seq__lte=self.lease.last_seq,
+                action__in=LEFT_RUNNING | {CLAIMED},
+            )
+            .order_by("-seq")
+            .values_list("action", "payload")[:2]
+        )
+        recovered = bool(latest and (latest[0][1] or {}).get("recovered"))
+        after_failure = len(latest) > 1 and latest[1][0] in FAILED_OUT
+        if not (recovered or after_failure):
+            return 0
+        return sum(
+            step_tokens(s)
+            for s in self.steps
+            if s.status in STEP_DONE or s.model_response is not None
+        )
+
     def _first_open_step(self, after: Step | None = None) -> Step | None:
         return next_open_step(self.steps, after=after.ordinal if after is not None else -1)
 
@@ -219,29 +311,47 @@ class TaskRun:
     ) -> tuple[list[EventSpec], dict[str, Any]]:
         """Events and task fields that start `step`. Builds the step's prompt as a side effect,
         from `steps` (default: the run's view of the steps)."""
-        self.messages = ctxbuild.build_messages(
+        overflowed = (step.error or {}).get("kind") == "context_overflow"
+        view = self.steps if steps is None else steps
+        built = ctxbuild.build_context(
             agent=self.agent,
             task=self.task,
-            steps=self.steps if steps is None else steps,
+            steps=view,
+            scale=ctxbuild.calibration(view, before=step),
             current=step,
             resumed_at=self.resumed_at,
             notes=self._notes(step),
-            # After a context overflow, summarize more of the earlier work.
-            recent=1 if (step.error or {}).get("kind") == "context_overflow" else None,
+            # After a context overflow, summarize more of the earlier work, in half the budget.
+            recent=1 if overflowed else None,
+            budget=ctxbuild.budget_for(self.agent) // 2 if overflowed else None,
         )
+        self.messages = built.messages
         attempt = step.attempts + 1
+        payload: dict[str, Any] = {
+            "attempt": attempt,
+            "prompt_digest": ctxbuild.prompt_digest(self.messages),
+            "phase": Phase.BEFORE_MODEL_CALL,
+            "model_response_recorded": step.model_response is not None,
+            "context": {
+                "tokens_estimate": built.tokens,
+                "budget": built.budget,
+                "summarized_steps": built.summarized,
+                "over_budget": built.over_budget,
+                "scale": built.scale,
+            },
+        }
+        fields: dict[str, Any] = {"current_step": step.ordinal, "phase": Phase.BEFORE_MODEL_CALL}
+        if self.tokens_saved:
+            payload["tokens_saved_by_resume"] = self.tokens_saved
+            fields["tokens_saved"] = F("tokens_saved") + self.tokens_saved
+            self.tokens_saved = 0
         event = EventSpec(
             "agentops.step.started",
             step=step.ordinal,
-            payload={
-                "attempt": attempt,
-                "prompt_digest": ctxbuild.prompt_digest(self.messages),
-                "phase": Phase.BEFORE_MODEL_CALL,
-                "model_response_recorded": step.model_response is not None,
-            },
+            payload=payload,
             fold={"steps": {str(step.ordinal): StepStatus.RUNNING}, "current_step": step.ordinal},
         )
-        return [event], {"current_step": step.ordinal, "phase": Phase.BEFORE_MODEL_CALL}
+        return [event], fields
 
     def _begin_rows(self, step: Step, events: list[EventSpec]) -> None:
         started = step_transition(
@@ -328,9 +438,20 @@ class TaskRun:
             task_input=self.task.input,
         )
         with self.beat.call(), prometheus.timed("model"):
-            response = get_model_adapter().complete(request)
-        # Model output is untrusted: a leaked credential must not reach the database (nor run).
-        return ModelResponse.from_record(redacted(response.as_record()))
+            response = get_model_adapter(self.agent).complete(request)
+        # Recorded next to the provider's count, so later prompts calibrate the estimate.
+        record = response.as_record()
+        record["usage"] = {**response.usage, "prompt_estimate": estimate_tokens(self.messages)}
+        # Model output is untrusted: a leaked credential must not reach the database (nor run),
+        # and what the database cannot store (NUL, a lone surrogate) is invalid output.
+        record = redacted(record)
+        try:
+            validated(record, "model_response")
+        except NotSerializable as exc:
+            raise ModelFailure(
+                f"model output cannot be stored: {exc}", kind="output_invalid"
+            ) from None
+        return ModelResponse.from_record(record)
 
     def _model_result(
         self, step: Step, response: ModelResponse
@@ -399,6 +520,7 @@ class TaskRun:
         if record:
             tool.check_arguments(arguments)
             self._check_loop(step, tool, arguments)
+            self._check_confidence(step, response)
         verdict = route_action(
             task=self.task,
             action=action_for(
@@ -522,6 +644,34 @@ class TaskRun:
                 kind="planning_loop",
             )
 
+    def _check_confidence(self, step: Step, response: ModelResponse) -> None:
+        """Confidence collapse: the model stayed below the agent's floor for N consecutive
+        steps (this one included). A single low-confidence action is the policy's to gate."""
+        conf = settings.AGENTOPS
+        floor = self.agent.confidence_floor
+        floor = conf["CONFIDENCE_FLOOR"] if floor is None else floor
+        needed = conf["CONFIDENCE_COLLAPSE_STEPS"]
+        if needed <= 0 or response.confidence is None or response.confidence >= floor:
+            return
+        run = [response.confidence]
+        for earlier in sorted(
+            (s for s in self.steps if s.ordinal < step.ordinal and s.status in STEP_DONE),
+            key=lambda s: s.ordinal,
+            reverse=True,
+        ):
+            record = loaded(earlier.model_response) if earlier.model_response else None
+            confidence = record.get("confidence") if isinstance(record, dict) else None
+            if confidence is None or confidence >= floor:
+                break
+            run.append(float(confidence))
+        if len(run) >= needed:
+            raise OrchestrationFailure(
+                f"confidence collapse: the model's confidence stayed below {floor:g} for "
+                f"{len(run)} consecutive steps (latest {run[0]:g}; threshold {needed})",
+                kind="low_confidence",
+                detail={"floor": floor, "steps": len(run), "confidences": run[::-1]},
+            )
+
     def _proposed_tool(self, name: str) -> Tool:
         if name not in self.agent.tools:
             raise ModelFailure(
@@ -579,7 +729,20 @@ class TaskRun:
         self, step: Step, tool: Tool, call: ToolCall, arguments: dict[str, Any]
     ) -> Outcome:
         if call.status == LedgerStatus.SUCCEEDED:
-            return Outcome(LedgerStatus.SUCCEEDED, result=loaded(call.result), how="recorded")
+            result = loaded(call.result)
+            if is_invalid_output(result):
+                # The effect happened but its output was rejected: never pass it on as a result.
+                return Outcome(
+                    LedgerStatus.SUCCEEDED,
+                    result=result,
+                    failure=ToolFailure(
+                        f"{tool.name}: the recorded call's output was rejected "
+                        f"({result[INVALID_OUTPUT_KEY]}); skip the step or abort",
+                        kind="output_invalid",
+                    ),
+                    how="recorded",
+                )
+            return Outcome(LedgerStatus.SUCCEEDED, result=result, how="recorded")
         if call.status == LedgerStatus.EXECUTED_UNKNOWN:
             return Outcome(
                 LedgerStatus.EXECUTED_UNKNOWN,
@@ -802,7 +965,7 @@ class TaskRun:
                 detail={"budget": "cost"},
             )
         if task.wall_time_budget_seconds and task.started_at:
-            elapsed = (timezone.now() - task.started_at).total_seconds()
+            elapsed = worked_seconds(task.pk)
             if elapsed > task.wall_time_budget_seconds:
                 raise OrchestrationFailure(
                     f"wall-time budget used up ({elapsed:.0f} s of "
@@ -842,7 +1005,7 @@ class TaskRun:
             tools=[get_tool(name).schema() for name in self.agent.tools],
         )
         with self.beat.call():
-            response = get_model_adapter().complete(request)
+            response = get_model_adapter(self.agent).complete(request)
         if not response.plan:
             raise ModelFailure("the model returned no plan", kind="output_invalid")
         steps = [

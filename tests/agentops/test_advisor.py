@@ -76,6 +76,7 @@ ROW_CASES: dict[str, tuple[Situation, Action]] = {
         Action.ROLLBACK,
     ),
     "budget": (S("budget_overflow", "orchestration", "write", 0.1), Action.ABORT),
+    "unknown-tool": (S("unknown_tool", "orchestration", None, 0.5), Action.RETRY),
     "unknown-agent": (S("unknown_agent", "orchestration", None, 0.5), Action.RETRY),
     "model-transient": (
         S("rate_limited", "model", "read", 0.9, step_attempts=3, step_retry_cap=3),
@@ -93,6 +94,8 @@ ROW_CASES: dict[str, tuple[Situation, Action]] = {
         ),
         Action.SKIP,
     ),
+    "tool-output-invalid": (S("output_invalid", "tool", "financial", 0.5), Action.RETRY),
+    "model-refused": (S("bad_request", "model", None, 0.5), Action.ABORT),
     "output-invalid": (
         S("output_invalid", "model", "read", 0.1, step_attempts=1, step_retry_cap=3),
         Action.RETRY,
@@ -389,3 +392,48 @@ def test_situation_from_a_capped_step_judges_the_layer_of_its_last_failure():
 
     assert situation.layer == "model"
     assert advise(situation).rule == "model-transient"
+
+
+def test_every_kind_the_code_raises_is_in_the_one_enum_and_every_rule_names_real_kinds():
+    from agentops.engine.errors import LAYER_KINDS, FailureKind
+
+    root = Path(__file__).resolve().parents[2] / "agentops"
+    raised = {
+        kind
+        for path in root.rglob("*.py")
+        for kind in re.findall(r'kind="([a-z_]+)"', path.read_text())
+    }
+    assert raised <= set(FailureKind)
+    assert {str(k) for kinds in LAYER_KINDS.values() for k in kinds} == set(FailureKind)
+    for rule in RULES:
+        assert rule.kinds is None or rule.kinds <= set(FailureKind), rule.name
+
+
+def test_no_row_is_dead_every_row_is_the_first_match_of_some_recorded_failure():
+    from itertools import product
+
+    hit = {
+        advise(
+            S(
+                kind,
+                layer,
+                side_effect,
+                progress,
+                step_attempts=3 if capped else 1,
+                task_recoveries=6 if capped else 1,
+                compensable=effects[0],
+                irreversible=effects[1],
+                rolling_back=rolling_back,
+            )
+        ).rule
+        for layer, kinds in KINDS.items()
+        for kind, progress, side_effect, capped, effects, rolling_back in product(
+            kinds,
+            (0.05, 0.5, 0.9),
+            (None, "read", "notify", "write", "financial"),
+            (False, True),
+            ((False, False), (True, False), (True, True)),
+            (False, True),
+        )
+    }
+    assert hit == {rule.name for rule in RULES} - {"default"}

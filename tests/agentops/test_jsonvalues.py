@@ -33,16 +33,18 @@ def nfc(text: str) -> str:
     return unicodedata.normalize("NFC", text)
 
 
+# What PostgreSQL can store in jsonb: no NUL, no lone surrogates (tested on their own below).
+storable = st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00")
 scalars = (
     st.none()
     | st.booleans()
     | st.integers()
     | st.floats(allow_nan=False, allow_infinity=False)
-    | st.text(max_size=12)
+    | st.text(storable, max_size=12)
 )
 # Keys are distinct after NFC: two keys that differ only in normal form are a known collision
 # (see the report on jsonvalues), not what these properties are about.
-keys = st.text(max_size=8).map(nfc)
+keys = st.text(storable, max_size=8).map(nfc)
 json_values = st.recursive(
     scalars,
     lambda children: st.lists(children, max_size=4) | st.dictionaries(keys, children, max_size=4),
@@ -340,3 +342,32 @@ def test_loaded_refuses_an_artifact_whose_bytes_changed(small_threshold):
 
     with pytest.raises(ValueError, match="sha256 mismatch"):
         loaded(pointer)
+
+
+@pytest.mark.parametrize(
+    ("value", "path"),
+    [
+        ({"\ud800": 1}, "input.<key '\\ud800'>"),
+        ({"a": ["ok", "x\x00y"]}, "input.a[1]"),
+        ({"b": {"c": "\udfff"}}, "input.b.c"),
+    ],
+    ids=["surrogate-key", "nul-in-list", "surrogate-value"],
+)
+def test_what_postgresql_refuses_is_refused_at_save_time_with_its_path(value, path):
+    with pytest.raises(NotSerializable) as caught:
+        validated(value, "input")
+    assert str(caught.value).startswith(path + ": contains a")
+
+
+def test_card_numbers_are_redacted_only_when_they_pass_the_luhn_check():
+    from agentops.engine.jsonvalues import redacted
+
+    text = "card 4111 1111 1111 1111, 5500-0000-0000-0004; order 4111111111111112 ref 1234567890123"
+    assert redacted(text) == (
+        "card [redacted], [redacted]; order 4111111111111112 ref 1234567890123"
+    )
+    assert redacted({"card_number": "x", "cvv": "123", "company": "ACME"}) == {
+        "card_number": "[redacted]",
+        "cvv": "[redacted]",
+        "company": "ACME",
+    }

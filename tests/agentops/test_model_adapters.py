@@ -1,149 +1,295 @@
-"""The OpenAI-compatible adapter over real HTTP (a local stand-in server), and the shared parser."""
+"""The OpenAI SDK adapter against a strict local server (real HTTP), and the shared parser.
+
+The server validates every request with the openai package's own request types and refuses what
+a real server refuses; `test_the_strict_server_refuses_...` shows it would have refused the old
+request shape.
+"""
 
 from __future__ import annotations
 
 import json
-import threading
+import time
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from datetime import UTC, datetime, timedelta
+from email.utils import format_datetime
 
 import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
 
 from agentops.engine.errors import ModelFailure
-from agentops.engine.model import ModelRequest, OpenAICompatibleModel, parse_response
+from agentops.engine.model import (
+    ModelRequest,
+    OpenAICompatibleModel,
+    assistant_message,
+    parse_response,
+    tool_message,
+)
+from agentops.engine.retry_after import retry_after_seconds
+from tests.strict_openai import (
+    Refused,
+    StrictServer,
+    check_request,
+    preflight_brain,
+    serve,
+    tool_call,
+)
 
 
-class Canned(BaseHTTPRequestHandler):
-    """Answers each POST with the next canned (status, headers, body); records the requests."""
-
-    replies: list[tuple[int, dict[str, str], str]] = []
-    received: list[dict] = []
-
-    def do_POST(self) -> None:
-        length = int(self.headers.get("Content-Length", 0))
-        Canned.received.append(
-            {
-                "path": self.path,
-                "auth": self.headers.get("Authorization"),
-                "body": json.loads(self.rfile.read(length)),
-            }
-        )
-        status, headers, body = Canned.replies.pop(0)
-        self.send_response(status)
-        for name, value in headers.items():
-            self.send_header(name, value)
-        self.end_headers()
-        self.wfile.write(body.encode())
-
-    def log_message(self, *args: object) -> None:
-        pass
+def lookup_brain(body: dict) -> dict:
+    return tool_call("lookup_order", {"order_id": "A1001"})
 
 
 @pytest.fixture
-def server(settings) -> Iterator[type[Canned]]:
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), Canned)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
+def strict(settings) -> Iterator[StrictServer]:
+    state = StrictServer(brain=lookup_brain)
+    httpd, url = serve(state)
     settings.AGENTOPS = {
         **settings.AGENTOPS,
-        "OPENAI_BASE_URL": f"http://127.0.0.1:{httpd.server_port}/v1",
+        "OPENAI_BASE_URL": url,
         "OPENAI_API_KEY": "test-key",
         "OPENAI_MODEL": "small-model",
-        "MODEL_TIMEOUT_SECONDS": 2.0,
+        "MODEL_TIMEOUT_SECONDS": 1.0,
     }
-    Canned.replies, Canned.received = [], []
-    yield Canned
+    yield state
     httpd.shutdown()
 
 
-def request() -> ModelRequest:
+HISTORY = [
+    {"role": "system", "content": "You refund orders."},
+    {"role": "user", "content": "Goal: refund A1001"},
+    assistant_message(
+        "", [{"id": "call_1", "name": "lookup_order", "arguments": {"order_id": "A1"}}]
+    ),
+    tool_message("call_1", {"amount": 42.5, "customer_email": "c@example.com"}),
+    {"role": "user", "content": "Now do step 2 of 5: Check refund eligibility"},
+]
+
+
+def request(messages: list | None = None, *, planning: bool = False) -> ModelRequest:
     return ModelRequest(
         agent="refund",
         task_id=1,
-        step=0,
-        step_title="Look up",
+        step=1,
+        step_title="Check",
         attempt=1,
-        messages=[{"role": "system", "content": "x"}, {"role": "tool", "content": {"a": 1}}],
-        tools=[{"name": "lookup_order", "description": "", "parameters": {}}],
+        messages=messages or HISTORY,
+        tools=[{"name": "lookup_order", "description": "", "parameters": {"type": "object"}}],
         task_input={},
+        planning=planning,
     )
 
 
-def completion(message: dict) -> str:
-    return json.dumps(
-        {"choices": [{"message": message}], "usage": {"prompt_tokens": 11, "completion_tokens": 7}}
-    )
+def test_a_tool_call_reply_is_parsed_with_its_id_and_usage_and_the_history_is_accepted(strict):
+    response = OpenAICompatibleModel().complete(request())
+
+    assert [c["name"] for c in response.tool_calls] == ["lookup_order"]
+    assert response.tool_calls[0]["arguments"] == {"order_id": "A1001"}
+    assert response.tool_calls[0]["id"].startswith("call_")
+    assert response.usage["prompt_tokens"] > 0 and response.usage["completion_tokens"] > 0
+    sent = strict.received[0]
+    assert sent["model"] == "small-model"
+    assistant, tool = sent["messages"][2], sent["messages"][3]
+    assert assistant["tool_calls"][0] == {
+        "id": "call_1",
+        "type": "function",
+        "function": {"name": "lookup_order", "arguments": '{"order_id":"A1"}'},
+    }
+    assert tool == {
+        "role": "tool",
+        "tool_call_id": "call_1",
+        "content": '{"amount": 42.5, "customer_email": "c@example.com"}',
+    }
+    assert sent["tools"][0] == {"type": "function", "function": request().tools[0]}
+    assert strict.refused == []
 
 
-def test_a_tool_call_reply_is_parsed_with_usage(server):
-    server.replies.append(
+@pytest.mark.parametrize(
+    ("messages", "says"),
+    [
+        (
+            [
+                {"role": "user", "content": "x"},
+                {
+                    "role": "assistant",
+                    "content": "",
+                    "tool_calls": [{"name": "a", "arguments": {}}],
+                },
+            ],
+            "id",
+        ),
+        ([{"role": "user", "content": "x"}, {"role": "tool", "content": "{}"}], "tool_call_id"),
+        (
+            [
+                {"role": "user", "content": "x"},
+                {"role": "tool", "tool_call_id": "nope", "content": "{}"},
+            ],
+            "answers no earlier call",
+        ),
+        (
+            [
+                {"role": "user", "content": "x"},
+                assistant_message("", [{"id": "c1", "name": "a", "arguments": {}}]),
+                {"role": "user", "content": "next"},
+            ],
+            "must be followed by tool messages",
+        ),
+        (
+            [
+                {"role": "user", "content": "x"},
+                {"role": "tool", "tool_call_id": "c", "content": {"a": 1}},
+            ],
+            "",
+        ),
+        ([{"role": "user", "content": "x", "tool_calls": []}], "unknown fields"),
+    ],
+    ids=["bare-call", "no-tool-call-id", "unknown-id", "unanswered", "dict-content", "extra-field"],
+)
+def test_the_strict_server_refuses_what_a_real_server_refuses(messages, says):
+    with pytest.raises(Refused) as refused:
+        check_request({"model": "m", "messages": messages})
+    assert says in str(refused.value)
+
+
+def test_the_strict_server_refuses_unknown_parameters():
+    with pytest.raises(Refused, match="Unrecognized request argument"):
+        check_request({"model": "m", "messages": [{"role": "user", "content": "x"}], "foo": 1})
+
+
+def test_json_content_carries_confidence_and_plans(strict):
+    strict.brain = lambda body: {"content": '{"plan": [{"title": "Look"}], "confidence": 0.8}'}
+
+    response = OpenAICompatibleModel().complete(request(planning=True))
+
+    assert response.plan == [{"title": "Look"}] and response.confidence == 0.8
+    assert strict.received[0]["response_format"] == {"type": "json_object"}
+
+
+def http_date(seconds: float) -> str:
+    return format_datetime(datetime.now(UTC) + timedelta(seconds=seconds), usegmt=True)
+
+
+ERROR = json.dumps({"error": {"message": "x", "type": "x", "param": None, "code": None}})
+
+
+@pytest.mark.parametrize(
+    ("status", "headers", "body", "kind", "retryable"),
+    [
+        (429, {"Retry-After": "7"}, ERROR, "rate_limited", True),
+        (429, {"Retry-After": "later"}, ERROR, "rate_limited", True),
+        (503, {}, ERROR, "unavailable", True),
+        (500, {}, "oops", "unavailable", True),
+        (
+            400,
+            {},
+            json.dumps(
+                {
+                    "error": {
+                        "message": "too long",
+                        "type": "invalid_request_error",
+                        "param": "messages",
+                        "code": "context_length_exceeded",
+                    }
+                }
+            ),
+            "context_overflow",
+            True,
+        ),
+        (401, {}, ERROR, "bad_request", False),
+        (404, {}, ERROR, "bad_request", False),
+        (200, {"Content-Type": "application/json"}, "not json", "output_invalid", True),
+        (200, {"Content-Type": "application/json"}, '{"choices": []}', "output_invalid", True),
         (
             200,
-            {},
-            completion(
+            {"Content-Type": "application/json"},
+            json.dumps(
                 {
-                    "content": None,
-                    "tool_calls": [
+                    "id": "x",
+                    "object": "chat.completion",
+                    "created": 1,
+                    "model": "m",
+                    "choices": [
                         {
-                            "type": "function",
-                            "function": {
-                                "name": "lookup_order",
-                                "arguments": '{"order_id": "A1001"}',
+                            "index": 0,
+                            "finish_reason": "tool_calls",
+                            "message": {
+                                "role": "assistant",
+                                "content": None,
+                                "tool_calls": [
+                                    {
+                                        "id": "c",
+                                        "type": "function",
+                                        "function": {"name": "x", "arguments": "{"},
+                                    }
+                                ],
                             },
                         }
                     ],
                 }
             ),
-        )
-    )
-
-    response = OpenAICompatibleModel().complete(request())
-
-    assert response.tool_calls == [{"name": "lookup_order", "arguments": {"order_id": "A1001"}}]
-    assert response.usage == {"prompt_tokens": 11, "completion_tokens": 7}
-    sent = server.received[0]
-    assert sent["path"] == "/v1/chat/completions" and sent["auth"] == "Bearer test-key"
-    assert sent["body"]["model"] == "small-model"
-    assert sent["body"]["messages"][1]["content"] == '{"a": 1}'  # structured content as JSON text
-    assert sent["body"]["tools"][0]["function"]["name"] == "lookup_order"
-
-
-def test_json_content_carries_confidence_and_plans(server):
-    server.replies.append(
-        (200, {}, completion({"content": '{"plan": [{"title": "Look"}], "confidence": 0.8}'}))
-    )
-
-    response = OpenAICompatibleModel().complete(request())
-
-    assert response.plan == [{"title": "Look"}] and response.confidence == 0.8
-
-
-@pytest.mark.parametrize(
-    ("status", "headers", "body", "kind", "retry_after"),
-    [
-        (429, {"Retry-After": "7"}, "{}", "rate_limited", 7.0),
-        (503, {}, "{}", "unavailable", None),
-        (400, {}, '{"error": {"code": "context_length_exceeded"}}', "context_overflow", None),
-        (200, {}, "not json", "output_invalid", None),
-        (200, {}, '{"choices": []}', "output_invalid", None),
-        (
-            200,
-            {},
-            completion({"tool_calls": [{"function": {"name": "x", "arguments": "{"}}]}),
             "output_invalid",
-            None,
+            True,
         ),
     ],
-    ids=["429", "503", "context", "not-json", "no-choices", "broken-arguments"],
+    ids=[
+        "429",
+        "429-garbage-hint",
+        "503",
+        "500",
+        "context",
+        "401",
+        "404",
+        "not-json",
+        "no-choices",
+        "broken-arguments",
+    ],
 )
-def test_http_failures_are_classified(server, status, headers, body, kind, retry_after):
-    server.replies.append((status, headers, body))
+def test_sdk_errors_map_onto_failure_kinds(strict, status, headers, body, kind, retryable):
+    strict.faults.append((status, headers, body))
 
     with pytest.raises(ModelFailure) as failure:
         OpenAICompatibleModel().complete(request())
 
     assert failure.value.kind == kind
-    assert failure.value.retry_after == retry_after
+    assert failure.value.retryable is retryable
+    assert len(strict.faults) == 0  # one request: the SDK does not retry (max_retries=0)
+
+
+def test_retry_after_as_an_http_date_is_a_wait_not_a_crash(strict):
+    strict.faults.append((429, {"Retry-After": http_date(30)}, ERROR))
+
+    with pytest.raises(ModelFailure) as failure:
+        OpenAICompatibleModel().complete(request())
+
+    assert failure.value.kind == "rate_limited"
+    assert 25 <= failure.value.retry_after <= 31
+
+
+def test_retry_after_hints_in_every_form():
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    date = format_datetime(now + timedelta(seconds=90), usegmt=True)
+    assert retry_after_seconds({"Retry-After": "7"}, now=now) == 7.0
+    assert retry_after_seconds({"retry-after": date}, now=now) == 90.0
+    assert retry_after_seconds({"retry-after-ms": "1500"}, now=now) == 1.5
+    assert retry_after_seconds({"Retry-After": "soon"}, now=now) is None
+    assert (
+        retry_after_seconds(
+            {"Retry-After": format_datetime(now, usegmt=True)}, now=now + timedelta(seconds=9)
+        )
+        == 0.0
+    )
+    assert retry_after_seconds({}, now=now) is None
+
+
+def test_a_slow_server_is_a_timeout(strict):
+    def slow(body: dict) -> dict:
+        time.sleep(1.5)
+        return {"content": "late"}
+
+    strict.brain = slow
+    with pytest.raises(ModelFailure) as failure:
+        OpenAICompatibleModel().complete(request())
+    assert failure.value.kind == "timeout"
 
 
 def test_an_unreachable_server_is_unavailable(settings):
@@ -159,6 +305,7 @@ def test_an_unreachable_server_is_unavailable(settings):
     [
         '{"tool_calls": "nope"}',
         '{"tool_calls": [{"name": "a"}, {"name": "b"}]}',
+        '{"tool_calls": [{"id": 5, "name": "a"}]}',
         '{"confidence": 3}',
         '{"plan": []}',
         "[1, 2]",
@@ -168,3 +315,77 @@ def test_malformed_model_output_is_output_invalid(raw):
     with pytest.raises(ModelFailure) as failure:
         parse_response(raw, usage={})
     assert failure.value.kind == "output_invalid"
+
+
+# -- model check ---------------------------------------------------------------------------------
+
+
+def test_model_check_against_the_strict_server_is_ok(strict, settings, capsys):
+    settings.AGENTOPS = {**settings.AGENTOPS, "MODEL_ADAPTER": "openai"}
+    strict.brain = preflight_brain
+
+    call_command("model", "check", "--json")
+
+    report = json.loads(capsys.readouterr().out)
+    assert report["ok"] is True, report
+    assert report["tool_calling"] and report["tool_history"] and report["json_output"]
+    assert report["server"] == strict.url and report["model"] == "small-model"
+    assert report["calls"] == 3 and len(report["latency_ms"]) == 3
+    assert report["prompt_tokens"] > 0 and report["completion_tokens"] > 0
+    # Two tool round trips: the last request carries both results, answering their ids.
+    last = strict.received[-1]["messages"]
+    assert [m["role"] for m in last].count("tool") == 2
+    assert strict.refused == []
+
+
+def test_model_check_against_a_server_that_refuses_tool_messages_fails(strict, settings, capsys):
+    settings.AGENTOPS = {**settings.AGENTOPS, "MODEL_ADAPTER": "openai"}
+    strict.brain = preflight_brain
+    strict.reject_tool_messages = True
+
+    with pytest.raises(CommandError) as failed:
+        call_command("model", "check", "--json")
+
+    report = json.loads(capsys.readouterr().out)
+    assert report["ok"] is False and report["tool_calling"] and not report["tool_history"]
+    assert "sending the tool results back failed" in str(failed.value)
+    assert "role 'tool' is not supported" in str(failed.value)
+
+
+def test_model_check_names_a_model_without_tool_calling(strict, settings):
+    settings.AGENTOPS = {**settings.AGENTOPS, "MODEL_ADAPTER": "openai"}
+    strict.brain = lambda body: {"content": "The sum is 5."}
+
+    with pytest.raises(CommandError, match="answered without calling the offered tool"):
+        call_command("model", "check")
+
+
+def test_model_check_of_an_unreachable_server_exits_non_zero(settings):
+    settings.AGENTOPS = {
+        **settings.AGENTOPS,
+        "MODEL_ADAPTER": "openai",
+        "OPENAI_BASE_URL": "http://127.0.0.1:9/v1",
+    }
+    with pytest.raises(CommandError, match="is the server running"):
+        call_command("model", "check", "--agent", "refund")
+
+
+def test_model_check_of_the_scripted_model_is_ok(capsys):
+    call_command("model", "check", "--json")
+
+    assert json.loads(capsys.readouterr().out)["server"] == "scripted (offline)"
+
+
+def test_a_tool_service_retry_after_as_an_http_date_is_a_wait_not_a_crash():
+    import httpx
+
+    from agentops.agents.remote import _checked
+    from agentops.engine.errors import ToolFailure
+
+    response = httpx.Response(429, headers={"Retry-After": http_date(20)})
+
+    with pytest.raises(ToolFailure) as failure:
+        _checked(response, "payments", "refund", ("refund_id",))
+
+    assert failure.value.kind == "rate_limited"
+    assert 15 <= failure.value.retry_after <= 21

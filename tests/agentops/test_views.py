@@ -421,7 +421,7 @@ def test_task_page_shows_the_failure_of_a_stopped_task(
 
     assert "Stopped: needs attention" in html
     assert "<dt>Layer</dt><dd>tool</dd>" in html
-    assert "<dt>Kind</dt><dd>bad_request</dd>" in html
+    assert '<dt>Kind</dt><dd>bad_request <span class="muted">(logic failure)</span></dd>' in html
     assert "no order &#x27;&lt;script&gt;alert(1)&lt;/script&gt;&#x27;" in html
     assert "<script>alert(1)</script>" not in html
     assert "Next run" not in html
@@ -440,7 +440,7 @@ def test_task_page_shows_the_next_run_of_a_scheduled_retry(
     html = operator_client.get(reverse("agentops:task_detail", args=[task.pk])).content.decode()
 
     assert "Retry scheduled after a failure" in html
-    assert "<dt>Kind</dt><dd>unavailable</dd>" in html
+    assert '<dt>Kind</dt><dd>unavailable <span class="muted">(process failure)</span></dd>' in html
     assert "orders.lookup answered 503" in html
     assert f'<time datetime="{task.next_run_at.isoformat()}">' in html
 

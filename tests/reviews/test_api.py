@@ -132,6 +132,41 @@ def test_a_task_started_through_the_api_belongs_to_the_tokens_user(
     assert Task.objects.count() == 1
 
 
+def test_the_api_takes_budgets_and_refuses_what_postgresql_cannot_store(
+    sim_server, redis_clean, operator
+):
+    client = api_client(operator)
+
+    created = post(
+        client,
+        "/tasks",
+        {
+            "agent": "refund",
+            "goal": "Refund",
+            "token_budget": 900,
+            "cost_budget": "0.5",
+            "wall_time_budget_seconds": 120,
+        },
+    )
+    surrogate = client.post(
+        "/api/v1/tasks",
+        '{"agent": "refund", "goal": "Refund", "input": {"\\ud800": 1}}',
+        content_type="application/json",
+    )
+
+    assert created.status_code == 201
+    body = created.json()
+    assert (body["token_budget"], body["cost_budget"], body["wall_time_budget_seconds"]) == (
+        900,
+        "0.5",
+        120,
+    )
+    assert body["tokens_saved"] == 0
+    assert surrogate.status_code == 400
+    assert "input.<key '\\ud800'>: contains a lone surrogate" in surrogate.json()["detail"]
+    assert Task.objects.count() == 1
+
+
 def test_no_token_a_revoked_token_or_a_session_cookie_gets_401(operator):
     client = Client()
     client.force_login(operator)  # a browser session does not authenticate the API

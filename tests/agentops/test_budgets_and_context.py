@@ -1,0 +1,225 @@
+"""Budgets (time, tokens, cost), confidence collapse and the context budget, in-process."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from decimal import Decimal
+
+import pytest
+from django.db.models import F
+from django.test import Client
+from django.urls import reverse
+from django.utils import timezone
+
+from agentops.engine import context
+from agentops.engine.registry import get_agent
+from agentops.engine.runner import task_advance
+from agentops.models import Event, Step, Task
+from agentops.services import task_create
+from agentops.states import TaskStatus
+from tests.agentops.test_runner import refund, run_until_parked_or_done
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def test_a_task_gets_the_default_wall_time_budget(settings):
+    settings.AGENTOPS = {**settings.AGENTOPS, "TASK_WALL_TIME_SECONDS": 300}
+
+    assert refund().wall_time_budget_seconds == 300
+    explicit = task_create(agent="refund", goal="g", wall_time_budget_seconds=20, cost_budget=0.5)
+    assert explicit.wall_time_budget_seconds == 20 and explicit.cost_budget == Decimal("0.5")
+
+
+def test_running_past_the_time_budget_stops_the_task_with_mode_duration(
+    sim_server, redis_clean, settings
+):
+    settings.AGENTOPS = {**settings.AGENTOPS, "SLICE_SECONDS": 0.0}
+    task = task_create(
+        agent="refund", goal="Refund", input={"order_id": "A1001"}, wall_time_budget_seconds=60
+    )
+    task_advance(task_id=task.pk, owner="test")  # one step, then the slice is over
+    # That first slice took 61 s.
+    Event.objects.filter(task=task, action="agentops.task.claimed").update(
+        created_at=F("created_at") - timedelta(seconds=61)
+    )
+
+    task = run_until_parked_or_done(task)
+
+    assert task.status == TaskStatus.NEEDS_ATTENTION
+    assert task.failure["kind"] == "budget_overflow" and task.failure["mode"] == "duration"
+    assert task.failure["nature"] == "logic"
+    assert "wall-time budget used up" in task.failure["message"]
+
+
+def test_using_up_the_token_budget_stops_the_task_with_mode_budget(sim_server, redis_clean):
+    task = task_create(agent="refund", goal="Refund", input={"order_id": "A1001"}, token_budget=1)
+
+    task = run_until_parked_or_done(task)
+
+    assert task.status == TaskStatus.NEEDS_ATTENTION
+    assert task.failure["mode"] == "budget" and task.failure["detail"]["budget"] == "tokens"
+    assert Step.objects.filter(task=task, status="succeeded").count() == 1
+
+
+def test_the_cost_budget_is_checked_too(sim_server, redis_clean):
+    task = task_create(
+        agent="refund", goal="Refund", input={"order_id": "A1001"}, cost_budget="0.000001"
+    )
+
+    task = run_until_parked_or_done(task)
+
+    assert task.failure["mode"] == "budget" and task.failure["detail"]["budget"] == "cost"
+
+
+def test_budgets_can_be_set_in_the_start_form(django_user_model):
+    user = django_user_model.objects.create_superuser("root", "r@example.com", "pw")
+    client = Client()
+    client.force_login(user)
+
+    response = client.post(
+        reverse("agentops:task_new"),
+        {
+            "agent": "refund",
+            "goal": "Refund A1001",
+            "input": '{"order_id": "A1001"}',
+            "token_budget": "5000",
+            "cost_budget": "0.25",
+            "wall_time_budget_seconds": "300",
+        },
+    )
+
+    assert response.status_code == 302, response.content.decode()[:2000]
+    task = Task.objects.get()
+    assert (task.token_budget, task.cost_budget, task.wall_time_budget_seconds) == (
+        5000,
+        Decimal("0.25"),
+        300,
+    )
+
+
+def test_confidence_below_the_floor_for_n_steps_in_a_row_is_a_confidence_collapse(
+    sim_server, redis_clean, settings
+):
+    settings.AGENTOPS = {
+        **settings.AGENTOPS,
+        "CONFIDENCE_FLOOR": 0.8,
+        "CONFIDENCE_COLLAPSE_STEPS": 3,
+    }
+    # 0.75 is above the policy's gate baseline (0.7): each action alone runs.
+    task = run_until_parked_or_done(refund(confidence=0.75))
+
+    assert task.status == TaskStatus.NEEDS_ATTENTION
+    assert task.failure["kind"] == "low_confidence"
+    assert task.failure["mode"] == "confidence" and task.failure["layer"] == "orchestration"
+    assert task.failure["detail"]["steps"] == 3
+    assert Step.objects.filter(task=task, status="succeeded").count() == 2
+
+
+def test_a_single_low_confidence_action_goes_to_a_gate_not_a_collapse(sim_server, redis_clean):
+    task = run_until_parked_or_done(refund(confidence=0.5))
+
+    assert task.status == TaskStatus.AWAITING_APPROVAL
+    assert task.failure is None
+
+
+def test_the_context_stays_under_its_budget_by_summarizing_older_work_first(
+    sim_server, redis_clean, settings
+):
+    task = run_until_parked_or_done(refund())
+    steps = list(Step.objects.filter(task=task).order_by("ordinal"))
+    agent = get_agent("refund")
+    roomy = context.build_context(agent=agent, task=task, steps=steps, current=steps[4])
+    tight = context.build_context(
+        agent=agent, task=task, steps=steps, current=steps[4], budget=roomy.tokens - 40
+    )
+
+    assert roomy.summarized == 0 and not roomy.over_budget
+    assert tight.tokens <= tight.budget < roomy.tokens
+    assert tight.summarized >= 1
+    earlier = next(m for m in tight.messages if m["content"].startswith("Earlier work"))
+    assert "Step 1 'Look up the order'" in earlier["content"]
+    # The newest exchange is still whole: its tool message answers its call id.
+    tools = [m for m in tight.messages if m["role"] == "tool"]
+    assert tools and tools[-1]["tool_call_id"] == steps[3].model_response["tool_calls"][0]["id"]
+
+
+def test_the_runner_records_the_estimate_and_keeps_prompts_under_a_small_window(
+    sim_server, redis_clean, settings
+):
+    settings.AGENTOPS = {
+        **settings.AGENTOPS,
+        "CONTEXT_WINDOW_TOKENS": 800,
+        "CONTEXT_BUDGET_FRACTION": 0.5,
+    }
+
+    task = run_until_parked_or_done(refund())
+
+    assert task.status == TaskStatus.SUCCEEDED
+    started = [
+        e.payload["context"]
+        for e in Event.objects.filter(task=task, action="agentops.step.started").order_by("seq")
+    ]
+    assert all(c["budget"] == 400 for c in started)
+    assert all(c["tokens_estimate"] <= 400 or c["over_budget"] for c in started)
+    assert started[-1]["summarized_steps"] >= 1
+
+
+def test_the_estimate_is_calibrated_by_the_providers_reported_usage(
+    sim_server, redis_clean, settings
+):
+    task = run_until_parked_or_done(refund())
+    steps = list(Step.objects.filter(task=task).order_by("ordinal"))
+    usage = steps[3].model_response["usage"]
+    assert usage["prompt_estimate"] > 0 and usage["prompt_tokens"] > 0
+    assert context.calibration(steps, before=steps[4]) == round(
+        usage["prompt_tokens"] / usage["prompt_estimate"], 3
+    )
+    assert context.calibration(steps[:0]) == 1.0
+
+    response = {
+        **steps[3].model_response,
+        "usage": {**usage, "prompt_tokens": usage["prompt_estimate"] * 2},
+    }
+    Step.objects.filter(pk=steps[3].pk).update(model_response=response)
+    steps = list(Step.objects.filter(task=task).order_by("ordinal"))
+    agent = get_agent("refund")
+    plain = context.build_context(agent=agent, task=task, steps=steps, current=steps[4])
+    doubled = context.build_context(
+        agent=agent,
+        task=task,
+        steps=steps,
+        current=steps[4],
+        scale=context.calibration(steps, before=steps[4]),
+    )
+    assert doubled.scale == 2.0
+    assert doubled.tokens == 2 * plain.tokens
+
+
+def test_waiting_for_a_person_does_not_count_against_the_time_budget(
+    sim_server, redis_clean, settings, django_user_model
+):
+    from reviews.services import gate_approve
+    from tests.reviews.builders import open_gate
+    from tests.reviews.conftest import ensure_groups
+
+    groups = ensure_groups()
+    operator = django_user_model.objects.create_user("op", password="pw")
+    operator.groups.add(groups["operators"])
+    task = run_until_parked_or_done(
+        task_create(
+            agent="refund",
+            goal="Refund B2002",
+            input={"order_id": "B2002"},
+            wall_time_budget_seconds=60,
+        )
+    )
+    assert task.status == TaskStatus.AWAITING_APPROVAL
+    # Everything so far happened two hours ago: the task has waited at its gate since.
+    Event.objects.filter(task=task).update(created_at=F("created_at") - timedelta(hours=2))
+    Task.objects.filter(pk=task.pk).update(started_at=timezone.now() - timedelta(hours=2))
+    gate = open_gate(task)
+
+    gate_approve(gate_id=gate.pk, actor=operator, seen_digest=gate.args_digest)
+    task = run_until_parked_or_done(task)
+
+    assert task.status == TaskStatus.SUCCEEDED, task.failure
