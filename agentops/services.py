@@ -409,7 +409,7 @@ def reject_loop_threshold() -> int:
     """How many rejections of the same action hold a gated task for a person (default 2)."""
     from django.conf import settings
 
-    return int(settings.AGENTOPS.get("REJECT_LOOP_THRESHOLD", 2))
+    return int(settings.AGENTOPS["REJECT_LOOP_THRESHOLD"])
 
 
 def _gated_digest(step: Step) -> str:

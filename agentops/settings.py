@@ -283,6 +283,11 @@ AGENTOPS = {
     # Tools call the simulated third-party services at this base URL over real HTTP.
     "SIM_BASE_URL": os.environ.get("AGENTOPS_SIM_BASE_URL", "http://127.0.0.1:8000/sim"),
     "TOOL_TIMEOUT_SECONDS": env_float("AGENTOPS_TOOL_TIMEOUT_SECONDS", 10.0),
+    # The same action rejected at a gate this many times holds the task for a person.
+    "REJECT_LOOP_THRESHOLD": env_int("AGENTOPS_REJECT_LOOP_THRESHOLD", 2),
+    # A task stopped for a person is due this long after it stopped; past it, the sweeper
+    # releases its claim and escalates it to all operators.
+    "STOPPED_SLA_SECONDS": env_float("AGENTOPS_STOPPED_SLA_SECONDS", 4 * 3600.0),
     # Notifications: links in messages start here; a gate this close to its timeout is announced
     # again; failed deliveries are retried (the backoff doubles per attempt) up to the cap.
     "PUBLIC_URL": os.environ.get("AGENTOPS_PUBLIC_URL", "http://127.0.0.1:8000"),

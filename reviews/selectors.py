@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from datetime import date, datetime, timedelta
 from typing import Any
 
+from django.conf import settings
 from django.db.models import Case, Exists, F, IntegerField, OuterRef, Q, QuerySet, Value, When
 from django.utils import timezone
 
@@ -78,7 +79,11 @@ def audit_pending_count() -> int:
 
 # A stopped task waits for a person too: it is due this long after it stopped (its SLA), and
 # then it is shown overdue at the top of "due first" (the timeout action is to escalate).
-STOPPED_SLA_SECONDS = 4 * 3600
+def stopped_sla_seconds() -> float:
+    """AGENTOPS_STOPPED_SLA_SECONDS (default 4 hours)."""
+    return float(settings.AGENTOPS["STOPPED_SLA_SECONDS"])
+
+
 STOPPED_TIMEOUT_ACTION = "escalate to operators"
 AGES = {"15m": timedelta(minutes=15), "1h": timedelta(hours=1), "1d": timedelta(days=1)}
 
@@ -117,7 +122,7 @@ class InboxItem:
     def deadline(self) -> datetime:
         if self.gate is not None:
             return self.gate.due_at
-        return self.task.updated_at + timedelta(seconds=STOPPED_SLA_SECONDS)
+        return self.task.updated_at + timedelta(seconds=stopped_sla_seconds())
 
     @property
     def timeout_action(self) -> str:

@@ -857,13 +857,15 @@ def audit_items_bulk_review(
 
 
 def stopped_tasks_escalate_overdue(*, now: Any = None) -> int:
-    """Apply the timeout action of stopped tasks past their SLA (STOPPED_SLA_SECONDS after they
-    stopped): escalate to all operators: a claim on it is released, and the escalation is logged
-    once per stop. Returns how many tasks were escalated."""
-    from reviews.selectors import STOPPED_SLA_SECONDS
+    """Apply the timeout action of stopped tasks past their SLA (AGENTOPS_STOPPED_SLA_SECONDS
+    after they stopped): escalate to all operators. A claim on the task is released, and the
+    escalation is logged once per stop. Returns how many tasks were escalated."""
+    from reviews.selectors import stopped_sla_seconds
+
+    sla = stopped_sla_seconds()
 
     now = now or timezone.now()
-    cutoff = now - timedelta(seconds=STOPPED_SLA_SECONDS)
+    cutoff = now - timedelta(seconds=sla)
     overdue = Task.objects.filter(status=TaskStatus.NEEDS_ATTENTION, updated_at__lt=cutoff)
     escalated = 0
     for task_id, stopped_at in overdue.values_list("pk", "updated_at"):
@@ -886,7 +888,7 @@ def stopped_tasks_escalate_overdue(*, now: Any = None) -> int:
                 actor=None,
                 task_id=task_id,
                 subject=f"task {task_id}: stopped {waited} s without a decision",
-                reason=f"no decision within {STOPPED_SLA_SECONDS} s; escalated to all operators",
+                reason=f"no decision within {sla:g} s; escalated to all operators",
                 detail={"released_from": holder.user.get_username() if holder else ""},
             )
             escalated += 1

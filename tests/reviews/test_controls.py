@@ -327,12 +327,12 @@ def test_a_stopped_task_past_its_sla_is_escalated_once_and_released(
 
     from django.utils import timezone
 
-    from reviews.selectors import STOPPED_SLA_SECONDS
+    from reviews.selectors import stopped_sla_seconds
     from reviews.services import stopped_tasks_escalate_overdue
 
     task = stopped_trip(created_by=starter)
     claim_take(task_id=task.pk, actor=operator)
-    later = timezone.now() + timedelta(seconds=STOPPED_SLA_SECONDS + 60)
+    later = timezone.now() + timedelta(seconds=stopped_sla_seconds() + 60)
 
     assert stopped_tasks_escalate_overdue(now=timezone.now()) == 0
     assert stopped_tasks_escalate_overdue(now=later) == 1
