@@ -317,6 +317,29 @@ RULES: tuple[Rule, ...] = (
         kinds=_set("unknown_tool"),
     ),
     Rule(
+        "unknown-fan-out",
+        _A.RETRY,
+        "The plan names a fan-out the workers do not register (a deploy removed or renamed "
+        "it); deploy it and retry: the children already spawned are kept.",
+        kinds=_set("unknown_fan_out"),
+    ),
+    Rule(
+        "child-failed",
+        _A.ROLLBACK,
+        "A child task ended without succeeding (aborted or rolled back), so this step cannot "
+        "collect its results; roll back to undo the family's effects, or abort to keep them.",
+        kinds=_set("child_failed"),
+        compensable=True,
+        irreversible=False,
+    ),
+    Rule(
+        "child-failed-irreversible",
+        _A.ABORT,
+        "A child task ended without succeeding, so this step cannot collect its results; "
+        "nothing here can be undone automatically: abort and settle the effects by hand.",
+        kinds=_set("child_failed"),
+    ),
+    Rule(
         "unknown-agent",
         _A.RETRY,
         "The agent is not registered on the workers (a deploy removed or renamed it); deploy "

@@ -54,10 +54,27 @@ def call_id(step: Step, call: dict[str, Any], index: int) -> str:
     return str(call.get("id") or f"call_s{step.pk}_{index}")
 
 
+def _engine_calls(step: Step) -> list[dict[str, Any]]:
+    """A step the engine ran itself (a fan-out, a handoff) made no model call: it is shown as a
+    call of a function named after it, answered with its result, so the model (and a scripted
+    agent's `latest_tool_result`) reads its result like a tool's."""
+    spec = step.spec or {}
+    if step.model_response is not None or step.output is None:
+        return []
+    if spec.get("fan_out"):
+        name = str(spec["fan_out"])
+    elif spec.get("handoff"):
+        name = f"handoff_to_{spec['handoff']}"
+    else:
+        return []
+    return [{"id": f"call_s{step.pk}_engine", "name": name, "arguments": {}}]
+
+
 def _exchange(step: Step, *, verbatim: bool) -> list[dict[str, Any]]:
     response = step.model_response or {}
     text = response.get("text", "")
     calls = [{**call, "id": call_id(step, call, i)} for i, call in enumerate(executed_calls(step))]
+    calls = calls or _engine_calls(step)
     if not calls:
         return [assistant_message(text, [])] if text else []
     if step.output is None:

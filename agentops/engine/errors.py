@@ -39,6 +39,8 @@ class FailureKind(StrEnum):
     UNKNOWN_AGENT = "unknown_agent"
     UNKNOWN_TOOL = "unknown_tool"
     CHECKPOINT_MISMATCH = "checkpoint_mismatch"
+    CHILD_FAILED = "child_failed"  # a fan-out step's child task ended without succeeding
+    UNKNOWN_FAN_OUT = "unknown_fan_out"  # a plan names a fan-out this deploy does not register
 
 
 class Mode(StrEnum):
@@ -91,6 +93,8 @@ LAYER_KINDS: Mapping[str, frozenset[FailureKind]] = {
             K.CHECKPOINT_MISMATCH,
             K.AUTHORIZATION_GAP,
             K.SIDE_EFFECT_UNKNOWN,
+            K.CHILD_FAILED,
+            K.UNKNOWN_FAN_OUT,
         }
     ),
 }
@@ -98,7 +102,15 @@ LAYER_KINDS: Mapping[str, frozenset[FailureKind]] = {
 # wait, or once a deploy is back) is the fix. Every other kind is a logic failure: the proposal,
 # the tool's contract, the policy or a budget needs a person's decision.
 PROCESS_KINDS = frozenset(
-    {K.RATE_LIMITED, K.TIMEOUT, K.UNAVAILABLE, K.PROCESS_CRASH, K.UNKNOWN_AGENT, K.UNKNOWN_TOOL}
+    {
+        K.RATE_LIMITED,
+        K.TIMEOUT,
+        K.UNAVAILABLE,
+        K.PROCESS_CRASH,
+        K.UNKNOWN_AGENT,
+        K.UNKNOWN_TOOL,
+        K.UNKNOWN_FAN_OUT,
+    }
 )
 
 

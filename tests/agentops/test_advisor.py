@@ -77,6 +77,12 @@ ROW_CASES: dict[str, tuple[Situation, Action]] = {
     ),
     "budget": (S("budget_overflow", "orchestration", "write", 0.1), Action.ABORT),
     "unknown-tool": (S("unknown_tool", "orchestration", None, 0.5), Action.RETRY),
+    "unknown-fan-out": (S("unknown_fan_out", "orchestration", None, 0.3), Action.RETRY),
+    "child-failed": (
+        S("child_failed", "orchestration", None, 0.3, compensable=True),
+        Action.ROLLBACK,
+    ),
+    "child-failed-irreversible": (S("child_failed", "orchestration", None, 0.3), Action.ABORT),
     "unknown-agent": (S("unknown_agent", "orchestration", None, 0.5), Action.RETRY),
     "model-transient": (
         S("rate_limited", "model", "read", 0.9, step_attempts=3, step_retry_cap=3),
