@@ -41,6 +41,7 @@ from reviews.models import (
     NotificationPreference,
     NotificationRoute,
 )
+from reviews.services import delivery_attempt_record
 from reviews.states import Channel, DeliveryStatus, GateStatus, NoticeEvent, Role, WebhookFormat
 
 logger = logging.getLogger(__name__)
@@ -266,13 +267,13 @@ def delivery_send(*, delivery_id: int) -> str:
         try:
             _send(delivery)
         except (httpx.HTTPError, OSError, DeliveryRefused) as error:
-            _record_failure(delivery, error)
-            return f"attempt {delivery.attempts} failed"
-        delivery.status = DeliveryStatus.SENT
-        delivery.attempts += 1
-        delivery.sent_at = timezone.now()
-        delivery.last_error = ""
-        delivery.save(update_fields=["status", "attempts", "sent_at", "last_error"])
+            return _record_failure(delivery, error)
+        delivery_attempt_record(
+            delivery_id=delivery.pk,
+            target=DeliveryStatus.SENT,
+            sent_at=timezone.now(),
+            last_error="",
+        )
     return "sent"
 
 
@@ -280,16 +281,24 @@ class DeliveryRefused(Exception):
     """The receiver answered, but not with a 2xx."""
 
 
-def _record_failure(delivery: Delivery, error: Exception) -> None:
-    delivery.attempts += 1
-    delivery.last_error = f"{error.__class__.__name__}: {error}"[:1000]
-    if delivery.attempts >= _conf("NOTIFY_MAX_ATTEMPTS"):
-        delivery.status = DeliveryStatus.FAILED
+def _record_failure(delivery: Delivery, error: Exception) -> str:
+    """Record a failed attempt: pending again after a doubling backoff, or failed at the cap."""
+    attempts = delivery.attempts + 1
+    last_error = f"{error.__class__.__name__}: {error}"[:1000]
+    if attempts >= _conf("NOTIFY_MAX_ATTEMPTS"):
+        delivery_attempt_record(
+            delivery_id=delivery.pk, target=DeliveryStatus.FAILED, last_error=last_error
+        )
     else:
-        backoff = _conf("NOTIFY_BACKOFF_SECONDS") * 2 ** (delivery.attempts - 1)
-        delivery.next_attempt_at = timezone.now() + timedelta(seconds=backoff)
-    delivery.save(update_fields=["attempts", "last_error", "status", "next_attempt_at"])
-    logger.warning("notification %s attempt %s failed: %s", delivery.pk, delivery.attempts, error)
+        backoff = _conf("NOTIFY_BACKOFF_SECONDS") * 2 ** (attempts - 1)
+        delivery_attempt_record(
+            delivery_id=delivery.pk,
+            target=DeliveryStatus.PENDING,
+            last_error=last_error,
+            next_attempt_at=timezone.now() + timedelta(seconds=backoff),
+        )
+    logger.warning("notification %s attempt %s failed: %s", delivery.pk, attempts, error)
+    return f"attempt {attempts} failed"
 
 
 def _send(delivery: Delivery) -> None:

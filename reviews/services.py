@@ -16,6 +16,7 @@ from datetime import timedelta
 from typing import Any
 
 from django.db import transaction
+from django.db.models import F
 from django.utils import timezone
 
 from agentops.engine.children import children_lock
@@ -43,9 +44,9 @@ from policies.engine import Verdict
 from policies.models import Policy, PolicyVersion
 from policies.selectors import policy_version_active
 from policies.services import policy_draft_create, policy_rule_add
-from reviews.models import AuditItem, Claim, Decision, Gate, NotificationPreference
+from reviews.models import AuditItem, Claim, Decision, Delivery, Gate, NotificationPreference
 from reviews.permissions import is_operator, is_policy_admin
-from reviews.states import AuditStatus, GateStatus
+from reviews.states import AuditStatus, DeliveryStatus, GateStatus
 
 DEFAULT_GATE_TIMEOUT_SECONDS = 3600
 
@@ -967,3 +968,16 @@ def calibration_draft_create(
             position=before if before is not None else 0,
         )
     return draft
+
+
+def delivery_attempt_record(*, delivery_id: int, target: str, **fields: Any) -> bool:
+    """Record one attempt at a notification delivery: a conditional UPDATE from `pending` to
+    `target` (`pending` again for a retry, `sent`, `failed`) that counts the attempt. The one
+    place a delivery's status changes; caller holds the row lock. False when the delivery was no
+    longer pending."""
+    if target not in DeliveryStatus.values:
+        raise ValueError(f"unknown delivery status {target!r}")
+    updated = Delivery.objects.filter(pk=delivery_id, status=DeliveryStatus.PENDING).update(
+        status=target, attempts=F("attempts") + 1, **fields
+    )
+    return bool(updated)

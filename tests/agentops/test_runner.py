@@ -270,14 +270,9 @@ def test_a_token_budget_stops_the_task(sim_server, redis_clean):
     assert Step.objects.filter(task=task, status=StepStatus.SUCCEEDED).count() == 1
 
 
-# Task, step and ledger statuses are written only by the transition code; gate and audit-item
-# statuses only by the review services that decide them; a notification delivery's only by the
-# sender that records its attempts.
-STATUS_WRITERS = {
-    "agentops/engine/transitions.py",
-    "reviews/services.py",
-    "reviews/notifications.py",
-}
+# Task, step and ledger statuses are written only by the transition code; gate, audit-item and
+# notification-delivery statuses only by the review services that decide or record them.
+STATUS_WRITERS = {"agentops/engine/transitions.py", "reviews/services.py"}
 
 
 def _status_writes(path: Path) -> list[int]:
