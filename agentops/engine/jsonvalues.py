@@ -12,6 +12,7 @@ import math
 import os
 import re
 import unicodedata
+from collections.abc import Callable
 from typing import Any
 
 from django.conf import settings
@@ -95,10 +96,17 @@ def digest(value: Any) -> str:
     return hashlib.sha256(canonical_json(value).encode()).hexdigest()
 
 
-def offloaded(value: Any, *, path: str, task_id: int | None) -> Any:
+def offloaded(
+    value: Any,
+    *,
+    path: str,
+    task_id: int | None,
+    before_store: Callable[[], None] | None = None,
+) -> Any:
     """Validate `value`; if its JSON is above the artifact threshold, store it and return a pointer.
 
     The pointer is `{"$artifact": id, "size": bytes, "sha256": hex}`. Small values come back as is.
+    `before_store` runs before an artifact is written (a commit opens its transaction there).
     """
     from agentops.models import Artifact
 
@@ -110,6 +118,8 @@ def offloaded(value: Any, *, path: str, task_id: int | None) -> Any:
     # (a hostile tool result could otherwise name another task's artifact).
     if len(data) <= settings.AGENTOPS["ARTIFACT_THRESHOLD_BYTES"] and not is_pointer(value):
         return value
+    if before_store is not None:
+        before_store()
     sha = hashlib.sha256(data).hexdigest()
     name = default_storage.save(f"artifacts/{task_id or 'none'}/{sha}.json", ContentFile(data))
     _make_durable(name)

@@ -28,7 +28,7 @@ from django.utils import timezone
 from agentops import prometheus
 from agentops.engine import children, handoff, review_bridge
 from agentops.engine import context as ctxbuild
-from agentops.engine.checkpoints import checkpoint_verify, snapshot_write
+from agentops.engine.checkpoints import checkpoint_verify, snapshot_state, snapshot_write
 from agentops.engine.crashpoints import crashpoint
 from agentops.engine.dispatch import task_enqueue
 from agentops.engine.errors import (
@@ -63,13 +63,18 @@ from agentops.engine.planning import next_open_step
 from agentops.engine.registry import Agent, Tool, ToolContext, get_agent, get_tool
 from agentops.engine.routing import Verdict, action_for, route_action
 from agentops.engine.transitions import (
+    Commit,
     EventSpec,
     Lease,
+    call_as,
     db_time_after,
+    fenced_commit,
     fenced_write,
     ledger_transition,
     step_as_done,
+    step_as_started,
     step_transition,
+    task_as,
     task_claim,
 )
 from agentops.logs import task_context, task_context_step
@@ -200,6 +205,10 @@ class TaskRun:
     # Tokens of completed steps that this resume does not spend again (recorded with the next
     # step's start).
     tokens_saved: int = 0
+    # The task's ledger rows by id, as this run last wrote them (the in-memory snapshot's).
+    calls: dict[int, ToolCall] = field(default_factory=dict)
+    # Worked seconds at the first budget check of this claim, and the monotonic clock then.
+    worked_at: tuple[float, float] | None = None
 
     # -- the loop -----------------------------------------------------------------------------
 
@@ -266,6 +275,7 @@ class TaskRun:
         except UnknownAgent as exc:
             return self._stop(OrchestrationFailure(str(exc), kind="unknown_agent"))
         calls = list(ToolCall.objects.filter(task=task))
+        self.calls = {call.pk: call for call in calls}
         for call in calls:
             self.proposals.setdefault((call.tool, call.args_digest), set()).add(call.step_id)
         try:
@@ -353,17 +363,18 @@ class TaskRun:
         )
         return [event], fields
 
-    def _begin_rows(self, step: Step, events: list[EventSpec]) -> None:
-        started = step_transition(
-            step=step,
-            name="start",
+    def _begin_rows(self, commit: Commit, step: Step, events: list[EventSpec]) -> None:
+        """Start the step's row in `commit`; a step that cannot start refuses the commit
+        (CheckpointMismatch)."""
+        commit.step(
+            step,
+            "start",
+            required=True,
             attempts=step.attempts + 1,
             prompt_digest=events[0].payload["prompt_digest"],
             started_at=Now(),
             error=None,
         )
-        if not started:
-            raise CheckpointMismatch(f"step {step.pk} could not be started")
 
     def _begin(self, step: Step) -> bool:
         """Start `step` in its own commit (the first step of a claim). Counts the attempt."""
@@ -373,9 +384,8 @@ class TaskRun:
             self._stop(self._cap_failure(step))
             return False
         events, fields = self._begin_events(step)
-        with transaction.atomic():
-            fenced_write(self.lease, events, **fields)
-            self._begin_rows(step, events)
+        with fenced_commit(self.lease, events, **fields) as commit:
+            self._begin_rows(commit, step, events)
         return True
 
     # -- phases 2-3: model_result, before_tool_call --------------------------------------------
@@ -483,10 +493,9 @@ class TaskRun:
 
     def _record_text_reply(self, step: Step, response: ModelResponse) -> None:
         event, usage_fields, record = self._model_result(step, response)
-        with transaction.atomic():
-            fenced_write(self.lease, [event], phase=Phase.MODEL_RESULT, **usage_fields)
-            stored = offloaded(record, path="step.model_response", task_id=self.task.pk)
-            Step.objects.filter(pk=step.pk).update(model_response=stored)
+        with fenced_commit(self.lease, [event], phase=Phase.MODEL_RESULT, **usage_fields) as commit:
+            stored = commit.offloaded(record, path="step.model_response", task_id=self.task.pk)
+            commit.step_update(step, model_response=stored)
         step.model_response = stored
         crashpoint("after_model_result", step=step.ordinal)
 
@@ -562,9 +571,10 @@ class TaskRun:
         }
         if verdict.route == "gate" and not self._approved(step, digest, verdict):
             events.append(EventSpec("agentops.step.gated", step=step.ordinal, payload=routed))
-            with transaction.atomic():
-                seq = fenced_write(self.lease, events, transition="await_approval", **fields)
-                self._store_step(step, step_fields, unstored)
+            with fenced_commit(self.lease, events, transition="await_approval", **fields) as commit:
+                self._store_step(commit, step, step_fields, unstored)
+                # The gate's rows commit with the step's.
+                commit.in_transaction()
                 review_bridge.gate_open(
                     task=self.task,
                     step=step,
@@ -574,7 +584,7 @@ class TaskRun:
                     verdict=verdict,
                     edited=edited,
                 )
-                snapshot_write(task_id=self.task.pk, seq=seq)
+                snapshot_write(task_id=self.task.pk, seq=commit.seq)
             return None
         key = idempotency_key(
             task_id=self.task.pk, step_id=step.pk, tool=tool.name, args_digest=digest
@@ -588,19 +598,20 @@ class TaskRun:
             )
         )
         audited = verdict.route == "audit" or verdict.queues_audit(str(step.pk))
-        with transaction.atomic():
-            fenced_write(self.lease, events, **fields)
-            self._store_step(step, step_fields, unstored)
-            call = ToolCall.objects.create(
+        with fenced_commit(self.lease, events, **fields) as commit:
+            self._store_step(commit, step, step_fields, unstored)
+            call = commit.call_create(
                 task=self.task,
                 step=step,
                 tool=tool.name,
                 side_effect=tool.side_effect,
-                args=offloaded(arguments, path="tool_call.args", task_id=self.task.pk),
+                args=commit.offloaded(arguments, path="tool_call.args", task_id=self.task.pk),
                 args_digest=digest,
                 idempotency_key=key,
             )
             if audited:
+                # The audit item names the new row: it commits with it.
+                commit.in_transaction()
                 review_bridge.audit_item_create(
                     task=self.task,
                     step=step,
@@ -612,20 +623,24 @@ class TaskRun:
             crashpoint("after_model_result", step=step.ordinal)
         crashpoint("after_pending", step=step.ordinal)
         self.fresh_calls.add(call.pk)
+        self.calls[call.pk] = call
         self.proposals.setdefault((tool.name, digest), set()).add(step.pk)
         return call
 
     def _store_step(
-        self, step: Step, fields: dict[str, Any], response_record: dict[str, Any] | None
+        self,
+        commit: Commit,
+        step: Step,
+        fields: dict[str, Any],
+        response_record: dict[str, Any] | None,
     ) -> None:
-        """Write the routing fields (and a new model response) on the step, in the caller's
-        transaction."""
+        """Write the routing fields (and a new model response) on the step, in `commit`."""
         if response_record is not None:
-            fields["model_response"] = offloaded(
+            fields["model_response"] = commit.offloaded(
                 response_record, path="step.model_response", task_id=self.task.pk
             )
             step.model_response = fields["model_response"]
-        Step.objects.filter(pk=step.pk).update(**fields)
+        commit.step_update(step, **fields)
 
     def _has_failed_try(self, step: Step) -> bool:
         return ToolCall.objects.filter(
@@ -721,6 +736,7 @@ class TaskRun:
             # failed try while the re-issued call goes unreviewed.
             review_bridge.audit_item_follow(from_call_id=failed.pk, to_call=call)
         self.fresh_calls.add(call.pk)
+        self.calls[call.pk] = call
         return call
 
     # -- the tool call --------------------------------------------------------------------------
@@ -807,35 +823,45 @@ class TaskRun:
         )
         fields: dict[str, Any] = {"current_step": progress, "phase": Phase.STEP_COMPLETE}
         transition = then or None
-        with transaction.atomic():
-            output = offloaded(result.output, path="step.output", task_id=self.task.pk)
+        with fenced_commit(self.lease, events, transition=transition, **fields) as commit:
+            output = commit.offloaded(result.output, path="step.output", task_id=self.task.pk)
+            done = step_as_done(step, output=output)
+            view = [done if s.pk == step.pk else s for s in self.steps]
             begin_events: list[EventSpec] = []
             if begin is not None:
                 # Same commit, no external call in between: the next step starts here, with a
                 # prompt built from this step as it reads once committed.
-                done = step_as_done(step, output=output)
-                view = [done if s.pk == step.pk else s for s in self.steps]
                 begin_events, begin_fields = self._begin_events(begin, steps=view)
-                events.extend(begin_events)
-                fields.update(begin_fields)
-            seq = fenced_write(self.lease, events, transition=transition, **fields)
-            crashpoint("inside_step_complete", step=step.ordinal)
+                commit.events.extend(begin_events)
+                commit.fields.update(begin_fields)
             if record_outcome:
                 # The step's output is the tool's result: one stored copy (one artifact) serves
                 # both rows.
                 stored = (
                     output
                     if result.output is outcome.result
-                    else offloaded(outcome.result, path="tool_call.result", task_id=self.task.pk)
+                    else commit.offloaded(
+                        outcome.result, path="tool_call.result", task_id=self.task.pk
+                    )
                 )
-                ledger_transition(call_id=call.pk, target=LedgerStatus.SUCCEEDED, result=stored)
-            step_transition(step=step, name="succeed", finished_at=Now(), output=output)
+                commit.ledger(call, LedgerStatus.SUCCEEDED, result=stored)
+            commit.step(step, "succeed", finished_at=Now(), output=output)
             if begin is not None:
-                self._begin_rows(begin, begin_events)
-            if transition == "succeed" or self._snapshot_due():
-                snapshot_write(task_id=self.task.pk, seq=seq)
-            if transition == "yield":
-                task_enqueue(self.task.pk, token=seq)
+                self._begin_rows(commit, begin, begin_events)
+            if transition == "succeed" or self._snapshot_due(view):
+                commit.snapshot(
+                    self._snapshot_state(
+                        status=commit.fields.get("status", self.task.status),
+                        current_step=progress,
+                        steps=view,
+                        started=begin,
+                        succeeded_call=call if record_outcome else None,
+                    )
+                )
+            # Nothing is sent before the block ends: a worker killed here commits nothing.
+            crashpoint("inside_step_complete", step=step.ordinal)
+        if transition == "yield":
+            task_enqueue(self.task.pk, token=commit.seq)
 
     def _finish(self) -> None:
         """Every step is done (e.g. the last one was skipped by a person): the task succeeds."""
@@ -850,11 +876,37 @@ class TaskRun:
             )
             snapshot_write(task_id=self.task.pk, seq=seq)
 
-    def _snapshot_due(self) -> bool:
-        """Every SNAPSHOT_EVERY completed steps; for long plans every tenth of the plan, since a
-        snapshot grows with the plan and its cost per step must not."""
+    def _snapshot_state(
+        self,
+        *,
+        status: str,
+        current_step: int,
+        steps: list[Step],
+        started: Step | None,
+        succeeded_call: ToolCall | None,
+    ) -> dict[str, Any]:
+        """The snapshot of the rows as this commit leaves them, from the rows the run holds:
+        while the lease is ours nobody else writes them (an outside write bumps the epoch, and
+        then the commit carrying this snapshot writes nothing)."""
+        if started is not None:
+            running = step_as_started(started)
+            steps = [running if s.pk == started.pk else s for s in steps]
+        calls = [
+            call_as(call, LedgerStatus.SUCCEEDED)
+            if succeeded_call is not None and pk == succeeded_call.pk
+            else call
+            for pk, call in sorted(self.calls.items())
+        ]
+        return snapshot_state(
+            task_as(self.task, status=status, current_step=current_step), steps, calls
+        )
+
+    def _snapshot_due(self, steps: list[Step]) -> bool:
+        """Every SNAPSHOT_EVERY completed steps (counted in `steps`, the rows as the commit
+        leaves them); for long plans every tenth of the plan, since a snapshot grows with the
+        plan and its cost per step must not."""
         every = max(settings.AGENTOPS["SNAPSHOT_EVERY"], -(-self.task.step_count // 10))
-        done = sum(1 for s in self.steps if s.status in STEP_DONE)
+        done = sum(1 for s in steps if s.status in STEP_DONE)
         return done % every == 0
 
     # -- failures -----------------------------------------------------------------------------
@@ -965,7 +1017,7 @@ class TaskRun:
                 detail={"budget": "cost"},
             )
         if task.wall_time_budget_seconds and task.started_at:
-            elapsed = worked_seconds(task.pk)
+            elapsed = self._worked_seconds()
             if elapsed > task.wall_time_budget_seconds:
                 raise OrchestrationFailure(
                     f"wall-time budget used up ({elapsed:.0f} s of "
@@ -973,6 +1025,14 @@ class TaskRun:
                     kind="budget_overflow",
                     detail={"budget": "wall_time"},
                 )
+
+    def _worked_seconds(self) -> float:
+        """`worked_seconds`, read from the event log once per claim, then advanced by the run's
+        own clock: while it holds the lease, the task is running."""
+        if self.worked_at is None:
+            self.worked_at = (worked_seconds(self.task.pk), time.monotonic())
+        base, since = self.worked_at
+        return base + time.monotonic() - since
 
     def _notes(self, step: Step) -> list[str]:
         """Reviewers' notes on the step, plus a repair note when its last reply was invalid."""

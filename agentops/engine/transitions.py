@@ -10,18 +10,24 @@ from __future__ import annotations
 
 import copy
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
+import psycopg
 from django.conf import settings
-from django.db import models, transaction
+from django.db import DatabaseError, connection, models, transaction
 from django.db.models import Case, F, Value, When
 from django.db.models.functions import Now
+from django.db.models.sql import UpdateQuery
+from psycopg.types.json import Jsonb
 
 from agentops import prometheus
-from agentops.engine.errors import LeaseLost
-from agentops.models import Event, Step, Task, ToolCall
+from agentops.engine.errors import CheckpointMismatch, LeaseLost
+from agentops.engine.jsonvalues import offloaded
+from agentops.models import Event, Snapshot, Step, Task, ToolCall
 from agentops.states import (
     STEP_TRANSITIONS,
     TASK_TRANSITIONS,
@@ -185,40 +191,386 @@ def fenced_write(
     transition: str | None = None,
     **fields: Any,
 ) -> int:
-    """Write as the lease holder: renew the lease, apply `fields`, append `events`.
+    """Write as the lease holder: renew the lease, apply `fields`, append `events`, in one
+    statement (`fenced_commit` with nothing else in it).
 
-    With `transition`, also move the status along that (fenced) transition. Must run inside the
-    caller's transaction. Raises LeaseLost when the epoch moved on or the task left `running`.
+    With `transition`, also move the status along that (fenced) transition. Runs in the caller's
+    transaction if there is one. Raises LeaseLost when the epoch moved on or the task left
+    `running`.
     """
+    with fenced_commit(lease, events, transition=transition, **fields) as commit:
+        pass
+    return commit.seq
+
+
+def fenced_commit(
+    lease: Lease,
+    events: list[EventSpec],
+    *,
+    transition: str | None = None,
+    **fields: Any,
+) -> Commit:
+    """A fenced commit to fill in a `with` block: the task's fields and events, plus what the
+    block adds (step and ledger transitions, a new ledger row, a snapshot). It is sent as one
+    statement when the block ends. See `Commit`."""
     sources = {TaskStatus.RUNNING}
+    last: list[EventSpec] = []
     if transition is not None:
         spec = TASK_TRANSITIONS[transition]
         assert spec.fenced, f"{transition} is not a lease-holder transition"
         sources = set(spec.sources)
         fields["status"] = spec.target
-        events = [
-            *events,
-            EventSpec(f"agentops.task.{_past(transition)}", fold={"status": spec.target}),
-        ]
+        last.append(EventSpec(f"agentops.task.{_past(transition)}", fold={"status": spec.target}))
         if spec.target != TaskStatus.RUNNING:
             fields.setdefault("lease_expires_at", None)
             fields.setdefault("lease_owner", "")
             if spec.target in TERMINAL:
                 fields.setdefault("finished_at", Now())
     fields.setdefault("lease_expires_at", lease_deadline())
-    prometheus.checkpoint_started()
-    seq = lease.last_seq + len(events)
-    updated = Task.objects.filter(
-        pk=lease.task_id, lease_epoch=lease.epoch, last_seq=lease.last_seq, status__in=sources
-    ).update(last_seq=seq, updated_at=Now(), **fields)
-    if not updated:
-        raise LeaseLost(f"task {lease.task_id}: lease epoch {lease.epoch} is no longer current")
-    if events:
-        _append_events(lease.task_id, seq, events)
-    lease.last_seq = seq
-    if fields.get("status") in TERMINAL:
-        _terminal_hook(lease.task_id)
-    return seq
+    return Commit(lease, list(events), frozenset(sources), fields, last=last)
+
+
+# Installed by migration 0008: raises inside the statement, so a refused part undoes it all.
+REFUSE_FUNCTION = "agentops_commit_refused"
+REFUSED_SQLSTATE = "AOC01"
+
+
+@dataclass
+class _Part:
+    name: str
+    sql: str
+    params: list[Any]
+    # Must change exactly one row, or the whole commit is refused with this message.
+    required: str | None = None
+    # Mirror `fields` onto `target` (a model instance) once the commit succeeds.
+    target: Any = None
+    fields: dict[str, Any] = field(default_factory=dict)
+    returns_id: bool = False
+
+
+class Commit:
+    """One fenced commit of the lease holder, sent to PostgreSQL as one statement.
+
+    The statement is a data-modifying `WITH`: the fence (a conditional UPDATE of the task row on
+    its id, lease epoch, last_seq and the transition's sources, RETURNING the row) comes first,
+    and every other write in it (events, step and ledger transitions, a new ledger row, a
+    snapshot) joins the fence, so when the fence matches nothing, nothing is written and
+    LeaseLost is raised. A step transition marked `required` that matches no row makes the
+    server raise, which rolls the whole statement back (CheckpointMismatch). Outside a transaction
+    the statement is its own transaction: one round trip, no BEGIN or COMMIT of its own. The
+    caller opens one (`in_transaction`) only for ORM writes that must commit with it (an
+    artifact row with its pointer, an audit item, a gate, a parent's wake-up). Sent as a
+    prepared statement with server-side parameters.
+    """
+
+    def __init__(
+        self,
+        lease: Lease,
+        events: list[EventSpec],
+        sources: frozenset[str],
+        fields: dict[str, Any],
+        *,
+        last: list[EventSpec],
+    ) -> None:
+        self.lease = lease
+        # The block may add events and fields; the transition's event stays last.
+        self.events = events
+        self.fields = fields
+        self.sources = sources
+        self._last = last
+        self.parts: list[_Part] = []
+        self.done = False
+        self._atomic: Any = None
+        self._base_seq = lease.last_seq
+
+    @property
+    def all_events(self) -> list[EventSpec]:
+        return [*self.events, *self._last]
+
+    @property
+    def seq(self) -> int:
+        """The last event's seq once committed: the task's new last_seq."""
+        return self._base_seq + len(self.events) + len(self._last)
+
+    # -- building ----------------------------------------------------------------------------
+
+    def step(self, step: Step, name: str, *, required: bool = False, **fields: Any) -> None:
+        """Move `step` along the step transition `name` if its row is in one of the sources
+        (required: or refuse the commit); the change is mirrored on `step` once committed."""
+        spec = STEP_TRANSITIONS[name]
+        self._update(
+            Step,
+            step.pk,
+            {"status": spec.target, **fields},
+            sources=spec.sources,
+            required=f"step {step.pk} cannot {name} from its status" if required else None,
+            target=step,
+        )
+
+    def step_update(self, step: Step, **fields: Any) -> None:
+        """Write fields other than the status on `step` (routing, the model response)."""
+        assert "status" not in fields
+        self._update(Step, step.pk, fields, target=step)
+
+    def ledger(self, call: ToolCall, target: str, **fields: Any) -> None:
+        """Move a ledger row to `target` if that is a legal transition from its status; the
+        change is mirrored on `call` once committed."""
+        self._update(
+            ToolCall,
+            call.pk,
+            {"status": target, "updated_at": Now(), **fields},
+            sources=ledger_sources(target),
+            target=call,
+        )
+
+    def call_create(self, **fields: Any) -> ToolCall:
+        """A new ledger row (`pending`), inserted with the commit; its pk is set once it is."""
+        call = ToolCall(**fields)
+        columns, values, params = [], [], []
+        for model_field in ToolCall._meta.concrete_fields:
+            if model_field.primary_key:
+                continue
+            columns.append(_quote(model_field.column))
+            if getattr(model_field, "auto_now_add", False):
+                values.append("STATEMENT_TIMESTAMP()")
+                continue
+            value = getattr(call, model_field.attname)
+            values.append(f"CAST(%s AS {model_field.cast_db_type(connection)})")
+            params.append(model_field.get_db_prep_save(value, connection))
+        name = f"c{len(self.parts)}"
+        self.parts.append(
+            _Part(
+                name,
+                f'INSERT INTO "{ToolCall._meta.db_table}" ({", ".join(columns)}) '
+                f'SELECT {", ".join(values)} FROM fence RETURNING "id"',
+                params,
+                target=call,
+                returns_id=True,
+            )
+        )
+        return call
+
+    def snapshot(self, state: dict[str, Any]) -> None:
+        """A snapshot of the progress state as of this commit's last event."""
+        self.parts.append(
+            _Part(
+                f"n{len(self.parts)}",
+                f'INSERT INTO "{Snapshot._meta.db_table}" ("task_id", "seq", "state", '
+                '"created_at") SELECT fence."id", %s, CAST(%s AS jsonb), STATEMENT_TIMESTAMP() '
+                'FROM fence RETURNING "id"',
+                [self.seq, Jsonb(state)],
+            )
+        )
+
+    def _update(
+        self,
+        model: type[models.Model],
+        pk: int,
+        fields: dict[str, Any],
+        *,
+        sources: frozenset[str] | None = None,
+        required: str | None = None,
+        target: Any = None,
+    ) -> None:
+        table = model._meta.db_table
+        params: list[Any] = []
+        sets = _assignments(model, fields, params)
+        params.append(pk)
+        where = f'"{table}"."id" = %s'
+        if sources is not None:
+            where += f' AND "{table}"."status" = ANY(CAST(%s AS text[]))'
+            params.append(sorted(sources))
+        self.parts.append(
+            _Part(
+                f"u{len(self.parts)}",
+                f'UPDATE "{table}" SET {sets} FROM fence WHERE {where} RETURNING "{table}"."id"',
+                params,
+                required=required,
+                target=target,
+                fields=fields,
+            )
+        )
+
+    # -- sending -----------------------------------------------------------------------------
+
+    def offloaded(self, value: Any, *, path: str, task_id: int | None) -> Any:
+        """`jsonvalues.offloaded`, with the artifact's row committed with this commit: storing
+        one opens the transaction the statement is then sent in."""
+        return offloaded(value, path=path, task_id=task_id, before_store=self.open_transaction)
+
+    def open_transaction(self) -> None:
+        """Run the rest of the block in a transaction (the statement included)."""
+        assert not self.done, "the statement was sent already"
+        if self._atomic is None:
+            self._atomic = transaction.atomic(savepoint=False)
+            self._atomic.__enter__()
+
+    def in_transaction(self) -> None:
+        """Send the statement now, in a transaction that stays open until the `with` block
+        ends: ORM writes after this call commit (or roll back) with it."""
+        if not self.done:
+            self.open_transaction()
+        self.execute()
+
+    def execute(self) -> int:
+        """Send the statement (once). Returns the new last_seq."""
+        if self.done:
+            return self.seq
+        if self.fields.get("status") in TERMINAL and self._atomic is None:
+            # The parent's wake-up commits with the child's terminal transition.
+            self.in_transaction()
+            return self.seq
+        sql, params = self._statement()
+        prometheus.checkpoint_started()
+        try:
+            with _prepared_cursor() as cursor:
+                cursor.execute(sql, params)
+                row = cursor.fetchone()
+        except DatabaseError as exc:
+            if getattr(exc.__cause__, "sqlstate", None) == REFUSED_SQLSTATE:
+                raise CheckpointMismatch(str(exc.__cause__.diag.message_primary)) from None
+            raise
+        if not row[0]:
+            raise LeaseLost(
+                f"task {self.lease.task_id}: lease epoch {self.lease.epoch} is no longer current"
+            )
+        self.done = True
+        self.lease.last_seq = self.seq
+        for part, value in zip(self.parts, row[1:], strict=True):
+            if part.returns_id:
+                part.target.pk = value
+                part.target._state.adding = False
+                part.target._state.db = connection.alias
+            elif part.target is not None and value:
+                for attr, new in part.fields.items():
+                    if not hasattr(new, "resolve_expression"):
+                        setattr(part.target, attr, new)
+        prometheus.events_written((e.action, e.payload) for e in self.all_events)
+        if self.fields.get("status") in TERMINAL:
+            _terminal_hook(self.lease.task_id)
+        return self.seq
+
+    def _statement(self) -> tuple[str, list[Any]]:
+        table = Task._meta.db_table
+        params: list[Any] = [self.seq]
+        sets = _assignments(Task, self.fields, params)
+        params += [self.lease.task_id, self.lease.epoch, self.lease.last_seq, sorted(self.sources)]
+        ctes = [
+            f'fence AS (UPDATE "{table}" SET "last_seq" = %s, "updated_at" = '
+            f'STATEMENT_TIMESTAMP(), {sets} WHERE "{table}"."id" = %s AND "lease_epoch" = %s '
+            'AND "last_seq" = %s AND "status" = ANY(CAST(%s AS text[])) RETURNING "id")'
+        ]
+        events = self.all_events
+        if events:
+            first = self.lease.last_seq + 1
+            rows = []
+            for offset, spec in enumerate(events):
+                payload = dict(spec.payload)
+                if spec.fold:
+                    payload["fold"] = spec.fold
+                rows.append(
+                    {
+                        "seq": first + offset,
+                        "action": spec.action,
+                        "step_ordinal": spec.step,
+                        "payload": payload,
+                    }
+                )
+            ctes.append(
+                f'events AS (INSERT INTO "{Event._meta.db_table}" ("task_id", "seq", "action", '
+                '"step_ordinal", "payload", "actor_label", "created_at") SELECT fence."id", '
+                'e."seq", e."action", e."step_ordinal", e."payload", \'\', '
+                "STATEMENT_TIMESTAMP() FROM fence, jsonb_to_recordset(CAST(%s AS jsonb)) AS "
+                'e("seq" bigint, "action" varchar, "step_ordinal" integer, "payload" jsonb))'
+            )
+            params.append(Jsonb(rows))
+        columns = ["(SELECT count(*) FROM fence)"]
+        for part in self.parts:
+            ctes.append(f"{part.name} AS ({part.sql})")
+            params += part.params
+        for part in self.parts:
+            if part.returns_id:
+                columns.append(f"(SELECT id FROM {part.name})")
+            elif part.required:
+                columns.append(
+                    f"CASE WHEN (SELECT count(*) FROM fence) = 0 OR (SELECT count(*) FROM "
+                    f"{part.name}) = 1 THEN 1 ELSE {REFUSE_FUNCTION}(%s) END"
+                )
+                params.append(part.required)
+            else:
+                columns.append(f"(SELECT count(*) FROM {part.name})")
+        return f"WITH {', '.join(ctes)} SELECT {', '.join(columns)}", params
+
+    # -- the `with` block --------------------------------------------------------------------
+
+    def __enter__(self) -> Commit:
+        return self
+
+    def __exit__(self, kind: Any, error: Any, trace: Any) -> None:
+        try:
+            if kind is None:
+                self.execute()
+        finally:
+            if self._atomic is not None:
+                atomic, self._atomic = self._atomic, None
+                if kind is None:
+                    atomic.__exit__(None, None, None)
+                else:
+                    atomic.__exit__(kind, error, trace)
+
+
+class _PreparedCursor(psycopg.Cursor):  # type: ignore[type-arg]
+    """Server-side parameters, prepared on first use: the hot path's statements are parsed and
+    planned once per connection."""
+
+    def execute(self, query: Any, params: Any = None, **kwargs: Any) -> Any:
+        return super().execute(query, params, prepare=True)
+
+
+@contextmanager
+def _prepared_cursor() -> Iterator[Any]:
+    connection.ensure_connection()
+    raw = connection.connection
+    if raw.prepare_threshold is None:
+        # Django turns automatic preparing off; explicit `prepare=True` needs a threshold set.
+        raw.prepare_threshold = PREPARE_THRESHOLD
+    with connection.wrap_database_errors:
+        cursor = connection._prepare_cursor(_PreparedCursor(raw))
+    try:
+        yield cursor
+    finally:
+        cursor.close()
+
+
+# Only queries sent with `prepare=True` are prepared: Django's own cursors bind client-side.
+PREPARE_THRESHOLD = 1_000_000
+
+
+def _quote(name: str) -> str:
+    return f'"{name}"'
+
+
+def _assignments(model: type[models.Model], fields: dict[str, Any], params: list[Any]) -> str:
+    """`"col" = ...` for each field, its value as a parameter (typed by the column) or, for
+    `Now()`, `F(name) + n` and other expressions, as SQL."""
+    sets = []
+    meta = model._meta
+    for name, value in fields.items():
+        model_field = meta.get_field(name)
+        column = _quote(model_field.column)
+        if isinstance(value, Now):
+            sets.append(f"{column} = STATEMENT_TIMESTAMP()")
+        elif hasattr(value, "resolve_expression"):
+            query = UpdateQuery(model)
+            compiler = query.get_compiler(connection=connection)
+            resolved = value.resolve_expression(query, allow_joins=False, for_save=True)
+            sql, expression_params = compiler.compile(resolved)
+            sets.append(f"{column} = CAST({sql} AS {model_field.cast_db_type(connection)})")
+            params.extend(expression_params)
+        else:
+            sets.append(f"{column} = CAST(%s AS {model_field.cast_db_type(connection)})")
+            params.append(model_field.get_db_prep_save(value, connection))
+    return ", ".join(sets)
 
 
 def step_as_done(step: Step, *, output: Any) -> Step:
@@ -228,6 +580,27 @@ def step_as_done(step: Step, *, output: Any) -> Step:
     done.status = STEP_TRANSITIONS["succeed"].target
     done.output = output
     return done
+
+
+def step_as_started(step: Step) -> Step:
+    """A copy of `step` as it will read once its `start` commits."""
+    started = copy.copy(step)
+    started.status = STEP_TRANSITIONS["start"].target
+    return started
+
+
+def call_as(call: ToolCall, target: str) -> ToolCall:
+    """A copy of a ledger row as it will read once its move to `target` commits."""
+    moved = copy.copy(call)
+    moved.status = target
+    return moved
+
+
+def task_as(task: Task, *, status: str, current_step: int) -> Task:
+    """A copy of the task as it will read once a commit that sets these fields commits."""
+    moved = copy.copy(task)
+    moved.status, moved.current_step = status, current_step
+    return moved
 
 
 def task_transition(
