@@ -114,7 +114,8 @@ class Task(models.Model):
 
 
 class Step(models.Model):
-    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="steps")
+    # Indexed by agentops_step_task_ordinal_uniq, which leads with the task.
+    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="steps", db_index=False)
     ordinal = models.PositiveIntegerField()
     title = models.CharField(max_length=200)
     spec = models.JSONField(default=dict, blank=True)
@@ -194,17 +195,21 @@ class ToolCall(models.Model):
 class Event(models.Model):
     """Append-only task log. `seq` is gapless per task: it is allocated on the task row."""
 
-    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="events")
+    # Indexed by agentops_event_task_seq_uniq, which leads with the task.
+    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="events", db_index=False)
     seq = models.BigIntegerField()
     action = models.CharField(max_length=100)
     step_ordinal = models.PositiveIntegerField(null=True, blank=True)
     payload = models.JSONField(default=dict, blank=True)
+    # Most events have no actor (the engine's): the partial index agentops_event_actor_idx
+    # holds only the rows a person wrote.
     actor = models.ForeignKey(
         settings.AUTH_USER_MODEL,
         null=True,
         blank=True,
         on_delete=models.SET_NULL,
         related_name="+",
+        db_index=False,
     )
     actor_label = models.CharField(max_length=150, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -214,6 +219,13 @@ class Event(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["task", "seq"], name="agentops_event_task_seq_uniq"),
         ]
+        indexes = [
+            models.Index(
+                fields=["actor"],
+                condition=Q(actor__isnull=False),
+                name="agentops_event_actor_idx",
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"#{self.seq} {self.action}"
@@ -222,7 +234,10 @@ class Event(models.Model):
 class Snapshot(models.Model):
     """Full-tier checkpoint: the task's whole state as of event `seq`."""
 
-    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="snapshots")
+    # Indexed by agentops_snapshot_task_seq_uniq, which leads with the task.
+    task = models.ForeignKey(
+        Task, on_delete=models.CASCADE, related_name="snapshots", db_index=False
+    )
     seq = models.BigIntegerField()
     state = models.JSONField()
     created_at = models.DateTimeField(auto_now_add=True)

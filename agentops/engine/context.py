@@ -12,6 +12,7 @@ model's window, default 50 %): older work is summarized first, then the summary 
 
 from __future__ import annotations
 
+import hashlib
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -20,7 +21,7 @@ from typing import Any
 from django.conf import settings
 
 from agentops.engine.jsonvalues import canonical_json, digest, is_pointer
-from agentops.engine.model import assistant_message, estimate_tokens, tool_message
+from agentops.engine.model import assistant_message, tool_message
 from agentops.engine.registry import Agent
 from agentops.models import Step, Task
 from agentops.states import STEP_DONE
@@ -105,6 +106,9 @@ class Context:
     summarized: int
     over_budget: bool
     scale: float = 1.0
+    # The unscaled estimate and the prompt digest, from the one canonical form of the messages.
+    estimate: int = 0
+    digest: str = ""
 
 
 def budget_for(agent: Agent) -> int:
@@ -153,16 +157,26 @@ def build_context(
             resumed_at=resumed_at,
             notes=notes,
         )
-        tokens = math.ceil(estimate_tokens(messages) * scale)
+        text = canonical_json(messages)
+        estimate = max(1, len(text) // 4)
+        tokens = math.ceil(estimate * scale)
         older = len(done) - keep
-        if tokens <= budget:
-            return Context(messages, tokens, budget, older, False, scale)
-        if keep > 0:
+        fits = tokens <= budget
+        if not fits and keep > 0:
             keep -= 1
-        elif older and (summary_keep is None or summary_keep > 0):
+        elif not fits and older and (summary_keep is None or summary_keep > 0):
             summary_keep = older // 2 if summary_keep is None else summary_keep // 2
         else:
-            return Context(messages, tokens, budget, older, True, scale)
+            return Context(
+                messages,
+                tokens,
+                budget,
+                older,
+                not fits,
+                scale,
+                estimate,
+                hashlib.sha256(text.encode()).hexdigest(),
+            )
 
 
 def calibration(steps: Sequence[Step], *, before: Step | None = None) -> float:
@@ -244,4 +258,5 @@ def _visible_input(task_input: dict[str, Any]) -> dict[str, Any]:
 
 
 def prompt_digest(messages: list[dict[str, Any]]) -> str:
+    """The digest of a prompt (`Context.digest` is the same, computed while building it)."""
     return digest(messages)

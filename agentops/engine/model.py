@@ -42,6 +42,8 @@ class ModelRequest:
     tools: list[dict[str, Any]]
     task_input: dict[str, Any]
     planning: bool = False
+    # The engine's estimate of `messages`, made while building them (None: not made).
+    prompt_estimate: int | None = None
 
     def latest_tool_result(self, key: str) -> dict[str, Any]:
         """The newest tool result in the context that has `key` ({} if none): what a model reads
@@ -174,7 +176,7 @@ class ScriptedModel:
             raise ModelFailure(f"agent {agent.name} has no script", kind="unavailable")
         reply = agent.script(request)
         usage = {
-            "prompt_tokens": estimate_tokens(request.messages),
+            "prompt_tokens": request.prompt_estimate or estimate_tokens(request.messages),
             "completion_tokens": estimate_tokens(reply),
         }
         return parse_response(json.dumps(reply), usage=usage)

@@ -135,7 +135,14 @@ class Tool:
         return register
 
     def schema(self) -> dict[str, Any]:
-        """The function declaration the model sees: name, description, JSON-schema parameters."""
+        """The function declaration the model sees: name, description, JSON-schema parameters.
+
+        Built once per tool (pydantic's schema generation costs about half a millisecond, on
+        every model call otherwise); the dict is shared, so callers do not mutate it."""
+        return self._schema
+
+    @functools.cached_property
+    def _schema(self) -> dict[str, Any]:
         parameters = self.arguments_model.model_json_schema()
         parameters.pop("title", None)
         return {"name": self.name, "description": self.description, "parameters": parameters}

@@ -56,7 +56,6 @@ from agentops.engine.ledger import (
 from agentops.engine.model import (
     ModelRequest,
     ModelResponse,
-    estimate_tokens,
     get_model_adapter,
 )
 from agentops.engine.planning import next_open_step
@@ -198,6 +197,8 @@ class TaskRun:
     agent: Agent = field(init=False)
     steps: list[Step] = field(init=False)
     messages: list[dict[str, Any]] = field(default_factory=list)
+    # The estimate of `messages` made while building them (recorded next to reported usage).
+    prompt_estimate: int = 0
     resumed_at: str | None = None
     fresh_calls: set[int] = field(default_factory=set)
     # (tool, args digest) -> the steps that proposed it: loop detection without a query per step.
@@ -336,10 +337,11 @@ class TaskRun:
             budget=ctxbuild.budget_for(self.agent) // 2 if overflowed else None,
         )
         self.messages = built.messages
+        self.prompt_estimate = built.estimate
         attempt = step.attempts + 1
         payload: dict[str, Any] = {
             "attempt": attempt,
-            "prompt_digest": ctxbuild.prompt_digest(self.messages),
+            "prompt_digest": built.digest,
             "phase": Phase.BEFORE_MODEL_CALL,
             "model_response_recorded": step.model_response is not None,
             "context": {
@@ -446,12 +448,13 @@ class TaskRun:
             messages=self.messages,
             tools=[get_tool(name).schema() for name in self.agent.tools],
             task_input=self.task.input,
+            prompt_estimate=self.prompt_estimate,
         )
         with self.beat.call(), prometheus.timed("model"):
             response = get_model_adapter(self.agent).complete(request)
         # Recorded next to the provider's count, so later prompts calibrate the estimate.
         record = response.as_record()
-        record["usage"] = {**response.usage, "prompt_estimate": estimate_tokens(self.messages)}
+        record["usage"] = {**response.usage, "prompt_estimate": self.prompt_estimate}
         # Model output is untrusted: a leaked credential must not reach the database (nor run),
         # and what the database cannot store (NUL, a lone surrogate) is invalid output.
         record = redacted(record)

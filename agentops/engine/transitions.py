@@ -25,6 +25,7 @@ from django.db.models.sql import UpdateQuery
 from psycopg.types.json import Jsonb
 
 from agentops import prometheus
+from agentops.engine.crashpoints import crashpoint
 from agentops.engine.errors import CheckpointMismatch, LeaseLost
 from agentops.engine.jsonvalues import offloaded
 from agentops.models import Event, Snapshot, Step, Task, ToolCall
@@ -352,6 +353,8 @@ class Commit:
 
     def snapshot(self, state: dict[str, Any]) -> None:
         """A snapshot of the progress state as of this commit's last event."""
+        # Nothing is sent yet: a worker killed here commits nothing of this commit.
+        crashpoint("during_snapshot")
         self.parts.append(
             _Part(
                 f"n{len(self.parts)}",
