@@ -164,7 +164,9 @@ def _ordered_ids(version: PolicyVersion) -> list[int | None]:
 
 
 def _ensure_unique_name(version: PolicyVersion, name: str, *, exclude: int | None = None) -> None:
-    clash = PolicyRule.objects.filter(version=version, name=name).exclude(pk=exclude)
+    clash = PolicyRule.objects.filter(version=version, name=name)
+    if exclude is not None:
+        clash = clash.exclude(pk=exclude)
     if clash.exists():
         raise RuleConflict(f"this draft already has a rule named {name!r}")
 

@@ -82,7 +82,7 @@ class Tool:
                 continue
             annotation = hints.get(name, Any)
             fields[name] = (annotation, ... if param.default is param.empty else param.default)
-        return pydantic.create_model(  # type: ignore[call-overload, no-any-return]
+        return pydantic.create_model(
             f"{self.name}_arguments",
             __config__=ConfigDict(extra="forbid", strict=True),
             **fields,
