@@ -485,9 +485,10 @@ def policy_default_install() -> PolicyVersion:
         )
 
 
-def policy_version_pin(*, policy_name: str = DEFAULT_POLICY_NAME) -> PolicyVersion:
-    """The version a new task pins: the policy's active version. For the shipped default
-    policy it is installed first if missing; any other policy must exist (PolicyNotFound)."""
+def policy_version_ensure_active(*, policy_name: str = DEFAULT_POLICY_NAME) -> PolicyVersion:
+    """The policy's active version (the caller pins it on a new task). The shipped default
+    policy is installed first when it is missing, so this may write; any other policy must
+    exist already (PolicyNotFound)."""
     active = policy_version_active(policy_name)
     if active is not None:
         return active

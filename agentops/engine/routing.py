@@ -13,7 +13,7 @@ from agentops.models import Task
 from policies import catalog
 from policies.engine import Action, Verdict
 from policies.selectors import policy_evaluate
-from policies.services import policy_version_pin
+from policies.services import policy_version_ensure_active
 
 __all__ = ["Action", "Verdict", "action_for", "route_action"]
 
@@ -42,5 +42,5 @@ def action_for(
 
 def route_action(*, task: Task, action: Action) -> Verdict:
     """The verdict of the task's pinned policy version for `action`."""
-    version_id = task.policy_version_id or policy_version_pin().pk
+    version_id = task.policy_version_id or policy_version_ensure_active().pk
     return policy_evaluate(version_id=version_id, action=action)
