@@ -28,7 +28,7 @@ from agentops.engine.transitions import (
 )
 from agentops.models import Snapshot, Step, Task, ToolCall
 from agentops.states import LedgerStatus, StepStatus, TaskMode, TaskStatus
-from policies.services import policy_version_pin
+from policies.services import policy_version_ensure_active
 
 
 class TransitionRefused(AgentOpsError):
@@ -75,7 +75,7 @@ def task_create(
             policy_version=(
                 parent.policy_version
                 if parent is not None
-                else policy_version_pin(policy_name=policy)
+                else policy_version_ensure_active(policy_name=policy)
             ),
             parent=parent,
             parent_step=parent_step,

@@ -230,7 +230,7 @@ def parents_wake_stranded() -> int:
     crash between commits cannot happen, but the database is the truth: check it)."""
     stranded = (
         Task.objects.filter(status=TaskStatus.AWAITING_CHILDREN)
-        .exclude(Exists(_unfinished(OuterRef("pk"))))
+        .exclude(Exists(Task.objects.filter(parent=OuterRef("pk")).exclude(status__in=TERMINAL)))
         .values_list("pk", flat=True)
     )
     woken = 0

@@ -22,7 +22,7 @@ from policies.services import (
     policy_draft_create,
     policy_publish,
     policy_rule_add,
-    policy_version_pin,
+    policy_version_ensure_active,
 )
 from reviews.models import AuditItem, Decision, Gate
 from reviews.services import (
@@ -321,7 +321,7 @@ def test_an_overdue_gate_takes_its_timeout_action(sim_server, redis_clean, reque
 
 
 def test_publishing_while_steps_are_routed_changes_no_task_already_created(processes):
-    pinned = policy_version_pin()
+    pinned = policy_version_ensure_active()
     early = [
         task_create(agent="refund", goal=f"early {i}", input={"order_id": "A1001"})
         for i in range(6)

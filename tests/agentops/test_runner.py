@@ -318,7 +318,7 @@ def test_the_status_scan_finds_an_assignment(tmp_path):
 
 
 def test_retry_backoff_grows_and_honours_retry_after(settings):
-    from agentops.engine.runner import backoff_seconds
+    from agentops.engine.retries import backoff_seconds
 
     settings.AGENTOPS = {**settings.AGENTOPS, "BACKOFF_BASE_SECONDS": 1.0}
     assert 1.0 <= backoff_seconds(1, None) <= 1.25

@@ -243,7 +243,7 @@ def assert_family_finished_once(parent: Task) -> None:
 @pytest.mark.crash
 def test_children_run_in_parallel_on_real_workers(processes):
     Fault.objects.create(
-        service="suppliers", operation="quote", mode=FaultMode.SLOW, delay_seconds=1.0
+        service="suppliers", operation="quote", mode=FaultMode.SLOW, delay_seconds=3.0
     )
     parent = procurement()
     processes.worker()
@@ -264,7 +264,8 @@ def test_children_run_in_parallel_on_real_workers(processes):
             "created_at", flat=True
         )
     )
-    # Quotes take a second each; run one after another the last would start after the first
+    # Quotes take three seconds each (a margin for workers that start slowly on a busy machine);
+    # run one after another, the last would start after the first
     # ended.
     assert starts[-1] < ends[0]
 
