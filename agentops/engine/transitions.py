@@ -9,7 +9,10 @@ UPDATE changes zero rows and `LeaseLost` stops the holder. Callers own the trans
 from __future__ import annotations
 
 import copy
+import functools
 import logging
+import time
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -20,6 +23,7 @@ import psycopg
 from django.conf import settings
 from django.db import DatabaseError, connection, models, transaction
 from django.db.models import Case, F, Value, When
+from django.db.models.expressions import CombinedExpression
 from django.db.models.functions import Now
 from django.db.models.sql import UpdateQuery
 from psycopg.types.json import Jsonb
@@ -53,6 +57,13 @@ class Lease:
     epoch: int
     owner: str
     last_seq: int
+    # The worker's monotonic clock just before the lease was last granted or renewed by a
+    # commit (the database set the deadline after that, so what is left is at least this).
+    renewed_at: float = field(default_factory=time.monotonic)
+
+    def renewal_due(self) -> bool:
+        """Less than half of the lease is left: the next commit renews it."""
+        return time.monotonic() - self.renewed_at > settings.AGENTOPS["LEASE_SECONDS"] / 2
 
 
 @dataclass(frozen=True)
@@ -76,12 +87,18 @@ class ClockTimestamp(models.Func):
     output_field = models.DateTimeField()
 
 
+class DbTimeAfter(models.ExpressionWrapper):  # type: ignore[type-arg]
+    """The database clock plus `seconds` (the one-statement commit writes it without the ORM)."""
+
+    def __init__(self, seconds: float) -> None:
+        self.delta = timedelta(seconds=seconds)
+        super().__init__(ClockTimestamp() + Value(self.delta), output_field=models.DateTimeField())
+
+
 def db_time_after(seconds: float) -> Any:
     """The database clock plus `seconds`, as an expression: leases and due times never depend
     on a worker's clock."""
-    return models.ExpressionWrapper(
-        ClockTimestamp() + Value(timedelta(seconds=seconds)), output_field=models.DateTimeField()
-    )
+    return DbTimeAfter(seconds)
 
 
 def lease_deadline() -> Any:
@@ -148,6 +165,7 @@ def task_claim(*, task_id: int, owner: str) -> Lease | None:
         pk=task_id,
         status__in=start.sources,
     )
+    granted_at = time.monotonic()
     with transaction.atomic():
         previous = (
             claimable.select_for_update(skip_locked=True).values_list("status", flat=True).first()
@@ -182,7 +200,7 @@ def task_claim(*, task_id: int, owner: str) -> Lease | None:
         if seq is None:
             return None
         epoch = Task.objects.filter(pk=task_id).values_list("lease_epoch", flat=True).get()
-    return Lease(task_id=task_id, epoch=epoch, owner=owner, last_seq=seq)
+    return Lease(task_id=task_id, epoch=epoch, owner=owner, last_seq=seq, renewed_at=granted_at)
 
 
 def fenced_write(
@@ -227,7 +245,9 @@ def fenced_commit(
             fields.setdefault("lease_owner", "")
             if spec.target in TERMINAL:
                 fields.setdefault("finished_at", Now())
-    fields.setdefault("lease_expires_at", lease_deadline())
+    if "lease_expires_at" not in fields and lease.renewal_due():
+        # Renewed only when less than half is left: most commits leave the deadline alone.
+        fields["lease_expires_at"] = lease_deadline()
     return Commit(lease, list(events), frozenset(sources), fields, last=last)
 
 
@@ -331,12 +351,13 @@ class Commit:
         for model_field in ToolCall._meta.concrete_fields:
             if model_field.primary_key:
                 continue
-            columns.append(_quote(model_field.column))
+            _, column, cast = _column(ToolCall, model_field.name)
+            columns.append(column)
             if getattr(model_field, "auto_now_add", False):
                 values.append("STATEMENT_TIMESTAMP()")
                 continue
             value = getattr(call, model_field.attname)
-            values.append(f"CAST(%s AS {model_field.cast_db_type(connection)})")
+            values.append(f"CAST(%s AS {cast})")
             params.append(model_field.get_db_prep_save(value, connection))
         name = f"c{len(self.parts)}"
         self.parts.append(
@@ -424,6 +445,7 @@ class Commit:
             self.in_transaction()
             return self.seq
         sql, params = self._statement()
+        sent_at = time.monotonic()
         prometheus.checkpoint_started()
         try:
             with _prepared_cursor() as cursor:
@@ -439,6 +461,8 @@ class Commit:
             )
         self.done = True
         self.lease.last_seq = self.seq
+        if isinstance(self.fields.get("lease_expires_at"), DbTimeAfter):
+            self.lease.renewed_at = sent_at
         for part, value in zip(self.parts, row[1:], strict=True):
             if part.returns_id:
                 part.target.pk = value
@@ -537,12 +561,16 @@ def _prepared_cursor() -> Iterator[Any]:
     if raw.prepare_threshold is None:
         # Django turns automatic preparing off; explicit `prepare=True` needs a threshold set.
         raw.prepare_threshold = PREPARE_THRESHOLD
+    # One psycopg cursor per connection (making one copies the adapters map); Django's wrapper
+    # around it is made each time, so query logging and execute wrappers apply.
+    cursor = _CURSORS.get(raw)
+    if cursor is None or cursor.closed:
+        cursor = _CURSORS[raw] = _PreparedCursor(raw)
     with connection.wrap_database_errors:
-        cursor = connection._prepare_cursor(_PreparedCursor(raw))
-    try:
-        yield cursor
-    finally:
-        cursor.close()
+        yield connection._prepare_cursor(cursor)
+
+
+_CURSORS: weakref.WeakKeyDictionary[Any, _PreparedCursor] = weakref.WeakKeyDictionary()
 
 
 # Only queries sent with `prepare=True` are prepared: Django's own cursors bind client-side.
@@ -557,23 +585,42 @@ def _assignments(model: type[models.Model], fields: dict[str, Any], params: list
     """`"col" = ...` for each field, its value as a parameter (typed by the column) or, for
     `Now()`, `F(name) + n` and other expressions, as SQL."""
     sets = []
-    meta = model._meta
+    table = model._meta.db_table
     for name, value in fields.items():
-        model_field = meta.get_field(name)
-        column = _quote(model_field.column)
+        model_field, column, cast = _column(model, name)
         if isinstance(value, Now):
             sets.append(f"{column} = STATEMENT_TIMESTAMP()")
+        elif isinstance(value, DbTimeAfter):
+            sets.append(f"{column} = clock_timestamp() + CAST(%s AS interval)")
+            params.append(value.delta)
+        elif (
+            isinstance(value, CombinedExpression)
+            and value.connector == "+"
+            and isinstance(value.lhs, F)
+            and isinstance(value.rhs, Value)
+            and value.lhs.name == name
+        ):
+            # An increment: tokens, cost.
+            sets.append(f'{column} = "{table}".{column} + CAST(%s AS {cast})')
+            params.append(value.rhs.value)
         elif hasattr(value, "resolve_expression"):
             query = UpdateQuery(model)
             compiler = query.get_compiler(connection=connection)
             resolved = value.resolve_expression(query, allow_joins=False, for_save=True)
             sql, expression_params = compiler.compile(resolved)
-            sets.append(f"{column} = CAST({sql} AS {model_field.cast_db_type(connection)})")
+            sets.append(f"{column} = CAST({sql} AS {cast})")
             params.extend(expression_params)
         else:
-            sets.append(f"{column} = CAST(%s AS {model_field.cast_db_type(connection)})")
+            sets.append(f"{column} = CAST(%s AS {cast})")
             params.append(model_field.get_db_prep_save(value, connection))
     return ", ".join(sets)
+
+
+@functools.cache
+def _column(model: type[models.Model], name: str) -> tuple[Any, str, str]:
+    """A model field, its quoted column and the type its parameters are cast to."""
+    model_field = model._meta.get_field(name)
+    return model_field, _quote(model_field.column), model_field.cast_db_type(connection)
 
 
 def step_as_done(step: Step, *, output: Any) -> Step:
