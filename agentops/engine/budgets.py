@@ -86,13 +86,20 @@ def check_budgets(task: Task, *, worked: Callable[[], float] | None = None) -> N
 
 
 def check_loop(
-    proposals: dict[tuple[str, str], set[int]], step: Step, tool: Tool, arguments: dict[str, Any]
+    proposals: dict[tuple[str, str], set[int]],
+    step: Step,
+    tool: Tool,
+    arguments: dict[str, Any],
+    *,
+    digest: str | None = None,
 ) -> None:
     """The same tool with the same arguments, proposed again and again, is a planning loop.
 
-    `proposals` maps (tool, args digest) to the steps that proposed it (the runner keeps it)."""
+    `proposals` maps (tool, args digest) to the steps that proposed it (the runner keeps it);
+    `digest` is the arguments' digest when the caller has it already."""
     threshold = settings.AGENTOPS["LOOP_THRESHOLD"]
-    steps = proposals.get((tool.name, arguments_digest(arguments)), set())
+    digest = arguments_digest(arguments) if digest is None else digest
+    steps = proposals.get((tool.name, digest), set())
     earlier = len(steps - {step.pk})
     if earlier + 1 >= threshold:
         raise OrchestrationFailure(

@@ -102,11 +102,16 @@ def offloaded(
     path: str,
     task_id: int | None,
     before_store: Callable[[], None] | None = None,
+    sync_dirs: set[str] | None = None,
 ) -> Any:
     """Validate `value`; if its JSON is above the artifact threshold, store it and return a pointer.
 
     The pointer is `{"$artifact": id, "size": bytes, "sha256": hex}`. Small values come back as is.
-    `before_store` runs before an artifact is written (a commit opens its transaction there).
+    The value is serialized once; size, digest and file come from those bytes. Files are named
+    by content (per task): a value already stored is not written again. `before_store` runs
+    before an artifact is stored (a commit opens its transaction there); with `sync_dirs`, the
+    directory to fsync is added to it (the commit fsyncs each directory once) instead of being
+    fsynced here.
     """
     from agentops.models import Artifact
 
@@ -121,23 +126,38 @@ def offloaded(
     if before_store is not None:
         before_store()
     sha = hashlib.sha256(data).hexdigest()
-    name = default_storage.save(f"artifacts/{task_id or 'none'}/{sha}.json", ContentFile(data))
-    _make_durable(name)
+    name = f"artifacts/{task_id or 'none'}/{sha}.json"
+    if not (default_storage.exists(name) and default_storage.size(name) == len(data)):
+        # (A file cut short by a crash has another size: the storage saves under a new name.)
+        name = default_storage.save(name, ContentFile(data))
+    _make_durable(name, sync_dirs)
     artifact = Artifact.objects.create(task_id=task_id, name=name, size=len(data), sha256=sha)
     return {ARTIFACT_KEY: artifact.pk, "size": len(data), "sha256": sha, "path": path}
 
 
-def _make_durable(name: str) -> None:
+def _make_durable(name: str, sync_dirs: set[str] | None = None) -> None:
     """fsync an artifact written to local files before its pointer commits, so a power loss
-    cannot leave a committed pointer to a missing file. Remote storages (S3-compatible) are
-    durable when their write returns and have no local path."""
+    cannot leave a committed pointer to a missing file (a file reused by content is fsynced
+    too: the commit that wrote it may have died before its fsync). Remote storages
+    (S3-compatible) are durable when their write returns and have no local path."""
     try:
         path = default_storage.path(name)
     except NotImplementedError:
         return
-    with open(path, "rb") as handle:
-        os.fsync(handle.fileno())
-    directory = os.open(os.path.dirname(path), os.O_RDONLY)
+    handle = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(handle)
+    finally:
+        os.close(handle)
+    if sync_dirs is None:
+        fsync_directory(os.path.dirname(path))
+    else:
+        sync_dirs.add(os.path.dirname(path))
+
+
+def fsync_directory(path: str) -> None:
+    """Make the names of files created in `path` durable."""
+    directory = os.open(path, os.O_RDONLY)
     try:
         os.fsync(directory)
     finally:

@@ -169,6 +169,7 @@ class TaskRun:
     tokens_saved: int = 0
     # The task's ledger rows by id, as this run last wrote them (the in-memory snapshot's).
     calls: dict[int, ToolCall] = field(default_factory=dict)
+    call_arguments: dict[int, dict[str, Any]] = field(default_factory=dict)
     # Worked seconds at the first budget check of this claim, and the monotonic clock then.
     worked_at: tuple[float, float] | None = None
 
@@ -387,7 +388,10 @@ class TaskRun:
                     return StepResult(parked=True)
         except StepFailure as failure:
             return StepResult(failure=failure)
-        outcome = self._execute(step, tool, call, loaded(call.args))
+        arguments = self.call_arguments.pop(call.pk, None)
+        if arguments is None:
+            arguments = loaded(call.args)
+        outcome = self._execute(step, tool, call, arguments)
         if outcome.status != LedgerStatus.SUCCEEDED or outcome.failure is not None:
             failure = outcome.failure or OrchestrationFailure("the tool call failed")
             failure.detail.setdefault(
@@ -469,8 +473,10 @@ class TaskRun:
         a `pending` ledger row (auto, audit: plus an audit item), or a gate that parks the task
         (returns None). A denied action raises authorization_gap."""
         arguments, edited = routing.effective_arguments(step, tool, response.tool_calls[0])
+        # Digested once: the loop check, the ledger key and the gate binding all use it.
+        digest = arguments_digest(arguments)
         if record:
-            self._check_proposal(step, response, tool, arguments)
+            self._check_proposal(step, response, tool, arguments, digest)
         verdict = routing.verdict_for(
             task=self.task,
             tool=tool,
@@ -485,7 +491,7 @@ class TaskRun:
             arguments=arguments,
             edited=edited,
             verdict=verdict,
-            digest=arguments_digest(arguments),
+            digest=digest,
         )
         if record:
             event, usage_fields, routed.response_record = self._model_result(step, response)
@@ -499,17 +505,24 @@ class TaskRun:
             crashpoint("after_model_result", step=step.ordinal)
         crashpoint("after_pending", step=step.ordinal)
         self.fresh_calls.add(call.pk)
+        # The arguments just stored (perhaps as an artifact) are run from memory, not read back.
+        self.call_arguments[call.pk] = routed.arguments
         self.calls[call.pk] = call
         self.proposals.setdefault((tool.name, routed.digest), set()).add(step.pk)
         return call
 
     def _check_proposal(
-        self, step: Step, response: ModelResponse, tool: Tool, arguments: dict[str, Any]
+        self,
+        step: Step,
+        response: ModelResponse,
+        tool: Tool,
+        arguments: dict[str, Any],
+        digest: str,
     ) -> None:
         """Checks on a new proposal, before it is routed: its arguments fit the tool, it is not
         a planning loop, and the model's confidence has not collapsed."""
         tool.check_arguments(arguments)
-        budgets.check_loop(self.proposals, step, tool, arguments)
+        budgets.check_loop(self.proposals, step, tool, arguments, digest=digest)
         budgets.check_confidence(self.agent, self.steps, step, response)
 
     def _park_at_gate(self, routed: Routed) -> None:

@@ -31,7 +31,7 @@ from psycopg.types.json import Jsonb
 from agentops import prometheus
 from agentops.engine.crashpoints import crashpoint
 from agentops.engine.errors import CheckpointMismatch, LeaseLost
-from agentops.engine.jsonvalues import offloaded
+from agentops.engine.jsonvalues import fsync_directory, offloaded
 from agentops.models import Event, Snapshot, Step, Task, ToolCall
 from agentops.states import (
     STEP_TRANSITIONS,
@@ -300,6 +300,9 @@ class Commit:
         self.sources = sources
         self._last = last
         self.parts: list[_Part] = []
+        # Directories of the artifact files this commit points to: fsynced once each, before
+        # the statement is sent.
+        self.sync_dirs: set[str] = set()
         self.done = False
         self._atomic: Any = None
         self._base_seq = lease.last_seq
@@ -420,7 +423,13 @@ class Commit:
     def offloaded(self, value: Any, *, path: str, task_id: int | None) -> Any:
         """`jsonvalues.offloaded`, with the artifact's row committed with this commit: storing
         one opens the transaction the statement is then sent in."""
-        return offloaded(value, path=path, task_id=task_id, before_store=self.open_transaction)
+        return offloaded(
+            value,
+            path=path,
+            task_id=task_id,
+            before_store=self.open_transaction,
+            sync_dirs=self.sync_dirs,
+        )
 
     def open_transaction(self) -> None:
         """Run the rest of the block in a transaction (the statement included)."""
@@ -444,6 +453,8 @@ class Commit:
             # The parent's wake-up commits with the child's terminal transition.
             self.in_transaction()
             return self.seq
+        for directory in sorted(self.sync_dirs):
+            fsync_directory(directory)
         sql, params = self._statement()
         sent_at = time.monotonic()
         prometheus.checkpoint_started()
