@@ -29,6 +29,9 @@ _UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 
 
 def _check_text(text: str, path: str) -> None:
+    if text.isascii() and "\x00" not in text:
+        # The common case, without the regex (~5 ms on 500 KB).
+        return
     found = _UNSTORABLE.search(text)
     if found is None:
         return
@@ -219,6 +222,23 @@ def luhn_valid(digits: str) -> bool:
     return total % 10 == 0
 
 
+# ASCII digits to "0", other bytes to "x"; spaces and dashes are deleted (see _may_hold_card).
+_DIGITS_ONLY = bytes.maketrans(
+    bytes(range(256)), bytes(ord("0") if chr(b) in "0123456789" else ord("x") for b in range(256))
+)
+
+
+def _may_hold_card(text: str) -> bool:
+    """False when `_CARD` cannot match: a match is 13 or more digits with at most one space or
+    dash between two of them, so with spaces and dashes deleted it is a run of 13 digits. The
+    card regex tries every digit (~40 ms on 500 KB of text with a digit every few characters);
+    this check is a byte translation and a substring search. Non-ASCII text (whose digits the
+    regex also matches) always gets the regex."""
+    if not text.isascii():
+        return True
+    return b"0" * 13 in text.encode("ascii").translate(_DIGITS_ONLY, b" -")
+
+
 def _card(match: re.Match[str]) -> str:
     digits = re.sub(r"[ -]", "", match.group())
     return REDACTED if luhn_valid(digits) else match.group()
@@ -235,8 +255,10 @@ def redacted(value: Any) -> Any:
         if "bearer" in value.lower():
             value = _BEARER.sub(REDACTED, value)
         for pattern in _SECRET_VALUES:
-            value = pattern.sub(REDACTED, value)
-        return _CARD.sub(_card, value)
+            # `search` first: `sub` copies a long string even when nothing matches.
+            if pattern.search(value):
+                value = pattern.sub(REDACTED, value)
+        return _CARD.sub(_card, value) if _may_hold_card(value) else value
     if isinstance(value, dict):
         return {
             key: REDACTED
