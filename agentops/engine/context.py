@@ -90,9 +90,30 @@ def _exchange(step: Step, *, verbatim: bool) -> list[dict[str, Any]]:
 
 
 def summary_line(step: Step) -> str:
+    """One line of the "earlier work" summary. Each prompt of a long task summarizes every
+    older step again: the line is remembered per step while what it is made of is the same."""
+    key = (step.status, step.ordinal, step.title)
+    sources = (step.output, step.model_response, step.approval)
+    cached = _SUMMARIES.get(step.pk)
+    if (
+        cached is not None
+        and cached[0] == key
+        and all(a is b for a, b in zip(cached[1], sources, strict=True))
+    ):
+        return cached[2]
     calls = executed_calls(step)
     tool = calls[0]["name"] if calls else "no tool"
-    return f"Step {step.ordinal + 1} '{step.title}' ({tool}) {step.status}: {_short(step.output)}"
+    line = f"Step {step.ordinal + 1} '{step.title}' ({tool}) {step.status}: {_short(step.output)}"
+    if step.pk is not None:
+        if len(_SUMMARIES) >= SUMMARY_CACHE_SIZE:
+            _SUMMARIES.clear()
+        # The sources are kept (not their ids): identity means the same recorded values.
+        _SUMMARIES[step.pk] = (key, sources, line)
+    return line
+
+
+SUMMARY_CACHE_SIZE = 10_000
+_SUMMARIES: dict[int, tuple[tuple[Any, ...], tuple[Any, ...], str]] = {}
 
 
 @dataclass(frozen=True)
