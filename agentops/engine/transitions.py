@@ -495,8 +495,9 @@ class Commit:
         params += [self.lease.task_id, self.lease.epoch, self.lease.last_seq, sorted(self.sources)]
         ctes = [
             f'fence AS (UPDATE "{table}" SET "last_seq" = %s, "updated_at" = '
-            f'STATEMENT_TIMESTAMP(), {sets} WHERE "{table}"."id" = %s AND "lease_epoch" = %s '
-            'AND "last_seq" = %s AND "status" = ANY(CAST(%s AS text[])) RETURNING "id")'
+            f'STATEMENT_TIMESTAMP(){", " if sets else ""}{sets} WHERE "{table}"."id" = %s AND '
+            '"lease_epoch" = %s AND "last_seq" = %s AND "status" = ANY(CAST(%s AS text[])) '
+            'RETURNING "id")'
         ]
         events = self.all_events
         if events:

@@ -1,0 +1,123 @@
+"""The one-statement commit (`transitions.Commit`): every write in it is fenced, a refused part
+undoes all of it, and it is one round trip outside a transaction."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from django.db import connection
+from django.db.models.functions import Now
+
+from agentops.engine.errors import CheckpointMismatch, LeaseLost
+from agentops.engine.transitions import EventSpec, fenced_commit, fenced_write, task_claim
+from agentops.models import Event, Snapshot, Step, Task, ToolCall
+from agentops.services import task_create
+from agentops.states import LedgerStatus, StepStatus
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def claimed():  # type: ignore[no-untyped-def]
+    task = task_create(agent="bench_noop", goal="bench", input={"steps": 2, "payload_kb": 0})
+    lease = task_claim(task_id=task.pk, owner="test")
+    assert lease is not None
+    return task, lease
+
+
+def test_a_commit_is_one_statement_and_writes_every_part(redis_clean):
+    task, lease = claimed()
+    step = Step.objects.get(task=task, ordinal=0)
+
+    sent: list[str] = []
+
+    def record(execute, sql, params, many, context):  # type: ignore[no-untyped-def]
+        sent.append(sql)
+        return execute(sql, params, many, context)
+
+    with (
+        connection.execute_wrapper(record),
+        fenced_commit(lease, [EventSpec("agentops.step.started", step=0)], phase="x") as c,
+    ):
+        c.step(step, "start", required=True, attempts=1, started_at=Now())
+        call = c.call_create(
+            task=task,
+            step=step,
+            tool="bench_echo",
+            side_effect="read",
+            args={"n": 0},
+            args_digest="d",
+            idempotency_key=f"k{task.pk}",
+        )
+        c.snapshot({"status": "running"})
+
+    assert len(sent) == 1
+    assert sent[0].startswith("WITH fence AS (UPDATE")
+    step.refresh_from_db()
+    assert step.status == StepStatus.RUNNING and step.attempts == 1
+    assert ToolCall.objects.get(pk=call.pk).status == LedgerStatus.PENDING
+    assert Snapshot.objects.filter(task=task, seq=lease.last_seq).exists()
+    assert Task.objects.get(pk=task.pk).last_seq == lease.last_seq
+
+
+def test_a_commit_with_no_fields_to_set_still_fences_and_logs(redis_clean):
+    task, lease = claimed()
+    before = lease.last_seq
+
+    # The lease was just granted: this commit does not renew it and sets nothing else.
+    seq = fenced_write(lease, [EventSpec("agentops.task.note")])
+
+    assert seq == before + 1
+    assert Event.objects.filter(task=task, seq=seq, action="agentops.task.note").exists()
+
+
+def test_a_refused_step_transition_undoes_the_whole_commit(redis_clean):
+    task, lease = claimed()
+    step = Step.objects.get(task=task, ordinal=0)
+    Step.objects.filter(pk=step.pk).update(status=StepStatus.SKIPPED)
+    before = Task.objects.get(pk=task.pk)
+
+    with (
+        pytest.raises(CheckpointMismatch),
+        fenced_commit(lease, [EventSpec("agentops.step.started", step=0)], current_step=1) as c,
+    ):
+        c.step(step, "start", required=True, attempts=1)
+
+    after = Task.objects.get(pk=task.pk)
+    assert (after.last_seq, after.current_step) == (before.last_seq, before.current_step)
+    assert not Event.objects.filter(task=task, action="agentops.step.started").exists()
+
+
+def test_a_stale_lease_writes_no_part_of_the_commit(redis_clean):
+    task, lease = claimed()
+    step = Step.objects.get(task=task, ordinal=0)
+    Task.objects.filter(pk=task.pk).update(lease_epoch=lease.epoch + 1)
+
+    with pytest.raises(LeaseLost), fenced_commit(lease, [EventSpec("x.y", step=0)]) as c:
+        c.step_update(step, route="auto")
+        c.call_create(
+            task=task,
+            step=step,
+            tool="bench_echo",
+            side_effect="read",
+            args={},
+            args_digest="d",
+            idempotency_key=f"stale{task.pk}",
+        )
+
+    step.refresh_from_db()
+    assert step.route == ""
+    assert not ToolCall.objects.filter(task=task).exists()
+    assert not Event.objects.filter(task=task, action="x.y").exists()
+
+
+def test_a_commit_renews_the_lease_only_past_half_of_it(redis_clean):
+    task, lease = claimed()
+    granted = Task.objects.get(pk=task.pk).lease_expires_at
+
+    fenced_write(lease, [EventSpec("agentops.task.note")])
+    assert Task.objects.get(pk=task.pk).lease_expires_at == granted
+
+    lease.renewed_at = time.monotonic() - 10_000
+    fenced_write(lease, [EventSpec("agentops.task.note")])
+    assert Task.objects.get(pk=task.pk).lease_expires_at > granted
