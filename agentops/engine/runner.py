@@ -26,7 +26,7 @@ from django.db.models.functions import Now
 from django.utils import timezone
 
 from agentops import prometheus
-from agentops.engine import children, handoff, review_bridge
+from agentops.engine import children, gates, handoff
 from agentops.engine import context as ctxbuild
 from agentops.engine.checkpoints import checkpoint_verify, snapshot_write
 from agentops.engine.crashpoints import crashpoint
@@ -565,7 +565,7 @@ class TaskRun:
             with transaction.atomic():
                 seq = fenced_write(self.lease, events, transition="await_approval", **fields)
                 self._store_step(step, step_fields, unstored)
-                review_bridge.gate_open(
+                gates.gate_open(
                     task=self.task,
                     step=step,
                     tool=tool,
@@ -601,7 +601,7 @@ class TaskRun:
                 idempotency_key=key,
             )
             if audited:
-                review_bridge.audit_item_create(
+                gates.audit_item_create(
                     task=self.task,
                     step=step,
                     call=call,
@@ -719,7 +719,7 @@ class TaskRun:
             )
             # The audit queue follows the live row: one item per executed call, never one on a
             # failed try while the re-issued call goes unreviewed.
-            review_bridge.audit_item_follow(from_call_id=failed.pk, to_call=call)
+            gates.audit_item_follow(from_call_id=failed.pk, to_call=call)
         self.fresh_calls.add(call.pk)
         return call
 
