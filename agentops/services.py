@@ -12,7 +12,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from agentops.engine import children, review_bridge
+from agentops.engine import children, gates
 from agentops.engine.checkpoints import snapshot_state
 from agentops.engine.dispatch import task_enqueue
 from agentops.engine.errors import AgentOpsError
@@ -141,7 +141,7 @@ def _transition(task_id: int, name: str, *, actor: Any, reason: str = "", **fiel
         raise TransitionRefused(f"task {task_id} is {status}; cannot {name.replace('_', ' ')}")
     # A task leaving its gate any other way than by a decision on it withdraws the gate (a
     # decision closes its gate before resuming, so then there is nothing left to withdraw).
-    review_bridge.gates_withdraw(task_id=task_id, because=name)
+    gates.gates_withdraw(task_id=task_id, because=name)
     return Task.objects.filter(pk=task_id).values_list("last_seq", flat=True).get()
 
 

@@ -1,7 +1,8 @@
-"""Task, step and ledger statuses and the transitions between them, declared once.
+"""Task, step, ledger and gate statuses and the transitions between them, declared once.
 
-Pure Python: no ORM. `agentops.engine.transitions` is the only code that writes a status, and it
-does so with a conditional UPDATE whose WHERE clause comes from the tables below.
+Pure Python: no ORM. `agentops.engine.transitions` is the only code that writes a task, step or
+ledger status, and `agentops.engine.gates` the only code that writes a gate's; both do so with a
+conditional UPDATE whose WHERE clause comes from the tables below.
 """
 
 from __future__ import annotations
@@ -165,3 +166,34 @@ STEP_TRANSITIONS: dict[str, Transition] = {
         _t("reset", {_P.RUNNING, _P.FAILED}, _P.PENDING, fenced=False),
     ]
 }
+
+
+class GateStatus(models.TextChoices):
+    OPEN = "open", "Open"
+    APPROVED = "approved", "Approved"
+    REJECTED = "rejected", "Rejected"
+    EXPIRED = "expired", "Expired"
+
+
+_G = GateStatus
+# A gate is decided once: every transition leaves `open`. A decision approves or rejects it (a
+# rejection that also stops the task is a rejection); the sweeper expires it past its due time; a
+# task that leaves it without a decision (aborted, paused, resumed by an intervention) withdraws it,
+# which closes it as expired. Escalation to another group keeps it open (no status change).
+GATE_TRANSITIONS: dict[str, Transition] = {
+    t.name: t
+    for t in [
+        _t("approve", {_G.OPEN}, _G.APPROVED, fenced=False),
+        _t("reject", {_G.OPEN}, _G.REJECTED, fenced=False),
+        _t("expire", {_G.OPEN}, _G.EXPIRED, fenced=False),
+        _t("withdraw", {_G.OPEN}, _G.EXPIRED, fenced=False),
+    ]
+}
+
+
+class AuditStatus(models.TextChoices):
+    """Where an audit item is in its review by a person (`reviews` runs that workflow)."""
+
+    PENDING = "pending", "To review"
+    OK = "ok", "OK"
+    FLAGGED = "flagged", "Flagged"

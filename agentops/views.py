@@ -23,7 +23,7 @@ from django.views.decorators.http import require_GET, require_http_methods
 from django_htmx.http import HttpResponseClientRedirect, HttpResponseStopPolling
 from django_htmx.middleware import HtmxDetails
 
-from agentops import prometheus
+from agentops import prometheus, task_page
 from agentops.engine.errors import UnknownAgent
 from agentops.forms import TaskFilterForm, TaskStartForm
 from agentops.models import Task
@@ -111,8 +111,10 @@ def task_detail(request: HtmxHttpRequest, task_id: int) -> HttpResponse:
         detail = task_get_detail(task_id=task_id, viewer=request.user)
     except Task.DoesNotExist:
         raise Http404(f"no task {task_id}") from None
-    context = {"detail": detail, "task": detail.task}
+    context: dict[str, Any] = {"detail": detail, "task": detail.task}
     if not _wants_fragment(request):
+        # Other apps' sections (the review section of `reviews`), registered with the page.
+        context["sections"] = task_page.sections_render(request, detail.task)
         return _varying(render(request, "agentops/task_detail.html", context))
     fragment = "agentops/_partials/task_timeline.html"
     if detail.is_terminal:

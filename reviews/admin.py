@@ -16,16 +16,8 @@ from django.http import HttpRequest
 
 from agentops.admin import TaskAdmin, ToolCallAdmin
 from agentops.engine.errors import AgentOpsError
-from agentops.models import Task, ToolCall
-from reviews.models import (
-    ApiToken,
-    AuditItem,
-    Decision,
-    Delivery,
-    Gate,
-    NotificationRoute,
-    WebhookEndpoint,
-)
+from agentops.models import AuditItem, Gate, Task, ToolCall
+from reviews.models import ApiToken, Decision, Delivery, NotificationRoute, WebhookEndpoint
 from reviews.services import (
     ReviewError,
     intervention_apply,

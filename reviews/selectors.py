@@ -22,7 +22,7 @@ from agentops.engine.advisor import LedgerView, Preview, StepView, preview
 from agentops.engine.errors import UnknownTool
 from agentops.engine.jsonvalues import is_pointer, loaded
 from agentops.engine.registry import get_tool
-from agentops.models import Event, Step, Task, ToolCall
+from agentops.models import AuditItem, Event, Gate, Step, Task, ToolCall
 from agentops.selectors import (
     Recovery,
     TaskDetail,
@@ -31,10 +31,9 @@ from agentops.selectors import (
     mark_compensated,
     task_get_detail,
 )
-from agentops.states import TASK_TRANSITIONS, LedgerStatus, TaskStatus
+from agentops.states import TASK_TRANSITIONS, AuditStatus, GateStatus, LedgerStatus, TaskStatus
 from policies.models import PolicyChange
-from reviews.models import ApiToken, AuditItem, Claim, Decision, Delivery, Gate
-from reviews.states import AuditStatus, GateStatus
+from reviews.models import ApiToken, Claim, Decision, Delivery
 
 INBOX_LIMIT = 300
 LOG_LIMIT = 200

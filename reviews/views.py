@@ -26,7 +26,7 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.middleware import HtmxDetails
 
-from agentops.models import Task, ToolCall
+from agentops.models import AuditItem, Gate, Task, ToolCall
 from agentops.selectors import json_preview
 from agentops.services import TransitionRefused
 from reviews.forms import (
@@ -48,7 +48,6 @@ from reviews.forms import (
     TaskControlForm,
     TaskModifyForm,
 )
-from reviews.models import AuditItem, Gate
 from reviews.permissions import (
     auditor_required,
     is_auditor,

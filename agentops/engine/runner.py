@@ -29,7 +29,7 @@ from django.db.models import F
 from django.db.models.functions import Now
 
 from agentops import prometheus
-from agentops.engine import budgets, children, handoff, planning, retries, review_bridge, routing
+from agentops.engine import budgets, children, gates, handoff, planning, retries, routing
 from agentops.engine import context as ctxbuild
 from agentops.engine.checkpoints import checkpoint_verify, snapshot_write
 from agentops.engine.crashpoints import crashpoint
@@ -513,7 +513,7 @@ class TaskRun:
         with transaction.atomic():
             seq = fenced_write(self.lease, events, transition="await_approval", **routed.fields)
             self._store_step(step, routing.step_routing(routed.verdict), routed.response_record)
-            review_bridge.gate_open(
+            gates.gate_open(
                 task=self.task,
                 step=step,
                 tool=routed.tool,
@@ -551,7 +551,7 @@ class TaskRun:
                 idempotency_key=key,
             )
             if routing.audited(verdict, step):
-                review_bridge.audit_item_create(
+                gates.audit_item_create(
                     task=self.task,
                     step=step,
                     call=call,
@@ -619,7 +619,7 @@ class TaskRun:
             )
             # The audit queue follows the live row: one item per executed call, never one on a
             # failed try while the re-issued call goes unreviewed.
-            review_bridge.audit_item_follow(from_call_id=failed.pk, to_call=call)
+            gates.audit_item_follow(from_call_id=failed.pk, to_call=call)
         self.fresh_calls.add(call.pk)
         return call
 

@@ -270,9 +270,14 @@ def test_a_token_budget_stops_the_task(sim_server, redis_clean):
     assert Step.objects.filter(task=task, status=StepStatus.SUCCEEDED).count() == 1
 
 
-# Task, step and ledger statuses are written only by the transition code; gate, audit-item and
-# notification-delivery statuses only by the review services that decide or record them.
-STATUS_WRITERS = {"agentops/engine/transitions.py", "reviews/services.py"}
+# Task, step and ledger statuses are written only by the transition code, gate statuses only by
+# the gate transition (`agentops/engine/gates.py`); audit-item and notification-delivery statuses
+# only by the review services that record a person's review or a delivery.
+STATUS_WRITERS = {
+    "agentops/engine/transitions.py",
+    "agentops/engine/gates.py",
+    "reviews/services.py",
+}
 
 
 def _status_writes(path: Path) -> list[int]:

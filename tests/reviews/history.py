@@ -12,9 +12,9 @@ from typing import Any
 
 from django.utils import timezone
 
-from agentops.models import Event, Step, Task, ToolCall
+from agentops.models import AuditItem, Event, Gate, Step, Task, ToolCall
 from agentops.states import TaskStatus
-from reviews.models import AuditItem, Decision, Gate
+from reviews.models import Decision
 from reviews.services import decision_record
 
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)

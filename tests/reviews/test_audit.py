@@ -12,9 +12,10 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
-from reviews.models import AuditItem, Decision
+from agentops.models import AuditItem
+from agentops.states import AuditStatus
+from reviews.models import Decision
 from reviews.services import audit_item_review
-from reviews.states import AuditStatus
 from reviews.views import csv_safe
 from tests.reviews.builders import audited_refund, client_for, stopped_trip
 

@@ -10,7 +10,8 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
-from reviews.models import Claim, Gate
+from agentops.models import Gate
+from reviews.models import Claim
 from tests.reviews.builders import client_for, gated_refund, open_gate, stopped_trip
 
 pytestmark = pytest.mark.django_db(transaction=True)
