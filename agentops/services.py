@@ -480,11 +480,11 @@ def task_modify(
             return {}
         fields = {**budgets, "input": new_input}
         if task.status == TaskStatus.PAUSED:
-            Task.objects.filter(pk=task_id, status=TaskStatus.PAUSED).update(**fields)
             task_append_event(
                 task_id=task_id,
                 event=EventSpec("agentops.task.modified", payload={"changes": changes}),
                 actor=actor,
+                **fields,
             )
             return changes
         _transition(task_id, "pause", actor=actor, reason="modify")

@@ -72,6 +72,7 @@ from agentops.engine.transitions import (
     fenced_write,
     ledger_transition,
     step_as_done,
+    step_record,
     step_transition,
     task_claim,
 )
@@ -570,7 +571,7 @@ class TaskRun:
                 response_record, path="step.model_response", task_id=self.task.pk
             )
             step.model_response = fields["model_response"]
-        Step.objects.filter(pk=step.pk).update(**fields)
+        step_record(step=step, **fields)
 
     def _proposed_tool(self, name: str) -> Tool:
         if name not in self.agent.tools:
