@@ -172,7 +172,7 @@ def task_claim(*, task_id: int, owner: str) -> Lease | None:
             task_id,
             [
                 EventSpec(
-                    "agentops.task.claimed",
+                    start.event,
                     payload={"owner": owner, "recovered": previous == TaskStatus.RUNNING},
                     fold={"status": start.target},
                 )
