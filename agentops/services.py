@@ -27,7 +27,7 @@ from agentops.engine.transitions import (
     task_transition,
 )
 from agentops.models import Snapshot, Step, Task, ToolCall
-from agentops.states import LedgerStatus, StepStatus, TaskMode, TaskStatus
+from agentops.states import STEP_TRANSITIONS, LedgerStatus, StepStatus, TaskMode, TaskStatus
 from policies.services import policy_version_ensure_active
 
 
@@ -215,7 +215,7 @@ def task_retry(*, task_id: int, actor: Any, reason: str = "") -> None:
             _reset(step, attempts=0, error=None)
             events.append(
                 EventSpec(
-                    "agentops.step.reset",
+                    STEP_TRANSITIONS["reset"].event,
                     step=step.ordinal,
                     payload={"intervention": "retry"},
                     fold={"steps": {str(step.ordinal): StepStatus.PENDING}},
@@ -235,7 +235,7 @@ def task_skip_step(*, task_id: int, actor: Any, reason: str = "") -> None:
         step_transition(step=step, name="skip", error=None, finished_at=timezone.now())
         events = [
             EventSpec(
-                "agentops.step.skipped",
+                STEP_TRANSITIONS["skip"].event,
                 step=step.ordinal,
                 payload={"reason": redacted(reason)},
                 fold={"steps": {str(step.ordinal): StepStatus.SKIPPED}},
@@ -247,7 +247,7 @@ def task_skip_step(*, task_id: int, actor: Any, reason: str = "") -> None:
             if step_transition(step=dependant, name="skip", error=None, finished_at=timezone.now()):
                 events.append(
                     EventSpec(
-                        "agentops.step.skipped",
+                        STEP_TRANSITIONS["skip"].event,
                         step=dependant.ordinal,
                         payload={"reason": f"depends on skipped step {step.ordinal + 1}"},
                         fold={"steps": {str(dependant.ordinal): StepStatus.SKIPPED}},
@@ -316,7 +316,7 @@ def ledger_confirm(*, call_id: int, executed: bool, actor: Any, reason: str = ""
                     fold={"ledger": {call.idempotency_key: target}},
                 ),
                 EventSpec(
-                    "agentops.step.reset",
+                    STEP_TRANSITIONS["reset"].event,
                     step=call.step.ordinal,
                     payload={"intervention": "confirm"},
                     fold={"steps": {str(call.step.ordinal): StepStatus.PENDING}},
@@ -480,11 +480,11 @@ def task_modify(
             return {}
         fields = {**budgets, "input": new_input}
         if task.status == TaskStatus.PAUSED:
-            Task.objects.filter(pk=task_id, status=TaskStatus.PAUSED).update(**fields)
             task_append_event(
                 task_id=task_id,
                 event=EventSpec("agentops.task.modified", payload={"changes": changes}),
                 actor=actor,
+                **fields,
             )
             return changes
         _transition(task_id, "pause", actor=actor, reason="modify")

@@ -72,12 +72,21 @@ from agentops.engine.transitions import (
     fenced_write,
     ledger_transition,
     step_as_done,
+    step_record,
     step_transition,
     task_claim,
 )
 from agentops.logs import task_context, task_context_step
 from agentops.models import Step, Task, ToolCall
-from agentops.states import STEP_DONE, LedgerStatus, Phase, StepStatus, TaskMode
+from agentops.states import (
+    STEP_DONE,
+    STEP_TRANSITIONS,
+    TASK_TRANSITIONS,
+    LedgerStatus,
+    Phase,
+    StepStatus,
+    TaskMode,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -104,7 +113,7 @@ def http_client() -> httpx.Client:
 
 
 # The task left `running` because a step (or the task) failed.
-FAILED_OUT = frozenset({"agentops.task.retry_scheduled", "agentops.task.stopped"})
+FAILED_OUT = frozenset(TASK_TRANSITIONS[name].event for name in ("schedule_retry", "stop"))
 
 
 def step_tokens(step: Step) -> int:
@@ -308,7 +317,7 @@ class TaskRun:
             fields["tokens_saved"] = F("tokens_saved") + self.tokens_saved
             self.tokens_saved = 0
         event = EventSpec(
-            "agentops.step.started",
+            STEP_TRANSITIONS["start"].event,
             step=step.ordinal,
             payload=payload,
             fold={"steps": {str(step.ordinal): StepStatus.RUNNING}, "current_step": step.ordinal},
@@ -570,7 +579,7 @@ class TaskRun:
                 response_record, path="step.model_response", task_id=self.task.pk
             )
             step.model_response = fields["model_response"]
-        Step.objects.filter(pk=step.pk).update(**fields)
+        step_record(step=step, **fields)
 
     def _proposed_tool(self, name: str) -> Tool:
         if name not in self.agent.tools:
@@ -699,7 +708,7 @@ class TaskRun:
         )
         events.append(
             EventSpec(
-                "agentops.step.completed",
+                STEP_TRANSITIONS["succeed"].event,
                 step=step.ordinal,
                 payload={"phase": Phase.STEP_COMPLETE},
                 fold={"steps": {str(step.ordinal): StepStatus.SUCCEEDED}, "current_step": progress},
@@ -781,7 +790,7 @@ class TaskRun:
             )
         events.append(
             EventSpec(
-                "agentops.step.failed",
+                STEP_TRANSITIONS["fail"].event,
                 step=step.ordinal,
                 payload={"failure": failure.as_failure(), "attempt": step.attempts},
                 fold={"steps": {str(step.ordinal): StepStatus.FAILED}},
