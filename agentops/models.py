@@ -79,6 +79,13 @@ class Task(models.Model):
         ordering = ["-id"]
         indexes = [
             models.Index(fields=["status", "lease_expires_at"], name="agentops_task_claimable_idx"),
+            # The inbox's stopped tasks in their order, and their count in the navigation: a
+            # few hundred entries however many tasks there are.
+            models.Index(
+                fields=["updated_at", "id"],
+                condition=Q(status=TaskStatus.NEEDS_ATTENTION),
+                name="agentops_task_stopped_idx",
+            ),
         ]
         constraints = [
             models.CheckConstraint(
@@ -175,6 +182,20 @@ class ToolCall(models.Model):
 
     class Meta:
         ordering = ["task", "id"]
+        # The rare statuses pages ask about per task (an unconfirmed call in the inbox, undone
+        # calls on the task list): tiny partial indexes instead of a scan of the ledger.
+        indexes = [
+            models.Index(
+                fields=["task"],
+                condition=Q(status=LedgerStatus.EXECUTED_UNKNOWN),
+                name="agentops_call_unconfirmed_idx",
+            ),
+            models.Index(
+                fields=["task"],
+                condition=Q(status=LedgerStatus.COMPENSATED),
+                name="agentops_call_undone_idx",
+            ),
+        ]
         constraints = [
             # One live row per key; failed tries stay as history and a retry reuses the key.
             models.UniqueConstraint(

@@ -378,6 +378,8 @@ def seed(*, tasks: int) -> dict[str, Any]:
         # Rows are written whole and consistent by construction: triggers (the ledger's
         # transition check among them) and foreign-key checks stay off for this session only.
         cursor.execute("SET session_replication_role = replica")
+        # The configured statement timeout is for requests; a seeding statement writes millions.
+        cursor.execute("SET statement_timeout = 0")
         try:
             for statement in _seed_sql(tables, tasks):
                 cursor.execute(statement, params)
