@@ -140,6 +140,8 @@ class AuditItem(models.Model):
                 condition=~Q(status=AuditStatus.PENDING),
                 name="reviews_audit_reviewed_idx",
             ),
+            # The filter menus: a loose index scan lists the distinct triples.
+            models.Index(fields=["agent", "tool", "rule"], name="reviews_audit_choices_idx"),
         ]
         permissions = [("review_audititem", "Can mark audit items ok or flag them")]
 

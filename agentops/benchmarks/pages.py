@@ -38,6 +38,7 @@ from django.core.management import call_command
 from django.db import connection
 from django.test import Client
 from django.test.utils import override_settings
+from django.urls import reverse
 
 PASSWORD = "bench-pages"  # users of a scratch database, dropped at the end
 WARMUP = 3
@@ -73,6 +74,8 @@ class PageFigures:
     role: str
     p50_ms: float
     p95_ms: float
+    # The web process's own CPU per request (median): what a busy machine inflates least.
+    cpu_p50_ms: float
     queries: int
     queries_constant: bool
     bytes: int
@@ -100,8 +103,9 @@ def _admin_connection() -> psycopg.Connection:
 
 
 @contextmanager
-def scratch_database() -> Iterator[str]:
-    """Point the default connection at a new, migrated `<name>_pages` database; drop it after.
+def scratch_database(*, keep: bool = False) -> Iterator[str]:
+    """Point the default connection at a new, migrated `<name>_pages` database; drop it after
+    (with `keep`, leave it for a look at the plans; the next run drops it first).
 
     The same move the test runner makes for its test database: the connection's NAME changes
     for the duration, and the content-type cache (ids differ between databases) is cleared on
@@ -122,8 +126,9 @@ def scratch_database() -> Iterator[str]:
         connection.close()
         conf["NAME"] = original
         ContentType.objects.clear_cache()
-        with _admin_connection() as admin:
-            admin.execute(f'DROP DATABASE IF EXISTS "{scratch}" WITH (FORCE)')
+        if not keep:
+            with _admin_connection() as admin:
+                admin.execute(f'DROP DATABASE IF EXISTS "{scratch}" WITH (FORCE)')
 
 
 def _permutation_step(n: int) -> int:
@@ -469,14 +474,15 @@ def measure_page(
 ) -> PageFigures:
     for _ in range(WARMUP):
         client.get(url, headers=headers)
-    times, queries = [], []
+    times, cpu, queries = [], [], []
     status, size = 0, 0
     for _ in range(repeat):
         counter = _QueryCounter()
         with connection.execute_wrapper(counter):
-            began = time.perf_counter()
+            began, began_cpu = time.perf_counter(), time.process_time()
             response = client.get(url, headers=headers)
             times.append((time.perf_counter() - began) * 1000)
+            cpu.append((time.process_time() - began_cpu) * 1000)
         queries.append(counter.count)
         status, size = response.status_code, len(response.content)
     return PageFigures(
@@ -485,6 +491,7 @@ def measure_page(
         role=role,
         p50_ms=round(statistics.median(times), 1),
         p95_ms=round(_percentile(times, 95), 1),
+        cpu_p50_ms=round(statistics.median(cpu), 1),
         queries=max(queries),
         queries_constant=len(set(queries)) == 1,
         bytes=size,
@@ -511,11 +518,9 @@ def _targets(tables: dict[str, str]) -> dict[str, int]:
     return {"task": int(task[0]), "gate": int(gate[0])}
 
 
-def pages(*, tasks: int, repeat: int) -> dict[str, Any]:
+def pages(*, tasks: int, repeat: int, keep: bool = False) -> dict[str, Any]:
     """Seed a scratch database with `tasks` tasks and time the operator pages against it."""
-    from django.urls import reverse
-
-    with scratch_database() as database:
+    with scratch_database(keep=keep) as database:
         counts = seed(tasks=tasks)
         tables = {name: _table(name) for name in ("Task", "Gate")}
         target = _targets(tables)
@@ -562,12 +567,13 @@ def pages_table(report: dict[str, Any]) -> str:
         f"events, {seeded['tool_calls']} ledger rows, {seeded['open_gates']} open gates, "
         f"{seeded['audit_items']} audit items), {report['repeat']} requests per page, "
         f"seeded in {seeded['seed_seconds']} s",
-        f"  {'page':<12} {'p50 ms':>8} {'p95 ms':>8} {'queries':>8} {'bytes':>9}",
+        f"  {'page':<12} {'p50 ms':>8} {'p95 ms':>8} {'cpu ms':>8} {'queries':>8} {'bytes':>9}",
     ]
     for name, page in report["pages"].items():
         constant = "" if page["queries_constant"] else " (varies)"
         lines.append(
-            f"  {name:<12} {page['p50_ms']:>8} {page['p95_ms']:>8} {page['queries']:>8}"
+            f"  {name:<12} {page['p50_ms']:>8} {page['p95_ms']:>8} {page['cpu_p50_ms']:>8}"
+            f" {page['queries']:>8}"
             f" {page['bytes']:>9}{constant}"
         )
     return "\n".join(lines)

@@ -65,6 +65,11 @@ class Command(BaseCommand):
             "--json", action="store_true", dest="as_json", help="print one JSON object"
         )
         parser.add_argument(
+            "--keep",
+            action="store_true",
+            help="pages: keep the scratch database <name>_pages (dropped by the next run)",
+        )
+        parser.add_argument(
             "--dispatch",
             type=int,
             default=0,
@@ -84,6 +89,7 @@ class Command(BaseCommand):
         dispatch: int,
         workers: int,
         tasks: int | None,
+        keep: bool,
         **options: Any,
     ) -> None:
         if benchmark == "pages":
@@ -91,7 +97,7 @@ class Command(BaseCommand):
             repeat = 20 if repeat is None else repeat
             if tasks < 1 or repeat < 1:
                 raise CommandError("--tasks and --repeat must be positive")
-            report = pages(tasks=tasks, repeat=repeat)
+            report = pages(tasks=tasks, repeat=repeat, keep=keep)
             self.stdout.write(json.dumps(report, indent=2) if as_json else pages_table(report))
             return
         if benchmark == "throughput":
