@@ -75,13 +75,8 @@ class Gate(models.Model):
             ),
         ]
         indexes = [
+            # Also the inbox's open gates in their order and their count in the navigation.
             models.Index(fields=["status", "due_at"], name="reviews_gate_open_due_idx"),
-            # The inbox's open gates in their order and their count in the navigation.
-            models.Index(
-                fields=["due_at", "id"],
-                condition=Q(status=GateStatus.OPEN),
-                name="reviews_gate_open_idx",
-            ),
         ]
         permissions = [
             ("decide_gate", "Can approve, edit or reject gates and resolve stopped tasks")
@@ -127,14 +122,9 @@ class AuditItem(models.Model):
             ),
         ]
         indexes = [
+            # The queue's two lists, each newest first (scanned backwards): the items to review
+            # (this index, which also counts them for the navigation), then the reviewed ones.
             models.Index(fields=["status", "created_at"], name="reviews_audit_status_idx"),
-            # The queue's two lists, each newest first (scanned backwards): items to review,
-            # then the reviewed ones; the first also counts what waits for the navigation.
-            models.Index(
-                fields=["created_at", "id"],
-                condition=Q(status=AuditStatus.PENDING),
-                name="reviews_audit_pending_idx",
-            ),
             models.Index(
                 fields=["created_at", "id"],
                 condition=~Q(status=AuditStatus.PENDING),
