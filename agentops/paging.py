@@ -86,7 +86,8 @@ def window(
     size: int,
     count: int | None = None,
 ) -> Window[T]:
-    """Page `page` (as given in the query string) of `rows`, `size` rows a page.
+    """Page `page` (as given in the query string) of `rows`, `size` rows a page; the first
+    page when `page` is past the end.
 
     `rows` is sliceable (a QuerySet: one query with LIMIT size + 1 OFFSET ...), or a function
     of (offset, limit) returning up to `limit` rows."""
@@ -96,4 +97,8 @@ def window(
         fetched = list(rows(offset, size + 1))
     else:
         fetched = list(rows[offset : offset + size + 1])
+    if not fetched and number > 1:
+        # Past the end (the list shrank, or a hand-made URL): the first page, as Django's
+        # get_page falls back to a page that exists.
+        return window(rows, page=1, size=size, count=count)
     return Window(fetched[:size], number, size, len(fetched) > size, count)
