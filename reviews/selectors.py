@@ -265,9 +265,9 @@ def inbox_list(
     def rows(offset: int, limit: int) -> list[InboxItem]:
         reach = offset + limit
         gates = list(
-            gates_qs.select_related("task", "task__claim__user", "step").order_by(*gate_order)[
-                :reach
-            ]
+            # The row shows the gate, its task and who holds it: not the step, whose model
+            # response and output are the biggest JSON values of all.
+            gates_qs.select_related("task", "task__claim__user").order_by(*gate_order)[:reach]
         )
         stopped = list(
             tasks_qs.select_related("claim__user")
