@@ -3,8 +3,9 @@ the decision log.
 
 Each selector runs a fixed number of queries whatever the number of steps, ledger rows or items
 (explicit select_related/prefetch_related), so a panel costs the same at step 2 and at step 200
-and the polled inbox costs the same with 3 items and with 300. Values from the task, the model and
-the tools are returned as data or plain strings; templates autoescape them.
+and the polled inbox costs the same with 3 items and with 300 (it reads one page of them).
+Values from the task, the model and the tools are returned as data or plain strings; templates
+autoescape them.
 """
 
 from __future__ import annotations
@@ -255,8 +256,9 @@ def inbox_list(
 
     Each list is read in the database in an order that agrees with the inbox order, only as
     far as the page reaches (offset + size + 1 rows of each: the merged page can hold no row
-    beyond that), and counted; partial indexes on what waits keep both independent of the
-    number of tasks. Five queries (four with no viewer or no gate on the page)."""
+    beyond that), and counted; indexes on what waits (open gates by due time, a partial one
+    on stopped tasks) keep both independent of the number of tasks. Five queries (four with
+    no viewer or no gate on the page)."""
     filters = filters or InboxFilters()
     gates_qs, tasks_qs = _inbox_querysets(filters, viewer)
     gate_order, task_order = INBOX_ORDER.get(filters.sort, INBOX_ORDER["due"])
@@ -732,8 +734,8 @@ def audit_item_page(
     *, filters: AuditFilters, page: Any = 1, size: int = AUDIT_PAGE_SIZE
 ) -> Window[AuditItem]:
     """One page of audit items in the order of audit_item_list, read as two index-ordered lists
-    (items to review, newest first, then the reviewed ones, newest first; a partial index
-    serves each), so a page costs the same with 100 and with 1,000,000 items. Counts nothing
+    (items to review, newest first, then the reviewed ones, newest first; an index serves
+    each), so a page costs the same with 100 and with 1,000,000 items. Counts nothing
     unless the page starts past the end of the items to review (then it counts those)."""
     matching = _audit_items(filters)
     pending = matching.filter(status=AuditStatus.PENDING).order_by("-created_at", "-id")
