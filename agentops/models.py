@@ -88,6 +88,13 @@ class Task(models.Model):
         ordering = ["-id"]
         indexes = [
             models.Index(fields=["status", "lease_expires_at"], name="agentops_task_claimable_idx"),
+            # The inbox's stopped tasks in their order, and their count in the navigation: a
+            # few hundred entries however many tasks there are.
+            models.Index(
+                fields=["updated_at", "id"],
+                condition=Q(status=TaskStatus.NEEDS_ATTENTION),
+                name="agentops_task_stopped_idx",
+            ),
         ]
         constraints = [
             models.CheckConstraint(
@@ -184,6 +191,20 @@ class ToolCall(models.Model):
 
     class Meta:
         ordering = ["task", "id"]
+        # The rare statuses pages ask about per task (an unconfirmed call in the inbox, undone
+        # calls on the task list): tiny partial indexes instead of a scan of the ledger.
+        indexes = [
+            models.Index(
+                fields=["task"],
+                condition=Q(status=LedgerStatus.EXECUTED_UNKNOWN),
+                name="agentops_call_unconfirmed_idx",
+            ),
+            models.Index(
+                fields=["task"],
+                condition=Q(status=LedgerStatus.COMPENSATED),
+                name="agentops_call_undone_idx",
+            ),
+        ]
         constraints = [
             # One live row per key; failed tries stay as history and a retry reuses the key.
             models.UniqueConstraint(
@@ -324,7 +345,10 @@ class Gate(models.Model):
                 condition=Q(status__in=GateStatus.values), name="agentops_gate_status_valid"
             ),
         ]
-        indexes = [models.Index(fields=["status", "due_at"], name="agentops_gate_open_due_idx")]
+        indexes = [
+            # Also the inbox's open gates in their order and their count in the navigation.
+            models.Index(fields=["status", "due_at"], name="agentops_gate_open_due_idx"),
+        ]
 
     def __str__(self) -> str:
         return f"Gate {self.pk} on task {self.task_id}: {self.tool} ({self.status})"
@@ -364,7 +388,16 @@ class AuditItem(models.Model):
             ),
         ]
         indexes = [
+            # The queue's two lists, each newest first (scanned backwards): the items to review
+            # (this index, which also counts them for the navigation), then the reviewed ones.
             models.Index(fields=["status", "created_at"], name="agentops_audititem_status_idx"),
+            models.Index(
+                fields=["created_at", "id"],
+                condition=~Q(status=AuditStatus.PENDING),
+                name="agentops_audit_reviewed_idx",
+            ),
+            # The filter menus: a loose index scan lists the distinct triples.
+            models.Index(fields=["agent", "tool", "rule"], name="agentops_audit_choices_idx"),
         ]
 
     def __str__(self) -> str:

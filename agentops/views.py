@@ -12,7 +12,6 @@ from typing import Any
 from urllib.parse import urlencode
 
 from django.contrib.auth.decorators import login_required
-from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponsePermanentRedirect
 from django.shortcuts import redirect, render
 from django.template.loader import render_to_string
@@ -27,6 +26,7 @@ from agentops import prometheus, task_page
 from agentops.engine.errors import UnknownAgent
 from agentops.forms import TaskFilterForm, TaskStartForm
 from agentops.models import Task
+from agentops.paging import window
 from agentops.selectors import artifact_get_visible, task_get_detail, task_list_recent
 from agentops.services import task_create
 
@@ -54,9 +54,11 @@ def _varying(response: HttpResponse) -> HttpResponse:
 def task_list(request: HtmxHttpRequest) -> HttpResponse:
     form = TaskFilterForm(request.GET)
     status = form.cleaned_data["status"] if form.is_valid() else ""
-    page = Paginator(
-        task_list_recent(status=status or None, viewer=request.user), PAGE_SIZE
-    ).get_page(request.GET.get("page"))
+    page = window(
+        task_list_recent(status=status or None, viewer=request.user),
+        page=request.GET.get("page"),
+        size=PAGE_SIZE,
+    )
     context: dict[str, Any] = {
         "form": form,
         "page": page,

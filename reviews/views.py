@@ -16,7 +16,6 @@ from typing import Any
 from urllib.parse import urlencode
 
 from django.contrib import messages
-from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -63,6 +62,7 @@ from reviews.selectors import (
     audit_filter_choices,
     audit_item_get,
     audit_item_list,
+    audit_item_page,
     decision_log_list,
     delivery_list_for,
     gate_get_panel,
@@ -98,8 +98,6 @@ from reviews.services import (
 )
 from reviews.tokens import api_token_create, api_token_revoke
 
-AUDIT_PAGE_SIZE = 50
-INBOX_PAGE_SIZE = 50
 BULK_RESULTS = "reviews_bulk_results"
 CSV_FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
 
@@ -141,8 +139,8 @@ def _inbox_response(
     fragment = _wants_fragment(request)
     form = InboxFilterForm(request.GET, choices=inbox_filter_choices())
     filters = form.filters()
-    inbox = inbox_list(filters=filters, viewer=request.user)
-    page = Paginator(inbox.items, INBOX_PAGE_SIZE).get_page(request.GET.get("page"))
+    inbox = inbox_list(filters=filters, viewer=request.user, page=request.GET.get("page"))
+    page = inbox.page
     query = {k: v for k, v in request.GET.items() if k != "page" and v}
     context = {
         "inbox": inbox,
@@ -513,9 +511,7 @@ def _audit_filter_form(request: HttpRequest) -> AuditFilterForm:
 def audit_queue(request: HtmxHttpRequest) -> HttpResponse:
     form = _audit_filter_form(request)
     filters = form.filters()
-    page = Paginator(audit_item_list(filters=filters), AUDIT_PAGE_SIZE).get_page(
-        request.GET.get("page")
-    )
+    page = audit_item_page(filters=filters, page=request.GET.get("page"))
     context = {
         "form": form,
         "page": page,
