@@ -24,7 +24,7 @@ import statistics
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from math import gcd
 from typing import Any
 
@@ -556,7 +556,7 @@ def pages(*, tasks: int, repeat: int, keep: bool = False) -> dict[str, Any]:
         "repeat": repeat,
         "database": database,
         "seeded": counts,
-        "pages": {f.name: f.__dict__ for f in figures},
+        "pages": {f.name: asdict(f) for f in figures},
     }
 
 
