@@ -119,6 +119,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django_htmx",
     "django_rq",
+    "template_partials",
     "agentops.apps.AgentopsConfig",
     "agentops.sim.apps.SimConfig",
     "reviews.apps.ReviewsConfig",
@@ -195,6 +196,11 @@ STORAGES = {
 WHITENOISE_USE_FINDERS = DEV
 WHITENOISE_AUTOREFRESH = DEV
 
+# Role permissions (reviews.roles, django-rules) first, then Django's per-user and group rows.
+AUTHENTICATION_BACKENDS = [
+    "rules.permissions.ObjectPermissionBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "agentops:task_list"
 LOGOUT_REDIRECT_URL = "login"

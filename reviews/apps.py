@@ -10,6 +10,7 @@ class ReviewsConfig(AppConfig):
     def ready(self) -> None:
         from agentops import prometheus
         from agentops.engine.sweeper import sweep_hook_register
+        from reviews import roles  # noqa: F401  (registers every app's permissions)
         from reviews.metrics import review_state_metrics
         from reviews.notifications import notifications_sweep
 

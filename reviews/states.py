@@ -24,6 +24,7 @@ class Role(models.TextChoices):
     OPERATORS = "operators", "Operators"
     AUDITORS = "auditors", "Auditors"
     POLICY_ADMINS = "policy admins", "Policy admins"
+    TASK_STARTERS = "task starters", "Task starters"
 
 
 class NoticeEvent(models.TextChoices):

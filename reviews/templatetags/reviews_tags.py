@@ -20,7 +20,6 @@ from agentops.services import MODIFIABLE
 from agentops.states import TaskStatus
 from agentops.templatetags import agentops_tags
 from reviews.forms import TaskModifyForm
-from reviews.permissions import can_read_decisions, can_read_reviews, is_operator
 from reviews.selectors import decision_list_for_task, task_controls_for, task_open_gate_id
 
 register = template.Library()
@@ -86,13 +85,13 @@ def task_review_section(context: dict[str, Any], task: Any) -> dict[str, Any]:
     """Links to the task's gate or recovery panel, and the task's decisions, for reviewers."""
     request = context.get("request")
     user = getattr(request, "user", None)
-    if not can_read_decisions(user):
+    if user is None or not user.has_perm("reviews.read_decisions"):
         return {"visible": False}
-    readable = can_read_reviews(user)
+    readable = user.has_perm("reviews.read_reviews")
     gate_id = None
     if readable and task.status == TaskStatus.AWAITING_APPROVAL:
         gate_id = task_open_gate_id(task_id=task.pk)
-    operator = is_operator(user)
+    operator = user.has_perm("reviews.decide_gate")
     return {
         "visible": True,
         "task": task,

@@ -15,6 +15,7 @@ from django.contrib.auth.models import Group, Permission
 
 REVIEW_GROUPS = importlib.import_module("reviews.migrations.0003_operator_and_auditor_groups")
 POLICY_GROUP = importlib.import_module("policies.migrations.0004_policy_admins_group")
+STARTER_GROUP = importlib.import_module("reviews.migrations.0007_task_starters_group")
 
 
 def ensure_groups() -> dict[str, Group]:
@@ -33,6 +34,7 @@ def ensure_groups() -> dict[str, Group]:
         )
     )
     groups[POLICY_GROUP.GROUP] = group
+    groups[STARTER_GROUP.GROUP] = Group.objects.get_or_create(name=STARTER_GROUP.GROUP)[0]
     return groups
 
 
@@ -60,8 +62,15 @@ def operator2(groups: Any, django_user_model: Any) -> Any:
 
 @pytest.fixture
 def starter(groups: Any, django_user_model: Any) -> Any:
-    """An operator who starts tasks, so separation of duties bars them from their own gates."""
-    return make_user(django_user_model, "stan", "operators")
+    """An operator who starts tasks (like the demo's operator), so separation of duties bars
+    them from their own gates."""
+    return make_user(django_user_model, "stan", "operators", "task starters")
+
+
+@pytest.fixture
+def task_starter(groups: Any, django_user_model: Any) -> Any:
+    """Someone who may start tasks and holds no review role."""
+    return make_user(django_user_model, "tess", "task starters")
 
 
 @pytest.fixture
