@@ -7,6 +7,7 @@ from django.db import models
 
 from agentops.forms import StorableJSONField
 from agentops.models import Artifact, Event, Snapshot, Step, Task, ToolCall
+from agentops.web import ReadOnlyAdmin
 
 
 class StepInline(admin.TabularInline):
@@ -102,17 +103,6 @@ class ToolCallAdmin(admin.ModelAdmin):
     list_filter = ("status", "tool", "side_effect")
     search_fields = ("idempotency_key",)
     readonly_fields = ("status", "result", "error", "updated_at")
-
-
-class ReadOnlyAdmin(admin.ModelAdmin):
-    def has_add_permission(self, request, obj=None) -> bool:  # type: ignore[no-untyped-def]
-        return False
-
-    def has_change_permission(self, request, obj=None) -> bool:  # type: ignore[no-untyped-def]
-        return False
-
-    def has_delete_permission(self, request, obj=None) -> bool:  # type: ignore[no-untyped-def]
-        return False
 
 
 @admin.register(Event)

@@ -18,7 +18,7 @@ from django.shortcuts import redirect
 from django.templatetags.static import static
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods
-from django_htmx.http import HttpResponseClientRedirect, HttpResponseStopPolling
+from django_htmx.http import HTMX_STOP_POLLING, HttpResponseClientRedirect
 
 from agentops import prometheus
 from agentops.engine.errors import StartRefused, UnknownAgent
@@ -92,11 +92,15 @@ def task_detail(request: HtmxHttpRequest, task_id: int) -> HttpResponse:
     except Task.DoesNotExist:
         raise Http404(f"no task {task_id}") from None
     context = {"detail": detail, "task": detail.task}
-    response = render_page(request, "agentops/task_detail.html", context, fragment="task_live")
-    if wants_fragment(request) and detail.is_terminal:
-        # 286: htmx swaps this last fragment and stops polling.
-        response.status_code = HttpResponseStopPolling.status_code
-    return response
+    # 286 (stop polling): htmx swaps this last fragment of a finished task and stops asking.
+    last = wants_fragment(request) and detail.is_terminal
+    return render_page(
+        request,
+        "agentops/task_detail.html",
+        context,
+        fragment="task_live",
+        status=HTMX_STOP_POLLING if last else 200,
+    )
 
 
 @login_required

@@ -17,6 +17,7 @@ from django.http import HttpRequest
 from agentops.admin import TaskAdmin, ToolCallAdmin
 from agentops.engine.errors import AgentOpsError
 from agentops.models import Task, ToolCall
+from agentops.web import ReadOnlyAdmin
 from reviews.models import (
     ApiToken,
     AuditItem,
@@ -186,18 +187,11 @@ class AuditItemAdmin(admin.ModelAdmin):
 
 
 @admin.register(Decision)
-class DecisionAdmin(admin.ModelAdmin):
+class DecisionAdmin(ReadOnlyAdmin):
+    """The decision log is append-only (the database refuses UPDATE and DELETE too)."""
+
     list_display = ("created_at", "action", "actor_label", "subject")
     list_filter = ("action",)
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
 
 # -- notifications: admins configure endpoints and routes; deliveries and tokens are a record ----

@@ -29,8 +29,13 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from agentops.models import Task, ToolCall
 from agentops.selectors import json_preview
 from agentops.services import TransitionRefused
-from agentops.web import HtmxHttpRequest, login_required, permission_required, render_page
-from agentops.web import wants_fragment as _wants_fragment
+from agentops.web import (
+    HtmxHttpRequest,
+    login_required,
+    permission_required,
+    render_page,
+    wants_fragment,
+)
 from reviews.forms import (
     ApiTokenForm,
     ApproveForm,
@@ -131,7 +136,7 @@ def _inbox_response(
     message: str = "",
     status: int = 200,
 ) -> HttpResponse:
-    fragment = _wants_fragment(request)
+    fragment = wants_fragment(request)
     form = InboxFilterForm(request.GET, choices=inbox_filter_choices())
     filters = form.filters()
     inbox = inbox_list(filters=filters, viewer=request.user)
@@ -158,7 +163,7 @@ def _inbox_response(
 @require_GET
 def inbox(request: HtmxHttpRequest) -> HttpResponse:
     results = None
-    if not _wants_fragment(request):
+    if not wants_fragment(request):
         stored = request.session.pop(BULK_RESULTS, None)
         if stored:
             results = [BulkResult(**row) for row in stored]
