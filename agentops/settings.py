@@ -196,10 +196,11 @@ STORAGES = {
 WHITENOISE_USE_FINDERS = DEV
 WHITENOISE_AUTOREFRESH = DEV
 
-# Role permissions (reviews.roles, django-rules) first, then Django's per-user and group rows.
+# Role permissions (reviews.roles, django-rules), then Django's per-user and group permission
+# rows for every other permission (the admin's, agentops.view_task).
 AUTHENTICATION_BACKENDS = [
     "rules.permissions.ObjectPermissionBackend",
-    "django.contrib.auth.backends.ModelBackend",
+    "reviews.roles.PermissionRowsBackend",
 ]
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "agentops:task_list"

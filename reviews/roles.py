@@ -7,11 +7,18 @@ through Django: views with `agentops.web.permission_required("<app>.<name>")`, s
 `user.has_perm(...)`, templates and the navigation with `{% if perms.<app>.<name> %}`. The group
 names are read once per user object (rules caches them), so a page asks the database at most once
 however many checks it makes.
+
+A permission registered here is decided by its rule alone: `ModelBackend` (the per-user and group
+permission rows, which the admin and `agentops.view_task` use) is not asked about it, so a page
+that checks a role the viewer lacks does not load the viewer's permission rows for nothing.
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import rules
+from django.contrib.auth.backends import ModelBackend
 
 from reviews.states import Role
 
@@ -47,3 +54,12 @@ PERMISSIONS: dict[str, tuple[rules.Predicate, str]] = {
 
 for _name, (_predicate, _) in PERMISSIONS.items():
     rules.add_perm(_name, _predicate)
+
+
+class PermissionRowsBackend(ModelBackend):
+    """Django's ModelBackend for every permission that is not a role's (see the module)."""
+
+    def has_perm(self, user_obj: Any, perm: str, obj: Any = None) -> bool:
+        if rules.perm_exists(perm):
+            return False
+        return super().has_perm(user_obj, perm, obj)

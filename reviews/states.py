@@ -19,7 +19,7 @@ class AuditStatus(models.TextChoices):
 
 
 class Role(models.TextChoices):
-    """Groups created by migration; permissions attach to them."""
+    """Groups created by migration; what each may do is registered in `reviews.roles`."""
 
     OPERATORS = "operators", "Operators"
     AUDITORS = "auditors", "Auditors"

@@ -211,7 +211,7 @@ def test_edit_and_approve_keeps_bad_input_and_re_evaluates_the_policy(
 
     broken = post('{"amount": 50,')
     assert broken.status_code == 400
-    assert "Not valid JSON" in broken.content.decode()
+    assert "The arguments are not valid JSON" in broken.content.decode()
     assert 'Nothing was decided. <a href="#edit-form">' in broken.content.decode()
     assert "{&quot;amount&quot;: 50," in broken.content.decode()
     not_object = post("[1, 2]")
