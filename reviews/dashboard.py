@@ -31,7 +31,7 @@ def dashboard(request: HttpRequest) -> HttpResponse:
     return render(
         request,
         "reviews/dashboard.html",
-        {"form": form, "f": figures, "is_admin": request.user.has_perm("policies.edit_policy")},
+        {"form": form, "f": figures},
     )
 
 

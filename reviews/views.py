@@ -150,7 +150,6 @@ def _inbox_response(
         "filters": filters,
         "filter_query": urlencode(query),
         "fragment": fragment,
-        "can_act": request.user.has_perm(OPERATE),
         "results": results,
         "bulk_form": bulk_form or BulkApproveForm(),
         "message": message,
@@ -283,7 +282,6 @@ def _render_gate(
         "refusal": refusal,
         "alert": alert,
         "forms": forms,
-        "can_claim": request.user.has_perm(OPERATE),
         "held_by_other": panel.holder is not None and panel.holder.pk != request.user.pk,
     }
     return render(request, "reviews/gate_panel.html", context, status=status)
@@ -424,7 +422,6 @@ def _render_recovery(
         "recovery": panel.recovery,
         "form": form or InterventionForm(auto_id="recover_%s"),
         "alert": alert,
-        "can_act": request.user.has_perm(OPERATE),
         "held_by_other": panel.holder is not None and panel.holder.pk != request.user.pk,
         "confirming": next((o for o in panel.options if o.action == confirming), None),
     }
@@ -517,7 +514,6 @@ def audit_queue(request: HtmxHttpRequest) -> HttpResponse:
         "form": form,
         "page": page,
         "filter_query": urlencode({k: v for k, v in asdict(filters).items() if v}),
-        "can_review": request.user.has_perm(REVIEW_AUDIT),
     }
     return render_page(request, "reviews/audit_queue.html", context, fragment="audit_table")
 
@@ -617,7 +613,7 @@ def audit_review(request: HtmxHttpRequest, item_id: int) -> HttpResponse:
         item = audit_item_get(item_id=item_id)
     except AuditItem.DoesNotExist:
         raise Http404(f"no audit item {item_id}") from None
-    context = {"item": item, "can_review": True, "review_form": None if reviewed else form}
+    context = {"item": item, "review_form": None if reviewed else form}
     if request.htmx:
         # The row is swapped in place; htmx swaps only 2xx answers, so an error row is a 200.
         return render(request, "reviews/audit_queue.html#audit_row", context)
