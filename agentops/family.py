@@ -55,16 +55,20 @@ class Family:
         return ""
 
 
+def _ordinal(step: Step | None) -> int:
+    assert step is not None, "a child task always records the step that spawned it"
+    return step.ordinal
+
+
 def task_family(task: Task, *, has_fan_out: bool) -> Family | None:
     """The family of `task` (None when it has neither a parent nor a fan-out step)."""
     if task.parent_id is None and not has_fan_out:
         return None
     parent = None
     if task.parent_id is not None:
-        ordinal = Step.objects.filter(pk=task.parent_step_id).values_list("ordinal", flat=True)
-        parent = Member(Task.objects.get(pk=task.parent_id), ordinal.first() + 1)
+        parent = Member(Task.objects.get(pk=task.parent_id), _ordinal(task.parent_step) + 1)
     children = [
-        Member(child, child.parent_step.ordinal + 1)
+        Member(child, _ordinal(child.parent_step) + 1)
         for child in Task.objects.filter(parent_id=task.pk)
         .select_related("parent_step")
         .order_by("parent_step__ordinal", "fanout_index")

@@ -9,6 +9,7 @@ whatever the number of clients (idle keep-alive connections hold no thread).
 from __future__ import annotations
 
 import os
+from typing import Any
 
 bind = os.environ.get("GUNICORN_BIND", f"0.0.0.0:{os.environ.get('PORT', '8000')}")
 workers = int(os.environ.get("WEB_CONCURRENCY", "2"))
@@ -45,7 +46,7 @@ logconfig_dict = {
 }
 
 
-def child_exit(server, worker):  # type: ignore[no-untyped-def]
+def child_exit(server: Any, worker: Any) -> None:
     """In Prometheus multiprocess mode, let the collector forget a dead worker's live gauges."""
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         from prometheus_client import multiprocess

@@ -14,8 +14,8 @@ from datetime import datetime
 from functools import cached_property
 from typing import Any
 
-from django.db.models import Count, F, IntegerField, Prefetch, Q, QuerySet
-from django.db.models.functions import Least
+from django.db.models import Count, F, IntegerField, OuterRef, Prefetch, QuerySet, Subquery
+from django.db.models.functions import Coalesce, Least
 
 from agentops.engine.advisor import (
     Action,
@@ -69,7 +69,7 @@ def tasks_visible_to(user: Any) -> QuerySet[Task]:
 
 def task_list_recent(*, status: str | None = None, viewer: Any) -> QuerySet[Task]:
     """Tasks `viewer` may see, newest first, optionally only those in `status`; the caller
-    paginates."""
+    takes a window of it (agentops.paging: no count of the whole list)."""
     queryset = (
         tasks_visible_to(viewer)
         .only(
@@ -87,8 +87,18 @@ def task_list_recent(*, status: str | None = None, viewer: Any) -> QuerySet[Task
     )
     if status:
         queryset = queryset.filter(status=status)
-    undone = Count("tool_calls", filter=Q(tool_calls__status=LedgerStatus.COMPENSATED))
-    return _with_step_number(queryset).annotate(compensated_calls=undone)
+    # A subquery per shown row (a partial index holds the compensated calls), not a join of
+    # every task with every ledger row grouped before the LIMIT.
+    undone = (
+        ToolCall.objects.filter(task=OuterRef("pk"), status=LedgerStatus.COMPENSATED)
+        .order_by()
+        .values("task")
+        .annotate(n=Count("*"))
+        .values("n")
+    )
+    return _with_step_number(queryset).annotate(
+        compensated_calls=Coalesce(Subquery(undone, output_field=IntegerField()), 0)
+    )
 
 
 @dataclass(frozen=True)

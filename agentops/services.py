@@ -12,7 +12,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from agentops.engine import children, review_bridge
+from agentops.engine import children, gates
 from agentops.engine.checkpoints import snapshot_state
 from agentops.engine.dispatch import task_enqueue
 from agentops.engine.errors import AgentOpsError, StartRefused
@@ -27,8 +27,8 @@ from agentops.engine.transitions import (
     task_transition,
 )
 from agentops.models import Snapshot, Step, Task, ToolCall
-from agentops.states import LedgerStatus, StepStatus, TaskMode, TaskStatus
-from policies.services import policy_version_pin
+from agentops.states import STEP_TRANSITIONS, LedgerStatus, StepStatus, TaskMode, TaskStatus
+from policies.services import policy_version_ensure_active
 
 # Registered with the other role permissions in `reviews.roles`; asked through Django here.
 START_TASK = "agentops.start_task"
@@ -88,7 +88,7 @@ def task_create(
             policy_version=(
                 parent.policy_version
                 if parent is not None
-                else policy_version_pin(policy_name=policy)
+                else policy_version_ensure_active(policy_name=policy)
             ),
             parent=parent,
             parent_step=parent_step,
@@ -154,7 +154,7 @@ def _transition(task_id: int, name: str, *, actor: Any, reason: str = "", **fiel
         raise TransitionRefused(f"task {task_id} is {status}; cannot {name.replace('_', ' ')}")
     # A task leaving its gate any other way than by a decision on it withdraws the gate (a
     # decision closes its gate before resuming, so then there is nothing left to withdraw).
-    review_bridge.gates_withdraw(task_id=task_id, because=name)
+    gates.gates_withdraw(task_id=task_id, because=name)
     return Task.objects.filter(pk=task_id).values_list("last_seq", flat=True).get()
 
 
@@ -228,7 +228,7 @@ def task_retry(*, task_id: int, actor: Any, reason: str = "") -> None:
             _reset(step, attempts=0, error=None)
             events.append(
                 EventSpec(
-                    "agentops.step.reset",
+                    STEP_TRANSITIONS["reset"].event,
                     step=step.ordinal,
                     payload={"intervention": "retry"},
                     fold={"steps": {str(step.ordinal): StepStatus.PENDING}},
@@ -248,7 +248,7 @@ def task_skip_step(*, task_id: int, actor: Any, reason: str = "") -> None:
         step_transition(step=step, name="skip", error=None, finished_at=timezone.now())
         events = [
             EventSpec(
-                "agentops.step.skipped",
+                STEP_TRANSITIONS["skip"].event,
                 step=step.ordinal,
                 payload={"reason": redacted(reason)},
                 fold={"steps": {str(step.ordinal): StepStatus.SKIPPED}},
@@ -260,7 +260,7 @@ def task_skip_step(*, task_id: int, actor: Any, reason: str = "") -> None:
             if step_transition(step=dependant, name="skip", error=None, finished_at=timezone.now()):
                 events.append(
                     EventSpec(
-                        "agentops.step.skipped",
+                        STEP_TRANSITIONS["skip"].event,
                         step=dependant.ordinal,
                         payload={"reason": f"depends on skipped step {step.ordinal + 1}"},
                         fold={"steps": {str(dependant.ordinal): StepStatus.SKIPPED}},
@@ -329,7 +329,7 @@ def ledger_confirm(*, call_id: int, executed: bool, actor: Any, reason: str = ""
                     fold={"ledger": {call.idempotency_key: target}},
                 ),
                 EventSpec(
-                    "agentops.step.reset",
+                    STEP_TRANSITIONS["reset"].event,
                     step=call.step.ordinal,
                     payload={"intervention": "confirm"},
                     fold={"steps": {str(call.step.ordinal): StepStatus.PENDING}},
@@ -493,11 +493,11 @@ def task_modify(
             return {}
         fields = {**budgets, "input": new_input}
         if task.status == TaskStatus.PAUSED:
-            Task.objects.filter(pk=task_id, status=TaskStatus.PAUSED).update(**fields)
             task_append_event(
                 task_id=task_id,
                 event=EventSpec("agentops.task.modified", payload={"changes": changes}),
                 actor=actor,
+                **fields,
             )
             return changes
         _transition(task_id, "pause", actor=actor, reason="modify")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 import dj_database_url
 
@@ -57,7 +58,7 @@ def process_name() -> str:
     return path.parent.name if path.name == "__main__.py" else path.name  # python -m gunicorn
 
 
-def database_settings(url: str) -> dict:
+def database_settings(url: str) -> dict[str, Any]:
     """Django's database settings from a URL (query parameters such as sslmode survive).
 
     Every connection carries the server-side limits that keep a frozen process from blocking
@@ -79,7 +80,7 @@ def database_settings(url: str) -> dict:
     options["options"] = f"{options.get('options', '')} {server_options}".strip()
     options.setdefault("application_name", f"agentops:{process_name()}"[:63])
     database["TEST"] = {"NAME": os.environ.get("DATABASE_TEST_NAME") or None}
-    return database
+    return dict(database)
 
 
 DEV = env_bool("AGENTOPS_DEV", False)
@@ -209,7 +210,7 @@ LOGOUT_REDIRECT_URL = "login"
 REDIS_URL = os.environ.get("REDIS_URL") or embedded.redis_url(
     DATA_DIR / "embedded", db=env_int("AGENTOPS_EMBEDDED_REDIS_DB", 0)
 )
-RQ_QUEUES = {
+RQ_QUEUES: dict[str, dict[str, Any]] = {
     "default": {
         "URL": REDIS_URL,
         "DEFAULT_TIMEOUT": 600,
@@ -248,7 +249,7 @@ LOGGING = {
 }
 
 # The engine's knobs. Every one is documented in docs/operations.md.
-AGENTOPS = {
+AGENTOPS: dict[str, Any] = {
     # Seconds a claimed lease lasts; the holder heartbeats every third of it during a call.
     "LEASE_SECONDS": env_float("AGENTOPS_LEASE_SECONDS", 30.0),
     # A job advances its task for at most this long before it re-enqueues itself.

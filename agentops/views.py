@@ -12,7 +12,6 @@ from typing import Any
 from urllib.parse import urlencode
 
 from django.core.exceptions import PermissionDenied
-from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponsePermanentRedirect
 from django.shortcuts import redirect
 from django.templatetags.static import static
@@ -20,10 +19,11 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods
 from django_htmx.http import HTMX_STOP_POLLING, HttpResponseClientRedirect
 
-from agentops import prometheus
+from agentops import prometheus, task_page
 from agentops.engine.errors import StartRefused, UnknownAgent
 from agentops.forms import TaskFilterForm, TaskStartForm
 from agentops.models import Task
+from agentops.paging import window
 from agentops.selectors import artifact_get_visible, task_get_detail, task_list_recent
 from agentops.services import task_create
 from agentops.web import (
@@ -42,9 +42,11 @@ PAGE_SIZE = 50
 def task_list(request: HtmxHttpRequest) -> HttpResponse:
     form = TaskFilterForm(request.GET)
     status = form.cleaned_data["status"] if form.is_valid() else ""
-    page = Paginator(
-        task_list_recent(status=status or None, viewer=request.user), PAGE_SIZE
-    ).get_page(request.GET.get("page"))
+    page = window(
+        task_list_recent(status=status or None, viewer=request.user),
+        page=request.GET.get("page"),
+        size=PAGE_SIZE,
+    )
     context: dict[str, Any] = {
         "form": form,
         "page": page,
@@ -91,15 +93,18 @@ def task_detail(request: HtmxHttpRequest, task_id: int) -> HttpResponse:
         detail = task_get_detail(task_id=task_id, viewer=request.user)
     except Task.DoesNotExist:
         raise Http404(f"no task {task_id}") from None
-    context = {"detail": detail, "task": detail.task}
+    context: dict[str, Any] = {"detail": detail, "task": detail.task}
+    fragment = wants_fragment(request)
+    if not fragment:
+        # Other apps' sections (the review section of `reviews`), registered with the page.
+        context["sections"] = task_page.sections_render(request, detail.task)
     # 286 (stop polling): htmx swaps this last fragment of a finished task and stops asking.
-    last = wants_fragment(request) and detail.is_terminal
     return render_page(
         request,
         "agentops/task_detail.html",
         context,
         fragment="task_live",
-        status=HTMX_STOP_POLLING if last else 200,
+        status=HTMX_STOP_POLLING if fragment and detail.is_terminal else 200,
     )
 
 

@@ -122,7 +122,9 @@ def policy_get(policy_id: int) -> Policy:
 def policy_version_list(policy: Policy) -> list[PolicyVersion]:
     """Published versions newest first, then drafts newest first."""
     versions = list(PolicyVersion.objects.filter(policy=policy).select_related("parent"))
-    published = sorted((v for v in versions if v.number is not None), key=lambda v: -v.number)
+    published = sorted(
+        (v for v in versions if v.number is not None), key=lambda v: -(v.number or 0)
+    )
     drafts = sorted(
         (v for v in versions if v.number is None and v.status == VersionStatus.DRAFT),
         key=lambda v: -v.pk,

@@ -164,7 +164,9 @@ def _ordered_ids(version: PolicyVersion) -> list[int | None]:
 
 
 def _ensure_unique_name(version: PolicyVersion, name: str, *, exclude: int | None = None) -> None:
-    clash = PolicyRule.objects.filter(version=version, name=name).exclude(pk=exclude)
+    clash = PolicyRule.objects.filter(version=version, name=name)
+    if exclude is not None:
+        clash = clash.exclude(pk=exclude)
     if clash.exists():
         raise RuleConflict(f"this draft already has a rule named {name!r}")
 
@@ -483,9 +485,10 @@ def policy_default_install() -> PolicyVersion:
         )
 
 
-def policy_version_pin(*, policy_name: str = DEFAULT_POLICY_NAME) -> PolicyVersion:
-    """The version a new task pins: the policy's active version. For the shipped default
-    policy it is installed first if missing; any other policy must exist (PolicyNotFound)."""
+def policy_version_ensure_active(*, policy_name: str = DEFAULT_POLICY_NAME) -> PolicyVersion:
+    """The policy's active version (the caller pins it on a new task). The shipped default
+    policy is installed first when it is missing, so this may write; any other policy must
+    exist already (PolicyNotFound)."""
     active = policy_version_active(policy_name)
     if active is not None:
         return active

@@ -18,15 +18,7 @@ from agentops.admin import TaskAdmin, ToolCallAdmin
 from agentops.engine.errors import AgentOpsError
 from agentops.models import Task, ToolCall
 from agentops.web import ReadOnlyAdmin
-from reviews.models import (
-    ApiToken,
-    AuditItem,
-    Decision,
-    Delivery,
-    Gate,
-    NotificationRoute,
-    WebhookEndpoint,
-)
+from reviews.models import ApiToken, Decision, Delivery, NotificationRoute, WebhookEndpoint
 from reviews.services import (
     ReviewError,
     intervention_apply,
@@ -164,26 +156,6 @@ admin.site.unregister(Task)
 admin.site.register(Task, DecidingTaskAdmin)
 admin.site.unregister(ToolCall)
 admin.site.register(ToolCall, ConfirmingToolCallAdmin)
-
-
-@admin.register(Gate)
-class GateAdmin(admin.ModelAdmin):
-    list_display = ("id", "task", "tool", "status", "rule", "approver_group", "due_at")
-    list_filter = ("status", "rule")
-    readonly_fields = [f.name for f in Gate._meta.fields]
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-
-@admin.register(AuditItem)
-class AuditItemAdmin(admin.ModelAdmin):
-    list_display = ("id", "task", "tool", "route", "sampled", "status", "created_at")
-    list_filter = ("status", "route", "sampled")
-    readonly_fields = [f.name for f in AuditItem._meta.fields]
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
 
 
 @admin.register(Decision)

@@ -23,11 +23,10 @@ from ninja.errors import HttpError
 from ninja.security import HttpBearer
 
 from agentops.engine.errors import AgentOpsError, StartRefused
-from agentops.models import Task
+from agentops.models import AuditItem, Gate, Task
 from agentops.selectors import tasks_visible_to
 from agentops.services import task_create
-from agentops.states import TaskStatus
-from reviews.models import AuditItem, Gate
+from agentops.states import AuditStatus, GateStatus, TaskStatus
 from reviews.services import (
     GateAlreadyDecided,
     NotAllowed,
@@ -36,7 +35,6 @@ from reviews.services import (
     gate_edit_and_approve,
     gate_reject,
 )
-from reviews.states import AuditStatus, GateStatus
 from reviews.tokens import api_token_user
 
 PAGE_LIMIT = 100

@@ -19,11 +19,12 @@ from django.utils import timezone
 
 from agentops.engine.jsonvalues import validated
 from agentops.metrics import Window
+from agentops.states import AuditStatus
 from agentops.web import JSONObjectField
 from reviews.metrics import FAST_SECONDS
 from reviews.models import NotificationPreference
 from reviews.selectors import AuditFilters, DecisionFilters, InboxFilters
-from reviews.states import AuditStatus, NoticeEvent
+from reviews.states import NoticeEvent
 
 NOTE_MAX = 4000
 ARGUMENTS_MAX = 64 * 1024

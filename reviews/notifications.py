@@ -32,17 +32,11 @@ from django.urls import reverse
 from django.utils import timezone
 
 from agentops.engine.dispatch import job_waiting
-from agentops.models import Event, Task
-from agentops.states import TaskStatus
-from reviews.models import (
-    Delivery,
-    Gate,
-    Notice,
-    NotificationPreference,
-    NotificationRoute,
-)
+from agentops.models import Event, Gate, Task
+from agentops.states import GateStatus, TaskStatus
+from reviews.models import Delivery, Notice, NotificationPreference, NotificationRoute
 from reviews.services import delivery_attempt_record
-from reviews.states import Channel, DeliveryStatus, GateStatus, NoticeEvent, Role, WebhookFormat
+from reviews.states import Channel, DeliveryStatus, NoticeEvent, Role, WebhookFormat
 
 logger = logging.getLogger(__name__)
 
@@ -304,6 +298,7 @@ def _record_failure(delivery: Delivery, error: Exception) -> str:
 def _send(delivery: Delivery) -> None:
     if delivery.channel == Channel.EMAIL:
         notice = delivery.notice
+        assert delivery.user is not None, "an email delivery has a recipient"
         send_mail(
             subject=f"[agentops] {notice.get_event_display()}: task {notice.task_id}",
             message=f"{notice.text}\n\nOpen it: {notice.link}\n",
@@ -312,6 +307,7 @@ def _send(delivery: Delivery) -> None:
         )
         return
     endpoint = delivery.endpoint
+    assert endpoint is not None, "a webhook delivery has an endpoint"
     body = json.dumps(webhook_body(delivery), sort_keys=True).encode()
     timestamp = str(int(time.time()))
     response = httpx.post(
@@ -346,6 +342,7 @@ def _slack_escape(text: str) -> str:
 
 def webhook_body(delivery: Delivery) -> dict[str, Any]:
     notice = delivery.notice
+    assert delivery.endpoint is not None, "a webhook delivery has an endpoint"
     if delivery.endpoint.body_format == WebhookFormat.SLACK:
         return {
             "text": f"{_slack_escape(notice.text)} <{notice.link}|Open in agentops>",
@@ -361,7 +358,7 @@ def webhook_body(delivery: Delivery) -> dict[str, Any]:
         },
         "gate": (
             {"id": notice.gate_id, "rule": notice.rule, "due_at": notice.gate.due_at.isoformat()}
-            if notice.gate_id
+            if notice.gate
             else None
         ),
         "text": notice.text,

@@ -18,7 +18,6 @@ from typing import Any
 from urllib.parse import urlencode
 
 from django.contrib import messages
-from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -26,7 +25,7 @@ from django.utils import timezone
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from agentops.models import Task, ToolCall
+from agentops.models import AuditItem, Gate, Task, ToolCall
 from agentops.selectors import json_preview
 from agentops.services import TransitionRefused
 from agentops.web import (
@@ -55,13 +54,13 @@ from reviews.forms import (
     TaskControlForm,
     TaskModifyForm,
 )
-from reviews.models import AuditItem, Gate
 from reviews.selectors import (
     GatePanel,
     api_token_list,
     audit_filter_choices,
     audit_item_get,
     audit_item_list,
+    audit_item_page,
     decision_log_list,
     delivery_list_for,
     gate_get_panel,
@@ -97,8 +96,6 @@ from reviews.services import (
 )
 from reviews.tokens import api_token_create, api_token_revoke
 
-AUDIT_PAGE_SIZE = 50
-INBOX_PAGE_SIZE = 50
 BULK_RESULTS = "reviews_bulk_results"
 CSV_FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
 
@@ -139,8 +136,8 @@ def _inbox_response(
     fragment = wants_fragment(request)
     form = InboxFilterForm(request.GET, choices=inbox_filter_choices())
     filters = form.filters()
-    inbox = inbox_list(filters=filters, viewer=request.user)
-    page = Paginator(inbox.items, INBOX_PAGE_SIZE).get_page(request.GET.get("page"))
+    inbox = inbox_list(filters=filters, viewer=request.user, page=request.GET.get("page"))
+    page = inbox.page
     query = {k: v for k, v in request.GET.items() if k != "page" and v}
     context = {
         "inbox": inbox,
@@ -507,9 +504,7 @@ def _audit_filter_form(request: HttpRequest) -> AuditFilterForm:
 def audit_queue(request: HtmxHttpRequest) -> HttpResponse:
     form = _audit_filter_form(request)
     filters = form.filters()
-    page = Paginator(audit_item_list(filters=filters), AUDIT_PAGE_SIZE).get_page(
-        request.GET.get("page")
-    )
+    page = audit_item_page(filters=filters, page=request.GET.get("page"))
     context = {
         "form": form,
         "page": page,

@@ -110,13 +110,13 @@ def invoke(tool: Tool, ctx: ToolContext, arguments: dict[str, Any]) -> Outcome:
             return reconcile(tool, ctx, arguments, cause=failure)
         return Outcome(LedgerStatus.FAILED, failure=failure)
     except Exception as exc:  # a tool's bug must end its step, not crash the worker
-        failure = ToolFailure(
+        bug = ToolFailure(
             f"{tool.name} raised {type(exc).__name__}: {exc}",
             kind="tool_error",
             retryable=False,
             detail={"maybe_executed": True},
         )
-        return reconcile(tool, ctx, arguments, cause=failure)
+        return reconcile(tool, ctx, arguments, cause=bug)
     try:
         return Outcome(LedgerStatus.SUCCEEDED, result=redacted(checked_result(tool, raw)))
     except ToolFailure as failure:

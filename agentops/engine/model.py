@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import openai
 from django.conf import settings
-from openai.types.chat import ChatCompletion
+from openai.types.chat import ChatCompletion, ChatCompletionMessageFunctionToolCall
 
 from agentops.engine.errors import ModelFailure
 from agentops.engine.jsonvalues import canonical_json
@@ -304,6 +304,17 @@ class Exchange:
     seconds: float
 
 
+def _function_call(call: object) -> dict[str, Any]:
+    """One tool call of a completion as the runner reads it; only function calls are tools."""
+    if not isinstance(call, ChatCompletionMessageFunctionToolCall):
+        raise ValueError(f"a {getattr(call, 'type', '?')} tool call is not a function call")
+    return {
+        "id": call.id,
+        "name": call.function.name,
+        "arguments": json.loads(call.function.arguments or "{}"),
+    }
+
+
 class OpenAICompatibleModel:
     """Chat completions through the official `openai` SDK, against any compatible server."""
 
@@ -353,14 +364,7 @@ class OpenAICompatibleModel:
     def parse(self, completion: ChatCompletion) -> ModelResponse:
         try:
             message = completion.choices[0].message
-            calls = [
-                {
-                    "id": c.id,
-                    "name": c.function.name,
-                    "arguments": json.loads(c.function.arguments or "{}"),
-                }
-                for c in message.tool_calls or []
-            ]
+            calls = [_function_call(c) for c in message.tool_calls or []]
             content = message.content or ""
         except (AttributeError, IndexError, TypeError, ValueError) as exc:
             raise ModelFailure(f"unexpected model response: {exc}", kind="output_invalid") from None

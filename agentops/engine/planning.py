@@ -1,10 +1,12 @@
-"""Dependency order of a task's plan: which step runs next, and what a skipped step blocks.
+"""A task's plan: asking the model for one, and its dependency order (which step runs next, and
+what a skipped step blocks).
 
-Pure Python over `Step` rows already loaded (no queries). A step runs only when every step it
-depends on (`Step.depends_on`, ordinals) has succeeded; a step whose dependency was skipped can
-never get that dependency's output, so skipping a step skips its dependants too (transitively),
-and the recovery preview names them. A plan's dependencies point at earlier ordinals only, so
-running open steps in ordinal order never runs a step before its dependencies.
+`plan_propose` asks the model for a plan and returns its steps unsaved; the runner commits them.
+The rest is pure Python over `Step` rows already loaded (no queries). A step runs only when every
+step it depends on (`Step.depends_on`, ordinals) has succeeded; a step whose dependency was
+skipped can never get that dependency's output, so skipping a step skips its dependants too
+(transitively), and the recovery preview names them. A plan's dependencies point at earlier
+ordinals only, so running open steps in ordinal order never runs a step before its dependencies.
 """
 
 from __future__ import annotations
@@ -13,7 +15,13 @@ from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from typing import Any, Protocol, TypeVar
 
+from agentops.engine import context as ctxbuild
 from agentops.engine.advisor import Preview
+from agentops.engine.errors import ModelFailure
+from agentops.engine.leases import Heartbeat
+from agentops.engine.model import ModelRequest, get_model_adapter
+from agentops.engine.registry import Agent, get_tool
+from agentops.models import Step, Task
 from agentops.states import STEP_DONE, StepStatus
 
 
@@ -24,6 +32,29 @@ class PlannedStep(Protocol):
 
 
 S = TypeVar("S", bound=PlannedStep)
+
+
+def plan_propose(*, agent: Agent, task: Task, beat: Heartbeat) -> list[Step]:
+    """Ask the model for a plan (agents without a fixed plan); its steps, not yet saved."""
+    request = ModelRequest(
+        agent=agent.name,
+        task_id=task.pk,
+        step=-1,
+        step_title="plan",
+        attempt=task.claims,
+        task_input=task.input,
+        planning=True,
+        messages=ctxbuild.build_messages(agent=agent, task=task, steps=[], current=None),
+        tools=[get_tool(name).schema() for name in agent.tools],
+    )
+    with beat.call():
+        response = get_model_adapter(agent).complete(request)
+    if not response.plan:
+        raise ModelFailure("the model returned no plan", kind="output_invalid")
+    return [
+        Step(task=task, ordinal=i, title=str(p["title"])[:200], spec={"tool": p.get("tool")})
+        for i, p in enumerate(response.plan)
+    ]
 
 
 class PlanInvalid(ValueError):

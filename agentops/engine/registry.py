@@ -24,7 +24,13 @@ import httpx
 import pydantic
 from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
 
-from agentops.engine.errors import ModelFailure, ToolFailure, UnknownAgent, UnknownTool
+from agentops.engine.errors import (
+    ModelFailure,
+    OrchestrationFailure,
+    ToolFailure,
+    UnknownAgent,
+    UnknownTool,
+)
 
 SIDE_EFFECT_CLASSES = ("read", "write", "notify", "financial")
 
@@ -82,7 +88,7 @@ class Tool:
                 continue
             annotation = hints.get(name, Any)
             fields[name] = (annotation, ... if param.default is param.empty else param.default)
-        return pydantic.create_model(  # type: ignore[call-overload, no-any-return]
+        return pydantic.create_model(
             f"{self.name}_arguments",
             __config__=ConfigDict(extra="forbid", strict=True),
             **fields,
@@ -280,6 +286,16 @@ def get_tool(name: str) -> Tool:
         return _TOOLS[name]
     except KeyError:
         raise UnknownTool(name) from None
+
+
+def registered_tool(name: str) -> Tool:
+    """A tool a recorded step uses; a deploy that removed it stops the step, not the worker."""
+    try:
+        return get_tool(name)
+    except UnknownTool as exc:
+        raise OrchestrationFailure(
+            f"{exc}: the tool of a recorded call is no longer registered", kind="unknown_tool"
+        ) from None
 
 
 def get_agent(name: str) -> Agent:

@@ -1,21 +1,36 @@
 """Routing a proposed action to a lane, under the policy version the task pinned at creation.
 
 The one seam between the engine and `policies`: the runner builds a policy `Action` here and asks
-`policies.selectors.policy_evaluate` (pure evaluation over a cached, immutable version).
+`policies.selectors.policy_evaluate` (pure evaluation over a cached, immutable version). This
+module decides (the arguments to run, the verdict, whether a person's approval still holds, what
+is recorded on the step); the runner commits the outcome in its fenced transaction.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from agentops.engine.errors import OrchestrationFailure
 from agentops.engine.registry import Tool
-from agentops.models import Task
+from agentops.models import Step, Task
+from agentops.states import Phase
 from policies import catalog
 from policies.engine import Action, Verdict
 from policies.selectors import policy_evaluate
-from policies.services import policy_version_pin
+from policies.services import policy_version_ensure_active
 
-__all__ = ["Action", "Verdict", "action_for", "route_action"]
+__all__ = [
+    "Action",
+    "Verdict",
+    "action_for",
+    "approved",
+    "audited",
+    "effective_arguments",
+    "route_action",
+    "routed_payload",
+    "step_routing",
+    "verdict_for",
+]
 
 
 def action_for(
@@ -42,5 +57,85 @@ def action_for(
 
 def route_action(*, task: Task, action: Action) -> Verdict:
     """The verdict of the task's pinned policy version for `action`."""
-    version_id = task.policy_version_id or policy_version_pin().pk
+    version_id = task.policy_version_id or policy_version_ensure_active().pk
     return policy_evaluate(version_id=version_id, action=action)
+
+
+def effective_arguments(
+    step: Step, tool: Tool, proposal: dict[str, Any]
+) -> tuple[dict[str, Any], bool]:
+    """The arguments to run: a person's edit of a gated action wins over the model's."""
+    approval = step.approval
+    if approval and approval.get("tool") == tool.name:
+        return approval["arguments"], bool(approval.get("edited"))
+    return proposal["arguments"], False
+
+
+def verdict_for(
+    *,
+    task: Task,
+    tool: Tool,
+    arguments: dict[str, Any],
+    step: int,
+    confidence: float | None,
+    edited: bool,
+) -> Verdict:
+    """The verdict for a proposed call; a denied action raises authorization_gap."""
+    verdict = route_action(
+        task=task,
+        action=action_for(
+            task=task,
+            tool=tool,
+            arguments=arguments,
+            step=step,
+            confidence=confidence,
+            edited=edited,
+        ),
+    )
+    if verdict.route == "deny":
+        raise OrchestrationFailure(
+            f"policy denies {tool.name}: {'; '.join(verdict.reasons)}",
+            kind="authorization_gap",
+            detail={"rule": verdict.rule, "policy_version": verdict.version},
+        )
+    return verdict
+
+
+def approved(step: Step, digest: str, verdict: Verdict) -> bool:
+    """A person's approval holds only for these exact arguments under this policy version,
+    and, if the action is still gated, under the same rule (a stricter rule gates again)."""
+    approval = step.approval
+    return bool(
+        approval
+        and approval.get("args_digest") == digest
+        and approval.get("policy_version_id") == verdict.version_id
+        and (verdict.route != "gate" or approval.get("rule") == verdict.rule)
+    )
+
+
+def step_routing(verdict: Verdict) -> dict[str, Any]:
+    """The fields the verdict stores on the step, so any decision can be replayed."""
+    return {
+        "route": verdict.route,
+        "policy_version": verdict.version,
+        "policy_rule": verdict.rule,
+    }
+
+
+def routed_payload(*, tool: Tool, verdict: Verdict, digest: str) -> dict[str, Any]:
+    """What the gate or ledger event records about the routing (before the tool call)."""
+    return {
+        "tool": tool.name,
+        "route": verdict.route,
+        "rule": verdict.rule,
+        "policy_version": verdict.version,
+        "reasons": list(verdict.reasons),
+        "args_digest": digest,
+        "phase": Phase.BEFORE_TOOL_CALL,
+    }
+
+
+def audited(verdict: Verdict, step: Step) -> bool:
+    """The call gets an audit item: the audit lane, or a sampled share of `auto` (decided
+    deterministically from the step id)."""
+    return verdict.route == "audit" or verdict.queues_audit(str(step.pk))

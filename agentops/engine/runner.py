@@ -6,13 +6,17 @@ Per step it records the checkpoint phases of DESIGN §5 in two commits around ea
 The model is never asked twice for a step whose response is recorded, and a tool never runs for a
 key whose effect is recorded. Every write is fenced by the lease epoch (LeaseLost stops the run).
 A job runs for one time slice, then yields the task back to the queue; parked tasks hold no worker.
+
+The runner keeps the step loop and the commits; the decisions live beside it, one job each:
+`retries` (backoff and attempt caps), `budgets` (budgets, planning loops, confidence collapse),
+`planning` (asking for a plan, the order of steps), `routing` (the policy verdict for a proposed
+call) and `rollback` (compensating a task's effects).
 """
 
 from __future__ import annotations
 
 import functools
 import logging
-import random
 import time
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -21,12 +25,11 @@ from typing import Any
 import httpx
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F, Q
+from django.db.models import F
 from django.db.models.functions import Now
-from django.utils import timezone
 
 from agentops import prometheus
-from agentops.engine import children, handoff, review_bridge
+from agentops.engine import budgets, children, gates, handoff, planning, retries, routing
 from agentops.engine import context as ctxbuild
 from agentops.engine.checkpoints import checkpoint_verify, snapshot_write
 from agentops.engine.crashpoints import crashpoint
@@ -59,9 +62,9 @@ from agentops.engine.model import (
     estimate_tokens,
     get_model_adapter,
 )
-from agentops.engine.planning import next_open_step
-from agentops.engine.registry import Agent, Tool, ToolContext, get_agent, get_tool
-from agentops.engine.routing import Verdict, action_for, route_action
+from agentops.engine.registry import Agent, Tool, ToolContext, get_agent, get_tool, registered_tool
+from agentops.engine.rollback import Rollback
+from agentops.engine.routing import Verdict
 from agentops.engine.transitions import (
     EventSpec,
     Lease,
@@ -69,12 +72,21 @@ from agentops.engine.transitions import (
     fenced_write,
     ledger_transition,
     step_as_done,
+    step_record,
     step_transition,
     task_claim,
 )
 from agentops.logs import task_context, task_context_step
 from agentops.models import Step, Task, ToolCall
-from agentops.states import STEP_DONE, LedgerStatus, Phase, StepStatus, TaskMode
+from agentops.states import (
+    STEP_DONE,
+    STEP_TRANSITIONS,
+    TASK_TRANSITIONS,
+    LedgerStatus,
+    Phase,
+    StepStatus,
+    TaskMode,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -100,66 +112,8 @@ def http_client() -> httpx.Client:
     return httpx.Client(timeout=settings.AGENTOPS["TOOL_TIMEOUT_SECONDS"])
 
 
-def _registered_tool(name: str) -> Tool:
-    """A tool a recorded step uses; a deploy that removed it stops the step, not the worker."""
-    try:
-        return get_tool(name)
-    except UnknownTool as exc:
-        raise OrchestrationFailure(
-            f"{exc}: the tool of a recorded call is no longer registered", kind="unknown_tool"
-        ) from None
-
-
-def backoff_seconds(attempt: int, retry_after: float | None, base: float | None = None) -> float:
-    """Exponential backoff with jitter, never sooner than the remote's Retry-After."""
-    conf = settings.AGENTOPS
-    base = conf["BACKOFF_BASE_SECONDS"] if base is None else base
-    delay = min(conf["BACKOFF_MAX_SECONDS"], base * 2 ** max(attempt - 1, 0))
-    delay *= 1 + random.uniform(0, 0.25)
-    return max(delay, retry_after or 0.0)
-
-
-CLAIMED = "agentops.task.claimed"
-# Events after which nobody works on the task until the next claim.
-LEFT_RUNNING = frozenset(
-    {
-        "agentops.task.yielded",
-        "agentops.task.awaiting_approval",
-        "agentops.task.retry_scheduled",
-        "agentops.task.stopped",
-        "agentops.task.paused",
-        "agentops.task.succeeded",
-        "agentops.task.aborted",
-        "agentops.task.rolled_back",
-    }
-)
-
-
 # The task left `running` because a step (or the task) failed.
-FAILED_OUT = frozenset({"agentops.task.retry_scheduled", "agentops.task.stopped"})
-
-
-def worked_seconds(task_id: int) -> float:
-    """How long the task has been worked on: from each claim until it left `running` (parked at
-    a gate, waiting for a retry, paused, stopped, yielded) or until the next claim (its worker
-    died), and the current claim until now. Waits for people and backoff do not count."""
-    from agentops.models import Event
-
-    total, since = 0.0, None
-    rows = (
-        Event.objects.filter(task_id=task_id, action__in=LEFT_RUNNING | {CLAIMED})
-        .order_by("seq")
-        .values_list("action", "created_at")
-    )
-    for action, at in rows:
-        if since is not None:
-            total += (at - since).total_seconds()
-            since = None
-        if action == CLAIMED:
-            since = at
-    if since is not None:
-        total += (timezone.now() - since).total_seconds()
-    return total
+FAILED_OUT = frozenset(TASK_TRANSITIONS[name].event for name in ("schedule_retry", "stop"))
 
 
 def step_tokens(step: Step) -> int:
@@ -182,6 +136,22 @@ class StepResult:
     tool: Tool | None = None
     # The step's action waits at a gate: the task is parked and the job ends.
     parked: bool = False
+
+
+@dataclass
+class Routed:
+    """A proposed call with its verdict, and the task writes (the model result, if new) that
+    commit with it: a gate, or a `pending` ledger row."""
+
+    step: Step
+    tool: Tool
+    arguments: dict[str, Any]
+    edited: bool
+    verdict: Verdict
+    digest: str
+    events: list[EventSpec] = field(default_factory=list)
+    fields: dict[str, Any] = field(default_factory=lambda: {"phase": Phase.BEFORE_TOOL_CALL})
+    response_record: dict[str, Any] | None = None
 
 
 @dataclass
@@ -210,7 +180,10 @@ class TaskRun:
         if stopped:
             return stopped
         if self.task.mode == TaskMode.ROLLBACK:
-            return Rollback(task_run=self).execute()
+            failure = Rollback(
+                lease=self.lease, task=self.task, http=self.http, beat=self.beat
+            ).execute()
+            return "rolled back" if failure is None else self._stop(failure)
         if not self.steps:
             try:
                 self._plan()
@@ -242,11 +215,9 @@ class TaskRun:
             if time.monotonic() > deadline:
                 self._complete(step, result, then="yield")
                 return "yielded"
-            if following.attempts >= self.task.step_retry_cap and not children.is_fan_out(
-                following
-            ):
+            if retries.at_cap(self.task, following):
                 self._complete(step, result)
-                return self._stop(self._cap_failure(following))
+                return self._stop(retries.cap_failure(self.task, following))
             self._complete(step, result, begin=following)
             step = following
 
@@ -286,7 +257,7 @@ class TaskRun:
             Event.objects.filter(
                 task_id=self.task.pk,
                 seq__lte=self.lease.last_seq,
-                action__in=LEFT_RUNNING | {CLAIMED},
+                action__in=budgets.LEFT_RUNNING | {budgets.CLAIMED},
             )
             .order_by("-seq")
             .values_list("action", "payload")[:2]
@@ -302,7 +273,7 @@ class TaskRun:
         )
 
     def _first_open_step(self, after: Step | None = None) -> Step | None:
-        return next_open_step(self.steps, after=after.ordinal if after is not None else -1)
+        return planning.next_open_step(self.steps, after=after.ordinal if after is not None else -1)
 
     # -- phase 1: before_model_call -----------------------------------------------------------
 
@@ -346,7 +317,7 @@ class TaskRun:
             fields["tokens_saved"] = F("tokens_saved") + self.tokens_saved
             self.tokens_saved = 0
         event = EventSpec(
-            "agentops.step.started",
+            STEP_TRANSITIONS["start"].event,
             step=step.ordinal,
             payload=payload,
             fold={"steps": {str(step.ordinal): StepStatus.RUNNING}, "current_step": step.ordinal},
@@ -367,10 +338,8 @@ class TaskRun:
 
     def _begin(self, step: Step) -> bool:
         """Start `step` in its own commit (the first step of a claim). Counts the attempt."""
-        # A fan-out step is claimed again each time its children wake it; its children have
-        # their own caps.
-        if step.attempts >= self.task.step_retry_cap and not children.is_fan_out(step):
-            self._stop(self._cap_failure(step))
+        if retries.at_cap(self.task, step):
+            self._stop(retries.cap_failure(self.task, step))
             return False
         events, fields = self._begin_events(step)
         with transaction.atomic():
@@ -404,10 +373,10 @@ class TaskRun:
                     self._record_text_reply(step, response)
                 return StepResult(output={"text": response.text})
             name = response.tool_calls[0]["name"]
-            tool = self._proposed_tool(name) if fresh else _registered_tool(name)
+            tool = self._proposed_tool(name) if fresh else registered_tool(name)
             call = None if fresh else self._live_call(step)
             if call is None:
-                if not fresh and self._has_failed_try(step):
+                if not fresh and retries.has_failed_try(step):
                     call = self._reopen_call(step, tool)
                 else:
                     call = self._route(step, response, tool, record=fresh)
@@ -426,7 +395,7 @@ class TaskRun:
         return StepResult(output=outcome.result or {}, call=call, outcome=outcome, tool=tool)
 
     def _ask_model(self, step: Step) -> ModelResponse:
-        self._check_budgets()
+        budgets.check_budgets(self.task)
         request = ModelRequest(
             agent=self.agent.name,
             task_id=self.task.pk,
@@ -490,129 +459,114 @@ class TaskRun:
         step.model_response = stored
         crashpoint("after_model_result", step=step.ordinal)
 
-    def _effective_arguments(
-        self, step: Step, tool: Tool, proposal: dict[str, Any]
-    ) -> tuple[dict[str, Any], bool]:
-        """The arguments to run: a person's edit of a gated action wins over the model's."""
-        approval = step.approval
-        if approval and approval.get("tool") == tool.name:
-            return approval["arguments"], bool(approval.get("edited"))
-        return proposal["arguments"], False
-
-    def _approved(self, step: Step, digest: str, verdict: Verdict) -> bool:
-        """A person's approval holds only for these exact arguments under this policy version,
-        and, if the action is still gated, under the same rule (a stricter rule gates again)."""
-        approval = step.approval
-        return bool(
-            approval
-            and approval.get("args_digest") == digest
-            and approval.get("policy_version_id") == verdict.version_id
-            and (verdict.route != "gate" or approval.get("rule") == verdict.rule)
-        )
-
     def _route(
         self, step: Step, response: ModelResponse, tool: Tool, *, record: bool
     ) -> ToolCall | None:
         """Route the proposed action and commit the outcome with the model result (if new):
         a `pending` ledger row (auto, audit: plus an audit item), or a gate that parks the task
         (returns None). A denied action raises authorization_gap."""
-        arguments, edited = self._effective_arguments(step, tool, response.tool_calls[0])
+        arguments, edited = routing.effective_arguments(step, tool, response.tool_calls[0])
         if record:
-            tool.check_arguments(arguments)
-            self._check_loop(step, tool, arguments)
-            self._check_confidence(step, response)
-        verdict = route_action(
+            self._check_proposal(step, response, tool, arguments)
+        verdict = routing.verdict_for(
             task=self.task,
-            action=action_for(
-                task=self.task,
-                tool=tool,
-                arguments=arguments,
-                step=step.ordinal,
-                confidence=response.confidence,
-                edited=edited,
-            ),
+            tool=tool,
+            arguments=arguments,
+            step=step.ordinal,
+            confidence=response.confidence,
+            edited=edited,
         )
-        if verdict.route == "deny":
-            raise OrchestrationFailure(
-                f"policy denies {tool.name}: {'; '.join(verdict.reasons)}",
-                kind="authorization_gap",
-                detail={"rule": verdict.rule, "policy_version": verdict.version},
-            )
-        digest = arguments_digest(arguments)
-        events: list[EventSpec] = []
-        fields: dict[str, Any] = {"phase": Phase.BEFORE_TOOL_CALL}
-        step_fields: dict[str, Any] = {
-            "route": verdict.route,
-            "policy_version": verdict.version,
-            "policy_rule": verdict.rule,
-        }
-        unstored = None
+        routed = Routed(
+            step=step,
+            tool=tool,
+            arguments=arguments,
+            edited=edited,
+            verdict=verdict,
+            digest=arguments_digest(arguments),
+        )
         if record:
-            event, usage_fields, unstored = self._model_result(step, response)
-            events.append(event)
-            fields.update(usage_fields)
-        routed = {
-            "tool": tool.name,
-            "route": verdict.route,
-            "rule": verdict.rule,
-            "policy_version": verdict.version,
-            "reasons": list(verdict.reasons),
-            "args_digest": digest,
-            "phase": Phase.BEFORE_TOOL_CALL,
-        }
-        if verdict.route == "gate" and not self._approved(step, digest, verdict):
-            events.append(EventSpec("agentops.step.gated", step=step.ordinal, payload=routed))
-            with transaction.atomic():
-                seq = fenced_write(self.lease, events, transition="await_approval", **fields)
-                self._store_step(step, step_fields, unstored)
-                review_bridge.gate_open(
-                    task=self.task,
-                    step=step,
-                    tool=tool,
-                    arguments=arguments,
-                    args_digest=digest,
-                    verdict=verdict,
-                    edited=edited,
-                )
-                snapshot_write(task_id=self.task.pk, seq=seq)
+            event, usage_fields, routed.response_record = self._model_result(step, response)
+            routed.events.append(event)
+            routed.fields.update(usage_fields)
+        if verdict.route == "gate" and not routing.approved(step, routed.digest, verdict):
+            self._park_at_gate(routed)
             return None
-        key = idempotency_key(
-            task_id=self.task.pk, step_id=step.pk, tool=tool.name, args_digest=digest
+        call = self._open_call(routed)
+        if record:
+            crashpoint("after_model_result", step=step.ordinal)
+        crashpoint("after_pending", step=step.ordinal)
+        self.fresh_calls.add(call.pk)
+        self.proposals.setdefault((tool.name, routed.digest), set()).add(step.pk)
+        return call
+
+    def _check_proposal(
+        self, step: Step, response: ModelResponse, tool: Tool, arguments: dict[str, Any]
+    ) -> None:
+        """Checks on a new proposal, before it is routed: its arguments fit the tool, it is not
+        a planning loop, and the model's confidence has not collapsed."""
+        tool.check_arguments(arguments)
+        budgets.check_loop(self.proposals, step, tool, arguments)
+        budgets.check_confidence(self.agent, self.steps, step, response)
+
+    def _park_at_gate(self, routed: Routed) -> None:
+        """Commit the gate, the routing (and model result) and the `await_approval` transition
+        together, with a snapshot: the job ends and no worker waits for the decision."""
+        step = routed.step
+        payload = routing.routed_payload(
+            tool=routed.tool, verdict=routed.verdict, digest=routed.digest
         )
-        events.append(
-            EventSpec(
-                "agentops.ledger.pending",
-                step=step.ordinal,
-                payload={**routed, "key": key},
-                fold={"ledger": {key: LedgerStatus.PENDING}},
-            )
-        )
-        audited = verdict.route == "audit" or verdict.queues_audit(str(step.pk))
+        events = [
+            *routed.events,
+            EventSpec("agentops.step.gated", step=step.ordinal, payload=payload),
+        ]
         with transaction.atomic():
-            fenced_write(self.lease, events, **fields)
-            self._store_step(step, step_fields, unstored)
+            seq = fenced_write(self.lease, events, transition="await_approval", **routed.fields)
+            self._store_step(step, routing.step_routing(routed.verdict), routed.response_record)
+            gates.gate_open(
+                task=self.task,
+                step=step,
+                tool=routed.tool,
+                arguments=routed.arguments,
+                args_digest=routed.digest,
+                verdict=routed.verdict,
+                edited=routed.edited,
+            )
+            snapshot_write(task_id=self.task.pk, seq=seq)
+
+    def _open_call(self, routed: Routed) -> ToolCall:
+        """Commit the `pending` ledger row (and an audit item when the call is audited) with the
+        routing and the model result, before the tool runs."""
+        step, tool, verdict = routed.step, routed.tool, routed.verdict
+        key = idempotency_key(
+            task_id=self.task.pk, step_id=step.pk, tool=tool.name, args_digest=routed.digest
+        )
+        payload = routing.routed_payload(tool=tool, verdict=verdict, digest=routed.digest)
+        event = EventSpec(
+            "agentops.ledger.pending",
+            step=step.ordinal,
+            payload={**payload, "key": key},
+            fold={"ledger": {key: LedgerStatus.PENDING}},
+        )
+        with transaction.atomic():
+            fenced_write(self.lease, [*routed.events, event], **routed.fields)
+            self._store_step(step, routing.step_routing(verdict), routed.response_record)
             call = ToolCall.objects.create(
                 task=self.task,
                 step=step,
                 tool=tool.name,
                 side_effect=tool.side_effect,
-                args=offloaded(arguments, path="tool_call.args", task_id=self.task.pk),
-                args_digest=digest,
+                args=offloaded(routed.arguments, path="tool_call.args", task_id=self.task.pk),
+                args_digest=routed.digest,
                 idempotency_key=key,
             )
-            if audited:
-                review_bridge.audit_item_create(
+            if routing.audited(verdict, step):
+                gates.audit_item_create(
                     task=self.task,
                     step=step,
                     call=call,
                     verdict=verdict,
                     sampled=verdict.route != "audit",
                 )
-        if record:
-            crashpoint("after_model_result", step=step.ordinal)
-        crashpoint("after_pending", step=step.ordinal)
-        self.fresh_calls.add(call.pk)
-        self.proposals.setdefault((tool.name, digest), set()).add(step.pk)
         return call
 
     def _store_step(
@@ -625,52 +579,7 @@ class TaskRun:
                 response_record, path="step.model_response", task_id=self.task.pk
             )
             step.model_response = fields["model_response"]
-        Step.objects.filter(pk=step.pk).update(**fields)
-
-    def _has_failed_try(self, step: Step) -> bool:
-        return ToolCall.objects.filter(
-            step=step, compensation_of__isnull=True, status=LedgerStatus.FAILED
-        ).exists()
-
-    def _check_loop(self, step: Step, tool: Tool, arguments: dict[str, Any]) -> None:
-        """The same tool with the same arguments, proposed again and again, is a planning loop."""
-        threshold = settings.AGENTOPS["LOOP_THRESHOLD"]
-        steps = self.proposals.get((tool.name, arguments_digest(arguments)), set())
-        earlier = len(steps - {step.pk})
-        if earlier + 1 >= threshold:
-            raise OrchestrationFailure(
-                f"{tool.name} was proposed with the same arguments in {earlier + 1} steps "
-                f"(loop threshold {threshold})",
-                kind="planning_loop",
-            )
-
-    def _check_confidence(self, step: Step, response: ModelResponse) -> None:
-        """Confidence collapse: the model stayed below the agent's floor for N consecutive
-        steps (this one included). A single low-confidence action is the policy's to gate."""
-        conf = settings.AGENTOPS
-        floor = self.agent.confidence_floor
-        floor = conf["CONFIDENCE_FLOOR"] if floor is None else floor
-        needed = conf["CONFIDENCE_COLLAPSE_STEPS"]
-        if needed <= 0 or response.confidence is None or response.confidence >= floor:
-            return
-        run = [response.confidence]
-        for earlier in sorted(
-            (s for s in self.steps if s.ordinal < step.ordinal and s.status in STEP_DONE),
-            key=lambda s: s.ordinal,
-            reverse=True,
-        ):
-            record = loaded(earlier.model_response) if earlier.model_response else None
-            confidence = record.get("confidence") if isinstance(record, dict) else None
-            if confidence is None or confidence >= floor:
-                break
-            run.append(float(confidence))
-        if len(run) >= needed:
-            raise OrchestrationFailure(
-                f"confidence collapse: the model's confidence stayed below {floor:g} for "
-                f"{len(run)} consecutive steps (latest {run[0]:g}; threshold {needed})",
-                kind="low_confidence",
-                detail={"floor": floor, "steps": len(run), "confidences": run[::-1]},
-            )
+        step_record(step=step, **fields)
 
     def _proposed_tool(self, name: str) -> Tool:
         if name not in self.agent.tools:
@@ -719,7 +628,7 @@ class TaskRun:
             )
             # The audit queue follows the live row: one item per executed call, never one on a
             # failed try while the re-issued call goes unreviewed.
-            review_bridge.audit_item_follow(from_call_id=failed.pk, to_call=call)
+            gates.audit_item_follow(from_call_id=failed.pk, to_call=call)
         self.fresh_calls.add(call.pk)
         return call
 
@@ -799,7 +708,7 @@ class TaskRun:
         )
         events.append(
             EventSpec(
-                "agentops.step.completed",
+                STEP_TRANSITIONS["succeed"].event,
                 step=step.ordinal,
                 payload={"phase": Phase.STEP_COMPLETE},
                 fold={"steps": {str(step.ordinal): StepStatus.SUCCEEDED}, "current_step": progress},
@@ -881,7 +790,7 @@ class TaskRun:
             )
         events.append(
             EventSpec(
-                "agentops.step.failed",
+                STEP_TRANSITIONS["fail"].event,
                 step=step.ordinal,
                 payload={"failure": failure.as_failure(), "attempt": step.attempts},
                 fold={"steps": {str(step.ordinal): StepStatus.FAILED}},
@@ -912,15 +821,10 @@ class TaskRun:
     ) -> tuple[str, int]:
         """Fenced task write that parks for a retry or stops; the caller writes the snapshot
         once the step and ledger rows are updated in the same transaction."""
-        cap = self.task.step_retry_cap
-        if tool is not None and tool.max_attempts is not None:
-            cap = min(cap, tool.max_attempts)
-        retry = failure.retryable and attempts < cap
+        delay = retries.retry_delay(failure, attempts=attempts, task=self.task, tool=tool)
+        retry = delay is not None
         fields: dict[str, Any] = {"failure": failure.as_failure()}
-        if retry:
-            delay = backoff_seconds(
-                attempts, failure.retry_after, tool.backoff_base if tool else None
-            )
+        if delay is not None:
             fields["next_run_at"] = db_time_after(delay)
             fields["failure"]["retry_in_seconds"] = round(delay, 3)
         seq = fenced_write(
@@ -940,40 +844,6 @@ class TaskRun:
         failure.retryable = False
         return self._park_or_stop(failure, attempts=0)
 
-    def _cap_failure(self, step: Step) -> StepFailure:
-        last = step.error or {}
-        return OrchestrationFailure(
-            f"step {step.ordinal + 1} was attempted {step.attempts} times (cap "
-            f"{self.task.step_retry_cap}); last failure: {last.get('message', 'none recorded')}",
-            kind=last.get("kind", "retry_cap"),
-            retryable=False,
-            detail={"step": step.ordinal, "last_failure": last or None},
-        )
-
-    def _check_budgets(self) -> None:
-        task = self.task
-        if task.token_budget is not None and task.tokens_used >= task.token_budget:
-            raise OrchestrationFailure(
-                f"token budget used up ({task.tokens_used} of {task.token_budget})",
-                kind="budget_overflow",
-                detail={"budget": "tokens"},
-            )
-        if task.cost_budget is not None and task.cost_used >= task.cost_budget:
-            raise OrchestrationFailure(
-                f"cost budget used up ({task.cost_used:.4f} of {task.cost_budget})",
-                kind="budget_overflow",
-                detail={"budget": "cost"},
-            )
-        if task.wall_time_budget_seconds and task.started_at:
-            elapsed = worked_seconds(task.pk)
-            if elapsed > task.wall_time_budget_seconds:
-                raise OrchestrationFailure(
-                    f"wall-time budget used up ({elapsed:.0f} s of "
-                    f"{task.wall_time_budget_seconds} s)",
-                    kind="budget_overflow",
-                    detail={"budget": "wall_time"},
-                )
-
     def _notes(self, step: Step) -> list[str]:
         """Reviewers' notes on the step, plus a repair note when its last reply was invalid."""
         notes = [n for n in (step.spec.get("notes") or []) if isinstance(n, str)]
@@ -986,34 +856,12 @@ class TaskRun:
             )
         return notes
 
-    # -- planning -----------------------------------------------------------------------------
+    # -- the plan -------------------------------------------------------------------------------
 
     def _plan(self) -> None:
         """Agents without a fixed plan ask the model for one; the plan is committed as steps."""
-        self._check_budgets()
-        request = ModelRequest(
-            agent=self.agent.name,
-            task_id=self.task.pk,
-            step=-1,
-            step_title="plan",
-            attempt=self.task.claims,
-            task_input=self.task.input,
-            planning=True,
-            messages=ctxbuild.build_messages(
-                agent=self.agent, task=self.task, steps=[], current=None
-            ),
-            tools=[get_tool(name).schema() for name in self.agent.tools],
-        )
-        with self.beat.call():
-            response = get_model_adapter(self.agent).complete(request)
-        if not response.plan:
-            raise ModelFailure("the model returned no plan", kind="output_invalid")
-        steps = [
-            Step(
-                task=self.task, ordinal=i, title=str(p["title"])[:200], spec={"tool": p.get("tool")}
-            )
-            for i, p in enumerate(response.plan)
-        ]
+        budgets.check_budgets(self.task)
+        steps = planning.plan_propose(agent=self.agent, task=self.task, beat=self.beat)
         event = EventSpec(
             "agentops.task.planned",
             payload={"steps": len(steps)},
@@ -1024,178 +872,3 @@ class TaskRun:
             Step.objects.bulk_create(steps)
         self.task.step_count = len(steps)
         self.steps = list(Step.objects.filter(task=self.task).order_by("ordinal"))
-
-
-@dataclass
-class Rollback:
-    """Undo a task's effects: the compensating tools of its succeeded calls, in reverse order.
-
-    Each compensation goes through the ledger with its own key (`pending` committed before the
-    call), so a worker killed mid-rollback resumes without compensating anything twice. Effects
-    whose tool has no compensation are listed as not undone. The task ends `rolled_back`.
-    """
-
-    task_run: TaskRun
-
-    @property
-    def lease(self) -> Lease:
-        return self.task_run.lease
-
-    def _ordinal(self, call: ToolCall) -> int | None:
-        """The step of the task being rolled back that a call belongs to (a child's: none)."""
-        return call.step.ordinal if call.task_id == self.task_run.task.pk else None
-
-    def _fold(self, call: ToolCall, ledger: dict[str, str]) -> dict[str, Any] | None:
-        """A child's ledger rows are not in this task's checkpoint: its events fold nothing."""
-        return {"ledger": ledger} if call.task_id == self.task_run.task.pk else None
-
-    def execute(self) -> str:
-        task = self.task_run.task
-        # The task's own effects and its child tasks', newest first.
-        originals = (
-            ToolCall.objects.filter(
-                Q(task=task) | Q(task__parent=task),
-                compensation_of__isnull=True,
-                status=LedgerStatus.SUCCEEDED,
-            )
-            .select_related("step")
-            .order_by("-id")
-        )
-        for call in originals:
-            try:
-                tool = _registered_tool(call.tool)
-                if tool.compensate_with is None:
-                    continue
-                failure = self._compensate(call, tool)
-            except StepFailure as exc:
-                failure = exc
-            if failure is not None:
-                return self.task_run._stop(failure)
-        not_undone = [
-            {"key": c.idempotency_key, "tool": c.tool, "side_effect": c.side_effect}
-            for c in ToolCall.objects.filter(
-                Q(task=task) | Q(task__parent=task),
-                compensation_of__isnull=True,
-                status=LedgerStatus.SUCCEEDED,
-            )
-            .exclude(side_effect="read")
-            .order_by("id")
-        ]
-        event = EventSpec("agentops.task.rollback_finished", payload={"not_undone": not_undone})
-        with transaction.atomic():
-            seq = fenced_write(self.lease, [event], transition="roll_back")
-            snapshot_write(task_id=task.pk, seq=seq)
-        return "rolled back"
-
-    def _compensate(self, call: ToolCall, tool: Tool) -> StepFailure | None:
-        task = self.task_run.task
-        compensating = _registered_tool(tool.compensate_with or "")
-        original_args, original_result = loaded(call.args), loaded(call.result)
-        arguments = (
-            tool.compensation_args(original_args, original_result)
-            if tool.compensation_args
-            else original_args
-        )
-        row = (
-            ToolCall.objects.filter(compensation_of=call)
-            .exclude(status=LedgerStatus.FAILED)
-            .order_by("-id")
-            .first()
-        )
-        fresh = row is None
-        if row is None:
-            row = self._open(call, compensating, arguments)
-        crashpoint("rollback_after_pending", step=call.step.ordinal)
-        ctx = ToolContext(
-            idempotency_key=row.idempotency_key,
-            task_id=task.pk,
-            step=call.step.ordinal,
-            http=self.task_run.http,
-            base_url=settings.AGENTOPS["SIM_BASE_URL"].rstrip("/"),
-            timeout=settings.AGENTOPS["TOOL_TIMEOUT_SECONDS"],
-        )
-        with self.task_run.beat.call():
-            if fresh:
-                outcome = invoke(compensating, ctx, arguments)
-            else:
-                outcome = reconcile(compensating, ctx, arguments, cause=None)
-        crashpoint("rollback_after_tool_call", step=call.step.ordinal)
-        if outcome.status == LedgerStatus.SUCCEEDED:
-            self._record_compensated(call, row, outcome)
-            return None
-        failure = outcome.failure or OrchestrationFailure("the compensation failed")
-        failure.detail.setdefault("compensating", {"key": row.idempotency_key, "of": call.tool})
-        with transaction.atomic():
-            fenced_write(
-                self.lease,
-                [
-                    EventSpec(
-                        f"agentops.ledger.{outcome.status}",
-                        step=self._ordinal(call),
-                        payload={"key": row.idempotency_key, "how": outcome.how},
-                        fold=self._fold(call, {row.idempotency_key: outcome.status}),
-                    )
-                ],
-            )
-            ledger_transition(call_id=row.pk, target=outcome.status, error=failure.as_failure())
-        failure.retryable = False
-        return failure
-
-    def _open(self, call: ToolCall, compensating: Tool, arguments: dict[str, Any]) -> ToolCall:
-        digest = arguments_digest(arguments)
-        key = idempotency_key(
-            task_id=call.task_id, step_id=call.step_id, tool=compensating.name, args_digest=digest
-        )
-        event = EventSpec(
-            "agentops.ledger.pending",
-            step=self._ordinal(call),
-            payload={
-                "tool": compensating.name,
-                "key": key,
-                "compensates": call.idempotency_key,
-                **({"child": call.task_id} if call.task_id != self.task_run.task.pk else {}),
-            },
-            fold=self._fold(call, {key: LedgerStatus.PENDING}),
-        )
-        with transaction.atomic():
-            fenced_write(self.lease, [event])
-            return ToolCall.objects.create(
-                task_id=call.task_id,
-                step_id=call.step_id,
-                tool=compensating.name,
-                side_effect=compensating.side_effect,
-                args=arguments,
-                args_digest=digest,
-                idempotency_key=key,
-                compensation_of=call,
-            )
-
-    def _record_compensated(self, call: ToolCall, row: ToolCall, outcome: Outcome) -> None:
-        events = [
-            EventSpec(
-                "agentops.ledger.succeeded",
-                step=self._ordinal(call),
-                payload={"key": row.idempotency_key, "how": outcome.how},
-                fold=self._fold(call, {row.idempotency_key: LedgerStatus.SUCCEEDED}),
-            ),
-            EventSpec(
-                "agentops.ledger.compensated",
-                step=self._ordinal(call),
-                payload={"key": call.idempotency_key, "by": row.idempotency_key},
-                fold=self._fold(call, {call.idempotency_key: LedgerStatus.COMPENSATED}),
-            ),
-        ]
-        with transaction.atomic():
-            fenced_write(self.lease, events)
-            ledger_transition(
-                call_id=row.pk,
-                target=LedgerStatus.SUCCEEDED,
-                result=offloaded(outcome.result, path="tool_call.result", task_id=call.task_id),
-            )
-            ledger_transition(call_id=call.pk, target=LedgerStatus.COMPENSATED)
-            children.child_compensated_note(
-                call_task_id=call.task_id,
-                parent_id=self.task_run.task.pk,
-                key=call.idempotency_key,
-                by=row.idempotency_key,
-            )

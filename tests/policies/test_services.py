@@ -30,7 +30,7 @@ from policies.services import (
     policy_rule_delete,
     policy_rule_move,
     policy_rule_update,
-    policy_version_pin,
+    policy_version_ensure_active,
 )
 from tests.policies.conftest import GATE, make_draft
 
@@ -99,7 +99,7 @@ def test_pin_reinstalls_the_default_in_a_flushed_database() -> None:
             "policies_policyversion, policies_policy CASCADE"
         )
 
-    pinned = policy_version_pin()
+    pinned = policy_version_ensure_active()
 
     assert (pinned.policy.name, pinned.number) == ("default", 1)
     assert rule_names(pinned) == [r["name"] for r in DEFAULT_RULES]
@@ -113,7 +113,7 @@ def test_pin_reinstalls_the_default_in_a_flushed_database() -> None:
 
 def test_pin_of_unknown_policy_raises() -> None:
     with pytest.raises(PolicyError, match="no published version"):
-        policy_version_pin(policy_name="nope")
+        policy_version_ensure_active(policy_name="nope")
 
 
 # -- drafts ---------------------------------------------------------------------------------------

@@ -9,11 +9,10 @@ import pytest
 from django.core.management import call_command
 from django.test import Client
 
-from agentops.models import Task, ToolCall
-from agentops.states import TaskStatus
+from agentops.models import Gate, Task, ToolCall
+from agentops.states import GateStatus, TaskStatus
 from reviews.api import api
-from reviews.models import Decision, Gate
-from reviews.states import GateStatus
+from reviews.models import Decision
 from reviews.tokens import api_token_create, api_token_revoke
 from tests.agentops.test_runner import run_until_parked_or_done
 from tests.reviews.builders import gated_refund, open_gate, stopped_trip

@@ -13,7 +13,7 @@ from agentops.metrics import Window
 from policies.engine import Action, evaluate
 from policies.models import PolicyRule, PolicyVersion
 from policies.selectors import policy_spec_of, policy_version_active, policy_version_validate
-from policies.services import policy_version_pin
+from policies.services import policy_version_ensure_active
 from reviews.calibration import calibration
 from reviews.services import NotAllowed, calibration_draft_create
 from tests.reviews.builders import client_for
@@ -87,7 +87,7 @@ def test_no_proposal_below_the_flag_rate_or_with_too_few_reviews(clock):
 
 
 def test_an_admin_opens_the_proposal_as_a_draft_and_nothing_is_published(clock, policy_admin):
-    active = policy_version_pin()
+    active = policy_version_ensure_active()
     refund_audits(clock)
     published = PolicyVersion.objects.filter(status="published").count()
 
@@ -121,7 +121,7 @@ def test_an_admin_opens_the_proposal_as_a_draft_and_nothing_is_published(clock, 
 
 
 def test_only_policy_admins_open_drafts(operator):
-    policy_version_pin()
+    policy_version_ensure_active()
 
     with pytest.raises(NotAllowed):
         calibration_draft_create(

@@ -14,10 +14,9 @@ import pytest
 from django.db import connection
 from django.urls import reverse
 
-from agentops.models import Step, ToolCall
-from agentops.states import LedgerStatus, TaskStatus
-from reviews.models import Decision, Gate
-from reviews.states import GateStatus
+from agentops.models import Gate, Step, ToolCall
+from agentops.states import GateStatus, LedgerStatus, TaskStatus
+from reviews.models import Decision
 from tests.agentops.test_runner import run_until_parked_or_done
 from tests.reviews.builders import client_for, effects, gated_refund, open_gate
 

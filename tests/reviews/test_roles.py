@@ -17,11 +17,11 @@ import pytest
 from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
 
-from agentops.models import Task, ToolCall
+from agentops.models import AuditItem, Gate, Task, ToolCall
 from policies.models import Policy, PolicyChange, PolicyRule, PolicyVersion
 from policies.selectors import policy_version_active
 from policies.services import policy_draft_create
-from reviews.models import AuditItem, Claim, Decision, Gate
+from reviews.models import Claim, Decision
 from reviews.tokens import api_token_create
 from tests.reviews.builders import client_for, gated_refund, open_gate, stopped_trip
 

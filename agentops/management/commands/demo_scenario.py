@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import time
 from collections import Counter
+from collections.abc import Collection
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
@@ -65,7 +66,7 @@ class Command(BaseCommand):
     def _stopped_child(self, task: Task) -> Task | None:
         return task.children.filter(status=TaskStatus.NEEDS_ATTENTION).order_by("id").first()
 
-    def _wait(self, task_id: int, statuses: set[str], timeout: float) -> Task:
+    def _wait(self, task_id: int, statuses: Collection[str], timeout: float) -> Task:
         """Wait for the task to reach `statuses`; a parent waiting on its children has settled
         when every child is terminal or stopped for a person and one is stopped."""
         deadline = time.monotonic() + timeout

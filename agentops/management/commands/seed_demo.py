@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from typing import Any
+
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
@@ -21,7 +23,7 @@ DEMO_USERS = [
 # Scenarios an operator should see on the first start: a refund that goes through, one whose
 # outcome nobody can tell (confirm it), and a trip stopped half done (roll it back or retry).
 DEMO_SCENARIOS = ["refund-happy", "refund-unknown", "trip-hotel-fails"]
-DEMO_TASKS = [
+DEMO_TASKS: list[tuple[str, dict[str, Any]]] = [
     # 108 EUR: above the default policy's threshold, so it waits at an approval gate.
     ("Refund order B2002: never received", {"order_id": "B2002", "reason": "not_received"}),
     (

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from typing import Any
+
 import django_rq
 from django.core.management.base import BaseCommand
 from django.db import close_old_connections
@@ -13,7 +15,7 @@ class AgentWorker(SimpleWorker):
     A crash kills the whole worker, which the sweeper and the lease expiry recover from.
     """
 
-    def execute_job(self, job, queue):  # type: ignore[no-untyped-def]
+    def execute_job(self, job: Any, queue: Any) -> bool:
         close_old_connections()
         try:
             return super().execute_job(job, queue)

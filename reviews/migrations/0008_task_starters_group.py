@@ -16,7 +16,7 @@ def drop_group(apps, schema_editor):
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("reviews", "0006_gate_approved_record_and_assignment"),
+        ("reviews", "0007_gate_and_audititem_to_agentops"),
         ("auth", "0012_alter_user_first_name_max_length"),
     ]
     operations = [migrations.RunPython(create_group, drop_group)]

@@ -1,0 +1,620 @@
+"""`manage.py bench checkpoint`: what one checkpointed step costs, against a raw-commit floor.
+
+The benchmark runs the registered no-op agent `bench_noop` (one model call and one in-process tool
+call per step) through the real runner on the configured database, one `task_advance` call per
+task with a slice long enough to finish it, and in the same run a floor: a raw psycopg 3
+connection that inserts one row carrying the step's tool result into a logged table and
+commits, once per step. Floor and task runs alternate, one pair per repeat, so drift on a shared
+machine hits both; ratios are medians of the per-pair ratios.
+
+Bytes and commits on PostgreSQL come from the WAL itself (pg_walinspect, superuser): the records
+between two LSNs taken around a run that touch this database or belong to its transactions. This
+excludes whatever other databases on the cluster write meanwhile. A step's bytes are taken per
+snapshot interval, because the transactions that insert a snapshot are the only ones the WAL lets
+us tie to a step number: `bytes_per_step_first` is the WAL of the first interval (the transactions
+after the claim and the first step's start, up to the first snapshot's commit) divided by its
+steps, `bytes_per_step_last` the same for the last interval (after the second-to-last snapshot).
+Both leave out full-page images, reported apart (`fpi_bytes_per_step_*`): a page's first change
+after a checkpoint logs the whole page, so they follow the cluster's checkpoints, not the step.
+`wal_bytes_per_step` is everything the run wrote, images included, over all its steps.
+A temporary replication slot keeps those segments until they are read.
+
+Each run starts with one unmeasured warm-up pair, and runs with DEBUG off (as workers do). The
+command deletes its tasks, their artifact files and the floor table. Performance belongs here,
+printed as figures; tests only check that the command runs and what it counts.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass, field
+from itertools import pairwise
+from pathlib import Path
+from typing import Any
+
+import django_rq
+import psycopg
+from django.conf import settings
+from django.core.management.base import CommandError
+from django.db import connection, transaction
+from django.test.utils import override_settings
+from rq.exceptions import NoSuchJobError
+from rq.job import Job
+from rq.worker import Worker
+
+from agentops.agents.bench import bench_script
+from agentops.benchmarks.tasks import bench_tasks_delete
+from agentops.dburl import database_url
+from agentops.engine.dispatch import job_id_for
+from agentops.engine.model import ModelRequest
+from agentops.engine.runner import task_advance
+from agentops.models import Snapshot, Task
+from agentops.services import task_create
+from agentops.states import TaskStatus
+
+AGENT = "bench_noop"
+FLOOR_TABLE = "agentops_bench_floor"
+# The floor is cheap and short runs of it are noisy: it commits at least this many rows per run.
+FLOOR_MIN_ROWS = 50
+OWNER = "bench"
+WRITE = re.compile(
+    r"\s*(INSERT|UPDATE|DELETE)\b|\s*WITH\b.*\b(INSERT|UPDATE|DELETE)\b", re.I | re.S
+)
+BLOCK_REF = re.compile(r"rel \d+/(\d+)/(\d+)")
+
+
+@dataclass(frozen=True)
+class WalRecord:
+    start: int
+    end: int
+    xid: int
+    resource_manager: str
+    record_type: str
+    length: int
+    fpi: int
+    relations: frozenset[tuple[int, int]]
+
+
+@dataclass
+class WalWindow:
+    """The WAL a run wrote to this database, read back from the server."""
+
+    records: list[WalRecord]
+
+    @property
+    def bytes(self) -> int:
+        return sum(r.length for r in self.records)
+
+    @property
+    def record_bytes(self) -> int:
+        """Bytes without full-page images: those depend on when the last checkpoint ran (other
+        databases on the cluster trigger them), not on what the step wrote."""
+        return self.bytes - self.fpi_bytes
+
+    @property
+    def fpi_bytes(self) -> int:
+        return sum(r.fpi for r in self.records)
+
+    def commits(self) -> list[WalRecord]:
+        return [
+            r
+            for r in self.records
+            if r.resource_manager == "Transaction" and r.record_type.startswith("COMMIT")
+        ]
+
+    def between(self, after: int, upto: int) -> WalWindow:
+        return WalWindow([r for r in self.records if after <= r.start < upto])
+
+
+class WalReader:
+    """LSNs and WAL records of this database, through a raw autocommit connection."""
+
+    def __init__(self, raw: psycopg.Connection) -> None:
+        self.raw = raw
+        raw.execute("CREATE EXTENSION IF NOT EXISTS pg_walinspect")
+        row = raw.execute(
+            "SELECT oid FROM pg_database WHERE datname = current_database()"
+        ).fetchone()
+        assert row is not None
+        self.dboid = int(row[0])
+        self.note = ""
+        # A checkpoint (ours or another database's) may recycle the segments before we read
+        # them; a temporary slot keeps them until this session ends.
+        try:
+            raw.execute(
+                "SELECT pg_create_physical_replication_slot(%s, true, true)",
+                (f"agentops_bench_{os.getpid()}",),
+            )
+        except psycopg.Error as exc:
+            self.note = (
+                f"no replication slot ({exc.diag.message_primary}): a checkpoint during the "
+                "run may make its WAL unreadable"
+            )
+
+    @classmethod
+    def open(cls, raw: psycopg.Connection) -> tuple[WalReader | None, str]:
+        try:
+            reader = cls(raw)
+        except psycopg.Error as exc:
+            return (
+                None,
+                f"bytes not measured: pg_walinspect unavailable ({exc.diag.message_primary})",
+            )
+        return reader, reader.note
+
+    def lsn(self, *, flushed: bool = False) -> int:
+        """Where the next record goes; with `flushed`, how far the WAL is on disk (this ends a
+        window: our commits are flushed before they return, and WAL can only be read up to it)."""
+        function = "pg_current_wal_flush_lsn" if flushed else "pg_current_wal_insert_lsn"
+        row = self.raw.execute(f"SELECT {function}() - '0/0'::pg_lsn").fetchone()
+        assert row is not None
+        return int(row[0])
+
+    def filenode(self, table: str) -> int:
+        row = self.raw.execute("SELECT pg_relation_filenode(%s::regclass)", (table,)).fetchone()
+        assert row is not None
+        return int(row[0])
+
+    def window(self, start: int, end: int) -> WalWindow:
+        """Records in [start, end) that touch this database, plus every record (commits, locks)
+        of the transactions that do."""
+        rows = self.raw.execute(
+            "SELECT start_lsn - '0/0'::pg_lsn, end_lsn - '0/0'::pg_lsn, xid::text::bigint,"
+            " resource_manager, record_type, record_length, fpi_length, coalesce(block_ref, '')"
+            " FROM pg_get_wal_records_info(%s::pg_lsn, %s::pg_lsn)",
+            (_lsn_text(start), _lsn_text(end)),
+        ).fetchall()
+        records = [
+            WalRecord(
+                start=int(a),
+                end=int(b),
+                xid=int(xid),
+                resource_manager=rm,
+                record_type=kind,
+                length=int(length),
+                fpi=int(fpi or 0),
+                relations=frozenset((int(db), int(rel)) for db, rel in BLOCK_REF.findall(refs)),
+            )
+            for a, b, xid, rm, kind, length, fpi, refs in rows
+        ]
+        touching = {
+            r.xid for r in records if r.xid and any(db == self.dboid for db, _ in r.relations)
+        }
+        return WalWindow(
+            [
+                r
+                for r in records
+                if any(db == self.dboid for db, _ in r.relations) or (r.xid and r.xid in touching)
+            ]
+        )
+
+
+def _lsn_text(position: int) -> str:
+    return f"{position >> 32:X}/{position & 0xFFFFFFFF:X}"
+
+
+class StatementCounter:
+    """Django execute wrapper: counts statements and committed write transactions.
+
+    A write (including a data-modifying WITH) inside an atomic block registers one on_commit
+    callback for that transaction (gone if it rolls back); in autocommit mode it is a commit of
+    its own.
+    """
+
+    def __init__(self) -> None:
+        self.statements = 0
+        self.commits = 0
+
+    def _committed(self) -> None:
+        self.commits += 1
+
+    def __call__(
+        self,
+        execute: Callable[..., Any],
+        sql: str,
+        params: Any,
+        many: bool,
+        context: dict[str, Any],
+    ) -> Any:
+        self.statements += 1
+        result = execute(sql, params, many, context)
+        if WRITE.match(sql):
+            conn = context["connection"]
+            if not conn.in_atomic_block:
+                self.commits += 1
+            elif not any(func == self._committed for _, func, _ in conn.run_on_commit):
+                transaction.on_commit(self._committed, using=conn.alias)
+        return result
+
+
+class Floor:
+    """One INSERT of the step's tool result + commit per step, on a raw connection."""
+
+    def __init__(self, raw: psycopg.Connection) -> None:
+        self.raw = raw
+        raw.execute(f"DROP TABLE IF EXISTS {FLOOR_TABLE}")
+        raw.execute(
+            f"CREATE TABLE {FLOOR_TABLE} (id bigserial PRIMARY KEY, payload jsonb NOT NULL)"
+        )
+
+    def insert(self, rows: list[str]) -> float:
+        sql = f"INSERT INTO {FLOOR_TABLE} (payload) VALUES (%s)"
+        began = time.perf_counter()
+        for row in rows:
+            self.raw.execute(sql, (row,))  # autocommit: one round trip, one commit
+        return time.perf_counter() - began
+
+    def close(self) -> None:
+        self.raw.execute(f"DROP TABLE IF EXISTS {FLOOR_TABLE}")
+
+
+@dataclass
+class Pair:
+    """One repeat: a floor run and a task run, with what the WAL and the hook saw."""
+
+    task_id: int
+    task_seconds: float
+    task_cpu_seconds: float
+    floor_seconds: float
+    floor_rows: int
+    statements: int
+    hook_commits: int
+    task_wal: tuple[int, int] | None = None
+    floor_wal: tuple[int, int] | None = None
+    figures: dict[str, Any] = field(default_factory=dict)
+
+
+def _median(values: list[float | None]) -> float | None:
+    present = [v for v in values if v is not None]
+    return statistics.median(present) if present else None
+
+
+def _round(value: float | None, digits: int = 3) -> float | None:
+    return None if value is None else round(value, digits)
+
+
+def floor_rows(steps: int, payload_kb: int) -> list[str]:
+    """The JSON each step's tool returns, built by the bench agent's own script."""
+    rows = []
+    for step in range(max(steps, FLOOR_MIN_ROWS)):
+        request = ModelRequest(
+            agent=AGENT,
+            task_id=0,
+            step=step % steps,
+            step_title="",
+            attempt=1,
+            messages=[],
+            tools=[],
+            task_input={"steps": steps, "payload_kb": payload_kb},
+        )
+        arguments = bench_script(request)["tool_calls"][0]["arguments"]
+        rows.append(json.dumps({"n": arguments["n"], "payload": arguments["payload"]}))
+    return rows
+
+
+@contextmanager
+def raw_postgres() -> Iterator[psycopg.Connection]:
+    conf = connection.settings_dict
+    raw = psycopg.connect(
+        dbname=conf["NAME"],
+        user=conf["USER"],
+        password=conf["PASSWORD"] or None,
+        host=conf["HOST"] or None,
+        port=conf["PORT"] or None,
+        autocommit=True,
+    )
+    try:
+        yield raw
+    finally:
+        raw.close()
+
+
+def checkpoint(*, steps: int, payload_kb: int, repeat: int, dispatch: int = 0) -> dict[str, Any]:
+    """Run the checkpoint benchmark (and, with `dispatch` jobs, the worker's cost per job).
+
+    Raises CommandError when a bench task does not finish in one slice (a worker took it)."""
+    conf = {**settings.AGENTOPS, "SLICE_SECONDS": 24 * 3600.0}
+    # DEBUG makes every query log itself (about a fifth of a step here): workers in
+    # production run without it, so the benchmark does too.
+    with override_settings(AGENTOPS=conf, DEBUG=False):
+        report = _checkpoint(steps=steps, payload_kb=payload_kb, repeat=repeat)
+        if dispatch:
+            report.update(_dispatch(jobs=dispatch, payload_kb=payload_kb))
+    return report
+
+
+def _checkpoint(*, steps: int, payload_kb: int, repeat: int) -> dict[str, Any]:
+    rows = floor_rows(steps, payload_kb)
+    created: list[int] = []
+    notes: list[str] = []
+    with raw_postgres() as raw:
+        wal, note = WalReader.open(raw)
+        if note:
+            notes.append(note)
+        floor = Floor(raw)
+        try:
+            _run_pair(floor, rows, steps, payload_kb, created, wal=None)  # warm-up
+            pairs = [
+                _run_pair(floor, rows, steps, payload_kb, created, wal=wal) for _ in range(repeat)
+            ]
+            if wal is not None:
+                for pair in pairs:
+                    pair.figures = _wal_figures(wal, pair, steps)
+        finally:
+            floor.close()
+            bench_tasks_delete(created)
+    return _report(pairs, steps=steps, payload_kb=payload_kb, notes=notes)
+
+
+def _run_pair(
+    floor: Floor,
+    rows: list[str],
+    steps: int,
+    payload_kb: int,
+    created: list[int],
+    *,
+    wal: WalReader | None,
+) -> Pair:
+    mark = wal.lsn() if wal else 0
+    floor_seconds = floor.insert(rows)
+    floor_wal = (mark, wal.lsn(flushed=True)) if wal else None
+
+    task = task_create(agent=AGENT, goal="bench", input={"steps": steps, "payload_kb": payload_kb})
+    created.append(task.pk)
+    _drop_job(task.pk)
+    counter = StatementCounter()
+    mark = wal.lsn() if wal else 0
+    with connection.execute_wrapper(counter):
+        began, cpu = time.perf_counter(), time.process_time()
+        outcome = task_advance(task_id=task.pk, owner=OWNER)
+        seconds, cpu = time.perf_counter() - began, time.process_time() - cpu
+    task_wal = (mark, wal.lsn(flushed=True)) if wal else None
+
+    task.refresh_from_db()
+    if outcome != "succeeded" or task.status != TaskStatus.SUCCEEDED:
+        raise CommandError(
+            f"bench task {task.pk} did not finish in one slice: {outcome} ({task.status}); "
+            "is a worker consuming this queue? Stop it or point REDIS_URL elsewhere."
+        )
+    return Pair(
+        task_id=task.pk,
+        task_seconds=seconds,
+        task_cpu_seconds=cpu,
+        floor_seconds=floor_seconds,
+        floor_rows=len(rows),
+        statements=counter.statements,
+        hook_commits=counter.commits,
+        task_wal=task_wal,
+        floor_wal=floor_wal,
+    )
+
+
+def _wal_figures(wal: WalReader, pair: Pair, steps: int) -> dict[str, Any]:
+    assert pair.task_wal is not None and pair.floor_wal is not None
+    try:
+        floor = wal.window(*pair.floor_wal)
+        run = wal.window(*pair.task_wal)
+    except psycopg.Error as exc:
+        return {"interval_note": f"WAL not readable ({exc.diag.message_primary})"}
+    commits = sorted(run.commits(), key=lambda r: r.start)
+    snapshot_rel = (wal.dboid, wal.filenode(Snapshot._meta.db_table))
+    snapshot_xids = {r.xid for r in run.records if snapshot_rel in r.relations}
+    boundaries = [c.end for c in commits if c.xid in snapshot_xids]
+    done = [
+        sum(1 for status in state["steps"].values() if status == "succeeded")
+        for state in Snapshot.objects.filter(task_id=pair.task_id, seq__gt=0)
+        .order_by("seq")
+        .values_list("state", flat=True)
+    ]
+    figures: dict[str, Any] = {
+        "wal_bytes_per_step": run.bytes / steps,
+        "wal_fpi_bytes_per_step": run.fpi_bytes / steps,
+        "wal_commits": len(commits),
+        "floor_bytes_per_step": floor.record_bytes / pair.floor_rows,
+        "floor_commits": len(floor.commits()),
+    }
+    if len(boundaries) != len(done) or len(commits) < 2 or not done:
+        figures["interval_note"] = (
+            f"{len(boundaries)} snapshot commits in the WAL, {len(done)} snapshots in the "
+            "table: intervals not measured"
+        )
+        return figures
+    # The claim and the first step's start are per-claim costs: the first interval begins
+    # after them, so that it holds the same kinds of commits as the last one.
+    first = run.between(commits[1].end, boundaries[0])
+    if len(boundaries) > 1:
+        last = run.between(boundaries[-2], boundaries[-1])
+        last_steps = done[-1] - done[-2]
+    else:
+        last, last_steps = first, done[0]
+    figures.update(
+        {
+            "bytes_per_step_first": first.record_bytes / done[0],
+            "bytes_per_step_last": last.record_bytes / last_steps,
+            "fpi_bytes_per_step_first": first.fpi_bytes / done[0],
+            "fpi_bytes_per_step_last": last.fpi_bytes / last_steps,
+            "interval_steps": [done[0], last_steps],
+        }
+    )
+    return figures
+
+
+def _dispatch(*, jobs: int, payload_kb: int) -> dict[str, Any]:
+    """Time `jobs` 1-step tasks advanced in-process, then `jobs` more through a burst worker.
+
+    A job's cost in the worker is the median gap between consecutive job starts (dequeue,
+    bookkeeping in Redis, the advance itself), which leaves out the process start-up.
+    """
+    queue = django_rq.get_queue("default")
+    if queue.count or Worker.count(queue=queue):
+        return {
+            "dispatch_ms_per_job": None,
+            "dispatch_note": "skipped: the queue has jobs or a worker already listens on it",
+        }
+    task_input = {"steps": 1, "payload_kb": payload_kb}
+    created: list[int] = []
+    job_ids: list[str] = []
+    try:
+        in_process = []
+        for _ in range(jobs):
+            task = task_create(agent=AGENT, goal="bench dispatch", input=task_input)
+            created.append(task.pk)
+            _drop_job(task.pk)
+            began = time.perf_counter()
+            task_advance(task_id=task.pk, owner=OWNER)
+            in_process.append(time.perf_counter() - began)
+        queued = [
+            task_create(agent=AGENT, goal="bench dispatch", input=task_input).pk
+            for _ in range(jobs)
+        ]
+        created.extend(queued)
+        job_ids = [
+            job_id_for(pk, seq)
+            for pk, seq in Task.objects.filter(pk__in=queued).values_list("pk", "last_seq")
+        ]
+        subprocess.run(
+            [sys.executable, str(Path(settings.BASE_DIR) / "manage.py"), "worker", "--burst"],
+            env={
+                **os.environ,
+                "DATABASE_URL": _database_url(),
+                "REDIS_URL": settings.RQ_QUEUES["default"]["URL"],
+            },
+            check=True,
+            timeout=60 + jobs * 10,
+            capture_output=True,
+        )
+        finished = Job.fetch_many(job_ids, connection=queue.connection, serializer=queue.serializer)
+        starts = sorted(job.started_at for job in finished if job and job.started_at)
+        unfinished = Task.objects.filter(pk__in=queued).exclude(status=TaskStatus.SUCCEEDED)
+        if unfinished.exists() or len(starts) < 2:
+            raise CommandError(
+                f"dispatch: {unfinished.count()} of {jobs} tasks did not succeed in the "
+                f"worker ({len(starts)} jobs started)"
+            )
+        gaps = [(b - a).total_seconds() for a, b in pairwise(starts)]
+        for job in finished:
+            if job is not None:
+                job.delete()
+    finally:
+        bench_tasks_delete(created)
+    worker_ms = statistics.median(gaps) * 1000
+    in_process_ms = statistics.median(in_process) * 1000
+    return {
+        "dispatch_ms_per_job": _round(worker_ms - in_process_ms),
+        "worker_ms_per_job": _round(worker_ms),
+        "in_process_ms_per_job": _round(in_process_ms),
+        "dispatch_jobs": jobs,
+    }
+
+
+def _drop_job(task_id: int) -> None:
+    """The task was enqueued on commit; remove that job so no worker races the bench for it.
+
+    If a worker already took it, the in-process claim fails and the bench says so."""
+    queue = django_rq.get_queue("default")
+    token = Task.objects.filter(pk=task_id).values_list("last_seq", flat=True).get()
+    with suppress(NoSuchJobError):
+        Job.fetch(
+            job_id_for(task_id, token), connection=queue.connection, serializer=queue.serializer
+        ).delete()
+
+
+def _database_url() -> str:
+    """DATABASE_URL for a child process, pointing at the database this process uses."""
+    return database_url(connection.settings_dict)
+
+
+def _report(pairs: list[Pair], *, steps: int, payload_kb: int, notes: list[str]) -> dict[str, Any]:
+    def per_step_ms(seconds: float, count: int) -> float:
+        return seconds * 1000 / count
+
+    def figure(key: str) -> float | None:
+        return _median([p.figures.get(key) for p in pairs])
+
+    task_ms = [per_step_ms(p.task_seconds, steps) for p in pairs]
+    floor_ms = [per_step_ms(p.floor_seconds, p.floor_rows) for p in pairs]
+    if all("wal_commits" in p.figures for p in pairs):
+        commits = _median([p.figures["wal_commits"] / steps for p in pairs])
+        source = "WAL commit records"
+    else:
+        commits = _median([p.hook_commits / steps for p in pairs])
+        source = "statement hook"
+    for p in pairs:
+        if "interval_note" in p.figures:
+            notes.append(f"task {p.task_id}: {p.figures['interval_note']}")
+    first, last = figure("bytes_per_step_first"), figure("bytes_per_step_last")
+    return {
+        "benchmark": "checkpoint",
+        "backend": connection.vendor,
+        "steps": steps,
+        "payload_kb": payload_kb,
+        "repeat": len(pairs),
+        "per_step_ms": _round(_median(task_ms)),
+        "floor_per_step_ms": _round(_median(floor_ms)),
+        "ratio_to_floor": _round(
+            _median([t / f for t, f in zip(task_ms, floor_ms, strict=True)]), 2
+        ),
+        "bytes_per_step_first": _round(first, 0),
+        "bytes_per_step_last": _round(last, 0),
+        "last_to_first": _round(last / first if first and last else None, 2),
+        "client_cpu_ms_per_step": _round(
+            _median([per_step_ms(p.task_cpu_seconds, steps) for p in pairs])
+        ),
+        "commits_per_step": _round(commits, 2),
+        "commits_source": source,
+        "statements_per_step": _round(_median([p.statements / steps for p in pairs]), 1),
+        "wal_bytes_per_step": _round(figure("wal_bytes_per_step"), 0),
+        "wal_fpi_bytes_per_step": _round(figure("wal_fpi_bytes_per_step"), 0),
+        "fpi_bytes_per_step_first": _round(figure("fpi_bytes_per_step_first"), 0),
+        "fpi_bytes_per_step_last": _round(figure("fpi_bytes_per_step_last"), 0),
+        "floor_bytes_per_step": _round(figure("floor_bytes_per_step"), 0),
+        "runs": [
+            {
+                "task_ms_per_step": _round(t),
+                "client_cpu_ms_per_step": _round(per_step_ms(p.task_cpu_seconds, steps)),
+                "floor_ms_per_step": _round(f),
+                "statements": p.statements,
+                "hook_commits": p.hook_commits,
+                **{k: _round(v, 1) if isinstance(v, float) else v for k, v in p.figures.items()},
+            }
+            for p, t, f in zip(pairs, task_ms, floor_ms, strict=True)
+        ],
+        "notes": notes,
+    }
+
+
+def checkpoint_table(report: dict[str, Any]) -> str:
+    keys = [
+        "per_step_ms",
+        "client_cpu_ms_per_step",
+        "floor_per_step_ms",
+        "ratio_to_floor",
+        "bytes_per_step_first",
+        "bytes_per_step_last",
+        "last_to_first",
+        "commits_per_step",
+        "statements_per_step",
+        "wal_bytes_per_step",
+        "floor_bytes_per_step",
+    ]
+    lines = [
+        f"checkpoint bench: {report['steps']} steps, {report['payload_kb']} KB payload, "
+        f"{report['backend']}, median of {report['repeat']}",
+        *(f"  {key:<22} {report[key]}" for key in keys),
+        *(
+            f"  {key:<22} {report[key]}"
+            for key in ("dispatch_ms_per_job", "worker_ms_per_job", "in_process_ms_per_job")
+            if key in report
+        ),
+        f"  commits from {report['commits_source']}",
+        *(f"  note: {note}" for note in [*report["notes"], report.get("dispatch_note")] if note),
+    ]
+    return "\n".join(lines)
