@@ -15,7 +15,7 @@ from django.utils import timezone
 from agentops.engine import children, gates
 from agentops.engine.checkpoints import snapshot_state
 from agentops.engine.dispatch import task_enqueue
-from agentops.engine.errors import AgentOpsError
+from agentops.engine.errors import AgentOpsError, StartRefused
 from agentops.engine.jsonvalues import loaded, redacted, validated
 from agentops.engine.planning import dependants, plan_check
 from agentops.engine.registry import get_agent, plan_for, step_spec
@@ -30,6 +30,9 @@ from agentops.models import Snapshot, Step, Task, ToolCall
 from agentops.states import STEP_TRANSITIONS, LedgerStatus, StepStatus, TaskMode, TaskStatus
 from policies.services import policy_version_ensure_active
 
+# Registered with the other role permissions in `reviews.roles`; asked through Django here.
+START_TASK = "agentops.start_task"
+
 
 class TransitionRefused(AgentOpsError):
     """The task is not in a status this action applies to (someone else acted first)."""
@@ -41,6 +44,7 @@ def task_create(
     goal: str,
     input: dict[str, Any] | None = None,
     created_by: Any = None,
+    started_by: Any = None,
     token_budget: int | None = None,
     cost_budget: Decimal | float | str | None = None,
     wall_time_budget_seconds: int | None = None,
@@ -56,10 +60,19 @@ def task_create(
     (`parent_step`: the parent's fan-out step) pins its parent's version instead. Secrets in
     the input are redacted before it is stored. Without a wall-time budget the task gets
     AGENTOPS_TASK_WALL_TIME_SECONDS (0: none).
+    `started_by` is the person asking (the form, the API): they need `agentops.start_task` (else
+    StartRefused, before anything is written) and are recorded as the task's creator. Creation
+    inside the engine (child tasks, scenarios, benchmarks) passes no person and is not checked;
+    `created_by` only records who the task is attributed to (a child, its parent's starter).
     Raises UnknownAgent for an unregistered agent, NotSerializable for non-JSON input and
     PlanInvalid for a plan whose dependencies do not point at earlier steps.
     """
     from django.conf import settings
+
+    if started_by is not None:
+        if not started_by.has_perm(START_TASK):
+            raise StartRefused(started_by.get_username() or "an anonymous user")
+        created_by = started_by
 
     spec = get_agent(agent)
     task_input = redacted(validated(input or {}, "input"))

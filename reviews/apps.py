@@ -13,6 +13,7 @@ class ReviewsConfig(AppConfig):
         from agentops import prometheus, task_page
         from agentops.engine.gates import gate_hook_register
         from agentops.engine.sweeper import sweep_hook_register
+        from reviews import roles  # noqa: F401  (registers every app's permissions)
         from reviews.metrics import review_state_metrics
         from reviews.notifications import notifications_sweep
         from reviews.services import gate_timeout_logged, stopped_tasks_sweep

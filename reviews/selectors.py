@@ -28,11 +28,14 @@ from agentops.models import AuditItem, Event, Gate, Step, Task, ToolCall
 from agentops.paging import Window, window
 from agentops.selectors import (
     Recovery,
+    StepRow,
     TaskDetail,
-    artifact_id_of,
+    ToolFacts,
     json_preview,
     mark_compensated,
+    step_row,
     task_get_detail,
+    tool_facts,
 )
 from agentops.states import TASK_TRANSITIONS, AuditStatus, GateStatus, LedgerStatus, TaskStatus
 from policies.models import PolicyChange
@@ -354,51 +357,6 @@ def operators_list() -> list[Any]:
 # -- shared rows of the panels -----------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class StepLine:
-    step: Step
-    output_preview: str
-    model_text: str
-    error: dict[str, Any] | None
-    output_artifact: int | None = None
-
-
-def _step_line(step: Step) -> StepLine:
-    response = step.model_response
-    text = (
-        response.get("text", "") if isinstance(response, dict) and not is_pointer(response) else ""
-    )
-    return StepLine(
-        step=step,
-        output_preview=json_preview(step.output, limit=PREVIEW_CHARS),
-        model_text=json_preview(text, limit=PREVIEW_CHARS) if text else "",
-        error=step.error if isinstance(step.error, dict) else None,
-        output_artifact=artifact_id_of(step.output),
-    )
-
-
-@dataclass(frozen=True)
-class ToolFacts:
-    """What the registry says about a tool: what approving its call sets in motion."""
-
-    name: str
-    known: bool
-    side_effect: str
-    systems: tuple[str, ...]
-    idempotent_remote: bool
-    compensate_with: str | None
-
-
-def tool_facts(name: str, *, recorded_side_effect: str = "") -> ToolFacts:
-    try:
-        tool = get_tool(name)
-    except UnknownTool:
-        return ToolFacts(name, False, recorded_side_effect or "unknown", (), False, None)
-    return ToolFacts(
-        name, True, tool.side_effect, tool.systems, tool.idempotent_remote, tool.compensate_with
-    )
-
-
 # -- gate panel --------------------------------------------------------------------------------
 
 
@@ -469,7 +427,7 @@ def gate_checks(gate: Gate, calls: list[ToolCall]) -> list[CheckResult]:
 class GatePanel:
     gate: Gate
     task: Task
-    steps: list[StepLine]
+    steps: list[StepRow]
     calls: list[ToolCall]
     arguments_json: str
     tool: ToolFacts
@@ -552,7 +510,7 @@ def gate_get_panel(*, gate_id: int) -> GatePanel:
     return GatePanel(
         gate=gate,
         task=gate.task,
-        steps=[_step_line(s) for s in steps],
+        steps=[step_row(s, limit=PREVIEW_CHARS) for s in steps],
         calls=calls,
         arguments_json=pretty_json(gate.arguments),
         tool=tool_facts(gate.tool, recorded_side_effect=gate.side_effect),

@@ -48,7 +48,6 @@ from policies.models import Policy, PolicyVersion
 from policies.selectors import policy_version_active
 from policies.services import policy_draft_create, policy_rule_add
 from reviews.models import Claim, Decision, Delivery, NotificationPreference
-from reviews.permissions import is_operator, is_policy_admin
 from reviews.states import DeliveryStatus
 
 
@@ -388,9 +387,7 @@ def audit_item_review(*, item_id: int, actor: Any, verdict: str, note: str = "")
         raise ReviewError("an audit verdict is ok or flagged")
     if verdict == AuditStatus.FLAGGED and not note.strip():
         raise ReviewError("a flag needs a note saying what is wrong")
-    if not getattr(actor, "is_authenticated", False) or not actor.has_perm(
-        "reviews.review_audititem"
-    ):
+    if actor is None or not actor.has_perm("reviews.review_audit"):
         raise NotAllowed("only auditors review audit items")
     with transaction.atomic():
         item = AuditItem.objects.select_for_update().get(pk=item_id)
@@ -433,7 +430,7 @@ def claim_take(*, task_id: int, actor: Any, take_over: bool = False) -> Claim:
 def claim_assign(*, task_id: int, actor: Any, assignee: Any) -> Claim:
     """Hand an inbox item to `assignee` (an operator); logged as a decision. Assigning the item
     to the person who holds it already changes nothing and logs nothing."""
-    if not is_operator(assignee):
+    if not assignee.has_perm("reviews.decide_gate"):
         raise ReviewError(f"{assignee.get_username()} is not an operator")
     with transaction.atomic():
         Task.objects.select_for_update(of=("self",)).get(pk=task_id)
@@ -535,7 +532,7 @@ INTERVENTIONS = {
 
 def operator_check(*, user: Any) -> None:
     """Raise NotAllowed unless `user` is an operator (or a superuser)."""
-    if not is_operator(user):
+    if not user.has_perm("reviews.decide_gate"):
         raise NotAllowed("only operators may resolve stopped tasks")
 
 
@@ -830,7 +827,7 @@ def calibration_draft_create(
     The draft is an ordinary one, built by the policies services: an admin reviews it in the
     editor, dry-runs it and publishes it, or discards it. Nothing is published here.
     """
-    if not is_policy_admin(actor):
+    if actor is None or not actor.has_perm("policies.edit_policy"):
         raise NotAllowed("only policy admins may open policy drafts")
     if not (0 < threshold <= 1) or not tool or not agent:
         raise ReviewError("a proposal needs a tool, an agent and a threshold between 0 and 1")

@@ -9,11 +9,12 @@ from django.db import models
 
 
 class Role(models.TextChoices):
-    """Groups created by migration; permissions attach to them."""
+    """Groups created by migration; what each may do is registered in `reviews.roles`."""
 
     OPERATORS = "operators", "Operators"
     AUDITORS = "auditors", "Auditors"
     POLICY_ADMINS = "policy admins", "Policy admins"
+    TASK_STARTERS = "task starters", "Task starters"
 
 
 class NoticeEvent(models.TextChoices):

@@ -1,6 +1,7 @@
 """The review section of the task page (`agentops.task_page` renders it; registered in
 `ReviewsConfig.ready()`): links to the task's gate or recovery panel, the operator's controls, and
-the task's decisions. The reader's role is checked here, on the server, before anything is read.
+the task's decisions. The reader's permissions are asked here, on the server, before anything is
+read; the template asks `perms.reviews.decide_gate` for the controls.
 """
 
 from __future__ import annotations
@@ -16,28 +17,25 @@ from agentops.models import Task
 from agentops.services import MODIFIABLE
 from agentops.states import TaskStatus
 from reviews.forms import TaskModifyForm
-from reviews.permissions import can_read_decisions, can_read_reviews, is_operator
 from reviews.selectors import decision_list_for_task, task_controls_for, task_open_gate_id
 
 
 def task_review_section(request: HttpRequest, task: Task) -> str:
     """The section's HTML for `request.user` ("" for a reader who may not see decisions)."""
     user = getattr(request, "user", None)
-    if not can_read_decisions(user):
+    if user is None or not user.has_perm("reviews.read_decisions"):
         return ""
-    readable = can_read_reviews(user)
+    readable = user.has_perm("reviews.read_reviews")
     gate_id = None
     if readable and task.status == TaskStatus.AWAITING_APPROVAL:
         gate_id = task_open_gate_id(task_id=task.pk)
-    operator = is_operator(user)
+    operator = user.has_perm("reviews.decide_gate")
     modifiable = operator and task.status in MODIFIABLE
     context: dict[str, Any] = {
-        "visible": True,
         "task": task,
         "decisions": decision_list_for_task(task_id=task.pk),
         "gate_id": gate_id,
         "recoverable": readable and task.status == TaskStatus.NEEDS_ATTENTION,
-        "is_operator": operator,
         "controls": task_controls_for(task.status) if operator else [],
         "modifiable": modifiable,
         "modify_form": TaskModifyForm(

@@ -27,13 +27,15 @@ PARKED_OR_DONE = {"succeeded", "stopped", "retry scheduled", "not claimable"}
 
 @pytest.fixture
 def user(django_user_model: Any) -> Any:
-    """A person who may read every task (operators and auditors hold this permission)."""
-    from django.contrib.auth.models import Permission
+    """A person who may read every task (operators and auditors hold this permission) and start
+    tasks (the task-starter role)."""
+    from django.contrib.auth.models import Group, Permission
 
     olga = django_user_model.objects.create_user(username="olga", password="pw-for-tests")
     olga.user_permissions.add(
         Permission.objects.get(content_type__app_label="agentops", codename="view_task")
     )
+    olga.groups.add(Group.objects.get_or_create(name="task starters")[0])
     return olga
 
 

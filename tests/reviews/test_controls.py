@@ -292,7 +292,7 @@ def test_a_cut_paste_is_too_large_not_invalid_json(sim_server, redis_clean, oper
 
     assert response.status_code == 400
     assert "Too large: 70,012 characters" in response.content.decode()
-    assert "Not valid JSON" not in response.content.decode()
+    assert "not valid JSON" not in response.content.decode()
 
 
 def test_admin_budget_edits_go_through_the_service_and_never_save_the_row(
