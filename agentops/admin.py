@@ -6,7 +6,8 @@ from django.contrib import admin
 from django.db import models
 
 from agentops.forms import StorableJSONField
-from agentops.models import Artifact, Event, Snapshot, Step, Task, ToolCall
+from agentops.models import Artifact, AuditItem, Event, Gate, Snapshot, Step, Task, ToolCall
+from agentops.web import ReadOnlyAdmin
 
 
 class StepInline(admin.TabularInline):
@@ -104,17 +105,6 @@ class ToolCallAdmin(admin.ModelAdmin):
     readonly_fields = ("status", "result", "error", "updated_at")
 
 
-class ReadOnlyAdmin(admin.ModelAdmin):
-    def has_add_permission(self, request, obj=None) -> bool:  # type: ignore[no-untyped-def]
-        return False
-
-    def has_change_permission(self, request, obj=None) -> bool:  # type: ignore[no-untyped-def]
-        return False
-
-    def has_delete_permission(self, request, obj=None) -> bool:  # type: ignore[no-untyped-def]
-        return False
-
-
 @admin.register(Event)
 class EventAdmin(ReadOnlyAdmin):
     list_display = ("task", "seq", "action", "step_ordinal", "actor_label", "created_at")
@@ -129,3 +119,19 @@ class SnapshotAdmin(ReadOnlyAdmin):
 @admin.register(Artifact)
 class ArtifactAdmin(ReadOnlyAdmin):
     list_display = ("id", "task", "name", "size", "sha256", "created_at")
+
+
+@admin.register(Gate)
+class GateAdmin(ReadOnlyAdmin):
+    """Gates move only along the engine's gate transitions (reviews decides them on its pages)."""
+
+    list_display = ("id", "task", "tool", "status", "rule", "approver_group", "due_at")
+    list_filter = ("status", "rule")
+
+
+@admin.register(AuditItem)
+class AuditItemAdmin(ReadOnlyAdmin):
+    """Audit items are reviewed on the audit queue, through reviews' services."""
+
+    list_display = ("id", "task", "tool", "route", "sampled", "status", "created_at")
+    list_filter = ("status", "route", "sampled")

@@ -11,9 +11,9 @@ class AgentopsConfig(AppConfig):
         # Agents and tools register themselves on import; the policy engine learns of them (and
         # of the recorded steps dry-runs replay) through its catalog, since policies imports no app.
         from agentops import agents, policy_hooks  # noqa: F401
-        from agentops.engine import review_bridge
+        from agentops.engine.gates import gate_decision_seconds
 
-        policy_hooks.register(decision_seconds=review_bridge.gate_decision_seconds)
+        policy_hooks.register(decision_seconds=gate_decision_seconds)
 
         from agentops import prometheus
 

@@ -7,7 +7,6 @@ one the service will persist, and a rejected one keeps the person's text for cor
 
 from __future__ import annotations
 
-import json
 from decimal import Decimal
 from typing import Any
 
@@ -18,17 +17,9 @@ from agentops.engine.errors import NotSerializable
 from agentops.engine.jsonvalues import validated
 from agentops.engine.registry import agents
 from agentops.states import TaskStatus
+from agentops.web import JSONObjectField
 
 INPUT_MAX_CHARS = 64 * 1024
-
-_JSON_TYPE_NAMES = {
-    list: "an array",
-    str: "a string",
-    int: "a number",
-    float: "a number",
-    bool: "a boolean",
-    type(None): "null",
-}
 
 
 def agent_choices() -> list[tuple[str, str]]:
@@ -47,11 +38,19 @@ class TaskStartForm(forms.Form):
         widget=forms.Textarea(attrs={"rows": 3}),
         help_text="What the agent should achieve, in one or two sentences.",
     )
-    input = forms.CharField(
+    input = JSONObjectField(
+        noun="input",
+        example='{"order_id": "A1001"}',
+        check=validated,
+        max_chars=INPUT_MAX_CHARS,
         required=False,
-        max_length=INPUT_MAX_CHARS,
         widget=forms.Textarea(
-            attrs={"rows": 6, "spellcheck": "false", "placeholder": '{"order_id": "A1001"}'}
+            attrs={
+                "rows": 6,
+                "spellcheck": "false",
+                "placeholder": '{"order_id": "A1001"}',
+                "maxlength": INPUT_MAX_CHARS,
+            }
         ),
         label="Input (JSON object, optional)",
         help_text="Structured input for the agent, e.g. the order to refund.",
@@ -82,37 +81,6 @@ class TaskStartForm(forms.Form):
         super().__init__(*args, **kwargs)
         # Read at request time: agents register when the app is ready, after this module loads.
         self.fields["agent"].choices = agent_choices()
-
-    def clean_input(self) -> dict[str, Any]:
-        text = self.cleaned_data["input"].strip()
-        if not text:
-            return {}
-        try:
-            value = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ValidationError(
-                "The input is not valid JSON: %(msg)s (line %(line)s, column %(col)s).",
-                code="invalid_json",
-                params={"msg": exc.msg, "line": exc.lineno, "col": exc.colno},
-            ) from None
-        except RecursionError:
-            raise ValidationError("The input is nested too deeply.", code="too_deep") from None
-        if not isinstance(value, dict):
-            raise ValidationError(
-                'The input must be a JSON object, like {"order_id": "A1001"}; got %(kind)s.',
-                code="not_object",
-                params={"kind": _JSON_TYPE_NAMES.get(type(value), type(value).__name__)},
-            )
-        try:
-            return validated(value, "input")
-        except NotSerializable as exc:
-            raise ValidationError(
-                "The input cannot be stored as JSON: %(error)s.",
-                code="not_serializable",
-                params={"error": str(exc)},
-            ) from None
-        except RecursionError:
-            raise ValidationError("The input is nested too deeply.", code="too_deep") from None
 
 
 class StorableJSONField(forms.JSONField):

@@ -1,4 +1,5 @@
-"""The durable state of a task: metadata, plan, ledger, event log, snapshots and artifacts.
+"""The durable state of a task: metadata, plan, ledger, event log, snapshots and artifacts, and
+its waiting states: the gate a step parks on and the audit record of an autonomous step.
 
 No business logic lives here. Statuses are written only by `agentops.engine.transitions`; every
 other write goes through a service. Constraint names follow `<app>_<model>_<rule>`.
@@ -10,7 +11,15 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
-from agentops.states import LedgerStatus, Phase, StepStatus, TaskMode, TaskStatus
+from agentops.states import (
+    AuditStatus,
+    GateStatus,
+    LedgerStatus,
+    Phase,
+    StepStatus,
+    TaskMode,
+    TaskStatus,
+)
 
 
 class Task(models.Model):
@@ -79,6 +88,13 @@ class Task(models.Model):
         ordering = ["-id"]
         indexes = [
             models.Index(fields=["status", "lease_expires_at"], name="agentops_task_claimable_idx"),
+            # The inbox's stopped tasks in their order, and their count in the navigation: a
+            # few hundred entries however many tasks there are.
+            models.Index(
+                fields=["updated_at", "id"],
+                condition=Q(status=TaskStatus.NEEDS_ATTENTION),
+                name="agentops_task_stopped_idx",
+            ),
         ]
         constraints = [
             models.CheckConstraint(
@@ -176,6 +192,20 @@ class ToolCall(models.Model):
 
     class Meta:
         ordering = ["task", "id"]
+        # The rare statuses pages ask about per task (an unconfirmed call in the inbox, undone
+        # calls on the task list): tiny partial indexes instead of a scan of the ledger.
+        indexes = [
+            models.Index(
+                fields=["task"],
+                condition=Q(status=LedgerStatus.EXECUTED_UNKNOWN),
+                name="agentops_call_unconfirmed_idx",
+            ),
+            models.Index(
+                fields=["task"],
+                condition=Q(status=LedgerStatus.COMPENSATED),
+                name="agentops_call_undone_idx",
+            ),
+        ]
         constraints = [
             # One live row per key; failed tries stay as history and a retry reuses the key.
             models.UniqueConstraint(
@@ -269,3 +299,121 @@ class Artifact(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} ({self.size} bytes)"
+
+
+class Gate(models.Model):
+    """A step parked for a person's decision: the proposed action bound to its arguments digest
+    and the policy version that gated it. Opened in the runner's fenced transaction, so a gate is
+    open exactly while its task waits at it; at most one open gate per step. Its status moves only
+    along `GATE_TRANSITIONS` (`agentops.engine.gates.gate_transition`). Who decided and their
+    feedback are kept on the row too (one record per decision, shown on the gate panel)."""
+
+    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="gates")
+    step = models.ForeignKey(Step, on_delete=models.CASCADE, related_name="gates")
+    status = models.CharField(max_length=16, choices=GateStatus.choices, default=GateStatus.OPEN)
+    # The proposed action in its canonical record: tool, arguments as the ledger would run them,
+    # their digest, and whether a person had already edited them.
+    tool = models.CharField(max_length=100)
+    side_effect = models.CharField(max_length=32, blank=True)
+    arguments = models.JSONField()
+    args_digest = models.CharField(max_length=64)
+    edited = models.BooleanField(default=False)
+    amount = models.DecimalField(max_digits=14, decimal_places=2, null=True, blank=True)
+    confidence = models.FloatField(null=True, blank=True)
+    # Why: the policy version and rule that gated it.
+    policy_version = models.ForeignKey(
+        "policies.PolicyVersion", null=True, on_delete=models.PROTECT, related_name="+"
+    )
+    policy_version_number = models.PositiveIntegerField(null=True)
+    rule = models.CharField(max_length=200)
+    reasons = models.JSONField(default=list)
+    approver_group = models.CharField(max_length=150, default="operators")
+    timeout_action = models.CharField(max_length=16, default="reject")
+    escalate_to = models.CharField(max_length=150, blank=True)
+    due_at = models.DateTimeField()
+    created_at = models.DateTimeField(auto_now_add=True)
+    decided_at = models.DateTimeField(null=True, blank=True)
+    decided_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+    )
+    feedback = models.TextField(blank=True)
+    # What a person approved: the arguments the ledger runs (differ from `arguments` when edited)
+    # and their digest. Empty until the gate is approved.
+    approved_arguments = models.JSONField(null=True, blank=True)
+    approved_digest = models.CharField(max_length=64, blank=True)
+    # A rejection that also ended the task (reject and stop): "abort" or "rollback".
+    stopped_with = models.CharField(max_length=16, blank=True)
+
+    class Meta:
+        ordering = ["due_at", "id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["step"],
+                condition=Q(status=GateStatus.OPEN),
+                name="agentops_gate_one_open_per_step",
+            ),
+            models.CheckConstraint(
+                condition=Q(status__in=GateStatus.values), name="agentops_gate_status_valid"
+            ),
+        ]
+        indexes = [
+            # Also the inbox's open gates in their order and their count in the navigation.
+            models.Index(fields=["status", "due_at"], name="agentops_gate_open_due_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"Gate {self.pk} on task {self.task_id}: {self.tool} ({self.status})"
+
+
+class AuditItem(models.Model):
+    """An autonomous decision queued for after-the-fact review (audit lane, or sampled auto)."""
+
+    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="audit_items")
+    step = models.ForeignKey(Step, on_delete=models.CASCADE, related_name="+")
+    tool_call = models.OneToOneField(ToolCall, on_delete=models.CASCADE, related_name="audit_item")
+    agent = models.CharField(max_length=100)
+    tool = models.CharField(max_length=100)
+    route = models.CharField(max_length=16)
+    sampled = models.BooleanField(default=False)
+    rule = models.CharField(max_length=200)
+    policy_version_number = models.PositiveIntegerField(null=True)
+    status = models.CharField(
+        max_length=16, choices=AuditStatus.choices, default=AuditStatus.PENDING
+    )
+    note = models.TextField(blank=True)
+    reviewed_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="+",
+    )
+    reviewed_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(status__in=AuditStatus.values), name="agentops_audititem_status_valid"
+            ),
+        ]
+        indexes = [
+            # The queue's two lists, each newest first (scanned backwards): the items to review
+            # (this index, which also counts them for the navigation), then the reviewed ones.
+            models.Index(fields=["status", "created_at"], name="agentops_audititem_status_idx"),
+            models.Index(
+                fields=["created_at", "id"],
+                condition=~Q(status=AuditStatus.PENDING),
+                name="agentops_audit_reviewed_idx",
+            ),
+            # The filter menus: a loose index scan lists the distinct triples.
+            models.Index(fields=["agent", "tool", "rule"], name="agentops_audit_choices_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"Audit {self.pk}: {self.tool} ({self.status})"

@@ -3,8 +3,8 @@
 `register()` installs two providers in `policies.catalog`: the tool registry as
 `{name: (side_effect, systems)}`, and the routed steps since a time as `RecordedAction`s for
 dry-runs. Call it once from `AgentopsConfig.ready()`; calling it again replaces the providers.
-How long people took to decide gates lives in `reviews`, which agentops does not import: pass
-`decision_seconds` (step ids -> seconds, e.g. from `agentops.engine.review_bridge`) to include it.
+How long people took to decide gates comes from the gates themselves: pass `decision_seconds`
+(step ids -> seconds, `agentops.engine.gates.gate_decision_seconds`) to include it.
 """
 
 from __future__ import annotations

@@ -14,8 +14,8 @@ from datetime import datetime
 from functools import cached_property
 from typing import Any
 
-from django.db.models import Count, F, IntegerField, Prefetch, Q, QuerySet
-from django.db.models.functions import Least
+from django.db.models import Count, F, IntegerField, OuterRef, Prefetch, QuerySet, Subquery
+from django.db.models.functions import Coalesce, Least
 
 from agentops.engine.advisor import (
     Action,
@@ -69,7 +69,7 @@ def tasks_visible_to(user: Any) -> QuerySet[Task]:
 
 def task_list_recent(*, status: str | None = None, viewer: Any) -> QuerySet[Task]:
     """Tasks `viewer` may see, newest first, optionally only those in `status`; the caller
-    paginates."""
+    takes a window of it (agentops.paging: no count of the whole list)."""
     queryset = (
         tasks_visible_to(viewer)
         .only(
@@ -87,8 +87,18 @@ def task_list_recent(*, status: str | None = None, viewer: Any) -> QuerySet[Task
     )
     if status:
         queryset = queryset.filter(status=status)
-    undone = Count("tool_calls", filter=Q(tool_calls__status=LedgerStatus.COMPENSATED))
-    return _with_step_number(queryset).annotate(compensated_calls=undone)
+    # A subquery per shown row (a partial index holds the compensated calls), not a join of
+    # every task with every ledger row grouped before the LIMIT.
+    undone = (
+        ToolCall.objects.filter(task=OuterRef("pk"), status=LedgerStatus.COMPENSATED)
+        .order_by()
+        .values("task")
+        .annotate(n=Count("*"))
+        .values("n")
+    )
+    return _with_step_number(queryset).annotate(
+        compensated_calls=Coalesce(Subquery(undone, output_field=IntegerField()), 0)
+    )
 
 
 @dataclass(frozen=True)
@@ -149,15 +159,17 @@ class TaskDetail:
         return None
 
 
-def _step_row(step: Step) -> StepRow:
+def step_row(step: Step, *, limit: int = PREVIEW_CHARS) -> StepRow:
+    """A step as every page shows it: the model's text, the output and the error, previewed in
+    at most `limit` characters each, and the artifact holding a large output."""
     response = step.model_response
     text = (
         response.get("text", "") if isinstance(response, dict) and not is_pointer(response) else ""
     )
     return StepRow(
         step=step,
-        model_text=json_preview(text) if text else "",
-        output_preview=json_preview(step.output),
+        model_text=json_preview(text, limit=limit) if text else "",
+        output_preview=json_preview(step.output, limit=limit),
         error=step.error if isinstance(step.error, dict) else None,
         output_artifact=artifact_id_of(step.output),
     )
@@ -212,7 +224,7 @@ def task_get_detail(*, task_id: int, viewer: Any) -> TaskDetail:
         )
     return TaskDetail(
         task=task,
-        steps=[_step_row(s) for s in steps],
+        steps=[step_row(s) for s in steps],
         tool_calls=task.call_list,  # type: ignore[attr-defined]
         events=[_event_row(e) for e in task.event_list],  # type: ignore[attr-defined]
         # Seqs are gapless from 1, so the last one is the count.
@@ -235,13 +247,32 @@ class Recovery:
     failed_retries: int = 0
 
 
-def _tool_facts(name: str) -> tuple[str | None, bool]:
-    """The tool's side-effect class and whether it can be compensated (None: unknown tool)."""
+@dataclass(frozen=True)
+class ToolFacts:
+    """What the registry says about a tool: what running (or approving) its call sets in motion."""
+
+    name: str
+    known: bool
+    side_effect: str
+    systems: tuple[str, ...]
+    idempotent_remote: bool
+    compensate_with: str | None
+
+    @property
+    def compensable(self) -> bool:
+        return self.compensate_with is not None
+
+
+def tool_facts(name: str, *, recorded_side_effect: str = "") -> ToolFacts:
+    """The registered tool's facts; an unknown tool (no longer registered) is known by the side
+    effect its ledger row recorded, else "unknown"."""
     try:
         tool = get_tool(name)
     except UnknownTool:
-        return None, False
-    return tool.side_effect, tool.compensate_with is not None
+        return ToolFacts(name, False, recorded_side_effect or "unknown", (), False, None)
+    return ToolFacts(
+        name, True, tool.side_effect, tool.systems, tool.idempotent_remote, tool.compensate_with
+    )
 
 
 def retries_failed_again(events: list[Event], *, ordinal: int, kind: str) -> int:
@@ -308,17 +339,18 @@ def task_recovery(
     stuck_calls = [c for c in calls if stuck is not None and c.step_id == stuck.pk]
     side_effect = stuck_calls[-1].side_effect if stuck_calls else None
     if side_effect is None and stuck is not None and stuck.spec.get("tool"):
-        side_effect, _ = _tool_facts(stuck.spec["tool"])
+        stuck_tool = tool_facts(stuck.spec["tool"])
+        side_effect = stuck_tool.side_effect if stuck_tool.known else None
     ledger = []
     for call in calls:
-        call_side_effect, compensable = _tool_facts(call.tool)
+        facts = tool_facts(call.tool, recorded_side_effect=call.side_effect)
         ledger.append(
             LedgerView(
                 key=call.idempotency_key,
                 tool=call.tool,
                 status=call.status,
-                side_effect=call_side_effect or call.side_effect,
-                compensable=compensable,
+                side_effect=facts.side_effect if facts.known else call.side_effect,
+                compensable=facts.compensable,
                 compensates=None
                 if call.compensation_of_id is None
                 else str(call.compensation_of_id),

@@ -12,10 +12,10 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from agentops.engine import children, review_bridge
+from agentops.engine import children, gates
 from agentops.engine.checkpoints import snapshot_state
 from agentops.engine.dispatch import task_enqueue
-from agentops.engine.errors import AgentOpsError
+from agentops.engine.errors import AgentOpsError, StartRefused
 from agentops.engine.jsonvalues import loaded, redacted, validated
 from agentops.engine.planning import dependants, plan_check
 from agentops.engine.registry import get_agent, plan_for, step_spec
@@ -27,8 +27,11 @@ from agentops.engine.transitions import (
     task_transition,
 )
 from agentops.models import Snapshot, Step, Task, ToolCall
-from agentops.states import LedgerStatus, StepStatus, TaskMode, TaskStatus
+from agentops.states import STEP_TRANSITIONS, LedgerStatus, StepStatus, TaskMode, TaskStatus
 from policies.services import policy_version_ensure_active
+
+# Registered with the other role permissions in `reviews.roles`; asked through Django here.
+START_TASK = "agentops.start_task"
 
 
 class TransitionRefused(AgentOpsError):
@@ -41,6 +44,7 @@ def task_create(
     goal: str,
     input: dict[str, Any] | None = None,
     created_by: Any = None,
+    started_by: Any = None,
     token_budget: int | None = None,
     cost_budget: Decimal | float | str | None = None,
     wall_time_budget_seconds: int | None = None,
@@ -56,10 +60,19 @@ def task_create(
     (`parent_step`: the parent's fan-out step) pins its parent's version instead. Secrets in
     the input are redacted before it is stored. Without a wall-time budget the task gets
     AGENTOPS_TASK_WALL_TIME_SECONDS (0: none).
+    `started_by` is the person asking (the form, the API): they need `agentops.start_task` (else
+    StartRefused, before anything is written) and are recorded as the task's creator. Creation
+    inside the engine (child tasks, scenarios, benchmarks) passes no person and is not checked;
+    `created_by` only records who the task is attributed to (a child, its parent's starter).
     Raises UnknownAgent for an unregistered agent, NotSerializable for non-JSON input and
     PlanInvalid for a plan whose dependencies do not point at earlier steps.
     """
     from django.conf import settings
+
+    if started_by is not None:
+        if not started_by.has_perm(START_TASK):
+            raise StartRefused(started_by.get_username() or "an anonymous user")
+        created_by = started_by
 
     spec = get_agent(agent)
     task_input = redacted(validated(input or {}, "input"))
@@ -141,7 +154,7 @@ def _transition(task_id: int, name: str, *, actor: Any, reason: str = "", **fiel
         raise TransitionRefused(f"task {task_id} is {status}; cannot {name.replace('_', ' ')}")
     # A task leaving its gate any other way than by a decision on it withdraws the gate (a
     # decision closes its gate before resuming, so then there is nothing left to withdraw).
-    review_bridge.gates_withdraw(task_id=task_id, because=name)
+    gates.gates_withdraw(task_id=task_id, because=name)
     return Task.objects.filter(pk=task_id).values_list("last_seq", flat=True).get()
 
 
@@ -215,7 +228,7 @@ def task_retry(*, task_id: int, actor: Any, reason: str = "") -> None:
             _reset(step, attempts=0, error=None)
             events.append(
                 EventSpec(
-                    "agentops.step.reset",
+                    STEP_TRANSITIONS["reset"].event,
                     step=step.ordinal,
                     payload={"intervention": "retry"},
                     fold={"steps": {str(step.ordinal): StepStatus.PENDING}},
@@ -235,7 +248,7 @@ def task_skip_step(*, task_id: int, actor: Any, reason: str = "") -> None:
         step_transition(step=step, name="skip", error=None, finished_at=timezone.now())
         events = [
             EventSpec(
-                "agentops.step.skipped",
+                STEP_TRANSITIONS["skip"].event,
                 step=step.ordinal,
                 payload={"reason": redacted(reason)},
                 fold={"steps": {str(step.ordinal): StepStatus.SKIPPED}},
@@ -247,7 +260,7 @@ def task_skip_step(*, task_id: int, actor: Any, reason: str = "") -> None:
             if step_transition(step=dependant, name="skip", error=None, finished_at=timezone.now()):
                 events.append(
                     EventSpec(
-                        "agentops.step.skipped",
+                        STEP_TRANSITIONS["skip"].event,
                         step=dependant.ordinal,
                         payload={"reason": f"depends on skipped step {step.ordinal + 1}"},
                         fold={"steps": {str(dependant.ordinal): StepStatus.SKIPPED}},
@@ -316,7 +329,7 @@ def ledger_confirm(*, call_id: int, executed: bool, actor: Any, reason: str = ""
                     fold={"ledger": {call.idempotency_key: target}},
                 ),
                 EventSpec(
-                    "agentops.step.reset",
+                    STEP_TRANSITIONS["reset"].event,
                     step=call.step.ordinal,
                     payload={"intervention": "confirm"},
                     fold={"steps": {str(call.step.ordinal): StepStatus.PENDING}},
@@ -480,11 +493,11 @@ def task_modify(
             return {}
         fields = {**budgets, "input": new_input}
         if task.status == TaskStatus.PAUSED:
-            Task.objects.filter(pk=task_id, status=TaskStatus.PAUSED).update(**fields)
             task_append_event(
                 task_id=task_id,
                 event=EventSpec("agentops.task.modified", payload={"changes": changes}),
                 actor=actor,
+                **fields,
             )
             return changes
         _transition(task_id, "pause", actor=actor, reason="modify")

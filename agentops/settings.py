@@ -120,6 +120,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django_htmx",
     "django_rq",
+    "template_partials",
     "agentops.apps.AgentopsConfig",
     "agentops.sim.apps.SimConfig",
     "reviews.apps.ReviewsConfig",
@@ -196,6 +197,12 @@ STORAGES = {
 WHITENOISE_USE_FINDERS = DEV
 WHITENOISE_AUTOREFRESH = DEV
 
+# Role permissions (reviews.roles, django-rules), then Django's per-user and group permission
+# rows for every other permission (the admin's, agentops.view_task).
+AUTHENTICATION_BACKENDS = [
+    "rules.permissions.ObjectPermissionBackend",
+    "reviews.roles.PermissionRowsBackend",
+]
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "agentops:task_list"
 LOGOUT_REDIRECT_URL = "login"

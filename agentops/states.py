@@ -1,7 +1,11 @@
-"""Task, step and ledger statuses and the transitions between them, declared once.
+"""Task, step, ledger and gate statuses and the transitions between them, declared once.
 
-Pure Python: no ORM. `agentops.engine.transitions` is the only code that writes a status, and it
-does so with a conditional UPDATE whose WHERE clause comes from the tables below.
+Pure Python: no ORM. `agentops.engine.transitions` is the only code that writes a task, step or
+ledger status, and `agentops.engine.gates` the only code that writes a gate's; both do so with a
+conditional UPDATE whose WHERE clause comes from the tables below; each task and step transition
+also declares the event action that records it. The database refuses any other task, step or
+ledger move: triggers (migrations 0003 for the ledger, 0009 for tasks and steps) hold the same
+(source, target) pairs, and a test compares them with these tables.
 """
 
 from __future__ import annotations
@@ -48,10 +52,12 @@ class Transition:
     # True when the transition is made by the lease holder and must be fenced by its epoch.
     # Transitions made from outside (a person, the sweeper) revoke any lease instead.
     fenced: bool
+    # The event action that records the transition in the task's log.
+    event: str
 
 
-def _t(name: str, sources: set[str], target: str, *, fenced: bool) -> Transition:
-    return Transition(name, frozenset(sources), target, fenced)
+def _t(name: str, sources: set[str], target: str, *, fenced: bool, event: str) -> Transition:
+    return Transition(name, frozenset(sources), target, fenced, event)
 
 
 _S = TaskStatus
@@ -59,17 +65,41 @@ TASK_TRANSITIONS: dict[str, Transition] = {
     t.name: t
     for t in [
         # Claiming a task is the `start` transition; its fence is lease expiry, not an epoch.
-        _t("start", {_S.QUEUED, _S.RUNNING, _S.RETRY_SCHEDULED}, _S.RUNNING, fenced=False),
+        _t(
+            "start",
+            {_S.QUEUED, _S.RUNNING, _S.RETRY_SCHEDULED},
+            _S.RUNNING,
+            fenced=False,
+            event="agentops.task.claimed",
+        ),
         # The holder gives the task back at the end of its time slice (another job picks it up).
-        _t("yield", {_S.RUNNING}, _S.QUEUED, fenced=True),
-        _t("await_approval", {_S.RUNNING}, _S.AWAITING_APPROVAL, fenced=True),
-        _t("schedule_retry", {_S.RUNNING}, _S.RETRY_SCHEDULED, fenced=True),
-        _t("stop", {_S.RUNNING}, _S.NEEDS_ATTENTION, fenced=True),
-        _t("succeed", {_S.RUNNING}, _S.SUCCEEDED, fenced=True),
+        _t("yield", {_S.RUNNING}, _S.QUEUED, fenced=True, event="agentops.task.yielded"),
+        _t(
+            "await_approval",
+            {_S.RUNNING},
+            _S.AWAITING_APPROVAL,
+            fenced=True,
+            event="agentops.task.awaiting_approval",
+        ),
+        _t(
+            "schedule_retry",
+            {_S.RUNNING},
+            _S.RETRY_SCHEDULED,
+            fenced=True,
+            event="agentops.task.retry_scheduled",
+        ),
+        _t("stop", {_S.RUNNING}, _S.NEEDS_ATTENTION, fenced=True, event="agentops.task.stopped"),
+        _t("succeed", {_S.RUNNING}, _S.SUCCEEDED, fenced=True, event="agentops.task.succeeded"),
         # A fan-out step parks its task until the child tasks are terminal; the last child's
         # terminal transaction (or the sweeper, from the database) wakes it exactly once.
-        _t("await_children", {_S.RUNNING}, _S.AWAITING_CHILDREN, fenced=True),
-        _t("wake", {_S.AWAITING_CHILDREN}, _S.QUEUED, fenced=False),
+        _t(
+            "await_children",
+            {_S.RUNNING},
+            _S.AWAITING_CHILDREN,
+            fenced=True,
+            event="agentops.task.awaiting_children",
+        ),
+        _t("wake", {_S.AWAITING_CHILDREN}, _S.QUEUED, fenced=False, event="agentops.task.woken"),
         # From outside the worker.
         # A person parks a task: a running worker loses its lease at its next checkpoint; a task
         # waiting at a gate leaves it (the gate is withdrawn, and routed again on resume); a parent
@@ -79,9 +109,16 @@ TASK_TRANSITIONS: dict[str, Transition] = {
             {_S.QUEUED, _S.RUNNING, _S.RETRY_SCHEDULED, _S.AWAITING_APPROVAL, _S.AWAITING_CHILDREN},
             _S.PAUSED,
             fenced=False,
+            event="agentops.task.paused",
         ),
         # A person's decision stops a gated task for a person (the same action rejected again).
-        _t("hold", {_S.AWAITING_APPROVAL}, _S.NEEDS_ATTENTION, fenced=False),
+        _t(
+            "hold",
+            {_S.AWAITING_APPROVAL},
+            _S.NEEDS_ATTENTION,
+            fenced=False,
+            event="agentops.task.held",
+        ),
         _t(
             "resume",
             {
@@ -93,11 +130,24 @@ TASK_TRANSITIONS: dict[str, Transition] = {
             },
             _S.QUEUED,
             fenced=False,
+            event="agentops.task.resumed",
         ),
-        _t("abort", set(TaskStatus.values) - TERMINAL, _S.ABORTED, fenced=False),
+        _t(
+            "abort",
+            set(TaskStatus.values) - TERMINAL,
+            _S.ABORTED,
+            fenced=False,
+            event="agentops.task.aborted",
+        ),
         # A person asks for a rollback by resuming the task in rollback mode; the worker that then
         # runs the compensations ends it.
-        _t("roll_back", {_S.RUNNING}, _S.ROLLED_BACK, fenced=True),
+        _t(
+            "roll_back",
+            {_S.RUNNING},
+            _S.ROLLED_BACK,
+            fenced=True,
+            event="agentops.task.rolled_back",
+        ),
     ]
 }
 
@@ -154,14 +204,62 @@ def ledger_sources(target: str) -> frozenset[str]:
 
 
 _P = StepStatus
+# A step's events are appended by the code that moves it, in the same transaction (a step that
+# succeeds is recorded as `agentops.step.completed`).
 STEP_TRANSITIONS: dict[str, Transition] = {
     t.name: t
     for t in [
         # A step is started again after a crash or a retry: `running` and `failed` are sources too.
-        _t("start", {_P.PENDING, _P.RUNNING, _P.FAILED}, _P.RUNNING, fenced=True),
-        _t("succeed", {_P.RUNNING}, _P.SUCCEEDED, fenced=True),
-        _t("fail", {_P.RUNNING}, _P.FAILED, fenced=True),
-        _t("skip", {_P.PENDING, _P.RUNNING, _P.FAILED}, _P.SKIPPED, fenced=False),
-        _t("reset", {_P.RUNNING, _P.FAILED}, _P.PENDING, fenced=False),
+        _t(
+            "start",
+            {_P.PENDING, _P.RUNNING, _P.FAILED},
+            _P.RUNNING,
+            fenced=True,
+            event="agentops.step.started",
+        ),
+        _t("succeed", {_P.RUNNING}, _P.SUCCEEDED, fenced=True, event="agentops.step.completed"),
+        _t("fail", {_P.RUNNING}, _P.FAILED, fenced=True, event="agentops.step.failed"),
+        _t(
+            "skip",
+            {_P.PENDING, _P.RUNNING, _P.FAILED},
+            _P.SKIPPED,
+            fenced=False,
+            event="agentops.step.skipped",
+        ),
+        _t("reset", {_P.RUNNING, _P.FAILED}, _P.PENDING, fenced=False, event="agentops.step.reset"),
     ]
 }
+
+
+class GateStatus(models.TextChoices):
+    OPEN = "open", "Open"
+    APPROVED = "approved", "Approved"
+    REJECTED = "rejected", "Rejected"
+    EXPIRED = "expired", "Expired"
+
+
+_G = GateStatus
+# A gate is decided once: every transition leaves `open`. A decision approves or rejects it (a
+# rejection that also stops the task is a rejection); the sweeper expires it past its due time; a
+# task that leaves it without a decision (aborted, paused, resumed by an intervention) withdraws it,
+# which closes it as expired. Escalation to another group keeps it open (no status change).
+# A gate's move has no event of its own: the task's log records what the task did (resumed,
+# stopped) and the people's decision log (`reviews`) what the person decided (approved, edited,
+# rejected and stopped, ...), which is finer than the gate's status.
+GATE_TRANSITIONS: dict[str, Transition] = {
+    t.name: t
+    for t in [
+        _t("approve", {_G.OPEN}, _G.APPROVED, fenced=False, event=""),
+        _t("reject", {_G.OPEN}, _G.REJECTED, fenced=False, event=""),
+        _t("expire", {_G.OPEN}, _G.EXPIRED, fenced=False, event=""),
+        _t("withdraw", {_G.OPEN}, _G.EXPIRED, fenced=False, event=""),
+    ]
+}
+
+
+class AuditStatus(models.TextChoices):
+    """Where an audit item is in its review by a person (`reviews` runs that workflow)."""
+
+    PENDING = "pending", "To review"
+    OK = "ok", "OK"
+    FLAGGED = "flagged", "Flagged"

@@ -1,9 +1,9 @@
 """The agentops pages: the task list, the start form, and the live task page.
 
 Views are thin: parse with a form, read with a selector, write with one service. Each page also
-serves its htmx fragment from the same URL (`request.htmx`), and responses vary on HX-Request so
-that no cache hands a fragment to a full-page load. The polled task fragment answers 286 once the
-task is terminal, which stops the polling.
+serves its htmx fragment (a partial of the same template) from the same URL, through
+`agentops.web.render_page`. The polled task fragment answers 286 once the task is terminal, which
+stops the polling. Starting a task needs `agentops.start_task` (the task-starter role).
 """
 
 from __future__ import annotations
@@ -11,42 +11,30 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import urlencode
 
-from django.contrib.auth.decorators import login_required
-from django.core.paginator import Paginator
+from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponsePermanentRedirect
-from django.shortcuts import redirect, render
-from django.template.loader import render_to_string
+from django.shortcuts import redirect
 from django.templatetags.static import static
 from django.urls import reverse
-from django.utils.cache import patch_vary_headers
 from django.views.decorators.http import require_GET, require_http_methods
-from django_htmx.http import HttpResponseClientRedirect, HttpResponseStopPolling
-from django_htmx.middleware import HtmxDetails
+from django_htmx.http import HTMX_STOP_POLLING, HttpResponseClientRedirect
 
-from agentops import prometheus
-from agentops.engine.errors import UnknownAgent
+from agentops import prometheus, task_page
+from agentops.engine.errors import StartRefused, UnknownAgent
 from agentops.forms import TaskFilterForm, TaskStartForm
 from agentops.models import Task
+from agentops.paging import window
 from agentops.selectors import artifact_get_visible, task_get_detail, task_list_recent
 from agentops.services import task_create
+from agentops.web import (
+    HtmxHttpRequest,
+    login_required,
+    permission_required,
+    render_page,
+    wants_fragment,
+)
 
 PAGE_SIZE = 50
-
-
-class HtmxHttpRequest(HttpRequest):
-    """A request that passed through django-htmx's middleware (as every request here does)."""
-
-    htmx: HtmxDetails
-
-
-def _wants_fragment(request: HtmxHttpRequest) -> bool:
-    # A history restore after a cache miss needs the whole page, although htmx sent it.
-    return bool(request.htmx) and not request.htmx.history_restore_request
-
-
-def _varying(response: HttpResponse) -> HttpResponse:
-    patch_vary_headers(response, ("HX-Request",))
-    return response
 
 
 @login_required
@@ -54,24 +42,21 @@ def _varying(response: HttpResponse) -> HttpResponse:
 def task_list(request: HtmxHttpRequest) -> HttpResponse:
     form = TaskFilterForm(request.GET)
     status = form.cleaned_data["status"] if form.is_valid() else ""
-    page = Paginator(
-        task_list_recent(status=status or None, viewer=request.user), PAGE_SIZE
-    ).get_page(request.GET.get("page"))
+    page = window(
+        task_list_recent(status=status or None, viewer=request.user),
+        page=request.GET.get("page"),
+        size=PAGE_SIZE,
+    )
     context: dict[str, Any] = {
         "form": form,
         "page": page,
         "status": status,
         "filter_query": urlencode({"status": status}) if status else "",
     }
-    template = (
-        "agentops/_partials/task_table.html"
-        if _wants_fragment(request)
-        else "agentops/task_list.html"
-    )
-    return _varying(render(request, template, context))
+    return render_page(request, "agentops/task_list.html", context, fragment="task_table")
 
 
-@login_required
+@permission_required("agentops.start_task", refusal="only task starters may start tasks")
 @require_http_methods(["GET", "POST"])
 def task_new(request: HtmxHttpRequest) -> HttpResponse:
     if request.method == "POST":
@@ -82,13 +67,15 @@ def task_new(request: HtmxHttpRequest) -> HttpResponse:
                     agent=form.cleaned_data["agent"],
                     goal=form.cleaned_data["goal"],
                     input=form.cleaned_data["input"],
-                    created_by=request.user,
+                    started_by=request.user,
                     token_budget=form.cleaned_data["token_budget"],
                     cost_budget=form.cleaned_data["cost_budget"],
                     wall_time_budget_seconds=form.cleaned_data["wall_time_budget_seconds"],
                 )
             except UnknownAgent as exc:
                 form.add_error("agent", str(exc))
+            except StartRefused as exc:
+                raise PermissionDenied(str(exc)) from None
             else:
                 url = reverse("agentops:task_detail", args=[task.pk])
                 if request.htmx:
@@ -96,12 +83,7 @@ def task_new(request: HtmxHttpRequest) -> HttpResponse:
                 return redirect(url)
     else:
         form = TaskStartForm()
-    template = (
-        "agentops/_partials/task_form.html"
-        if _wants_fragment(request)
-        else "agentops/task_new.html"
-    )
-    return _varying(render(request, template, {"form": form}))
+    return render_page(request, "agentops/task_new.html", {"form": form}, fragment="task_form")
 
 
 @login_required
@@ -111,15 +93,19 @@ def task_detail(request: HtmxHttpRequest, task_id: int) -> HttpResponse:
         detail = task_get_detail(task_id=task_id, viewer=request.user)
     except Task.DoesNotExist:
         raise Http404(f"no task {task_id}") from None
-    context = {"detail": detail, "task": detail.task}
-    if not _wants_fragment(request):
-        return _varying(render(request, "agentops/task_detail.html", context))
-    fragment = "agentops/_partials/task_timeline.html"
-    if detail.is_terminal:
-        return _varying(
-            HttpResponseStopPolling(render_to_string(fragment, context, request=request))
-        )
-    return _varying(render(request, fragment, context))
+    context: dict[str, Any] = {"detail": detail, "task": detail.task}
+    fragment = wants_fragment(request)
+    if not fragment:
+        # Other apps' sections (the review section of `reviews`), registered with the page.
+        context["sections"] = task_page.sections_render(request, detail.task)
+    # 286 (stop polling): htmx swaps this last fragment of a finished task and stops asking.
+    return render_page(
+        request,
+        "agentops/task_detail.html",
+        context,
+        fragment="task_live",
+        status=HTMX_STOP_POLLING if fragment and detail.is_terminal else 200,
+    )
 
 
 @login_required

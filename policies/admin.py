@@ -7,18 +7,8 @@ from typing import Any
 from django.contrib import admin
 from django.http import HttpRequest
 
+from agentops.web import ReadOnlyAdmin
 from policies.models import Policy, PolicyChange, PolicyRule, PolicyVersion
-
-
-class ReadOnlyAdmin(admin.ModelAdmin):
-    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
 
 class PolicyRuleInline(admin.TabularInline):

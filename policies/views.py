@@ -1,6 +1,8 @@
 """The policy editor pages: policies and versions, the draft editor, diff, publish, revert, dry-run.
 
-Every view is for policy admins only, checked on the server (`policy_admin_required`). Views are
+Every view is for policy admins only, checked on the server (`policies.edit_policy`, through
+`agentops.web.permission_required`; the project's one web layer, and the only import from
+outside this app). Views are
 thin: parse with a form, call one service or selector, render a page or its htmx fragment from the
 same URL. Draft edits answer with the editor fragment (validation messages included) to htmx and
 with a redirect otherwise; publish and revert redirect to the new version.
@@ -11,14 +13,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
-from django.utils.cache import patch_vary_headers
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRedirect
-from django_htmx.middleware import HtmxDetails
 
+from agentops.web import HtmxHttpRequest, permission_required, render_page, wants_fragment
 from policies.diff import spec_diff
 from policies.engine import Rule, ValidationMessage
 from policies.errors import PolicyError, PolicyInvalid
@@ -32,7 +33,6 @@ from policies.forms import (
     SettingsForm,
 )
 from policies.models import Policy, PolicyRule, PolicyVersion
-from policies.permissions import policy_admin_required
 from policies.selectors import (
     policy_change_list,
     policy_list,
@@ -56,11 +56,9 @@ from policies.services import (
     policy_rule_update,
 )
 
-EDITOR = "policies/_partials/draft_editor.html"
-
-
-class HtmxHttpRequest(HttpRequest):
-    htmx: HtmxDetails
+policy_admin_required = permission_required(
+    "policies.edit_policy", refusal="only policy admins may view or change policies"
+)
 
 
 @dataclass
@@ -74,15 +72,6 @@ class RuleRow:
     @property
     def number(self) -> int:
         return self.row.position + 1
-
-
-def _fragment(request: HtmxHttpRequest) -> bool:
-    return bool(request.htmx) and not request.htmx.history_restore_request
-
-
-def _varying(response: HttpResponse) -> HttpResponse:
-    patch_vary_headers(response, ("HX-Request",))
-    return response
 
 
 def _version(version_id: int) -> PolicyVersion:
@@ -167,13 +156,17 @@ def _editor_response(
     request: HtmxHttpRequest, version: PolicyVersion, *, status: int = 200, **context: Any
 ) -> HttpResponse:
     """The editor fragment to htmx, or the whole version page (after a failed plain POST)."""
-    template = EDITOR if _fragment(request) else "policies/version_detail.html"
-    ctx = _version_context(version, **context)
-    return _varying(render(request, template, ctx, status=status))
+    return render_page(
+        request,
+        "policies/version_detail.html",
+        _version_context(version, **context),
+        fragment="draft_editor",
+        status=status,
+    )
 
 
 def _after_edit(request: HtmxHttpRequest, version: PolicyVersion) -> HttpResponse:
-    if _fragment(request):
+    if wants_fragment(request):
         return _editor_response(request, _version(version.pk))
     return redirect("policies:version_detail", version_id=version.pk)
 
@@ -241,8 +234,7 @@ def version_diff(request: HtmxHttpRequest, policy_id: int) -> HttpResponse:
         before, after = by_id[form.cleaned_data["a"]], by_id[form.cleaned_data["b"]]
         diff = spec_diff(policy_spec_of(before), policy_spec_of(after))
     context = {"policy": policy, "form": form, "diff": diff, "before": before, "after": after}
-    template = "policies/_partials/diff.html" if _fragment(request) else "policies/diff.html"
-    return _varying(render(request, template, context))
+    return render_page(request, "policies/diff.html", context, fragment="diff")
 
 
 @policy_admin_required
@@ -259,8 +251,7 @@ def version_dry_run(request: HtmxHttpRequest, version_id: int) -> HttpResponse:
         "result": result,
         "errors": [m for m in policy_version_validate(version) if m.is_error],
     }
-    template = "policies/_partials/dry_run.html" if _fragment(request) else "policies/dry_run.html"
-    return _varying(render(request, template, context))
+    return render_page(request, "policies/dry_run.html", context, fragment="dry_run")
 
 
 # -- writes ---------------------------------------------------------------------------------------
@@ -433,4 +424,4 @@ def version_discard(request: HtmxHttpRequest, version_id: int) -> HttpResponse:
 
 def _status(request: HtmxHttpRequest) -> int:
     # htmx swaps only 2xx responses by default; a plain form post learns of the failure by 400.
-    return 200 if _fragment(request) else 400
+    return 200 if wants_fragment(request) else 400

@@ -17,15 +17,8 @@ from django.http import HttpRequest
 from agentops.admin import TaskAdmin, ToolCallAdmin
 from agentops.engine.errors import AgentOpsError
 from agentops.models import Task, ToolCall
-from reviews.models import (
-    ApiToken,
-    AuditItem,
-    Decision,
-    Delivery,
-    Gate,
-    NotificationRoute,
-    WebhookEndpoint,
-)
+from agentops.web import ReadOnlyAdmin
+from reviews.models import ApiToken, Decision, Delivery, NotificationRoute, WebhookEndpoint
 from reviews.services import (
     ReviewError,
     intervention_apply,
@@ -165,39 +158,12 @@ admin.site.unregister(ToolCall)
 admin.site.register(ToolCall, ConfirmingToolCallAdmin)
 
 
-@admin.register(Gate)
-class GateAdmin(admin.ModelAdmin):
-    list_display = ("id", "task", "tool", "status", "rule", "approver_group", "due_at")
-    list_filter = ("status", "rule")
-    readonly_fields = [f.name for f in Gate._meta.fields]
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-
-@admin.register(AuditItem)
-class AuditItemAdmin(admin.ModelAdmin):
-    list_display = ("id", "task", "tool", "route", "sampled", "status", "created_at")
-    list_filter = ("status", "route", "sampled")
-    readonly_fields = [f.name for f in AuditItem._meta.fields]
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-
 @admin.register(Decision)
-class DecisionAdmin(admin.ModelAdmin):
+class DecisionAdmin(ReadOnlyAdmin):
+    """The decision log is append-only (the database refuses UPDATE and DELETE too)."""
+
     list_display = ("created_at", "action", "actor_label", "subject")
     list_filter = ("action",)
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
 
 # -- notifications: admins configure endpoints and routes; deliveries and tokens are a record ----

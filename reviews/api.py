@@ -2,8 +2,9 @@
 and the audit queue; decide gates; start tasks.
 
 It is django-ninja over the same selectors and services as the pages, so the same rules hold:
-roles from `reviews.permissions`, a decision needs the digest the caller saw (409 when it is stale
-or someone decided first), separation of duties, one entry in the decision log per decision.
+the permissions of `reviews.roles` (asked through `user.has_perm`), a decision needs the digest
+the caller saw (409 when it is stale or someone decided first), separation of duties, one entry
+in the decision log per decision.
 Requests authenticate with a personal bearer token (`Authorization: Bearer ao_...`); the actor
 is the token's user. Browser sessions do not authenticate here, so the API needs no CSRF token
 and the pages' CSRF rules stay as they are. The OpenAPI description is at `/api/v1/openapi.json`.
@@ -21,13 +22,11 @@ from ninja import NinjaAPI, Schema
 from ninja.errors import HttpError
 from ninja.security import HttpBearer
 
-from agentops.engine.errors import AgentOpsError
-from agentops.models import Task
+from agentops.engine.errors import AgentOpsError, StartRefused
+from agentops.models import AuditItem, Gate, Task
 from agentops.selectors import tasks_visible_to
 from agentops.services import task_create
-from agentops.states import TaskStatus
-from reviews.models import AuditItem, Gate
-from reviews.permissions import can_read_reviews, is_operator
+from agentops.states import AuditStatus, GateStatus, TaskStatus
 from reviews.services import (
     GateAlreadyDecided,
     NotAllowed,
@@ -36,10 +35,10 @@ from reviews.services import (
     gate_edit_and_approve,
     gate_reject,
 )
-from reviews.states import AuditStatus, GateStatus
 from reviews.tokens import api_token_user
 
 PAGE_LIMIT = 100
+READ_REVIEWS = "reviews.read_reviews"
 
 
 class TokenAuth(HttpBearer):
@@ -166,7 +165,7 @@ def _page(queryset: QuerySet[Any], limit: int, offset: int) -> list[Any]:
 
 
 def _decide(request: HttpRequest, gate_id: int, apply: Any) -> Gate:
-    _require(is_operator(request.user), "deciding gates is for operators")
+    _require(request.user.has_perm("reviews.decide_gate"), "deciding gates is for operators")
     try:
         apply()
     except Gate.DoesNotExist:
@@ -195,7 +194,9 @@ def tasks_list(
 
 @api.get("/tasks/stopped", response=list[TaskOut], summary="Tasks stopped for a human")
 def tasks_stopped(request: HttpRequest, limit: int = 50, offset: int = 0) -> list[Task]:
-    _require(can_read_reviews(request.user), "the review queues are for operators and auditors")
+    _require(
+        request.user.has_perm(READ_REVIEWS), "the review queues are for operators and auditors"
+    )
     tasks = (
         Task.objects.filter(status=TaskStatus.NEEDS_ATTENTION)
         .select_related("created_by")
@@ -214,16 +215,19 @@ def task_get(request: HttpRequest, task_id: int) -> Task:
 
 @api.post("/tasks", response={201: TaskOut, 400: Error, 403: Error}, summary="Start a task")
 def task_start(request: HttpRequest, payload: TaskIn) -> tuple[int, Task]:
+    """Start a task as the token's user, who needs the task-starter role (403 otherwise)."""
     try:
         task = task_create(
             agent=payload.agent,
             goal=payload.goal,
             input=payload.input,
-            created_by=request.user,
+            started_by=request.user,
             token_budget=payload.token_budget,
             cost_budget=payload.cost_budget,
             wall_time_budget_seconds=payload.wall_time_budget_seconds,
         )
+    except StartRefused as exc:
+        raise HttpError(403, str(exc)) from None
     except (AgentOpsError, ValueError) as exc:  # unknown agent, input that is not JSON, no goal
         raise HttpError(400, str(exc)) from None
     return 201, task
@@ -236,14 +240,16 @@ def task_start(request: HttpRequest, payload: TaskIn) -> tuple[int, Task]:
 def gates_list(
     request: HttpRequest, status: str = GateStatus.OPEN, limit: int = 50, offset: int = 0
 ) -> list[Gate]:
-    _require(can_read_reviews(request.user), "the review queues are for operators and auditors")
+    _require(
+        request.user.has_perm(READ_REVIEWS), "the review queues are for operators and auditors"
+    )
     gates = Gate.objects.filter(status=status).select_related("decided_by").order_by("due_at")
     return _page(gates, limit, offset)
 
 
 @api.get("/gates/{gate_id}", response={200: GateOut, 404: Error})
 def gate_get(request: HttpRequest, gate_id: int) -> Gate:
-    _require(can_read_reviews(request.user), "gates are for operators and auditors")
+    _require(request.user.has_perm(READ_REVIEWS), "gates are for operators and auditors")
     gate = Gate.objects.select_related("decided_by").filter(pk=gate_id).first()
     if gate is None:
         raise HttpError(404, f"no gate {gate_id}")
@@ -303,6 +309,6 @@ def gate_edit_api(request: HttpRequest, gate_id: int, payload: EditIn) -> Gate:
 def audit_list(
     request: HttpRequest, status: str = AuditStatus.PENDING, limit: int = 50, offset: int = 0
 ) -> list[AuditItem]:
-    _require(can_read_reviews(request.user), "the audit queue is for operators and auditors")
+    _require(request.user.has_perm(READ_REVIEWS), "the audit queue is for operators and auditors")
     items = AuditItem.objects.filter(status=status).order_by("created_at", "id")
     return _page(items, limit, offset)

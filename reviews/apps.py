@@ -8,10 +8,19 @@ class ReviewsConfig(AppConfig):
     verbose_name = "Human review"
 
     def ready(self) -> None:
-        from agentops import prometheus
+        # The engine calls this app only through the hooks registered here; it imports nothing
+        # of `reviews`.
+        from agentops import prometheus, task_page
+        from agentops.engine.gates import gate_hook_register
         from agentops.engine.sweeper import sweep_hook_register
+        from reviews import roles  # noqa: F401  (registers every app's permissions)
         from reviews.metrics import review_state_metrics
         from reviews.notifications import notifications_sweep
+        from reviews.services import gate_timeout_logged, stopped_tasks_sweep
+        from reviews.task_page import task_review_section
 
+        gate_hook_register(gate_timeout_logged)
+        sweep_hook_register(stopped_tasks_sweep)
         sweep_hook_register(notifications_sweep)
+        task_page.section_register(task_review_section)
         prometheus.collector_register("reviews.state", review_state_metrics)

@@ -17,9 +17,8 @@ from typing import Any
 from django.db.models import QuerySet
 
 from agentops.metrics import Window
-from agentops.models import ToolCall
-from reviews.models import AuditItem
-from reviews.states import AuditStatus
+from agentops.models import AuditItem, ToolCall
+from agentops.states import AuditStatus
 
 # Calibration: a lane whose flag rate reaches this, over at least this many reviewed items, gets
 # a proposal whose threshold catches at least this share of the flagged items.

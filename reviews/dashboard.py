@@ -13,14 +13,17 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from agentops.metrics import agent_names
+from agentops.web import permission_required
 from policies.errors import PolicyError
 from reviews.forms import CalibrationDraftForm, DashboardFilterForm
 from reviews.metrics import figures_collect
-from reviews.permissions import dashboard_required, is_policy_admin, policy_admin_required
 from reviews.services import ReviewError, calibration_draft_create
 
 
-@dashboard_required
+@permission_required(
+    "reviews.read_dashboard",
+    refusal="only operators, auditors and policy admins may see the dashboard",
+)
 @require_GET
 def dashboard(request: HttpRequest) -> HttpResponse:
     form = DashboardFilterForm(request.GET or None, agents=agent_names())
@@ -28,11 +31,11 @@ def dashboard(request: HttpRequest) -> HttpResponse:
     return render(
         request,
         "reviews/dashboard.html",
-        {"form": form, "f": figures, "is_admin": is_policy_admin(request.user)},
+        {"form": form, "f": figures},
     )
 
 
-@policy_admin_required
+@permission_required("policies.edit_policy", refusal="only policy admins may open policy drafts")
 @require_POST
 def calibration_draft(request: HttpRequest) -> HttpResponse:
     """Open the proposed policy draft and go to it in the policy editor."""

@@ -9,7 +9,6 @@ in the form for correction.
 
 from __future__ import annotations
 
-import json
 import re
 from datetime import datetime, time, timedelta
 from typing import Any
@@ -18,13 +17,14 @@ from django import forms
 from django.core.exceptions import ValidationError
 from django.utils import timezone
 
-from agentops.engine.errors import NotSerializable
 from agentops.engine.jsonvalues import validated
 from agentops.metrics import Window
+from agentops.states import AuditStatus
+from agentops.web import JSONObjectField
 from reviews.metrics import FAST_SECONDS
 from reviews.models import NotificationPreference
 from reviews.selectors import AuditFilters, DecisionFilters, InboxFilters
-from reviews.states import AuditStatus, NoticeEvent
+from reviews.states import NoticeEvent
 
 NOTE_MAX = 4000
 ARGUMENTS_MAX = 64 * 1024
@@ -131,7 +131,12 @@ class RejectForm(_GateForm):
 class EditApproveForm(_GateForm):
     # No HTML maxlength: a browser would cut a long paste silently, and the server would then
     # call the cut text "not valid JSON". The size is checked first, with its own message.
-    arguments = forms.CharField(
+    arguments = JSONObjectField(
+        noun="arguments",
+        plural=True,
+        example='{"amount": 80}',
+        check=validated,
+        max_chars=ARGUMENTS_MAX,
         widget=forms.Textarea(attrs={"rows": 8, "spellcheck": "false", "class": "mono"}),
         label="Arguments (JSON object)",
         help_text=f"At most {ARGUMENTS_MAX // 1024} KB ({ARGUMENTS_MAX:,} characters). The policy "
@@ -143,33 +148,6 @@ class EditApproveForm(_GateForm):
         widget=forms.Textarea(attrs={"rows": 2}),
         label="Why you changed it (optional)",
     )
-
-    def clean_arguments(self) -> dict[str, Any]:
-        text = self.cleaned_data["arguments"].strip()
-        if len(text) > ARGUMENTS_MAX:
-            raise ValidationError(
-                "Too large: %(size)s characters, the limit is %(limit)s.",
-                code="too_large",
-                params={"size": f"{len(text):,}", "limit": f"{ARGUMENTS_MAX:,}"},
-            )
-        try:
-            value = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ValidationError(
-                "Not valid JSON: %(msg)s (line %(line)s, column %(col)s).",
-                code="invalid_json",
-                params={"msg": exc.msg, "line": exc.lineno, "col": exc.colno},
-            ) from None
-        except RecursionError:
-            raise ValidationError("The arguments are nested too deeply.", code="too_deep") from None
-        if not isinstance(value, dict):
-            raise ValidationError(
-                'The arguments must be a JSON object, like {"amount": 80}.', code="not_object"
-            )
-        try:
-            return validated(value, "arguments")
-        except NotSerializable as exc:
-            raise ValidationError(str(exc), code="not_serializable") from None
 
 
 class GateSelectionField(forms.MultipleChoiceField):
@@ -343,7 +321,11 @@ class TaskModifyForm(forms.Form):
     wall_time_budget_seconds = forms.IntegerField(
         required=False, min_value=1, label="Wall-time budget (seconds)"
     )
-    input = forms.CharField(
+    input = JSONObjectField(
+        noun="input changes",
+        plural=True,
+        example='{"order_id": "A1002"}',
+        max_chars=ARGUMENTS_MAX,
         required=False,
         widget=forms.Textarea(attrs={"rows": 3, "spellcheck": "false", "class": "mono"}),
         label="Input changes (JSON object, editable fields only)",
@@ -351,23 +333,6 @@ class TaskModifyForm(forms.Form):
     reason = forms.CharField(
         required=False, max_length=NOTE_MAX, widget=forms.TextInput, label="Reason (optional)"
     )
-
-    def clean_input(self) -> dict[str, Any]:
-        text = (self.cleaned_data.get("input") or "").strip()
-        if not text:
-            return {}
-        if len(text) > ARGUMENTS_MAX:
-            raise ValidationError(
-                "Too large: the limit is %(limit)s characters.",
-                params={"limit": f"{ARGUMENTS_MAX:,}"},
-            )
-        try:
-            value = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ValidationError(f"Not valid JSON: {exc.msg}.") from None
-        if not isinstance(value, dict):
-            raise ValidationError("The input changes must be a JSON object.")
-        return value
 
     def budgets(self) -> dict[str, Any]:
         """Only the budgets the person filled in (an empty field leaves the budget alone)."""

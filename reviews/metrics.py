@@ -28,9 +28,10 @@ from agentops.metrics import (
     resume_savings,
     task_completion,
 )
+from agentops.models import AuditItem, Gate
+from agentops.states import AuditStatus, GateStatus
 from reviews.calibration import Calibration, Proposal, calibration, items_in, lane_of
-from reviews.models import AuditItem, Decision, Gate
-from reviews.states import AuditStatus, GateStatus
+from reviews.models import Decision
 
 GATE_DECISIONS = ("reviews.gate.approved", "reviews.gate.edited", "reviews.gate.rejected")
 AUDIT_DECISIONS = ("reviews.audit.ok", "reviews.audit.flagged")

@@ -1,8 +1,9 @@
-"""Human review: approval gates, the audit queue, inbox claims and the append-only decision log.
+"""Human review: inbox claims, the append-only decision log, notifications and API tokens.
 
-A gate is database state: at most one open gate per step (a named partial unique constraint).
-Decisions are append-only: on PostgreSQL a trigger rejects UPDATE and DELETE, and their actor is
-kept as an id plus a label so the record survives the user's deletion.
+Gates and audit items are engine state (`agentops.models`); this app decides them through the
+engine's functions and keeps the people's records around them. Decisions are append-only: on
+PostgreSQL a trigger rejects UPDATE and DELETE, and their actor is kept as an id plus a label so
+the record survives the user's deletion.
 """
 
 from __future__ import annotations
@@ -11,120 +12,7 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
-from reviews.states import (
-    AuditStatus,
-    Channel,
-    DeliveryStatus,
-    GateStatus,
-    NoticeEvent,
-    WebhookFormat,
-)
-
-
-class Gate(models.Model):
-    task = models.ForeignKey("agentops.Task", on_delete=models.CASCADE, related_name="gates")
-    step = models.ForeignKey("agentops.Step", on_delete=models.CASCADE, related_name="gates")
-    status = models.CharField(max_length=16, choices=GateStatus.choices, default=GateStatus.OPEN)
-    # The proposed action in its canonical record: tool, arguments as the ledger would run them,
-    # their digest, and whether a person had already edited them.
-    tool = models.CharField(max_length=100)
-    side_effect = models.CharField(max_length=32, blank=True)
-    arguments = models.JSONField()
-    args_digest = models.CharField(max_length=64)
-    edited = models.BooleanField(default=False)
-    amount = models.DecimalField(max_digits=14, decimal_places=2, null=True, blank=True)
-    confidence = models.FloatField(null=True, blank=True)
-    # Why: the policy version and rule that gated it.
-    policy_version = models.ForeignKey(
-        "policies.PolicyVersion", null=True, on_delete=models.PROTECT, related_name="+"
-    )
-    policy_version_number = models.PositiveIntegerField(null=True)
-    rule = models.CharField(max_length=200)
-    reasons = models.JSONField(default=list)
-    approver_group = models.CharField(max_length=150, default="operators")
-    timeout_action = models.CharField(max_length=16, default="reject")
-    escalate_to = models.CharField(max_length=150, blank=True)
-    due_at = models.DateTimeField()
-    created_at = models.DateTimeField(auto_now_add=True)
-    decided_at = models.DateTimeField(null=True, blank=True)
-    decided_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL,
-        null=True,
-        blank=True,
-        on_delete=models.SET_NULL,
-        related_name="+",
-    )
-    feedback = models.TextField(blank=True)
-    # What a person approved: the arguments the ledger runs (differ from `arguments` when edited)
-    # and their digest. Empty until the gate is approved.
-    approved_arguments = models.JSONField(null=True, blank=True)
-    approved_digest = models.CharField(max_length=64, blank=True)
-    # A rejection that also ended the task (reject and stop): "abort" or "rollback".
-    stopped_with = models.CharField(max_length=16, blank=True)
-
-    class Meta:
-        ordering = ["due_at", "id"]
-        constraints = [
-            models.UniqueConstraint(
-                fields=["step"],
-                condition=Q(status=GateStatus.OPEN),
-                name="reviews_gate_one_open_per_step",
-            ),
-            models.CheckConstraint(
-                condition=Q(status__in=GateStatus.values), name="reviews_gate_status_valid"
-            ),
-        ]
-        indexes = [models.Index(fields=["status", "due_at"], name="reviews_gate_open_due_idx")]
-        permissions = [
-            ("decide_gate", "Can approve, edit or reject gates and resolve stopped tasks")
-        ]
-
-    def __str__(self) -> str:
-        return f"Gate {self.pk} on task {self.task_id}: {self.tool} ({self.status})"
-
-
-class AuditItem(models.Model):
-    """An autonomous decision queued for after-the-fact review (audit lane, or sampled auto)."""
-
-    task = models.ForeignKey("agentops.Task", on_delete=models.CASCADE, related_name="audit_items")
-    step = models.ForeignKey("agentops.Step", on_delete=models.CASCADE, related_name="+")
-    tool_call = models.OneToOneField(
-        "agentops.ToolCall", on_delete=models.CASCADE, related_name="audit_item"
-    )
-    agent = models.CharField(max_length=100)
-    tool = models.CharField(max_length=100)
-    route = models.CharField(max_length=16)
-    sampled = models.BooleanField(default=False)
-    rule = models.CharField(max_length=200)
-    policy_version_number = models.PositiveIntegerField(null=True)
-    status = models.CharField(
-        max_length=16, choices=AuditStatus.choices, default=AuditStatus.PENDING
-    )
-    note = models.TextField(blank=True)
-    reviewed_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL,
-        null=True,
-        blank=True,
-        on_delete=models.SET_NULL,
-        related_name="+",
-    )
-    reviewed_at = models.DateTimeField(null=True, blank=True)
-    created_at = models.DateTimeField(auto_now_add=True)
-
-    class Meta:
-        ordering = ["-created_at", "-id"]
-        constraints = [
-            models.CheckConstraint(
-                condition=Q(status__in=AuditStatus.values), name="reviews_audititem_status_valid"
-            ),
-        ]
-        indexes = [
-            models.Index(fields=["status", "created_at"], name="reviews_audit_status_idx"),
-        ]
-        permissions = [("review_audititem", "Can mark audit items ok or flag them")]
-
-    def __str__(self) -> str:
-        return f"Audit {self.pk}: {self.tool} ({self.status})"
+from reviews.states import Channel, DeliveryStatus, NoticeEvent, WebhookFormat
 
 
 class Claim(models.Model):
@@ -171,6 +59,12 @@ class Decision(models.Model):
         ordering = ["-created_at", "-id"]
         indexes = [
             models.Index(fields=["action", "created_at"], name="reviews_decision_action_idx")
+        ]
+        # What people may decide. The gates and audit items are engine state in `agentops`; the
+        # right to decide them is a role of the people's room, so it is declared here.
+        permissions = [
+            ("decide_gate", "Can approve, edit or reject gates and resolve stopped tasks"),
+            ("review_audititem", "Can mark audit items ok or flag them"),
         ]
 
     def __str__(self) -> str:
@@ -245,7 +139,7 @@ class Notice(models.Model):
     subject = models.CharField(max_length=100)
     task = models.ForeignKey("agentops.Task", on_delete=models.CASCADE, related_name="notices")
     gate = models.ForeignKey(
-        Gate, null=True, blank=True, on_delete=models.CASCADE, related_name="notices"
+        "agentops.Gate", null=True, blank=True, on_delete=models.CASCADE, related_name="notices"
     )
     rule = models.CharField(max_length=200, blank=True)
     text = models.TextField()

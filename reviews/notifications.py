@@ -32,17 +32,11 @@ from django.urls import reverse
 from django.utils import timezone
 
 from agentops.engine.dispatch import job_waiting
-from agentops.models import Event, Task
-from agentops.states import TaskStatus
-from reviews.models import (
-    Delivery,
-    Gate,
-    Notice,
-    NotificationPreference,
-    NotificationRoute,
-)
+from agentops.models import Event, Gate, Task
+from agentops.states import GateStatus, TaskStatus
+from reviews.models import Delivery, Notice, NotificationPreference, NotificationRoute
 from reviews.services import delivery_attempt_record
-from reviews.states import Channel, DeliveryStatus, GateStatus, NoticeEvent, Role, WebhookFormat
+from reviews.states import Channel, DeliveryStatus, NoticeEvent, Role, WebhookFormat
 
 logger = logging.getLogger(__name__)
 

@@ -3,18 +3,20 @@ the decision log.
 
 Each selector runs a fixed number of queries whatever the number of steps, ledger rows or items
 (explicit select_related/prefetch_related), so a panel costs the same at step 2 and at step 200
-and the polled inbox costs the same with 3 items and with 300. Values from the task, the model and
-the tools are returned as data or plain strings; templates autoescape them.
+and the polled inbox costs the same with 3 items and with 300 (it reads one page of them).
+Values from the task, the model and the tools are returned as data or plain strings; templates
+autoescape them.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import date, datetime, timedelta
 from typing import Any
 
 from django.conf import settings
+from django.db import connection
 from django.db.models import Case, Exists, F, IntegerField, OuterRef, Q, QuerySet, Value, When
 from django.utils import timezone
 
@@ -22,21 +24,25 @@ from agentops.engine.advisor import LedgerView, Preview, StepView, preview
 from agentops.engine.errors import UnknownTool
 from agentops.engine.jsonvalues import is_pointer, loaded
 from agentops.engine.registry import get_tool
-from agentops.models import Event, Step, Task, ToolCall
+from agentops.models import AuditItem, Event, Gate, Step, Task, ToolCall
+from agentops.paging import Window, window
 from agentops.selectors import (
     Recovery,
+    StepRow,
     TaskDetail,
-    artifact_id_of,
+    ToolFacts,
     json_preview,
     mark_compensated,
+    step_row,
     task_get_detail,
+    tool_facts,
 )
-from agentops.states import TASK_TRANSITIONS, LedgerStatus, TaskStatus
+from agentops.states import TASK_TRANSITIONS, AuditStatus, GateStatus, LedgerStatus, TaskStatus
 from policies.models import PolicyChange
-from reviews.models import ApiToken, AuditItem, Claim, Decision, Delivery, Gate
-from reviews.states import AuditStatus, GateStatus
+from reviews.models import ApiToken, Claim, Decision, Delivery
 
-INBOX_LIMIT = 300
+INBOX_PAGE_SIZE = 50
+AUDIT_PAGE_SIZE = 50
 LOG_LIMIT = 200
 TASK_LOG_LIMIT = 50
 PREVIEW_CHARS = 240
@@ -139,10 +145,12 @@ class InboxItem:
 
 @dataclass(frozen=True)
 class Inbox:
+    """A page of what waits (`items`, and the `page` window), with the counts of all of it."""
+
     items: list[InboxItem]
     gate_count: int
     stopped_count: int
-    truncated: bool
+    page: Window[InboxItem]
 
 
 @dataclass(frozen=True)
@@ -190,14 +198,8 @@ def _search(q: str) -> Q:
     return Q(task__goal__icontains=q)
 
 
-def inbox_list(
-    *, limit: int = INBOX_LIMIT, filters: InboxFilters | None = None, viewer: Any = None
-) -> Inbox:
-    """Open gates and stopped tasks in one stable order: due time, then stopped before gated,
-    then id. Times never change while an item waits, so an item keeps its place and a new one
-    lands in its slot by time; three queries (two with no viewer). `filters` narrow the lists
-    in the database; `sort` "waiting" puts the longest-waiting first, "newest" the newest."""
-    filters = filters or InboxFilters()
+def _inbox_querysets(filters: InboxFilters, viewer: Any) -> tuple[QuerySet[Gate], QuerySet[Task]]:
+    """Open gates and stopped tasks narrowed by `filters`, unordered."""
     now = timezone.now()
     gates_qs = Gate.objects.filter(status=GateStatus.OPEN)
     tasks_qs = Task.objects.filter(status=TaskStatus.NEEDS_ATTENTION)
@@ -231,50 +233,88 @@ def inbox_list(
         if digits.isdigit():
             task_q |= Q(pk=int(digits))
         tasks_qs = tasks_qs.filter(task_q)
-    gates = list(
-        gates_qs.select_related("task", "task__claim__user", "step").order_by("due_at", "id")[
-            : limit + 1
-        ]
-    )
-    stopped = list(
-        tasks_qs.select_related("claim__user")
-        .annotate(
-            unknown_call=Exists(
-                ToolCall.objects.filter(task=OuterRef("pk"), status=LedgerStatus.EXECUTED_UNKNOWN)
+    return gates_qs, tasks_qs
+
+
+# The database order of each list that agrees with the inbox order of a sort (see inbox_list).
+INBOX_ORDER = {
+    "due": (("due_at", "id"), ("updated_at", "id")),
+    "waiting": (("created_at", "task_id"), ("updated_at", "id")),
+    "newest": (("-created_at", "-task_id"), ("-updated_at", "-id")),
+}
+
+
+def inbox_list(
+    *,
+    filters: InboxFilters | None = None,
+    viewer: Any = None,
+    page: Any = 1,
+    size: int = INBOX_PAGE_SIZE,
+) -> Inbox:
+    """One page of open gates and stopped tasks in one stable order: due time, then stopped
+    before gated, then id. Times never change while an item waits, so an item keeps its place
+    and a new one lands in its slot by time. `filters` narrow the lists in the database; `sort`
+    "waiting" puts the longest-waiting first, "newest" the newest.
+
+    Each list is read in the database in an order that agrees with the inbox order, only as
+    far as the page reaches (offset + size + 1 rows of each: the merged page can hold no row
+    beyond that), and counted; indexes on what waits (open gates by due time, a partial one
+    on stopped tasks) keep both independent of the number of tasks. Five queries (four with
+    no viewer or no gate on the page)."""
+    filters = filters or InboxFilters()
+    gates_qs, tasks_qs = _inbox_querysets(filters, viewer)
+    gate_order, task_order = INBOX_ORDER.get(filters.sort, INBOX_ORDER["due"])
+    gate_count, stopped_count = gates_qs.count(), tasks_qs.count()
+
+    def rows(offset: int, limit: int) -> list[InboxItem]:
+        reach = offset + limit
+        gates = list(
+            # The row shows the gate, its task and who holds it: not the step, whose model
+            # response and output are the biggest JSON values of all.
+            gates_qs.select_related("task", "task__claim__user").order_by(*gate_order)[:reach]
+        )
+        stopped = list(
+            tasks_qs.select_related("claim__user")
+            .annotate(
+                unknown_call=Exists(
+                    ToolCall.objects.filter(
+                        task=OuterRef("pk"), status=LedgerStatus.EXECUTED_UNKNOWN
+                    )
+                )
             )
+            .order_by(*task_order)[:reach]
         )
-        .order_by("updated_at", "id")[: limit + 1]
-    )
-    truncated = len(gates) > limit or len(stopped) > limit
-    gates, stopped = gates[:limit], stopped[:limit]
-    groups = _viewer_groups(viewer) if viewer is not None and gates else frozenset()
-    items = [
-        InboxItem(
-            "gate",
-            gate.task,
-            gate,
-            gate.due_at,
-            _holder(gate.task),
-            decidable=_may_decide(gate, viewer, groups),
-        )
-        for gate in gates
-    ] + [
-        InboxItem(
-            "stopped",
-            task,
-            None,
-            task.updated_at,
-            _holder(task),
-            unknown_call=task.unknown_call,  # type: ignore[attr-defined]
-        )
-        for task in stopped
-    ]
-    items.sort(key=lambda item: (item.sort_key, item.task.pk))
-    if filters.sort == "waiting":
-        items.sort(key=lambda item: (item.since, item.task.pk))
-    elif filters.sort == "newest":
-        items.sort(key=lambda item: (item.since, item.task.pk), reverse=True)
-    return Inbox(items, len(gates), len(stopped), truncated)
+        items = [
+            InboxItem("gate", gate.task, gate, gate.due_at, _holder(gate.task)) for gate in gates
+        ] + [
+            InboxItem(
+                "stopped",
+                task,
+                None,
+                task.updated_at,
+                _holder(task),
+                unknown_call=task.unknown_call,  # type: ignore[attr-defined]
+            )
+            for task in stopped
+        ]
+        items.sort(key=lambda item: (item.sort_key, item.task.pk))
+        if filters.sort == "waiting":
+            items.sort(key=lambda item: (item.since, item.task.pk))
+        elif filters.sort == "newest":
+            items.sort(key=lambda item: (item.since, item.task.pk), reverse=True)
+        shown = items[offset:reach]
+        if viewer is not None and any(item.gate is not None for item in shown):
+            groups = _viewer_groups(viewer)
+            shown = [
+                replace(item, decidable=_may_decide(item.gate, viewer, groups))
+                if item.gate is not None
+                else item
+                for item in shown
+            ]
+        return shown
+
+    items = window(rows, page=page, size=size, count=gate_count + stopped_count)
+    return Inbox(items.object_list, gate_count, stopped_count, items)
 
 
 def inbox_filter_choices() -> dict[str, list[str]]:
@@ -315,51 +355,6 @@ def operators_list() -> list[Any]:
 
 
 # -- shared rows of the panels -----------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class StepLine:
-    step: Step
-    output_preview: str
-    model_text: str
-    error: dict[str, Any] | None
-    output_artifact: int | None = None
-
-
-def _step_line(step: Step) -> StepLine:
-    response = step.model_response
-    text = (
-        response.get("text", "") if isinstance(response, dict) and not is_pointer(response) else ""
-    )
-    return StepLine(
-        step=step,
-        output_preview=json_preview(step.output, limit=PREVIEW_CHARS),
-        model_text=json_preview(text, limit=PREVIEW_CHARS) if text else "",
-        error=step.error if isinstance(step.error, dict) else None,
-        output_artifact=artifact_id_of(step.output),
-    )
-
-
-@dataclass(frozen=True)
-class ToolFacts:
-    """What the registry says about a tool: what approving its call sets in motion."""
-
-    name: str
-    known: bool
-    side_effect: str
-    systems: tuple[str, ...]
-    idempotent_remote: bool
-    compensate_with: str | None
-
-
-def tool_facts(name: str, *, recorded_side_effect: str = "") -> ToolFacts:
-    try:
-        tool = get_tool(name)
-    except UnknownTool:
-        return ToolFacts(name, False, recorded_side_effect or "unknown", (), False, None)
-    return ToolFacts(
-        name, True, tool.side_effect, tool.systems, tool.idempotent_remote, tool.compensate_with
-    )
 
 
 # -- gate panel --------------------------------------------------------------------------------
@@ -432,7 +427,7 @@ def gate_checks(gate: Gate, calls: list[ToolCall]) -> list[CheckResult]:
 class GatePanel:
     gate: Gate
     task: Task
-    steps: list[StepLine]
+    steps: list[StepRow]
     calls: list[ToolCall]
     arguments_json: str
     tool: ToolFacts
@@ -515,7 +510,7 @@ def gate_get_panel(*, gate_id: int) -> GatePanel:
     return GatePanel(
         gate=gate,
         task=gate.task,
-        steps=[_step_line(s) for s in steps],
+        steps=[step_row(s, limit=PREVIEW_CHARS) for s in steps],
         calls=calls,
         arguments_json=pretty_json(gate.arguments),
         tool=tool_facts(gate.tool, recorded_side_effect=gate.side_effect),
@@ -659,8 +654,7 @@ class AuditFilters:
     date_to: date | None = None
 
 
-def audit_item_list(*, filters: AuditFilters) -> QuerySet[AuditItem]:
-    """Audit items matching `filters`: items to review first, then newest first."""
+def _audit_items(filters: AuditFilters) -> QuerySet[AuditItem]:
     queryset = AuditItem.objects.select_related("task", "tool_call", "reviewed_by")
     exact = {
         "agent": filters.agent,
@@ -674,13 +668,45 @@ def audit_item_list(*, filters: AuditFilters) -> QuerySet[AuditItem]:
         queryset = queryset.filter(created_at__date__gte=filters.date_from)
     if filters.date_to:
         queryset = queryset.filter(created_at__date__lte=filters.date_to)
-    return queryset.annotate(
-        pending_first=Case(
-            When(status=AuditStatus.PENDING, then=Value(0)),
-            default=Value(1),
-            output_field=IntegerField(),
+    return queryset
+
+
+def audit_item_list(*, filters: AuditFilters) -> QuerySet[AuditItem]:
+    """Audit items matching `filters`: items to review first, then newest first (the export;
+    the queue reads pages of the same order with audit_item_page)."""
+    return (
+        _audit_items(filters)
+        .annotate(
+            pending_first=Case(
+                When(status=AuditStatus.PENDING, then=Value(0)),
+                default=Value(1),
+                output_field=IntegerField(),
+            )
         )
-    ).order_by("pending_first", "-created_at", "-id")
+        .order_by("pending_first", "-created_at", "-id")
+    )
+
+
+def audit_item_page(
+    *, filters: AuditFilters, page: Any = 1, size: int = AUDIT_PAGE_SIZE
+) -> Window[AuditItem]:
+    """One page of audit items in the order of audit_item_list, read as two index-ordered lists
+    (items to review, newest first, then the reviewed ones, newest first; an index serves
+    each), so a page costs the same with 100 and with 1,000,000 items. Counts nothing
+    unless the page starts past the end of the items to review (then it counts those)."""
+    matching = _audit_items(filters)
+    pending = matching.filter(status=AuditStatus.PENDING).order_by("-created_at", "-id")
+    reviewed = matching.exclude(status=AuditStatus.PENDING).order_by("-created_at", "-id")
+
+    def rows(offset: int, limit: int) -> list[AuditItem]:
+        first = list(pending[offset : offset + limit])
+        if len(first) == limit:
+            return first
+        pending_total = offset + len(first) if first else pending.count()
+        start = max(0, offset - pending_total)
+        return first + list(reviewed[start : start + limit - len(first)])
+
+    return window(rows, page=page, size=size)
 
 
 def audit_item_get(*, item_id: int) -> AuditItem:
@@ -689,8 +715,29 @@ def audit_item_get(*, item_id: int) -> AuditItem:
 
 
 def audit_filter_choices() -> dict[str, list[str]]:
-    """The agents, tools and rules that occur in the queue, for the filter menus (one query)."""
-    rows = AuditItem.objects.order_by().values_list("agent", "tool", "rule").distinct()
+    """The agents, tools and rules that occur in the queue, for the filter menus (one query).
+
+    A `DISTINCT` would read every audit item on every page of the queue; this walks the
+    (agent, tool, rule) index instead, one probe per distinct triple (a loose index scan),
+    so it costs the same with 1,000 and with 1,000,000 items."""
+    table = connection.ops.quote_name(AuditItem._meta.db_table)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""
+            WITH RECURSIVE seen(agent, tool, rule) AS (
+                (SELECT agent, tool, rule FROM {table} ORDER BY agent, tool, rule LIMIT 1)
+                UNION ALL
+                SELECT later.agent, later.tool, later.rule
+                FROM seen, LATERAL (
+                    SELECT agent, tool, rule FROM {table}
+                    WHERE (agent, tool, rule) > (seen.agent, seen.tool, seen.rule)
+                    ORDER BY agent, tool, rule LIMIT 1
+                ) AS later
+            )
+            SELECT agent, tool, rule FROM seen
+            """
+        )
+        rows = cursor.fetchall()
     agents, tools, rules = set(), set(), set()
     for agent, tool, rule in rows:
         agents.add(agent)

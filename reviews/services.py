@@ -1,6 +1,10 @@
-"""Every write of human review: gates opened by the engine and decided by people, audit items,
-inbox claims, and the decision log. Each public service owns its transaction (the engine's calls,
-`gate_open` and `audit_item_create`, run inside the runner's fenced transaction instead).
+"""Every write of human review: gate decisions, audit reviews, inbox claims, the decision log.
+Each public service owns its transaction.
+
+Gates and audit items are engine state: the runner opens and queues them
+(`agentops.engine.gates`), and this module changes them only through the engine's functions
+(`gate_transition`) and the task services. The sweeper tells the hooks registered here what a
+timeout did to a gate (`gate_timeout_logged`), and runs the stopped-task SLA as a sweep hook.
 
 Check functions (`gate_check_decider`, `operator_check`) are separate from do functions; a gate
 is locked (`select_for_update`) before it is decided, so a double click or two operators at once
@@ -21,9 +25,10 @@ from django.utils import timezone
 
 from agentops.engine.children import children_lock
 from agentops.engine.errors import StepFailure, UnknownTool
-from agentops.engine.jsonvalues import digest, loaded, redacted, validated
+from agentops.engine.gates import DEFAULT_GATE_TIMEOUT_SECONDS, gate_transition
+from agentops.engine.jsonvalues import digest, redacted, validated
 from agentops.engine.registry import get_tool
-from agentops.models import Event, Step, Task, ToolCall
+from agentops.models import AuditItem, Event, Gate, Step, Task, ToolCall
 from agentops.selectors import task_recovery
 from agentops.services import (
     TransitionRefused,
@@ -38,17 +43,12 @@ from agentops.services import (
     task_rollback,
     task_skip_step,
 )
-from agentops.states import TaskStatus
-from policies.catalog import amount_of
-from policies.engine import Verdict
+from agentops.states import AuditStatus, GateStatus, TaskStatus
 from policies.models import Policy, PolicyVersion
 from policies.selectors import policy_version_active
 from policies.services import policy_draft_create, policy_rule_add
-from reviews.models import AuditItem, Claim, Decision, Delivery, Gate, NotificationPreference
-from reviews.permissions import is_operator, is_policy_admin
-from reviews.states import AuditStatus, DeliveryStatus, GateStatus
-
-DEFAULT_GATE_TIMEOUT_SECONDS = 3600
+from reviews.models import Claim, Decision, Delivery, NotificationPreference
+from reviews.states import DeliveryStatus
 
 
 class ReviewError(Exception):
@@ -100,69 +100,6 @@ def decision_record(
         policy_version_number=policy_version_number,
         detail=redacted(detail or {}),
     )
-
-
-# -- called by the engine, inside its fenced transaction -----------------------------------------
-
-
-def gate_open(
-    *,
-    task: Task,
-    step: Step,
-    tool: str,
-    side_effect: str,
-    arguments: dict[str, Any],
-    args_digest: str,
-    verdict: Verdict,
-    edited: bool,
-) -> Gate:
-    """Open the gate a task parks on. Caller (the runner) holds the transaction and the lease."""
-    settings = verdict.gate or {}
-    timeout = int(settings.get("timeout_seconds") or DEFAULT_GATE_TIMEOUT_SECONDS)
-    confidence = (loaded(step.model_response) or {}).get("confidence")
-    amount = amount_of(arguments)
-    return Gate.objects.create(
-        task=task,
-        step=step,
-        tool=tool,
-        side_effect=side_effect,
-        arguments=arguments,
-        args_digest=args_digest,
-        edited=edited,
-        amount=amount,
-        confidence=confidence if isinstance(confidence, (int, float)) else None,
-        policy_version_id=verdict.version_id,
-        policy_version_number=verdict.version,
-        rule=verdict.rule,
-        reasons=list(verdict.reasons),
-        approver_group=settings.get("approver_group") or "operators",
-        timeout_action=settings.get("timeout_action") or "reject",
-        escalate_to=settings.get("escalate_to") or "",
-        due_at=timezone.now() + timedelta(seconds=timeout),
-    )
-
-
-def audit_item_create(
-    *, task: Task, step: Step, call: ToolCall, verdict: Verdict, sampled: bool
-) -> AuditItem:
-    """Queue an autonomous decision for review. Caller (the runner) holds the transaction."""
-    return AuditItem.objects.create(
-        task=task,
-        step=step,
-        tool_call=call,
-        agent=task.agent,
-        tool=call.tool,
-        route=verdict.route,
-        sampled=sampled,
-        rule=verdict.rule,
-        policy_version_number=verdict.version,
-    )
-
-
-def audit_item_follow(*, from_call_id: int, to_call: ToolCall) -> int:
-    """Move the audit item of a failed try to the call that re-issues it (same key), so the
-    queue holds one truthful row per executed call. Caller (the runner) holds the transaction."""
-    return AuditItem.objects.filter(tool_call_id=from_call_id).update(tool_call=to_call)
 
 
 # -- claims checked by every decision ----------------------------------------------------------
@@ -222,13 +159,11 @@ def _locked_open_gate(gate_id: int, *, seen_digest: str | None) -> Gate:
     return gate
 
 
-def _close(gate: Gate, *, status: str, actor: Any, feedback: str = "") -> None:
-    Gate.objects.filter(pk=gate.pk).update(
-        status=status,
-        decided_at=timezone.now(),
-        decided_by=actor if getattr(actor, "pk", None) else None,
-        feedback=redacted(feedback),
-    )
+def _close(gate: Gate, name: str, *, actor: Any, feedback: str = "", **fields: Any) -> None:
+    """Close `gate` along the engine's gate transition `name`. Caller holds the gate's row lock
+    (so it is open: `_locked_open_gate`) and the transaction."""
+    if not gate_transition(gate_id=gate.pk, name=name, actor=actor, feedback=feedback, **fields):
+        raise GateAlreadyDecided("this gate was decided meanwhile")
 
 
 def _approval(gate: Gate, arguments: dict[str, Any], *, edited: bool, actor: Any) -> dict:
@@ -258,12 +193,17 @@ def _approve(
 
     Caller holds the transaction and the gate's row lock, and has checked the decider.
     """
-    _close(gate, status=GateStatus.APPROVED, actor=actor, feedback=reason)
     approval = _approval(gate, arguments, edited=edited, actor=actor)
     # The gate keeps what was proposed (`arguments`) and records what was approved, so its page
     # shows both, their digests and who edited: the ledger runs `approved_arguments`.
-    Gate.objects.filter(pk=gate.pk).update(
-        approved_arguments=arguments, approved_digest=approval["args_digest"], edited=edited
+    _close(
+        gate,
+        "approve",
+        actor=actor,
+        feedback=reason,
+        approved_arguments=arguments,
+        approved_digest=approval["args_digest"],
+        edited=edited,
     )
     task_gate_approved(task_id=gate.task_id, step_id=gate.step_id, approval=approval, actor=actor)
     _gate_logged(
@@ -280,12 +220,12 @@ def _approve(
     )
 
 
-def _reject(gate: Gate, *, status: str, actor: Any, feedback: str, action: str) -> None:
-    """Close `gate` (rejected, or expired), send the feedback to the agent, log the decision.
+def _reject(gate: Gate, *, actor: Any, feedback: str, action: str) -> None:
+    """Close `gate` as rejected, send the feedback to the agent, log the decision.
 
     Caller holds the transaction and the gate's row lock.
     """
-    _close(gate, status=status, actor=actor, feedback=feedback)
+    _close(gate, "reject", actor=actor, feedback=feedback)
     task_gate_rejected(task_id=gate.task_id, step_id=gate.step_id, feedback=feedback, actor=actor)
     _gate_logged(gate, action=action, actor=actor, reason=feedback)
 
@@ -310,6 +250,12 @@ def _gate_logged(
         policy_version_number=gate.policy_version_number,
         detail={"gate": gate.pk, **(detail or {})},
     )
+
+
+def gate_timeout_logged(gate: Gate, *, what: str, reason: str, detail: dict[str, Any]) -> None:
+    """Log what the sweeper did to an overdue gate (`escalated`, `expired`) as a decision with no
+    actor. A hook of `agentops.engine.gates`, called inside the sweeper's transaction."""
+    _gate_logged(gate, action=f"reviews.gate.{what}", actor=None, reason=reason, detail=detail)
 
 
 def gate_approve(
@@ -390,7 +336,6 @@ def gate_reject(
         claim_check_or_take_over(task_id=gate.task_id, actor=actor, take_over=take_over)
         _reject(
             gate,
-            status=GateStatus.REJECTED,
             actor=actor,
             feedback=feedback,
             action="reviews.gate.rejected",
@@ -421,8 +366,7 @@ def gate_reject_and_stop(
         gate = _locked_open_gate(gate_id, seen_digest=seen_digest)
         gate_check_decider(gate=gate, user=actor)
         claim_check_or_take_over(task_id=gate.task_id, actor=actor, take_over=take_over)
-        _close(gate, status=GateStatus.REJECTED, actor=actor, feedback=reason)
-        Gate.objects.filter(pk=gate.pk).update(stopped_with=outcome)
+        _close(gate, "reject", actor=actor, feedback=reason, stopped_with=outcome)
         STOP_OUTCOMES[outcome](task_id=gate.task_id, actor=actor, reason=reason)
         _gate_logged(
             gate,
@@ -431,70 +375,6 @@ def gate_reject_and_stop(
             reason=reason,
             detail={"outcome": outcome},
         )
-
-
-def gates_withdraw(*, task_id: int, because: str) -> int:
-    """Close the task's open gates when it left them without a decision (aborted, or resumed
-    by an intervention). Caller holds the transaction that moved the task."""
-    return Gate.objects.filter(task_id=task_id, status=GateStatus.OPEN).update(
-        status=GateStatus.EXPIRED,
-        decided_at=timezone.now(),
-        feedback=f"withdrawn: the task was moved on ({because.replace('_', ' ')}) without a "
-        "decision on this gate",
-    )
-
-
-def gates_expire_overdue(*, now: Any = None) -> int:
-    """Apply each overdue gate's timeout action: escalate to another group once, else reject
-    with feedback that the request timed out. Returns how many gates were handled."""
-    now = now or timezone.now()
-    handled = 0
-    overdue = Gate.objects.filter(status=GateStatus.OPEN, due_at__lt=now).values_list(
-        "pk", flat=True
-    )
-    for gate_id in list(overdue):
-        with transaction.atomic():
-            gate = (
-                Gate.objects.select_for_update(skip_locked=True)
-                .filter(pk=gate_id, status=GateStatus.OPEN, due_at__lt=now)
-                .first()
-            )
-            if gate is None:
-                continue
-            waited = int((gate.due_at - gate.created_at).total_seconds())
-            if gate.timeout_action == "escalate" and gate.escalate_to:
-                Gate.objects.filter(pk=gate.pk).update(
-                    approver_group=gate.escalate_to,
-                    escalate_to="",
-                    due_at=now + timedelta(seconds=max(waited, 60)),
-                )
-                _gate_logged(
-                    gate,
-                    action="reviews.gate.escalated",
-                    actor=None,
-                    reason=f"no decision within {waited} s; escalated to {gate.escalate_to}",
-                    detail={"from": gate.approver_group, "to": gate.escalate_to},
-                )
-            else:
-                feedback = (
-                    f"Nobody approved {gate.tool} within {waited} s, so it was rejected. "
-                    "Propose a safer action or stop."
-                )
-                try:
-                    with transaction.atomic():
-                        _reject(
-                            gate,
-                            status=GateStatus.EXPIRED,
-                            actor=None,
-                            feedback=feedback,
-                            action="reviews.gate.expired",
-                        )
-                except TransitionRefused:
-                    # The task is no longer parked at this gate: close it and move on, so one
-                    # stale gate cannot stop the sweep.
-                    _close(gate, status=GateStatus.EXPIRED, actor=None, feedback=feedback)
-            handled += 1
-    return handled
 
 
 # -- audit items --------------------------------------------------------------------------------
@@ -507,9 +387,7 @@ def audit_item_review(*, item_id: int, actor: Any, verdict: str, note: str = "")
         raise ReviewError("an audit verdict is ok or flagged")
     if verdict == AuditStatus.FLAGGED and not note.strip():
         raise ReviewError("a flag needs a note saying what is wrong")
-    if not getattr(actor, "is_authenticated", False) or not actor.has_perm(
-        "reviews.review_audititem"
-    ):
+    if actor is None or not actor.has_perm("reviews.review_audit"):
         raise NotAllowed("only auditors review audit items")
     with transaction.atomic():
         item = AuditItem.objects.select_for_update().get(pk=item_id)
@@ -552,7 +430,7 @@ def claim_take(*, task_id: int, actor: Any, take_over: bool = False) -> Claim:
 def claim_assign(*, task_id: int, actor: Any, assignee: Any) -> Claim:
     """Hand an inbox item to `assignee` (an operator); logged as a decision. Assigning the item
     to the person who holds it already changes nothing and logs nothing."""
-    if not is_operator(assignee):
+    if not assignee.has_perm("reviews.decide_gate"):
         raise ReviewError(f"{assignee.get_username()} is not an operator")
     with transaction.atomic():
         Task.objects.select_for_update(of=("self",)).get(pk=task_id)
@@ -654,7 +532,7 @@ INTERVENTIONS = {
 
 def operator_check(*, user: Any) -> None:
     """Raise NotAllowed unless `user` is an operator (or a superuser)."""
-    if not is_operator(user):
+    if not user.has_perm("reviews.decide_gate"):
         raise NotAllowed("only operators may resolve stopped tasks")
 
 
@@ -896,6 +774,13 @@ def stopped_tasks_escalate_overdue(*, now: Any = None) -> int:
     return escalated
 
 
+def stopped_tasks_sweep() -> int:
+    """The sweeper's hook for the stopped-task SLA: escalate the overdue ones (no job is
+    enqueued, so it returns 0)."""
+    stopped_tasks_escalate_overdue()
+    return 0
+
+
 def notification_preference_get(*, user: Any) -> NotificationPreference:
     """The user's notification choices (unsaved defaults when they never chose)."""
     found = NotificationPreference.objects.filter(user=user).first()
@@ -942,7 +827,7 @@ def calibration_draft_create(
     The draft is an ordinary one, built by the policies services: an admin reviews it in the
     editor, dry-runs it and publishes it, or discards it. Nothing is published here.
     """
-    if not is_policy_admin(actor):
+    if actor is None or not actor.has_perm("policies.edit_policy"):
         raise NotAllowed("only policy admins may open policy drafts")
     if not (0 < threshold <= 1) or not tool or not agent:
         raise ReviewError("a proposal needs a tool, an agent and a threshold between 0 and 1")

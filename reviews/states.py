@@ -1,29 +1,20 @@
-"""Statuses of gates and audit items, and the roles people act in. Pure Python."""
+"""The roles people act in, and the statuses of notifications. Pure Python.
+
+Gate and audit-item statuses are engine state: `agentops.states.GateStatus`, `AuditStatus`.
+"""
 
 from __future__ import annotations
 
 from django.db import models
 
 
-class GateStatus(models.TextChoices):
-    OPEN = "open", "Open"
-    APPROVED = "approved", "Approved"
-    REJECTED = "rejected", "Rejected"
-    EXPIRED = "expired", "Expired"
-
-
-class AuditStatus(models.TextChoices):
-    PENDING = "pending", "To review"
-    OK = "ok", "OK"
-    FLAGGED = "flagged", "Flagged"
-
-
 class Role(models.TextChoices):
-    """Groups created by migration; permissions attach to them."""
+    """Groups created by migration; what each may do is registered in `reviews.roles`."""
 
     OPERATORS = "operators", "Operators"
     AUDITORS = "auditors", "Auditors"
     POLICY_ADMINS = "policy admins", "Policy admins"
+    TASK_STARTERS = "task starters", "Task starters"
 
 
 class NoticeEvent(models.TextChoices):

@@ -1,10 +1,12 @@
 """The review workspace pages: inbox, gate panel, recovery panel, audit queue and decision log.
 
-Views are thin: check the role (decorators from `reviews.permissions`), parse with a form, call one
-service or selector, render. State changes are POST only (with CSRF); the services check roles,
-separation of duties and the seen digest again, so a forged request gets what the page would have
-refused. A decision that lost a race answers 409 with the current state rendered; a person who may
-not decide gets 403 with the reason; form errors answer 400 with what was typed kept.
+Views are thin: check the permission (`agentops.web.permission_required`, with the permissions
+`reviews.roles` registers), parse with a form, call one service or selector, render a page or its
+fragment (`agentops.web.render_page`). State changes are POST only (with CSRF); the services check
+roles, separation of duties and the seen digest again, so a forged request gets what the page
+would have refused. A decision that lost a race answers 409 with the current state rendered; a
+person who may not decide gets 403 with the reason; form errors answer 400 with what was typed
+kept.
 """
 
 from __future__ import annotations
@@ -16,19 +18,23 @@ from typing import Any
 from urllib.parse import urlencode
 
 from django.contrib import messages
-from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
-from django.utils.cache import patch_vary_headers
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
-from django_htmx.middleware import HtmxDetails
 
-from agentops.models import Task, ToolCall
+from agentops.models import AuditItem, Gate, Task, ToolCall
 from agentops.selectors import json_preview
 from agentops.services import TransitionRefused
+from agentops.web import (
+    HtmxHttpRequest,
+    login_required,
+    permission_required,
+    render_page,
+    wants_fragment,
+)
 from reviews.forms import (
     ApiTokenForm,
     ApproveForm,
@@ -48,22 +54,13 @@ from reviews.forms import (
     TaskControlForm,
     TaskModifyForm,
 )
-from reviews.models import AuditItem, Gate
-from reviews.permissions import (
-    auditor_required,
-    is_auditor,
-    is_operator,
-    log_reader_required,
-    operator_required,
-    reader_required,
-    signed_in_required,
-)
 from reviews.selectors import (
     GatePanel,
     api_token_list,
     audit_filter_choices,
     audit_item_get,
     audit_item_list,
+    audit_item_page,
     decision_log_list,
     delivery_list_for,
     gate_get_panel,
@@ -99,24 +96,21 @@ from reviews.services import (
 )
 from reviews.tokens import api_token_create, api_token_revoke
 
-AUDIT_PAGE_SIZE = 50
-INBOX_PAGE_SIZE = 50
 BULK_RESULTS = "reviews_bulk_results"
 CSV_FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
 
 
-class HtmxHttpRequest(HttpRequest):
-    htmx: HtmxDetails
-
-
-def _wants_fragment(request: HtmxHttpRequest) -> bool:
-    # A history restore after a cache miss needs the whole page, although htmx sent it.
-    return bool(request.htmx) and not request.htmx.history_restore_request
-
-
-def _varying(response: HttpResponse) -> HttpResponse:
-    patch_vary_headers(response, ("HX-Request",))
-    return response
+OPERATE = "reviews.decide_gate"
+REVIEW_AUDIT = "reviews.review_audit"
+operator_required = permission_required(OPERATE, refusal="only operators may do this")
+auditor_required = permission_required(REVIEW_AUDIT, refusal="only auditors may review audit items")
+reader_required = permission_required(
+    "reviews.read_reviews", refusal="only operators and auditors may see the review workspace"
+)
+log_reader_required = permission_required(
+    "reviews.read_decisions",
+    refusal="only operators, auditors and policy admins may read the log",
+)
 
 
 def _back(request: HttpRequest, default: str) -> HttpResponse:
@@ -139,11 +133,11 @@ def _inbox_response(
     message: str = "",
     status: int = 200,
 ) -> HttpResponse:
-    fragment = _wants_fragment(request)
+    fragment = wants_fragment(request)
     form = InboxFilterForm(request.GET, choices=inbox_filter_choices())
     filters = form.filters()
-    inbox = inbox_list(filters=filters, viewer=request.user)
-    page = Paginator(inbox.items, INBOX_PAGE_SIZE).get_page(request.GET.get("page"))
+    inbox = inbox_list(filters=filters, viewer=request.user, page=request.GET.get("page"))
+    page = inbox.page
     query = {k: v for k, v in request.GET.items() if k != "page" and v}
     context = {
         "inbox": inbox,
@@ -153,21 +147,19 @@ def _inbox_response(
         "filters": filters,
         "filter_query": urlencode(query),
         "fragment": fragment,
-        "can_act": is_operator(request.user),
         "results": results,
         "bulk_form": bulk_form or BulkApproveForm(),
         "message": message,
-        "assignees": operators_list() if is_operator(request.user) else [],
+        "assignees": operators_list() if request.user.has_perm(OPERATE) else [],
     }
-    template = "reviews/_partials/inbox_rows.html" if fragment else "reviews/inbox.html"
-    return _varying(render(request, template, context, status=status))
+    return render_page(request, "reviews/inbox.html", context, fragment="inbox_rows", status=status)
 
 
 @reader_required
 @require_GET
 def inbox(request: HtmxHttpRequest) -> HttpResponse:
     results = None
-    if not _wants_fragment(request):
+    if not wants_fragment(request):
         stored = request.session.pop(BULK_RESULTS, None)
         if stored:
             results = [BulkResult(**row) for row in stored]
@@ -287,7 +279,6 @@ def _render_gate(
         "refusal": refusal,
         "alert": alert,
         "forms": forms,
-        "can_claim": is_operator(request.user),
         "held_by_other": panel.holder is not None and panel.holder.pk != request.user.pk,
     }
     return render(request, "reviews/gate_panel.html", context, status=status)
@@ -428,7 +419,6 @@ def _render_recovery(
         "recovery": panel.recovery,
         "form": form or InterventionForm(auto_id="recover_%s"),
         "alert": alert,
-        "can_act": is_operator(request.user),
         "held_by_other": panel.holder is not None and panel.holder.pk != request.user.pk,
         "confirming": next((o for o in panel.options if o.action == confirming), None),
     }
@@ -514,21 +504,13 @@ def _audit_filter_form(request: HttpRequest) -> AuditFilterForm:
 def audit_queue(request: HtmxHttpRequest) -> HttpResponse:
     form = _audit_filter_form(request)
     filters = form.filters()
-    page = Paginator(audit_item_list(filters=filters), AUDIT_PAGE_SIZE).get_page(
-        request.GET.get("page")
-    )
+    page = audit_item_page(filters=filters, page=request.GET.get("page"))
     context = {
         "form": form,
         "page": page,
         "filter_query": urlencode({k: v for k, v in asdict(filters).items() if v}),
-        "can_review": is_auditor(request.user),
     }
-    template = (
-        "reviews/_partials/audit_table.html"
-        if _wants_fragment(request)
-        else "reviews/audit_queue.html"
-    )
-    return _varying(render(request, template, context))
+    return render_page(request, "reviews/audit_queue.html", context, fragment="audit_table")
 
 
 def csv_safe(value: Any) -> Any:
@@ -626,10 +608,10 @@ def audit_review(request: HtmxHttpRequest, item_id: int) -> HttpResponse:
         item = audit_item_get(item_id=item_id)
     except AuditItem.DoesNotExist:
         raise Http404(f"no audit item {item_id}") from None
-    context = {"item": item, "can_review": True, "review_form": None if reviewed else form}
+    context = {"item": item, "review_form": None if reviewed else form}
     if request.htmx:
         # The row is swapped in place; htmx swaps only 2xx answers, so an error row is a 200.
-        return render(request, "reviews/_partials/audit_row.html", context)
+        return render(request, "reviews/audit_queue.html#audit_row", context)
     if reviewed:
         return redirect(f"{reverse('reviews:audit')}#audit-{item_id}")
     return render(request, "reviews/audit_item.html", context, status=400)
@@ -644,12 +626,7 @@ def decision_log(request: HtmxHttpRequest) -> HttpResponse:
     form = DecisionFilterForm(request.GET)
     entries, more = decision_log_list(filters=form.filters())
     context = {"form": form, "entries": entries, "more": more}
-    template = (
-        "reviews/_partials/decision_table.html"
-        if _wants_fragment(request)
-        else "reviews/decision_log.html"
-    )
-    return _varying(render(request, template, context))
+    return render_page(request, "reviews/decision_log.html", context, fragment="decision_table")
 
 
 # -- pause, resume, cancel, modify --------------------------------------------------------------
@@ -782,7 +759,7 @@ def decision_csv(request: HttpRequest) -> HttpResponse:
 # -- the account page: notification preferences and API tokens ---------------------------------
 
 
-@signed_in_required
+@login_required
 @require_http_methods(["GET", "POST"])
 def account(request: HtmxHttpRequest) -> HttpResponse:
     preference = notification_preference_get(user=request.user)
@@ -811,7 +788,7 @@ def _account_page(
     return render(request, "reviews/account.html", context, status=status)
 
 
-@signed_in_required
+@login_required
 @require_POST
 def api_token_new(request: HtmxHttpRequest) -> HttpResponse:
     form = ApiTokenForm(request.POST)
@@ -823,7 +800,7 @@ def api_token_new(request: HtmxHttpRequest) -> HttpResponse:
     return redirect("reviews:account")
 
 
-@signed_in_required
+@login_required
 @require_POST
 def api_token_revoke_view(request: HtmxHttpRequest, token_id: int) -> HttpResponse:
     if not api_token_revoke(token_id=token_id, user=request.user):

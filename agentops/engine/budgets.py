@@ -19,21 +19,22 @@ from agentops.engine.ledger import arguments_digest
 from agentops.engine.model import ModelResponse
 from agentops.engine.registry import Agent, Tool
 from agentops.models import Event, Step, Task
-from agentops.states import STEP_DONE
+from agentops.states import STEP_DONE, TASK_TRANSITIONS
 
-CLAIMED = "agentops.task.claimed"
+CLAIMED = TASK_TRANSITIONS["start"].event
 # Events after which nobody works on the task until the next claim.
 LEFT_RUNNING = frozenset(
-    {
-        "agentops.task.yielded",
-        "agentops.task.awaiting_approval",
-        "agentops.task.retry_scheduled",
-        "agentops.task.stopped",
-        "agentops.task.paused",
-        "agentops.task.succeeded",
-        "agentops.task.aborted",
-        "agentops.task.rolled_back",
-    }
+    TASK_TRANSITIONS[name].event
+    for name in (
+        "yield",
+        "await_approval",
+        "schedule_retry",
+        "stop",
+        "pause",
+        "succeed",
+        "abort",
+        "roll_back",
+    )
 )
 
 

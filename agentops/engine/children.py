@@ -255,7 +255,7 @@ def children_propagate(*, parent_id: int, name: str, actor: Any, reason: str = "
     event naming the parent; returns the children moved. Resume brings back only children that
     were paused (a child stopped for a person stays stopped). Caller holds the transaction and
     has locked the children (`children_lock`) before the parent."""
-    from agentops.engine import review_bridge
+    from agentops.engine import gates
 
     spec = TASK_TRANSITIONS[name]
     sources = {TaskStatus.PAUSED} if name == "resume" else spec.sources
@@ -270,7 +270,7 @@ def children_propagate(*, parent_id: int, name: str, actor: Any, reason: str = "
             **fields,
         ):
             moved.append(child.pk)
-            review_bridge.gates_withdraw(task_id=child.pk, because=name)
+            gates.gates_withdraw(task_id=child.pk, because=name)
             if name == "resume":
                 seq = Task.objects.filter(pk=child.pk).values_list("last_seq", flat=True).get()
                 task_enqueue(child.pk, token=seq)

@@ -143,6 +143,14 @@ class UnknownAgent(AgentOpsError):
         self.name = name
 
 
+class StartRefused(AgentOpsError):
+    """The person asking to start a task does not hold `agentops.start_task`."""
+
+    def __init__(self, username: str) -> None:
+        super().__init__(f"{username} may not start tasks: that needs the task-starter role")
+        self.username = username
+
+
 class UnknownTool(AgentOpsError):
     def __init__(self, name: str) -> None:
         super().__init__(f"unknown tool {name!r}")

@@ -29,7 +29,7 @@ from django.db.models import F
 from django.db.models.functions import Now
 
 from agentops import prometheus
-from agentops.engine import budgets, children, handoff, planning, retries, review_bridge, routing
+from agentops.engine import budgets, children, gates, handoff, planning, retries, routing
 from agentops.engine import context as ctxbuild
 from agentops.engine.checkpoints import checkpoint_verify, snapshot_state, snapshot_write
 from agentops.engine.crashpoints import crashpoint
@@ -81,7 +81,15 @@ from agentops.engine.transitions import (
 )
 from agentops.logs import task_context, task_context_step
 from agentops.models import Step, Task, ToolCall
-from agentops.states import STEP_DONE, LedgerStatus, Phase, StepStatus, TaskMode
+from agentops.states import (
+    STEP_DONE,
+    STEP_TRANSITIONS,
+    TASK_TRANSITIONS,
+    LedgerStatus,
+    Phase,
+    StepStatus,
+    TaskMode,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -108,7 +116,7 @@ def http_client() -> httpx.Client:
 
 
 # The task left `running` because a step (or the task) failed.
-FAILED_OUT = frozenset({"agentops.task.retry_scheduled", "agentops.task.stopped"})
+FAILED_OUT = frozenset(TASK_TRANSITIONS[name].event for name in ("schedule_retry", "stop"))
 
 
 def step_tokens(step: Step) -> int:
@@ -321,7 +329,7 @@ class TaskRun:
             fields["tokens_saved"] = F("tokens_saved") + self.tokens_saved
             self.tokens_saved = 0
         event = EventSpec(
-            "agentops.step.started",
+            STEP_TRANSITIONS["start"].event,
             step=step.ordinal,
             payload=payload,
             fold={"steps": {str(step.ordinal): StepStatus.RUNNING}, "current_step": step.ordinal},
@@ -544,7 +552,7 @@ class TaskRun:
             )
             # The gate's rows commit with the step's.
             commit.in_transaction()
-            review_bridge.gate_open(
+            gates.gate_open(
                 task=self.task,
                 step=step,
                 tool=routed.tool,
@@ -585,7 +593,7 @@ class TaskRun:
             if routing.audited(verdict, step):
                 # The audit item names the new row: it commits with it.
                 commit.in_transaction()
-                review_bridge.audit_item_create(
+                gates.audit_item_create(
                     task=self.task,
                     step=step,
                     call=call,
@@ -656,7 +664,7 @@ class TaskRun:
             )
             # The audit queue follows the live row: one item per executed call, never one on a
             # failed try while the re-issued call goes unreviewed.
-            review_bridge.audit_item_follow(from_call_id=failed.pk, to_call=call)
+            gates.audit_item_follow(from_call_id=failed.pk, to_call=call)
         self.fresh_calls.add(call.pk)
         self.calls[call.pk] = call
         return call
@@ -737,7 +745,7 @@ class TaskRun:
         )
         events.append(
             EventSpec(
-                "agentops.step.completed",
+                STEP_TRANSITIONS["succeed"].event,
                 step=step.ordinal,
                 payload={"phase": Phase.STEP_COMPLETE},
                 fold={"steps": {str(step.ordinal): StepStatus.SUCCEEDED}, "current_step": progress},
@@ -855,7 +863,7 @@ class TaskRun:
             )
         events.append(
             EventSpec(
-                "agentops.step.failed",
+                STEP_TRANSITIONS["fail"].event,
                 step=step.ordinal,
                 payload={"failure": failure.as_failure(), "attempt": step.attempts},
                 fold={"steps": {str(step.ordinal): StepStatus.FAILED}},

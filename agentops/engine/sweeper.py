@@ -24,8 +24,8 @@ from django.db.models.functions import Now
 from django.utils import timezone
 
 from agentops import prometheus
-from agentops.engine import review_bridge
 from agentops.engine.dispatch import enqueue_now
+from agentops.engine.gates import gates_expire_overdue
 from agentops.models import Task
 from agentops.states import TaskStatus
 
@@ -60,10 +60,10 @@ def sweep_hook_register(hook: Callable[[], int]) -> None:
 
 
 def sweep() -> int:
-    """Expire overdue gates, escalate stopped tasks past their SLA, enqueue a job for every task
-    to re-drive, then run the registered hooks; returns how many jobs were enqueued."""
-    review_bridge.gates_expire_overdue()
-    review_bridge.stopped_tasks_escalate_overdue()
+    """Expire overdue gates, enqueue a job for every task to re-drive, then run the registered
+    hooks (the stopped-task SLA and notifications of `reviews`, stranded parents); returns how
+    many jobs were enqueued."""
+    gates_expire_overdue()
     enqueued = 0
     for task_id, seq in tasks_to_redrive():
         if enqueue_now(task_id, token=seq):

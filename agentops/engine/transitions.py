@@ -1,9 +1,12 @@
 """The one place that writes statuses, leases and the event log.
 
 Every status change is a conditional UPDATE whose WHERE clause comes from the transition table in
-`agentops.states`, plus its events in the same transaction. Writes by the lease holder are also
-fenced by its epoch: when another worker has claimed the task (or a person revoked the lease), the
-UPDATE changes zero rows and `LeaseLost` stops the holder. Callers own the transaction.
+`agentops.states`, plus its events (named in the same table) in the same transaction. The fields
+these functions own (status, lease, event sequence) cannot be passed in by a caller, and the
+database refuses a status change the table does not allow (triggers, migration 0008). Writes by
+the lease holder are also fenced by its epoch: when another worker has claimed the task (or a
+person revoked the lease), the UPDATE changes zero rows and `LeaseLost` stops the holder. Callers
+own the transaction.
 """
 
 from __future__ import annotations
@@ -105,6 +108,23 @@ def lease_deadline() -> Any:
     return db_time_after(settings.AGENTOPS["LEASE_SECONDS"])
 
 
+# Task fields only this module writes: the status (by a transition), the lease, the event sequence.
+TASK_OWNED_FIELDS = frozenset(
+    {"status", "lease_epoch", "lease_owner", "lease_expires_at", "last_seq"}
+)
+# Step and ledger rows: the status, moved only by a transition.
+STATUS_FIELD = frozenset({"status"})
+
+
+def _refuse_owned(function: str, fields: dict[str, Any], owned: frozenset[str]) -> None:
+    """A caller's fields never include what the transition code owns."""
+    if passed := sorted(owned.intersection(fields)):
+        raise TypeError(
+            f"{function}() does not take {', '.join(passed)}: a status moves only by a "
+            "transition, and the lease and event sequence are the transition code's"
+        )
+
+
 def _append_events(
     task_id: int, last_seq: int, events: list[EventSpec], *, actor: Any = None
 ) -> None:
@@ -177,7 +197,7 @@ def task_claim(*, task_id: int, owner: str) -> Lease | None:
             task_id,
             [
                 EventSpec(
-                    "agentops.task.claimed",
+                    start.event,
                     payload={"owner": owner, "recovered": previous == TaskStatus.RUNNING},
                     fold={"status": start.target},
                 )
@@ -215,7 +235,7 @@ def fenced_write(
 
     With `transition`, also move the status along that (fenced) transition. Runs in the caller's
     transaction if there is one. Raises LeaseLost when the epoch moved on or the task left
-    `running`.
+    `running`, and TypeError for a field this module owns (status, lease, sequence).
     """
     with fenced_commit(lease, events, transition=transition, **fields) as commit:
         pass
@@ -232,6 +252,7 @@ def fenced_commit(
     """A fenced commit to fill in a `with` block: the task's fields and events, plus what the
     block adds (step and ledger transitions, a new ledger row, a snapshot). It is sent as one
     statement when the block ends. See `Commit`."""
+    _refuse_owned("fenced_write", fields, TASK_OWNED_FIELDS)
     sources = {TaskStatus.RUNNING}
     last: list[EventSpec] = []
     if transition is not None:
@@ -239,10 +260,10 @@ def fenced_commit(
         assert spec.fenced, f"{transition} is not a lease-holder transition"
         sources = set(spec.sources)
         fields["status"] = spec.target
-        last.append(EventSpec(f"agentops.task.{_past(transition)}", fold={"status": spec.target}))
+        last.append(EventSpec(spec.event, fold={"status": spec.target}))
         if spec.target != TaskStatus.RUNNING:
-            fields.setdefault("lease_expires_at", None)
-            fields.setdefault("lease_owner", "")
+            fields["lease_expires_at"] = None
+            fields["lease_owner"] = ""
             if spec.target in TERMINAL:
                 fields.setdefault("finished_at", Now())
     if "lease_expires_at" not in fields and lease.renewal_due():
@@ -251,7 +272,7 @@ def fenced_commit(
     return Commit(lease, list(events), frozenset(sources), fields, last=last)
 
 
-# Installed by migration 0008: raises inside the statement, so a refused part undoes it all.
+# Installed by migration 0011: raises inside the statement, so a refused part undoes it all.
 REFUSE_FUNCTION = "agentops_commit_refused"
 REFUSED_SQLSTATE = "AOC01"
 
@@ -333,7 +354,7 @@ class Commit:
 
     def step_update(self, step: Step, **fields: Any) -> None:
         """Write fields other than the status on `step` (routing, the model response)."""
-        assert "status" not in fields
+        _refuse_owned("Commit.step_update", fields, STATUS_FIELD)
         self._update(Step, step.pk, fields, target=step)
 
     def ledger(self, call: ToolCall, target: str, **fields: Any) -> None:
@@ -676,23 +697,23 @@ def task_transition(
     """Move a task along an unfenced transition (a person, the sweeper). Revokes any lease.
 
     Returns False, changing nothing, when the task is not in one of the transition's sources
-    (a concurrent transition won). Must run inside the caller's transaction.
+    (a concurrent transition won). Must run inside the caller's transaction. Raises TypeError
+    for a field this function owns (status, lease, sequence).
     """
+    _refuse_owned("task_transition", fields, TASK_OWNED_FIELDS)
     spec = TASK_TRANSITIONS[name]
     assert not spec.fenced, f"{name} is a lease-holder transition"
     fields = {
+        **fields,
         "status": spec.target,
         "lease_epoch": F("lease_epoch") + 1,
         "lease_owner": "",
         "lease_expires_at": None,
-        **fields,
     }
     if spec.target in TERMINAL:
         fields.setdefault("finished_at", Now())
     queryset = Task.objects.filter(pk=task_id, status__in=spec.sources)
-    event = EventSpec(
-        f"agentops.task.{_past(name)}", payload=payload or {}, fold={"status": spec.target}
-    )
+    event = EventSpec(spec.event, payload=payload or {}, fold={"status": spec.target})
     moved = _update_and_log(queryset, task_id, [event], fields, actor=actor) is not None
     if moved and spec.target in TERMINAL:
         _terminal_hook(task_id)
@@ -706,10 +727,13 @@ def _terminal_hook(task_id: int) -> None:
     parent_wake_if_done(child_id=task_id)
 
 
-def task_append_event(*, task_id: int, event: EventSpec, actor: Any = None) -> int:
+def task_append_event(*, task_id: int, event: EventSpec, actor: Any = None, **fields: Any) -> int:
     """Append an event that changes no status (a person's note on the task, or what an
-    intervention changed after its transition)."""
-    seq = _update_and_log(Task.objects.filter(pk=task_id), task_id, [event], {}, actor=actor)
+    intervention changed after its transition), with the task `fields` it records (never a
+    status, lease or sequence field: TypeError). Caller holds the transaction and, with
+    `fields`, the task's row lock."""
+    _refuse_owned("task_append_event", fields, TASK_OWNED_FIELDS)
+    seq = _update_and_log(Task.objects.filter(pk=task_id), task_id, [event], fields, actor=actor)
     assert seq is not None
     return seq
 
@@ -717,8 +741,9 @@ def task_append_event(*, task_id: int, event: EventSpec, actor: Any = None) -> i
 def step_transition(*, step: Step, name: str, **fields: Any) -> bool:
     """Move a step along `name` if its row is in one of the sources; mirror the change on `step`.
 
-    The caller has fenced the task in the same transaction.
+    The caller has fenced the task in the same transaction. Raises TypeError for `status`.
     """
+    _refuse_owned("step_transition", fields, STATUS_FIELD)
     spec = STEP_TRANSITIONS[name]
     updated = Step.objects.filter(pk=step.pk, status__in=spec.sources).update(
         status=spec.target, **fields
@@ -731,25 +756,18 @@ def step_transition(*, step: Step, name: str, **fields: Any) -> bool:
     return bool(updated)
 
 
+def step_record(*, step: Step, **fields: Any) -> None:
+    """Write fields of a step that change no status (its routing, a recorded model response),
+    in the caller's fenced transaction. Raises TypeError for `status`."""
+    _refuse_owned("step_record", fields, STATUS_FIELD)
+    Step.objects.filter(pk=step.pk).update(**fields)
+
+
 def ledger_transition(*, call_id: int, target: str, **fields: Any) -> bool:
-    """Move a ledger row to `target` if that is a legal transition from its current status."""
+    """Move a ledger row to `target` if that is a legal transition from its current status.
+    Raises TypeError for `status`."""
+    _refuse_owned("ledger_transition", fields, STATUS_FIELD)
     updated = ToolCall.objects.filter(pk=call_id, status__in=ledger_sources(target)).update(
         status=target, updated_at=Now(), **fields
     )
     return bool(updated)
-
-
-def _past(verb: str) -> str:
-    irregular = {
-        "stop": "stopped",
-        "hold": "held",
-        "roll_back": "rolled_back",
-        "yield": "yielded",
-        "schedule_retry": "retry_scheduled",
-        "await_approval": "awaiting_approval",
-        "await_children": "awaiting_children",
-        "wake": "woken",
-    }
-    if verb in irregular:
-        return irregular[verb]
-    return verb + ("d" if verb.endswith("e") else "ed")

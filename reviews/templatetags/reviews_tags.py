@@ -1,8 +1,7 @@
 """Template helpers of the review workspace: time left before a gate times out, how long an item
-has waited, and the review section of the task page.
+has waited. Filters return plain strings (autoescaped by the template like any other value).
 
-Filters return plain strings (autoescaped by the template like any other value); the section tag
-checks the reader's role on the server before it reads anything.
+The review section of the task page is `reviews.task_page`.
 """
 
 from __future__ import annotations
@@ -13,15 +12,8 @@ from typing import Any
 from django import template
 from django.utils import timezone
 
-from agentops.engine.errors import UnknownAgent
-from agentops.engine.registry import get_agent
 from agentops.selectors import json_preview
-from agentops.services import MODIFIABLE
-from agentops.states import TaskStatus
 from agentops.templatetags import agentops_tags
-from reviews.forms import TaskModifyForm
-from reviews.permissions import can_read_decisions, can_read_reviews, is_operator
-from reviews.selectors import decision_list_for_task, task_controls_for, task_open_gate_id
 
 register = template.Library()
 
@@ -79,46 +71,3 @@ def action_label(action: str) -> str:
     """`reviews.gate.approved` → `gate approved` (the stored name stays in the title)."""
     parts = action.split(".")
     return " ".join(parts[1:]).replace("_", " ") if len(parts) > 1 else action
-
-
-@register.inclusion_tag("reviews/_partials/task_review.html", takes_context=True)
-def task_review_section(context: dict[str, Any], task: Any) -> dict[str, Any]:
-    """Links to the task's gate or recovery panel, and the task's decisions, for reviewers."""
-    request = context.get("request")
-    user = getattr(request, "user", None)
-    if not can_read_decisions(user):
-        return {"visible": False}
-    readable = can_read_reviews(user)
-    gate_id = None
-    if readable and task.status == TaskStatus.AWAITING_APPROVAL:
-        gate_id = task_open_gate_id(task_id=task.pk)
-    operator = is_operator(user)
-    return {
-        "visible": True,
-        "task": task,
-        "request": request,
-        "decisions": decision_list_for_task(task_id=task.pk),
-        "gate_id": gate_id,
-        "recoverable": readable and task.status == TaskStatus.NEEDS_ATTENTION,
-        "is_operator": operator,
-        "controls": task_controls_for(task.status) if operator else [],
-        "modifiable": operator and task.status in MODIFIABLE,
-        "modify_form": TaskModifyForm(
-            initial={
-                "token_budget": task.token_budget,
-                "cost_budget": task.cost_budget,
-                "wall_time_budget_seconds": task.wall_time_budget_seconds,
-            },
-            auto_id="modify_%s",
-        )
-        if operator and task.status in MODIFIABLE
-        else None,
-        "editable": _editable_input(task.agent),
-    }
-
-
-def _editable_input(agent: str) -> tuple[str, ...]:
-    try:
-        return get_agent(agent).editable_input
-    except UnknownAgent:
-        return ()

@@ -105,3 +105,41 @@ def test_bench_dispatch_runs_jobs_through_a_real_worker_and_cleans_up(redis_clea
         assert isinstance(report[key], float), key
     assert report["dispatch_jobs"] == 3
     assert not Task.objects.filter(agent="bench_noop").exists()
+
+
+PAGES = ("inbox", "inbox_poll", "audit_queue", "task_page", "gate_panel", "task_list")
+
+
+def test_bench_pages_seeds_a_scratch_database_and_reports_every_page(redis_clean):
+    out = StringIO()
+    call_command("bench", "pages", "--tasks", "300", "--repeat", "2", "--json", stdout=out)
+    report = json.loads(out.getvalue())
+
+    seeded = report["seeded"]
+    assert seeded["tasks"] == 300
+    # The mix, in parts per 10,000 with at least one task of each status: exact counts.
+    assert seeded["tasks_by_status"] == {
+        "aborted": 6,
+        "awaiting_approval": 1,
+        "needs_attention": 1,
+        "paused": 1,
+        "queued": 3,
+        "retry_scheduled": 2,
+        "rolled_back": 3,
+        "running": 6,
+        "succeeded": 277,
+    }
+    assert seeded["open_gates"] == 1
+    assert seeded["steps"] > 300 * 5
+    assert seeded["events"] > seeded["tasks"] * 10
+    assert seeded["audit_items"] > seeded["audit_pending"] > 0
+    assert list(report["pages"]) == list(PAGES)
+    for name, page in report["pages"].items():
+        assert page["status"] == 200, name
+        assert page["queries"] > 0 and page["queries_constant"], name
+        assert page["bytes"] > 1000, name
+    # The scratch database is gone and nothing was written to this one.
+    assert not Task.objects.exists()
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM pg_database WHERE datname = %s", [report["database"]])
+        assert cursor.fetchone() == (0,)

@@ -321,7 +321,8 @@ def _procfile_command(name: str) -> list[str]:
 def _session_cookie(user: Any) -> str:
     store = import_module(settings.SESSION_ENGINE).SessionStore()
     store[SESSION_KEY] = str(user.pk)
-    store[BACKEND_SESSION_KEY] = "django.contrib.auth.backends.ModelBackend"
+    # The backend that loads users (the role backend only answers permission questions).
+    store[BACKEND_SESSION_KEY] = "reviews.roles.PermissionRowsBackend"
     store[HASH_SESSION_KEY] = user.get_session_auth_hash()
     store.save()
     return store.session_key

@@ -263,8 +263,8 @@ def test_aborting_a_task_at_a_gate_withdraws_the_gate_and_the_sweep_goes_on(
 
     from django.utils import timezone
 
-    from reviews.models import Gate
-    from reviews.services import gates_expire_overdue
+    from agentops.engine.gates import gates_expire_overdue
+    from agentops.models import Gate
 
     task = run_until_parked_or_done(
         task_create(agent="refund", goal="Refund B2002", input={"order_id": "B2002"})

@@ -11,11 +11,12 @@ import pytest
 from django.db import connections
 from django.utils import timezone
 
+from agentops.engine.gates import gates_expire_overdue
 from agentops.engine.jsonvalues import REDACTED, redacted
-from agentops.models import Event, Step, Task, ToolCall
+from agentops.models import AuditItem, Event, Gate, Step, Task, ToolCall
 from agentops.services import task_create
 from agentops.sim.models import Effect
-from agentops.states import LedgerStatus, StepStatus, TaskStatus
+from agentops.states import GateStatus, LedgerStatus, StepStatus, TaskStatus
 from policies.engine import sampled
 from policies.services import (
     policy_create,
@@ -24,16 +25,14 @@ from policies.services import (
     policy_rule_add,
     policy_version_ensure_active,
 )
-from reviews.models import AuditItem, Decision, Gate
+from reviews.models import Decision
 from reviews.services import (
     GateAlreadyDecided,
     NotAllowed,
     gate_approve,
     gate_edit_and_approve,
     gate_reject,
-    gates_expire_overdue,
 )
-from reviews.states import GateStatus
 from tests.agentops.test_runner import run_until_parked_or_done
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ast
 from datetime import timedelta
 from pathlib import Path
 
@@ -268,53 +267,6 @@ def test_a_token_budget_stops_the_task(sim_server, redis_clean):
     assert task.status == TaskStatus.NEEDS_ATTENTION
     assert task.failure["kind"] == "budget_overflow"
     assert Step.objects.filter(task=task, status=StepStatus.SUCCEEDED).count() == 1
-
-
-# Task, step and ledger statuses are written only by the transition code; gate, audit-item and
-# notification-delivery statuses only by the review services that decide or record them.
-STATUS_WRITERS = {"agentops/engine/transitions.py", "reviews/services.py"}
-
-
-def _status_writes(path: Path) -> list[int]:
-    tree = ast.parse(path.read_text(), filename=str(path))
-    lines = []
-    for node in ast.walk(tree):
-        targets = []
-        if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-        if any(isinstance(t, ast.Attribute) and t.attr == "status" for t in targets):
-            lines.append(node.lineno)
-        if (
-            isinstance(node, ast.Call)
-            and isinstance(node.func, ast.Attribute)
-            and (node.func.attr == "update" and any(k.arg == "status" for k in node.keywords))
-        ):
-            lines.append(node.lineno)
-        if (
-            isinstance(node, ast.Call)
-            and getattr(node.func, "id", "") == "setattr"
-            and (len(node.args) > 1 and getattr(node.args[1], "value", None) == "status")
-        ):
-            lines.append(node.lineno)
-    return lines
-
-
-def test_no_module_but_the_transition_code_writes_a_status():
-    offenders = {}
-    for app in ("agentops", "reviews"):
-        for path in (ROOT / app).rglob("*.py"):
-            relative = str(path.relative_to(ROOT))
-            if "/migrations/" in relative or relative in STATUS_WRITERS:
-                continue
-            if lines := _status_writes(path):
-                offenders[relative] = lines
-    assert offenders == {}
-
-
-def test_the_status_scan_finds_an_assignment(tmp_path):
-    sample = tmp_path / "sample.py"
-    sample.write_text("task.status = 'x'\nTask.objects.filter().update(status='y')\n")
-    assert _status_writes(sample) == [1, 2]
 
 
 def test_retry_backoff_grows_and_honours_retry_after(settings):

@@ -27,6 +27,7 @@ from agentops.sim.services import fault_set
 from agentops.states import LedgerStatus, StepStatus, TaskStatus
 from tests.agentops.test_runner import run_until_parked_or_done
 from tests.conftest import wait_for
+from tests.statuses import status_walk
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -211,7 +212,8 @@ def test_sweeper_wakes_a_parent_whose_children_are_all_done(sim_server, redis_cl
 
     parent = run_until_parked_or_done(procurement())
     # Children finished without the wake (as if written by an older release): the DB says so.
-    Task.objects.filter(parent=parent).update(status=TaskStatus.SUCCEEDED)
+    for child in Task.objects.filter(parent=parent):
+        status_walk(child, TaskStatus.SUCCEEDED)
 
     assert parents_wake_stranded() == 1
     assert parents_wake_stranded() == 0

@@ -27,13 +27,15 @@ PARKED_OR_DONE = {"succeeded", "stopped", "retry scheduled", "not claimable"}
 
 @pytest.fixture
 def user(django_user_model: Any) -> Any:
-    """A person who may read every task (operators and auditors hold this permission)."""
-    from django.contrib.auth.models import Permission
+    """A person who may read every task (operators and auditors hold this permission) and start
+    tasks (the task-starter role)."""
+    from django.contrib.auth.models import Group, Permission
 
     olga = django_user_model.objects.create_user(username="olga", password="pw-for-tests")
     olga.user_permissions.add(
         Permission.objects.get(content_type__app_label="agentops", codename="view_task")
     )
+    olga.groups.add(Group.objects.get_or_create(name="task starters")[0])
     return olga
 
 
@@ -163,7 +165,24 @@ def test_task_list_paginates_by_fifty(operator_client: Any) -> None:
     assert len(detail_link.findall(first)) == 50
     assert len(detail_link.findall(second)) == 1
     assert f'href="/tasks/{tasks[0].pk}"' in second
-    assert "Page 1 of 2" in first
+    # No count of every task: the page knows only whether another one follows.
+    assert "<span>Page 1</span>" in first and 'rel="next"' in first
+    assert "<span>Page 2</span>" in second and 'rel="next"' not in second
+    assert 'rel="prev"' in second
+
+
+@pytest.mark.django_db
+def test_task_list_costs_the_same_queries_with_more_tasks(operator_client: Any) -> None:
+    make_task()
+    operator_client.get(reverse("agentops:task_list"))  # the session and the roles, cached
+    with CaptureQueriesContext(connection) as few:
+        operator_client.get(reverse("agentops:task_list"))
+    for i in range(60):
+        make_task(goal=f"Refund number {i}")
+    with CaptureQueriesContext(connection) as many:
+        operator_client.get(reverse("agentops:task_list"))
+
+    assert len(many) == len(few)
 
 
 @pytest.mark.django_db

@@ -124,7 +124,7 @@ def operator(roles: None, django_user_model: Any) -> Any:
 @pytest.fixture
 def starter(roles: None, django_user_model: Any) -> Any:
     """The operator who starts tasks, so that separation of duties leaves the gates to olga."""
-    return make_user(django_user_model, "stan", "operators")
+    return make_user(django_user_model, "stan", "operators", "task starters")
 
 
 @pytest.fixture
@@ -134,4 +134,5 @@ def auditor(roles: None, django_user_model: Any) -> Any:
 
 @pytest.fixture
 def policy_admin(roles: None, django_user_model: Any) -> Any:
-    return make_user(django_user_model, "paula", "policy admins")
+    """A policy admin who also starts tasks (to try a policy she published)."""
+    return make_user(django_user_model, "paula", "policy admins", "task starters")

@@ -16,14 +16,13 @@ from typing import Any
 import pytest
 from playwright.sync_api import Locator, Page, expect
 
-from agentops.models import Task, ToolCall
+from agentops.models import AuditItem, Gate, Task, ToolCall
 from agentops.services import task_create
 from agentops.sim.models import Effect
 from agentops.sim.services import fault_set
-from agentops.states import LedgerStatus, TaskStatus
+from agentops.states import AuditStatus, GateStatus, LedgerStatus, TaskStatus
 from policies.services import policy_default_install
-from reviews.models import AuditItem, Decision, Gate
-from reviews.states import AuditStatus, GateStatus
+from reviews.models import Decision
 from tests.browser.conftest import WORKER_TIMEOUT_MS, login, shoot
 from tests.conftest import Processes, wait_for
 from tests.reviews.builders import effects

@@ -8,13 +8,11 @@ from typing import Any
 
 from django.test import Client
 
-from agentops.models import Task
+from agentops.models import Gate, Task
 from agentops.services import task_create
 from agentops.sim.models import Effect
 from agentops.sim.services import fault_set
-from agentops.states import TaskStatus
-from reviews.models import Gate
-from reviews.states import GateStatus
+from agentops.states import GateStatus, TaskStatus
 from tests.agentops.test_runner import run_until_parked_or_done
 
 

@@ -15,13 +15,17 @@ from django.contrib.auth.models import Group, Permission
 
 REVIEW_GROUPS = importlib.import_module("reviews.migrations.0003_operator_and_auditor_groups")
 POLICY_GROUP = importlib.import_module("policies.migrations.0004_policy_admins_group")
+STARTER_GROUP = importlib.import_module("reviews.migrations.0008_task_starters_group")
+# Gates and audit items moved to agentops later, and their model permissions with them.
+MOVED = importlib.import_module("reviews.migrations.0007_gate_and_audititem_to_agentops").MOVED
 
 
 def ensure_groups() -> dict[str, Group]:
     groups = {}
     for name, perms in REVIEW_GROUPS.GROUPS.items():
         group, _ = Group.objects.get_or_create(name=name)
-        for app_label, codename in perms:
+        for listed in perms:
+            app_label, codename = MOVED.get(listed, listed)
             group.permissions.add(
                 Permission.objects.get(content_type__app_label=app_label, codename=codename)
             )
@@ -33,6 +37,7 @@ def ensure_groups() -> dict[str, Group]:
         )
     )
     groups[POLICY_GROUP.GROUP] = group
+    groups[STARTER_GROUP.GROUP] = Group.objects.get_or_create(name=STARTER_GROUP.GROUP)[0]
     return groups
 
 
@@ -60,8 +65,15 @@ def operator2(groups: Any, django_user_model: Any) -> Any:
 
 @pytest.fixture
 def starter(groups: Any, django_user_model: Any) -> Any:
-    """An operator who starts tasks, so separation of duties bars them from their own gates."""
-    return make_user(django_user_model, "stan", "operators")
+    """An operator who starts tasks (like the demo's operator), so separation of duties bars
+    them from their own gates."""
+    return make_user(django_user_model, "stan", "operators", "task starters")
+
+
+@pytest.fixture
+def task_starter(groups: Any, django_user_model: Any) -> Any:
+    """Someone who may start tasks and holds no review role."""
+    return make_user(django_user_model, "tess", "task starters")
 
 
 @pytest.fixture

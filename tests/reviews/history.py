@@ -12,10 +12,11 @@ from typing import Any
 
 from django.utils import timezone
 
-from agentops.models import Event, Step, Task, ToolCall
+from agentops.models import AuditItem, Event, Gate, Step, Task, ToolCall
 from agentops.states import TaskStatus
-from reviews.models import AuditItem, Decision, Gate
+from reviews.models import Decision
 from reviews.services import decision_record
+from tests.statuses import status_walk
 
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 
@@ -47,16 +48,18 @@ def make_task(
     clock.at(at)
     if current_step is None:
         current_step = step_count if status == TaskStatus.SUCCEEDED else 0
-    return Task.objects.create(
+    task = Task.objects.create(
         agent=agent,
         goal=f"{agent} task",
-        status=status,
         step_count=step_count,
         current_step=current_step,
         failure={"layer": "test", "kind": failure_kind} if failure_kind else None,
         tokens_used=tokens_used,
         **overrides,
     )
+    # A task starts queued (the database insists): walk it to `status` along legal transitions.
+    status_walk(task, status)
+    return task
 
 
 def make_step(

@@ -9,11 +9,10 @@ import pytest
 from django.core.management import call_command
 from django.test import Client
 
-from agentops.models import Task, ToolCall
-from agentops.states import TaskStatus
+from agentops.models import Gate, Task, ToolCall
+from agentops.states import GateStatus, TaskStatus
 from reviews.api import api
-from reviews.models import Decision, Gate
-from reviews.states import GateStatus
+from reviews.models import Decision
 from reviews.tokens import api_token_create, api_token_revoke
 from tests.agentops.test_runner import run_until_parked_or_done
 from tests.reviews.builders import gated_refund, open_gate, stopped_trip
@@ -112,9 +111,9 @@ def test_reject_and_edit_go_through_the_same_services(sim_server, redis_clean, o
 
 
 def test_a_task_started_through_the_api_belongs_to_the_tokens_user(
-    sim_server, redis_clean, operator
+    sim_server, redis_clean, starter
 ):
-    client = api_client(operator)
+    client = api_client(starter)
 
     created = post(
         client,
@@ -126,16 +125,16 @@ def test_a_task_started_through_the_api_belongs_to_the_tokens_user(
 
     assert created.status_code == 201
     task = Task.objects.get(pk=created.json()["id"])
-    assert task.created_by == operator and created.json()["created_by"] == operator.username
+    assert task.created_by == starter and created.json()["created_by"] == starter.username
     assert unknown.status_code == 400 and "nope" in unknown.json()["detail"]
     assert no_goal.status_code == 400
     assert Task.objects.count() == 1
 
 
 def test_the_api_takes_budgets_and_refuses_what_postgresql_cannot_store(
-    sim_server, redis_clean, operator
+    sim_server, redis_clean, starter
 ):
-    client = api_client(operator)
+    client = api_client(starter)
 
     created = post(
         client,
@@ -199,14 +198,15 @@ def test_the_api_token_command_prints_a_token_once_that_works(operator, capsys):
 # -- every operation against every role ---------------------------------------------------------
 
 OPERATOR, AUDITOR, POLICY_ADMIN, STARTER = "operator", "auditor", "policy admin", "starter"
-# The starter is an operator who started the task: they read like one, but may not decide its gate.
+# The starter is an operator who started the task: they read like one, but may not decide its gate;
+# they are the only one here with the task-starter role.
 READERS = {OPERATOR, AUDITOR, STARTER}
 EVERYONE = {OPERATOR, AUDITOR, POLICY_ADMIN, STARTER}
 
 # (method, path template) -> roles allowed; the others get 403 (404 for another's task).
 API_ACCESS: dict[tuple[str, str], set[str]] = {
     ("GET", "/tasks"): EVERYONE,
-    ("POST", "/tasks"): EVERYONE,
+    ("POST", "/tasks"): {STARTER},
     ("GET", "/tasks/stopped"): READERS,
     ("GET", "/tasks/{task_id}"): READERS | {STARTER},
     ("GET", "/gates"): READERS,
@@ -259,7 +259,9 @@ def test_each_role_gets_exactly_the_api_access_the_table_gives(
                 hidden = 404 if template == "/tasks/{task_id}" else 403  # as on the pages
                 expected = {200} if role in allowed else {hidden}
             elif path == "/tasks":
-                continue  # starting a task is covered above; every signed-in role may
+                response = post(client, path, {"agent": "nope", "goal": "x"})
+                # A starter gets as far as the unknown agent (400); the others are refused first.
+                expected = {400} if role in allowed else {403}
             else:
                 response = post(client, path, body(path.rsplit("/", 1)[1], role))
                 expected = {409} if role in allowed else {403}

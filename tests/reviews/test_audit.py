@@ -12,9 +12,16 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
-from reviews.models import AuditItem, Decision
+from agentops.models import AuditItem
+from agentops.states import AuditStatus
+from reviews.models import Decision
+from reviews.selectors import (
+    AuditFilters,
+    audit_filter_choices,
+    audit_item_list,
+    audit_item_page,
+)
 from reviews.services import audit_item_review
-from reviews.states import AuditStatus
 from reviews.views import csv_safe
 from tests.reviews.builders import audited_refund, client_for, stopped_trip
 
@@ -171,3 +178,40 @@ def test_csv_cells_that_start_a_formula_get_a_leading_quote():
     }
     assert {value: csv_safe(value) for value in cells} == cells
     assert csv_safe(42) == 42 and csv_safe(None) is None
+
+
+def test_pages_of_the_queue_follow_the_export_order_without_counting(
+    sim_server, redis_clean, auditor, django_assert_num_queries
+):
+    audited_refund()
+    audited_refund(goal="Refund order A1002")
+    stopped_trip()
+    items = list(AuditItem.objects.order_by("id"))
+    for item in items[::2]:
+        audit_item_review(item_id=item.pk, actor=auditor, verdict="ok")
+    filters = AuditFilters()
+    expected = [item.pk for item in audit_item_list(filters=filters)]
+    assert len(expected) >= 5
+
+    pages, number = [], 1
+    while True:
+        page = audit_item_page(filters=filters, page=number, size=2)
+        pages.append(page)
+        if not page.has_next:
+            break
+        number += 1
+
+    assert [item.pk for page in pages for item in page.object_list] == expected
+    assert pages[0].start_index == 1 and pages[-1].end_index == len(expected)
+    # A page inside the items to review is one query; one past their end counts them.
+    pending = AuditItem.objects.filter(status=AuditStatus.PENDING).count()
+    with django_assert_num_queries(1):
+        audit_item_page(filters=filters, page=1, size=1)
+    with django_assert_num_queries(3):
+        first_reviewed = audit_item_page(filters=filters, page=pending + 1, size=1)
+    assert [item.pk for item in first_reviewed.object_list] == [expected[pending]]
+    assert audit_filter_choices() == {
+        "agent": sorted({i.agent for i in items}),
+        "tool": sorted({i.tool for i in items}),
+        "rule": sorted({i.rule for i in items}),
+    }

@@ -12,12 +12,11 @@ from typing import Any
 import pytest
 from django.urls import reverse
 
-from agentops.models import Event, Task
+from agentops.models import AuditItem, Event, Gate, Task
 from agentops.services import task_create
-from agentops.states import TaskStatus
-from reviews.models import AuditItem, Claim, Decision, Gate
+from agentops.states import AuditStatus, GateStatus, TaskStatus
+from reviews.models import Claim, Decision
 from reviews.services import claim_take
-from reviews.states import AuditStatus, GateStatus
 from tests.agentops.test_runner import run_until_parked_or_done
 from tests.reviews.builders import audited_refund, client_for, gated_refund, open_gate, stopped_trip
 
@@ -293,7 +292,7 @@ def test_a_cut_paste_is_too_large_not_invalid_json(sim_server, redis_clean, oper
 
     assert response.status_code == 400
     assert "Too large: 70,012 characters" in response.content.decode()
-    assert "Not valid JSON" not in response.content.decode()
+    assert "not valid JSON" not in response.content.decode()
 
 
 def test_admin_budget_edits_go_through_the_service_and_never_save_the_row(

@@ -9,12 +9,11 @@ import pytest
 from django.utils import timezone
 
 from agentops.metrics import Window
-from agentops.models import Event, Step
+from agentops.models import AuditItem, Event, Gate, Step
 from agentops.services import task_create
 from agentops.states import TaskStatus
 from reviews.calibration import confidence_bucket
 from reviews.metrics import figures_collect
-from reviews.models import AuditItem, Gate
 from reviews.services import audit_item_review, gate_approve
 from tests.agentops.test_runner import run_until_parked_or_done
 from tests.reviews.builders import audited_refund, gated_refund, open_gate, stopped_trip

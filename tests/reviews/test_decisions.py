@@ -12,9 +12,10 @@ from django.db import DatabaseError, connection, transaction
 from django.urls import reverse
 from django.utils import timezone
 
+from agentops.models import AuditItem
 from policies.models import Policy
 from policies.services import policy_draft_create, policy_publish
-from reviews.models import AuditItem, Decision
+from reviews.models import Decision
 from reviews.services import audit_item_review, decision_record, gate_approve, intervention_apply
 from tests.reviews.builders import (
     audited_refund,

@@ -10,7 +10,8 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
-from reviews.models import Claim, Gate
+from agentops.models import Gate
+from reviews.models import Claim
 from tests.reviews.builders import client_for, gated_refund, open_gate, stopped_trip
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -118,8 +119,9 @@ def test_an_auditor_reads_the_inbox_without_controls(sim_server, redis_clean, au
 
 
 def _inbox_queries(client: Any, django_assert_num_queries: Any) -> None:
-    # session, user, roles; open gates, stopped tasks; the navigation counts.
-    with django_assert_num_queries(11):
+    # session, user, roles; open gates and stopped tasks, counted and one page of each read;
+    # the navigation counts.
+    with django_assert_num_queries(13):
         assert client.get(reverse("reviews:inbox")).status_code == 200
 
 

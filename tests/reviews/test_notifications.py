@@ -23,11 +23,10 @@ from django.core import mail
 from django.test import Client
 from django.utils import timezone
 
-from agentops.models import Task
+from agentops.models import Gate, Task
 from agentops.services import task_create
 from reviews.models import (
     Delivery,
-    Gate,
     Notice,
     NotificationPreference,
     NotificationRoute,

@@ -13,10 +13,10 @@ from django.apps import apps
 from django.core import serializers
 from django.urls import reverse
 
+from agentops.models import AuditItem
 from agentops.services import task_create
-from reviews.models import AuditItem
+from agentops.states import AuditStatus
 from reviews.services import audit_item_review, gate_reject
-from reviews.states import AuditStatus
 from tests.agentops.test_runner import run_until_parked_or_done
 from tests.reviews.builders import client_for, open_gate
 

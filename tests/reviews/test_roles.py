@@ -17,16 +17,19 @@ import pytest
 from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
 
-from agentops.models import Task, ToolCall
+from agentops.models import AuditItem, Gate, Task, ToolCall
 from policies.models import Policy, PolicyChange, PolicyRule, PolicyVersion
 from policies.selectors import policy_version_active
 from policies.services import policy_draft_create
-from reviews.models import AuditItem, Claim, Decision, Gate
+from reviews.models import Claim, Decision
 from reviews.tokens import api_token_create
 from tests.reviews.builders import client_for, gated_refund, open_gate, stopped_trip
 
 ANONYMOUS, OPERATOR, AUDITOR, POLICY_ADMIN = "anonymous", "operator", "auditor", "policy admin"
-SIGNED_IN = frozenset({OPERATOR, AUDITOR, POLICY_ADMIN})
+TASK_STARTER = "task starter"
+SIGNED_IN = frozenset({OPERATOR, AUDITOR, POLICY_ADMIN, TASK_STARTER})
+# The decision log and the dashboard are for the review roles; starting tasks is not one.
+REVIEW_ROLES = frozenset({OPERATOR, AUDITOR, POLICY_ADMIN})
 REVIEWERS = frozenset({OPERATOR, AUDITOR})
 ADMINS = frozenset({POLICY_ADMIN})
 # page: GET shows it. form: GET shows a form, POST changes state. post: POST only (GET is 405).
@@ -99,10 +102,11 @@ def _rule(w: World) -> dict[str, int]:
 ACCESS: dict[str, Access] = {
     "login": Access(FORM, SIGNED_IN, public=True),
     "logout": Access(POST, SIGNED_IN, public=True),
-    # Every signed-in user may start tasks and list the ones they may see; another person's task
-    # is readable by reviewers (and its starter), and answers 404 to anyone else.
+    # Every signed-in user may list the tasks they may see; only task starters start one.
+    # Another person's task is readable by reviewers (and its starter), and answers 404 to
+    # anyone else.
     "agentops:task_list": Access(PAGE, SIGNED_IN),
-    "agentops:task_new": Access(FORM, SIGNED_IN),
+    "agentops:task_new": Access(FORM, frozenset({TASK_STARTER})),
     "agentops:task_detail": Access(PAGE, REVIEWERS, kwargs=_task, denied=404),
     # An artifact opens for whoever may read its task.
     "agentops:artifact": Access(PAGE, REVIEWERS, kwargs=lambda w: _artifact(w), denied=404),
@@ -152,14 +156,14 @@ ACCESS: dict[str, Access] = {
         POST, frozenset({AUDITOR}), kwargs=lambda w: {"item_id": w.item.pk}
     ),
     "reviews:audit_bulk_review": Access(POST, frozenset({AUDITOR})),
-    "reviews:decisions": Access(PAGE, SIGNED_IN),
-    "reviews:decisions_csv": Access(PAGE, SIGNED_IN),
+    "reviews:decisions": Access(PAGE, REVIEW_ROLES),
+    "reviews:decisions_csv": Access(PAGE, REVIEW_ROLES),
     # One's own account: notification choices and API tokens.
     "reviews:account": Access(FORM, SIGNED_IN),
     "reviews:api_token_new": Access(POST, SIGNED_IN),
     "reviews:api_token_revoke": Access(POST, SIGNED_IN, kwargs=lambda w: {"token_id": w.token}),
     # The oversight dashboard is read by every role; only policy admins open proposed drafts.
-    "reviews:dashboard": Access(PAGE, SIGNED_IN),
+    "reviews:dashboard": Access(PAGE, REVIEW_ROLES),
     "reviews:calibration_draft": Access(POST, ADMINS),
 }
 
@@ -219,12 +223,13 @@ def world(sim_server, redis_clean, groups, policy_admin, django_user_model) -> W
 
 
 @pytest.fixture
-def clients(operator, auditor, policy_admin) -> dict[str, Client]:
+def clients(operator, auditor, policy_admin, task_starter) -> dict[str, Client]:
     return {
         ANONYMOUS: Client(),
         OPERATOR: client_for(operator),
         AUDITOR: client_for(auditor),
         POLICY_ADMIN: client_for(policy_admin),
+        TASK_STARTER: client_for(task_starter),
     }
 
 
@@ -282,8 +287,15 @@ def test_each_role_gets_exactly_the_access_the_table_gives(world, clients):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_every_state_change_needs_a_csrf_token(world, operator, auditor, policy_admin):
-    users = {OPERATOR: operator, AUDITOR: auditor, POLICY_ADMIN: policy_admin}
+def test_every_state_change_needs_a_csrf_token(
+    world, operator, auditor, policy_admin, task_starter
+):
+    users = {
+        OPERATOR: operator,
+        AUDITOR: auditor,
+        POLICY_ADMIN: policy_admin,
+        TASK_STARTER: task_starter,
+    }
     strict = {role: client_for(user, enforce_csrf_checks=True) for role, user in users.items()}
     strict[ANONYMOUS] = Client(enforce_csrf_checks=True)
     before = state()

@@ -20,12 +20,10 @@ from django.urls import reverse
 
 from agentops.engine.model import ModelRequest
 from agentops.engine.registry import Agent, PlanStep, register_agent
-from agentops.models import Task
+from agentops.models import AuditItem, Gate, Task
 from agentops.services import task_create
-from agentops.states import TaskStatus
-from reviews.models import AuditItem, Gate
+from agentops.states import GateStatus, TaskStatus
 from reviews.services import audit_item_review, gate_reject
-from reviews.states import GateStatus
 from tests.agentops.test_runner import run_until_parked_or_done
 from tests.reviews.builders import client_for, open_gate
 

@@ -12,6 +12,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from agentops.benchmarks.checkpoint import checkpoint, checkpoint_table
+from agentops.benchmarks.pages import pages, pages_table
 from agentops.benchmarks.throughput import throughput
 
 HELP = """\
@@ -25,6 +26,10 @@ pg_walinspect, filtered to this database, full-page images reported apart), comm
 --dispatch, also dispatch_ms_per_job: what one RQ job costs through a real `manage.py worker
 --burst` process beyond advancing the same 1-step task in-process.
 throughput: steps per second through --workers real burst workers running --tasks tasks.
+pages: seed --tasks tasks (default 10000) with a realistic mix into a scratch database
+(<name>_pages, dropped after), then time the inbox, the audit queue, a task page, a gate panel
+and the task list through the test client, DEBUG off: p50, p95, queries and bytes per page over
+--repeat requests (default 20).
 """
 
 
@@ -32,12 +37,15 @@ class Command(BaseCommand):
     help = HELP
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("benchmark", choices=["checkpoint", "throughput"])
+        parser.add_argument("benchmark", choices=["checkpoint", "throughput", "pages"])
         parser.add_argument(
             "--workers", type=int, default=1, help="throughput: worker processes (default 1)"
         )
         parser.add_argument(
-            "--tasks", type=int, default=40, help="throughput: tasks to run (default 40)"
+            "--tasks",
+            type=int,
+            default=None,
+            help="throughput: tasks to run (default 40); pages: tasks to seed (default 10000)",
         )
         parser.add_argument("--steps", type=int, default=20, help="steps per task (default 20)")
         parser.add_argument(
@@ -49,11 +57,17 @@ class Command(BaseCommand):
         parser.add_argument(
             "--repeat",
             type=int,
-            default=3,
-            help="tasks (and floor runs) to measure; medians are reported",
+            default=None,
+            help="checkpoint: tasks (and floor runs) to measure, medians are reported "
+            "(default 3); pages: requests per page (default 20)",
         )
         parser.add_argument(
             "--json", action="store_true", dest="as_json", help="print one JSON object"
+        )
+        parser.add_argument(
+            "--keep",
+            action="store_true",
+            help="pages: keep the scratch database <name>_pages (dropped by the next run)",
         )
         parser.add_argument(
             "--dispatch",
@@ -70,19 +84,30 @@ class Command(BaseCommand):
         benchmark: str,
         steps: int,
         payload_kb: int,
-        repeat: int,
+        repeat: int | None,
         as_json: bool,
         dispatch: int,
         workers: int,
-        tasks: int,
+        tasks: int | None,
+        keep: bool,
         **options: Any,
     ) -> None:
+        if benchmark == "pages":
+            tasks = 10_000 if tasks is None else tasks
+            repeat = 20 if repeat is None else repeat
+            if tasks < 1 or repeat < 1:
+                raise CommandError("--tasks and --repeat must be positive")
+            report = pages(tasks=tasks, repeat=repeat, keep=keep)
+            self.stdout.write(json.dumps(report, indent=2) if as_json else pages_table(report))
+            return
         if benchmark == "throughput":
+            tasks = 40 if tasks is None else tasks
             if workers < 1 or tasks < 1 or steps < 1:
                 raise CommandError("--workers, --tasks and --steps must be positive")
             report = throughput(workers=workers, tasks=tasks, steps=steps, payload_kb=payload_kb)
             self.stdout.write(json.dumps(report, indent=None if as_json else 2))
             return
+        repeat = 3 if repeat is None else repeat
         if steps < 1 or repeat < 1 or payload_kb < 0 or dispatch < 0:
             raise CommandError(
                 "--steps and --repeat must be positive, --payload-kb and --dispatch not negative"

@@ -13,11 +13,11 @@ from agentops.scenarios import scenario_start
 from agentops.services import task_create
 
 DEMO_USERS = [
-    # username, password, superuser, group (one demo user per role)
-    ("admin", "admin", True, None),
-    ("operator", "operator", False, "operators"),
-    ("auditor", "auditor", False, "auditors"),
-    ("policyadmin", "policyadmin", False, "policy admins"),
+    # username, password, superuser, groups (one demo user per role; the operator also starts tasks)
+    ("admin", "admin", True, ()),
+    ("operator", "operator", False, ("operators", "task starters")),
+    ("auditor", "auditor", False, ("auditors",)),
+    ("policyadmin", "policyadmin", False, ("policy admins",)),
 ]
 
 # Scenarios an operator should see on the first start: a refund that goes through, one whose
@@ -51,16 +51,16 @@ class Command(BaseCommand):
             )
         User = get_user_model()
         with transaction.atomic():
-            for username, password, superuser, group in DEMO_USERS:
+            for username, password, superuser, groups in DEMO_USERS:
                 user = User.objects.filter(username=username).first()
                 if user is None:
                     create = (
                         User.objects.create_superuser if superuser else User.objects.create_user
                     )
                     user = create(username=username, password=password)
-                if group:
-                    # The groups and their permissions come from the reviews/policies migrations.
-                    user.groups.add(Group.objects.get(name=group))
+                # The groups come from the reviews/policies migrations; what each role may do
+                # is registered in reviews.roles.
+                user.groups.add(*Group.objects.filter(name__in=groups))
         self.stdout.write(
             "demo logins: "
             + ", ".join(f"{name} / {password}" for name, password, _, _ in DEMO_USERS)

@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('agentops', '0008_commit_refused_function'),
+        ('agentops', '0011_commit_refused_function'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 

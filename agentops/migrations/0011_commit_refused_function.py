@@ -18,5 +18,5 @@ DROP = "DROP FUNCTION IF EXISTS agentops_commit_refused(text);"
 
 
 class Migration(migrations.Migration):
-    dependencies = [("agentops", "0007_task_tokens_saved")]
+    dependencies = [("agentops", "0010_page_indexes")]
     operations = [migrations.RunSQL(CREATE, DROP)]

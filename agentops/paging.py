@@ -1,0 +1,104 @@
+"""Pages of a long list that cost the same on page 1 of 10 and of 10,000 rows.
+
+Django's `Paginator` counts the whole list on every request (a `COUNT(*)` over every matching
+row, 100,000 tasks on the task list) to print "page 1 of N". A `Window` fetches one row more
+than it shows instead, which says whether a next page exists; the total is given only where
+the caller knows it cheaply (the inbox counts what waits through partial indexes). It offers
+the parts of Django's `Page` the templates use (`number`, `has_next`, `next_page_number`, ...).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+T = TypeVar("T")
+
+# Deeper than this, use the filters: the offset makes the database walk every row before it.
+MAX_PAGE = 1000
+
+
+@dataclass(frozen=True)
+class Window(Generic[T]):
+    object_list: list[T]
+    number: int
+    size: int
+    has_next: bool
+    # The number of rows in the whole list, when the caller knows it without a scan.
+    count: int | None = None
+
+    @property
+    def has_previous(self) -> bool:
+        return self.number > 1
+
+    @property
+    def has_other_pages(self) -> bool:
+        return self.has_next or self.has_previous
+
+    @property
+    def next_page_number(self) -> int:
+        return self.number + 1
+
+    @property
+    def previous_page_number(self) -> int:
+        return self.number - 1
+
+    @property
+    def num_pages(self) -> int | None:
+        if self.count is None:
+            return None
+        return max(1, -(-self.count // self.size))
+
+    @property
+    def offset(self) -> int:
+        return (self.number - 1) * self.size
+
+    @property
+    def start_index(self) -> int:
+        """The 1-based number of the first row shown (0 on an empty page), as in Django."""
+        return self.offset + 1 if self.object_list else 0
+
+    @property
+    def end_index(self) -> int:
+        return self.offset + len(self.object_list)
+
+    def __iter__(self) -> Any:
+        return iter(self.object_list)
+
+    def __len__(self) -> int:
+        return len(self.object_list)
+
+
+def page_number(raw: Any) -> int:
+    """The page asked for in a query string: a positive integer up to MAX_PAGE, else 1."""
+    try:
+        number = int(raw)
+    except (TypeError, ValueError):
+        return 1
+    return min(max(number, 1), MAX_PAGE)
+
+
+def window(
+    rows: Sequence[T] | Callable[[int, int], Sequence[T]],
+    *,
+    page: Any,
+    size: int,
+    count: int | None = None,
+) -> Window[T]:
+    """Page `page` (as given in the query string) of `rows`, `size` rows a page; the first
+    page when `page` is past the end.
+
+    `rows` is sliceable (a QuerySet: one query with LIMIT size + 1 OFFSET ...), or a function
+    of (offset, limit) returning up to `limit` rows."""
+    number = page_number(page)
+    offset = (number - 1) * size
+    if callable(rows):
+        fetched = list(rows(offset, size + 1))
+    else:
+        fetched = list(rows[offset : offset + size + 1])
+    if not fetched and number > 1:
+        # Past the end (the list shrank, or a hand-made URL): the first page, as Django's
+        # get_page falls back to a page that exists.
+        return window(rows, page=1, size=size, count=count)
+    return Window(fetched[:size], number, size, len(fetched) > size, count)

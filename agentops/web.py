@@ -1,0 +1,216 @@
+"""The web layer every app's views share: the typed htmx request, page-or-fragment rendering, the
+one login-and-permission decorator, the JSON-object form field and the read-only admin base.
+
+A project-level shell: it imports only Django, django-htmx and the standard library, so each app
+(policies included) may use it without depending on another app. Who holds which permission is
+decided elsewhere (`reviews.roles` registers the rules); views here only name the permission.
+A page and its htmx fragment are one template: `render_page` renders `"<page>#<fragment>"` for
+htmx and the whole page otherwise, and the response always varies on HX-Request so that no cache
+hands a fragment to a full-page load.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from functools import wraps
+from typing import Any
+
+from django import forms
+from django.contrib import admin
+from django.contrib.auth.views import redirect_to_login
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.utils.cache import patch_vary_headers
+from django_htmx.http import HttpResponseClientRedirect
+from django_htmx.middleware import HtmxDetails
+
+View = Callable[..., HttpResponse]
+
+
+class HtmxHttpRequest(HttpRequest):
+    """A request that passed through django-htmx's middleware (as every request here does)."""
+
+    htmx: HtmxDetails
+
+
+def wants_fragment(request: HttpRequest) -> bool:
+    """Whether to answer with the fragment: an htmx request, except a history restore after a
+    cache miss, which needs the whole page although htmx sent it."""
+    htmx = getattr(request, "htmx", None)
+    return bool(htmx) and not htmx.history_restore_request
+
+
+def varying(response: HttpResponse) -> HttpResponse:
+    """Mark `response` as depending on HX-Request (a page and its fragment share a URL)."""
+    patch_vary_headers(response, ("HX-Request",))
+    return response
+
+
+def render_page(
+    request: HttpRequest,
+    template: str,
+    context: Mapping[str, Any] | None = None,
+    *,
+    fragment: str | None = None,
+    status: int = 200,
+) -> HttpResponse:
+    """Render `template`, or only its partial `fragment` (`{% partialdef fragment %}` in the same
+    file) when htmx asks for it; the response varies on HX-Request either way."""
+    name = f"{template}#{fragment}" if fragment and wants_fragment(request) else template
+    return varying(render(request, name, context, status=status))
+
+
+def permission_required(
+    perm: str | None, *, refusal: str = "you may not do this"
+) -> Callable[[View], View]:
+    """Decorate a view: anonymous users are sent to log in, and others need `perm` (None: being
+    signed in is enough), else 403 with `refusal`.
+
+    An htmx request without a session (it expired while a panel was polling) gets an HX-Redirect
+    to the login page with `next`, so the browser loads the whole login page instead of swapping
+    it into a fragment.
+    """
+
+    def decorate(view: View) -> View:
+        @wraps(view)
+        def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+            if not request.user.is_authenticated:
+                login = redirect_to_login(request.get_full_path())
+                if getattr(request, "htmx", False):
+                    return HttpResponseClientRedirect(login.url)
+                return login
+            if perm is not None and not request.user.has_perm(perm):
+                raise PermissionDenied(refusal)
+            return view(request, *args, **kwargs)
+
+        return wrapped
+
+    return decorate
+
+
+# Pages any signed-in person may open (their own account, the task list).
+login_required = permission_required(None)
+
+
+_JSON_TYPE_NAMES = {
+    list: "an array",
+    str: "a string",
+    int: "a number",
+    float: "a number",
+    bool: "a boolean",
+    type(None): "null",
+}
+
+
+class JSONObjectField(forms.CharField):
+    """A JSON object typed into a textarea, cleaned to a dict.
+
+    `noun` names the value in the messages ("the input is not valid JSON ...", "the
+    arguments are ..." with `plural`); `max_chars` is
+    checked before parsing, with its own message (a browser's maxlength would cut a long paste
+    silently, and the cut text would then be called invalid JSON); `check` (the save path's
+    validator, for instance) may refine or refuse the parsed value by raising ValueError. An
+    empty text is `{}` when the field is not required.
+    """
+
+    widget = forms.Textarea
+
+    def __init__(
+        self,
+        *,
+        noun: str = "value",
+        plural: bool = False,
+        example: str = '{"key": "value"}',
+        max_chars: int | None = None,
+        check: Callable[[Any, str], Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        self.noun = noun
+        self.verb = "are" if plural else "is"
+        self.example = example
+        self.max_chars = max_chars
+        self.check = check
+        super().__init__(**kwargs)
+
+    def to_python(self, value: Any) -> Any:
+        text = super().to_python(value).strip()
+        if not text:
+            return None if self.required else {}
+        if self.max_chars is not None and len(text) > self.max_chars:
+            raise ValidationError(
+                "Too large: %(size)s characters, the limit is %(limit)s.",
+                code="too_large",
+                params={"size": f"{len(text):,}", "limit": f"{self.max_chars:,}"},
+            )
+        try:
+            parsed = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ValidationError(
+                "The %(noun)s %(verb)s not valid JSON: %(msg)s (line %(line)s, column %(col)s).",
+                code="invalid_json",
+                params={
+                    "noun": self.noun,
+                    "verb": self.verb,
+                    "msg": exc.msg,
+                    "line": exc.lineno,
+                    "col": exc.colno,
+                },
+            ) from None
+        except RecursionError:
+            raise ValidationError(
+                "The %(noun)s %(verb)s nested too deeply.",
+                code="too_deep",
+                params={"noun": self.noun, "verb": self.verb},
+            ) from None
+        if not isinstance(parsed, dict):
+            raise ValidationError(
+                "The %(noun)s must be a JSON object, like %(example)s; got %(kind)s.",
+                code="not_object",
+                params={
+                    "noun": self.noun,
+                    "example": self.example,
+                    "kind": _JSON_TYPE_NAMES.get(type(parsed), type(parsed).__name__),
+                },
+            )
+        if self.check is None:
+            return parsed
+        try:
+            return self.check(parsed, self.noun)
+        except ValueError as exc:
+            raise ValidationError(
+                "The %(noun)s cannot be stored as JSON: %(error)s.",
+                code="not_serializable",
+                params={"noun": self.noun, "error": str(exc)},
+            ) from None
+        except RecursionError:
+            raise ValidationError(
+                "The %(noun)s %(verb)s nested too deeply.",
+                code="too_deep",
+                params={"noun": self.noun, "verb": self.verb},
+            ) from None
+
+    def validate(self, value: Any) -> None:
+        # A typed `{}` is an answer; only a required field left empty is an error.
+        if self.required and value is None:
+            raise ValidationError(self.error_messages["required"], code="required")
+
+    def prepare_value(self, value: Any) -> Any:
+        if isinstance(value, dict):
+            return json.dumps(value, indent=2, ensure_ascii=False)
+        return value
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    """An admin that lists and shows rows but never adds, changes or deletes them: the rows are
+    written by services (or are append-only)."""
+
+    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False

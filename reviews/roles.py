@@ -1,0 +1,65 @@
+"""Who may do what, for every app: the role predicates and the permissions they grant.
+
+A role is membership of a group the migrations create (`operators`, `auditors`, `policy admins`,
+`task starters`); only active users hold one, and an active superuser holds every permission
+(Django's own rule). The permissions are registered here with django-rules, and everyone else asks
+through Django: views with `agentops.web.permission_required("<app>.<name>")`, services with
+`user.has_perm(...)`, templates and the navigation with `{% if perms.<app>.<name> %}`. The group
+names are read once per user object (rules caches them), so a page asks the database at most once
+however many checks it makes.
+
+A permission registered here is decided by its rule alone: `ModelBackend` (the per-user and group
+permission rows, which the admin and `agentops.view_task` use) is not asked about it, so a page
+that checks a role the viewer lacks does not load the viewer's permission rows for nothing.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import rules
+from django.contrib.auth.backends import ModelBackend
+
+from reviews.states import Role
+
+_active = rules.is_authenticated & rules.is_active
+
+is_operator = _active & rules.is_group_member(Role.OPERATORS)
+is_auditor = _active & rules.is_group_member(Role.AUDITORS)
+is_policy_admin = _active & rules.is_group_member(Role.POLICY_ADMINS)
+is_task_starter = _active & rules.is_group_member(Role.TASK_STARTERS)
+is_reviewer = is_operator | is_auditor
+has_review_role = is_operator | is_auditor | is_policy_admin
+
+# permission: (predicate, what it lets one do)
+PERMISSIONS: dict[str, tuple[rules.Predicate, str]] = {
+    "agentops.start_task": (is_task_starter, "start tasks (the form, the API)"),
+    "reviews.decide_gate": (
+        is_operator,
+        "decide gates, resolve stopped tasks, claim and assign items, pause, resume, cancel "
+        "and modify tasks",
+    ),
+    "reviews.review_audit": (is_auditor, "mark audit items ok or flag them"),
+    "reviews.read_reviews": (
+        is_reviewer,
+        "read the inbox, the gate and recovery panels and the audit queue",
+    ),
+    "reviews.read_decisions": (has_review_role, "read the decision log"),
+    "reviews.read_dashboard": (has_review_role, "read the oversight dashboard"),
+    "policies.edit_policy": (
+        is_policy_admin,
+        "open the policy editor: drafts, rules, dry-runs, publish, revert",
+    ),
+}
+
+for _name, (_predicate, _) in PERMISSIONS.items():
+    rules.add_perm(_name, _predicate)
+
+
+class PermissionRowsBackend(ModelBackend):
+    """Django's ModelBackend for every permission that is not a role's (see the module)."""
+
+    def has_perm(self, user_obj: Any, perm: str, obj: Any = None) -> bool:
+        if rules.perm_exists(perm):
+            return False
+        return super().has_perm(user_obj, perm, obj)
