@@ -9,6 +9,7 @@ templates autoescape them like any other untrusted text.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from functools import cached_property
@@ -120,7 +121,7 @@ class EventRow:
 class TaskDetail:
     task: Task
     steps: list[StepRow]
-    tool_calls: list[ToolCall]
+    tool_calls: Sequence[ToolCall]
     # Newest first, at most EVENT_LIMIT of them.
     events: list[EventRow]
     events_total: int
@@ -181,7 +182,7 @@ def _event_row(event: Event) -> EventRow:
     return EventRow(event=event, payload_preview=json_preview(payload) if payload else "")
 
 
-def mark_compensated(steps: list[Step], calls: list[ToolCall]) -> None:
+def mark_compensated(steps: list[Step], calls: Sequence[ToolCall]) -> None:
     """Mark steps whose effect a rollback undid (`step.compensated`), so every view shows them
     as compensated rather than succeeded."""
     undone = {c.step_id for c in calls if c.status == LedgerStatus.COMPENSATED}
@@ -213,11 +214,11 @@ def task_get_detail(*, task_id: int, viewer: Any) -> TaskDetail:
         )
         .get(pk=task_id)
     )
-    steps: list[Step] = task.step_list  # type: ignore[attr-defined]
-    mark_compensated(steps, task.call_list)  # type: ignore[attr-defined]
+    steps: list[Step] = task.step_list
+    mark_compensated(steps, task.call_list)
     # One attempt counter: every start of a step, manual retries included (a retry resets the
     # step's `attempts`, which counts the current round against the cap).
-    events: list[Event] = task.event_list  # type: ignore[attr-defined]
+    events: list[Event] = task.event_list
     for step in steps:
         step.attempts_total = max(  # type: ignore[attr-defined]
             step.attempts, step_attempts_total(events, ordinal=step.ordinal)
@@ -225,8 +226,8 @@ def task_get_detail(*, task_id: int, viewer: Any) -> TaskDetail:
     return TaskDetail(
         task=task,
         steps=[step_row(s) for s in steps],
-        tool_calls=task.call_list,  # type: ignore[attr-defined]
-        events=[_event_row(e) for e in task.event_list],  # type: ignore[attr-defined]
+        tool_calls=task.call_list,
+        events=[_event_row(e) for e in task.event_list],
         # Seqs are gapless from 1, so the last one is the count.
         events_total=task.last_seq,
         attempts=sum(s.attempts_total for s in steps),  # type: ignore[attr-defined]
@@ -327,7 +328,7 @@ REFUSED_KINDS = frozenset({"authorization_gap", "bad_request", "conflict", "sche
 
 
 def task_recovery(
-    task: Task, steps: list[Step], calls: list[ToolCall], events: list[Event] | None = None
+    task: Task, steps: list[Step], calls: Sequence[ToolCall], events: list[Event] | None = None
 ) -> Recovery | None:
     """Advise on a task stopped in needs_attention, from rows already loaded by the caller.
 
@@ -389,11 +390,12 @@ def task_recovery(
         if events is not None and stuck is not None
         else (stuck.attempts if stuck else 0)
     )
+    where = breakpoint_where(task, stuck, list(calls))
     return Recovery(
         recommendation=recommendation,
         previews=previews,
         stuck_step=stuck,
-        breakpoint=f"step {position} of {task.step_count}, {breakpoint_where(task, stuck, calls)}",
+        breakpoint=f"step {position} of {task.step_count}, {where}",
         attempts_total=max(total, stuck.attempts if stuck else 0),
         failed_retries=failed_retries,
     )

@@ -126,7 +126,11 @@ def task_create(
                 payload={
                     "agent": spec.name,
                     "steps": len(steps),
-                    **({"parent": parent.pk, "parent_step": parent_step.ordinal} if parent else {}),
+                    **(
+                        {"parent": parent_step.task_id, "parent_step": parent_step.ordinal}
+                        if parent_step is not None
+                        else {}
+                    ),
                 },
             ),
             actor=created_by,

@@ -13,6 +13,7 @@ from urllib.parse import urlencode
 
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponsePermanentRedirect
+from django.http.response import HttpResponseBase
 from django.shortcuts import redirect
 from django.templatetags.static import static
 from django.urls import reverse
@@ -110,7 +111,7 @@ def task_detail(request: HtmxHttpRequest, task_id: int) -> HttpResponse:
 
 @login_required
 @require_GET
-def artifact(request: HttpRequest, artifact_id: int) -> HttpResponse:
+def artifact(request: HttpRequest, artifact_id: int) -> HttpResponseBase:
     """Open a stored artifact (a large tool result or model response) of a task the user may
     read. Served as plain text (never rendered as HTML; nosniff), whatever the payload holds."""
     from django.core.files.storage import default_storage

@@ -21,12 +21,13 @@ from django.contrib import admin
 from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import HttpRequest, HttpResponse
+from django.http.response import HttpResponseBase
 from django.shortcuts import render
 from django.utils.cache import patch_vary_headers
 from django_htmx.http import HttpResponseClientRedirect
 from django_htmx.middleware import HtmxDetails
 
-View = Callable[..., HttpResponse]
+View = Callable[..., HttpResponseBase]
 
 
 class HtmxHttpRequest(HttpRequest):
@@ -38,8 +39,8 @@ class HtmxHttpRequest(HttpRequest):
 def wants_fragment(request: HttpRequest) -> bool:
     """Whether to answer with the fragment: an htmx request, except a history restore after a
     cache miss, which needs the whole page although htmx sent it."""
-    htmx = getattr(request, "htmx", None)
-    return bool(htmx) and not htmx.history_restore_request
+    htmx: HtmxDetails | None = getattr(request, "htmx", None)
+    return bool(htmx and not htmx.history_restore_request)
 
 
 def varying(response: HttpResponse) -> HttpResponse:
@@ -75,7 +76,7 @@ def permission_required(
 
     def decorate(view: View) -> View:
         @wraps(view)
-        def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
             if not request.user.is_authenticated:
                 login = redirect_to_login(request.get_full_path())
                 if getattr(request, "htmx", False):
@@ -135,7 +136,8 @@ class JSONObjectField(forms.CharField):
         super().__init__(**kwargs)
 
     def to_python(self, value: Any) -> Any:
-        text = super().to_python(value).strip()
+        # CharField gives its empty_value ("" here) for an empty input; never None.
+        text = (super().to_python(value) or "").strip()
         if not text:
             return None if self.required else {}
         if self.max_chars is not None and len(text) > self.max_chars:

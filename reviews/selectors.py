@@ -11,6 +11,7 @@ autoescape them.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import date, datetime, timedelta
 from typing import Any
@@ -293,7 +294,7 @@ def inbox_list(
                 None,
                 task.updated_at,
                 _holder(task),
-                unknown_call=task.unknown_call,  # type: ignore[attr-defined]
+                unknown_call=task.unknown_call,
             )
             for task in stopped
         ]
@@ -397,7 +398,7 @@ class CheckResult:
     detail: str
 
 
-def gate_checks(gate: Gate, calls: list[ToolCall]) -> list[CheckResult]:
+def gate_checks(gate: Gate, calls: Sequence[ToolCall]) -> list[CheckResult]:
     """Run the gated tool's declared checks against the task's earlier results, from the ledger
     rows the panel loaded (no query of its own). A check that raises reads as failed, with why."""
     try:
@@ -428,7 +429,7 @@ class GatePanel:
     gate: Gate
     task: Task
     steps: list[StepRow]
-    calls: list[ToolCall]
+    calls: Sequence[ToolCall]
     arguments_json: str
     tool: ToolFacts
     holder: Any
@@ -455,7 +456,7 @@ class GatePanel:
         return bool(self.diff) and any(row.change != "same" for row in self.diff or [])
 
 
-def _stop_previews(calls: list[ToolCall], steps: list[Step]) -> dict[str, Preview]:
+def _stop_previews(calls: Sequence[ToolCall], steps: list[Step]) -> dict[str, Preview]:
     ledger = []
     for call in calls:
         facts = tool_facts(call.tool, recorded_side_effect=call.side_effect)

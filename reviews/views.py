@@ -666,7 +666,7 @@ def task_modify_view(request: HtmxHttpRequest, task_id: int) -> HttpResponse:
     _task_or_404(task_id)
     form = TaskModifyForm(request.POST)
     if not form.is_valid():
-        errors = "; ".join(f"{k}: {' '.join(v)}" for k, v in form.errors.items())
+        errors = "; ".join(f"{k}: {' '.join(map(str, v))}" for k, v in form.errors.items())
         messages.error(request, f"Nothing changed: {errors}")
         return redirect("agentops:task_detail", task_id=task_id)
     try:
