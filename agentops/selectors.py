@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.db.models import Count, F, IntegerField, OuterRef, Prefetch, QuerySet, Subquery
 from django.db.models.functions import Coalesce, Least
@@ -35,6 +35,9 @@ from agentops.engine.registry import get_tool
 from agentops.family import Family, has_fan_out_step, task_family
 from agentops.models import Artifact, Event, Step, Task, ToolCall
 from agentops.states import TERMINAL, LedgerStatus, TaskMode, TaskStatus
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
 
 EVENT_LIMIT = 200
 PREVIEW_CHARS = 160
@@ -59,7 +62,7 @@ def _with_step_number(queryset: QuerySet[Task]) -> QuerySet[Task]:
     )
 
 
-def tasks_visible_to(user: Any) -> QuerySet[Task]:
+def tasks_visible_to(user: User) -> QuerySet[Task]:
     """Every task for people who may read tasks (operators, auditors, admins: the
     `agentops.view_task` permission); for anyone else, the tasks they started. Others' tasks
     answer 404, as if they did not exist."""
@@ -68,7 +71,7 @@ def tasks_visible_to(user: Any) -> QuerySet[Task]:
     return Task.objects.filter(created_by=user.pk)
 
 
-def task_list_recent(*, status: str | None = None, viewer: Any) -> QuerySet[Task]:
+def task_list_recent(*, status: str | None = None, viewer: User) -> QuerySet[Task]:
     """Tasks `viewer` may see, newest first, optionally only those in `status`; the caller
     takes a window of it (agentops.paging: no count of the whole list)."""
     queryset = (
@@ -190,7 +193,7 @@ def mark_compensated(steps: list[Step], calls: Sequence[ToolCall]) -> None:
         step.compensated = step.pk in undone  # type: ignore[attr-defined]
 
 
-def task_get_detail(*, task_id: int, viewer: Any) -> TaskDetail:
+def task_get_detail(*, task_id: int, viewer: User) -> TaskDetail:
     """One task with its steps, ledger rows and newest events, in four queries.
 
     Raises Task.DoesNotExist for an unknown id.
@@ -411,7 +414,7 @@ def task_get_recovery(*, task_id: int) -> Recommendation | None:
     return recovery.recommendation if recovery else None
 
 
-def artifact_get_visible(*, artifact_id: int, viewer: Any) -> Artifact:
+def artifact_get_visible(*, artifact_id: int, viewer: User) -> Artifact:
     """An artifact of a task `viewer` may read; raises Task.DoesNotExist otherwise (404)."""
     found = Artifact.objects.filter(
         pk=artifact_id, task__in=tasks_visible_to(viewer).values("pk")
