@@ -157,7 +157,7 @@ class JSONObjectField(forms.CharField):
         super().__init__(**kwargs)
 
     def to_python(self, value: Any) -> Any:
-        # CharField gives its empty_value ("" here) for an empty input; never None.
+        # CharField gives its empty_value ("" here) for an empty input; the stubs allow None.
         text = (super().to_python(value) or "").strip()
         if not text:
             return None if self.required else {}
