@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from django.contrib import admin
 from django.db import models
@@ -19,7 +19,9 @@ class StepInline(admin.TabularInline):
 
 
 # Every JSON field edited in the admin is refused like the save path refuses it.
-STORABLE_JSON = {models.JSONField: {"form_class": StorableJSONField}}
+STORABLE_JSON: dict[type[models.Field[Any, Any]], dict[str, Any]] = {
+    models.JSONField: {"form_class": StorableJSONField}
+}
 
 
 @admin.register(Task)
@@ -39,7 +41,7 @@ class TaskAdmin(admin.ModelAdmin):
     # Interventions (retry, skip, rollback, abort, confirm) are admin actions added by
     # reviews.admin, which logs them as decisions. Who started a task and the policy it pinned are
     # facts, not settings: editing them would defeat separation of duties and policy pinning.
-    readonly_fields = (
+    readonly_fields: ClassVar[tuple[str, ...]] = (
         "agent",
         "input",
         "created_by",

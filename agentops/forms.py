@@ -8,7 +8,7 @@ one the service will persist, and a rejected one keeps the person's text for cor
 from __future__ import annotations
 
 from decimal import Decimal
-from typing import Any
+from typing import Any, cast
 
 from django import forms
 from django.core.exceptions import ValidationError
@@ -80,7 +80,7 @@ class TaskStartForm(forms.Form):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         # Read at request time: agents register when the app is ready, after this module loads.
-        self.fields["agent"].choices = agent_choices()
+        cast(forms.ChoiceField, self.fields["agent"]).choices = agent_choices()
 
 
 class StorableJSONField(forms.JSONField):

@@ -9,9 +9,12 @@ the parts of Django's `Page` the templates use (`number`, `has_next`, `next_page
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+if TYPE_CHECKING:
+    from django.db.models import QuerySet
 
 T = TypeVar("T")
 
@@ -63,7 +66,7 @@ class Window(Generic[T]):
     def end_index(self) -> int:
         return self.offset + len(self.object_list)
 
-    def __iter__(self) -> Any:
+    def __iter__(self) -> Iterator[T]:
         return iter(self.object_list)
 
     def __len__(self) -> int:
@@ -80,7 +83,7 @@ def page_number(raw: Any) -> int:
 
 
 def window(
-    rows: Sequence[T] | Callable[[int, int], Sequence[T]],
+    rows: Sequence[T] | QuerySet[Any, T] | Callable[[int, int], Sequence[T]],
     *,
     page: Any,
     size: int,

@@ -7,11 +7,14 @@ sees these situations on the first `make run`).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentops.models import Task
 from agentops.services import task_create
 from agentops.sim.services import fault_set
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
 
 
 @dataclass(frozen=True)
@@ -108,7 +111,7 @@ SCENARIOS: dict[str, Scenario] = {
 }
 
 
-def scenario_start(name: str, *, created_by: Any = None) -> Task:
+def scenario_start(name: str, *, created_by: User | None = None) -> Task:
     """Set the scenario's faults on the simulated services and create its task (queued)."""
     scenario = SCENARIOS[name]
     for fault in scenario.faults:

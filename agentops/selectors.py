@@ -9,10 +9,11 @@ templates autoescape them like any other untrusted text.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.db.models import Count, F, IntegerField, OuterRef, Prefetch, QuerySet, Subquery
 from django.db.models.functions import Coalesce, Least
@@ -34,6 +35,9 @@ from agentops.engine.registry import get_tool
 from agentops.family import Family, has_fan_out_step, task_family
 from agentops.models import Artifact, Event, Step, Task, ToolCall
 from agentops.states import TERMINAL, LedgerStatus, TaskMode, TaskStatus
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
 
 EVENT_LIMIT = 200
 PREVIEW_CHARS = 160
@@ -58,7 +62,7 @@ def _with_step_number(queryset: QuerySet[Task]) -> QuerySet[Task]:
     )
 
 
-def tasks_visible_to(user: Any) -> QuerySet[Task]:
+def tasks_visible_to(user: User) -> QuerySet[Task]:
     """Every task for people who may read tasks (operators, auditors, admins: the
     `agentops.view_task` permission); for anyone else, the tasks they started. Others' tasks
     answer 404, as if they did not exist."""
@@ -67,7 +71,7 @@ def tasks_visible_to(user: Any) -> QuerySet[Task]:
     return Task.objects.filter(created_by=user.pk)
 
 
-def task_list_recent(*, status: str | None = None, viewer: Any) -> QuerySet[Task]:
+def task_list_recent(*, status: str | None = None, viewer: User) -> QuerySet[Task]:
     """Tasks `viewer` may see, newest first, optionally only those in `status`; the caller
     takes a window of it (agentops.paging: no count of the whole list)."""
     queryset = (
@@ -120,7 +124,7 @@ class EventRow:
 class TaskDetail:
     task: Task
     steps: list[StepRow]
-    tool_calls: list[ToolCall]
+    tool_calls: Sequence[ToolCall]
     # Newest first, at most EVENT_LIMIT of them.
     events: list[EventRow]
     events_total: int
@@ -181,7 +185,7 @@ def _event_row(event: Event) -> EventRow:
     return EventRow(event=event, payload_preview=json_preview(payload) if payload else "")
 
 
-def mark_compensated(steps: list[Step], calls: list[ToolCall]) -> None:
+def mark_compensated(steps: list[Step], calls: Sequence[ToolCall]) -> None:
     """Mark steps whose effect a rollback undid (`step.compensated`), so every view shows them
     as compensated rather than succeeded."""
     undone = {c.step_id for c in calls if c.status == LedgerStatus.COMPENSATED}
@@ -189,7 +193,7 @@ def mark_compensated(steps: list[Step], calls: list[ToolCall]) -> None:
         step.compensated = step.pk in undone  # type: ignore[attr-defined]
 
 
-def task_get_detail(*, task_id: int, viewer: Any) -> TaskDetail:
+def task_get_detail(*, task_id: int, viewer: User) -> TaskDetail:
     """One task with its steps, ledger rows and newest events, in four queries.
 
     Raises Task.DoesNotExist for an unknown id.
@@ -213,11 +217,11 @@ def task_get_detail(*, task_id: int, viewer: Any) -> TaskDetail:
         )
         .get(pk=task_id)
     )
-    steps: list[Step] = task.step_list  # type: ignore[attr-defined]
-    mark_compensated(steps, task.call_list)  # type: ignore[attr-defined]
+    steps: list[Step] = task.step_list
+    mark_compensated(steps, task.call_list)
     # One attempt counter: every start of a step, manual retries included (a retry resets the
     # step's `attempts`, which counts the current round against the cap).
-    events: list[Event] = task.event_list  # type: ignore[attr-defined]
+    events: list[Event] = task.event_list
     for step in steps:
         step.attempts_total = max(  # type: ignore[attr-defined]
             step.attempts, step_attempts_total(events, ordinal=step.ordinal)
@@ -225,8 +229,8 @@ def task_get_detail(*, task_id: int, viewer: Any) -> TaskDetail:
     return TaskDetail(
         task=task,
         steps=[step_row(s) for s in steps],
-        tool_calls=task.call_list,  # type: ignore[attr-defined]
-        events=[_event_row(e) for e in task.event_list],  # type: ignore[attr-defined]
+        tool_calls=task.call_list,
+        events=[_event_row(e) for e in task.event_list],
         # Seqs are gapless from 1, so the last one is the count.
         events_total=task.last_seq,
         attempts=sum(s.attempts_total for s in steps),  # type: ignore[attr-defined]
@@ -327,7 +331,7 @@ REFUSED_KINDS = frozenset({"authorization_gap", "bad_request", "conflict", "sche
 
 
 def task_recovery(
-    task: Task, steps: list[Step], calls: list[ToolCall], events: list[Event] | None = None
+    task: Task, steps: list[Step], calls: Sequence[ToolCall], events: list[Event] | None = None
 ) -> Recovery | None:
     """Advise on a task stopped in needs_attention, from rows already loaded by the caller.
 
@@ -389,11 +393,12 @@ def task_recovery(
         if events is not None and stuck is not None
         else (stuck.attempts if stuck else 0)
     )
+    where = breakpoint_where(task, stuck, list(calls))
     return Recovery(
         recommendation=recommendation,
         previews=previews,
         stuck_step=stuck,
-        breakpoint=f"step {position} of {task.step_count}, {breakpoint_where(task, stuck, calls)}",
+        breakpoint=f"step {position} of {task.step_count}, {where}",
         attempts_total=max(total, stuck.attempts if stuck else 0),
         failed_retries=failed_retries,
     )
@@ -409,7 +414,7 @@ def task_get_recovery(*, task_id: int) -> Recommendation | None:
     return recovery.recommendation if recovery else None
 
 
-def artifact_get_visible(*, artifact_id: int, viewer: Any) -> Artifact:
+def artifact_get_visible(*, artifact_id: int, viewer: User) -> Artifact:
     """An artifact of a task `viewer` may read; raises Task.DoesNotExist otherwise (404)."""
     found = Artifact.objects.filter(
         pk=artifact_id, task__in=tasks_visible_to(viewer).values("pk")

@@ -7,7 +7,7 @@ worker: create a task, pause it, resume it, abort it. Jobs are enqueued on commi
 from __future__ import annotations
 
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.db import transaction
 from django.utils import timezone
@@ -30,6 +30,9 @@ from agentops.models import Snapshot, Step, Task, ToolCall
 from agentops.states import STEP_TRANSITIONS, LedgerStatus, StepStatus, TaskMode, TaskStatus
 from policies.services import policy_version_ensure_active
 
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
+
 # Registered with the other role permissions in `reviews.roles`; asked through Django here.
 START_TASK = "agentops.start_task"
 
@@ -43,8 +46,8 @@ def task_create(
     agent: str,
     goal: str,
     input: dict[str, Any] | None = None,
-    created_by: Any = None,
-    started_by: Any = None,
+    created_by: User | None = None,
+    started_by: User | None = None,
     token_budget: int | None = None,
     cost_budget: Decimal | float | str | None = None,
     wall_time_budget_seconds: int | None = None,
@@ -126,7 +129,11 @@ def task_create(
                 payload={
                     "agent": spec.name,
                     "steps": len(steps),
-                    **({"parent": parent.pk, "parent_step": parent_step.ordinal} if parent else {}),
+                    **(
+                        {"parent": parent_step.task_id, "parent_step": parent_step.ordinal}
+                        if parent_step is not None
+                        else {}
+                    ),
                 },
             ),
             actor=created_by,
@@ -135,7 +142,9 @@ def task_create(
     return task
 
 
-def _transition(task_id: int, name: str, *, actor: Any, reason: str = "", **fields: Any) -> int:
+def _transition(
+    task_id: int, name: str, *, actor: User | None, reason: str = "", **fields: Any
+) -> int:
     """Apply an unfenced transition or raise TransitionRefused; returns the task's last seq.
 
     Caller holds the transaction.
@@ -158,7 +167,7 @@ def _transition(task_id: int, name: str, *, actor: Any, reason: str = "", **fiel
     return Task.objects.filter(pk=task_id).values_list("last_seq", flat=True).get()
 
 
-def _resume(task_id: int, *, actor: Any, reason: str = "", **fields: Any) -> int:
+def _resume(task_id: int, *, actor: User | None, reason: str = "", **fields: Any) -> int:
     """Resume a parked task: back to the queue, no pending retry time, failure cleared; its mode
     stays unless `mode` is given. Caller holds the transaction and enqueues the job."""
     return _transition(
@@ -198,7 +207,7 @@ def _stopped_step(task_id: int) -> Step | None:
     )
 
 
-def task_pause(*, task_id: int, actor: Any, reason: str = "") -> None:
+def task_pause(*, task_id: int, actor: User, reason: str = "") -> None:
     """Park a task for a person: any worker holding it loses its lease at its next write."""
     with transaction.atomic():
         children.children_lock(task_id)
@@ -206,7 +215,7 @@ def task_pause(*, task_id: int, actor: Any, reason: str = "") -> None:
         children.children_propagate(parent_id=task_id, name="pause", actor=actor, reason=reason)
 
 
-def task_resume(*, task_id: int, actor: Any, reason: str = "") -> None:
+def task_resume(*, task_id: int, actor: User, reason: str = "") -> None:
     """Bring a parked task back to the queue, in the mode it was in, and enqueue a job for it.
     A gate it was waiting at is withdrawn (the runner routes the step again)."""
     with transaction.atomic():
@@ -216,7 +225,7 @@ def task_resume(*, task_id: int, actor: Any, reason: str = "") -> None:
         _resume_events(task_id, actor=actor, events=[])
 
 
-def task_retry(*, task_id: int, actor: Any, reason: str = "") -> None:
+def task_retry(*, task_id: int, actor: User | None, reason: str = "") -> None:
     """Run the stopped step again with fresh attempts (same idempotency keys, so no effect
     repeats); a task stopped at the recovery cap gets its recoveries back too."""
     with transaction.atomic():
@@ -237,7 +246,7 @@ def task_retry(*, task_id: int, actor: Any, reason: str = "") -> None:
         _resume_events(task_id, actor=actor, events=events)
 
 
-def task_skip_step(*, task_id: int, actor: Any, reason: str = "") -> None:
+def task_skip_step(*, task_id: int, actor: User, reason: str = "") -> None:
     """Mark the stopped step skipped (its output stays empty) and continue with the next one."""
     with transaction.atomic():
         _check_forward(task_id, "skip")
@@ -269,7 +278,7 @@ def task_skip_step(*, task_id: int, actor: Any, reason: str = "") -> None:
         _resume_events(task_id, actor=actor, events=events)
 
 
-def task_rollback(*, task_id: int, actor: Any, reason: str = "") -> None:
+def task_rollback(*, task_id: int, actor: User | None, reason: str = "") -> None:
     """Have a worker undo the task's effects (compensations in reverse order), then end it
     `rolled_back`. Effects without a compensating tool are reported, not undone."""
     with transaction.atomic():
@@ -286,7 +295,7 @@ def task_rollback(*, task_id: int, actor: Any, reason: str = "") -> None:
         )
 
 
-def task_abort(*, task_id: int, actor: Any, reason: str = "") -> None:
+def task_abort(*, task_id: int, actor: User, reason: str = "") -> None:
     """End the task now. Effects already made stay made (they are listed on the task page)."""
     with transaction.atomic():
         children.children_lock(task_id)
@@ -294,7 +303,7 @@ def task_abort(*, task_id: int, actor: Any, reason: str = "") -> None:
         children.children_propagate(parent_id=task_id, name="abort", actor=actor, reason=reason)
 
 
-def ledger_confirm(*, call_id: int, executed: bool, actor: Any, reason: str = "") -> None:
+def ledger_confirm(*, call_id: int, executed: bool, actor: User, reason: str = "") -> None:
     """Record a person's answer for an `executed_unknown` call, and let the task go on.
 
     Executed: the call counts as succeeded and the step completes with it. Not executed: the call
@@ -338,7 +347,9 @@ def ledger_confirm(*, call_id: int, executed: bool, actor: Any, reason: str = ""
         )
 
 
-def task_gate_approved(*, task_id: int, step_id: int, approval: dict[str, Any], actor: Any) -> None:
+def task_gate_approved(
+    *, task_id: int, step_id: int, approval: dict[str, Any], actor: User
+) -> None:
     """Resume a task parked at a gate whose action a person approved (arguments possibly edited).
 
     Caller holds the transaction and has closed the gate. The approval is stored on the step; the
@@ -365,7 +376,7 @@ def task_gate_approved(*, task_id: int, step_id: int, approval: dict[str, Any], 
     )
 
 
-def task_gate_rejected(*, task_id: int, step_id: int, feedback: str, actor: Any) -> bool:
+def task_gate_rejected(*, task_id: int, step_id: int, feedback: str, actor: User | None) -> bool:
     """Resume a task whose gated action was rejected: the step forgets the model's proposal and
     carries the feedback as a note, so the next model call re-plans it.
 
@@ -450,7 +461,7 @@ MODIFIABLE = frozenset(
 def task_modify(
     *,
     task_id: int,
-    actor: Any,
+    actor: User,
     budgets: dict[str, Any] | None = None,
     input_changes: dict[str, Any] | None = None,
     reason: str = "",
@@ -510,7 +521,7 @@ def task_modify(
     return changes
 
 
-def _resume_events(task_id: int, *, actor: Any, events: list[EventSpec]) -> None:
+def _resume_events(task_id: int, *, actor: User | None, events: list[EventSpec]) -> None:
     seq = Task.objects.filter(pk=task_id).values_list("last_seq", flat=True).get()
     for event in events:
         seq = task_append_event(task_id=task_id, event=event, actor=actor)

@@ -13,6 +13,7 @@ from urllib.parse import urlencode
 
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponsePermanentRedirect
+from django.http.response import HttpResponseBase
 from django.shortcuts import redirect
 from django.templatetags.static import static
 from django.urls import reverse
@@ -27,7 +28,7 @@ from agentops.paging import window
 from agentops.selectors import artifact_get_visible, task_get_detail, task_list_recent
 from agentops.services import task_create
 from agentops.web import (
-    HtmxHttpRequest,
+    AuthenticatedHttpRequest,
     login_required,
     permission_required,
     render_page,
@@ -39,7 +40,7 @@ PAGE_SIZE = 50
 
 @login_required
 @require_GET
-def task_list(request: HtmxHttpRequest) -> HttpResponse:
+def task_list(request: AuthenticatedHttpRequest) -> HttpResponse:
     form = TaskFilterForm(request.GET)
     status = form.cleaned_data["status"] if form.is_valid() else ""
     page = window(
@@ -58,7 +59,7 @@ def task_list(request: HtmxHttpRequest) -> HttpResponse:
 
 @permission_required("agentops.start_task", refusal="only task starters may start tasks")
 @require_http_methods(["GET", "POST"])
-def task_new(request: HtmxHttpRequest) -> HttpResponse:
+def task_new(request: AuthenticatedHttpRequest) -> HttpResponse:
     if request.method == "POST":
         form = TaskStartForm(request.POST)
         if form.is_valid():
@@ -88,7 +89,7 @@ def task_new(request: HtmxHttpRequest) -> HttpResponse:
 
 @login_required
 @require_GET
-def task_detail(request: HtmxHttpRequest, task_id: int) -> HttpResponse:
+def task_detail(request: AuthenticatedHttpRequest, task_id: int) -> HttpResponse:
     try:
         detail = task_get_detail(task_id=task_id, viewer=request.user)
     except Task.DoesNotExist:
@@ -110,7 +111,7 @@ def task_detail(request: HtmxHttpRequest, task_id: int) -> HttpResponse:
 
 @login_required
 @require_GET
-def artifact(request: HttpRequest, artifact_id: int) -> HttpResponse:
+def artifact(request: AuthenticatedHttpRequest, artifact_id: int) -> HttpResponseBase:
     """Open a stored artifact (a large tool result or model response) of a task the user may
     read. Served as plain text (never rendered as HTML; nosniff), whatever the payload holds."""
     from django.core.files.storage import default_storage

@@ -7,7 +7,7 @@ block publishing.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from django import forms
 
@@ -76,7 +76,7 @@ class RuleForm(forms.Form):
         if rule_count is None:
             del self.fields["insert_before"]
         else:
-            self.fields["insert_before"].choices = [
+            cast(forms.ChoiceField, self.fields["insert_before"]).choices = [
                 ("", "Just before the default rule (first match wins: move it up if needed)"),
                 *[(str(n), f"Before rule {n}") for n in range(1, rule_count + 1)],
             ]
@@ -170,8 +170,8 @@ class DiffForm(forms.Form):
     def __init__(self, *args: Any, versions: list[Any], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         choices = [(v.pk, v.label) for v in versions]
-        self.fields["a"].choices = choices
-        self.fields["b"].choices = choices
+        cast(forms.ChoiceField, self.fields["a"]).choices = choices
+        cast(forms.ChoiceField, self.fields["b"]).choices = choices
 
 
 class DryRunForm(forms.Form):

@@ -9,7 +9,7 @@ Every change is appended to `PolicyChange` in the same transaction.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.db import transaction
 from django.db.models import Case, F, Max, Value, When
@@ -32,6 +32,9 @@ from policies.errors import (
 )
 from policies.models import Policy, PolicyChange, PolicyRule, PolicyVersion, VersionStatus
 from policies.selectors import policy_version_active, policy_version_validate
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
 
 LIST_FIELDS = ("tools", "side_effects", "systems", "agents")
 FLOAT_FIELDS = ("amount_above", "confidence_below", "sample_rate")
@@ -60,13 +63,13 @@ RULE_FIELDS = (
 _RENUMBER_OFFSET = 1_000_000
 
 
-def _label(user: Any) -> str:
+def _label(user: User | None) -> str:
     if user is not None and getattr(user, "pk", None):
         return user.get_username()
     return "system"
 
 
-def _user(user: Any) -> Any:
+def _user(user: User | None) -> User | None:
     return user if user is not None and getattr(user, "pk", None) else None
 
 
@@ -75,7 +78,7 @@ def _record(
     policy: Policy,
     version: PolicyVersion | None,
     action: str,
-    actor: Any,
+    actor: User | None,
     detail: dict[str, Any],
 ) -> PolicyChange:
     return PolicyChange.objects.create(
@@ -185,7 +188,7 @@ def _copy_rules(source: PolicyVersion | None, target: PolicyVersion) -> int:
 # -- drafts ---------------------------------------------------------------------------------------
 
 
-def policy_create(*, name: str, description: str = "", author: Any = None) -> Policy:
+def policy_create(*, name: str, description: str = "", author: User | None = None) -> Policy:
     """Create an empty policy (no versions yet)."""
     with transaction.atomic():
         policy = Policy.objects.create(name=name, description=description)
@@ -200,7 +203,7 @@ def policy_create(*, name: str, description: str = "", author: Any = None) -> Po
 
 
 def policy_draft_create(
-    *, policy: Policy, author: Any, from_version: PolicyVersion | None = None
+    *, policy: Policy, author: User, from_version: PolicyVersion | None = None
 ) -> PolicyVersion:
     """A new draft holding a copy of `from_version` (default: the active version, if any)."""
     with transaction.atomic():
@@ -225,7 +228,7 @@ def policy_draft_create(
     return draft
 
 
-def policy_draft_discard(*, draft: PolicyVersion, author: Any) -> PolicyVersion:
+def policy_draft_discard(*, draft: PolicyVersion, author: User) -> PolicyVersion:
     """Give up a draft: it is marked discarded (its change log keeps pointing at it), leaves the
     list of drafts and can no longer be edited or published. Raises PolicyImmutable for a
     published version (or one already discarded)."""
@@ -246,7 +249,7 @@ def policy_draft_discard(*, draft: PolicyVersion, author: Any) -> PolicyVersion:
 
 
 def policy_draft_settings_update(
-    *, draft: PolicyVersion, author: Any, sensitive_systems: list[str]
+    *, draft: PolicyVersion, author: User, sensitive_systems: list[str]
 ) -> PolicyVersion:
     """Replace the draft's list of sensitive systems."""
     cleaned = list(dict.fromkeys(s.strip() for s in sensitive_systems if s.strip()))
@@ -266,7 +269,7 @@ def policy_draft_settings_update(
 
 
 def policy_rule_add(
-    *, draft: PolicyVersion, author: Any, fields: Mapping[str, Any], position: int | None = None
+    *, draft: PolicyVersion, author: User, fields: Mapping[str, Any], position: int | None = None
 ) -> PolicyRule:
     """Insert a rule at `position` (0-based). By default it goes last, or just before the
     default rule when the draft ends with one, so appending keeps the default last."""
@@ -293,7 +296,7 @@ def policy_rule_add(
     return rule
 
 
-def policy_rule_update(*, rule: PolicyRule, author: Any, fields: Mapping[str, Any]) -> PolicyRule:
+def policy_rule_update(*, rule: PolicyRule, author: User, fields: Mapping[str, Any]) -> PolicyRule:
     """Change some fields of a draft's rule; records each field's before and after."""
     values = rule_fields_clean(fields)
     with transaction.atomic():
@@ -316,7 +319,7 @@ def policy_rule_update(*, rule: PolicyRule, author: Any, fields: Mapping[str, An
     return row
 
 
-def policy_rule_delete(*, rule: PolicyRule, author: Any) -> None:
+def policy_rule_delete(*, rule: PolicyRule, author: User) -> None:
     with transaction.atomic():
         locked = _locked_draft(rule.version_id)
         row = PolicyRule.objects.get(pk=rule.pk, version=locked)
@@ -333,7 +336,7 @@ def policy_rule_delete(*, rule: PolicyRule, author: Any) -> None:
         )
 
 
-def policy_rule_move(*, rule: PolicyRule, author: Any, position: int) -> PolicyRule:
+def policy_rule_move(*, rule: PolicyRule, author: User, position: int) -> PolicyRule:
     """Move a draft's rule to `position` (0-based, clamped to the list)."""
     with transaction.atomic():
         locked = _locked_draft(rule.version_id)
@@ -360,7 +363,7 @@ def _publish_locked(
     *,
     policy: Policy,
     draft: PolicyVersion,
-    author: Any,
+    author: User | None,
     change_note: str,
     action: str,
     detail: dict[str, Any],
@@ -393,7 +396,7 @@ def _publish_locked(
     return version
 
 
-def policy_publish(*, draft: PolicyVersion, author: Any, change_note: str) -> PolicyVersion:
+def policy_publish(*, draft: PolicyVersion, author: User, change_note: str) -> PolicyVersion:
     """Publish a valid draft as the next version number; it becomes the active version.
 
     Raises PolicyInvalid (with every validation message) when the draft has errors, and
@@ -417,7 +420,7 @@ def policy_publish(*, draft: PolicyVersion, author: Any, change_note: str) -> Po
 
 
 def policy_revert(
-    *, policy: Policy, to_version: PolicyVersion, author: Any, change_note: str
+    *, policy: Policy, to_version: PolicyVersion, author: User, change_note: str
 ) -> PolicyVersion:
     """Publish a copy of the earlier published `to_version` as a new version (history is kept)."""
     change_note = change_note.strip()

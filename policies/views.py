@@ -19,7 +19,13 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
-from agentops.web import HtmxHttpRequest, permission_required, render_page, wants_fragment
+from agentops.web import (
+    AuthenticatedHttpRequest,
+    HtmxHttpRequest,
+    permission_required,
+    render_page,
+    wants_fragment,
+)
 from policies.diff import spec_diff
 from policies.engine import Rule, ValidationMessage
 from policies.errors import PolicyError, PolicyInvalid
@@ -180,7 +186,7 @@ def _go(request: HtmxHttpRequest, url: str) -> HttpResponse:
 
 @policy_admin_required
 @require_GET
-def index(request: HtmxHttpRequest) -> HttpResponse:
+def index(request: AuthenticatedHttpRequest) -> HttpResponse:
     policies = list(policy_list())
     actives = {p.pk: policy_version_active(p.name) for p in policies}
     items = [
@@ -197,7 +203,7 @@ def index(request: HtmxHttpRequest) -> HttpResponse:
 
 @policy_admin_required
 @require_GET
-def policy_detail(request: HtmxHttpRequest, policy_id: int) -> HttpResponse:
+def policy_detail(request: AuthenticatedHttpRequest, policy_id: int) -> HttpResponse:
     policy = _policy(policy_id)
     versions = policy_version_list(policy)
     active = policy_version_active(policy.name)
@@ -217,14 +223,14 @@ def policy_detail(request: HtmxHttpRequest, policy_id: int) -> HttpResponse:
 
 @policy_admin_required
 @require_GET
-def version_detail(request: HtmxHttpRequest, version_id: int) -> HttpResponse:
+def version_detail(request: AuthenticatedHttpRequest, version_id: int) -> HttpResponse:
     version = _version(version_id)
     return render(request, "policies/version_detail.html", _version_context(version))
 
 
 @policy_admin_required
 @require_GET
-def version_diff(request: HtmxHttpRequest, policy_id: int) -> HttpResponse:
+def version_diff(request: AuthenticatedHttpRequest, policy_id: int) -> HttpResponse:
     policy = _policy(policy_id)
     versions = policy_version_list(policy)
     form = DiffForm(request.GET or None, versions=versions)
@@ -239,7 +245,7 @@ def version_diff(request: HtmxHttpRequest, policy_id: int) -> HttpResponse:
 
 @policy_admin_required
 @require_GET
-def version_dry_run(request: HtmxHttpRequest, version_id: int) -> HttpResponse:
+def version_dry_run(request: AuthenticatedHttpRequest, version_id: int) -> HttpResponse:
     version = _version(version_id)
     form = DryRunForm(request.GET or {"days": 7})
     days = form.cleaned_data["days"] if form.is_valid() else 7
@@ -259,7 +265,7 @@ def version_dry_run(request: HtmxHttpRequest, version_id: int) -> HttpResponse:
 
 @policy_admin_required
 @require_POST
-def draft_create(request: HtmxHttpRequest, policy_id: int) -> HttpResponse:
+def draft_create(request: AuthenticatedHttpRequest, policy_id: int) -> HttpResponse:
     policy = _policy(policy_id)
     form = DraftCreateForm(request.POST)
     source = None
@@ -275,7 +281,7 @@ def draft_create(request: HtmxHttpRequest, policy_id: int) -> HttpResponse:
 
 @policy_admin_required
 @require_POST
-def rule_add(request: HtmxHttpRequest, version_id: int) -> HttpResponse:
+def rule_add(request: AuthenticatedHttpRequest, version_id: int) -> HttpResponse:
     version = _version(version_id)
     form = RuleForm(request.POST, rule_count=version.rules.count())
     if form.is_valid():
@@ -295,7 +301,7 @@ def rule_add(request: HtmxHttpRequest, version_id: int) -> HttpResponse:
 
 @policy_admin_required
 @require_http_methods(["GET", "POST"])
-def rule_edit(request: HtmxHttpRequest, version_id: int, rule_id: int) -> HttpResponse:
+def rule_edit(request: AuthenticatedHttpRequest, version_id: int, rule_id: int) -> HttpResponse:
     version = _version(version_id)
     rule = _rule(version, rule_id)
     if request.method == "GET":
@@ -313,7 +319,7 @@ def rule_edit(request: HtmxHttpRequest, version_id: int, rule_id: int) -> HttpRe
 
 @policy_admin_required
 @require_POST
-def rule_delete(request: HtmxHttpRequest, version_id: int, rule_id: int) -> HttpResponse:
+def rule_delete(request: AuthenticatedHttpRequest, version_id: int, rule_id: int) -> HttpResponse:
     version = _version(version_id)
     try:
         policy_rule_delete(rule=_rule(version, rule_id), author=request.user)
@@ -324,7 +330,7 @@ def rule_delete(request: HtmxHttpRequest, version_id: int, rule_id: int) -> Http
 
 @policy_admin_required
 @require_POST
-def rule_move(request: HtmxHttpRequest, version_id: int, rule_id: int) -> HttpResponse:
+def rule_move(request: AuthenticatedHttpRequest, version_id: int, rule_id: int) -> HttpResponse:
     version = _version(version_id)
     rule = _rule(version, rule_id)
     form = MoveForm(request.POST)
@@ -341,7 +347,7 @@ def rule_move(request: HtmxHttpRequest, version_id: int, rule_id: int) -> HttpRe
 
 @policy_admin_required
 @require_POST
-def version_settings(request: HtmxHttpRequest, version_id: int) -> HttpResponse:
+def version_settings(request: AuthenticatedHttpRequest, version_id: int) -> HttpResponse:
     version = _version(version_id)
     form = SettingsForm(request.POST)
     if form.is_valid():
@@ -358,7 +364,7 @@ def version_settings(request: HtmxHttpRequest, version_id: int) -> HttpResponse:
 
 @policy_admin_required
 @require_POST
-def version_publish(request: HtmxHttpRequest, version_id: int) -> HttpResponse:
+def version_publish(request: AuthenticatedHttpRequest, version_id: int) -> HttpResponse:
     version = _version(version_id)
     form = ChangeNoteForm(request.POST)
     if form.is_valid():
@@ -383,7 +389,7 @@ def version_publish(request: HtmxHttpRequest, version_id: int) -> HttpResponse:
 
 @policy_admin_required
 @require_POST
-def version_revert(request: HtmxHttpRequest, version_id: int) -> HttpResponse:
+def version_revert(request: AuthenticatedHttpRequest, version_id: int) -> HttpResponse:
     version = _version(version_id)
     form = ChangeNoteForm(request.POST)
     if form.is_valid():
@@ -405,7 +411,7 @@ def version_revert(request: HtmxHttpRequest, version_id: int) -> HttpResponse:
 
 @policy_admin_required
 @require_POST
-def version_discard(request: HtmxHttpRequest, version_id: int) -> HttpResponse:
+def version_discard(request: AuthenticatedHttpRequest, version_id: int) -> HttpResponse:
     """Discard a draft (confirmed by a checkbox in the form); back to the policy."""
     version = _version(version_id)
     if request.POST.get("confirm") != "on":

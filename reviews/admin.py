@@ -17,7 +17,7 @@ from django.http import HttpRequest
 from agentops.admin import TaskAdmin, ToolCallAdmin
 from agentops.engine.errors import AgentOpsError
 from agentops.models import Task, ToolCall
-from agentops.web import ReadOnlyAdmin
+from agentops.web import ReadOnlyAdmin, request_user
 from reviews.models import ApiToken, Decision, Delivery, NotificationRoute, WebhookEndpoint
 from reviews.services import (
     ReviewError,
@@ -64,7 +64,7 @@ class DecidingTaskAdmin(TaskAdmin):
         try:
             task_modify_apply(
                 task_id=obj.pk,
-                actor=request.user,
+                actor=request_user(request),
                 budgets=budgets,
                 input_changes={},
                 reason="from the admin",
@@ -82,7 +82,7 @@ class DecidingTaskAdmin(TaskAdmin):
             request,
             queryset,
             lambda task: task_control_apply(
-                task_id=task.pk, action=name, actor=request.user, reason="from the admin"
+                task_id=task.pk, action=name, actor=request_user(request), reason="from the admin"
             ),
             name,
         )
@@ -104,7 +104,7 @@ class DecidingTaskAdmin(TaskAdmin):
             request,
             queryset,
             lambda task: intervention_apply(
-                task_id=task.pk, action=name, actor=request.user, reason="from the admin"
+                task_id=task.pk, action=name, actor=request_user(request), reason="from the admin"
             ),
             name,
         )
@@ -137,7 +137,7 @@ class ConfirmingToolCallAdmin(ToolCallAdmin):
                 task_id=call.task_id,
                 call_id=call.pk,
                 executed=executed,
-                actor=request.user,
+                actor=request_user(request),
                 reason="from the admin",
             ),
             "confirmed" if executed else "confirmed not executed",

@@ -12,9 +12,10 @@ and the pages' CSRF rules stay as they are. The OpenAPI description is at `/api/
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.db.models import QuerySet
 from django.http import HttpRequest
@@ -27,6 +28,7 @@ from agentops.models import AuditItem, Gate, Task
 from agentops.selectors import tasks_visible_to
 from agentops.services import task_create
 from agentops.states import AuditStatus, GateStatus, TaskStatus
+from agentops.web import AuthenticatedHttpRequest
 from reviews.services import (
     GateAlreadyDecided,
     NotAllowed,
@@ -37,12 +39,15 @@ from reviews.services import (
 )
 from reviews.tokens import api_token_user
 
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
+
 PAGE_LIMIT = 100
 READ_REVIEWS = "reviews.read_reviews"
 
 
 class TokenAuth(HttpBearer):
-    def authenticate(self, request: HttpRequest, token: str) -> Any | None:
+    def authenticate(self, request: HttpRequest, token: str) -> User | None:
         user = api_token_user(token)
         if user is not None:
             request.user = user
@@ -164,7 +169,7 @@ def _page(queryset: QuerySet[Any], limit: int, offset: int) -> list[Any]:
     return list(queryset[max(offset, 0) : max(offset, 0) + limit])
 
 
-def _decide(request: HttpRequest, gate_id: int, apply: Any) -> Gate:
+def _decide(request: HttpRequest, gate_id: int, apply: Callable[[], object]) -> Gate:
     _require(request.user.has_perm("reviews.decide_gate"), "deciding gates is for operators")
     try:
         apply()
@@ -184,7 +189,7 @@ def _decide(request: HttpRequest, gate_id: int, apply: Any) -> Gate:
 
 @api.get("/tasks", response=list[TaskOut], summary="Tasks the caller may see, newest first")
 def tasks_list(
-    request: HttpRequest, status: str | None = None, limit: int = 50, offset: int = 0
+    request: AuthenticatedHttpRequest, status: str | None = None, limit: int = 50, offset: int = 0
 ) -> list[Task]:
     tasks = tasks_visible_to(request.user).select_related("created_by").order_by("-id")
     if status:
@@ -193,7 +198,9 @@ def tasks_list(
 
 
 @api.get("/tasks/stopped", response=list[TaskOut], summary="Tasks stopped for a human")
-def tasks_stopped(request: HttpRequest, limit: int = 50, offset: int = 0) -> list[Task]:
+def tasks_stopped(
+    request: AuthenticatedHttpRequest, limit: int = 50, offset: int = 0
+) -> list[Task]:
     _require(
         request.user.has_perm(READ_REVIEWS), "the review queues are for operators and auditors"
     )
@@ -206,7 +213,7 @@ def tasks_stopped(request: HttpRequest, limit: int = 50, offset: int = 0) -> lis
 
 
 @api.get("/tasks/{task_id}", response={200: TaskOut, 404: Error})
-def task_get(request: HttpRequest, task_id: int) -> Task:
+def task_get(request: AuthenticatedHttpRequest, task_id: int) -> Task:
     task = tasks_visible_to(request.user).select_related("created_by").filter(pk=task_id).first()
     if task is None:
         raise HttpError(404, f"no task {task_id}")
@@ -214,7 +221,7 @@ def task_get(request: HttpRequest, task_id: int) -> Task:
 
 
 @api.post("/tasks", response={201: TaskOut, 400: Error, 403: Error}, summary="Start a task")
-def task_start(request: HttpRequest, payload: TaskIn) -> tuple[int, Task]:
+def task_start(request: AuthenticatedHttpRequest, payload: TaskIn) -> tuple[int, Task]:
     """Start a task as the token's user, who needs the task-starter role (403 otherwise)."""
     try:
         task = task_create(
@@ -238,7 +245,10 @@ def task_start(request: HttpRequest, payload: TaskIn) -> tuple[int, Task]:
 
 @api.get("/gates", response=list[GateOut], summary="Gates, open ones by default")
 def gates_list(
-    request: HttpRequest, status: str = GateStatus.OPEN, limit: int = 50, offset: int = 0
+    request: AuthenticatedHttpRequest,
+    status: str = GateStatus.OPEN,
+    limit: int = 50,
+    offset: int = 0,
 ) -> list[Gate]:
     _require(
         request.user.has_perm(READ_REVIEWS), "the review queues are for operators and auditors"
@@ -248,7 +258,7 @@ def gates_list(
 
 
 @api.get("/gates/{gate_id}", response={200: GateOut, 404: Error})
-def gate_get(request: HttpRequest, gate_id: int) -> Gate:
+def gate_get(request: AuthenticatedHttpRequest, gate_id: int) -> Gate:
     _require(request.user.has_perm(READ_REVIEWS), "gates are for operators and auditors")
     gate = Gate.objects.select_related("decided_by").filter(pk=gate_id).first()
     if gate is None:
@@ -260,7 +270,7 @@ DECISION_ERRORS = {400: Error, 403: Error, 404: Error, 409: Error}
 
 
 @api.post("/gates/{gate_id}/approve", response={200: GateOut, **DECISION_ERRORS})
-def gate_approve_api(request: HttpRequest, gate_id: int, payload: ApproveIn) -> Gate:
+def gate_approve_api(request: AuthenticatedHttpRequest, gate_id: int, payload: ApproveIn) -> Gate:
     return _decide(
         request,
         gate_id,
@@ -274,7 +284,7 @@ def gate_approve_api(request: HttpRequest, gate_id: int, payload: ApproveIn) -> 
 
 
 @api.post("/gates/{gate_id}/reject", response={200: GateOut, **DECISION_ERRORS})
-def gate_reject_api(request: HttpRequest, gate_id: int, payload: RejectIn) -> Gate:
+def gate_reject_api(request: AuthenticatedHttpRequest, gate_id: int, payload: RejectIn) -> Gate:
     return _decide(
         request,
         gate_id,
@@ -288,7 +298,7 @@ def gate_reject_api(request: HttpRequest, gate_id: int, payload: RejectIn) -> Ga
 
 
 @api.post("/gates/{gate_id}/edit", response={200: GateOut, **DECISION_ERRORS})
-def gate_edit_api(request: HttpRequest, gate_id: int, payload: EditIn) -> Gate:
+def gate_edit_api(request: AuthenticatedHttpRequest, gate_id: int, payload: EditIn) -> Gate:
     return _decide(
         request,
         gate_id,
@@ -307,7 +317,10 @@ def gate_edit_api(request: HttpRequest, gate_id: int, payload: EditIn) -> Gate:
 
 @api.get("/audit", response=list[AuditItemOut], summary="The audit queue")
 def audit_list(
-    request: HttpRequest, status: str = AuditStatus.PENDING, limit: int = 50, offset: int = 0
+    request: AuthenticatedHttpRequest,
+    status: str = AuditStatus.PENDING,
+    limit: int = 50,
+    offset: int = 0,
 ) -> list[AuditItem]:
     _require(request.user.has_perm(READ_REVIEWS), "the audit queue is for operators and auditors")
     items = AuditItem.objects.filter(status=status).order_by("created_at", "id")

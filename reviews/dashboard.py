@@ -7,13 +7,13 @@ a policy admin turns a calibration proposal into an ordinary policy draft (nothi
 from __future__ import annotations
 
 from django.contrib import messages
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from agentops.metrics import agent_names
-from agentops.web import permission_required
+from agentops.web import AuthenticatedHttpRequest, permission_required
 from policies.errors import PolicyError
 from reviews.forms import CalibrationDraftForm, DashboardFilterForm
 from reviews.metrics import figures_collect
@@ -25,7 +25,7 @@ from reviews.services import ReviewError, calibration_draft_create
     refusal="only operators, auditors and policy admins may see the dashboard",
 )
 @require_GET
-def dashboard(request: HttpRequest) -> HttpResponse:
+def dashboard(request: AuthenticatedHttpRequest) -> HttpResponse:
     form = DashboardFilterForm(request.GET or None, agents=agent_names())
     figures = figures_collect(form.window(), fast_seconds=form.fast_seconds())
     return render(
@@ -37,7 +37,7 @@ def dashboard(request: HttpRequest) -> HttpResponse:
 
 @permission_required("policies.edit_policy", refusal="only policy admins may open policy drafts")
 @require_POST
-def calibration_draft(request: HttpRequest) -> HttpResponse:
+def calibration_draft(request: AuthenticatedHttpRequest) -> HttpResponse:
     """Open the proposed policy draft and go to it in the policy editor."""
     form = CalibrationDraftForm(request.POST)
     if not form.is_valid():

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import re
 from datetime import datetime, time, timedelta
-from typing import Any
+from typing import Any, cast
 
 from django import forms
+from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from agentops.engine.jsonvalues import validated
@@ -238,7 +240,8 @@ class AuditReviewForm(forms.Form):
     note = forms.CharField(required=False, max_length=NOTE_MAX, label="Note")
 
     def clean(self) -> dict[str, Any]:
-        data = super().clean()
+        super().clean()
+        data = self.cleaned_data
         if data.get("verdict") == AuditStatus.FLAGGED and not data.get("note", "").strip():
             self.add_error("note", "A flag needs a note saying what is wrong.")
         return data
@@ -266,7 +269,8 @@ class AuditFilterForm(_DateRange):
     def __init__(self, *args: Any, choices: dict[str, list[str]], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         for name, label in (("agent", "All agents"), ("tool", "All tools"), ("rule", "All rules")):
-            self.fields[name].choices = [("", label), *[(v, v) for v in choices[name]]]
+            field = cast(forms.ChoiceField, self.fields[name])
+            field.choices = [("", label), *[(v, v) for v in choices[name]]]
 
     def filters(self) -> AuditFilters:
         """The valid filters; a value that does not parse is ignored rather than an error."""
@@ -341,12 +345,14 @@ class TaskModifyForm(forms.Form):
 
 
 class AssignForm(forms.Form):
-    assignee = forms.ModelChoiceField(queryset=None, label="Assign to", empty_label=None)
+    assignee: forms.ModelChoiceField[User] = forms.ModelChoiceField(
+        queryset=None, label="Assign to", empty_label=None
+    )
     next = forms.CharField(required=False, widget=forms.HiddenInput)
 
-    def __init__(self, *args: Any, assignees: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, assignees: QuerySet[User], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["assignee"].queryset = assignees
+        cast("forms.ModelChoiceField[User]", self.fields["assignee"]).queryset = assignees
 
 
 class AuditBulkForm(forms.Form):
@@ -395,7 +401,8 @@ class InboxFilterForm(forms.Form):
             ("rule", "All rules"),
             ("failure", "All failure kinds"),
         ):
-            self.fields[name].choices = [("", label), *[(v, v) for v in choices[name]]]
+            field = cast(forms.ChoiceField, self.fields[name])
+            field.choices = [("", label), *[(v, v) for v in choices[name]]]
 
     def filters(self) -> InboxFilters:
         self.is_valid()
@@ -433,7 +440,8 @@ class NotificationPreferenceForm(forms.ModelForm):
         labels = {"email": "Send me email", "quiet_from": "Quiet from", "quiet_until": "until"}
 
     def clean(self) -> dict[str, Any]:
-        data = super().clean()
+        super().clean()
+        data = self.cleaned_data
         if (data.get("quiet_from") is None) != (data.get("quiet_until") is None):
             raise forms.ValidationError("Give both ends of the quiet hours, or neither.")
         return data
@@ -462,7 +470,10 @@ class DashboardFilterForm(_DateRange):
 
     def __init__(self, *args: Any, agents: list[str], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["agent"].choices = [("", "All agents"), *[(a, a) for a in agents]]
+        cast(forms.ChoiceField, self.fields["agent"]).choices = [
+            ("", "All agents"),
+            *[(a, a) for a in agents],
+        ]
 
     def window(self) -> Window:
         self.is_valid()

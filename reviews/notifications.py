@@ -18,7 +18,7 @@ import json
 import logging
 import time
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import django_rq
 import httpx
@@ -37,6 +37,9 @@ from agentops.states import GateStatus, TaskStatus
 from reviews.models import Delivery, Notice, NotificationPreference, NotificationRoute
 from reviews.services import delivery_attempt_record
 from reviews.states import Channel, DeliveryStatus, NoticeEvent, Role, WebhookFormat
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
 
 logger = logging.getLogger(__name__)
 
@@ -180,21 +183,21 @@ def _deliveries_create(notice: Notice) -> None:
     Delivery.objects.bulk_create(rows)
 
 
-def _preference(user: Any) -> NotificationPreference | None:
+def _preference(user: User) -> NotificationPreference | None:
     try:
         return user.notification_preference
     except NotificationPreference.DoesNotExist:
         return None
 
 
-def _wants(user: Any, event: str) -> bool:
+def _wants(user: User, event: str) -> bool:
     preference = _preference(user)
     if preference is None:
         return True
     return preference.email and (not preference.events or event in preference.events)
 
 
-def _after_quiet(user: Any, now: datetime) -> datetime:
+def _after_quiet(user: User, now: datetime) -> datetime:
     """`now`, or the end of the user's quiet hours when now falls inside them (server time)."""
     preference = _preference(user)
     if preference is None or preference.quiet_from is None or preference.quiet_until is None:

@@ -15,12 +15,15 @@ that checks a role the viewer lacks does not load the viewer's permission rows f
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import rules
 from django.contrib.auth.backends import ModelBackend
 
 from reviews.states import Role
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import AnonymousUser, User
 
 _active = rules.is_authenticated & rules.is_active
 
@@ -59,7 +62,7 @@ for _name, (_predicate, _) in PERMISSIONS.items():
 class PermissionRowsBackend(ModelBackend):
     """Django's ModelBackend for every permission that is not a role's (see the module)."""
 
-    def has_perm(self, user_obj: Any, perm: str, obj: Any = None) -> bool:
+    def has_perm(self, user_obj: User | AnonymousUser, perm: str, obj: Any = None) -> bool:
         if rules.perm_exists(perm):
             return False
         return super().has_perm(user_obj, perm, obj)

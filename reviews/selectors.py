@@ -11,9 +11,10 @@ autoescape them.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from datetime import date, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
 from django.db import connection
@@ -41,6 +42,9 @@ from agentops.states import TASK_TRANSITIONS, AuditStatus, GateStatus, LedgerSta
 from policies.models import PolicyChange
 from reviews.models import ApiToken, Claim, Decision, Delivery
 
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
+
 INBOX_PAGE_SIZE = 50
 AUDIT_PAGE_SIZE = 50
 LOG_LIMIT = 200
@@ -57,7 +61,7 @@ def pretty_json(value: Any) -> str:
     return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False)
 
 
-def _holder(task: Task) -> Any:
+def _holder(task: Task) -> User | None:
     """The user holding the task's inbox item, from a select_related claim (None: nobody)."""
     try:
         return task.claim.user
@@ -108,7 +112,7 @@ class InboxItem:
     task: Task
     gate: Gate | None
     due_at: datetime
-    holder: Any
+    holder: User | None
     unknown_call: bool = False
     decidable: bool = True
 
@@ -173,7 +177,7 @@ class InboxFilters:
         )
 
 
-def _viewer_groups(viewer: Any) -> frozenset[str] | None:
+def _viewer_groups(viewer: User | None) -> frozenset[str] | None:
     """The viewer's group names (one query); None for a superuser, who is in every group."""
     if viewer is None or not getattr(viewer, "is_authenticated", False):
         return frozenset()
@@ -182,7 +186,7 @@ def _viewer_groups(viewer: Any) -> frozenset[str] | None:
     return frozenset(viewer.groups.values_list("name", flat=True))
 
 
-def _may_decide(gate: Gate, viewer: Any, groups: frozenset[str] | None) -> bool:
+def _may_decide(gate: Gate, viewer: User | None, groups: frozenset[str] | None) -> bool:
     """The same rule as `reviews.services.gate_check_decider`, from rows already loaded."""
     if viewer is None:
         return True
@@ -198,7 +202,9 @@ def _search(q: str) -> Q:
     return Q(task__goal__icontains=q)
 
 
-def _inbox_querysets(filters: InboxFilters, viewer: Any) -> tuple[QuerySet[Gate], QuerySet[Task]]:
+def _inbox_querysets(
+    filters: InboxFilters, viewer: User | None
+) -> tuple[QuerySet[Gate], QuerySet[Task]]:
     """Open gates and stopped tasks narrowed by `filters`, unordered."""
     now = timezone.now()
     gates_qs = Gate.objects.filter(status=GateStatus.OPEN)
@@ -247,7 +253,7 @@ INBOX_ORDER = {
 def inbox_list(
     *,
     filters: InboxFilters | None = None,
-    viewer: Any = None,
+    viewer: User | None = None,
     page: Any = 1,
     size: int = INBOX_PAGE_SIZE,
 ) -> Inbox:
@@ -293,7 +299,7 @@ def inbox_list(
                 None,
                 task.updated_at,
                 _holder(task),
-                unknown_call=task.unknown_call,  # type: ignore[attr-defined]
+                unknown_call=task.unknown_call,
             )
             for task in stopped
         ]
@@ -342,7 +348,7 @@ def inbox_filter_choices() -> dict[str, list[str]]:
     return {"agent": sorted(agents), "rule": sorted(rules), "failure": sorted(kinds)}
 
 
-def operators_list() -> list[Any]:
+def operators_list() -> list[User]:
     """People an item can be assigned to: active members of the operators group."""
     from django.contrib.auth import get_user_model
 
@@ -397,7 +403,7 @@ class CheckResult:
     detail: str
 
 
-def gate_checks(gate: Gate, calls: list[ToolCall]) -> list[CheckResult]:
+def gate_checks(gate: Gate, calls: Sequence[ToolCall]) -> list[CheckResult]:
     """Run the gated tool's declared checks against the task's earlier results, from the ledger
     rows the panel loaded (no query of its own). A check that raises reads as failed, with why."""
     try:
@@ -428,10 +434,10 @@ class GatePanel:
     gate: Gate
     task: Task
     steps: list[StepRow]
-    calls: list[ToolCall]
+    calls: Sequence[ToolCall]
     arguments_json: str
     tool: ToolFacts
-    holder: Any
+    holder: User | None
     # Once approved: what was approved, the diff against the proposal, and the ledger row that
     # ran it (None until the worker recorded it).
     approved_json: str = ""
@@ -455,7 +461,7 @@ class GatePanel:
         return bool(self.diff) and any(row.change != "same" for row in self.diff or [])
 
 
-def _stop_previews(calls: list[ToolCall], steps: list[Step]) -> dict[str, Preview]:
+def _stop_previews(calls: Sequence[ToolCall], steps: list[Step]) -> dict[str, Preview]:
     ledger = []
     for call in calls:
         facts = tool_facts(call.tool, recorded_side_effect=call.side_effect)
@@ -558,7 +564,7 @@ class RecoveryPanel:
     options: list[OptionView]
     unknown_calls: list[UnknownCall]
     exchanges: list[tuple[Step, str]]
-    holder: Any
+    holder: User | None
     interventions: list[InterventionLine] = field(default_factory=list)
     open_gate_id: int | None = None
 
@@ -572,7 +578,7 @@ class RecoveryPanel:
         return failure if isinstance(failure, dict) else {}
 
 
-def task_get_recovery_panel(*, task_id: int, viewer: Any) -> RecoveryPanel:
+def task_get_recovery_panel(*, task_id: int, viewer: User) -> RecoveryPanel:
     """A stopped task with the advisor's recommendation, a preview of each option, its unknown
     calls with their ledger history, and the details folded below; seven queries at most.
 
@@ -875,10 +881,10 @@ def task_controls_for(status: str) -> list[str]:
     return controls
 
 
-def api_token_list(*, user: Any) -> list[ApiToken]:
+def api_token_list(*, user: User) -> list[ApiToken]:
     return list(ApiToken.objects.filter(user=user))
 
 
-def delivery_list_for(*, user: Any, limit: int = 20) -> list[Delivery]:
+def delivery_list_for(*, user: User, limit: int = 20) -> list[Delivery]:
     """The latest notifications sent (or being sent) to `user`."""
     return list(Delivery.objects.filter(user=user).select_related("notice")[:limit])

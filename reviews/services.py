@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.db import transaction
 from django.db.models import F
@@ -50,6 +50,9 @@ from policies.services import policy_draft_create, policy_rule_add
 from reviews.models import Claim, Decision, Delivery, NotificationPreference
 from reviews.states import DeliveryStatus
 
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
+
 
 class ReviewError(Exception):
     """A review action that cannot be taken; the message says why, for the person."""
@@ -71,14 +74,14 @@ class HeldByOther(ReviewError):
         self.holder = holder
 
 
-def _label(user: Any) -> str:
+def _label(user: User | None) -> str:
     return getattr(user, "username", "") or "system"
 
 
 def decision_record(
     *,
     action: str,
-    actor: Any,
+    actor: User | None,
     subject: str,
     task_id: int | None = None,
     before_digest: str = "",
@@ -105,7 +108,7 @@ def decision_record(
 # -- claims checked by every decision ----------------------------------------------------------
 
 
-def claim_check_or_take_over(*, task_id: int, actor: Any, take_over: bool) -> None:
+def claim_check_or_take_over(*, task_id: int, actor: User, take_over: bool) -> None:
     """Deciding an item someone else holds takes it over, and only when asked to: raise
     HeldByOther unless `take_over`; with it, move the claim to `actor` and log the takeover.
 
@@ -134,7 +137,7 @@ def claim_check_or_take_over(*, task_id: int, actor: Any, take_over: bool) -> No
 # -- gates --------------------------------------------------------------------------------------
 
 
-def gate_check_decider(*, gate: Gate, user: Any) -> None:
+def gate_check_decider(*, gate: Gate, user: User) -> None:
     """Raise NotAllowed unless `user` may decide `gate`: in its approver group (or a superuser),
     with the permission, and not the person who started the task (separation of duties)."""
     if not getattr(user, "is_authenticated", False):
@@ -159,14 +162,14 @@ def _locked_open_gate(gate_id: int, *, seen_digest: str | None) -> Gate:
     return gate
 
 
-def _close(gate: Gate, name: str, *, actor: Any, feedback: str = "", **fields: Any) -> None:
+def _close(gate: Gate, name: str, *, actor: User, feedback: str = "", **fields: Any) -> None:
     """Close `gate` along the engine's gate transition `name`. Caller holds the gate's row lock
     (so it is open: `_locked_open_gate`) and the transaction."""
     if not gate_transition(gate_id=gate.pk, name=name, actor=actor, feedback=feedback, **fields):
         raise GateAlreadyDecided("this gate was decided meanwhile")
 
 
-def _approval(gate: Gate, arguments: dict[str, Any], *, edited: bool, actor: Any) -> dict:
+def _approval(gate: Gate, arguments: dict[str, Any], *, edited: bool, actor: User) -> dict:
     return {
         "gate": gate.pk,
         "tool": gate.tool,
@@ -182,7 +185,7 @@ def _approval(gate: Gate, arguments: dict[str, Any], *, edited: bool, actor: Any
 def _approve(
     gate: Gate,
     *,
-    actor: Any,
+    actor: User,
     arguments: dict[str, Any],
     edited: bool,
     reason: str,
@@ -220,7 +223,7 @@ def _approve(
     )
 
 
-def _reject(gate: Gate, *, actor: Any, feedback: str, action: str) -> None:
+def _reject(gate: Gate, *, actor: User, feedback: str, action: str) -> None:
     """Close `gate` as rejected, send the feedback to the agent, log the decision.
 
     Caller holds the transaction and the gate's row lock.
@@ -234,7 +237,7 @@ def _gate_logged(
     gate: Gate,
     *,
     action: str,
-    actor: Any,
+    actor: User | None,
     reason: str,
     after_digest: str = "",
     detail: dict[str, Any] | None = None,
@@ -261,7 +264,7 @@ def gate_timeout_logged(gate: Gate, *, what: str, reason: str, detail: dict[str,
 def gate_approve(
     *,
     gate_id: int,
-    actor: Any,
+    actor: User,
     seen_digest: str | None,
     reason: str = "",
     take_over: bool = False,
@@ -288,7 +291,7 @@ def gate_approve(
 def gate_edit_and_approve(
     *,
     gate_id: int,
-    actor: Any,
+    actor: User,
     seen_digest: str | None,
     arguments: Any,
     reason: str = "",
@@ -320,7 +323,7 @@ def gate_edit_and_approve(
 def gate_reject(
     *,
     gate_id: int,
-    actor: Any,
+    actor: User,
     seen_digest: str | None,
     feedback: str,
     take_over: bool = False,
@@ -348,7 +351,7 @@ STOP_OUTCOMES = {"abort": task_abort, "rollback": task_rollback}
 def gate_reject_and_stop(
     *,
     gate_id: int,
-    actor: Any,
+    actor: User,
     seen_digest: str | None,
     outcome: str,
     reason: str,
@@ -380,7 +383,7 @@ def gate_reject_and_stop(
 # -- audit items --------------------------------------------------------------------------------
 
 
-def audit_item_review(*, item_id: int, actor: Any, verdict: str, note: str = "") -> AuditItem:
+def audit_item_review(*, item_id: int, actor: User, verdict: str, note: str = "") -> AuditItem:
     """Mark an audit item ok or flag it (a flag needs a note). Re-reviewing is allowed and
     logged; the latest verdict stands."""
     if verdict not in (AuditStatus.OK, AuditStatus.FLAGGED):
@@ -414,7 +417,7 @@ def audit_item_review(*, item_id: int, actor: Any, verdict: str, note: str = "")
 # -- inbox claims -------------------------------------------------------------------------------
 
 
-def claim_take(*, task_id: int, actor: Any, take_over: bool = False) -> Claim:
+def claim_take(*, task_id: int, actor: User, take_over: bool = False) -> Claim:
     """Take an inbox item. Someone else's item raises HeldByOther unless `take_over`, which
     moves it to `actor` and logs the takeover."""
     with transaction.atomic():
@@ -427,7 +430,7 @@ def claim_take(*, task_id: int, actor: Any, take_over: bool = False) -> Claim:
     return claim
 
 
-def claim_assign(*, task_id: int, actor: Any, assignee: Any) -> Claim:
+def claim_assign(*, task_id: int, actor: User, assignee: User) -> Claim:
     """Hand an inbox item to `assignee` (an operator); logged as a decision. Assigning the item
     to the person who holds it already changes nothing and logs nothing."""
     if not assignee.has_perm("reviews.decide_gate"):
@@ -456,7 +459,7 @@ def claim_assign(*, task_id: int, actor: Any, assignee: Any) -> Claim:
     return claim
 
 
-def claim_release(*, task_id: int, actor: Any) -> None:
+def claim_release(*, task_id: int, actor: User) -> None:
     """Release an inbox item: any operator may, so an item held by someone who left is not stuck
     (the release is visible: the item shows as held by nobody)."""
     Claim.objects.filter(task_id=task_id).delete()
@@ -475,7 +478,7 @@ class BulkResult:
 
 
 def gates_bulk_approve(
-    *, selection: list[tuple[int, str | None]], actor: Any, reason: str = ""
+    *, selection: list[tuple[int, str | None]], actor: User, reason: str = ""
 ) -> list[BulkResult]:
     """Approve several gates that share one rule and policy version, one by one.
 
@@ -530,14 +533,14 @@ INTERVENTIONS = {
 }
 
 
-def operator_check(*, user: Any) -> None:
+def operator_check(*, user: User) -> None:
     """Raise NotAllowed unless `user` is an operator (or a superuser)."""
     if not user.has_perm("reviews.decide_gate"):
         raise NotAllowed("only operators may resolve stopped tasks")
 
 
 def intervention_apply(
-    *, task_id: int, action: str, actor: Any, reason: str = "", take_over: bool = False
+    *, task_id: int, action: str, actor: User, reason: str = "", take_over: bool = False
 ) -> None:
     """Apply retry / skip / rollback / abort to a stopped task and log the decision.
 
@@ -595,7 +598,7 @@ def ledger_call_confirm(
     task_id: int,
     call_id: int,
     executed: bool,
-    actor: Any,
+    actor: User,
     reason: str = "",
     take_over: bool = False,
 ) -> None:
@@ -635,7 +638,7 @@ TASK_CONTROLS = {
 }
 
 
-def task_control_apply(*, task_id: int, action: str, actor: Any, reason: str = "") -> None:
+def task_control_apply(*, task_id: int, action: str, actor: User, reason: str = "") -> None:
     """Pause, resume or cancel a task, with its Decision in the same transaction.
 
     Pause parks a queued, running, retry-scheduled or gated task (a running worker stops at its
@@ -676,7 +679,7 @@ def task_control_apply(*, task_id: int, action: str, actor: Any, reason: str = "
 def task_modify_apply(
     *,
     task_id: int,
-    actor: Any,
+    actor: User,
     budgets: dict[str, Any],
     input_changes: dict[str, Any],
     reason: str = "",
@@ -716,7 +719,7 @@ def task_modify_apply(
 
 
 def audit_items_bulk_review(
-    *, item_ids: list[int], actor: Any, verdict: str, note: str = ""
+    *, item_ids: list[int], actor: User, verdict: str, note: str = ""
 ) -> int:
     """Mark several audit items ok (or flag them, with one note), each logged; returns how many.
     Items already carrying this verdict are left alone, so a replayed POST logs nothing twice."""
@@ -781,13 +784,13 @@ def stopped_tasks_sweep() -> int:
     return 0
 
 
-def notification_preference_get(*, user: Any) -> NotificationPreference:
+def notification_preference_get(*, user: User) -> NotificationPreference:
     """The user's notification choices (unsaved defaults when they never chose)."""
     found = NotificationPreference.objects.filter(user=user).first()
     return found or NotificationPreference(user=user)
 
 
-def notification_preference_save(*, form: Any, user: Any) -> NotificationPreference:
+def notification_preference_save(*, form: Any, user: User) -> NotificationPreference:
     """Save a valid NotificationPreferenceForm as `user`'s choices."""
     with transaction.atomic():
         preference = form.save(commit=False)
@@ -819,7 +822,7 @@ def _gate_settings_of(draft: PolicyVersion) -> dict[str, Any]:
 
 
 def calibration_draft_create(
-    *, actor: Any, rule: str, agent: str, tool: str, threshold: float, policy_id: int | None = None
+    *, actor: User, rule: str, agent: str, tool: str, threshold: float, policy_id: int | None = None
 ) -> PolicyVersion:
     """Open a policy draft that gates `tool` for `agent` when the model's confidence is below
     `threshold`, placed just before `rule` (the rule that let the flagged items through).

@@ -8,19 +8,22 @@ from __future__ import annotations
 
 import hashlib
 import secrets
-from typing import Any
+from typing import TYPE_CHECKING
 
 from django.db import transaction
 from django.utils import timezone
 
 from reviews.models import ApiToken
 
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
+
 
 def _digest(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
-def api_token_create(*, user: Any, name: str) -> tuple[ApiToken, str]:
+def api_token_create(*, user: User, name: str) -> tuple[ApiToken, str]:
     """Create a token for `user`; returns the row and the token (its only appearance)."""
     name = name.strip() or "API token"
     prefix = secrets.token_hex(4)
@@ -32,7 +35,7 @@ def api_token_create(*, user: Any, name: str) -> tuple[ApiToken, str]:
     return row, token
 
 
-def api_token_user(token: str) -> Any | None:
+def api_token_user(token: str) -> User | None:
     """The active user a live token belongs to, or None; notes when it was last used."""
     row = (
         ApiToken.objects.select_related("user")
@@ -45,7 +48,7 @@ def api_token_user(token: str) -> Any | None:
     return row.user
 
 
-def api_token_revoke(*, token_id: int, user: Any) -> bool:
+def api_token_revoke(*, token_id: int, user: User) -> bool:
     """Revoke one of `user`'s tokens; False when there is no such live token."""
     return bool(
         ApiToken.objects.filter(pk=token_id, user=user, revoked_at=None).update(

@@ -29,7 +29,7 @@ from agentops.models import AuditItem, Gate, Task, ToolCall
 from agentops.selectors import json_preview
 from agentops.services import TransitionRefused
 from agentops.web import (
-    HtmxHttpRequest,
+    AuthenticatedHttpRequest,
     login_required,
     permission_required,
     render_page,
@@ -126,7 +126,7 @@ def _back(request: HttpRequest, default: str) -> HttpResponse:
 
 
 def _inbox_response(
-    request: HtmxHttpRequest,
+    request: AuthenticatedHttpRequest,
     *,
     results: list[BulkResult] | None = None,
     bulk_form: BulkApproveForm | None = None,
@@ -157,7 +157,7 @@ def _inbox_response(
 
 @reader_required
 @require_GET
-def inbox(request: HtmxHttpRequest) -> HttpResponse:
+def inbox(request: AuthenticatedHttpRequest) -> HttpResponse:
     results = None
     if not wants_fragment(request):
         stored = request.session.pop(BULK_RESULTS, None)
@@ -168,7 +168,7 @@ def inbox(request: HtmxHttpRequest) -> HttpResponse:
 
 @operator_required
 @require_POST
-def gates_bulk_approve_view(request: HtmxHttpRequest) -> HttpResponse:
+def gates_bulk_approve_view(request: AuthenticatedHttpRequest) -> HttpResponse:
     form = BulkApproveForm(request.POST)
     if not form.is_valid():
         return _inbox_response(request, bulk_form=form, status=400)
@@ -193,7 +193,7 @@ def _task_or_404(task_id: int) -> None:
 
 @operator_required
 @require_POST
-def claim(request: HtmxHttpRequest, task_id: int) -> HttpResponse:
+def claim(request: AuthenticatedHttpRequest, task_id: int) -> HttpResponse:
     _task_or_404(task_id)
     try:
         claim_take(
@@ -211,7 +211,7 @@ def claim(request: HtmxHttpRequest, task_id: int) -> HttpResponse:
 
 @operator_required
 @require_POST
-def assign(request: HtmxHttpRequest, task_id: int) -> HttpResponse:
+def assign(request: AuthenticatedHttpRequest, task_id: int) -> HttpResponse:
     _task_or_404(task_id)
     from django.contrib.auth import get_user_model
 
@@ -227,7 +227,7 @@ def assign(request: HtmxHttpRequest, task_id: int) -> HttpResponse:
 
 @operator_required
 @require_POST
-def release(request: HtmxHttpRequest, task_id: int) -> HttpResponse:
+def release(request: AuthenticatedHttpRequest, task_id: int) -> HttpResponse:
     _task_or_404(task_id)
     claim_release(task_id=task_id, actor=request.user)
     if request.htmx:
@@ -246,7 +246,7 @@ def _gate_panel(gate_id: int) -> GatePanel:
 
 
 def _render_gate(
-    request: HtmxHttpRequest,
+    request: AuthenticatedHttpRequest,
     gate_id: int,
     *,
     bound: dict[str, Any] | None = None,
@@ -286,12 +286,12 @@ def _render_gate(
 
 @reader_required
 @require_GET
-def gate_panel(request: HtmxHttpRequest, gate_id: int) -> HttpResponse:
+def gate_panel(request: AuthenticatedHttpRequest, gate_id: int) -> HttpResponse:
     return _render_gate(request, gate_id)
 
 
 def _decide(
-    request: HtmxHttpRequest,
+    request: AuthenticatedHttpRequest,
     gate_id: int,
     *,
     name: str,
@@ -321,7 +321,7 @@ def _decide(
 
 @operator_required
 @require_POST
-def gate_approve_view(request: HtmxHttpRequest, gate_id: int) -> HttpResponse:
+def gate_approve_view(request: AuthenticatedHttpRequest, gate_id: int) -> HttpResponse:
     return _decide(
         request,
         gate_id,
@@ -339,7 +339,7 @@ def gate_approve_view(request: HtmxHttpRequest, gate_id: int) -> HttpResponse:
 
 @operator_required
 @require_POST
-def gate_reject_view(request: HtmxHttpRequest, gate_id: int) -> HttpResponse:
+def gate_reject_view(request: AuthenticatedHttpRequest, gate_id: int) -> HttpResponse:
     return _decide(
         request,
         gate_id,
@@ -357,7 +357,7 @@ def gate_reject_view(request: HtmxHttpRequest, gate_id: int) -> HttpResponse:
 
 @operator_required
 @require_POST
-def gate_edit_view(request: HtmxHttpRequest, gate_id: int) -> HttpResponse:
+def gate_edit_view(request: AuthenticatedHttpRequest, gate_id: int) -> HttpResponse:
     return _decide(
         request,
         gate_id,
@@ -376,7 +376,7 @@ def gate_edit_view(request: HtmxHttpRequest, gate_id: int) -> HttpResponse:
 
 @operator_required
 @require_POST
-def gate_reject_stop_view(request: HtmxHttpRequest, gate_id: int) -> HttpResponse:
+def gate_reject_stop_view(request: AuthenticatedHttpRequest, gate_id: int) -> HttpResponse:
     return _decide(
         request,
         gate_id,
@@ -400,7 +400,7 @@ CONFIRMED_INTERVENTIONS = frozenset({"rollback", "abort"})
 
 
 def _render_recovery(
-    request: HtmxHttpRequest,
+    request: AuthenticatedHttpRequest,
     task_id: int,
     *,
     form: InterventionForm | None = None,
@@ -427,13 +427,13 @@ def _render_recovery(
 
 @reader_required
 @require_GET
-def recovery_panel(request: HtmxHttpRequest, task_id: int) -> HttpResponse:
+def recovery_panel(request: AuthenticatedHttpRequest, task_id: int) -> HttpResponse:
     return _render_recovery(request, task_id)
 
 
 @operator_required
 @require_POST
-def intervention(request: HtmxHttpRequest, task_id: int) -> HttpResponse:
+def intervention(request: AuthenticatedHttpRequest, task_id: int) -> HttpResponse:
     form = InterventionForm(request.POST, auto_id="recover_%s")
     if not form.is_valid():
         return _render_recovery(request, task_id, form=form, status=400)
@@ -466,7 +466,7 @@ def intervention(request: HtmxHttpRequest, task_id: int) -> HttpResponse:
 
 @operator_required
 @require_POST
-def call_confirm(request: HtmxHttpRequest, task_id: int, call_id: int) -> HttpResponse:
+def call_confirm(request: AuthenticatedHttpRequest, task_id: int, call_id: int) -> HttpResponse:
     form = ConfirmForm(request.POST)
     if not form.is_valid():
         return _render_recovery(
@@ -501,7 +501,7 @@ def _audit_filter_form(request: HttpRequest) -> AuditFilterForm:
 
 @reader_required
 @require_GET
-def audit_queue(request: HtmxHttpRequest) -> HttpResponse:
+def audit_queue(request: AuthenticatedHttpRequest) -> HttpResponse:
     form = _audit_filter_form(request)
     filters = form.filters()
     page = audit_item_page(filters=filters, page=request.GET.get("page"))
@@ -572,7 +572,7 @@ def _audit_csv_rows(items: Iterable[AuditItem]) -> Iterable[list[Any]]:
 
 @reader_required
 @require_GET
-def audit_csv(request: HttpRequest) -> HttpResponse:
+def audit_csv(request: AuthenticatedHttpRequest) -> HttpResponse:
     items = audit_item_list(filters=_audit_filter_form(request).filters())
     writer = csv.writer(_Echo())
     body = "".join(
@@ -586,7 +586,7 @@ def audit_csv(request: HttpRequest) -> HttpResponse:
 
 @auditor_required
 @require_POST
-def audit_review(request: HtmxHttpRequest, item_id: int) -> HttpResponse:
+def audit_review(request: AuthenticatedHttpRequest, item_id: int) -> HttpResponse:
     form = AuditReviewForm(request.POST, auto_id=f"audit{item_id}_%s")
     reviewed = False
     if form.is_valid():
@@ -622,7 +622,7 @@ def audit_review(request: HtmxHttpRequest, item_id: int) -> HttpResponse:
 
 @log_reader_required
 @require_GET
-def decision_log(request: HtmxHttpRequest) -> HttpResponse:
+def decision_log(request: AuthenticatedHttpRequest) -> HttpResponse:
     form = DecisionFilterForm(request.GET)
     entries, more = decision_log_list(filters=form.filters())
     context = {"form": form, "entries": entries, "more": more}
@@ -634,7 +634,7 @@ def decision_log(request: HtmxHttpRequest) -> HttpResponse:
 
 @operator_required
 @require_POST
-def task_control(request: HtmxHttpRequest, task_id: int, action: str) -> HttpResponse:
+def task_control(request: AuthenticatedHttpRequest, task_id: int, action: str) -> HttpResponse:
     """Pause, resume or cancel a task from the task page or the inbox; back to where it was
     asked (POST/redirect/GET), with what happened as a message."""
     from django.contrib import messages
@@ -660,13 +660,13 @@ def task_control(request: HtmxHttpRequest, task_id: int, action: str) -> HttpRes
 
 @operator_required
 @require_POST
-def task_modify_view(request: HtmxHttpRequest, task_id: int) -> HttpResponse:
+def task_modify_view(request: AuthenticatedHttpRequest, task_id: int) -> HttpResponse:
     from django.contrib import messages
 
     _task_or_404(task_id)
     form = TaskModifyForm(request.POST)
     if not form.is_valid():
-        errors = "; ".join(f"{k}: {' '.join(v)}" for k, v in form.errors.items())
+        errors = "; ".join(f"{k}: {' '.join(map(str, v))}" for k, v in form.errors.items())
         messages.error(request, f"Nothing changed: {errors}")
         return redirect("agentops:task_detail", task_id=task_id)
     try:
@@ -694,7 +694,7 @@ def task_modify_view(request: HtmxHttpRequest, task_id: int) -> HttpResponse:
 
 @auditor_required
 @require_POST
-def audit_bulk_review(request: HtmxHttpRequest) -> HttpResponse:
+def audit_bulk_review(request: AuthenticatedHttpRequest) -> HttpResponse:
     """Mark the selected items ok (or flag them with one note); POST/redirect/GET."""
     from django.contrib import messages
 
@@ -731,7 +731,7 @@ DECISION_CSV_HEADER = [
 
 @log_reader_required
 @require_GET
-def decision_csv(request: HttpRequest) -> HttpResponse:
+def decision_csv(request: AuthenticatedHttpRequest) -> HttpResponse:
     entries, _ = decision_log_list(filters=DecisionFilterForm(request.GET).filters(), limit=10_000)
     writer = csv.writer(_Echo())
     rows: list[list[Any]] = [DECISION_CSV_HEADER]
@@ -761,7 +761,7 @@ def decision_csv(request: HttpRequest) -> HttpResponse:
 
 @login_required
 @require_http_methods(["GET", "POST"])
-def account(request: HtmxHttpRequest) -> HttpResponse:
+def account(request: AuthenticatedHttpRequest) -> HttpResponse:
     preference = notification_preference_get(user=request.user)
     form = NotificationPreferenceForm(request.POST or None, instance=preference)
     if request.method == "POST" and form.is_valid():
@@ -772,7 +772,7 @@ def account(request: HtmxHttpRequest) -> HttpResponse:
 
 
 def _account_page(
-    request: HtmxHttpRequest,
+    request: AuthenticatedHttpRequest,
     *,
     preferences: NotificationPreferenceForm | None = None,
     token_form: ApiTokenForm | None = None,
@@ -790,7 +790,7 @@ def _account_page(
 
 @login_required
 @require_POST
-def api_token_new(request: HtmxHttpRequest) -> HttpResponse:
+def api_token_new(request: AuthenticatedHttpRequest) -> HttpResponse:
     form = ApiTokenForm(request.POST)
     if not form.is_valid():
         return _account_page(request, token_form=form, status=400)
@@ -802,7 +802,7 @@ def api_token_new(request: HtmxHttpRequest) -> HttpResponse:
 
 @login_required
 @require_POST
-def api_token_revoke_view(request: HtmxHttpRequest, token_id: int) -> HttpResponse:
+def api_token_revoke_view(request: AuthenticatedHttpRequest, token_id: int) -> HttpResponse:
     if not api_token_revoke(token_id=token_id, user=request.user):
         raise Http404(f"no live token {token_id} of yours")
     messages.success(request, "The token is revoked.")

@@ -6,7 +6,7 @@ the form accepts only endpoints that exist in `world.ENDPOINTS`.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from django import forms
 from django.contrib import admin, messages
@@ -26,7 +26,8 @@ class FaultSettingsForm(forms.ModelForm):
         fields = ("mode", "remaining", "delay_seconds")
 
     def clean(self) -> dict[str, Any]:
-        cleaned = super().clean()
+        super().clean()
+        cleaned = self.cleaned_data
         spent = cleaned.get("remaining") == 0 and cleaned.get("mode") != FaultMode.OK
         if spent and self.has_changed():
             # 0 is what a "next N calls" fault counts down to; saving it would set nothing.
@@ -51,8 +52,12 @@ class FaultForm(FaultSettingsForm):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["service"].choices = [(s, s) for s in sorted({s for s, _ in ENDPOINTS})]
-        self.fields["operation"].choices = [(o, o) for o in sorted({o for _, o in ENDPOINTS})]
+        cast(forms.ChoiceField, self.fields["service"]).choices = [
+            (s, s) for s in sorted({s for s, _ in ENDPOINTS})
+        ]
+        cast(forms.ChoiceField, self.fields["operation"]).choices = [
+            (o, o) for o in sorted({o for _, o in ENDPOINTS})
+        ]
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean()
