@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any
+from typing import Any, cast
 
 import psycopg
 from django.conf import settings
@@ -66,7 +66,8 @@ class Lease:
 
     def renewal_due(self) -> bool:
         """Less than half of the lease is left: the next commit renews it."""
-        return time.monotonic() - self.renewed_at > settings.AGENTOPS["LEASE_SECONDS"] / 2
+        half = float(settings.AGENTOPS["LEASE_SECONDS"]) / 2
+        return time.monotonic() - self.renewed_at > half
 
 
 @dataclass(frozen=True)
@@ -253,7 +254,7 @@ def fenced_commit(
     block adds (step and ledger transitions, a new ledger row, a snapshot). It is sent as one
     statement when the block ends. See `Commit`."""
     _refuse_owned("fenced_write", fields, TASK_OWNED_FIELDS)
-    sources = {TaskStatus.RUNNING}
+    sources: set[str] = {TaskStatus.RUNNING}
     last: list[EventSpec] = []
     if transition is not None:
         spec = TASK_TRANSITIONS[transition]
@@ -484,8 +485,9 @@ class Commit:
                 cursor.execute(sql, params)
                 row = cursor.fetchone()
         except DatabaseError as exc:
-            if getattr(exc.__cause__, "sqlstate", None) == REFUSED_SQLSTATE:
-                raise CheckpointMismatch(str(exc.__cause__.diag.message_primary)) from None
+            cause = exc.__cause__
+            if isinstance(cause, psycopg.Error) and cause.sqlstate == REFUSED_SQLSTATE:
+                raise CheckpointMismatch(str(cause.diag.message_primary)) from None
             raise
         if not row[0]:
             raise LeaseLost(
@@ -579,7 +581,7 @@ class Commit:
                     atomic.__exit__(kind, error, trace)
 
 
-class _PreparedCursor(psycopg.Cursor):  # type: ignore[type-arg]
+class _PreparedCursor(psycopg.Cursor):
     """Server-side parameters, prepared on first use: the hot path's statements are parsed and
     planned once per connection."""
 
@@ -600,7 +602,8 @@ def _prepared_cursor() -> Iterator[Any]:
     if cursor is None or cursor.closed:
         cursor = _CURSORS[raw] = _PreparedCursor(raw)
     with connection.wrap_database_errors:
-        yield connection._prepare_cursor(cursor)
+        # Django's own wrapping (debug logging, execute wrappers) around a cursor it did not make.
+        yield cast(Any, connection)._prepare_cursor(cursor)
 
 
 _CURSORS: weakref.WeakKeyDictionary[Any, _PreparedCursor] = weakref.WeakKeyDictionary()
@@ -652,7 +655,7 @@ def _assignments(model: type[models.Model], fields: dict[str, Any], params: list
 @functools.cache
 def _column(model: type[models.Model], name: str) -> tuple[Any, str, str]:
     """A model field, its quoted column and the type its parameters are cast to."""
-    model_field = model._meta.get_field(name)
+    model_field = cast(Any, model._meta.get_field(name))
     return model_field, _quote(model_field.column), model_field.cast_db_type(connection)
 
 
