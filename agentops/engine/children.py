@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from django.contrib.auth.models import User
 from django.db import transaction
 from django.db.models import Exists, OuterRef
 
@@ -250,7 +251,9 @@ def children_lock(parent_id: int) -> list[Task]:
     return list(Task.objects.select_for_update().filter(parent_id=parent_id).order_by("id"))
 
 
-def children_propagate(*, parent_id: int, name: str, actor: Any, reason: str = "") -> list[int]:
+def children_propagate(
+    *, parent_id: int, name: str, actor: User | None, reason: str = ""
+) -> list[int]:
     """Apply transition `name` (pause, resume, abort) to every child it applies to, with an
     event naming the parent; returns the children moved. Resume brings back only children that
     were paused (a child stopped for a person stays stopped). Caller holds the transaction and

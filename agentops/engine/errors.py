@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from enum import StrEnum
+from typing import Any
 
 
 class Layer(StrEnum):
@@ -191,7 +192,7 @@ class StepFailure(AgentOpsError):
         kind: str | None = None,
         retryable: bool | None = None,
         retry_after: float | None = None,
-        detail: dict | None = None,
+        detail: dict[str, Any] | None = None,
     ) -> None:
         super().__init__(message)
         if kind is not None:
@@ -201,7 +202,7 @@ class StepFailure(AgentOpsError):
         self.retry_after = retry_after
         self.detail = detail or {}
 
-    def as_failure(self) -> dict:
+    def as_failure(self) -> dict[str, Any]:
         from agentops.engine.jsonvalues import redacted
 
         return {

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
 from typing import Any
 
+from django.contrib.auth.models import User
 from django.db import transaction
 from django.db.models import QuerySet
 from django.utils import timezone
@@ -110,7 +111,7 @@ def audit_item_follow(*, from_call_id: int, to_call: ToolCall) -> int:
 
 
 def _gates_moved(
-    gates: QuerySet[Gate], name: str, *, actor: Any, feedback: str, **fields: Any
+    gates: QuerySet[Gate], name: str, *, actor: User | None, feedback: str, **fields: Any
 ) -> int:
     if {"status", "decided_at", "decided_by"} & fields.keys():
         raise ValueError(f"gate transition {name!r} sets the status and who decided itself")
@@ -125,7 +126,7 @@ def _gates_moved(
 
 
 def gate_transition(
-    *, gate_id: int, name: str, actor: Any = None, feedback: str = "", **fields: Any
+    *, gate_id: int, name: str, actor: User | None = None, feedback: str = "", **fields: Any
 ) -> bool:
     """Close gate `gate_id` along transition `name` (approve, reject, expire, withdraw) if it is
     still in one of its sources, stamping who decided, when, and their (redacted) feedback;
@@ -219,4 +220,8 @@ def gate_decision_seconds(step_ids: Iterable[int]) -> dict[int, float]:
     rows = Gate.objects.filter(step_id__in=list(step_ids), decided_at__isnull=False).values_list(
         "step_id", "created_at", "decided_at"
     )
-    return {step: (decided - created).total_seconds() for step, created, decided in rows}
+    return {
+        step: (decided - created).total_seconds()
+        for step, created, decided in rows
+        if decided is not None
+    }

@@ -254,7 +254,7 @@ def _detail(exc: openai.APIStatusError) -> str:
     """The server's own error message when it sent one in OpenAI's shape, else the SDK's."""
     body = exc.body
     if isinstance(body, dict) and isinstance(body.get("message"), str):
-        return body["message"]
+        return str(body["message"])
     return exc.message
 
 

@@ -35,6 +35,14 @@ from agentops.engine.errors import (
 SIDE_EFFECT_CLASSES = ("read", "write", "notify", "financial")
 
 
+# Ask the remote whether the effect with this key happened (None: it did not).
+Probe = Callable[["ToolContext"], dict[str, Any] | None]
+# (original arguments, recorded result) -> the compensating tool's arguments.
+CompensationArgs = Callable[[dict[str, Any], dict[str, Any]], dict[str, Any]]
+# (arguments, latest result per tool name) -> (passed, explanation).
+Check = Callable[..., tuple[bool, str]]
+
+
 @dataclass
 class ToolContext:
     """What a tool gets besides its arguments. Session state: rebuilt on every resume."""
@@ -55,16 +63,16 @@ class Tool:
     systems: tuple[str, ...] = ()
     idempotent_remote: bool = False
     description: str = ""
-    probe_fn: Callable[[ToolContext], dict[str, Any] | None] | None = None
+    probe_fn: Probe | None = None
     compensate_with: str | None = None
-    compensation_args: Callable[[dict[str, Any], dict[str, Any]], dict[str, Any]] | None = None
+    compensation_args: CompensationArgs | None = None
     # The tool's own retry policy: at most this many attempts of a step that calls it (the
     # task's cap applies too), and the backoff base in seconds (None: the global setting).
     max_attempts: int | None = None
     backoff_base: float | None = None
     # Evidence for a reviewer: checks of the proposed arguments against earlier tool results of
     # the task, shown at the top of a gate (label, fn(arguments, results by tool) -> (ok, why)).
-    checks: list[tuple[str, Callable[..., tuple[bool, str]]]] = field(default_factory=list)
+    checks: list[tuple[str, Check]] = field(default_factory=list)
     # The declared shape of the tool's result (pydantic model, TypedDict, ...); None: any object.
     result_type: Any = None
 
@@ -118,23 +126,21 @@ class Tool:
                 retryable=False,
             ) from None
 
-    def probe(self, fn: Callable[[ToolContext], dict[str, Any] | None]) -> Callable:
+    def probe(self, fn: Probe) -> Probe:
         """Decorator: ask the remote whether the effect with this key happened (None: not)."""
         self.probe_fn = fn
         return fn
 
-    def compensation(
-        self, fn: Callable[[dict[str, Any], dict[str, Any]], dict[str, Any]]
-    ) -> Callable:
+    def compensation(self, fn: CompensationArgs) -> CompensationArgs:
         """Decorator: map (original arguments, recorded result) to the compensating tool's args."""
         self.compensation_args = fn
         return fn
 
-    def check(self, label: str) -> Callable:
+    def check(self, label: str) -> Callable[[Check], Check]:
         """Decorator: a check of the arguments against earlier results, `fn(arguments, results)`
         returning (passed, explanation); `results` maps tool names to their latest result."""
 
-        def register(fn: Callable[..., tuple[bool, str]]) -> Callable[..., tuple[bool, str]]:
+        def register(fn: Check) -> Check:
             self.checks.append((label, fn))
             return fn
 

@@ -20,8 +20,8 @@ from agentops.states import LedgerStatus
 def backoff_seconds(attempt: int, retry_after: float | None, base: float | None = None) -> float:
     """Exponential backoff with jitter, never sooner than the remote's Retry-After."""
     conf = settings.AGENTOPS
-    base = conf["BACKOFF_BASE_SECONDS"] if base is None else base
-    delay = min(conf["BACKOFF_MAX_SECONDS"], base * 2 ** max(attempt - 1, 0))
+    base = float(conf["BACKOFF_BASE_SECONDS"]) if base is None else base
+    delay = min(float(conf["BACKOFF_MAX_SECONDS"]), base * 2.0 ** max(attempt - 1, 0))
     delay *= 1 + random.uniform(0, 0.25)
     return max(delay, retry_after or 0.0)
 

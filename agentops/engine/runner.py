@@ -401,12 +401,12 @@ class TaskRun:
             arguments = loaded(call.args)
         outcome = self._execute(step, tool, call, arguments)
         if outcome.status != LedgerStatus.SUCCEEDED or outcome.failure is not None:
-            failure = outcome.failure or OrchestrationFailure("the tool call failed")
-            failure.detail.setdefault(
+            refused = outcome.failure or OrchestrationFailure("the tool call failed")
+            refused.detail.setdefault(
                 "ledger",
                 {"key": call.idempotency_key, "status": outcome.status, "how": outcome.how},
             )
-            return StepResult(call=call, outcome=outcome, failure=failure, tool=tool)
+            return StepResult(call=call, outcome=outcome, failure=refused, tool=tool)
         return StepResult(output=outcome.result or {}, call=call, outcome=outcome, tool=tool)
 
     def _ask_model(self, step: Step) -> ModelResponse:
@@ -726,6 +726,7 @@ class TaskRun:
         )
         events: list[EventSpec] = []
         if record_outcome:
+            assert call is not None and outcome is not None
             events.append(
                 EventSpec(
                     "agentops.ledger.succeeded",
@@ -765,6 +766,7 @@ class TaskRun:
                 commit.events.extend(begin_events)
                 commit.fields.update(begin_fields)
             if record_outcome:
+                assert call is not None and outcome is not None
                 # The step's output is the tool's result: one stored copy (one artifact) serves
                 # both rows.
                 stored = (
@@ -835,7 +837,7 @@ class TaskRun:
         """Every SNAPSHOT_EVERY completed steps (counted in `steps`, the rows as the commit
         leaves them); for long plans every tenth of the plan, since a snapshot grows with the
         plan and its cost per step must not."""
-        every = max(settings.AGENTOPS["SNAPSHOT_EVERY"], -(-self.task.step_count // 10))
+        every = max(int(settings.AGENTOPS["SNAPSHOT_EVERY"]), -(-self.task.step_count // 10))
         done = sum(1 for s in steps if s.status in STEP_DONE)
         return done % every == 0
 
@@ -849,6 +851,7 @@ class TaskRun:
         record_outcome = call is not None and outcome is not None and call.status != outcome.status
         events: list[EventSpec] = []
         if record_outcome:
+            assert call is not None and outcome is not None
             events.append(
                 EventSpec(
                     f"agentops.ledger.{outcome.status}",
@@ -874,6 +877,7 @@ class TaskRun:
                 failure, attempts=step.attempts, events=events, tool=result.tool
             )
             if record_outcome:
+                assert call is not None and outcome is not None
                 ledger_transition(
                     call_id=call.pk,
                     target=outcome.status,

@@ -24,6 +24,7 @@ from typing import Any, cast
 
 import psycopg
 from django.conf import settings
+from django.contrib.auth.models import User
 from django.db import DatabaseError, connection, models, transaction
 from django.db.models import Case, F, Value, When
 from django.db.models.expressions import CombinedExpression
@@ -127,7 +128,7 @@ def _refuse_owned(function: str, fields: dict[str, Any], owned: frozenset[str]) 
 
 
 def _append_events(
-    task_id: int, last_seq: int, events: list[EventSpec], *, actor: Any = None
+    task_id: int, last_seq: int, events: list[EventSpec], *, actor: User | None = None
 ) -> None:
     first = last_seq - len(events) + 1
     rows = []
@@ -156,7 +157,7 @@ def _update_and_log(
     events: list[EventSpec],
     fields: dict[str, Any],
     *,
-    actor: Any = None,
+    actor: User | None = None,
 ) -> int | None:
     """Apply `fields` to the task if `queryset` still matches it; append events.
 
@@ -693,7 +694,7 @@ def task_transition(
     *,
     task_id: int,
     name: str,
-    actor: Any = None,
+    actor: User | None = None,
     payload: dict[str, Any] | None = None,
     **fields: Any,
 ) -> bool:
@@ -730,7 +731,9 @@ def _terminal_hook(task_id: int) -> None:
     parent_wake_if_done(child_id=task_id)
 
 
-def task_append_event(*, task_id: int, event: EventSpec, actor: Any = None, **fields: Any) -> int:
+def task_append_event(
+    *, task_id: int, event: EventSpec, actor: User | None = None, **fields: Any
+) -> int:
     """Append an event that changes no status (a person's note on the task, or what an
     intervention changed after its transition), with the task `fields` it records (never a
     status, lease or sequence field: TypeError). Caller holds the transaction and, with
