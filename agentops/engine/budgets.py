@@ -19,22 +19,15 @@ from agentops.engine.ledger import arguments_digest
 from agentops.engine.model import ModelResponse
 from agentops.engine.registry import Agent, Tool
 from agentops.models import Event, Step, Task
-from agentops.states import STEP_DONE, TASK_TRANSITIONS
+from agentops.states import STEP_DONE, TASK_TRANSITIONS, TaskStatus
 
 CLAIMED = TASK_TRANSITIONS["start"].event
-# Events after which nobody works on the task until the next claim.
+# Events after which nobody works on the task until the next claim: every move out of
+# `running` (a parent waiting for its children included).
 LEFT_RUNNING = frozenset(
-    TASK_TRANSITIONS[name].event
-    for name in (
-        "yield",
-        "await_approval",
-        "schedule_retry",
-        "stop",
-        "pause",
-        "succeed",
-        "abort",
-        "roll_back",
-    )
+    t.event
+    for t in TASK_TRANSITIONS.values()
+    if TaskStatus.RUNNING in t.sources and t.target != TaskStatus.RUNNING
 )
 
 

@@ -223,3 +223,23 @@ def test_waiting_for_a_person_does_not_count_against_the_time_budget(
     task = run_until_parked_or_done(task)
 
     assert task.status == TaskStatus.SUCCEEDED, task.failure
+
+
+def test_worked_time_leaves_out_every_wait_outside_running():
+    """Claimed for 10 s, parked 100 s at children, claimed again for 5 s: 15 s worked."""
+    from agentops.engine.budgets import worked_seconds
+
+    task = task_create(agent="refund", goal="Refund", input={"order_id": "A1001"})
+    start = timezone.now() - timedelta(seconds=200)
+    timeline = [
+        ("agentops.task.claimed", 0),
+        ("agentops.task.awaiting_children", 10),
+        ("agentops.task.woken", 110),
+        ("agentops.task.claimed", 110),
+        ("agentops.task.succeeded", 115),
+    ]
+    for seq, (action, at) in enumerate(timeline, start=1):
+        event = Event.objects.create(task=task, seq=100 + seq, action=action)
+        Event.objects.filter(pk=event.pk).update(created_at=start + timedelta(seconds=at))
+
+    assert worked_seconds(task.pk) == pytest.approx(15.0)
