@@ -7,7 +7,7 @@ sees these situations on the first `make run`).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from agentops.models import Task
 from agentops.services import task_create
@@ -33,9 +33,9 @@ class Scenario:
     goal: str
     input: dict[str, Any]
     faults: tuple[Fault, ...] = ()
-    # What a person does once the task stops: "" (nothing), "rollback", or "retry_child" (retry
-    # the child task that stopped, alone; the parent resumes when it succeeds).
-    then: str = ""
+    # What a person does once the task stops: nothing, "rollback", or "retry_child" (retry the
+    # child task that stopped, alone; the parent resumes when it succeeds).
+    then: Literal["rollback", "retry_child"] | None = None
     env: dict[str, str] = field(default_factory=dict)
 
 

@@ -20,7 +20,7 @@ import logging
 import time
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Any
+from typing import Any, Literal
 
 import httpx
 from django.conf import settings
@@ -715,10 +715,16 @@ class TaskRun:
     # -- phases 4-5: after_tool_call, step_complete --------------------------------------------
 
     def _complete(
-        self, step: Step, result: StepResult, *, begin: Step | None = None, then: str = ""
+        self,
+        step: Step,
+        result: StepResult,
+        *,
+        begin: Step | None = None,
+        then: Literal["succeed", "yield"] | None = None,
     ) -> None:
         """Commit the tool outcome and the step's completion with what comes next: the next
-        step's start, a yield at the end of the slice, or the task's success."""
+        step's start (`begin`), or the task's transition `then` (a yield at the end of the slice,
+        or its success), or nothing (the loop goes on in this slice)."""
         crashpoint("after_tool_call", step=step.ordinal)
         call, outcome = result.call, result.outcome
         record_outcome = (
@@ -753,7 +759,7 @@ class TaskRun:
             )
         )
         fields: dict[str, Any] = {"current_step": progress, "phase": Phase.STEP_COMPLETE}
-        transition = then or None
+        transition = then
         with fenced_commit(self.lease, events, transition=transition, **fields) as commit:
             output = commit.offloaded(result.output, path="step.output", task_id=self.task.pk)
             done = step_as_done(step, output=output)
