@@ -153,6 +153,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "agentops.context_processors.statuses",
                 "reviews.context_processors.review_nav",
             ],
         },

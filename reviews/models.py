@@ -203,7 +203,7 @@ class Delivery(models.Model):
         indexes = [
             models.Index(
                 fields=["next_attempt_at"],
-                condition=Q(status="pending"),
+                condition=Q(status=DeliveryStatus.PENDING),
                 name="reviews_delivery_due_idx",
             )
         ]

@@ -58,7 +58,7 @@ from agentops.engine.model import ModelRequest
 from agentops.engine.runner import task_advance
 from agentops.models import Snapshot, Task
 from agentops.services import task_create
-from agentops.states import TaskStatus
+from agentops.states import StepStatus, TaskStatus
 
 AGENT = "bench_noop"
 FLOOR_TABLE = "agentops_bench_floor"
@@ -409,7 +409,7 @@ def _wal_figures(wal: WalReader, pair: Pair, steps: int) -> dict[str, Any]:
     snapshot_xids = {r.xid for r in run.records if snapshot_rel in r.relations}
     boundaries = [c.end for c in commits if c.xid in snapshot_xids]
     done = [
-        sum(1 for status in state["steps"].values() if status == "succeeded")
+        sum(1 for status in state["steps"].values() if status == StepStatus.SUCCEEDED)
         for state in Snapshot.objects.filter(task_id=pair.task_id, seq__gt=0)
         .order_by("seq")
         .values_list("state", flat=True)

@@ -14,6 +14,7 @@ from agentops.engine.crashpoints import crashpoint
 from agentops.engine.errors import CheckpointMismatch
 from agentops.engine.jsonvalues import digest
 from agentops.models import Event, Snapshot, Step, Task, ToolCall
+from agentops.states import LedgerStatus
 
 
 def progress_state(task: Task, steps: list[Step], calls: list[ToolCall]) -> dict[str, Any]:
@@ -69,7 +70,7 @@ def fold(state: dict[str, Any], events: list[Event]) -> dict[str, Any]:
                 folded[key] = change[key]
         folded["steps"].update(change.get("steps", {}))
         for key, status in change.get("ledger", {}).items():
-            if status == "failed":
+            if status == LedgerStatus.FAILED:
                 folded["ledger"].pop(key, None)
             else:
                 folded["ledger"][key] = status
