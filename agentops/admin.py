@@ -91,7 +91,7 @@ class StepAdmin(admin.ModelAdmin):
         "output",
         "error",
         "route",
-        "policy_version",
+        "policy_version_number",
         "policy_rule",
         "started_at",
         "finished_at",

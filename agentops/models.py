@@ -145,7 +145,9 @@ class Step(models.Model):
     output = models.JSONField(null=True, blank=True, editable=False)
     error = models.JSONField(null=True, blank=True, editable=False)
     route = models.CharField(max_length=16, blank=True, editable=False)
-    policy_version = models.PositiveIntegerField(null=True, blank=True, editable=False)
+    # The number of the version that routed the step (the task's pinned version, or a newer one
+    # it was re-routed under after an edit); the task holds the version itself.
+    policy_version_number = models.PositiveIntegerField(null=True, blank=True, editable=False)
     policy_rule = models.CharField(max_length=200, blank=True, editable=False)
     # A person's approval of this step's gated action: the arguments approved (possibly edited),
     # their digest, the policy version and rule it was approved under, and who approved it.

@@ -209,7 +209,7 @@ def _seed_sql(tables: dict[str, str], tasks: int) -> list[str]:
         # Steps: done before `cur`; the current one running, failed or waiting; then pending.
         f"""
         INSERT INTO {t["Step"]} (id, task_id, ordinal, title, spec, depends_on, status,
-            attempts, prompt_digest, model_response, output, error, route, policy_version,
+            attempts, prompt_digest, model_response, output, error, route, policy_version_number,
             policy_rule, started_at, finished_at)
         SELECT p.id * 32 + o, p.id, o, initcap(replace(bt.tool, '_', ' ')), '{{}}', '[]',
             CASE WHEN o < p.cur THEN 'succeeded'

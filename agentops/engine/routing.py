@@ -117,7 +117,7 @@ def step_routing(verdict: Verdict) -> dict[str, Any]:
     """The fields the verdict stores on the step, so any decision can be replayed."""
     return {
         "route": verdict.route,
-        "policy_version": verdict.version,
+        "policy_version_number": verdict.version,
         "policy_rule": verdict.rule,
     }
 

@@ -77,9 +77,11 @@ def test_triage_hands_over_to_refund_which_starts_from_the_recorded_progress(
     assert_handed_over_once(task)
     assert task.policy_version_id == pinned
     # Every refund step was routed under the pinned version, in the same ledger.
-    routed = task.steps.exclude(policy_version=None)
+    routed = task.steps.exclude(policy_version_number=None)
     assert routed.count() == 5
-    assert set(routed.values_list("policy_version", flat=True)) == {task.policy_version.number}
+    assert set(routed.values_list("policy_version_number", flat=True)) == {
+        task.policy_version.number
+    }
     keys = list(ToolCall.objects.filter(task=task).values_list("idempotency_key", flat=True))
     assert all(key.startswith(f"t{task.pk}-") for key in keys)
 

@@ -89,7 +89,9 @@ def test_the_default_policy_routes_reads_auto_payments_audit_and_gates_large_one
     }
     assert {i.step_id for i in items if i.sampled} == sampled_reads
     assert sorted(i.tool for i in items if not i.sampled) == ["email_customer", "issue_refund"]
-    assert small.policy_version.number == Step.objects.get(task=small, ordinal=3).policy_version
+    assert (
+        small.policy_version.number == Step.objects.get(task=small, ordinal=3).policy_version_number
+    )
 
     task, gate = gated_refund(requester)
     assert gate.tool == "issue_refund" and gate.rule == "large payment"
@@ -339,10 +341,12 @@ def test_publishing_while_steps_are_routed_changes_no_task_already_created(proce
         message="every task to finish",
     )
     for task in early:
-        versions = set(Step.objects.filter(task=task).values_list("policy_version", flat=True))
+        versions = set(
+            Step.objects.filter(task=task).values_list("policy_version_number", flat=True)
+        )
         assert versions == {pinned.number}
         assert Task.objects.get(pk=task.pk).policy_version_id == pinned.pk
-    assert set(Step.objects.filter(task=late).values_list("policy_version", flat=True)) == {
+    assert set(Step.objects.filter(task=late).values_list("policy_version_number", flat=True)) == {
         newer.number
     }
 
