@@ -33,8 +33,8 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager, suppress
+from collections.abc import Callable, Sequence
+from contextlib import suppress
 from dataclasses import dataclass, field
 from itertools import pairwise
 from pathlib import Path
@@ -51,7 +51,7 @@ from rq.job import Job
 from rq.worker import Worker
 
 from agentops.agents.bench import bench_script
-from agentops.benchmarks.tasks import bench_tasks_delete
+from agentops.benchmarks.tasks import bench_tasks_delete, raw_postgres
 from agentops.dburl import database_url
 from agentops.engine.dispatch import job_id_for
 from agentops.engine.model import ModelRequest
@@ -298,23 +298,6 @@ def floor_rows(steps: int, payload_kb: int) -> list[str]:
         arguments = bench_script(request)["tool_calls"][0]["arguments"]
         rows.append(json.dumps({"n": arguments["n"], "payload": arguments["payload"]}))
     return rows
-
-
-@contextmanager
-def raw_postgres() -> Iterator[psycopg.Connection]:
-    conf = connection.settings_dict
-    raw = psycopg.connect(
-        dbname=conf["NAME"],
-        user=conf["USER"],
-        password=conf["PASSWORD"] or None,
-        host=conf["HOST"] or None,
-        port=conf["PORT"] or None,
-        autocommit=True,
-    )
-    try:
-        yield raw
-    finally:
-        raw.close()
 
 
 def checkpoint(*, steps: int, payload_kb: int, repeat: int, dispatch: int = 0) -> dict[str, Any]:

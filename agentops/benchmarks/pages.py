@@ -40,6 +40,8 @@ from django.test import Client
 from django.test.utils import override_settings
 from django.urls import reverse
 
+from agentops.benchmarks.tasks import raw_postgres
+
 PASSWORD = "bench-pages"  # users of a scratch database, dropped at the end
 WARMUP = 3
 
@@ -395,28 +397,11 @@ def seed(*, tasks: int) -> dict[str, Any]:
             cursor.execute("DROP TABLE IF EXISTS bench_plan, bench_tool")
     seconds = time.perf_counter() - began
     connection.close()
-    with _scratch_raw() as raw:
+    with raw_postgres() as raw:
         raw.execute("VACUUM ANALYZE")
     counts = _counts(tables)
     counts["seed_seconds"] = round(seconds, 1)
     return counts
-
-
-@contextmanager
-def _scratch_raw() -> Iterator[psycopg.Connection]:
-    conf = connection.settings_dict
-    raw = psycopg.connect(
-        dbname=conf["NAME"],
-        user=conf["USER"],
-        password=conf["PASSWORD"] or None,
-        host=conf["HOST"] or None,
-        port=conf["PORT"] or None,
-        autocommit=True,
-    )
-    try:
-        yield raw
-    finally:
-        raw.close()
 
 
 def _counts(tables: dict[str, str]) -> dict[str, Any]:

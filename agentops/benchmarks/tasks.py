@@ -1,11 +1,15 @@
-"""Removing what a benchmark created: its tasks, their rows and their artifact files."""
+"""What the benchmarks share: a raw connection to the database, and removing what a benchmark
+created (its tasks, their rows and their artifact files)."""
 
 from __future__ import annotations
 
-from contextlib import suppress
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
+import psycopg
 from django.core.files.storage import default_storage
+from django.db import connection
 
 from agentops.models import Artifact, Task
 
@@ -19,3 +23,21 @@ def bench_tasks_delete(task_ids: list[int]) -> None:
         # Not a local directory, or never created: nothing to remove.
         with suppress(OSError, NotImplementedError):
             Path(default_storage.path(f"artifacts/{task_id}")).rmdir()
+
+
+@contextmanager
+def raw_postgres() -> Iterator[psycopg.Connection]:
+    """An autocommit psycopg connection to Django's database, outside the ORM."""
+    conf = connection.settings_dict
+    raw = psycopg.connect(
+        dbname=conf["NAME"],
+        user=conf["USER"],
+        password=conf["PASSWORD"] or None,
+        host=conf["HOST"] or None,
+        port=conf["PORT"] or None,
+        autocommit=True,
+    )
+    try:
+        yield raw
+    finally:
+        raw.close()
