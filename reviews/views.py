@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import csv
 from collections.abc import Callable, Iterable
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from typing import Any
 from urllib.parse import urlencode
 
@@ -22,6 +22,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.html import format_html_join
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
@@ -56,6 +57,7 @@ from reviews.forms import (
 )
 from reviews.selectors import (
     GatePanel,
+    InboxItem,
     api_token_list,
     audit_filter_choices,
     audit_item_get,
@@ -125,6 +127,68 @@ def _back(request: HttpRequest, default: str) -> HttpResponse:
 # -- inbox -------------------------------------------------------------------------------------
 
 
+# A pk no route holds, reversed once per URL name and replaced by each row's pk.
+_PK_MARK = 987654321
+
+
+def _url_maker(name: str) -> Callable[[int], str]:
+    before, after = reverse(name, args=[_PK_MARK]).split(str(_PK_MARK))
+    return lambda pk: f"{before}{pk}{after}"
+
+
+@dataclass(frozen=True)
+class _InboxRow:
+    """One inbox row as the template renders it: the item, its links (reversed once per page,
+    not once per row and tag) and, for operators, the assign menu's options with its holder
+    selected (built once per holder, not once per row)."""
+
+    item: InboxItem
+    links: dict[str, str]
+    assign_options: str
+
+
+def _inbox_rows(items: Iterable[InboxItem], *, assignees: list[Any]) -> list[_InboxRow]:
+    names = ("gate", "recover", "release", "claim", "task_pause", "task_cancel", "assign")
+    url = {name: _url_maker(f"reviews:{name}") for name in names}
+    url["task_detail"] = _url_maker("agentops:task_detail")
+    options: dict[int | None, str] = {}
+
+    def options_for(holder_pk: int | None) -> str:
+        if holder_pk not in options:
+            options[holder_pk] = format_html_join(
+                "",
+                '<option value="{}"{}>{}</option>',
+                (
+                    (
+                        person.pk,
+                        " selected" if person.pk == holder_pk else "",
+                        person.get_username(),
+                    )
+                    for person in assignees
+                ),
+            )
+        return options[holder_pk]
+
+    rows = []
+    for item in items:
+        task_pk = item.task.pk
+        links = {
+            name: url[name](task_pk)
+            for name in ("task_detail", "release", "claim", "task_pause", "task_cancel", "assign")
+        }
+        if item.gate is not None:
+            links["gate"] = url["gate"](item.gate.pk)
+        else:
+            links["recover"] = url["recover"](task_pk)
+        holder_pk = item.holder.pk if item.holder is not None else None
+        rows.append(
+            _InboxRow(
+                item=item, links=links, assign_options=options_for(holder_pk) if assignees else ""
+            )
+        )
+    return rows
+
+
 def _inbox_response(
     request: AuthenticatedHttpRequest,
     *,
@@ -139,10 +203,15 @@ def _inbox_response(
     inbox = inbox_list(filters=filters, viewer=request.user, page=request.GET.get("page"))
     page = inbox.page
     query = {k: v for k, v in request.GET.items() if k != "page" and v}
+    can_decide = request.user.has_perm(OPERATE)
+    assignees = operators_list() if can_decide else []
     context = {
         "inbox": inbox,
         "page": page,
-        "items": page.object_list,
+        "rows": _inbox_rows(page.object_list, assignees=assignees),
+        # Asked once per request: the rows would otherwise ask the permission twice each.
+        "can_decide": can_decide,
+        "next_path": request.get_full_path(),
         "filter_form": form,
         "filters": filters,
         "filter_query": urlencode(query),
@@ -150,7 +219,7 @@ def _inbox_response(
         "results": results,
         "bulk_form": bulk_form or BulkApproveForm(),
         "message": message,
-        "assignees": operators_list() if request.user.has_perm(OPERATE) else [],
+        "assignees": assignees,
     }
     return render_page(request, "reviews/inbox.html", context, fragment="inbox_rows", status=status)
 
