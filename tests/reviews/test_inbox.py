@@ -148,3 +148,36 @@ def test_a_poll_after_the_session_ended_sends_the_whole_page_to_log_in(client):
     assert response.status_code == 200
     assert response["HX-Redirect"] == f"{reverse('login')}?next=/review/"
     assert response.content == b""
+
+
+def test_each_row_links_its_own_item_and_selects_its_holder_in_the_assign_menu(
+    sim_server, redis_clean, operator, operator2, starter
+):
+    trip = stopped_trip(created_by=starter)
+    held = gated_refund(created_by=starter, order_id="B2002")
+    free = gated_refund(created_by=starter, order_id="E5005")
+    Claim.objects.create(task=held, user=operator2)
+
+    page = client_for(operator).get(reverse("reviews:inbox")).content.decode()
+
+    rows = {
+        m.group(1): m.group(0)
+        for m in re.finditer(r'<tr id="((?:gate|task)-\d+)".*?</tr>', page, re.S)
+    }
+    trip_row = rows[f"task-{trip.pk}"]
+    assert f'href="{reverse("reviews:recover", args=[trip.pk])}"' in trip_row
+    assert f'href="{reverse("agentops:task_detail", args=[trip.pk])}"' in trip_row
+    assert f'action="{reverse("reviews:task_cancel", args=[trip.pk])}"' in trip_row
+    assert f'id="pause-task-{trip.pk}"' not in trip_row
+    for task, holder in ((held, operator2), (free, None)):
+        gate = open_gate(task)
+        row = rows[f"gate-{gate.pk}"]
+        assert f'href="{reverse("reviews:gate", args=[gate.pk])}"' in row
+        assert f'action="{reverse("reviews:task_pause", args=[task.pk])}"' in row
+        assert f'action="{reverse("reviews:assign", args=[task.pk])}"' in row
+        action = "release" if holder else "claim"
+        assert f'hx-post="{reverse(f"reviews:{action}", args=[task.pk])}"' in row
+        selected = re.findall(r'<option value="(\d+)" selected>', row)
+        assert selected == ([str(holder.pk)] if holder else [])
+        # Every operator is offered, in name order.
+        assert re.findall(r"<option [^>]*>(\w+)</option>", row) == ["olga", "otto", "stan"]
