@@ -182,11 +182,7 @@ class JSONObjectField(forms.CharField):
                 },
             ) from None
         except RecursionError:
-            raise ValidationError(
-                "The %(noun)s %(verb)s nested too deeply.",
-                code="too_deep",
-                params={"noun": self.noun, "verb": self.verb},
-            ) from None
+            raise self._too_deep() from None
         if not isinstance(parsed, dict):
             raise ValidationError(
                 "The %(noun)s must be a JSON object, like %(example)s; got %(kind)s.",
@@ -208,11 +204,14 @@ class JSONObjectField(forms.CharField):
                 params={"noun": self.noun, "error": str(exc)},
             ) from None
         except RecursionError:
-            raise ValidationError(
-                "The %(noun)s %(verb)s nested too deeply.",
-                code="too_deep",
-                params={"noun": self.noun, "verb": self.verb},
-            ) from None
+            raise self._too_deep() from None
+
+    def _too_deep(self) -> ValidationError:
+        return ValidationError(
+            "The %(noun)s %(verb)s nested too deeply.",
+            code="too_deep",
+            params={"noun": self.noun, "verb": self.verb},
+        )
 
     def validate(self, value: Any) -> None:
         # A typed `{}` is an answer; only a required field left empty is an error.
