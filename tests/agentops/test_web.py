@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 from django.contrib.sessions.models import Session
+from django.core.exceptions import ValidationError
 from django.test import Client
 from django.urls import reverse
 
@@ -116,3 +117,22 @@ def test_the_json_object_field_takes_an_object_and_an_empty_optional_text() -> N
     assert required.clean("{}") == {}
     with pytest.raises(Exception, match="required"):
         required.clean("  ")
+
+
+def test_the_json_object_field_refuses_a_value_nested_too_deeply() -> None:
+    """Deep nesting breaks the parser (RecursionError) or, once parsed, the check that stores it:
+    either way a clear message, not a server error."""
+
+    def recurse(value: Any, noun: str) -> Any:
+        return recurse(value, noun)
+
+    parsing = JSONObjectField(noun="input", required=False)
+    checking = JSONObjectField(noun="arguments", plural=True, check=recurse)
+
+    with pytest.raises(ValidationError) as deep_text:
+        parsing.clean('{"a": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    with pytest.raises(ValidationError) as deep_check:
+        checking.clean('{"a": 1}')
+
+    assert deep_text.value.messages == ["The input is nested too deeply."]
+    assert deep_check.value.messages == ["The arguments are nested too deeply."]
