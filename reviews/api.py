@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from django.db.models import QuerySet
 from django.http import HttpRequest
-from ninja import NinjaAPI, Schema
+from ninja import NinjaAPI, Schema, Status
 from ninja.errors import HttpError
 from ninja.security import HttpBearer
 
@@ -221,7 +221,7 @@ def task_get(request: AuthenticatedHttpRequest, task_id: int) -> Task:
 
 
 @api.post("/tasks", response={201: TaskOut, 400: Error, 403: Error}, summary="Start a task")
-def task_start(request: AuthenticatedHttpRequest, payload: TaskIn) -> tuple[int, Task]:
+def task_start(request: AuthenticatedHttpRequest, payload: TaskIn) -> Status:
     """Start a task as the token's user, who needs the task-starter role (403 otherwise)."""
     try:
         task = task_create(
@@ -237,7 +237,7 @@ def task_start(request: AuthenticatedHttpRequest, payload: TaskIn) -> tuple[int,
         raise HttpError(403, str(exc)) from None
     except (AgentOpsError, ValueError) as exc:  # unknown agent, input that is not JSON, no goal
         raise HttpError(400, str(exc)) from None
-    return 201, task
+    return Status(201, task)
 
 
 # -- gates --------------------------------------------------------------------------------------
