@@ -2,7 +2,9 @@
 
 The benchmark creates a scratch database beside the configured one (`<name>_pages`, dropped at
 the end), migrates it, and seeds N tasks with a realistic mix in a few set-based statements
-(`INSERT … SELECT … generate_series`, triggers off for the seeding session only): mostly
+(`INSERT … SELECT … generate_series`, triggers off for the seeding session only; the one place
+outside the transition code that writes statuses, into its own scratch database, with the values
+taken from the status enums): mostly
 succeeded tasks of 5 to 30 steps, some running, queued, scheduled for a retry or paused, a few
 hundred awaiting approval with an open gate, as many stopped in needs_attention (half of them
 with an unconfirmed tool call), aborted and rolled-back ones; one ledger row per started step
@@ -22,7 +24,7 @@ from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from math import gcd
@@ -40,7 +42,9 @@ from django.test import Client
 from django.test.utils import override_settings
 from django.urls import reverse
 
+from agentops.benchmarks.checkpoint import StatementCounter
 from agentops.benchmarks.tasks import raw_postgres
+from agentops.states import LedgerStatus, StepStatus, TaskStatus
 
 PASSWORD = "bench-pages"  # users of a scratch database, dropped at the end
 WARMUP = 3
@@ -214,11 +218,12 @@ def _seed_sql(tables: dict[str, str], tasks: int) -> list[str]:
             attempts, prompt_digest, model_response, output, error, route, policy_version_number,
             policy_rule, started_at, finished_at)
         SELECT p.id * 32 + o, p.id, o, initcap(replace(bt.tool, '_', ' ')), '{{}}', '[]',
-            CASE WHEN o < p.cur THEN 'succeeded'
-                 WHEN o > p.cur THEN 'pending'
-                 WHEN p.status = 'needs_attention' THEN 'failed'
-                 WHEN p.status IN ('running', 'awaiting_approval') THEN 'running'
-                 ELSE 'pending' END,
+            CASE WHEN o < p.cur THEN '{StepStatus.SUCCEEDED}'
+                 WHEN o > p.cur THEN '{StepStatus.PENDING}'
+                 WHEN p.status = '{TaskStatus.NEEDS_ATTENTION}' THEN '{StepStatus.FAILED}'
+                 WHEN p.status IN ('{TaskStatus.RUNNING}', '{TaskStatus.AWAITING_APPROVAL}')
+                     THEN '{StepStatus.RUNNING}'
+                 ELSE '{StepStatus.PENDING}' END,
             CASE WHEN o <= p.cur THEN 1 ELSE 0 END,
             CASE WHEN o <= p.cur THEN md5(p.id || ':' || o) ELSE '' END,
             CASE WHEN o <= p.cur THEN jsonb_build_object(
@@ -229,10 +234,11 @@ def _seed_sql(tables: dict[str, str], tasks: int) -> list[str]:
                     'completion_tokens', 200)) END,
             CASE WHEN o < p.cur THEN jsonb_build_object('ok', true,
                 'summary', bt.tool || ' done for order A' || p.id) END,
-            CASE WHEN o = p.cur AND p.status = 'needs_attention' THEN jsonb_build_object(
-                'kind', 'tool_timeout', 'message', 'timed out after 30 s') END,
+            CASE WHEN o = p.cur AND p.status = '{TaskStatus.NEEDS_ATTENTION}'
+                THEN jsonb_build_object('kind', 'tool_timeout', 'message', 'timed out after 30 s')
+                END,
             CASE WHEN o > p.cur THEN ''
-                 WHEN o = p.cur AND p.status = 'awaiting_approval' THEN 'gate'
+                 WHEN o = p.cur AND p.status = '{TaskStatus.AWAITING_APPROVAL}' THEN 'gate'
                  WHEN bt.tool = 'issue_refund' AND p.id %% 2 = 0 THEN 'audit'
                  ELSE 'auto' END,
             CASE WHEN o <= p.cur THEN 1 END,
@@ -250,12 +256,12 @@ def _seed_sql(tables: dict[str, str], tasks: int) -> list[str]:
         SELECT (p.id * 32 + o) * 2 + attempt, p.id, p.id * 32 + o, bt.tool, bt.side_effect,
             jsonb_build_object('order_id', 'A' || p.id), md5('args' || p.id || ':' || o),
             p.id || ':' || o || ':' || bt.tool,
-            CASE WHEN attempt = 1 THEN 'failed'
-                 WHEN o = p.cur AND p.id %% 2 = 0 THEN 'executed_unknown'
-                 WHEN o = p.cur THEN 'failed'
-                 WHEN p.status = 'rolled_back' AND bt.side_effect = 'financial'
-                     THEN 'compensated'
-                 ELSE 'succeeded' END,
+            CASE WHEN attempt = 1 THEN '{LedgerStatus.FAILED}'
+                 WHEN o = p.cur AND p.id %% 2 = 0 THEN '{LedgerStatus.EXECUTED_UNKNOWN}'
+                 WHEN o = p.cur THEN '{LedgerStatus.FAILED}'
+                 WHEN p.status = '{TaskStatus.ROLLED_BACK}' AND bt.side_effect = 'financial'
+                     THEN '{LedgerStatus.COMPENSATED}'
+                 ELSE '{LedgerStatus.SUCCEEDED}' END,
             CASE WHEN attempt = 0 AND o < p.cur THEN jsonb_build_object('ok', true) END,
             CASE WHEN attempt = 1 OR o = p.cur THEN jsonb_build_object('kind', 'tool_timeout') END,
             p.created + make_interval(secs => o * 20 + 5 - attempt),
@@ -263,7 +269,7 @@ def _seed_sql(tables: dict[str, str], tasks: int) -> list[str]:
         FROM bench_plan AS p CROSS JOIN LATERAL generate_series(0, p.steps - 1) AS o
         JOIN bench_tool AS bt ON bt.k = o %% 5
         CROSS JOIN generate_series(0, 1) AS attempt
-        WHERE (o < p.cur OR (o = p.cur AND p.status = 'needs_attention'))
+        WHERE (o < p.cur OR (o = p.cur AND p.status = '{TaskStatus.NEEDS_ATTENTION}'))
           AND (attempt = 0 OR (p.id + o) %% 97 = 0)
         """,
         # About 24 events per task: created, claimed, a start and a completion per step, a
@@ -431,22 +437,6 @@ def _counts(tables: dict[str, str]) -> dict[str, Any]:
         }
 
 
-class _QueryCounter:
-    def __init__(self) -> None:
-        self.count = 0
-
-    def __call__(
-        self,
-        execute: Callable[..., Any],
-        sql: str,
-        params: Any,
-        many: bool,
-        context: dict[str, Any],
-    ) -> Any:
-        self.count += 1
-        return execute(sql, params, many, context)
-
-
 def _percentile(values: list[float], q: int) -> float:
     """The q-th percentile (inclusive method, as statistics.quantiles computes it)."""
     if len(values) == 1:
@@ -462,13 +452,13 @@ def measure_page(
     times, cpu, queries = [], [], []
     status, size = 0, 0
     for _ in range(repeat):
-        counter = _QueryCounter()
+        counter = StatementCounter()
         with connection.execute_wrapper(counter):
             began, began_cpu = time.perf_counter(), time.process_time()
             response = client.get(url, headers=headers)
             times.append((time.perf_counter() - began) * 1000)
             cpu.append((time.process_time() - began_cpu) * 1000)
-        queries.append(counter.count)
+        queries.append(counter.statements)
         status, size = response.status_code, len(response.content)
     return PageFigures(
         name=name,
