@@ -81,6 +81,10 @@ class Task(models.Model):
     fanout_index = models.PositiveIntegerField(null=True, blank=True, editable=False)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now_add=True, editable=False)
+    # When the task entered its status (for a stopped task: since when it waits for a person).
+    # No index holds `updated_at`, which every commit sets, so a commit that changes no status
+    # updates the row in place (a HOT update: no index entries written).
+    status_changed_at = models.DateTimeField(auto_now_add=True, editable=False)
     started_at = models.DateTimeField(null=True, blank=True, editable=False)
     finished_at = models.DateTimeField(null=True, blank=True, editable=False)
 
@@ -91,7 +95,7 @@ class Task(models.Model):
             # The inbox's stopped tasks in their order, and their count in the navigation: a
             # few hundred entries however many tasks there are.
             models.Index(
-                fields=["updated_at", "id"],
+                fields=["status_changed_at", "id"],
                 condition=Q(status=TaskStatus.NEEDS_ATTENTION),
                 name="agentops_task_stopped_idx",
             ),

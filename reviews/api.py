@@ -207,7 +207,7 @@ def tasks_stopped(
     tasks = (
         Task.objects.filter(status=TaskStatus.NEEDS_ATTENTION)
         .select_related("created_by")
-        .order_by("updated_at", "id")
+        .order_by("status_changed_at", "id")
     )
     return _page(tasks, limit, offset)
 

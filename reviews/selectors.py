@@ -126,13 +126,13 @@ class InboxItem:
 
     @property
     def since(self) -> datetime:
-        return self.gate.created_at if self.gate is not None else self.task.updated_at
+        return self.gate.created_at if self.gate is not None else self.task.status_changed_at
 
     @property
     def deadline(self) -> datetime:
         if self.gate is not None:
             return self.gate.due_at
-        return self.task.updated_at + timedelta(seconds=stopped_sla_seconds())
+        return self.task.status_changed_at + timedelta(seconds=stopped_sla_seconds())
 
     @property
     def timeout_action(self) -> str:
@@ -231,7 +231,7 @@ def _inbox_querysets(
     if filters.age in AGES:
         cutoff = now - AGES[filters.age]
         gates_qs = gates_qs.filter(created_at__lte=cutoff)
-        tasks_qs = tasks_qs.filter(updated_at__lte=cutoff)
+        tasks_qs = tasks_qs.filter(status_changed_at__lte=cutoff)
     if filters.q:
         gates_qs = gates_qs.filter(_search(filters.q))
         digits = filters.q.lstrip("#")
@@ -244,9 +244,9 @@ def _inbox_querysets(
 
 # The database order of each list that agrees with the inbox order of a sort (see inbox_list).
 INBOX_ORDER = {
-    "due": (("due_at", "id"), ("updated_at", "id")),
-    "waiting": (("created_at", "task_id"), ("updated_at", "id")),
-    "newest": (("-created_at", "-task_id"), ("-updated_at", "-id")),
+    "due": (("due_at", "id"), ("status_changed_at", "id")),
+    "waiting": (("created_at", "task_id"), ("status_changed_at", "id")),
+    "newest": (("-created_at", "-task_id"), ("-status_changed_at", "-id")),
 }
 
 
@@ -297,7 +297,7 @@ def inbox_list(
                 "stopped",
                 task,
                 None,
-                task.updated_at,
+                task.status_changed_at,
                 _holder(task),
                 unknown_call=task.unknown_call,
             )

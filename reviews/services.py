@@ -748,13 +748,13 @@ def stopped_tasks_escalate_overdue(*, now: Any = None) -> int:
 
     now = now or timezone.now()
     cutoff = now - timedelta(seconds=sla)
-    overdue = Task.objects.filter(status=TaskStatus.NEEDS_ATTENTION, updated_at__lt=cutoff)
+    overdue = Task.objects.filter(status=TaskStatus.NEEDS_ATTENTION, status_changed_at__lt=cutoff)
     escalated = 0
-    for task_id, stopped_at in overdue.values_list("pk", "updated_at"):
+    for task_id, stopped_at in overdue.values_list("pk", "status_changed_at"):
         with transaction.atomic():
             task = (
                 Task.objects.select_for_update(skip_locked=True, of=("self",))
-                .filter(pk=task_id, status=TaskStatus.NEEDS_ATTENTION, updated_at=stopped_at)
+                .filter(pk=task_id, status=TaskStatus.NEEDS_ATTENTION, status_changed_at=stopped_at)
                 .first()
             )
             already = Decision.objects.filter(

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import hypothesis
 import pytest
 from django.conf import settings
 from django.db import connection
@@ -25,6 +26,13 @@ from django.db import connection
 from agentops import dburl
 
 ROOT = Path(__file__).resolve().parent.parent
+
+# The property tests check what is generated, not how fast: on a loaded two-core machine input
+# generation alone can pass Hypothesis' one-second health check and its per-example deadline.
+hypothesis.settings.register_profile(
+    "agentops", deadline=None, suppress_health_check=[hypothesis.HealthCheck.too_slow]
+)
+hypothesis.settings.load_profile("agentops")
 LEASE_SECONDS = 2.0
 
 

@@ -194,7 +194,7 @@ def _seed_sql(tables: dict[str, str], tasks: int) -> list[str]:
         INSERT INTO {t["Task"]} (id, agent, goal, input, status, phase, mode, current_step,
             step_count, lease_epoch, lease_owner, last_seq, claims, recoveries, recovery_cap,
             step_retry_cap, tokens_used, cost_used, tokens_saved, failure, created_at,
-            updated_at, started_at, finished_at, created_by_id)
+            updated_at, status_changed_at, started_at, finished_at, created_by_id)
         SELECT id, 'refund', 'Refund order A' || id || ': parcel arrived damaged, customer '
                 || 'asks for the money back', jsonb_build_object('order_id', 'A' || id),
             status,
@@ -206,7 +206,8 @@ def _seed_sql(tables: dict[str, str], tasks: int) -> list[str]:
             CASE WHEN status = 'needs_attention' THEN jsonb_build_object(
                 'kind', 'tool_timeout', 'layer', 'tool',
                 'message', 'issue_refund timed out after 30 s', 'step', cur) END,
-            created, created + make_interval(secs => cur * 20), created,
+            created, created + make_interval(secs => cur * 20),
+            created + make_interval(secs => cur * 20), created,
             CASE WHEN status IN ('succeeded', 'aborted', 'rolled_back')
                  THEN created + make_interval(secs => cur * 20) END,
             %(starter)s

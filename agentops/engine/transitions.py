@@ -112,7 +112,7 @@ def lease_deadline() -> Any:
 
 # Task fields only this module writes: the status (by a transition), the lease, the event sequence.
 TASK_OWNED_FIELDS = frozenset(
-    {"status", "lease_epoch", "lease_owner", "lease_expires_at", "last_seq"}
+    {"status", "status_changed_at", "lease_epoch", "lease_owner", "lease_expires_at", "last_seq"}
 )
 # Step and ledger rows: the status, moved only by a transition.
 STATUS_FIELD = frozenset({"status"})
@@ -162,13 +162,22 @@ def _update_and_log(
     """Apply `fields` to the task if `queryset` still matches it; append events.
 
     Returns the new last_seq, or None when the queryset matched nothing."""
-    updated = queryset.update(last_seq=F("last_seq") + len(events), updated_at=Now(), **fields)
+    updated = queryset.update(
+        last_seq=F("last_seq") + len(events), updated_at=Now(), **_status_stamped(fields)
+    )
     if not updated:
         return None
     last_seq = Task.objects.filter(pk=task_id).values_list("last_seq", flat=True).get()
     if events:
         _append_events(task_id, last_seq, events, actor=actor)
     return last_seq
+
+
+def _status_stamped(fields: dict[str, Any]) -> dict[str, Any]:
+    """Task fields plus the time of the status change, when they set a status."""
+    if "status" not in fields:
+        return fields
+    return {**fields, "status_changed_at": Now()}
 
 
 def task_claim(*, task_id: int, owner: str) -> Lease | None:
@@ -515,7 +524,7 @@ class Commit:
     def _statement(self) -> tuple[str, list[Any]]:
         table = Task._meta.db_table
         params: list[Any] = [self.seq]
-        sets = _assignments(Task, self.fields, params)
+        sets = _assignments(Task, _status_stamped(self.fields), params)
         params += [self.lease.task_id, self.lease.epoch, self.lease.last_seq, sorted(self.sources)]
         ctes = [
             f'fence AS (UPDATE "{table}" SET "last_seq" = %s, "updated_at" = '
