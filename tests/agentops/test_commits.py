@@ -121,3 +121,21 @@ def test_a_commit_renews_the_lease_only_past_half_of_it(redis_clean):
     lease.renewed_at = time.monotonic() - 10_000
     fenced_write(lease, [EventSpec("agentops.task.note")])
     assert Task.objects.get(pk=task.pk).lease_expires_at > granted
+
+
+def test_the_status_change_time_moves_only_with_the_status(redis_clean):
+    """`status_changed_at` is set by commits that change the status (the stopped tasks' index
+    orders by it), and left alone by the others, which still touch `updated_at`."""
+    task, lease = claimed()
+    claimed_at = Task.objects.values_list("status_changed_at", flat=True).get(pk=task.pk)
+    assert claimed_at > task.status_changed_at
+
+    fenced_write(lease, [EventSpec("agentops.step.model_result", step=0)], phase="model_result")
+    row = Task.objects.values("status_changed_at", "updated_at").get(pk=task.pk)
+    assert row["status_changed_at"] == claimed_at
+    assert row["updated_at"] > claimed_at
+
+    fenced_write(lease, [], transition="stop", failure={"kind": "tool_timeout"})
+    stopped = Task.objects.get(pk=task.pk)
+    assert stopped.status == "needs_attention"
+    assert stopped.status_changed_at > row["updated_at"]
