@@ -16,7 +16,7 @@ from typing import Any
 from django.conf import settings
 
 from agentops.engine.errors import NotSerializable, StepFailure, ToolFailure
-from agentops.engine.jsonvalues import digest, redacted, validated
+from agentops.engine.jsonvalues import Encoded, encoded, redacted, validated
 from agentops.engine.registry import Tool, ToolContext
 from agentops.states import LedgerStatus
 
@@ -27,8 +27,14 @@ def idempotency_key(*, task_id: int, step_id: int, tool: str, args_digest: str) 
     return f"t{task_id}-s{step_id}-{tool}-{args_digest[:32]}"
 
 
+def arguments_encoded(arguments: dict[str, Any]) -> Encoded:
+    """The arguments serialized once: the digest the key is built on, the JSON the contract
+    check reads and (when exact) the bytes their artifact stores."""
+    return encoded(arguments)
+
+
 def arguments_digest(arguments: dict[str, Any]) -> str:
-    return digest(arguments)
+    return arguments_encoded(arguments).sha256
 
 
 @dataclass(frozen=True)

@@ -102,11 +102,14 @@ class Tool:
             **fields,
         )
 
-    def check_arguments(self, arguments: dict[str, Any]) -> None:
+    def check_arguments(self, arguments: dict[str, Any], *, text: bytes | None = None) -> None:
         """Raise ModelFailure(output_invalid) if the model's arguments break the contract; the
-        message names each offending path (`arguments.address.city: ...`)."""
+        message names each offending path (`arguments.address.city: ...`). `text`: the
+        arguments' JSON when the caller has it already."""
         try:
-            self.arguments_model.model_validate_json(json.dumps(arguments))
+            self.arguments_model.model_validate_json(
+                json.dumps(arguments) if text is None else text
+            )
         except ValidationError as exc:
             raise ModelFailure(
                 f"tool {self.name}: {contract_errors(exc, 'arguments')}", kind="output_invalid"

@@ -45,12 +45,12 @@ from agentops.engine.errors import (
     UnknownAgent,
     UnknownTool,
 )
-from agentops.engine.jsonvalues import loaded, offloaded, redacted, validated
+from agentops.engine.jsonvalues import Encoded, loaded, offloaded, redacted, validated
 from agentops.engine.leases import Heartbeat
 from agentops.engine.ledger import (
     INVALID_OUTPUT_KEY,
     Outcome,
-    arguments_digest,
+    arguments_encoded,
     idempotency_key,
     invoke,
     is_invalid_output,
@@ -152,6 +152,8 @@ class Routed:
     edited: bool
     verdict: Verdict
     digest: str
+    # The arguments serialized once (the digest above is its sha256).
+    known: Encoded
     events: list[EventSpec] = field(default_factory=list)
     fields: dict[str, Any] = field(default_factory=lambda: {"phase": Phase.BEFORE_TOOL_CALL})
     response_record: dict[str, Any] | None = None
@@ -481,10 +483,12 @@ class TaskRun:
         a `pending` ledger row (auto, audit: plus an audit item), or a gate that parks the task
         (returns None). A denied action raises authorization_gap."""
         arguments, edited = routing.effective_arguments(step, tool, response.tool_calls[0])
-        # Digested once: the loop check, the ledger key and the gate binding all use it.
-        digest = arguments_digest(arguments)
+        # Serialized and digested once: the contract check, the loop check, the ledger key, the
+        # gate binding and the arguments' artifact all use it.
+        known = arguments_encoded(arguments)
+        digest = known.sha256
         if record:
-            self._check_proposal(step, response, tool, arguments, digest)
+            self._check_proposal(step, response, tool, arguments, known)
         verdict = routing.verdict_for(
             task=self.task,
             tool=tool,
@@ -500,6 +504,7 @@ class TaskRun:
             edited=edited,
             verdict=verdict,
             digest=digest,
+            known=known,
         )
         if record:
             event, usage_fields, routed.response_record = self._model_result(step, response)
@@ -525,12 +530,12 @@ class TaskRun:
         response: ModelResponse,
         tool: Tool,
         arguments: dict[str, Any],
-        digest: str,
+        known: Encoded,
     ) -> None:
         """Checks on a new proposal, before it is routed: its arguments fit the tool, it is not
         a planning loop, and the model's confidence has not collapsed."""
-        tool.check_arguments(arguments)
-        budgets.check_loop(self.proposals, step, tool, arguments, digest=digest)
+        tool.check_arguments(arguments, text=known.data if known.exact else None)
+        budgets.check_loop(self.proposals, step, tool, arguments, digest=known.sha256)
         budgets.check_confidence(self.agent, self.steps, step, response)
 
     def _park_at_gate(self, routed: Routed) -> None:
@@ -585,7 +590,10 @@ class TaskRun:
                 tool=tool.name,
                 side_effect=tool.side_effect,
                 args=commit.offloaded(
-                    routed.arguments, path="tool_call.args", task_id=self.task.pk
+                    routed.arguments,
+                    path="tool_call.args",
+                    task_id=self.task.pk,
+                    known=routed.known,
                 ),
                 args_digest=routed.digest,
                 idempotency_key=key,
