@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
@@ -108,19 +109,26 @@ def canonical_json(value: Any) -> str:
 
 @dataclass(frozen=True)
 class Encoded:
-    """A value serialized once: its canonical JSON bytes, their sha256 (the value's digest),
-    and whether those bytes are also the value's own JSON (nothing in it was normalized), in
-    which case they are what an artifact of the value stores."""
+    """A value serialized once. `data`: JSON bytes with sorted keys; `exact`: they read back as
+    the value itself (an artifact of the value can store them). `encoded` gives the canonical
+    bytes (then `sha256` is the value's digest), `exact_json` the value's own."""
 
     data: bytes
-    sha256: str
     exact: bool
+
+    @functools.cached_property
+    def sha256(self) -> str:
+        return hashlib.sha256(self.data).hexdigest()
 
 
 def encoded(value: Any) -> Encoded:
     normal = _normalized(value)
-    data = _dumps(normal).encode()
-    return Encoded(data, hashlib.sha256(data).hexdigest(), exact=normal is value)
+    return Encoded(_dumps(normal).encode(), exact=normal is value)
+
+
+def exact_json(value: Any) -> Encoded:
+    """The bytes an artifact of `value` stores (it must be valid JSON: see `validated`)."""
+    return Encoded(_dumps(value).encode(), exact=True)
 
 
 def digest(value: Any) -> str:
@@ -152,17 +160,16 @@ def offloaded(
     validated(value, path)
     if isinstance(value, (bool, int, float)) or value is None:
         return value
-    if known is not None and known.exact:
-        data, sha = known.data, known.sha256
-    else:
-        data, sha = _dumps(value).encode(), ""
+    if known is None or not known.exact:
+        known = exact_json(value)
+    data = known.data
     # Data shaped like a pointer is stored too, so `loaded` only ever resolves pointers made here
     # (a hostile tool result could otherwise name another task's artifact).
     if len(data) <= settings.AGENTOPS["ARTIFACT_THRESHOLD_BYTES"] and not is_pointer(value):
         return value
     if before_store is not None:
         before_store()
-    sha = sha or hashlib.sha256(data).hexdigest()
+    sha = known.sha256
     name, directory = _stored(f"artifacts/{task_id or 'none'}/{sha}.json", data)
     if directory is not None:
         if sync_dirs is None:
