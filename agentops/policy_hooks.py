@@ -72,7 +72,7 @@ def recorded_actions(
 ) -> Iterator[RecordedAction]:
     """Every step routed since `since` (it has a route and a recorded model response), with the
     time a person took to decide it when `decision_seconds` knows it (one lookup per chunk)."""
-    from agentops.engine.jsonvalues import loaded
+    from agentops.engine.model import loaded_response
     from agentops.models import Step
 
     rows = (
@@ -86,7 +86,7 @@ def recorded_actions(
     for chunk in _chunks(rows.iterator(chunk_size=CHUNK)):
         decided = decision_seconds([row[0] for row in chunk]) if decision_seconds else {}
         for pk, agent, ordinal, route, started_at, record, approval in chunk:
-            response = loaded(record)
+            response = loaded_response(record)
             if not isinstance(response, dict):
                 continue
             action = step_action(agent=agent, ordinal=ordinal, response=response, approval=approval)

@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
@@ -13,11 +14,12 @@ import os
 import re
 import unicodedata
 from collections.abc import Callable
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, cast
 
 from django.conf import settings
 from django.core.files.base import ContentFile
-from django.core.files.storage import default_storage
+from django.core.files.storage import FileSystemStorage, default_storage
 
 from agentops.engine.errors import NotSerializable
 
@@ -67,7 +69,10 @@ def validated(value: Any, path: str) -> Any:
 
 
 def _normalized(value: Any) -> Any:
+    """The canonical form of `value`: `value` itself (the same object) when nothing in it
+    changes, so a caller can tell that its canonical JSON is also its exact JSON."""
     if isinstance(value, str):
+        # Returns `value` itself when it is already NFC (always, for ASCII).
         return unicodedata.normalize("NFC", value)
     if isinstance(value, bool) or value is None:
         return value
@@ -78,25 +83,56 @@ def _normalized(value: Any) -> Any:
         if len(normalized) != len(value):
             # Two keys equal in NFC would collapse into one and drop a value from the digest.
             raise ValueError("two object keys are the same string in Unicode NFC form")
-        return normalized
-    if isinstance(value, (list, tuple)):
+        unchanged = all(
+            new_key is key and new is old
+            for (key, old), (new_key, new) in zip(value.items(), normalized.items(), strict=True)
+        )
+        return value if unchanged else normalized
+    if isinstance(value, list):
+        items = [_normalized(v) for v in value]
+        return value if all(a is b for a, b in zip(items, value, strict=True)) else items
+    if isinstance(value, tuple):
         return [_normalized(v) for v in value]
     return value
 
 
-def canonical_json(value: Any) -> str:
-    """Sorted keys, NFC strings, integral floats as ints, no whitespace: stable across processes."""
+def _dumps(value: Any) -> str:
     return json.dumps(
-        _normalized(value),
-        sort_keys=True,
-        separators=(",", ":"),
-        ensure_ascii=False,
-        allow_nan=False,
+        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
     )
 
 
+def canonical_json(value: Any) -> str:
+    """Sorted keys, NFC strings, integral floats as ints, no whitespace: stable across processes."""
+    return _dumps(_normalized(value))
+
+
+@dataclass(frozen=True)
+class Encoded:
+    """A value serialized once. `data`: JSON bytes with sorted keys; `exact`: they read back as
+    the value itself (an artifact of the value can store them). `encoded` gives the canonical
+    bytes (then `sha256` is the value's digest), `exact_json` the value's own."""
+
+    data: bytes
+    exact: bool
+
+    @functools.cached_property
+    def sha256(self) -> str:
+        return hashlib.sha256(self.data).hexdigest()
+
+
+def encoded(value: Any) -> Encoded:
+    normal = _normalized(value)
+    return Encoded(_dumps(normal).encode(), exact=normal is value)
+
+
+def exact_json(value: Any) -> Encoded:
+    """The bytes an artifact of `value` stores (it must be valid JSON: see `validated`)."""
+    return Encoded(_dumps(value).encode(), exact=True)
+
+
 def digest(value: Any) -> str:
-    return hashlib.sha256(canonical_json(value).encode()).hexdigest()
+    return encoded(value).sha256
 
 
 def offloaded(
@@ -106,56 +142,96 @@ def offloaded(
     task_id: int | None,
     before_store: Callable[[], None] | None = None,
     sync_dirs: set[str] | None = None,
+    known: Encoded | None = None,
 ) -> Any:
     """Validate `value`; if its JSON is above the artifact threshold, store it and return a pointer.
 
     The pointer is `{"$artifact": id, "size": bytes, "sha256": hex}`. Small values come back as is.
-    The value is serialized once; size, digest and file come from those bytes. Files are named
-    by content (per task): a value already stored is not written again. `before_store` runs
-    before an artifact is stored (a commit opens its transaction there); with `sync_dirs`, the
-    directory to fsync is added to it (the commit fsyncs each directory once) instead of being
-    fsynced here.
+    The value is serialized once (`known`, its `encoded` form, is reused when given: its
+    canonical bytes are the file when exact); size, digest and file come from those bytes. An
+    artifact holds the value's JSON with sorted keys (jsonb keeps no key order either). Files
+    are named by content (per task): a value already stored is not written again.
+    `before_store` runs before an artifact is stored (a commit opens its transaction there);
+    with `sync_dirs`, the directory to fsync is added to it (the commit fsyncs each directory
+    once) instead of being fsynced here.
     """
     from agentops.models import Artifact
 
     validated(value, path)
     if isinstance(value, (bool, int, float)) or value is None:
         return value
-    data = json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
+    if known is None or not known.exact:
+        known = exact_json(value)
+    data = known.data
     # Data shaped like a pointer is stored too, so `loaded` only ever resolves pointers made here
     # (a hostile tool result could otherwise name another task's artifact).
     if len(data) <= settings.AGENTOPS["ARTIFACT_THRESHOLD_BYTES"] and not is_pointer(value):
         return value
     if before_store is not None:
         before_store()
-    sha = hashlib.sha256(data).hexdigest()
-    name = f"artifacts/{task_id or 'none'}/{sha}.json"
-    if not (default_storage.exists(name) and default_storage.size(name) == len(data)):
-        # (A file cut short by a crash has another size: the storage saves under a new name.)
-        name = default_storage.save(name, ContentFile(data))
-    _make_durable(name, sync_dirs)
+    sha = known.sha256
+    name, directory = _stored(f"artifacts/{task_id or 'none'}/{sha}.json", data)
+    if directory is not None:
+        if sync_dirs is None:
+            fsync_directory(directory)
+        else:
+            sync_dirs.add(directory)
     artifact = Artifact.objects.create(task_id=task_id, name=name, size=len(data), sha256=sha)
     return {ARTIFACT_KEY: artifact.pk, "size": len(data), "sha256": sha, "path": path}
 
 
-def _make_durable(name: str, sync_dirs: set[str] | None = None) -> None:
-    """fsync an artifact written to local files before its pointer commits, so a power loss
-    cannot leave a committed pointer to a missing file (a file reused by content is fsynced
-    too: the commit that wrote it may have died before its fsync). Remote storages
-    (S3-compatible) are durable when their write returns and have no local path."""
+def _stored(name: str, data: bytes) -> tuple[str, str | None]:
+    """Store `data` under `name` (or, when a different file has that name, a new one), durable
+    before its pointer commits, so a power loss cannot leave a committed pointer to a missing
+    file. Returns the name and the local directory whose entries must be fsynced before that
+    commit (None for remote storages, S3-compatible ones, durable when their write returns)."""
+    if default_storage.__class__ is not FileSystemStorage:
+        if not (default_storage.exists(name) and default_storage.size(name) == len(data)):
+            name = default_storage.save(name, ContentFile(data))
+        return name, None
+    path = default_storage.path(name)
     try:
-        path = default_storage.path(name)
-    except NotImplementedError:
-        return
-    handle = os.open(path, os.O_RDONLY)
+        handle = _created(path)
+    except FileExistsError:
+        directory = os.path.dirname(path)
+        new_directory = not os.path.isdir(directory)
+        if new_directory or os.path.getsize(path) != len(data):
+            # A new directory (the storage makes it, with its modes), or a file cut short by a
+            # crash (it has another size: the storage saves under a new name).
+            name = default_storage.save(name, ContentFile(data))
+            path = default_storage.path(name)
+        if new_directory:
+            fsync_directory(os.path.dirname(directory))
+        # A file reused by content is fsynced too: the commit that wrote it may have died
+        # before its fsync.
+        handle = os.open(path, os.O_RDONLY)
+    else:
+        # Written and fsynced through the handle that created it: nothing is read back.
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(handle, view) :]
+        except BaseException:
+            os.close(handle)
+            os.unlink(path)
+            raise
     try:
         os.fsync(handle)
     finally:
         os.close(handle)
-    if sync_dirs is None:
-        fsync_directory(os.path.dirname(path))
-    else:
-        sync_dirs.add(os.path.dirname(path))
+    return name, os.path.dirname(path)
+
+
+def _created(path: str) -> int:
+    """A new file at `path`, open for writing, with the storage's permissions; FileExistsError
+    when the name is taken or the directory does not exist yet."""
+    if not os.path.isdir(os.path.dirname(path)):
+        raise FileExistsError(path)
+    handle = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    mode = cast(FileSystemStorage, default_storage).file_permissions_mode
+    if mode is not None:
+        os.fchmod(handle, mode)
+    return handle
 
 
 def fsync_directory(path: str) -> None:

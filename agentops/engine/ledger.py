@@ -8,7 +8,6 @@ call is `executed_unknown` and never retried automatically.
 
 from __future__ import annotations
 
-import json
 import logging
 from dataclasses import dataclass
 from typing import Any
@@ -16,7 +15,7 @@ from typing import Any
 from django.conf import settings
 
 from agentops.engine.errors import NotSerializable, StepFailure, ToolFailure
-from agentops.engine.jsonvalues import digest, redacted, validated
+from agentops.engine.jsonvalues import Encoded, encoded, exact_json, redacted, validated
 from agentops.engine.registry import Tool, ToolContext
 from agentops.states import LedgerStatus
 
@@ -27,8 +26,14 @@ def idempotency_key(*, task_id: int, step_id: int, tool: str, args_digest: str) 
     return f"t{task_id}-s{step_id}-{tool}-{args_digest[:32]}"
 
 
+def arguments_encoded(arguments: dict[str, Any]) -> Encoded:
+    """The arguments serialized once: the digest the key is built on, the JSON the contract
+    check reads and (when exact) the bytes their artifact stores."""
+    return encoded(arguments)
+
+
 def arguments_digest(arguments: dict[str, Any]) -> str:
-    return digest(arguments)
+    return arguments_encoded(arguments).sha256
 
 
 @dataclass(frozen=True)
@@ -40,6 +45,8 @@ class Outcome:
 
     status: str
     result: dict[str, Any] | None = None
+    # The result's JSON, when the call just produced it (stored from these bytes).
+    known: Encoded | None = None
     failure: StepFailure | None = None
     how: str = "invoked"
 
@@ -56,9 +63,10 @@ def is_invalid_output(result: Any) -> bool:
     return isinstance(result, dict) and INVALID_OUTPUT_KEY in result
 
 
-def checked_result(tool: Tool, result: Any) -> dict[str, Any]:
+def checked_result(tool: Tool, result: Any) -> tuple[dict[str, Any], Encoded]:
     """The tool's result if it is a JSON object PostgreSQL can store, within the size limit and
-    the tool's declared result schema; else ToolFailure (output_invalid or schema_mismatch)."""
+    the tool's declared result schema, with its JSON (serialized once: sized here, stored from
+    it); else ToolFailure (output_invalid or schema_mismatch)."""
     if not isinstance(result, dict):
         raise ToolFailure(
             f"{tool.name} returned {type(result).__name__}, expected a JSON object",
@@ -74,14 +82,15 @@ def checked_result(tool: Tool, result: Any) -> dict[str, Any]:
         raise ToolFailure(
             f"{tool.name} returned output nested too deeply", kind="output_invalid"
         ) from None
-    size = len(json.dumps(result, ensure_ascii=False).encode())
+    known = exact_json(result)
+    size = len(known.data)
     limit = settings.AGENTOPS["TOOL_RESULT_MAX_BYTES"]
     if size > limit:
         raise ToolFailure(
             f"{tool.name} returned {size} bytes of output (limit {limit})", kind="output_invalid"
         )
-    tool.check_result(result)
-    return result
+    tool.check_result(result, text=known.data)
+    return result, known
 
 
 def _rejected_output(tool: Tool, failure: ToolFailure) -> Outcome:
@@ -118,9 +127,17 @@ def invoke(tool: Tool, ctx: ToolContext, arguments: dict[str, Any]) -> Outcome:
         )
         return reconcile(tool, ctx, arguments, cause=bug)
     try:
-        return Outcome(LedgerStatus.SUCCEEDED, result=redacted(checked_result(tool, raw)))
+        return Outcome(LedgerStatus.SUCCEEDED, *_redacted_result(tool, raw))
     except ToolFailure as failure:
         return _rejected_output(tool, failure)
+
+
+def _redacted_result(tool: Tool, raw: Any) -> tuple[dict[str, Any], Encoded | None]:
+    """The checked result with secrets redacted, and its JSON when redaction changed nothing
+    (redaction only replaces strings, so equal means the same JSON)."""
+    result, known = checked_result(tool, raw)
+    stored = redacted(result)
+    return stored, (known if stored == result else None)
 
 
 def reconcile(
@@ -135,7 +152,7 @@ def reconcile(
     if tool.probe_fn is not None:
         try:
             found = tool.probe_fn(ctx)
-            found = None if found is None else redacted(checked_result(tool, found))
+            found = None if found is None else _redacted_result(tool, found)[0]
         except ToolFailure as probe_error:
             logger.warning("probe of %s failed: %s", ctx.idempotency_key, probe_error)
         else:

@@ -24,7 +24,7 @@ from django.conf import settings
 from openai.types.chat import ChatCompletion, ChatCompletionMessageFunctionToolCall
 
 from agentops.engine.errors import ModelFailure
-from agentops.engine.jsonvalues import canonical_json
+from agentops.engine.jsonvalues import canonical_json, is_pointer, loaded
 from agentops.engine.retry_after import retry_after_seconds
 
 if TYPE_CHECKING:
@@ -89,6 +89,34 @@ class ModelResponse:
     @classmethod
     def from_record(cls, record: dict[str, Any]) -> ModelResponse:
         return cls(**record)
+
+
+def record_pointing_at(record: dict[str, Any], arguments: dict[str, Any]) -> dict[str, Any]:
+    """The response record with its call's arguments replaced by `arguments`, the pointer to
+    the artifact the ledger row stores them in (exactly the proposal): a large proposal is
+    stored once, and the record stays small enough to keep in the row."""
+    first, *rest = record["tool_calls"]
+    return {**record, "tool_calls": [{**first, "arguments": arguments}, *rest]}
+
+
+def loaded_response(value: Any) -> Any:
+    """A recorded model response as the model gave it: the record (`loaded`), with its calls'
+    arguments loaded where they point at their artifact (see `record_pointing_at`)."""
+    record = loaded(value)
+    calls = record.get("tool_calls") if isinstance(record, dict) else None
+    if not isinstance(calls, list) or not any(
+        isinstance(call, dict) and is_pointer(call.get("arguments")) for call in calls
+    ):
+        return record
+    return {
+        **record,
+        "tool_calls": [
+            {**call, "arguments": loaded(call["arguments"])}
+            if isinstance(call, dict) and is_pointer(call.get("arguments"))
+            else call
+            for call in calls
+        ],
+    }
 
 
 class ModelAdapter(Protocol):
@@ -175,11 +203,14 @@ class ScriptedModel:
         if agent.script is None:
             raise ModelFailure(f"agent {agent.name} has no script", kind="unavailable")
         reply = agent.script(request)
+        # The reply as a provider sends it: compact JSON text, which is also what the
+        # completion's tokens are estimated from (no second serialization).
+        raw = json.dumps(reply, separators=(",", ":"), ensure_ascii=False)
         usage = {
             "prompt_tokens": request.prompt_estimate or estimate_tokens(request.messages),
-            "completion_tokens": estimate_tokens(reply),
+            "completion_tokens": max(1, len(raw) // 4),
         }
-        return parse_response(json.dumps(reply), usage=usage)
+        return parse_response(raw, usage=usage)
 
     def _maybe_fail(self, request: ModelRequest) -> None:
         faults = (request.task_input.get("model_faults") or {}).get(str(request.step)) or []

@@ -102,22 +102,28 @@ class Tool:
             **fields,
         )
 
-    def check_arguments(self, arguments: dict[str, Any]) -> None:
+    def check_arguments(self, arguments: dict[str, Any], *, text: bytes | None = None) -> None:
         """Raise ModelFailure(output_invalid) if the model's arguments break the contract; the
-        message names each offending path (`arguments.address.city: ...`)."""
+        message names each offending path (`arguments.address.city: ...`). `text`: the
+        arguments' JSON when the caller has it already."""
         try:
-            self.arguments_model.model_validate_json(json.dumps(arguments))
+            self.arguments_model.model_validate_json(
+                json.dumps(arguments) if text is None else text
+            )
         except ValidationError as exc:
             raise ModelFailure(
                 f"tool {self.name}: {contract_errors(exc, 'arguments')}", kind="output_invalid"
             ) from None
 
-    def check_result(self, result: Any) -> None:
-        """Raise ToolFailure(schema_mismatch) if the result breaks the declared result type."""
+    def check_result(self, result: Any, *, text: bytes | None = None) -> None:
+        """Raise ToolFailure(schema_mismatch) if the result breaks the declared result type.
+        `text`: the result's JSON when the caller has it already."""
         if self.result_type is None:
             return
         try:
-            TypeAdapter(self.result_type).validate_json(json.dumps(result))
+            TypeAdapter(self.result_type).validate_json(
+                json.dumps(result) if text is None else text
+            )
         except ValidationError as exc:
             raise ToolFailure(
                 f"{self.name} returned a result that breaks its declared schema: "

@@ -45,12 +45,19 @@ from agentops.engine.errors import (
     UnknownAgent,
     UnknownTool,
 )
-from agentops.engine.jsonvalues import loaded, offloaded, redacted, validated
+from agentops.engine.jsonvalues import (
+    Encoded,
+    is_pointer,
+    loaded,
+    offloaded,
+    redacted,
+    validated,
+)
 from agentops.engine.leases import Heartbeat
 from agentops.engine.ledger import (
     INVALID_OUTPUT_KEY,
     Outcome,
-    arguments_digest,
+    arguments_encoded,
     idempotency_key,
     invoke,
     is_invalid_output,
@@ -60,6 +67,8 @@ from agentops.engine.model import (
     ModelRequest,
     ModelResponse,
     get_model_adapter,
+    loaded_response,
+    record_pointing_at,
 )
 from agentops.engine.registry import Agent, Tool, ToolContext, get_agent, get_tool, registered_tool
 from agentops.engine.rollback import Rollback
@@ -152,9 +161,14 @@ class Routed:
     edited: bool
     verdict: Verdict
     digest: str
+    # The arguments serialized once (the digest above is its sha256).
+    known: Encoded
     events: list[EventSpec] = field(default_factory=list)
     fields: dict[str, Any] = field(default_factory=lambda: {"phase": Phase.BEFORE_TOOL_CALL})
     response_record: dict[str, Any] | None = None
+    # The arguments to run are the model's proposal itself (no person's approval replaced
+    # them): the record can point at their artifact.
+    proposal_runs: bool = False
 
 
 @dataclass
@@ -379,7 +393,7 @@ class TaskRun:
             if fresh:
                 response = self._ask_model(step)
             else:
-                response = ModelResponse.from_record(loaded(step.model_response))
+                response = ModelResponse.from_record(loaded_response(step.model_response))
             if not response.tool_calls:
                 if fresh:
                     self._record_text_reply(step, response)
@@ -481,10 +495,12 @@ class TaskRun:
         a `pending` ledger row (auto, audit: plus an audit item), or a gate that parks the task
         (returns None). A denied action raises authorization_gap."""
         arguments, edited = routing.effective_arguments(step, tool, response.tool_calls[0])
-        # Digested once: the loop check, the ledger key and the gate binding all use it.
-        digest = arguments_digest(arguments)
+        # Serialized and digested once: the contract check, the loop check, the ledger key, the
+        # gate binding and the arguments' artifact all use it.
+        known = arguments_encoded(arguments)
+        digest = known.sha256
         if record:
-            self._check_proposal(step, response, tool, arguments, digest)
+            self._check_proposal(step, response, tool, arguments, known)
         verdict = routing.verdict_for(
             task=self.task,
             tool=tool,
@@ -500,11 +516,13 @@ class TaskRun:
             edited=edited,
             verdict=verdict,
             digest=digest,
+            known=known,
         )
         if record:
             event, usage_fields, routed.response_record = self._model_result(step, response)
             routed.events.append(event)
             routed.fields.update(usage_fields)
+            routed.proposal_runs = arguments is response.tool_calls[0]["arguments"]
         if verdict.route == "gate" and not routing.approved(step, routed.digest, verdict):
             self._park_at_gate(routed)
             return None
@@ -525,12 +543,12 @@ class TaskRun:
         response: ModelResponse,
         tool: Tool,
         arguments: dict[str, Any],
-        digest: str,
+        known: Encoded,
     ) -> None:
         """Checks on a new proposal, before it is routed: its arguments fit the tool, it is not
         a planning loop, and the model's confidence has not collapsed."""
-        tool.check_arguments(arguments)
-        budgets.check_loop(self.proposals, step, tool, arguments, digest=digest)
+        tool.check_arguments(arguments, text=known.data if known.exact else None)
+        budgets.check_loop(self.proposals, step, tool, arguments, digest=known.sha256)
         budgets.check_confidence(self.agent, self.steps, step, response)
 
     def _park_at_gate(self, routed: Routed) -> None:
@@ -578,15 +596,20 @@ class TaskRun:
             fold={"ledger": {key: LedgerStatus.PENDING}},
         )
         with fenced_commit(self.lease, [*routed.events, event], **routed.fields) as commit:
-            self._store_step(commit, step, routing.step_routing(verdict), routed.response_record)
+            args = commit.offloaded(
+                routed.arguments, path="tool_call.args", task_id=self.task.pk, known=routed.known
+            )
+            record = routed.response_record
+            if record is not None and routed.proposal_runs and is_pointer(args):
+                # The proposal is stored once: the step's record points at the row's artifact.
+                record = record_pointing_at(record, args)
+            self._store_step(commit, step, routing.step_routing(verdict), record)
             call = commit.call_create(
                 task=self.task,
                 step=step,
                 tool=tool.name,
                 side_effect=tool.side_effect,
-                args=commit.offloaded(
-                    routed.arguments, path="tool_call.args", task_id=self.task.pk
-                ),
+                args=args,
                 args_digest=routed.digest,
                 idempotency_key=key,
             )
@@ -761,7 +784,14 @@ class TaskRun:
         fields: dict[str, Any] = {"current_step": progress, "phase": Phase.STEP_COMPLETE}
         transition = then
         with fenced_commit(self.lease, events, transition=transition, **fields) as commit:
-            output = commit.offloaded(result.output, path="step.output", task_id=self.task.pk)
+            output = commit.offloaded(
+                result.output,
+                path="step.output",
+                task_id=self.task.pk,
+                known=outcome.known
+                if outcome is not None and result.output is outcome.result
+                else None,
+            )
             done = step_as_done(step, output=output)
             view = [done if s.pk == step.pk else s for s in self.steps]
             begin_events: list[EventSpec] = []

@@ -35,7 +35,7 @@ from psycopg.types.json import Jsonb
 from agentops import prometheus
 from agentops.engine.crashpoints import crashpoint
 from agentops.engine.errors import CheckpointMismatch, LeaseLost
-from agentops.engine.jsonvalues import fsync_directory, offloaded
+from agentops.engine.jsonvalues import Encoded, fsync_directory, offloaded
 from agentops.models import Event, Snapshot, Step, Task, ToolCall
 from agentops.states import (
     STEP_TRANSITIONS,
@@ -452,7 +452,9 @@ class Commit:
 
     # -- sending -----------------------------------------------------------------------------
 
-    def offloaded(self, value: Any, *, path: str, task_id: int | None) -> Any:
+    def offloaded(
+        self, value: Any, *, path: str, task_id: int | None, known: Encoded | None = None
+    ) -> Any:
         """`jsonvalues.offloaded`, with the artifact's row committed with this commit: storing
         one opens the transaction the statement is then sent in."""
         return offloaded(
@@ -461,6 +463,7 @@ class Commit:
             task_id=task_id,
             before_store=self.open_transaction,
             sync_dirs=self.sync_dirs,
+            known=known,
         )
 
     def open_transaction(self) -> None:

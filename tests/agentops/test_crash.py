@@ -16,6 +16,8 @@ from pathlib import Path
 import pytest
 from django.db.models import Count
 
+from agentops.engine.jsonvalues import loaded
+from agentops.engine.model import loaded_response
 from agentops.models import Event, Step, Task, ToolCall
 from agentops.services import task_create
 from agentops.sim.models import Effect, Fault, FaultMode
@@ -82,6 +84,32 @@ def test_worker_killed_at_a_named_point_resumes_without_repeating_work(processes
     task = crash_then_recover(processes, crash_at)
 
     assert_finished_once(task, processes)
+
+
+def test_worker_killed_after_a_large_proposal_runs_it_exactly_once(processes):
+    """The pending row and the step's record (pointing at the arguments' artifact) committed,
+    the tool never ran: the next worker runs exactly the recorded arguments."""
+    task = task_create(agent="bench_noop", goal="big", input={"steps": 2, "payload_kb": 300})
+    victim = processes.worker(crash_at="after_model_result@1")
+    assert victim.wait(timeout=60) == -9
+    call = ToolCall.objects.get(task=task, step__ordinal=1)
+    assert call.status == LedgerStatus.PENDING
+    processes.worker()
+    processes.sweeper()
+    wait_for(
+        lambda: Task.objects.get(pk=task.pk).is_terminal,
+        timeout=60,
+        message="the task to finish after the takeover",
+    )
+
+    task.refresh_from_db()
+    assert task.status == TaskStatus.SUCCEEDED, task.failure
+    assert model_calls(processes) == {0: 1, 1: 1}
+    step = Step.objects.get(task=task, ordinal=1)
+    proposed = loaded_response(step.model_response)["tool_calls"][0]["arguments"]
+    assert proposed["n"] == 1 and len(proposed["payload"]) == 300 * 1024
+    assert loaded(ToolCall.objects.get(pk=call.pk).args) == proposed
+    assert loaded(step.output) == {"n": 1, "payload": proposed["payload"]}
 
 
 def test_worker_killed_while_writing_a_snapshot_resumes_without_repeating_work(processes):

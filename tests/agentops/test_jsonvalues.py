@@ -19,6 +19,7 @@ from agentops.engine.errors import NotSerializable
 from agentops.engine.jsonvalues import (
     canonical_json,
     digest,
+    encoded,
     is_pointer,
     loaded,
     offloaded,
@@ -187,6 +188,25 @@ def test_digest_is_sha256_of_the_canonical_utf8(value):
     assert digest(value) == hashlib.sha256(canonical_json(value).encode("utf-8")).hexdigest()
 
 
+def _same_json(a: Any, b: Any) -> bool:
+    """Equal with the same types (1.0 == 1 in Python, not in an exact record)."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(_same_json(a[k], b[k]) for k in a)
+    if isinstance(a, list):
+        return len(a) == len(b) and all(_same_json(x, y) for x, y in zip(a, b, strict=True))
+    return bool(a == b)
+
+
+@given(json_values)
+def test_encoded_bytes_are_called_exact_only_when_they_read_back_as_the_value(value):
+    known = encoded(value)
+
+    assert known.data == canonical_json(value).encode()
+    assert known.exact == _same_json(json.loads(known.data), value)
+
+
 # A dict built from a set: its key order depends on the process's hash seed.
 FIXED = (
     "{k: len(k) for k in {'alpha', 'beta', 'gamma', 'delta', 'epsilon', 'zeta'}}"
@@ -285,7 +305,8 @@ def small_threshold(settings, tmp_path):
 @pytest.mark.django_db
 def test_offloaded_stores_a_large_value_as_an_artifact(small_threshold):
     value = {"text": "\u00e9" * 100, "rows": [[i, i * 1.5] for i in range(5)]}
-    data = json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
+    # Keys sorted, as jsonb keeps them; the float 0.0 stays a float (the file is exact).
+    data = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
 
     pointer = offloaded(value, path="step.output", task_id=None)
 
@@ -301,6 +322,59 @@ def test_offloaded_stores_a_large_value_as_an_artifact(small_threshold):
     )
     assert (small_threshold / artifact.name).read_bytes() == data
     assert loaded(pointer) == value
+
+
+@pytest.mark.django_db
+def test_offloaded_stores_the_canonical_bytes_when_they_are_exact(small_threshold):
+    value = {"b": "x" * 100, "a": 1}
+    known = encoded(value)
+
+    pointer = offloaded(value, path="tool_call.args", task_id=None, known=known)
+
+    assert known.exact
+    assert pointer["sha256"] == known.sha256 == digest(value)
+    assert (small_threshold / Artifact.objects.get().name).read_bytes() == known.data
+    assert loaded(pointer) == value
+
+
+@pytest.mark.django_db
+def test_offloaded_stores_the_value_itself_when_its_canonical_form_differs(small_threshold):
+    value = {"count": 2.0, "text": "e\u0301" * 50}
+    known = encoded(value)
+
+    pointer = offloaded(value, path="tool_call.args", task_id=None, known=known)
+
+    assert not known.exact
+    stored = loaded(pointer)
+    assert stored == value
+    assert isinstance(stored["count"], float)
+    assert stored["text"] == value["text"]
+
+
+@pytest.mark.django_db
+def test_a_value_stored_twice_is_one_file(small_threshold):
+    value = {"text": "z" * 200}
+
+    first = offloaded(value, path="step.output", task_id=None)
+    second = offloaded(dict(value), path="tool_call.result", task_id=None)
+
+    names = set(Artifact.objects.values_list("name", flat=True))
+    assert first["sha256"] == second["sha256"]
+    assert len(names) == 1
+    assert loaded(second) == value
+
+
+@pytest.mark.django_db
+def test_a_file_cut_short_is_not_reused(small_threshold):
+    value = {"text": "q" * 200}
+    first = offloaded(value, path="step.output", task_id=None)
+    short = Artifact.objects.get(pk=first["$artifact"])
+    (small_threshold / short.name).write_bytes(b'{"text":"qq')
+
+    second = offloaded(value, path="step.output", task_id=None)
+
+    assert Artifact.objects.get(pk=second["$artifact"]).name != short.name
+    assert loaded(second) == value
 
 
 @pytest.mark.django_db

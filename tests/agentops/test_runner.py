@@ -9,8 +9,10 @@ import django_rq
 import pytest
 from django.utils import timezone
 
+from agentops.agents.bench import bench_script
 from agentops.engine.errors import NotSerializable, UnknownAgent
-from agentops.engine.model import ModelRequest
+from agentops.engine.jsonvalues import is_pointer, loaded
+from agentops.engine.model import ModelRequest, loaded_response
 from agentops.engine.registry import Agent, PlanStep, register_agent
 from agentops.engine.runner import task_advance
 from agentops.models import Artifact, Event, Snapshot, Step, Task, ToolCall
@@ -204,6 +206,39 @@ def test_an_oversized_payload_goes_to_artifact_storage(redis_clean, settings, tm
     assert step.output["size"] > 300 * 1024
     artifact = Artifact.objects.get(pk=step.output["$artifact"])
     assert (tmp_path / artifact.name).stat().st_size == artifact.size
+
+
+def test_a_large_proposal_is_stored_once_and_read_back_exactly(redis_clean, settings, tmp_path):
+    settings.MEDIA_ROOT = tmp_path
+    task = task_create(agent="bench_noop", goal="big", input={"steps": 2, "payload_kb": 300})
+
+    task = run_until_parked_or_done(task)
+
+    assert task.status == TaskStatus.SUCCEEDED
+    step = Step.objects.get(task=task, ordinal=1)
+    call = ToolCall.objects.get(step=step)
+    # The step's record stays in the row; its call's arguments point at the ledger row's
+    # artifact, which holds exactly what the model proposed.
+    assert not is_pointer(step.model_response)
+    assert step.model_response["tool_calls"][0]["arguments"] == call.args
+    assert is_pointer(call.args)
+    request = ModelRequest(
+        agent="bench_noop",
+        task_id=task.pk,
+        step=1,
+        step_title="",
+        attempt=1,
+        messages=[],
+        tools=[],
+        task_input=task.input,
+    )
+    proposed = bench_script(request)["tool_calls"][0]["arguments"]
+    assert loaded_response(step.model_response)["tool_calls"][0]["arguments"] == proposed
+    assert loaded(call.args) == proposed
+    assert loaded(step.output) == {"n": 1, "payload": proposed["payload"]}
+    # Arguments and output are the same JSON here: one file, named by its content.
+    names = set(Artifact.objects.filter(task=task).values_list("name", flat=True))
+    assert len(names) == 2
 
 
 def _planner(request: ModelRequest) -> dict:
