@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import json
 import logging
 import time
 import weakref
@@ -30,7 +31,6 @@ from django.db.models import Case, F, Value, When
 from django.db.models.expressions import CombinedExpression
 from django.db.models.functions import Now
 from django.db.models.sql import UpdateQuery
-from psycopg.types.json import Jsonb
 
 from agentops import prometheus
 from agentops.engine.crashpoints import crashpoint
@@ -373,25 +373,13 @@ class Commit:
     def call_create(self, **fields: Any) -> ToolCall:
         """A new ledger row (`pending`), inserted with the commit; its pk is set once it is."""
         call = ToolCall(**fields)
-        columns, values, params = [], [], []
-        for model_field in ToolCall._meta.concrete_fields:
-            if model_field.primary_key:
-                continue
-            _, column, cast = _column(ToolCall, model_field.name)
-            columns.append(column)
-            if getattr(model_field, "auto_now_add", False):
-                values.append("STATEMENT_TIMESTAMP()")
-                continue
-            value = getattr(call, model_field.attname)
-            values.append(f"CAST(%s AS {cast})")
-            params.append(model_field.get_db_prep_save(value, connection))
+        sql, inserted = _insert_shape(ToolCall)
         name = f"c{len(self.parts)}"
         self.parts.append(
             _Part(
                 name,
-                f'INSERT INTO "{ToolCall._meta.db_table}" ({", ".join(columns)}) '
-                f'SELECT {", ".join(values)} FROM fence RETURNING "id"',
-                params,
+                sql,
+                [_db_value(f, getattr(call, f.attname)) for f in inserted],
                 target=call,
                 returns_id=True,
             )
@@ -408,7 +396,7 @@ class Commit:
                 f'INSERT INTO "{Snapshot._meta.db_table}" ("task_id", "seq", "state", '
                 '"created_at") SELECT fence."id", %s, CAST(%s AS jsonb), STATEMENT_TIMESTAMP() '
                 'FROM fence RETURNING "id"',
-                [self.seq, Jsonb(state)],
+                [self.seq, _json_text(state)],
             )
         )
 
@@ -428,8 +416,7 @@ class Commit:
         params.append(pk)
         where = f'"{table}"."id" = %s'
         if sources is not None:
-            where += f' AND "{table}"."status" = ANY(CAST(%s AS text[]))'
-            params.append(sorted(sources))
+            where += f' AND "{table}"."status" {_one_of(sources)}'
         self.parts.append(
             _Part(
                 f"u{len(self.parts)}",
@@ -479,8 +466,7 @@ class Commit:
         for directory in sorted(self.sync_dirs):
             fsync_directory(directory)
         sql, params = self._statement()
-        sent_at = time.monotonic()
-        prometheus.checkpoint_started()
+        sent_at, timer = time.monotonic(), time.perf_counter()
         try:
             with _prepared_cursor() as cursor:
                 cursor.execute(sql, params)
@@ -507,6 +493,7 @@ class Commit:
                 for attr, new in part.fields.items():
                     if not hasattr(new, "resolve_expression"):
                         setattr(part.target, attr, new)
+        prometheus.checkpoint_sent(timer)
         prometheus.events_written((e.action, e.payload) for e in self.all_events)
         if self.fields.get("status") in TERMINAL:
             _terminal_hook(self.lease.task_id)
@@ -516,11 +503,11 @@ class Commit:
         table = Task._meta.db_table
         params: list[Any] = [self.seq]
         sets = _assignments(Task, self.fields, params)
-        params += [self.lease.task_id, self.lease.epoch, self.lease.last_seq, sorted(self.sources)]
+        params += [self.lease.task_id, self.lease.epoch, self.lease.last_seq]
         ctes = [
             f'fence AS (UPDATE "{table}" SET "last_seq" = %s, "updated_at" = '
             f'STATEMENT_TIMESTAMP(){", " if sets else ""}{sets} WHERE "{table}"."id" = %s AND '
-            '"lease_epoch" = %s AND "last_seq" = %s AND "status" = ANY(CAST(%s AS text[])) '
+            f'"lease_epoch" = %s AND "last_seq" = %s AND "status" {_one_of(self.sources)} '
             'RETURNING "id")'
         ]
         events = self.all_events
@@ -546,7 +533,7 @@ class Commit:
                 "STATEMENT_TIMESTAMP() FROM fence, jsonb_to_recordset(CAST(%s AS jsonb)) AS "
                 'e("seq" bigint, "action" varchar, "step_ordinal" integer, "payload" jsonb))'
             )
-            params.append(Jsonb(rows))
+            params.append(_json_text(rows))
         columns = ["(SELECT count(*) FROM fence)"]
         for part in self.parts:
             ctes.append(f"{part.name} AS ({part.sql})")
@@ -649,7 +636,7 @@ def _assignments(model: type[models.Model], fields: dict[str, Any], params: list
             params.extend(expression_params)
         else:
             sets.append(f"{column} = CAST(%s AS {cast})")
-            params.append(model_field.get_db_prep_save(value, connection))
+            params.append(_db_value(model_field, value))
     return ", ".join(sets)
 
 
@@ -658,6 +645,64 @@ def _column(model: type[models.Model], name: str) -> tuple[Any, str, str]:
     """A model field, its quoted column and the type its parameters are cast to."""
     model_field = cast(Any, model._meta.get_field(name))
     return model_field, _quote(model_field.column), model_field.cast_db_type(connection)
+
+
+def _db_value(model_field: Any, value: Any) -> Any:
+    """The parameter for `value` in `model_field`'s column, as `get_db_prep_save` gives it,
+    except that JSON is sent as its text and a status (a str enum) as a plain str: psycopg
+    dumps those without an adapter lookup each (the statement casts every parameter to its
+    column's type, so PostgreSQL reads the same value)."""
+    if value is None:
+        return None
+    if _is_json(model_field):
+        return _json_text(value)
+    if isinstance(value, str):
+        return str.__str__(value)
+    return model_field.get_db_prep_save(value, connection)
+
+
+@functools.cache
+def _is_json(model_field: Any) -> bool:
+    return isinstance(model_field, models.JSONField)
+
+
+def _json_text(value: Any) -> str:
+    """A JSON value as the text its jsonb parameter is sent as (what psycopg's `Jsonb` sends:
+    `json.dumps`, without the spaces)."""
+    return json.dumps(value, separators=(",", ":"))
+
+
+@functools.cache
+def _one_of(statuses: frozenset[str]) -> str:
+    """`IN (...)` of the statuses as SQL literals: they come from the transition tables, so the
+    statement text stays one per shape (prepared once) and needs no array parameter."""
+    if not statuses:
+        return "IS NULL AND FALSE"
+    if not all(status.isidentifier() for status in statuses):
+        raise ValueError(f"not a status: {sorted(statuses)}")
+    return f"IN ({', '.join(repr(str.__str__(status)) for status in sorted(statuses))})"
+
+
+@functools.cache
+def _insert_shape(model: type[models.Model]) -> tuple[str, list[Any]]:
+    """`INSERT` of a new row joined to the fence (creation times from the statement's clock),
+    and the fields whose values are its parameters, in order."""
+    columns, values, inserted = [], [], []
+    for model_field in model._meta.concrete_fields:
+        if model_field.primary_key:
+            continue
+        _, column, cast_type = _column(model, model_field.name)
+        columns.append(column)
+        if getattr(model_field, "auto_now_add", False):
+            values.append("STATEMENT_TIMESTAMP()")
+            continue
+        values.append(f"CAST(%s AS {cast_type})")
+        inserted.append(model_field)
+    sql = (
+        f'INSERT INTO "{model._meta.db_table}" ({", ".join(columns)}) '
+        f'SELECT {", ".join(values)} FROM fence RETURNING "id"'
+    )
+    return sql, inserted
 
 
 def step_as_done(step: Step, *, output: Any) -> Step:
