@@ -16,7 +16,7 @@ import json
 import os
 import time
 import uuid
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 import openai
@@ -84,7 +84,15 @@ class ModelResponse:
     plan: list[dict[str, Any]] | None = None
 
     def as_record(self) -> dict[str, Any]:
-        return asdict(self)
+        """The response as the step records it: fresh containers (the caller may add to them),
+        the JSON values in them shared (nothing changes a recorded value in place)."""
+        return {
+            "text": self.text,
+            "tool_calls": [dict(call) for call in self.tool_calls],
+            "usage": dict(self.usage),
+            "confidence": self.confidence,
+            "plan": None if self.plan is None else [dict(step) for step in self.plan],
+        }
 
     @classmethod
     def from_record(cls, record: dict[str, Any]) -> ModelResponse:
@@ -174,12 +182,13 @@ class ScriptedModel:
         agent = get_agent(request.agent)
         if agent.script is None:
             raise ModelFailure(f"agent {agent.name} has no script", kind="unavailable")
-        reply = agent.script(request)
+        raw = json.dumps(agent.script(request))
         usage = {
             "prompt_tokens": request.prompt_estimate or estimate_tokens(request.messages),
-            "completion_tokens": estimate_tokens(reply),
+            # Counted on the text it answers with, like a provider (not serialized again).
+            "completion_tokens": max(1, len(raw) // 4),
         }
-        return parse_response(json.dumps(reply), usage=usage)
+        return parse_response(raw, usage=usage)
 
     def _maybe_fail(self, request: ModelRequest) -> None:
         faults = (request.task_input.get("model_faults") or {}).get(str(request.step)) or []

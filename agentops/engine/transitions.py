@@ -11,7 +11,6 @@ own the transaction.
 
 from __future__ import annotations
 
-import copy
 import functools
 import json
 import logging
@@ -21,7 +20,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 import psycopg
 from django.conf import settings
@@ -705,10 +704,21 @@ def _insert_shape(model: type[models.Model]) -> tuple[str, list[Any]]:
     return sql, inserted
 
 
+M = TypeVar("M", bound=models.Model)
+
+
+def _copied(instance: M) -> M:
+    """`copy.copy(instance)`: the same state (`Model.__getstate__`, which copies `_state`),
+    without the unpickling Django's `__reduce__` sends a copy through."""
+    new = instance.__class__.__new__(instance.__class__)
+    new.__dict__.update(instance.__getstate__())
+    return new
+
+
 def step_as_done(step: Step, *, output: Any) -> Step:
     """A copy of `step` as it will read once its `succeed` commits: the runner builds the next
     step's prompt from it before the one write that completes this step and starts the next."""
-    done = copy.copy(step)
+    done = _copied(step)
     done.status = STEP_TRANSITIONS["succeed"].target
     done.output = output
     return done
@@ -716,21 +726,21 @@ def step_as_done(step: Step, *, output: Any) -> Step:
 
 def step_as_started(step: Step) -> Step:
     """A copy of `step` as it will read once its `start` commits."""
-    started = copy.copy(step)
+    started = _copied(step)
     started.status = STEP_TRANSITIONS["start"].target
     return started
 
 
 def call_as(call: ToolCall, target: str) -> ToolCall:
     """A copy of a ledger row as it will read once its move to `target` commits."""
-    moved = copy.copy(call)
+    moved = _copied(call)
     moved.status = target
     return moved
 
 
 def task_as(task: Task, *, status: str, current_step: int) -> Task:
     """A copy of the task as it will read once a commit that sets these fields commits."""
-    moved = copy.copy(task)
+    moved = _copied(task)
     moved.status, moved.current_step = status, current_step
     return moved
 
