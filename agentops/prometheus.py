@@ -82,12 +82,6 @@ def timed(part: str) -> Iterator[None]:
         _step_duration(part).observe(time.perf_counter() - start)
 
 
-def checkpoint_sent(start: float) -> None:
-    """Time a checkpoint from `start` (its statement about to be sent, a `perf_counter`) to its
-    commit: now when the statement was its own transaction, else once the transaction commits."""
-    transaction.on_commit(lambda: _step_duration("checkpoint").observe(time.perf_counter() - start))
-
-
 def _count_event(action: str, payload: dict[str, Any]) -> None:
     if action == "agentops.step.started":
         STEPS_STARTED.inc()
@@ -136,6 +130,20 @@ def events_written(events: Iterable[tuple[str, dict[str, Any]]]) -> None:
                 _count_event(action, payload)
 
         transaction.on_commit(count)
+
+
+def checkpoint_committed(start: float, events: Iterable[tuple[str, dict[str, Any]]]) -> None:
+    """A checkpoint's statement succeeded: once it commits (now, when the statement was its
+    own transaction), observe its duration from `start` (a `perf_counter` taken as it was
+    sent) and count its events (action, payload), as `events_written` does."""
+    counted = [(action, payload) for action, payload in events if action in COUNTED]
+
+    def committed() -> None:
+        _step_duration("checkpoint").observe(time.perf_counter() - start)
+        for action, payload in counted:
+            _count_event(action, payload)
+
+    transaction.on_commit(committed)
 
 
 # -- state: computed at scrape time by collectors apps register ----------------------------------

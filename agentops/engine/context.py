@@ -12,10 +12,11 @@ model's window, default 50 %): older work is summarized first, then the summary 
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import math
 import operator
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from itertools import chain
 from typing import Any, TypeVar, cast
@@ -320,14 +321,29 @@ def build_context(
 def calibration(steps: Sequence[Step], *, before: Step | None = None) -> float:
     """Provider-reported prompt tokens per estimated token, from the latest step (before
     `before`) whose recorded usage has both (1.0 when none has; bounded to 0.25..4)."""
-    for step in sorted(steps, key=lambda s: s.ordinal, reverse=True):
-        if before is not None and step.ordinal >= before.ordinal:
-            continue
+    for step in _newest_first(steps, before=before):
         usage = (step.model_response or {}).get("usage") or {}
         reported, estimated = usage.get("prompt_tokens"), usage.get("prompt_estimate")
         if isinstance(reported, int) and isinstance(estimated, int) and reported and estimated:
             return round(min(max(reported / estimated, 0.25), 4.0), 3)
     return 1.0
+
+
+_ORDINAL = operator.attrgetter("ordinal")
+
+
+def _newest_first(steps: Sequence[Step], *, before: Step | None) -> Iterable[Step]:
+    """The steps before `before` (all when None), the latest first. The runner's steps are in
+    plan order: then they are neither sorted nor all visited (a long plan's later steps)."""
+    ordinals = list(map(_ORDINAL, steps))
+    if all(map(operator.lt, ordinals, ordinals[1:])):
+        end = len(steps) if before is None else bisect.bisect_left(ordinals, before.ordinal)
+        return reversed(steps[:end])
+    return (
+        s
+        for s in sorted(steps, key=_ORDINAL, reverse=True)
+        if before is None or s.ordinal < before.ordinal
+    )
 
 
 def build_messages(**kwargs: Any) -> list[dict[str, Any]]:

@@ -763,7 +763,7 @@ class TaskRun:
         with fenced_commit(self.lease, events, transition=transition, **fields) as commit:
             output = commit.offloaded(result.output, path="step.output", task_id=self.task.pk)
             done = step_as_done(step, output=output)
-            view = [done if s.pk == step.pk else s for s in self.steps]
+            view = [done if s.id == step.id else s for s in self.steps]
             begin_events: list[EventSpec] = []
             if begin is not None:
                 # Same commit, no external call in between: the next step starts here, with a

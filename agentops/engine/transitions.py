@@ -25,7 +25,7 @@ from typing import Any, TypeVar, cast
 import psycopg
 from django.conf import settings
 from django.contrib.auth.models import User
-from django.db import DatabaseError, connection, models, transaction
+from django.db import DEFAULT_DB_ALIAS, DatabaseError, connection, connections, models, transaction
 from django.db.models import Case, F, Value, When
 from django.db.models.expressions import CombinedExpression
 from django.db.models.functions import Now
@@ -492,8 +492,7 @@ class Commit:
                 for attr, new in part.fields.items():
                     if not hasattr(new, "resolve_expression"):
                         setattr(part.target, attr, new)
-        prometheus.checkpoint_sent(timer)
-        prometheus.events_written((e.action, e.payload) for e in self.all_events)
+        prometheus.checkpoint_committed(timer, ((e.action, e.payload) for e in self.all_events))
         if self.fields.get("status") in TERMINAL:
             _terminal_hook(self.lease.task_id)
         return self.seq
@@ -578,8 +577,10 @@ class _PreparedCursor(psycopg.Cursor):
 
 @contextmanager
 def _prepared_cursor() -> Iterator[Any]:
-    connection.ensure_connection()
-    raw = connection.connection
+    # The connection itself, not the `connection` proxy (a thread-local lookup per use).
+    db: Any = connections[DEFAULT_DB_ALIAS]
+    db.ensure_connection()
+    raw = db.connection
     if raw.prepare_threshold is None:
         # Django turns automatic preparing off; explicit `prepare=True` needs a threshold set.
         raw.prepare_threshold = PREPARE_THRESHOLD
@@ -588,9 +589,9 @@ def _prepared_cursor() -> Iterator[Any]:
     cursor = _CURSORS.get(raw)
     if cursor is None or cursor.closed:
         cursor = _CURSORS[raw] = _PreparedCursor(raw)
-    with connection.wrap_database_errors:
+    with db.wrap_database_errors:
         # Django's own wrapping (debug logging, execute wrappers) around a cursor it did not make.
-        yield cast(Any, connection)._prepare_cursor(cursor)
+        yield db._prepare_cursor(cursor)
 
 
 _CURSORS: weakref.WeakKeyDictionary[Any, _PreparedCursor] = weakref.WeakKeyDictionary()
