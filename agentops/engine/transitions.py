@@ -327,6 +327,7 @@ class Commit:
         self.sync_dirs: set[str] = set()
         self.done = False
         self._atomic: Any = None
+        self.json = JsonTexts()
         self._base_seq = lease.last_seq
 
     @property
@@ -378,7 +379,7 @@ class Commit:
             _Part(
                 name,
                 sql,
-                [_db_value(f, getattr(call, f.attname)) for f in inserted],
+                [_db_value(f, getattr(call, f.attname), self.json) for f in inserted],
                 target=call,
                 returns_id=True,
             )
@@ -395,7 +396,7 @@ class Commit:
                 f'INSERT INTO "{Snapshot._meta.db_table}" ("task_id", "seq", "state", '
                 '"created_at") SELECT fence."id", %s, CAST(%s AS jsonb), STATEMENT_TIMESTAMP() '
                 'FROM fence RETURNING "id"',
-                [self.seq, _json_text(state)],
+                [self.seq, self.json(state)],
             )
         )
 
@@ -411,7 +412,7 @@ class Commit:
     ) -> None:
         table = model._meta.db_table
         params: list[Any] = []
-        sets = _assignments(model, fields, params)
+        sets = _assignments(model, fields, params, self.json)
         params.append(pk)
         where = f'"{table}"."id" = %s'
         if sources is not None:
@@ -500,7 +501,7 @@ class Commit:
     def _statement(self) -> tuple[str, list[Any]]:
         table = Task._meta.db_table
         params: list[Any] = [self.seq]
-        sets = _assignments(Task, self.fields, params)
+        sets = _assignments(Task, self.fields, params, self.json)
         params += [self.lease.task_id, self.lease.epoch, self.lease.last_seq]
         ctes = [
             f'fence AS (UPDATE "{table}" SET "last_seq" = %s, "updated_at" = '
@@ -531,7 +532,7 @@ class Commit:
                 "STATEMENT_TIMESTAMP() FROM fence, jsonb_to_recordset(CAST(%s AS jsonb)) AS "
                 'e("seq" bigint, "action" varchar, "step_ordinal" integer, "payload" jsonb))'
             )
-            params.append(_json_text(rows))
+            params.append(self.json(rows))
         columns = ["(SELECT count(*) FROM fence)"]
         for part in self.parts:
             ctes.append(f"{part.name} AS ({part.sql})")
@@ -605,7 +606,9 @@ def _quote(name: str) -> str:
     return f'"{name}"'
 
 
-def _assignments(model: type[models.Model], fields: dict[str, Any], params: list[Any]) -> str:
+def _assignments(
+    model: type[models.Model], fields: dict[str, Any], params: list[Any], json_text: JsonTexts
+) -> str:
     """`"col" = ...` for each field, its value as a parameter (typed by the column) or, for
     `Now()`, `F(name) + n` and other expressions, as SQL."""
     sets = []
@@ -636,7 +639,7 @@ def _assignments(model: type[models.Model], fields: dict[str, Any], params: list
             params.extend(expression_params)
         else:
             sets.append(f"{column} = CAST(%s AS {cast})")
-            params.append(_db_value(model_field, value))
+            params.append(_db_value(model_field, value, json_text))
     return ", ".join(sets)
 
 
@@ -647,7 +650,7 @@ def _column(model: type[models.Model], name: str) -> tuple[Any, str, str]:
     return model_field, _quote(model_field.column), model_field.cast_db_type(connection)
 
 
-def _db_value(model_field: Any, value: Any) -> Any:
+def _db_value(model_field: Any, value: Any, json_text: JsonTexts) -> Any:
     """The parameter for `value` in `model_field`'s column, as `get_db_prep_save` gives it,
     except that JSON is sent as its text and a status (a str enum) as a plain str: psycopg
     dumps those without an adapter lookup each (the statement casts every parameter to its
@@ -655,7 +658,7 @@ def _db_value(model_field: Any, value: Any) -> Any:
     if value is None:
         return None
     if _is_json(model_field):
-        return _json_text(value)
+        return json_text(value)
     if isinstance(value, str):
         return str.__str__(value)
     return model_field.get_db_prep_save(value, connection)
@@ -664,6 +667,24 @@ def _db_value(model_field: Any, value: Any) -> Any:
 @functools.cache
 def _is_json(model_field: Any) -> bool:
     return isinstance(model_field, models.JSONField)
+
+
+class JsonTexts:
+    """The JSON texts of one commit's values, by identity: a value stored in two columns (a
+    step's output that is also its call's result) is serialized once."""
+
+    def __init__(self) -> None:
+        # The values are kept with their texts, so an id is not reused while it is here.
+        self._texts: dict[int, tuple[Any, str]] = {}
+
+    def __call__(self, value: Any) -> str:
+        known = self._texts.get(id(value))
+        if known is not None and known[0] is value:
+            return known[1]
+        text = _json_text(value)
+        if isinstance(value, (dict, list)):
+            self._texts[id(value)] = (value, text)
+        return text
 
 
 def _json_text(value: Any) -> str:
