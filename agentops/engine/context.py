@@ -190,7 +190,7 @@ def _remembered(
 ) -> T:
     """`make()`, remembered under `pk` (a row's id; None: not remembered) while `key` is equal
     and every one of `sources` is the same object (identity means the same recorded values)."""
-    cached = cache.get(pk)
+    cached = cache.get(pk) if pk is not None else None
     if (
         cached is not None
         and cached[0] == key
