@@ -610,37 +610,76 @@ def _assignments(
     model: type[models.Model], fields: dict[str, Any], params: list[Any], json_text: JsonTexts
 ) -> str:
     """`"col" = ...` for each field, its value as a parameter (typed by the column) or, for
-    `Now()`, `F(name) + n` and other expressions, as SQL."""
-    sets = []
-    table = model._meta.db_table
+    `Now()`, `F(name) + n` and other expressions, as SQL. The text is made once per shape (the
+    fields and the kind of each value); only another expression is compiled each time."""
+    shape: list[tuple[str, str | None]] = []
+    compiled: dict[str, str] = {}
     for name, value in fields.items():
-        model_field, column, cast = _column(model, name)
-        if isinstance(value, Now):
-            sets.append(f"{column} = STATEMENT_TIMESTAMP()")
-        elif isinstance(value, DbTimeAfter):
-            sets.append(f"{column} = clock_timestamp() + CAST(%s AS interval)")
+        kind = _kind(name, value)
+        shape.append((name, kind))
+        if kind == "after":
             params.append(value.delta)
-        elif (
-            isinstance(value, CombinedExpression)
-            and value.connector == "+"
-            and isinstance(value.lhs, F)
-            and isinstance(value.rhs, Value)
-            and value.lhs.name == name
-        ):
-            # An increment: tokens, cost.
-            sets.append(f'{column} = "{table}".{column} + CAST(%s AS {cast})')
+        elif kind == "increment":
             params.append(value.rhs.value)
-        elif hasattr(value, "resolve_expression"):
-            query = UpdateQuery(model)
-            compiler = query.get_compiler(connection=connection)
-            resolved = value.resolve_expression(query, allow_joins=False, for_save=True)
-            sql, expression_params = compiler.compile(resolved)
-            sets.append(f"{column} = CAST({sql} AS {cast})")
-            params.extend(expression_params)
+        elif kind == "value":
+            params.append(_db_value(_column(model, name)[0], value, json_text))
+        elif kind is None:
+            compiled[name] = _compiled(model, name, value, params)
+    if not compiled:
+        return _sets_sql(model, tuple(shape))
+    return ", ".join(
+        compiled[name] if kind is None else _sets_sql(model, ((name, kind),))
+        for name, kind in shape
+    )
+
+
+def _kind(name: str, value: Any) -> str | None:
+    """How a field's value is written: the statement's clock (`now`), the database clock plus
+    an interval (`after`), an increment of the column (`increment`: tokens, cost), a parameter
+    (`value`), or None for another expression (compiled by the ORM)."""
+    if isinstance(value, Now):
+        return "now"
+    if isinstance(value, DbTimeAfter):
+        return "after"
+    if (
+        isinstance(value, CombinedExpression)
+        and value.connector == "+"
+        and isinstance(value.lhs, F)
+        and isinstance(value.rhs, Value)
+        and value.lhs.name == name
+    ):
+        return "increment"
+    if hasattr(value, "resolve_expression"):
+        return None
+    return "value"
+
+
+@functools.cache
+def _sets_sql(model: type[models.Model], shape: tuple[tuple[str, str | None], ...]) -> str:
+    table = model._meta.db_table
+    sets = []
+    for name, kind in shape:
+        _, column, cast_type = _column(model, name)
+        if kind == "now":
+            sets.append(f"{column} = STATEMENT_TIMESTAMP()")
+        elif kind == "after":
+            sets.append(f"{column} = clock_timestamp() + CAST(%s AS interval)")
+        elif kind == "increment":
+            sets.append(f'{column} = "{table}".{column} + CAST(%s AS {cast_type})')
         else:
-            sets.append(f"{column} = CAST(%s AS {cast})")
-            params.append(_db_value(model_field, value, json_text))
+            sets.append(f"{column} = CAST(%s AS {cast_type})")
     return ", ".join(sets)
+
+
+def _compiled(model: type[models.Model], name: str, value: Any, params: list[Any]) -> str:
+    """`"col" = <expression>` for an expression the statement has no shape for."""
+    _, column, cast_type = _column(model, name)
+    query = UpdateQuery(model)
+    compiler = query.get_compiler(connection=connection)
+    resolved = value.resolve_expression(query, allow_joins=False, for_save=True)
+    sql, expression_params = compiler.compile(resolved)
+    params.extend(expression_params)
+    return f"{column} = CAST({sql} AS {cast_type})"
 
 
 @functools.cache
