@@ -96,7 +96,7 @@ class _Exchange:
         ]
         calls = calls or _engine_calls(step)
         self.ids = [str(c["id"]) for c in calls]
-        self.status = step.status
+        self.step_status = step.status
         self.output = step.output
         assistant = assistant_message(text, calls)
         self.assistant: list[Message] = (
@@ -123,7 +123,7 @@ class _Exchange:
     def _result(self, *, verbatim: bool) -> tuple[Any, str]:
         """The result the tool messages carry, and its canonical JSON."""
         if self.output is None:
-            content: Any = f"(no result: step {self.status})"
+            content: Any = f"(no result: step {self.step_status})"
         elif is_pointer(self.output):
             content = _short(self.output)
         else:
