@@ -13,6 +13,7 @@ never imports `reviews`.
 
 from __future__ import annotations
 
+import functools
 import hmac
 import logging
 import os
@@ -65,6 +66,12 @@ TOKENS_SPENT = Counter("agentops_model_tokens", "Model tokens spent (prompt + co
 COST_SPENT = Counter("agentops_model_cost", "Model cost spent, in the configured currency.")
 
 
+@functools.cache
+def _step_duration(part: str) -> Any:
+    """The histogram's child for `part` (looked up once: every step observes three)."""
+    return STEP_DURATION.labels(part=part)
+
+
 @contextmanager
 def timed(part: str) -> Iterator[None]:
     """Observe how long the block took as `agentops_step_duration_seconds{part=...}`."""
@@ -72,15 +79,7 @@ def timed(part: str) -> Iterator[None]:
     try:
         yield
     finally:
-        STEP_DURATION.labels(part=part).observe(time.perf_counter() - start)
-
-
-def checkpoint_started() -> None:
-    """Time a checkpoint from its first write to its commit (call inside the transaction)."""
-    start = time.perf_counter()
-    transaction.on_commit(
-        lambda: STEP_DURATION.labels(part="checkpoint").observe(time.perf_counter() - start)
-    )
+        _step_duration(part).observe(time.perf_counter() - start)
 
 
 def _count_event(action: str, payload: dict[str, Any]) -> None:
@@ -131,6 +130,20 @@ def events_written(events: Iterable[tuple[str, dict[str, Any]]]) -> None:
                 _count_event(action, payload)
 
         transaction.on_commit(count)
+
+
+def checkpoint_committed(start: float, events: Iterable[tuple[str, dict[str, Any]]]) -> None:
+    """A checkpoint's statement succeeded: once it commits (now, when the statement was its
+    own transaction), observe its duration from `start` (a `perf_counter` taken as it was
+    sent) and count its events (action, payload), as `events_written` does."""
+    counted = [(action, payload) for action, payload in events if action in COUNTED]
+
+    def committed() -> None:
+        _step_duration("checkpoint").observe(time.perf_counter() - start)
+        for action, payload in counted:
+            _count_event(action, payload)
+
+    transaction.on_commit(committed)
 
 
 # -- state: computed at scrape time by collectors apps register ----------------------------------

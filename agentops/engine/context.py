@@ -12,11 +12,14 @@ model's window, default 50 %): older work is summarized first, then the summary 
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import math
-from collections.abc import Sequence
+import operator
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from itertools import chain
+from typing import Any, TypeVar, cast
 
 from django.conf import settings
 
@@ -25,6 +28,8 @@ from agentops.engine.model import assistant_message, tool_message
 from agentops.engine.registry import Agent
 from agentops.models import Step, Task
 from agentops.states import STEP_DONE
+
+T = TypeVar("T")
 
 RECENT_EXCHANGES = 5
 SUMMARY_CHARS = 160
@@ -35,7 +40,10 @@ RECENT_RESULT_CHARS = 2000
 def _short(value: Any, limit: int = SUMMARY_CHARS) -> str:
     if is_pointer(value):
         return f"<artifact {value['size']} bytes sha256 {value['sha256'][:12]}>"
-    text = canonical_json(value)
+    return _shortened(canonical_json(value), limit)
+
+
+def _shortened(text: str, limit: int = SUMMARY_CHARS) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
@@ -71,49 +79,156 @@ def _engine_calls(step: Step) -> list[dict[str, Any]]:
     return [{"id": f"call_s{step.pk}_engine", "name": name, "arguments": {}}]
 
 
-def _exchange(step: Step, *, verbatim: bool) -> list[dict[str, Any]]:
-    response = step.model_response or {}
-    text = response.get("text", "")
-    calls = [{**call, "id": call_id(step, call, i)} for i, call in enumerate(executed_calls(step))]
-    calls = calls or _engine_calls(step)
-    if not calls:
-        return [assistant_message(text, [])] if text else []
-    if step.output is None:
-        result: Any = f"(no result: step {step.status})"
-    else:
-        whole = not is_pointer(step.output) and (
-            verbatim or len(canonical_json(step.output)) <= RECENT_RESULT_CHARS
+Message = tuple[dict[str, Any], str]
+
+
+class _Exchange:
+    """A completed step's exchange: the assistant turn and the results answering its calls
+    (whole, or shortened when the exchange is not the latest), each message with its canonical
+    JSON. Made once per step and kept while the step's recorded values are the same (see
+    `_exchange_messages`): an exchange is in the prompts of the next five steps."""
+
+    def __init__(self, step: Step) -> None:
+        response = step.model_response or {}
+        text = response.get("text", "")
+        calls = [
+            {**call, "id": call_id(step, call, i)} for i, call in enumerate(executed_calls(step))
+        ]
+        calls = calls or _engine_calls(step)
+        self.ids = [str(c["id"]) for c in calls]
+        self.step_status = step.status
+        self.output = step.output
+        assistant = assistant_message(text, calls)
+        self.assistant: list[Message] = (
+            [(assistant, canonical_json(assistant))] if calls or text else []
         )
-        result = step.output if whole else _short(step.output)
-    # Every call of the assistant message is answered, as the API requires.
-    return [assistant_message(text, calls), *(tool_message(c["id"], result) for c in calls)]
+        self._output_text: str | None = None
+        self._messages: dict[bool, list[Message]] = {}
+
+    def messages(self, *, verbatim: bool) -> list[Message]:
+        if not self.ids:
+            return self.assistant
+        if verbatim not in self._messages:
+            content, content_text = self._result(verbatim=verbatim)
+            # Every call of the assistant message is answered, as the API requires.
+            self._messages[verbatim] = [
+                *self.assistant,
+                *(
+                    (tool_message(id, content), _tool_message_text(id, content_text))
+                    for id in self.ids
+                ),
+            ]
+        return self._messages[verbatim]
+
+    def _result(self, *, verbatim: bool) -> tuple[Any, str]:
+        """The result the tool messages carry, and its canonical JSON."""
+        if self.output is None:
+            content: Any = f"(no result: step {self.step_status})"
+        elif is_pointer(self.output):
+            content = _short(self.output)
+        else:
+            if self._output_text is None:
+                # The output is serialized once: for its size, whole, and shortened.
+                self._output_text = canonical_json(self.output)
+            text = self._output_text
+            if verbatim or len(text) <= RECENT_RESULT_CHARS:
+                return self.output, text
+            content = _shortened(text)
+        return content, canonical_json(content)
+
+
+def _tool_message_text(call_id: str, content_text: str) -> str:
+    """`canonical_json(tool_message(call_id, content))` from the content's canonical JSON
+    (sorted, the keys are content, role, tool_call_id): the result is not serialized again."""
+    return f'{{"content":{content_text},"role":"tool","tool_call_id":{canonical_json(call_id)}}}'
+
+
+def _exchange_messages(step: Step, *, verbatim: bool) -> list[Message]:
+    """The messages of a completed step's exchange (`_Exchange`), with their canonical JSON."""
+    exchange = _remembered(
+        _EXCHANGES,
+        step.pk,
+        (step.status, step.ordinal),
+        (step.output, step.model_response, step.approval, step.spec),
+        lambda: _Exchange(step),
+    )
+    return exchange.messages(verbatim=verbatim)
 
 
 def summary_line(step: Step) -> str:
     """One line of the "earlier work" summary. Each prompt of a long task summarizes every
     older step again: the line is remembered per step while what it is made of is the same."""
-    key = (step.status, step.ordinal, step.title)
-    sources = (step.output, step.model_response, step.approval)
-    cached = _SUMMARIES.get(step.pk)
+    return _remembered(
+        _SUMMARIES,
+        step.pk,
+        (step.status, step.ordinal, step.title),
+        (step.output, step.model_response, step.approval),
+        lambda: _summary_line(step),
+    )
+
+
+def _summary_line(step: Step) -> str:
+    calls = executed_calls(step)
+    tool = calls[0]["name"] if calls else "no tool"
+    return f"Step {step.ordinal + 1} '{step.title}' ({tool}) {step.status}: {_short(step.output)}"
+
+
+SUMMARY_CACHE_SIZE = 10_000
+_SUMMARIES: dict[int, tuple[tuple[Any, ...], tuple[Any, ...], Any]] = {}
+_EXCHANGES: dict[int, tuple[tuple[Any, ...], tuple[Any, ...], Any]] = {}
+# Per task: the older steps' line sources (see `_LINE_OF`) and their lines, as last summarized.
+_EARLIER: dict[int, tuple[list[Any], list[str]]] = {}
+_GOALS: dict[int, tuple[tuple[Any, ...], tuple[Any, ...], Any]] = {}
+
+
+def _remembered(
+    cache: dict[int, tuple[tuple[Any, ...], tuple[Any, ...], Any]],
+    pk: int | None,
+    key: tuple[Any, ...],
+    sources: tuple[Any, ...],
+    make: Callable[[], T],
+) -> T:
+    """`make()`, remembered under `pk` (a row's id; None: not remembered) while `key` is equal
+    and every one of `sources` is the same object (identity means the same recorded values)."""
+    cached = cache.get(pk) if pk is not None else None
     if (
         cached is not None
         and cached[0] == key
         and all(a is b for a, b in zip(cached[1], sources, strict=True))
     ):
-        return cached[2]
-    calls = executed_calls(step)
-    tool = calls[0]["name"] if calls else "no tool"
-    line = f"Step {step.ordinal + 1} '{step.title}' ({tool}) {step.status}: {_short(step.output)}"
-    if step.pk is not None:
-        if len(_SUMMARIES) >= SUMMARY_CACHE_SIZE:
-            _SUMMARIES.clear()
-        # The sources are kept (not their ids): identity means the same recorded values.
-        _SUMMARIES[step.pk] = (key, sources, line)
-    return line
+        return cast(T, cached[2])
+    value = make()
+    if pk is not None:
+        if len(cache) >= SUMMARY_CACHE_SIZE:
+            cache.clear()
+        # The sources are kept (not their ids), so they cannot be reused by other objects.
+        cache[pk] = (key, sources, value)
+    return value
 
 
-SUMMARY_CACHE_SIZE = 10_000
-_SUMMARIES: dict[int, tuple[tuple[Any, ...], tuple[Any, ...], str]] = {}
+# What an "earlier work" line is made of (`summary_line`), read in one call per step.
+_LINE_OF = operator.attrgetter("status", "ordinal", "title", "output", "model_response", "approval")
+
+
+def _earlier_lines(task: Task, older: list[Step]) -> list[str]:
+    """`summary_line` of each step in `older`. A long task's prompt adds about one older step
+    per step: the lines of the steps summarized last time are reused when each value they were
+    made of is the same object as then (compared in one pass in C, not a call per step)."""
+    made = list(chain.from_iterable(map(_LINE_OF, older)))
+    cached = _EARLIER.get(task.pk) if task.pk is not None else None
+    lines: list[str] = []
+    if (
+        cached is not None
+        and len(cached[0]) <= len(made)
+        and all(map(operator.is_, cached[0], made))
+    ):
+        lines = list(cached[1])
+    lines += [summary_line(step) for step in older[len(lines) :]]
+    if task.pk is not None:
+        if len(_EARLIER) >= SUMMARY_CACHE_SIZE:
+            _EARLIER.clear()
+        _EARLIER[task.pk] = (made, lines)
+    return lines
 
 
 @dataclass(frozen=True)
@@ -168,7 +283,7 @@ def build_context(
     keep = min(RECENT_EXCHANGES if recent is None else recent, len(done))
     summary_keep: int | None = None
     while True:
-        messages = _assemble(
+        assembled = _assemble(
             agent=agent,
             task=task,
             done=done,
@@ -178,7 +293,10 @@ def build_context(
             resumed_at=resumed_at,
             notes=notes,
         )
-        text = canonical_json(messages)
+        messages = [dict(message) for message, _ in assembled]
+        # `canonical_json(messages)`: a list's canonical form is its items' joined, so each
+        # message is serialized once (the recent exchanges once per step, not per prompt).
+        text = f"[{','.join(text for _, text in assembled)}]"
         estimate = max(1, len(text) // 4)
         tokens = math.ceil(estimate * scale)
         older = len(done) - keep
@@ -203,14 +321,29 @@ def build_context(
 def calibration(steps: Sequence[Step], *, before: Step | None = None) -> float:
     """Provider-reported prompt tokens per estimated token, from the latest step (before
     `before`) whose recorded usage has both (1.0 when none has; bounded to 0.25..4)."""
-    for step in sorted(steps, key=lambda s: s.ordinal, reverse=True):
-        if before is not None and step.ordinal >= before.ordinal:
-            continue
+    for step in _newest_first(steps, before=before):
         usage = (step.model_response or {}).get("usage") or {}
         reported, estimated = usage.get("prompt_tokens"), usage.get("prompt_estimate")
         if isinstance(reported, int) and isinstance(estimated, int) and reported and estimated:
             return round(min(max(reported / estimated, 0.25), 4.0), 3)
     return 1.0
+
+
+_ORDINAL = operator.attrgetter("ordinal")
+
+
+def _newest_first(steps: Sequence[Step], *, before: Step | None) -> Iterable[Step]:
+    """The steps before `before` (all when None), the latest first. The runner's steps are in
+    plan order: then they are neither sorted nor all visited (a long plan's later steps)."""
+    ordinals = list(map(_ORDINAL, steps))
+    if all(map(operator.lt, ordinals, ordinals[1:])):
+        end = len(steps) if before is None else bisect.bisect_left(ordinals, before.ordinal)
+        return reversed(steps[:end])
+    return (
+        s
+        for s in sorted(steps, key=_ORDINAL, reverse=True)
+        if before is None or s.ordinal < before.ordinal
+    )
 
 
 def build_messages(**kwargs: Any) -> list[dict[str, Any]]:
@@ -228,7 +361,8 @@ def _assemble(
     current: Step | None,
     resumed_at: str | None,
     notes: Sequence[str],
-) -> list[dict[str, Any]]:
+) -> list[Message]:
+    """The prompt's messages, each with its canonical JSON."""
     split = len(done) - keep
     older, recent_steps = done[:split], done[split:]
     messages: list[dict[str, Any]] = [{"role": "system", "content": agent.system_prompt}]
@@ -241,28 +375,27 @@ def _assemble(
                 "steps are listed below and must not be repeated.",
             }
         )
-    messages.append(
-        {
-            "role": "user",
-            "content": f"Goal: {task.goal}\nInput: {canonical_json(_visible_input(task.input))}",
-        }
-    )
+    assembled = [(m, canonical_json(m)) for m in messages]
+    assembled.append(_goal_message(task))
     if older:
-        lines = [summary_line(s) for s in older]
+        lines = _earlier_lines(task, older)
         if summary_keep is not None and summary_keep < len(lines):
             omitted = len(lines) - summary_keep
             lines = [
                 f"({omitted} earlier steps completed; omitted to stay within the context budget)",
                 *(lines[len(lines) - summary_keep :] if summary_keep else []),
             ]
-        messages.append({"role": "system", "content": "Earlier work:\n" + "\n".join(lines)})
+        summary = {"role": "system", "content": "Earlier work:\n" + "\n".join(lines)}
+        assembled.append((summary, canonical_json(summary)))
     for index, step in enumerate(recent_steps):
-        messages.extend(_exchange(step, verbatim=index == len(recent_steps) - 1))
-    messages.extend({"role": "user", "content": f"Operator note: {note}"} for note in notes)
+        assembled += _exchange_messages(step, verbatim=index == len(recent_steps) - 1)
+    last: list[dict[str, Any]] = [
+        {"role": "user", "content": f"Operator note: {note}"} for note in notes
+    ]
     if current is None:
-        messages.append({"role": "user", "content": "Produce the plan as JSON."})
+        last.append({"role": "user", "content": "Produce the plan as JSON."})
     else:
-        messages.append(
+        last.append(
             {
                 "role": "user",
                 "content": (
@@ -270,7 +403,19 @@ def _assemble(
                 ),
             }
         )
-    return messages
+    assembled += [(m, canonical_json(m)) for m in last]
+    return assembled
+
+
+def _goal_message(task: Task) -> Message:
+    """The goal and the visible input, with its canonical JSON (the same in every prompt)."""
+
+    def make() -> Message:
+        content = f"Goal: {task.goal}\nInput: {canonical_json(_visible_input(task.input))}"
+        message = {"role": "user", "content": content}
+        return message, canonical_json(message)
+
+    return _remembered(_GOALS, task.pk, (), (task.goal, task.input), make)
 
 
 def _visible_input(task_input: dict[str, Any]) -> dict[str, Any]:

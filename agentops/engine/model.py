@@ -16,7 +16,7 @@ import json
 import os
 import time
 import uuid
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 import openai
@@ -84,7 +84,15 @@ class ModelResponse:
     plan: list[dict[str, Any]] | None = None
 
     def as_record(self) -> dict[str, Any]:
-        return asdict(self)
+        """The response as the step records it: fresh containers (the caller may add to them),
+        the JSON values in them shared (nothing changes a recorded value in place)."""
+        return {
+            "text": self.text,
+            "tool_calls": [dict(call) for call in self.tool_calls],
+            "usage": dict(self.usage),
+            "confidence": self.confidence,
+            "plan": None if self.plan is None else [dict(step) for step in self.plan],
+        }
 
     @classmethod
     def from_record(cls, record: dict[str, Any]) -> ModelResponse:

@@ -793,7 +793,7 @@ class TaskRun:
                 else None,
             )
             done = step_as_done(step, output=output)
-            view = [done if s.pk == step.pk else s for s in self.steps]
+            view = [done if s.id == step.id else s for s in self.steps]
             begin_events: list[EventSpec] = []
             if begin is not None:
                 # Same commit, no external call in between: the next step starts here, with a

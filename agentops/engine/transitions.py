@@ -11,8 +11,8 @@ own the transaction.
 
 from __future__ import annotations
 
-import copy
 import functools
+import json
 import logging
 import time
 import weakref
@@ -20,17 +20,16 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 import psycopg
 from django.conf import settings
 from django.contrib.auth.models import User
-from django.db import DatabaseError, connection, models, transaction
+from django.db import DEFAULT_DB_ALIAS, DatabaseError, connection, connections, models, transaction
 from django.db.models import Case, F, Value, When
 from django.db.models.expressions import CombinedExpression
 from django.db.models.functions import Now
 from django.db.models.sql import UpdateQuery
-from psycopg.types.json import Jsonb
 
 from agentops import prometheus
 from agentops.engine.crashpoints import crashpoint
@@ -337,6 +336,7 @@ class Commit:
         self.sync_dirs: set[str] = set()
         self.done = False
         self._atomic: Any = None
+        self.json = JsonTexts()
         self._base_seq = lease.last_seq
 
     @property
@@ -382,25 +382,13 @@ class Commit:
     def call_create(self, **fields: Any) -> ToolCall:
         """A new ledger row (`pending`), inserted with the commit; its pk is set once it is."""
         call = ToolCall(**fields)
-        columns, values, params = [], [], []
-        for model_field in ToolCall._meta.concrete_fields:
-            if model_field.primary_key:
-                continue
-            _, column, cast = _column(ToolCall, model_field.name)
-            columns.append(column)
-            if getattr(model_field, "auto_now_add", False):
-                values.append("STATEMENT_TIMESTAMP()")
-                continue
-            value = getattr(call, model_field.attname)
-            values.append(f"CAST(%s AS {cast})")
-            params.append(model_field.get_db_prep_save(value, connection))
+        sql, inserted = _insert_shape(ToolCall)
         name = f"c{len(self.parts)}"
         self.parts.append(
             _Part(
                 name,
-                f'INSERT INTO "{ToolCall._meta.db_table}" ({", ".join(columns)}) '
-                f'SELECT {", ".join(values)} FROM fence RETURNING "id"',
-                params,
+                sql,
+                [_db_value(f, getattr(call, f.attname), self.json) for f in inserted],
                 target=call,
                 returns_id=True,
             )
@@ -417,7 +405,7 @@ class Commit:
                 f'INSERT INTO "{Snapshot._meta.db_table}" ("task_id", "seq", "state", '
                 '"created_at") SELECT fence."id", %s, CAST(%s AS jsonb), STATEMENT_TIMESTAMP() '
                 'FROM fence RETURNING "id"',
-                [self.seq, Jsonb(state)],
+                [self.seq, self.json(state)],
             )
         )
 
@@ -433,12 +421,11 @@ class Commit:
     ) -> None:
         table = model._meta.db_table
         params: list[Any] = []
-        sets = _assignments(model, fields, params)
+        sets = _assignments(model, fields, params, self.json)
         params.append(pk)
         where = f'"{table}"."id" = %s'
         if sources is not None:
-            where += f' AND "{table}"."status" = ANY(CAST(%s AS text[]))'
-            params.append(sorted(sources))
+            where += f' AND "{table}"."status" {_one_of(sources)}'
         self.parts.append(
             _Part(
                 f"u{len(self.parts)}",
@@ -491,8 +478,7 @@ class Commit:
         for directory in sorted(self.sync_dirs):
             fsync_directory(directory)
         sql, params = self._statement()
-        sent_at = time.monotonic()
-        prometheus.checkpoint_started()
+        sent_at, timer = time.monotonic(), time.perf_counter()
         try:
             with _prepared_cursor() as cursor:
                 cursor.execute(sql, params)
@@ -519,7 +505,7 @@ class Commit:
                 for attr, new in part.fields.items():
                     if not hasattr(new, "resolve_expression"):
                         setattr(part.target, attr, new)
-        prometheus.events_written((e.action, e.payload) for e in self.all_events)
+        prometheus.checkpoint_committed(timer, ((e.action, e.payload) for e in self.all_events))
         if self.fields.get("status") in TERMINAL:
             _terminal_hook(self.lease.task_id)
         return self.seq
@@ -527,12 +513,12 @@ class Commit:
     def _statement(self) -> tuple[str, list[Any]]:
         table = Task._meta.db_table
         params: list[Any] = [self.seq]
-        sets = _assignments(Task, _status_stamped(self.fields), params)
-        params += [self.lease.task_id, self.lease.epoch, self.lease.last_seq, sorted(self.sources)]
+        sets = _assignments(Task, _status_stamped(self.fields), params, self.json)
+        params += [self.lease.task_id, self.lease.epoch, self.lease.last_seq]
         ctes = [
             f'fence AS (UPDATE "{table}" SET "last_seq" = %s, "updated_at" = '
             f'STATEMENT_TIMESTAMP(){", " if sets else ""}{sets} WHERE "{table}"."id" = %s AND '
-            '"lease_epoch" = %s AND "last_seq" = %s AND "status" = ANY(CAST(%s AS text[])) '
+            f'"lease_epoch" = %s AND "last_seq" = %s AND "status" {_one_of(self.sources)} '
             'RETURNING "id")'
         ]
         events = self.all_events
@@ -558,7 +544,7 @@ class Commit:
                 "STATEMENT_TIMESTAMP() FROM fence, jsonb_to_recordset(CAST(%s AS jsonb)) AS "
                 'e("seq" bigint, "action" varchar, "step_ordinal" integer, "payload" jsonb))'
             )
-            params.append(Jsonb(rows))
+            params.append(self.json(rows))
         columns = ["(SELECT count(*) FROM fence)"]
         for part in self.parts:
             ctes.append(f"{part.name} AS ({part.sql})")
@@ -604,8 +590,10 @@ class _PreparedCursor(psycopg.Cursor):
 
 @contextmanager
 def _prepared_cursor() -> Iterator[Any]:
-    connection.ensure_connection()
-    raw = connection.connection
+    # The connection itself, not the `connection` proxy (a thread-local lookup per use).
+    db: Any = connections[DEFAULT_DB_ALIAS]
+    db.ensure_connection()
+    raw = db.connection
     if raw.prepare_threshold is None:
         # Django turns automatic preparing off; explicit `prepare=True` needs a threshold set.
         raw.prepare_threshold = PREPARE_THRESHOLD
@@ -614,9 +602,9 @@ def _prepared_cursor() -> Iterator[Any]:
     cursor = _CURSORS.get(raw)
     if cursor is None or cursor.closed:
         cursor = _CURSORS[raw] = _PreparedCursor(raw)
-    with connection.wrap_database_errors:
+    with db.wrap_database_errors:
         # Django's own wrapping (debug logging, execute wrappers) around a cursor it did not make.
-        yield cast(Any, connection)._prepare_cursor(cursor)
+        yield db._prepare_cursor(cursor)
 
 
 _CURSORS: weakref.WeakKeyDictionary[Any, _PreparedCursor] = weakref.WeakKeyDictionary()
@@ -630,39 +618,80 @@ def _quote(name: str) -> str:
     return f'"{name}"'
 
 
-def _assignments(model: type[models.Model], fields: dict[str, Any], params: list[Any]) -> str:
+def _assignments(
+    model: type[models.Model], fields: dict[str, Any], params: list[Any], json_text: JsonTexts
+) -> str:
     """`"col" = ...` for each field, its value as a parameter (typed by the column) or, for
-    `Now()`, `F(name) + n` and other expressions, as SQL."""
-    sets = []
-    table = model._meta.db_table
+    `Now()`, `F(name) + n` and other expressions, as SQL. The text is made once per shape (the
+    fields and the kind of each value); only another expression is compiled each time."""
+    shape: list[tuple[str, str | None]] = []
+    compiled: dict[str, str] = {}
     for name, value in fields.items():
-        model_field, column, cast = _column(model, name)
-        if isinstance(value, Now):
-            sets.append(f"{column} = STATEMENT_TIMESTAMP()")
-        elif isinstance(value, DbTimeAfter):
-            sets.append(f"{column} = clock_timestamp() + CAST(%s AS interval)")
+        kind = _kind(name, value)
+        shape.append((name, kind))
+        if kind == "after":
             params.append(value.delta)
-        elif (
-            isinstance(value, CombinedExpression)
-            and value.connector == "+"
-            and isinstance(value.lhs, F)
-            and isinstance(value.rhs, Value)
-            and value.lhs.name == name
-        ):
-            # An increment: tokens, cost.
-            sets.append(f'{column} = "{table}".{column} + CAST(%s AS {cast})')
+        elif kind == "increment":
             params.append(value.rhs.value)
-        elif hasattr(value, "resolve_expression"):
-            query = UpdateQuery(model)
-            compiler = query.get_compiler(connection=connection)
-            resolved = value.resolve_expression(query, allow_joins=False, for_save=True)
-            sql, expression_params = compiler.compile(resolved)
-            sets.append(f"{column} = CAST({sql} AS {cast})")
-            params.extend(expression_params)
+        elif kind == "value":
+            params.append(_db_value(_column(model, name)[0], value, json_text))
+        elif kind is None:
+            compiled[name] = _compiled(model, name, value, params)
+    if not compiled:
+        return _sets_sql(model, tuple(shape))
+    return ", ".join(
+        compiled[name] if kind is None else _sets_sql(model, ((name, kind),))
+        for name, kind in shape
+    )
+
+
+def _kind(name: str, value: Any) -> str | None:
+    """How a field's value is written: the statement's clock (`now`), the database clock plus
+    an interval (`after`), an increment of the column (`increment`: tokens, cost), a parameter
+    (`value`), or None for another expression (compiled by the ORM)."""
+    if isinstance(value, Now):
+        return "now"
+    if isinstance(value, DbTimeAfter):
+        return "after"
+    if (
+        isinstance(value, CombinedExpression)
+        and value.connector == "+"
+        and isinstance(value.lhs, F)
+        and isinstance(value.rhs, Value)
+        and value.lhs.name == name
+    ):
+        return "increment"
+    if hasattr(value, "resolve_expression"):
+        return None
+    return "value"
+
+
+@functools.cache
+def _sets_sql(model: type[models.Model], shape: tuple[tuple[str, str | None], ...]) -> str:
+    table = model._meta.db_table
+    sets = []
+    for name, kind in shape:
+        _, column, cast_type = _column(model, name)
+        if kind == "now":
+            sets.append(f"{column} = STATEMENT_TIMESTAMP()")
+        elif kind == "after":
+            sets.append(f"{column} = clock_timestamp() + CAST(%s AS interval)")
+        elif kind == "increment":
+            sets.append(f'{column} = "{table}".{column} + CAST(%s AS {cast_type})')
         else:
-            sets.append(f"{column} = CAST(%s AS {cast})")
-            params.append(model_field.get_db_prep_save(value, connection))
+            sets.append(f"{column} = CAST(%s AS {cast_type})")
     return ", ".join(sets)
+
+
+def _compiled(model: type[models.Model], name: str, value: Any, params: list[Any]) -> str:
+    """`"col" = <expression>` for an expression the statement has no shape for."""
+    _, column, cast_type = _column(model, name)
+    query = UpdateQuery(model)
+    compiler = query.get_compiler(connection=connection)
+    resolved = value.resolve_expression(query, allow_joins=False, for_save=True)
+    sql, expression_params = compiler.compile(resolved)
+    params.extend(expression_params)
+    return f"{column} = CAST({sql} AS {cast_type})"
 
 
 @functools.cache
@@ -672,10 +701,97 @@ def _column(model: type[models.Model], name: str) -> tuple[Any, str, str]:
     return model_field, _quote(model_field.column), model_field.cast_db_type(connection)
 
 
+def _db_value(model_field: Any, value: Any, json_text: JsonTexts) -> Any:
+    """The parameter for `value` in `model_field`'s column, as `get_db_prep_save` gives it,
+    except that JSON is sent as its text and a status (a str enum) as a plain str: psycopg
+    dumps those without an adapter lookup each (the statement casts every parameter to its
+    column's type, so PostgreSQL reads the same value)."""
+    if value is None:
+        return None
+    if _is_json(model_field):
+        return json_text(value)
+    if isinstance(value, str):
+        return str.__str__(value)
+    return model_field.get_db_prep_save(value, connection)
+
+
+@functools.cache
+def _is_json(model_field: Any) -> bool:
+    return isinstance(model_field, models.JSONField)
+
+
+class JsonTexts:
+    """The JSON texts of one commit's values, by identity: a value stored in two columns (a
+    step's output that is also its call's result) is serialized once."""
+
+    def __init__(self) -> None:
+        # The values are kept with their texts, so an id is not reused while it is here.
+        self._texts: dict[int, tuple[Any, str]] = {}
+
+    def __call__(self, value: Any) -> str:
+        known = self._texts.get(id(value))
+        if known is not None and known[0] is value:
+            return known[1]
+        text = _json_text(value)
+        if isinstance(value, (dict, list)):
+            self._texts[id(value)] = (value, text)
+        return text
+
+
+def _json_text(value: Any) -> str:
+    """A JSON value as the text its jsonb parameter is sent as (what psycopg's `Jsonb` sends:
+    `json.dumps`, without the spaces)."""
+    return json.dumps(value, separators=(",", ":"))
+
+
+@functools.cache
+def _one_of(statuses: frozenset[str]) -> str:
+    """`IN (...)` of the statuses as SQL literals: they come from the transition tables, so the
+    statement text stays one per shape (prepared once) and needs no array parameter."""
+    if not statuses:
+        return "IS NULL AND FALSE"
+    if not all(status.isidentifier() for status in statuses):
+        raise ValueError(f"not a status: {sorted(statuses)}")
+    return f"IN ({', '.join(repr(str.__str__(status)) for status in sorted(statuses))})"
+
+
+@functools.cache
+def _insert_shape(model: type[models.Model]) -> tuple[str, list[Any]]:
+    """`INSERT` of a new row joined to the fence (creation times from the statement's clock),
+    and the fields whose values are its parameters, in order."""
+    columns, values, inserted = [], [], []
+    for model_field in model._meta.concrete_fields:
+        if model_field.primary_key:
+            continue
+        _, column, cast_type = _column(model, model_field.name)
+        columns.append(column)
+        if getattr(model_field, "auto_now_add", False):
+            values.append("STATEMENT_TIMESTAMP()")
+            continue
+        values.append(f"CAST(%s AS {cast_type})")
+        inserted.append(model_field)
+    sql = (
+        f'INSERT INTO "{model._meta.db_table}" ({", ".join(columns)}) '
+        f'SELECT {", ".join(values)} FROM fence RETURNING "id"'
+    )
+    return sql, inserted
+
+
+M = TypeVar("M", bound=models.Model)
+
+
+def _copied(instance: M) -> M:
+    """`copy.copy(instance)`: the same state (`Model.__getstate__`, which copies `_state`),
+    without the unpickling Django's `__reduce__` sends a copy through."""
+    new = instance.__class__.__new__(instance.__class__)
+    new.__dict__.update(instance.__getstate__())
+    return new
+
+
 def step_as_done(step: Step, *, output: Any) -> Step:
     """A copy of `step` as it will read once its `succeed` commits: the runner builds the next
     step's prompt from it before the one write that completes this step and starts the next."""
-    done = copy.copy(step)
+    done = _copied(step)
     done.status = STEP_TRANSITIONS["succeed"].target
     done.output = output
     return done
@@ -683,21 +799,21 @@ def step_as_done(step: Step, *, output: Any) -> Step:
 
 def step_as_started(step: Step) -> Step:
     """A copy of `step` as it will read once its `start` commits."""
-    started = copy.copy(step)
+    started = _copied(step)
     started.status = STEP_TRANSITIONS["start"].target
     return started
 
 
 def call_as(call: ToolCall, target: str) -> ToolCall:
     """A copy of a ledger row as it will read once its move to `target` commits."""
-    moved = copy.copy(call)
+    moved = _copied(call)
     moved.status = target
     return moved
 
 
 def task_as(task: Task, *, status: str, current_step: int) -> Task:
     """A copy of the task as it will read once a commit that sets these fields commits."""
-    moved = copy.copy(task)
+    moved = _copied(task)
     moved.status, moved.current_step = status, current_step
     return moved
 
