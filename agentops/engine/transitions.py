@@ -631,6 +631,9 @@ class _PreparedCursor(psycopg.Cursor):
 
 @contextmanager
 def _prepared_cursor() -> Iterator[Any]:
+    # As Django's own cursors do: a connection a new request or job may find dead (the worker's
+    # `close_old_connections` asks for that check) is tested first, and replaced if it is.
+    connection.close_if_health_check_failed()
     connection.ensure_connection()
     raw = connection.connection
     if raw.prepare_threshold is None:
