@@ -469,6 +469,10 @@ def _dispatch(*, jobs: int, payload_kb: int) -> dict[str, Any]:
                 **os.environ,
                 "DATABASE_URL": _database_url(),
                 "REDIS_URL": settings.RQ_QUEUES["default"]["URL"],
+                # The worker runs as the in-process advances do: DEBUG off (with AGENTOPS_DEV it
+                # would be on, and every query would log itself), the same time slice.
+                "DJANGO_DEBUG": "0",
+                "AGENTOPS_SLICE_SECONDS": str(settings.AGENTOPS["SLICE_SECONDS"]),
             },
             check=True,
             timeout=60 + jobs * 10,

@@ -7,6 +7,7 @@ checks read rows the runner already holds (worked time reads the task's claim ev
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -18,6 +19,7 @@ from agentops.engine.jsonvalues import loaded
 from agentops.engine.ledger import arguments_digest
 from agentops.engine.model import ModelResponse
 from agentops.engine.registry import Agent, Tool
+from agentops.engine.transitions import prepared_rows
 from agentops.models import Event, Step, Task
 from agentops.states import STEP_DONE, TASK_TRANSITIONS, TaskStatus
 
@@ -36,11 +38,7 @@ def worked_seconds(task_id: int) -> float:
     a gate, waiting for a retry, paused, stopped, yielded) or until the next claim (its worker
     died), and the current claim until now. Waits for people and backoff do not count."""
     total, since = 0.0, None
-    rows = (
-        Event.objects.filter(task_id=task_id, action__in=LEFT_RUNNING | {CLAIMED})
-        .order_by("seq")
-        .values_list("action", "created_at")
-    )
+    rows = prepared_rows(_worked_events(), [task_id, sorted(LEFT_RUNNING | {CLAIMED})])
     for action, at in rows:
         if since is not None:
             total += (at - since).total_seconds()
@@ -50,6 +48,15 @@ def worked_seconds(task_id: int) -> float:
     if since is not None:
         total += (timezone.now() - since).total_seconds()
     return total
+
+
+@functools.cache
+def _worked_events() -> str:
+    """The task's claims and moves out of `running` (action, time), in seq order."""
+    return (
+        f'SELECT "action", "created_at" FROM "{Event._meta.db_table}" WHERE "task_id" = %s '
+        'AND "action" = ANY(CAST(%s AS text[])) ORDER BY "seq"'
+    )
 
 
 def check_budgets(task: Task, *, worked: Callable[[], float] | None = None) -> None:

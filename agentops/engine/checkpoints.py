@@ -8,11 +8,15 @@ Resume folds the events after the latest snapshot onto it and requires the resul
 
 from __future__ import annotations
 
+import functools
+import json
+from collections.abc import Iterable
 from typing import Any
 
 from agentops.engine.crashpoints import crashpoint
 from agentops.engine.errors import CheckpointMismatch
 from agentops.engine.jsonvalues import digest
+from agentops.engine.transitions import prepared_rows
 from agentops.models import Event, Snapshot, Step, Task, ToolCall
 from agentops.states import LedgerStatus
 
@@ -53,16 +57,16 @@ def snapshot_write(*, task_id: int, seq: int) -> Snapshot:
     return snapshot
 
 
-def fold(state: dict[str, Any], events: list[Event]) -> dict[str, Any]:
-    """Apply the `fold` payload of each event, in seq order, to a copy of a snapshot's state."""
+def fold(state: dict[str, Any], changes: Iterable[dict[str, Any] | None]) -> dict[str, Any]:
+    """Apply each event's `fold` payload (None for an event without one), in seq order, to a
+    copy of a snapshot's state."""
     folded = {
         "status": state["status"],
         "current_step": state["current_step"],
         "steps": dict(state["steps"]),
         "ledger": dict(state["ledger"]),
     }
-    for event in events:
-        change = event.payload.get("fold")
+    for change in changes:
         if not change:
             continue
         for key in ("status", "current_step"):
@@ -80,16 +84,29 @@ def fold(state: dict[str, Any], events: list[Event]) -> dict[str, Any]:
 def checkpoint_verify(task: Task, steps: list[Step], calls: list[ToolCall]) -> int:
     """Fold the latest snapshot with the events after it; raise CheckpointMismatch if the rows
     disagree. Returns the snapshot's seq."""
-    snapshot = Snapshot.objects.filter(task_id=task.pk).order_by("-seq").first()
-    if snapshot is None:
+    found = prepared_rows(_latest_snapshot_and_folds(), [task.pk])
+    if not found:
         raise CheckpointMismatch(f"task {task.pk} has no snapshot")
-    events = list(Event.objects.filter(task_id=task.pk, seq__gt=snapshot.seq).order_by("seq"))
-    expected = fold(snapshot.state, events)
+    seq, state, changes, events = found[0]
+    expected = fold(json.loads(state), json.loads(changes) if changes is not None else [])
     actual = progress_state(task, steps, calls)
     if expected != actual:
         differences = sorted(key for key in expected if expected[key] != actual.get(key))
         raise CheckpointMismatch(
-            f"task {task.pk}: snapshot #{snapshot.seq} + {len(events)} events disagree with the "
-            f"rows on {', '.join(differences)}"
+            f"task {task.pk}: snapshot #{seq} + {events} events disagree with the rows on "
+            f"{', '.join(differences)}"
         )
-    return snapshot.seq
+    return int(seq)
+
+
+@functools.cache
+def _latest_snapshot_and_folds() -> str:
+    """One read for the check: the latest snapshot's seq and state, the `fold` payloads of the
+    events after it in seq order (JSON null for an event without one), and how many they are."""
+    snapshot, event = Snapshot._meta.db_table, Event._meta.db_table
+    return (
+        f'SELECT s."seq", s."state", f."changes", f."events" FROM "{snapshot}" s CROSS JOIN '
+        f'LATERAL (SELECT jsonb_agg(e."payload" -> \'fold\' ORDER BY e."seq") AS "changes", '
+        f'count(*) AS "events" FROM "{event}" e WHERE e."task_id" = s."task_id" AND '
+        'e."seq" > s."seq") f WHERE s."task_id" = %s ORDER BY s."seq" DESC LIMIT 1'
+    )

@@ -29,7 +29,7 @@ from django.db.models import F
 from django.db.models.functions import Now
 
 from agentops import prometheus
-from agentops.engine import budgets, children, gates, handoff, planning, retries, routing
+from agentops.engine import budgets, children, gates, handoff, planning, retries, routing, rows
 from agentops.engine import context as ctxbuild
 from agentops.engine.checkpoints import checkpoint_verify, snapshot_state, snapshot_write
 from agentops.engine.crashpoints import crashpoint
@@ -82,11 +82,12 @@ from agentops.engine.transitions import (
     fenced_commit,
     fenced_write,
     ledger_transition,
+    prepared_rows,
     step_as_done,
     step_as_started,
     step_transition,
     task_as,
-    task_claim,
+    task_claim_row,
 )
 from agentops.logs import task_context, task_context_step
 from agentops.models import Step, Task, ToolCall
@@ -105,16 +106,37 @@ logger = logging.getLogger(__name__)
 
 def task_advance(*, task_id: int, owner: str) -> str:
     """Claim the task and advance it for one time slice. Returns what happened, for logs."""
-    lease = task_claim(task_id=task_id, owner=owner)
-    if lease is None:
+    claimed = task_claim_row(task_id=task_id, owner=owner)
+    if claimed is None:
         return "not claimable"
+    lease, task = claimed
     crashpoint("after_claim")
     try:
         with task_context(task_id=task_id), Heartbeat(lease, armed=False) as beat:
-            return TaskRun(lease=lease, http=http_client(), beat=beat).advance()
+            return TaskRun(lease=lease, http=http_client(), beat=beat, task=task).advance()
     except LeaseLost as lost:
         logger.warning("stopping: %s", lost)
         return "lease lost"
+
+
+def task_steps(task_id: int) -> list[Step]:
+    """The task's steps in plan order."""
+    return [rows.instance(Step, row) for row in prepared_rows(_rows_of(Step, "ordinal"), [task_id])]
+
+
+def task_calls(task_id: int) -> list[ToolCall]:
+    """The task's ledger rows, oldest first."""
+    return [
+        rows.instance(ToolCall, row) for row in prepared_rows(_rows_of(ToolCall, "id"), [task_id])
+    ]
+
+
+@functools.cache
+def _rows_of(model: type[Step] | type[ToolCall], order: str) -> str:
+    return (
+        f'SELECT {rows.columns(model)} FROM "{model._meta.db_table}" WHERE "task_id" = %s '
+        f'ORDER BY "{order}"'
+    )
 
 
 @functools.cache
@@ -176,7 +198,8 @@ class TaskRun:
     lease: Lease
     http: httpx.Client
     beat: Heartbeat
-    task: Task = field(init=False)
+    # The row as the claim left it.
+    task: Task
     agent: Agent = field(init=False)
     steps: list[Step] = field(init=False)
     messages: list[dict[str, Any]] = field(default_factory=list)
@@ -198,8 +221,7 @@ class TaskRun:
     # -- the loop -----------------------------------------------------------------------------
 
     def advance(self) -> str:
-        self.task = Task.objects.get(pk=self.lease.task_id)
-        self.steps = list(Step.objects.filter(task=self.task).order_by("ordinal"))
+        self.steps = task_steps(self.task.pk)
         stopped = self._preflight()
         if stopped:
             return stopped
@@ -260,7 +282,7 @@ class TaskRun:
             self.agent = get_agent(task.agent)
         except UnknownAgent as exc:
             return self._stop(OrchestrationFailure(str(exc), kind="unknown_agent"))
-        calls = list(ToolCall.objects.filter(task=task))
+        calls = task_calls(task.pk)
         self.calls = {call.pk: call for call in calls}
         for call in calls:
             self.proposals.setdefault((call.tool, call.args_digest), set()).add(call.step_id)

@@ -16,7 +16,7 @@ import json
 import logging
 import time
 import weakref
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -26,12 +26,13 @@ import psycopg
 from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, connection, connections, models, transaction
-from django.db.models import Case, F, Value, When
+from django.db.models import F, Value
 from django.db.models.expressions import CombinedExpression
 from django.db.models.functions import Now
 from django.db.models.sql import UpdateQuery
 
 from agentops import prometheus
+from agentops.engine import rows
 from agentops.engine.crashpoints import crashpoint
 from agentops.engine.errors import CheckpointMismatch, LeaseLost
 from agentops.engine.jsonvalues import Encoded, fsync_directory, offloaded
@@ -63,6 +64,9 @@ class Lease:
     # The worker's monotonic clock just before the lease was last granted or renewed by a
     # commit (the database set the deadline after that, so what is left is at least this).
     renewed_at: float = field(default_factory=time.monotonic)
+    # Whether the task is a child (its end may wake its parent); None when the holder does not
+    # know, and the terminal commit looks it up. A task's parent never changes.
+    child: bool | None = None
 
     def renewal_due(self) -> bool:
         """Less than half of the lease is left: the next commit renews it."""
@@ -180,57 +184,92 @@ def _status_stamped(fields: dict[str, Any]) -> dict[str, Any]:
 
 
 def task_claim(*, task_id: int, owner: str) -> Lease | None:
-    """Claim the task if it is claimable and its lease is free: the `start` transition.
+    """Claim the task if it is claimable and its lease is free (see `task_claim_row`)."""
+    claimed = task_claim_row(task_id=task_id, owner=owner)
+    return None if claimed is None else claimed[0]
 
-    One conditional UPDATE bumps the epoch, sets the lease from the database clock, and counts a
-    recovery when the previous holder died while `running` (so a crash loop counts toward the cap).
-    Returns None when another worker holds the task, it is parked or terminal, or not yet due.
-    The row is locked with SKIP LOCKED first: a claim never waits behind a holder frozen inside a
-    transaction (the server cuts that holder off; the sweeper re-drives the task after it).
+
+def task_claim_row(*, task_id: int, owner: str) -> tuple[Lease, Task] | None:
+    """Claim the task if it is claimable and its lease is free: the `start` transition. Returns
+    the lease and the task's row as the claim left it.
+
+    One statement locks the row with SKIP LOCKED, bumps the epoch, sets the lease from the
+    database clock, counts a recovery when the previous holder died while `running` (so a crash
+    loop counts toward the cap), and appends the claim event. Returns None when another worker
+    holds the task, it is parked or terminal, or not yet due. A claim never waits behind a holder
+    frozen inside a transaction (the server cuts that holder off; the sweeper re-drives the task
+    after it).
     """
     start = TASK_TRANSITIONS["start"]
-    claimable = Task.objects.filter(
-        models.Q(lease_expires_at__isnull=True) | models.Q(lease_expires_at__lt=ClockTimestamp()),
-        models.Q(next_run_at__isnull=True) | models.Q(next_run_at__lte=ClockTimestamp()),
-        pk=task_id,
-        status__in=start.sources,
-    )
+    payload = {"owner": owner, "fold": {"status": start.target}}
+    params = [
+        task_id,
+        sorted(start.sources),
+        start.target,
+        owner,
+        timedelta(seconds=settings.AGENTOPS["LEASE_SECONDS"]),
+        TaskStatus.RUNNING,
+        sorted(start.sources),
+        start.event,
+        _json_text(payload),
+        TaskStatus.RUNNING,
+    ]
     granted_at = time.monotonic()
-    with transaction.atomic():
-        previous = (
-            claimable.select_for_update(skip_locked=True).values_list("status", flat=True).first()
-        )
-        if previous is None:
-            return None
-        seq = _update_and_log(
-            claimable,
-            task_id,
-            [
-                EventSpec(
-                    start.event,
-                    payload={"owner": owner, "recovered": previous == TaskStatus.RUNNING},
-                    fold={"status": start.target},
-                )
-            ],
-            {
-                "status": start.target,
-                "lease_epoch": F("lease_epoch") + 1,
-                "lease_owner": owner,
-                "lease_expires_at": lease_deadline(),
-                "next_run_at": None,
-                "failure": None,
-                "claims": F("claims") + 1,
-                "recoveries": F("recoveries")
-                + Case(When(status=TaskStatus.RUNNING, then=Value(1)), default=Value(0)),
-                "started_at": Case(
-                    When(started_at__isnull=True, then=Now()), default=F("started_at")
-                ),
-            },
-        )
-        if seq is None:
-            return None
-        epoch = Task.objects.filter(pk=task_id).values_list("lease_epoch", flat=True).get()
-    return Lease(task_id=task_id, epoch=epoch, owner=owner, last_seq=seq, renewed_at=granted_at)
+    with _prepared_cursor() as cursor:
+        cursor.execute(_claim_statement(), params)
+        row = cursor.fetchone()
+    if row is None:
+        return None
+    task = rows.instance(Task, row)
+    payload["recovered"] = row[-1] == TaskStatus.RUNNING
+    prometheus.events_written([(start.event, payload)])
+    lease = Lease(
+        task_id=task_id,
+        epoch=task.lease_epoch,
+        owner=owner,
+        last_seq=task.last_seq,
+        renewed_at=granted_at,
+        child=task.parent_id is not None,
+    )
+    return lease, task
+
+
+# Claimable: in a source status of `start`, the lease free or run out, and due.
+_CLAIMABLE = (
+    '{t}."status" = ANY(CAST(%s AS text[])) AND ({t}."lease_expires_at" IS NULL OR '
+    '{t}."lease_expires_at" < clock_timestamp()) AND ({t}."next_run_at" IS NULL OR '
+    '{t}."next_run_at" <= clock_timestamp())'
+)
+
+
+@functools.cache
+def _claim_statement() -> str:
+    """The claim as one data-modifying `WITH`; its parameters are built by `task_claim_row`.
+
+    The row is locked first (SKIP LOCKED), and the UPDATE checks the claimable conditions
+    again on the row it locked. It returns the task's columns, then the status before the claim.
+    """
+    task = Task._meta.db_table
+    t = f'"{task}"'
+    return (
+        f'WITH claimable AS (SELECT "id", "status" FROM {t} WHERE "id" = %s AND '
+        f"{_CLAIMABLE.format(t=t)} FOR UPDATE SKIP LOCKED), "
+        f'claimed AS (UPDATE {t} SET "status" = CAST(%s AS varchar), '
+        f'"lease_epoch" = {t}."lease_epoch" + 1, "lease_owner" = CAST(%s AS varchar), '
+        '"lease_expires_at" = clock_timestamp() + CAST(%s AS interval), "next_run_at" = NULL, '
+        f'"failure" = NULL, "claims" = {t}."claims" + 1, "recoveries" = {t}."recoveries" + '
+        f'CASE WHEN {t}."status" = CAST(%s AS varchar) THEN 1 ELSE 0 END, '
+        f'"started_at" = COALESCE({t}."started_at", STATEMENT_TIMESTAMP()), '
+        f'"last_seq" = {t}."last_seq" + 1, "updated_at" = STATEMENT_TIMESTAMP(), '
+        '"status_changed_at" = STATEMENT_TIMESTAMP() '
+        f'FROM claimable WHERE {t}."id" = claimable."id" AND {_CLAIMABLE.format(t=t)} '
+        f'RETURNING {rows.columns(Task)}, claimable."status" AS "previous"), '
+        f'event AS (INSERT INTO "{Event._meta.db_table}" ("task_id", "seq", "action", '
+        '"step_ordinal", "payload", "actor_label", "created_at") SELECT "id", "last_seq", '
+        "CAST(%s AS varchar), NULL, CAST(%s AS jsonb) || jsonb_build_object('recovered', "
+        "\"previous\" = CAST(%s AS varchar)), '', STATEMENT_TIMESTAMP() FROM claimed) "
+        f'SELECT {rows.columns(Task, "claimed")}, "previous" FROM claimed'
+    )
 
 
 def fenced_write(
@@ -471,7 +510,8 @@ class Commit:
         """Send the statement (once). Returns the new last_seq."""
         if self.done:
             return self.seq
-        if self.fields.get("status") in TERMINAL and self._atomic is None:
+        wakes_parent = self.fields.get("status") in TERMINAL and self.lease.child is not False
+        if wakes_parent and self._atomic is None:
             # The parent's wake-up commits with the child's terminal transition.
             self.in_transaction()
             return self.seq
@@ -506,7 +546,7 @@ class Commit:
                     if not hasattr(new, "resolve_expression"):
                         setattr(part.target, attr, new)
         prometheus.checkpoint_committed(timer, ((e.action, e.payload) for e in self.all_events))
-        if self.fields.get("status") in TERMINAL:
+        if wakes_parent:
             _terminal_hook(self.lease.task_id)
         return self.seq
 
@@ -592,6 +632,9 @@ class _PreparedCursor(psycopg.Cursor):
 def _prepared_cursor() -> Iterator[Any]:
     # The connection itself, not the `connection` proxy (a thread-local lookup per use).
     db: Any = connections[DEFAULT_DB_ALIAS]
+    # As Django's own cursors do: a connection a new request or job may find dead (the worker's
+    # `close_old_connections` asks for that check) is tested first, and replaced if it is.
+    db.close_if_health_check_failed()
     db.ensure_connection()
     raw = db.connection
     if raw.prepare_threshold is None:
@@ -608,6 +651,14 @@ def _prepared_cursor() -> Iterator[Any]:
 
 
 _CURSORS: weakref.WeakKeyDictionary[Any, _PreparedCursor] = weakref.WeakKeyDictionary()
+
+
+def prepared_rows(sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
+    """The rows of a read sent as a prepared statement: the runner's reads once per claim,
+    which the ORM would spend more CPU building than the server spends running."""
+    with _prepared_cursor() as cursor:
+        cursor.execute(sql, params)
+        return cast(list[tuple[Any, ...]], cursor.fetchall())
 
 
 # Only queries sent with `prepare=True` are prepared: Django's own cursors bind client-side.

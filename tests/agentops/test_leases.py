@@ -11,14 +11,14 @@ from pathlib import Path
 import django_rq
 import psycopg
 import pytest
-from django.db import connection, connections, transaction
+from django.db import close_old_connections, connection, connections, transaction
 from django.utils import timezone
 
 from agentops.engine.dispatch import enqueue_now, job_id_for
 from agentops.engine.errors import LeaseLost
 from agentops.engine.leases import Heartbeat, lease_renew
 from agentops.engine.sweeper import SWEEP_LOCK_KEY, sweep_exclusive
-from agentops.engine.transitions import EventSpec, fenced_write, task_claim
+from agentops.engine.transitions import EventSpec, fenced_write, task_claim, task_claim_row
 from agentops.models import Event, Task
 from agentops.services import task_abort, task_create, task_pause
 from agentops.sim.models import Effect
@@ -126,6 +126,39 @@ def test_a_claim_does_not_wait_behind_a_row_lock_held_by_a_frozen_holder(redis_c
     assert blocked is None
     assert waited < 1.0  # not the lock_timeout (3 s), let alone the holder's freeze
     assert claimed is not None and claimed.epoch == 1
+
+
+def test_a_claim_returns_the_row_as_it_left_it_and_counts_a_recovery(redis_clean):
+    task = task_create(agent="refund", goal="Refund", input={"order_id": "A1001"})
+    first = task_claim_row(task_id=task.pk, owner="w1")
+    assert first is not None
+    _expire_lease(task.pk)  # w1 died while running
+    second = task_claim_row(task_id=task.pk, owner="w2")
+    assert second is not None
+
+    (lease, row), stored = second, Task.objects.get(pk=task.pk)
+    assert {f.attname: getattr(row, f.attname) for f in Task._meta.concrete_fields} == {
+        f.attname: getattr(stored, f.attname) for f in Task._meta.concrete_fields
+    }
+    assert (lease.epoch, lease.last_seq, lease.child) == (2, stored.last_seq, False)
+    assert (stored.claims, stored.recoveries, stored.lease_owner) == (2, 1, "w2")
+    claims = Event.objects.filter(task=task, action="agentops.task.claimed").order_by("seq")
+    assert [e.payload for e in claims] == [
+        {"owner": "w1", "recovered": False, "fold": {"status": "running"}},
+        {"owner": "w2", "recovered": True, "fold": {"status": "running"}},
+    ]
+    assert claims.last().seq == stored.last_seq
+
+
+def test_a_claim_replaces_a_connection_the_server_dropped_between_jobs(redis_clean):
+    task = task_create(agent="refund", goal="Refund", input={"order_id": "A1001"})
+    pid = connection.connection.info.backend_pid
+    with psycopg.connect(database_url(), autocommit=True) as admin:
+        admin.execute("SELECT pg_terminate_backend(%s)", [pid])
+    close_old_connections()  # what the worker does before each job
+
+    assert task_claim(task_id=task.pk, owner="w") is not None
+    assert connection.connection.info.backend_pid != pid
 
 
 def test_a_lease_runs_from_the_moment_the_claim_is_written(redis_clean, settings):
