@@ -61,6 +61,12 @@ def crash_then_recover(processes, crash_at: str, **env: str) -> Task:
     task = task_create(agent="refund", goal="Refund order A1001", input={"order_id": "A1001"})
     victim = processes.worker(crash_at=crash_at, extra_env=env)
     assert victim.wait(timeout=60) == -9, "the worker should have been killed at " + crash_at
+    take_over(processes, task)
+    return task
+
+
+def take_over(processes, task: Task) -> None:
+    """A new worker and the sweeper finish the task the killed worker left."""
     processes.worker()
     processes.sweeper()
     wait_for(
@@ -68,7 +74,6 @@ def crash_then_recover(processes, crash_at: str, **env: str) -> Task:
         timeout=60,
         message="the task to finish after the takeover",
     )
-    return task
 
 
 @pytest.mark.parametrize(
@@ -94,13 +99,7 @@ def test_worker_killed_after_a_large_proposal_runs_it_exactly_once(processes):
     assert victim.wait(timeout=60) == -9
     call = ToolCall.objects.get(task=task, step__ordinal=1)
     assert call.status == LedgerStatus.PENDING
-    processes.worker()
-    processes.sweeper()
-    wait_for(
-        lambda: Task.objects.get(pk=task.pk).is_terminal,
-        timeout=60,
-        message="the task to finish after the takeover",
-    )
+    take_over(processes, task)
 
     task.refresh_from_db()
     assert task.status == TaskStatus.SUCCEEDED, task.failure
@@ -135,13 +134,7 @@ def test_worker_killed_during_the_tool_call_finds_the_effect_by_probe(processes)
     Fault.objects.filter(service="payments").update(mode=FaultMode.OK)
     assert ToolCall.objects.get(task=task, tool="issue_refund").status == LedgerStatus.PENDING
 
-    processes.worker()
-    processes.sweeper()
-    wait_for(
-        lambda: Task.objects.get(pk=task.pk).is_terminal,
-        timeout=60,
-        message="the task to finish after the takeover",
-    )
+    take_over(processes, task)
 
     assert_finished_once(task, processes)
     assert (
