@@ -83,6 +83,10 @@ class EventSpec:
     payload: dict[str, Any] = field(default_factory=dict)
     fold: dict[str, Any] | None = None
 
+    def stored_payload(self) -> dict[str, Any]:
+        """The payload as the event row stores it: with the fold, when there is one."""
+        return {**self.payload, "fold": self.fold} if self.fold else dict(self.payload)
+
 
 class ClockTimestamp(models.Func):
     """PostgreSQL's `clock_timestamp()`: the time the row is actually written.
@@ -136,16 +140,13 @@ def _append_events(
     first = last_seq - len(events) + 1
     rows = []
     for offset, spec in enumerate(events):
-        payload = dict(spec.payload)
-        if spec.fold:
-            payload["fold"] = spec.fold
         rows.append(
             Event(
                 task_id=task_id,
                 seq=first + offset,
                 action=spec.action,
                 step_ordinal=spec.step,
-                payload=payload,
+                payload=spec.stored_payload(),
                 actor=actor if getattr(actor, "pk", None) else None,
                 actor_label=getattr(actor, "username", "") or "",
             )
@@ -201,17 +202,15 @@ def task_claim_row(*, task_id: int, owner: str) -> tuple[Lease, Task] | None:
     after it).
     """
     start = TASK_TRANSITIONS["start"]
-    payload = {"owner": owner, "fold": {"status": start.target}}
+    event = EventSpec(start.event, payload={"owner": owner}, fold={"status": start.target})
     params = [
         task_id,
-        sorted(start.sources),
         start.target,
         owner,
         timedelta(seconds=settings.AGENTOPS["LEASE_SECONDS"]),
         TaskStatus.RUNNING,
-        sorted(start.sources),
         start.event,
-        _json_text(payload),
+        _json_text(event.stored_payload()),
         TaskStatus.RUNNING,
     ]
     granted_at = time.monotonic()
@@ -221,7 +220,7 @@ def task_claim_row(*, task_id: int, owner: str) -> tuple[Lease, Task] | None:
     if row is None:
         return None
     task = rows.instance(Task, row)
-    payload["recovered"] = row[-1] == TaskStatus.RUNNING
+    payload = {**event.payload, "recovered": row[-1] == TaskStatus.RUNNING}
     prometheus.events_written([(start.event, payload)])
     lease = Lease(
         task_id=task_id,
@@ -236,7 +235,7 @@ def task_claim_row(*, task_id: int, owner: str) -> tuple[Lease, Task] | None:
 
 # Claimable: in a source status of `start`, the lease free or run out, and due.
 _CLAIMABLE = (
-    '{t}."status" = ANY(CAST(%s AS text[])) AND ({t}."lease_expires_at" IS NULL OR '
+    '{t}."status" {sources} AND ({t}."lease_expires_at" IS NULL OR '
     '{t}."lease_expires_at" < clock_timestamp()) AND ({t}."next_run_at" IS NULL OR '
     '{t}."next_run_at" <= clock_timestamp())'
 )
@@ -251,9 +250,10 @@ def _claim_statement() -> str:
     """
     task = Task._meta.db_table
     t = f'"{task}"'
+    claimable = _CLAIMABLE.format(t=t, sources=_one_of(TASK_TRANSITIONS["start"].sources))
     return (
         f'WITH claimable AS (SELECT "id", "status" FROM {t} WHERE "id" = %s AND '
-        f"{_CLAIMABLE.format(t=t)} FOR UPDATE SKIP LOCKED), "
+        f"{claimable} FOR UPDATE SKIP LOCKED), "
         f'claimed AS (UPDATE {t} SET "status" = CAST(%s AS varchar), '
         f'"lease_epoch" = {t}."lease_epoch" + 1, "lease_owner" = CAST(%s AS varchar), '
         '"lease_expires_at" = clock_timestamp() + CAST(%s AS interval), "next_run_at" = NULL, '
@@ -262,7 +262,7 @@ def _claim_statement() -> str:
         f'"started_at" = COALESCE({t}."started_at", STATEMENT_TIMESTAMP()), '
         f'"last_seq" = {t}."last_seq" + 1, "updated_at" = STATEMENT_TIMESTAMP(), '
         '"status_changed_at" = STATEMENT_TIMESTAMP() '
-        f'FROM claimable WHERE {t}."id" = claimable."id" AND {_CLAIMABLE.format(t=t)} '
+        f'FROM claimable WHERE {t}."id" = claimable."id" AND {claimable} '
         f'RETURNING {rows.columns(Task)}, claimable."status" AS "previous"), '
         f'event AS (INSERT INTO "{Event._meta.db_table}" ("task_id", "seq", "action", '
         '"step_ordinal", "payload", "actor_label", "created_at") SELECT "id", "last_seq", '
@@ -564,19 +564,15 @@ class Commit:
         events = self.all_events
         if events:
             first = self.lease.last_seq + 1
-            rows = []
-            for offset, spec in enumerate(events):
-                payload = dict(spec.payload)
-                if spec.fold:
-                    payload["fold"] = spec.fold
-                rows.append(
-                    {
-                        "seq": first + offset,
-                        "action": spec.action,
-                        "step_ordinal": spec.step,
-                        "payload": payload,
-                    }
-                )
+            rows = [
+                {
+                    "seq": first + offset,
+                    "action": spec.action,
+                    "step_ordinal": spec.step,
+                    "payload": spec.stored_payload(),
+                }
+                for offset, spec in enumerate(events)
+            ]
             ctes.append(
                 f'events AS (INSERT INTO "{Event._meta.db_table}" ("task_id", "seq", "action", '
                 '"step_ordinal", "payload", "actor_label", "created_at") SELECT fence."id", '
