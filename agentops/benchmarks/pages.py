@@ -62,6 +62,36 @@ MIX: tuple[tuple[str, int], ...] = (
     ("aborted", 200),
     ("rolled_back", 100),
 )
+
+
+@dataclass(frozen=True)
+class CurrentStep:
+    """What a task in a given status holds at its current step (`cur`): the one place the seed
+    ties a step's and a ledger row's status to the task's."""
+
+    status: str = StepStatus.PENDING
+    stopped: bool = False  # its tool call failed: a failed step with an error and a ledger row
+    gated: bool = False  # waiting at a gate: the step is routed to it
+    undone: bool = False  # a rollback compensated its financial calls
+
+
+CURRENT_STEP: dict[str, CurrentStep] = {
+    TaskStatus.NEEDS_ATTENTION: CurrentStep(StepStatus.FAILED, stopped=True),
+    TaskStatus.AWAITING_APPROVAL: CurrentStep(StepStatus.RUNNING, gated=True),
+    TaskStatus.RUNNING: CurrentStep(StepStatus.RUNNING),
+    TaskStatus.ROLLED_BACK: CurrentStep(undone=True),
+}
+
+
+def _current_step_rows() -> str:
+    """`VALUES` rows of every task status and its `CurrentStep`, for the plan to join."""
+    return ", ".join(
+        f"('{status}', '{shape.status}', {shape.stopped}, {shape.gated}, {shape.undone})"
+        for status in TaskStatus.values
+        for shape in [CURRENT_STEP.get(status, CurrentStep())]
+    )
+
+
 TOOLS = (
     ("lookup_order", "read"),
     ("check_eligibility", "read"),
@@ -177,7 +207,8 @@ def _seed_sql(tables: dict[str, str], tasks: int) -> list[str]:
         CREATE TEMP TABLE bench_plan AS
         SELECT i AS id, status, steps,
                CASE WHEN status = 'succeeded' THEN steps ELSE steps / 2 END AS cur,
-               created, i > %(n)s * 0.95 AS recent
+               created, i > %(n)s * 0.95 AS recent,
+               shape.step_status AS cur_status, shape.stopped, shape.gated, shape.undone
         FROM (
             SELECT i, {_status_case(tasks)} AS status, 5 + (i * 7) %% 26 AS steps,
                    now() - make_interval(secs => (%(n)s - i)::bigint * %(span)s / %(n)s + 60)
@@ -185,6 +216,8 @@ def _seed_sql(tables: dict[str, str], tasks: int) -> list[str]:
             FROM generate_series(1, %(n)s) AS i,
                  LATERAL (SELECT (i::bigint * %(step)s) %% %(n)s AS v) AS p
         ) AS plan
+        JOIN (VALUES {_current_step_rows()}) AS shape(status, step_status, stopped, gated, undone)
+            USING (status)
         """,
         "ALTER TABLE bench_plan ADD COLUMN events int",
         "UPDATE bench_plan SET events = 3 + cur + cur / 5",
@@ -221,10 +254,7 @@ def _seed_sql(tables: dict[str, str], tasks: int) -> list[str]:
         SELECT p.id * 32 + o, p.id, o, initcap(replace(bt.tool, '_', ' ')), '{{}}', '[]',
             CASE WHEN o < p.cur THEN '{StepStatus.SUCCEEDED}'
                  WHEN o > p.cur THEN '{StepStatus.PENDING}'
-                 WHEN p.status = '{TaskStatus.NEEDS_ATTENTION}' THEN '{StepStatus.FAILED}'
-                 WHEN p.status IN ('{TaskStatus.RUNNING}', '{TaskStatus.AWAITING_APPROVAL}')
-                     THEN '{StepStatus.RUNNING}'
-                 ELSE '{StepStatus.PENDING}' END,
+                 ELSE p.cur_status END,
             CASE WHEN o <= p.cur THEN 1 ELSE 0 END,
             CASE WHEN o <= p.cur THEN md5(p.id || ':' || o) ELSE '' END,
             CASE WHEN o <= p.cur THEN jsonb_build_object(
@@ -235,11 +265,11 @@ def _seed_sql(tables: dict[str, str], tasks: int) -> list[str]:
                     'completion_tokens', 200)) END,
             CASE WHEN o < p.cur THEN jsonb_build_object('ok', true,
                 'summary', bt.tool || ' done for order A' || p.id) END,
-            CASE WHEN o = p.cur AND p.status = '{TaskStatus.NEEDS_ATTENTION}'
+            CASE WHEN o = p.cur AND p.stopped
                 THEN jsonb_build_object('kind', 'tool_timeout', 'message', 'timed out after 30 s')
                 END,
             CASE WHEN o > p.cur THEN ''
-                 WHEN o = p.cur AND p.status = '{TaskStatus.AWAITING_APPROVAL}' THEN 'gate'
+                 WHEN o = p.cur AND p.gated THEN 'gate'
                  WHEN bt.tool = 'issue_refund' AND p.id %% 2 = 0 THEN 'audit'
                  ELSE 'auto' END,
             CASE WHEN o <= p.cur THEN 1 END,
@@ -260,7 +290,7 @@ def _seed_sql(tables: dict[str, str], tasks: int) -> list[str]:
             CASE WHEN attempt = 1 THEN '{LedgerStatus.FAILED}'
                  WHEN o = p.cur AND p.id %% 2 = 0 THEN '{LedgerStatus.EXECUTED_UNKNOWN}'
                  WHEN o = p.cur THEN '{LedgerStatus.FAILED}'
-                 WHEN p.status = '{TaskStatus.ROLLED_BACK}' AND bt.side_effect = 'financial'
+                 WHEN p.undone AND bt.side_effect = 'financial'
                      THEN '{LedgerStatus.COMPENSATED}'
                  ELSE '{LedgerStatus.SUCCEEDED}' END,
             CASE WHEN attempt = 0 AND o < p.cur THEN jsonb_build_object('ok', true) END,
@@ -270,7 +300,7 @@ def _seed_sql(tables: dict[str, str], tasks: int) -> list[str]:
         FROM bench_plan AS p CROSS JOIN LATERAL generate_series(0, p.steps - 1) AS o
         JOIN bench_tool AS bt ON bt.k = o %% 5
         CROSS JOIN generate_series(0, 1) AS attempt
-        WHERE (o < p.cur OR (o = p.cur AND p.status = '{TaskStatus.NEEDS_ATTENTION}'))
+        WHERE (o < p.cur OR (o = p.cur AND p.stopped))
           AND (attempt = 0 OR (p.id + o) %% 97 = 0)
         """,
         # About 24 events per task: created, claimed, a start and a completion per step, a
