@@ -5,8 +5,8 @@ A role is membership of a group the migrations create (`operators`, `auditors`, 
 (Django's own rule). The permissions are registered here with django-rules, and everyone else asks
 through Django: views with `agentops.web.permission_required("<app>.<name>")`, services with
 `user.has_perm(...)`, templates and the navigation with `{% if perms.<app>.<name> %}`. The group
-names are read once per user object (rules caches them), so a page asks the database at most once
-however many checks it makes.
+names are read once per user object (rules caches them; `group_names` reads the same cache), so a
+page asks the database at most once however many checks it makes.
 
 A permission registered here is decided by its rule alone: `ModelBackend` (the per-user and group
 permission rows, which the admin and `agentops.view_task` use) is not asked about it, so a page
@@ -57,6 +57,20 @@ PERMISSIONS: dict[str, tuple[rules.Predicate, str]] = {
 
 for _name, (_predicate, _) in PERMISSIONS.items():
     rules.add_perm(_name, _predicate)
+
+
+# Where django-rules' `is_group_member` keeps a user's group names, on the user object.
+RULES_GROUP_CACHE = "_group_names_cache"
+
+
+def group_names(user: User) -> frozenset[str]:
+    """The user's group names, from the cache the role checks fill (or filling it when no role
+    check came first): one query per user object for both."""
+    cached = getattr(user, RULES_GROUP_CACHE, None)
+    if cached is None:
+        cached = set(user.groups.values_list("name", flat=True))
+        setattr(user, RULES_GROUP_CACHE, cached)
+    return frozenset(cached)
 
 
 class PermissionRowsBackend(ModelBackend):

@@ -41,6 +41,7 @@ from agentops.selectors import (
 from agentops.states import TASK_TRANSITIONS, AuditStatus, GateStatus, LedgerStatus, TaskStatus
 from policies.models import PolicyChange
 from reviews.models import ApiToken, Claim, Decision, Delivery
+from reviews.roles import group_names
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
@@ -178,12 +179,13 @@ class InboxFilters:
 
 
 def _viewer_groups(viewer: User | None) -> frozenset[str] | None:
-    """The viewer's group names (one query); None for a superuser, who is in every group."""
+    """The viewer's group names (read once per request); None for a superuser, who is in every
+    group."""
     if viewer is None or not getattr(viewer, "is_authenticated", False):
         return frozenset()
     if viewer.is_superuser:
         return None
-    return frozenset(viewer.groups.values_list("name", flat=True))
+    return group_names(viewer)
 
 
 def _may_decide(gate: Gate, viewer: User | None, groups: frozenset[str] | None) -> bool:

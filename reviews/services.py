@@ -48,6 +48,7 @@ from policies.models import Policy, PolicyVersion
 from policies.selectors import policy_version_active
 from policies.services import policy_draft_create, policy_rule_add
 from reviews.models import Claim, Decision, Delivery, NotificationPreference
+from reviews.roles import group_names
 from reviews.states import DeliveryStatus
 
 if TYPE_CHECKING:
@@ -146,8 +147,7 @@ def gate_check_decider(*, gate: Gate, user: User) -> None:
         raise NotAllowed("you started this task, so someone else must decide its gates")
     if user.is_superuser:
         return
-    in_group = user.groups.filter(name=gate.approver_group).exists()
-    if not (in_group and user.has_perm("reviews.decide_gate")):
+    if not (gate.approver_group in group_names(user) and user.has_perm("reviews.decide_gate")):
         raise NotAllowed(f"only members of {gate.approver_group!r} may decide this gate")
 
 

@@ -22,6 +22,7 @@ from policies.models import Policy, PolicyChange, PolicyRule, PolicyVersion
 from policies.selectors import policy_version_active
 from policies.services import policy_draft_create
 from reviews.models import Claim, Decision
+from reviews.roles import group_names
 from reviews.tokens import api_token_create
 from tests.reviews.builders import client_for, gated_refund, open_gate, stopped_trip
 
@@ -329,3 +330,13 @@ def test_a_post_with_the_csrf_header_is_accepted_like_htmx_sends_it(world, opera
 
     assert response.status_code == 200
     assert Claim.objects.get(task=world.task).user == operator
+
+
+@pytest.mark.django_db
+def test_role_checks_and_group_names_share_one_query(operator, django_assert_num_queries):
+    user = type(operator).objects.get(pk=operator.pk)
+    with django_assert_num_queries(1):
+        assert user.has_perm("reviews.decide_gate")
+        assert not user.has_perm("reviews.review_audit")
+        names = group_names(user)
+    assert names == frozenset(operator.groups.values_list("name", flat=True)) != frozenset()
