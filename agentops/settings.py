@@ -19,7 +19,7 @@ import dj_database_url
 from agentops import embedded
 
 BASE_DIR = Path(__file__).resolve().parent.parent
-DATA_DIR = Path(os.environ.get("AGENTOPS_DATA_DIR", BASE_DIR / ".data"))
+DATA_DIR = embedded.DATA_DIR
 INSECURE_DEV_SECRET_KEY = "dev-insecure-change-me"
 
 

@@ -298,10 +298,15 @@ def test_without_database_url_the_settings_start_an_embedded_postgresql(tmp_path
         assert vendor == "postgresql"
         assert host.startswith(str(tmp_path))  # a socket of the embedded server, no TCP
         assert int(triggers) >= 3  # ledger, decision log and policy triggers exist here too
+        status = manage("embedded", "status", env=env)
+        assert "postgres: running" in status.stdout and "redis: running" in status.stdout
     finally:
         stopped = manage("embedded", "stop", env=env)
     assert "postgres: stopped" in stopped.stdout, stopped.stderr
     assert "redis: stopped" in stopped.stdout, stopped.stderr
+    # Asking does not start them again.
+    status = manage("embedded", "status", env=env)
+    assert "postgres: stopped" in status.stdout and "redis: stopped" in status.stdout
 
 
 # -- the production web server under load -------------------------------------------------------
