@@ -1,9 +1,9 @@
 """Figures about tasks and steps for the dashboard, the report command and Prometheus.
 
 Read-only selectors over the engine's tables: how many tasks reached their last step, where the
-others stopped, and what resuming from checkpoints saved. Tokens saved by resume are computed in
-one place (`task_tokens_saved_by_resume`) from the recorded event log, so the definition can be
-switched to a recorded figure later without touching its readers.
+others stopped, and what resuming from checkpoints saved. Tokens saved by resume have one
+definition, the runner's (`TaskRun._tokens_saved_by_resume`, recorded on each recovery in
+`Task.tokens_saved`): every figure here reads that column.
 """
 
 from __future__ import annotations
@@ -12,11 +12,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
-from typing import Any
 
 from django.conf import settings
-from django.db import connection
-from django.db.models import QuerySet, Sum
+from django.db.models import Count, Q, QuerySet, Sum
 
 from agentops.models import Task
 from agentops.states import TERMINAL, TaskStatus
@@ -111,63 +109,25 @@ def task_completion(window: Window) -> Completion:
 
 # -- resume savings ------------------------------------------------------------------------------
 
-_SAVED_SQL = """
-WITH marks AS (
-    SELECT task_id, seq, action, (payload ->> 'recovered') = 'true' AS recovered,
-           LAG(action) OVER (PARTITION BY task_id ORDER BY seq) AS previous
-    FROM agentops_event
-    WHERE action IN ('agentops.task.claimed', 'agentops.step.failed', 'agentops.task.failed')
-      {task_filter}
-), last_recovery AS (
-    SELECT task_id, MAX(seq) AS seq
-    FROM marks
-    WHERE action = 'agentops.task.claimed'
-      AND (recovered OR previous IN ('agentops.step.failed', 'agentops.task.failed'))
-    GROUP BY task_id
-), done AS (
-    SELECT DISTINCT e.task_id, e.step_ordinal
-    FROM agentops_event e JOIN last_recovery r ON r.task_id = e.task_id
-    WHERE e.action = 'agentops.step.completed' AND e.seq < r.seq
-), step_usage AS (
-    SELECT DISTINCT ON (e.task_id, e.step_ordinal) e.task_id, e.step_ordinal,
-           COALESCE((e.payload -> 'usage' ->> 'prompt_tokens')::bigint, 0)
-           + COALESCE((e.payload -> 'usage' ->> 'completion_tokens')::bigint, 0) AS tokens
-    FROM agentops_event e JOIN last_recovery r ON r.task_id = e.task_id
-    WHERE e.action = 'agentops.step.model_result' AND e.seq < r.seq
-    ORDER BY e.task_id, e.step_ordinal, e.seq DESC
-)
-SELECT d.task_id, SUM(u.tokens)
-FROM done d JOIN step_usage u ON u.task_id = d.task_id AND u.step_ordinal = d.step_ordinal
-GROUP BY d.task_id
-"""
-
 
 def task_tokens_saved_by_resume(task_ids: list[int] | None = None) -> dict[int, int]:
-    """Tokens a rerun from scratch would have spent again, per task (tasks without a recovery
-    are absent): the recorded model usage of the steps completed before the task's last
-    recovery. A recovery is a claim that took over from a holder that died while running, or
-    the first claim after a step (or the task) failed, i.e. a backoff retry or a person's
-    retry. One query; `task_ids=None` means every task."""
-    params: list[Any] = []
-    task_filter = ""
+    """Tokens saved by resume per task, as the runner recorded them (tasks that saved none are
+    absent); `task_ids=None` means every task. One query."""
+    tasks = Task.objects.filter(tokens_saved__gt=0)
     if task_ids is not None:
-        if not task_ids:
-            return {}
-        task_filter = "AND task_id = ANY(%s)"
-        params.append(list(task_ids))
-    with connection.cursor() as cursor:
-        cursor.execute(_SAVED_SQL.format(task_filter=task_filter), params)
-        return {task_id: int(tokens or 0) for task_id, tokens in cursor.fetchall()}
+        tasks = tasks.filter(pk__in=task_ids)
+    return dict(tasks.values_list("pk", "tokens_saved"))
 
 
 def resume_savings_by_agent() -> dict[str, int]:
-    """Tokens saved by resume over every task, by agent (for the Prometheus gauge)."""
-    saved = task_tokens_saved_by_resume()
-    agents = dict(Task.objects.filter(pk__in=list(saved)).values_list("pk", "agent"))
-    totals: Counter[str] = Counter()
-    for task_id, tokens in saved.items():
-        totals[agents.get(task_id, "")] += tokens
-    return dict(totals)
+    """Tokens saved by resume over every task, by agent (for the Prometheus gauge). One query."""
+    rows = (
+        Task.objects.filter(tokens_saved__gt=0)
+        .order_by()
+        .values_list("agent")
+        .annotate(saved=Sum("tokens_saved"))
+    )
+    return {agent: int(saved) for agent, saved in rows}
 
 
 def token_cost(tokens: int) -> Decimal:
@@ -194,14 +154,18 @@ class ResumeSavings:
 
 
 def resume_savings(window: Window) -> ResumeSavings:
-    tasks = tasks_in(window)
-    spent = tasks.aggregate(tokens=Sum("tokens_used"), cost=Sum("cost_used"))
-    saved = task_tokens_saved_by_resume(list(tasks.values_list("pk", flat=True)))
-    tokens_saved = sum(saved.values())
+    """Spent and saved by resume over the window's tasks (one query)."""
+    figures = tasks_in(window).aggregate(
+        tokens=Sum("tokens_used"),
+        cost=Sum("cost_used"),
+        saved=Sum("tokens_saved"),
+        resumed=Count("pk", filter=Q(tokens_saved__gt=0)),
+    )
+    tokens_saved = int(figures["saved"] or 0)
     return ResumeSavings(
-        tokens_spent=int(spent["tokens"] or 0),
-        cost_spent=Decimal(spent["cost"] or 0),
+        tokens_spent=int(figures["tokens"] or 0),
+        cost_spent=Decimal(figures["cost"] or 0),
         tokens_saved=tokens_saved,
         cost_saved=token_cost(tokens_saved),
-        tasks_resumed=len(saved),
+        tasks_resumed=figures["resumed"],
     )

@@ -20,7 +20,7 @@ from agentops.models import Event, Task
 from agentops.services import task_create
 from agentops.states import TaskStatus
 from tests.conftest import wait_for
-from tests.reviews.history import T0, make_audit_item, make_events, make_gate, make_task, usage
+from tests.reviews.history import T0, make_audit_item, make_gate, make_task
 
 TOKEN = "s3cret-metrics-token"
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
@@ -149,15 +149,14 @@ def test_gauges_count_tasks_gates_and_audit_items(token, clock):
 
 @pytest.mark.django_db
 def test_tokens_saved_by_resume_gauge(token, clock):
-    task = make_task(clock)
-    make_events(
-        task,
-        ("agentops.step.model_result", 0, usage(30, 12)),
-        ("agentops.step.completed", 0, {}),
-        ("agentops.task.claimed", None, {"recovered": True}),
-    )
+    make_task(clock, tokens_saved=30)
+    make_task(clock, tokens_saved=12)
+    make_task(clock, agent="trip", tokens_saved=5)
 
-    assert value(scrape(), "agentops_tokens_saved_by_resume", agent="refund") == 42
+    samples = scrape()
+
+    assert value(samples, "agentops_tokens_saved_by_resume", agent="refund") == 42
+    assert value(samples, "agentops_tokens_saved_by_resume", agent="trip") == 5
 
 
 @pytest.mark.django_db(transaction=True)
@@ -213,7 +212,9 @@ def test_counters_from_worker_processes_add_up(processes, token, tmp_path, monke
     assert value(samples, "agentops_step_duration_seconds_count", part="tool") >= 10
     saved = task_tokens_saved_by_resume([task.pk])[task.pk]
     assert saved > 0
-    assert value(samples, "agentops_tokens_saved_by_resume", agent="refund") >= saved
+    assert value(samples, "agentops_tokens_saved_by_resume", agent="refund") == sum(
+        t.tokens_saved for t in tasks
+    )
 
 
 def failures_by_label() -> dict[tuple[str, str], float]:

@@ -20,10 +20,8 @@ from tests.reviews.history import (
     T0,
     decide,
     make_audit_item,
-    make_events,
     make_gate,
     make_task,
-    usage,
 )
 
 pytestmark = pytest.mark.django_db
@@ -78,57 +76,21 @@ def test_completion_says_where_the_others_stopped_and_why(clock):
 
 
 def savings_history(clock):
-    retried = make_task(clock, tokens_used=500)
-    make_events(
-        retried,
-        ("agentops.task.claimed", None, {"recovered": False}),
-        ("agentops.step.started", 0, {}),
-        ("agentops.step.model_result", 0, usage(100, 20)),
-        ("agentops.step.completed", 0, {}),
-        ("agentops.step.started", 1, {}),
-        ("agentops.step.model_result", 1, usage(200, 30)),
-        ("agentops.step.completed", 1, {}),
-        ("agentops.step.started", 2, {}),
-        ("agentops.step.model_result", 2, usage(300, 40)),
-        ("agentops.step.failed", 2, {"failure": {"kind": "timeout"}}),
-        ("agentops.task.retry_scheduled", None, {}),
-        # A claim after a failure: the backoff retry resumes here.
-        ("agentops.task.claimed", None, {"recovered": False}),
-        ("agentops.step.started", 2, {}),
-        ("agentops.step.completed", 2, {}),
-    )
-    crashed = make_task(clock, tokens_used=40)
-    make_events(
-        crashed,
-        ("agentops.task.claimed", None, {"recovered": False}),
-        ("agentops.step.started", 0, {}),
-        ("agentops.step.model_result", 0, usage(10, 5)),
-        ("agentops.step.completed", 0, {}),
-        ("agentops.step.started", 1, {}),
-        ("agentops.step.model_result", 1, usage(7, 3)),
-        # The worker died holding the lease; another took over.
-        ("agentops.task.claimed", None, {"recovered": True}),
-        ("agentops.step.completed", 1, {}),
-        ("agentops.task.yielded", None, {}),
-        # A claim after a yield is no recovery.
-        ("agentops.task.claimed", None, {"recovered": False}),
-    )
+    """Three tasks with what the runner recorded: two resumed (one after a retry, one after a
+    crash), one that ran straight through."""
+    retried = make_task(clock, tokens_used=500, tokens_saved=350)
+    crashed = make_task(clock, tokens_used=40, tokens_saved=15)
     smooth = make_task(clock, tokens_used=99)
-    make_events(
-        smooth,
-        ("agentops.task.claimed", None, {"recovered": False}),
-        ("agentops.step.model_result", 0, usage(60, 39)),
-        ("agentops.step.completed", 0, {}),
-    )
     return retried, crashed, smooth
 
 
-def test_tokens_saved_by_resume_are_the_usage_of_steps_completed_before_the_last_recovery(clock):
+def test_tokens_saved_by_resume_are_what_the_runner_recorded(clock):
     retried, crashed, smooth = savings_history(clock)
 
     saved = task_tokens_saved_by_resume([retried.pk, crashed.pk, smooth.pk])
 
-    assert saved == {retried.pk: 120 + 230, crashed.pk: 15}
+    assert saved == {retried.pk: 350, crashed.pk: 15}
+    assert task_tokens_saved_by_resume([smooth.pk]) == {}
 
 
 def test_resume_savings_compare_spent_with_reruns_from_scratch(clock, settings):
