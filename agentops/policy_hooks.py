@@ -2,9 +2,10 @@
 
 `register()` installs three providers in `policies.catalog`: the tool registry as
 `{name: (side_effect, systems)}`, one tool's entry by name, and the routed steps since a time as
-`RecordedAction`s for dry-runs. Call it once from `AgentopsConfig.ready()`; calling it again replaces the providers.
-How long people took to decide gates comes from the gates themselves: pass `decision_seconds`
-(step ids -> seconds, `agentops.engine.gates.gate_decision_seconds`) to include it.
+`RecordedAction`s for dry-runs. Call it once from `AgentopsConfig.ready()`; calling it again
+replaces the providers. How long people took to decide gates comes from the gates themselves:
+pass `decision_seconds` (step ids -> seconds, `agentops.engine.gates.gate_decision_seconds`) to
+include it.
 """
 
 from __future__ import annotations
