@@ -20,7 +20,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any, NamedTuple, TypeVar, cast
+from typing import Any, TypeVar, cast
 
 import psycopg
 from django.conf import settings
@@ -427,7 +427,7 @@ class Commit:
             _Part(
                 name,
                 sql,
-                [_db_value(c, getattr(call, c.field.attname), self.json) for c in inserted],
+                [_db_value(f, getattr(call, f.attname), self.json) for f in inserted],
                 target=call,
                 returns_id=True,
             )
@@ -682,7 +682,7 @@ def _assignments(
         elif kind == "increment":
             params.append(value.rhs.value)
         elif kind == "value":
-            params.append(_db_value(_column(model, name), value, json_text))
+            params.append(_db_value(_column(model, name)[0], value, json_text))
         elif kind is None:
             compiled[name] = _compiled(model, name, value, params)
     if not compiled:
@@ -697,9 +697,6 @@ def _kind(name: str, value: Any) -> str | None:
     """How a field's value is written: the statement's clock (`now`), the database clock plus
     an interval (`after`), an increment of the column (`increment`: tokens, cost), a parameter
     (`value`), or None for another expression (compiled by the ORM)."""
-    if not hasattr(value, "resolve_expression"):
-        # A plain value (most fields): one check instead of the expressions' three.
-        return "value"
     if isinstance(value, Now):
         return "now"
     if isinstance(value, DbTimeAfter):
@@ -712,7 +709,9 @@ def _kind(name: str, value: Any) -> str | None:
         and value.lhs.name == name
     ):
         return "increment"
-    return None
+    if hasattr(value, "resolve_expression"):
+        return None
+    return "value"
 
 
 @functools.cache
@@ -720,7 +719,7 @@ def _sets_sql(model: type[models.Model], shape: tuple[tuple[str, str | None], ..
     table = model._meta.db_table
     sets = []
     for name, kind in shape:
-        _, column, cast_type, _ = _column(model, name)
+        _, column, cast_type = _column(model, name)
         if kind == "now":
             sets.append(f"{column} = STATEMENT_TIMESTAMP()")
         elif kind == "after":
@@ -734,7 +733,7 @@ def _sets_sql(model: type[models.Model], shape: tuple[tuple[str, str | None], ..
 
 def _compiled(model: type[models.Model], name: str, value: Any, params: list[Any]) -> str:
     """`"col" = <expression>` for an expression the statement has no shape for."""
-    _, column, cast_type, _ = _column(model, name)
+    _, column, cast_type = _column(model, name)
     query = UpdateQuery(model)
     compiler = query.get_compiler(connection=connection)
     resolved = value.resolve_expression(query, allow_joins=False, for_save=True)
@@ -743,39 +742,30 @@ def _compiled(model: type[models.Model], name: str, value: Any, params: list[Any
     return f"{column} = CAST({sql} AS {cast_type})"
 
 
-class Column(NamedTuple):
-    """A model field as the commit statement writes it: the field, its quoted column, the type
-    its parameters are cast to, and whether it holds JSON."""
-
-    field: Any
-    sql: str
-    cast_type: str
-    json: bool
-
-
 @functools.cache
-def _column(model: type[models.Model], name: str) -> Column:
+def _column(model: type[models.Model], name: str) -> tuple[Any, str, str]:
+    """A model field, its quoted column and the type its parameters are cast to."""
     model_field = cast(Any, model._meta.get_field(name))
-    return Column(
-        model_field,
-        _quote(model_field.column),
-        model_field.cast_db_type(connection),
-        isinstance(model_field, models.JSONField),
-    )
+    return model_field, _quote(model_field.column), model_field.cast_db_type(connection)
 
 
-def _db_value(column: Column, value: Any, json_text: JsonTexts) -> Any:
-    """The parameter for `value` in `column`, as its field's `get_db_prep_save` gives it,
+def _db_value(model_field: Any, value: Any, json_text: JsonTexts) -> Any:
+    """The parameter for `value` in `model_field`'s column, as `get_db_prep_save` gives it,
     except that JSON is sent as its text and a status (a str enum) as a plain str: psycopg
     dumps those without an adapter lookup each (the statement casts every parameter to its
     column's type, so PostgreSQL reads the same value)."""
     if value is None:
         return None
-    if column.json:
+    if _is_json(model_field):
         return json_text(value)
     if isinstance(value, str):
         return str.__str__(value)
-    return column.field.get_db_prep_save(value, connection)
+    return model_field.get_db_prep_save(value, connection)
+
+
+@functools.cache
+def _is_json(model_field: Any) -> bool:
+    return isinstance(model_field, models.JSONField)
 
 
 class JsonTexts:
@@ -819,20 +809,20 @@ def _one_of(statuses: frozenset[str]) -> str:
 
 
 @functools.cache
-def _insert_shape(model: type[models.Model]) -> tuple[str, list[Column]]:
+def _insert_shape(model: type[models.Model]) -> tuple[str, list[Any]]:
     """`INSERT` of a new row joined to the fence (creation times from the statement's clock),
-    and the columns whose values are its parameters, in order."""
+    and the fields whose values are its parameters, in order."""
     columns, values, inserted = [], [], []
     for model_field in model._meta.concrete_fields:
         if model_field.primary_key:
             continue
-        column = _column(model, model_field.name)
-        columns.append(column.sql)
+        _, column, cast_type = _column(model, model_field.name)
+        columns.append(column)
         if getattr(model_field, "auto_now_add", False):
             values.append("STATEMENT_TIMESTAMP()")
             continue
-        values.append(f"CAST(%s AS {column.cast_type})")
-        inserted.append(column)
+        values.append(f"CAST(%s AS {cast_type})")
+        inserted.append(model_field)
     sql = (
         f'INSERT INTO "{model._meta.db_table}" ({", ".join(columns)}) '
         f'SELECT {", ".join(values)} FROM fence RETURNING "id"'
