@@ -190,8 +190,14 @@ class ToolCall(models.Model):
     result = models.JSONField(null=True, blank=True, editable=False)
     error = models.JSONField(null=True, blank=True, editable=False)
     # Set on the rows of a compensating tool: the call they undo (failed tries are kept too).
+    # Indexed by agentops_call_compensation_idx, which holds only the rows where it is set.
     compensation_of = models.ForeignKey(
-        "self", null=True, blank=True, on_delete=models.PROTECT, related_name="compensations"
+        "self",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="compensations",
+        db_index=False,
     )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now_add=True, editable=False)
@@ -210,6 +216,14 @@ class ToolCall(models.Model):
                 fields=["task"],
                 condition=Q(status=LedgerStatus.COMPENSATED),
                 name="agentops_call_undone_idx",
+            ),
+            # Most rows undo nothing: a full index would add a NULL entry for each of them on
+            # every insert and every status change (a ledger update is never HOT: the status is
+            # in the partial indexes' conditions).
+            models.Index(
+                fields=["compensation_of"],
+                condition=Q(compensation_of__isnull=False),
+                name="agentops_call_compensation_idx",
             ),
         ]
         constraints = [

@@ -1,10 +1,11 @@
 """Tell the policy engine about agentops' tools and recorded steps (`policies` imports no app).
 
-`register()` installs two providers in `policies.catalog`: the tool registry as
-`{name: (side_effect, systems)}`, and the routed steps since a time as `RecordedAction`s for
-dry-runs. Call it once from `AgentopsConfig.ready()`; calling it again replaces the providers.
-How long people took to decide gates comes from the gates themselves: pass `decision_seconds`
-(step ids -> seconds, `agentops.engine.gates.gate_decision_seconds`) to include it.
+`register()` installs three providers in `policies.catalog`: the tool registry as
+`{name: (side_effect, systems)}`, one tool's entry by name, and the routed steps since a time as
+`RecordedAction`s for dry-runs. Call it once from `AgentopsConfig.ready()`; calling it again
+replaces the providers. How long people took to decide gates comes from the gates themselves:
+pass `decision_seconds` (step ids -> seconds, `agentops.engine.gates.gate_decision_seconds`) to
+include it.
 """
 
 from __future__ import annotations
@@ -22,6 +23,18 @@ def known_tools() -> dict[str, tuple[str, tuple[str, ...]]]:
     from agentops.engine.registry import tools
 
     return {tool.name: (tool.side_effect, tuple(tool.systems)) for tool in tools()}
+
+
+def known_tool(name: str) -> tuple[str, tuple[str, ...]] | None:
+    """`known_tools().get(name)`, without building the catalog (routing asks once per call)."""
+    from agentops.engine.errors import UnknownTool
+    from agentops.engine.registry import get_tool
+
+    try:
+        tool = get_tool(name)
+    except UnknownTool:
+        return None
+    return tool.side_effect, tuple(tool.systems)
 
 
 def step_action(
@@ -100,4 +113,4 @@ def register(*, decision_seconds: DecisionSeconds | None = None) -> None:
     def history(since: datetime) -> Iterator[RecordedAction]:
         return recorded_actions(since, decision_seconds=decision_seconds)
 
-    catalog.register(tools=known_tools, history=history)
+    catalog.register(tools=known_tools, history=history, tool=known_tool)

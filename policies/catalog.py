@@ -21,6 +21,9 @@ from policies.engine import Action, ToolInfo
 BASE_CLASSES = ("read", "write", "notify", "financial")
 
 ToolsProvider = Callable[[], dict[str, tuple[str, tuple[str, ...]]]]
+# One tool's entry by name (None: unknown): what routing a proposed call needs, without the
+# whole catalog.
+ToolProvider = Callable[[str], tuple[str, tuple[str, ...]] | None]
 
 
 @dataclass(frozen=True)
@@ -41,17 +44,25 @@ HistoryProvider = Callable[[datetime], Iterable[RecordedAction]]
 class _Registry:
     tools: ToolsProvider | None = None
     history: HistoryProvider | None = None
+    tool: ToolProvider | None = None
 
 
 _registry = _Registry()
 _lock = threading.Lock()
 
 
-def register(*, tools: ToolsProvider, history: HistoryProvider | None = None) -> None:
-    """Install the host's providers, replacing any earlier ones (safe to call twice)."""
+def register(
+    *,
+    tools: ToolsProvider,
+    history: HistoryProvider | None = None,
+    tool: ToolProvider | None = None,
+) -> None:
+    """Install the host's providers, replacing any earlier ones (safe to call twice). `tool`
+    looks up one tool; without it a lookup asks `tools` for the whole catalog."""
     with _lock:
         _registry.tools = tools
         _registry.history = history
+        _registry.tool = tool
 
 
 def is_registered() -> bool:
@@ -74,7 +85,11 @@ def known_classes() -> tuple[str, ...]:
 
 
 def tool_info(name: str) -> ToolInfo | None:
-    return known_tools().get(name)
+    lookup = _registry.tool
+    if lookup is None:
+        return known_tools().get(name)
+    entry = lookup(name)
+    return None if entry is None else ToolInfo(side_effect=entry[0], systems=tuple(entry[1]))
 
 
 def amount_of(arguments: Mapping[str, Any]) -> float | None:
@@ -121,13 +136,18 @@ def recorded_actions(since: datetime) -> list[RecordedAction]:
 
 
 @contextmanager
-def registered(*, tools: ToolsProvider, history: HistoryProvider | None = None) -> Iterator[None]:
+def registered(
+    *,
+    tools: ToolsProvider,
+    history: HistoryProvider | None = None,
+    tool: ToolProvider | None = None,
+) -> Iterator[None]:
     """Install providers for the duration of a block, then restore the previous ones (tests)."""
     with _lock:
-        previous = (_registry.tools, _registry.history)
-        _registry.tools, _registry.history = tools, history
+        previous = (_registry.tools, _registry.history, _registry.tool)
+        _registry.tools, _registry.history, _registry.tool = tools, history, tool
     try:
         yield
     finally:
         with _lock:
-            _registry.tools, _registry.history = previous
+            _registry.tools, _registry.history, _registry.tool = previous

@@ -143,6 +143,7 @@ def offloaded(
     before_store: Callable[[], None] | None = None,
     sync_dirs: set[str] | None = None,
     known: Encoded | None = None,
+    inline: Callable[[Any, bytes], None] | None = None,
 ) -> Any:
     """Validate `value`; if its JSON is above the artifact threshold, store it and return a pointer.
 
@@ -153,7 +154,8 @@ def offloaded(
     are named by content (per task): a value already stored is not written again.
     `before_store` runs before an artifact is stored (a commit opens its transaction there);
     with `sync_dirs`, the directory to fsync is added to it (the commit fsyncs each directory
-    once) instead of being fsynced here.
+    once) instead of being fsynced here. `inline` is given a value that stays in the row, with
+    its JSON (a commit sends those bytes rather than serializing the value again).
     """
     from agentops.models import Artifact
 
@@ -166,6 +168,8 @@ def offloaded(
     # Data shaped like a pointer is stored too, so `loaded` only ever resolves pointers made here
     # (a hostile tool result could otherwise name another task's artifact).
     if len(data) <= settings.AGENTOPS["ARTIFACT_THRESHOLD_BYTES"] and not is_pointer(value):
+        if inline is not None:
+            inline(value, data)
         return value
     if before_store is not None:
         before_store()

@@ -490,6 +490,7 @@ class Commit:
             before_store=self.open_transaction,
             sync_dirs=self.sync_dirs,
             known=known,
+            inline=self.json.remember,
         )
 
     def open_transaction(self) -> None:
@@ -783,6 +784,11 @@ class JsonTexts:
         if isinstance(value, (dict, list)):
             self._texts[id(value)] = (value, text)
         return text
+
+    def remember(self, value: Any, data: bytes) -> None:
+        """`value`'s JSON is `data` (made already, to size it): the commit sends that."""
+        if isinstance(value, (dict, list)):
+            self._texts[id(value)] = (value, data.decode())
 
 
 def _json_text(value: Any) -> str:

@@ -280,3 +280,16 @@ def test_hook_turns_routed_steps_into_history(sim_server: str) -> None:
         assert (r.action.agent, r.action.confidence, r.at) == ("refund", 0.9, step.started_at)
     assert known["issue_refund"].side_effect == "financial"
     assert known["lookup_order"].systems == ("orders",)
+
+
+def test_hook_looks_up_one_tool_as_the_catalog_lists_it() -> None:
+    from agentops import policy_hooks
+
+    with catalog.registered(tools=dict):
+        policy_hooks.register()
+        listed = catalog.known_tools()
+        looked_up = {name: catalog.tool_info(name) for name in listed}
+        unknown = catalog.tool_info("no_such_tool")
+
+    assert listed and looked_up == listed
+    assert unknown is None
