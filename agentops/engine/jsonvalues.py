@@ -140,7 +140,7 @@ def offloaded(
     *,
     path: str,
     task_id: int | None,
-    before_store: Callable[[], None] | None = None,
+    create: Callable[[str, int, str], int] | None = None,
     sync_dirs: set[str] | None = None,
     known: Encoded | None = None,
 ) -> Any:
@@ -151,12 +151,11 @@ def offloaded(
     canonical bytes are the file when exact); size, digest and file come from those bytes. An
     artifact holds the value's JSON with sorted keys (jsonb keeps no key order either). Files
     are named by content (per task): a value already stored is not written again.
-    `before_store` runs before an artifact is stored (a commit opens its transaction there);
-    with `sync_dirs`, the directory to fsync is added to it (the commit fsyncs each directory
-    once) instead of being fsynced here.
+    `create(name, size, sha256)` records the artifact's row and returns its id (a commit
+    inserts it with its own statement; by default an ORM INSERT in the caller's transaction).
+    With `sync_dirs`, the directory to fsync is added to it (the commit fsyncs each directory
+    once, before its statement) instead of being fsynced here.
     """
-    from agentops.models import Artifact
-
     validated(value, path)
     if isinstance(value, (bool, int, float)) or value is None:
         return value
@@ -167,8 +166,6 @@ def offloaded(
     # (a hostile tool result could otherwise name another task's artifact).
     if len(data) <= settings.AGENTOPS["ARTIFACT_THRESHOLD_BYTES"] and not is_pointer(value):
         return value
-    if before_store is not None:
-        before_store()
     sha = known.sha256
     name, directory = _stored(f"artifacts/{task_id or 'none'}/{sha}.json", data)
     if directory is not None:
@@ -176,8 +173,17 @@ def offloaded(
             fsync_directory(directory)
         else:
             sync_dirs.add(directory)
-    artifact = Artifact.objects.create(task_id=task_id, name=name, size=len(data), sha256=sha)
-    return {ARTIFACT_KEY: artifact.pk, "size": len(data), "sha256": sha, "path": path}
+    if create is None:
+        artifact_id = _artifact_create(task_id, name, len(data), sha)
+    else:
+        artifact_id = create(name, len(data), sha)
+    return {ARTIFACT_KEY: artifact_id, "size": len(data), "sha256": sha, "path": path}
+
+
+def _artifact_create(task_id: int | None, name: str, size: int, sha256: str) -> int:
+    from agentops.models import Artifact
+
+    return Artifact.objects.create(task_id=task_id, name=name, size=size, sha256=sha256).pk
 
 
 def _stored(name: str, data: bytes) -> tuple[str, str | None]:
