@@ -277,17 +277,24 @@ _SECRET_KEY = re.compile(
 )
 # Literal first and the word boundary checked behind it: the regex engine then jumps from one
 # occurrence of the literal to the next instead of trying every position (a leading \b costs
-# ~9 ms per pattern on a 500 KB string, this ~0.2 ms).
+# ~9 ms per pattern on a 500 KB string, this ~0.13 ms). Each pattern comes with a character
+# that every match contains: a text without it (a one-character search, a memchr: a few
+# microseconds on 500 KB, and it stops at the first occurrence) cannot match, and the regex is
+# not run. A substring test of the literal itself costs as much as the regex's own search.
 _SECRET_VALUES = [
-    re.compile(r"sk-(?<!\wsk-)[A-Za-z0-9_-]{16,}"),
-    re.compile(r"AKIA(?<!\wAKIA)[0-9A-Z]{16}\b"),
-    re.compile(r"gh[pousr]_(?<!\wgh[pousr]_)[A-Za-z0-9]{20,}\b"),
-    re.compile(r"xox[abprs]-(?<!\wxox[abprs]-)[A-Za-z0-9-]{10,}"),
-    re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z ]*PRIVATE KEY-----"),
+    ("-", re.compile(r"sk-(?<!\wsk-)[A-Za-z0-9_-]{16,}")),
+    ("K", re.compile(r"AKIA(?<!\wAKIA)[0-9A-Z]{16}\b")),
+    ("_", re.compile(r"gh[pousr]_(?<!\wgh[pousr]_)[A-Za-z0-9]{20,}\b")),
+    ("-", re.compile(r"xox[abprs]-(?<!\wxox[abprs]-)[A-Za-z0-9-]{10,}")),
+    (
+        "-",
+        re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z ]*PRIVATE KEY-----"),
+    ),
 ]
 
 
-# Case-insensitive, so no literal to jump to: only run where the word occurs at all.
+# Case-insensitive, so no literal to jump to: only run where the word occurs at all (and the
+# lowercased copy that tells is only made when a "b" or "B" occurs: only those lowercase to "b").
 _BEARER = re.compile(r"(?i)\bbearer\s+[a-z0-9._~+/=-]{8,}")
 # Card numbers: 13-19 digits, optionally grouped by single spaces or dashes, that pass the Luhn
 # check (so order numbers and amounts stay readable).
@@ -334,11 +341,11 @@ def redacted(value: Any) -> Any:
     before they are stored, so a leaked credential never reaches the database.
     docs/operations.md lists the exact patterns."""
     if isinstance(value, str):
-        if "bearer" in value.lower():
+        if ("b" in value or "B" in value) and "bearer" in value.lower():
             value = _BEARER.sub(REDACTED, value)
-        for pattern in _SECRET_VALUES:
+        for required, pattern in _SECRET_VALUES:
             # `search` first: `sub` copies a long string even when nothing matches.
-            if pattern.search(value):
+            if required in value and pattern.search(value):
                 value = pattern.sub(REDACTED, value)
         return _CARD.sub(_card, value) if _may_hold_card(value) else value
     if isinstance(value, dict):

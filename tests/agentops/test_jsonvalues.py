@@ -10,6 +10,7 @@ import unicodedata
 from pathlib import Path
 from typing import Any
 
+import hypothesis
 import pytest
 from django.core.files.storage import default_storage
 from hypothesis import assume, given
@@ -445,3 +446,65 @@ def test_card_numbers_are_redacted_only_when_they_pass_the_luhn_check():
         "cvv": "[redacted]",
         "company": "ACME",
     }
+
+
+def _redacted_text_every_regex(text: str) -> str:
+    """What `redacted` does to a string with none of its prechecks: every regex runs."""
+    from agentops.engine.jsonvalues import _BEARER, _CARD, _SECRET_VALUES, REDACTED, _card
+
+    if "bearer" in text.lower():
+        text = _BEARER.sub(REDACTED, text)
+    for _, pattern in _SECRET_VALUES:
+        text = pattern.sub(REDACTED, text)
+    return _CARD.sub(_card, text)
+
+
+# Secrets, near misses and the characters the prechecks look for, to be strung together.
+_SECRET_PIECES = [
+    "sk-",
+    "sk-abcdefghijklmnop1234",
+    "AKIA",
+    "AKIAABCDEFGHIJKLMNOP",
+    "ghp_",
+    " ghp_abcdefghijklmnopqrstuv ",
+    "xoxb-",
+    "xoxb-1234567890ab",
+    "-----BEGIN RSA PRIVATE KEY-----",
+    "-----BEGIN PRIVATE KEY-----\nMIIE\n-----END PRIVATE KEY-----",
+    "-----END RSA PRIVATE KEY-----",
+    "Bearer ",
+    "BEARER\t",
+    "bEaReR ",
+    "acdefgh.ijk~",
+    "4111 1111 1111 1111",
+    "4111-1111-1111-1112",
+    "5500000000000004",
+    "0",
+    "7",
+    " ",
+    "-",
+    "_",
+    "K",
+    "b",
+    "B",
+    "x",
+    "é",
+    "٣",
+    "\n",
+]
+
+
+@hypothesis.settings(max_examples=300)
+@hypothesis.example("Authorization: Bearer acdefgh.ijk~ and BEARER\tACDEFGH.IJK")
+@hypothesis.example("keys sk-abcdefghijklmnop1234 AKIAABCDEFGHIJKLMNOP ghp_abcdefghijklmnopqrstuv")
+@hypothesis.example(
+    "xoxb-1234567890ab -----BEGIN PRIVATE KEY-----\nMIIE\n-----END PRIVATE KEY-----"
+)
+@hypothesis.example("card 4111 1111 1111 1111, order 4111-1111-1111-1112")
+@given(
+    st.lists(st.one_of(st.sampled_from(_SECRET_PIECES), st.text(storable, max_size=8))).map("".join)
+)
+def test_redacted_text_is_what_running_every_regex_gives(text):
+    from agentops.engine.jsonvalues import redacted
+
+    assert redacted(text) == _redacted_text_every_regex(text)
