@@ -508,3 +508,32 @@ def test_redacted_text_is_what_running_every_regex_gives(text):
     from agentops.engine.jsonvalues import redacted
 
     assert redacted(text) == _redacted_text_every_regex(text)
+
+
+# Any string, NUL, control characters and lone surrogates included: the bytes must be json's.
+any_text = st.text(st.characters(), max_size=12)
+any_json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | any_text | st.floats(allow_nan=False),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(any_text, children, max_size=4)
+    ),
+    max_leaves=24,
+)
+
+
+def _json_outcome(write, value):
+    try:
+        return write(value)
+    except (ValueError, UnicodeEncodeError) as exc:
+        return type(exc)
+
+
+@hypothesis.settings(max_examples=500)
+@hypothesis.example({"b": "x" * 5000, "a": ['\u2028\x7f\x1f"\\\n', -(2**70), True, None]})
+@hypothesis.example({"s": "\ud800"})
+@hypothesis.example({"f": 1e-07, "g": 1e16})
+@given(any_json_values)
+def test_json_bytes_are_the_bytes_json_dumps_writes(value):
+    from agentops.engine.jsonvalues import _dumps, _json_bytes
+
+    assert _json_outcome(_json_bytes, value) == _json_outcome(lambda v: _dumps(v).encode(), value)
