@@ -484,7 +484,6 @@ class Commit:
     ) -> Any:
         """`jsonvalues.offloaded`, with the artifact's row inserted by this commit's statement
         (its file and directory are fsynced before the statement is sent)."""
-        assert not self.done, "the statement was sent already"
 
         def create(name: str, size: int, sha256: str) -> int:
             return self._artifact_create(task_id, name, size, sha256)
@@ -496,6 +495,7 @@ class Commit:
     def _artifact_create(self, task_id: int | None, name: str, size: int, sha256: str) -> int:
         """A new artifact row, joined to the fence. Its id is reserved from the table's
         sequence first, so the pointer naming it is a parameter of the same statement."""
+        assert not self.done, "the statement was sent already"
         artifact_id = artifact_id_reserved()
         self.parts.append(
             _Part(
