@@ -850,7 +850,7 @@ def _artifact_insert() -> str:
 # Artifact ids are reserved from the table's sequence this many at a time, per process (a
 # forked child reserves its own) and database: one round trip per block instead of one per
 # artifact. An id left unused is a gap in the sequence, as a rolled-back INSERT leaves.
-ARTIFACT_ID_BLOCK = 32
+ARTIFACT_ID_BLOCK = 128
 _ARTIFACT_IDS: dict[tuple[int, str], list[int]] = {}
 
 
