@@ -15,6 +15,7 @@ import functools
 import json
 import logging
 import os
+import threading
 import time
 import weakref
 from collections.abc import Iterator, Sequence
@@ -852,21 +853,23 @@ def _artifact_insert() -> str:
 # artifact. An id left unused is a gap in the sequence, as a rolled-back INSERT leaves.
 ARTIFACT_ID_BLOCK = 128
 _ARTIFACT_IDS: dict[tuple[int, str], list[int]] = {}
+# The web tier's threads share a process's ids.
+_ARTIFACT_IDS_LOCK = threading.Lock()
 
 
 def artifact_id_reserved() -> int:
     """An id from the artifact table's sequence that no other row will take."""
     database = connections[DEFAULT_DB_ALIAS].settings_dict["NAME"]
-    free = _ARTIFACT_IDS.setdefault((os.getpid(), database), [])
-    if not free:
-        sql = (
-            "SELECT nextval(pg_get_serial_sequence(%s, 'id')) FROM generate_series(1, %s) "
-            "ORDER BY 1 DESC"
-        )
-        free.extend(
-            row[0] for row in prepared_rows(sql, [Artifact._meta.db_table, ARTIFACT_ID_BLOCK])
-        )
-    return free.pop()
+    with _ARTIFACT_IDS_LOCK:
+        free = _ARTIFACT_IDS.setdefault((os.getpid(), database), [])
+        if not free:
+            sql = (
+                "SELECT nextval(pg_get_serial_sequence(%s, 'id')) FROM generate_series(1, %s) "
+                "ORDER BY 1 DESC"
+            )
+            table = Artifact._meta.db_table
+            free.extend(row[0] for row in prepared_rows(sql, [table, ARTIFACT_ID_BLOCK]))
+        return free.pop()
 
 
 M = TypeVar("M", bound=models.Model)

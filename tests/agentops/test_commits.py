@@ -3,6 +3,7 @@ undoes all of it, and it is one round trip outside a transaction."""
 
 from __future__ import annotations
 
+import threading
 import time
 
 import pytest
@@ -200,3 +201,21 @@ def test_reserved_artifact_ids_are_never_taken_by_another_row(redis_clean):
 
     assert other.pk != reserved
     assert artifact_id_reserved() != reserved
+
+
+def test_threads_of_one_process_reserve_distinct_artifact_ids(redis_clean):
+    reserved: list[int] = []
+
+    def reserve() -> None:
+        try:
+            reserved.extend(artifact_id_reserved() for _ in range(100))
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=reserve) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    assert len(reserved) == 400 and len(set(reserved)) == 400
