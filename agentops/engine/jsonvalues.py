@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, cast
 
+import pydantic_core
 from django.conf import settings
 from django.core.files.base import ContentFile
 from django.core.files.storage import FileSystemStorage, default_storage
@@ -102,6 +103,47 @@ def _dumps(value: Any) -> str:
     )
 
 
+# A value with at most this many parts (containers and scalars) may go to pydantic-core.
+_FEW_PARTS = 64
+_PLAIN_SCALARS = (str, int, bool, type(None))
+
+
+def _json_bytes(value: Any) -> bytes:
+    """`_dumps(value)` as UTF-8 bytes. A value of few parts whose scalars are strings, ints,
+    booleans and None (no float: pydantic-core writes 1e-7 where json writes 1e-07) is written
+    by pydantic-core from a copy with its keys in sorted order: the same bytes (its string
+    escaping is json's, property-tested) in a fraction of the time on long strings (0.14
+    against 0.66 ms for 500 KB). Anything else, and what pydantic-core cannot encode (a lone
+    surrogate), goes through json."""
+    ordered = _sorted_copy(value, [_FEW_PARTS])
+    if ordered is not _NOT_PLAIN:
+        try:
+            return pydantic_core.to_json(ordered)
+        except pydantic_core.PydanticSerializationError:
+            pass
+    return _dumps(value).encode()
+
+
+_NOT_PLAIN = object()
+
+
+def _sorted_copy(value: Any, budget: list[int]) -> Any:
+    """`value` with every object's keys in sorted order, or _NOT_PLAIN when it has more parts
+    than `budget` or a part of another type than dict (str keys), list, str, int, bool, None."""
+    budget[0] -= 1
+    if budget[0] < 0:
+        return _NOT_PLAIN
+    if type(value) in _PLAIN_SCALARS:
+        return value
+    if type(value) is list:
+        items = [_sorted_copy(item, budget) for item in value]
+        return _NOT_PLAIN if any(item is _NOT_PLAIN for item in items) else items
+    if type(value) is dict and all(type(key) is str for key in value):
+        ordered = {key: _sorted_copy(value[key], budget) for key in sorted(value)}
+        return _NOT_PLAIN if any(item is _NOT_PLAIN for item in ordered.values()) else ordered
+    return _NOT_PLAIN
+
+
 def canonical_json(value: Any) -> str:
     """Sorted keys, NFC strings, integral floats as ints, no whitespace: stable across processes."""
     return _dumps(_normalized(value))
@@ -123,12 +165,12 @@ class Encoded:
 
 def encoded(value: Any) -> Encoded:
     normal = _normalized(value)
-    return Encoded(_dumps(normal).encode(), exact=normal is value)
+    return Encoded(_json_bytes(normal), exact=normal is value)
 
 
 def exact_json(value: Any) -> Encoded:
     """The bytes an artifact of `value` stores (it must be valid JSON: see `validated`)."""
-    return Encoded(_dumps(value).encode(), exact=True)
+    return Encoded(_json_bytes(value), exact=True)
 
 
 def digest(value: Any) -> str:
@@ -140,7 +182,7 @@ def offloaded(
     *,
     path: str,
     task_id: int | None,
-    before_store: Callable[[], None] | None = None,
+    create: Callable[[str, int, str], int] | None = None,
     sync_dirs: set[str] | None = None,
     known: Encoded | None = None,
     inline: Callable[[Any, bytes], None] | None = None,
@@ -152,13 +194,13 @@ def offloaded(
     canonical bytes are the file when exact); size, digest and file come from those bytes. An
     artifact holds the value's JSON with sorted keys (jsonb keeps no key order either). Files
     are named by content (per task): a value already stored is not written again.
-    `before_store` runs before an artifact is stored (a commit opens its transaction there);
-    with `sync_dirs`, the directory to fsync is added to it (the commit fsyncs each directory
-    once) instead of being fsynced here. `inline` is given a value that stays in the row, with
-    its JSON (a commit sends those bytes rather than serializing the value again).
+    `create(name, size, sha256)` records the artifact's row and returns its id (a commit
+    inserts it with its own statement; by default an ORM INSERT in the caller's transaction).
+    With `sync_dirs`, the directory to fsync is added to it (the commit fsyncs each directory
+    once, before its statement) instead of being fsynced here. `inline` is given a value that
+    stays in the row, with its JSON (a commit sends those bytes rather than serializing the value
+    again).
     """
-    from agentops.models import Artifact
-
     validated(value, path)
     if isinstance(value, (bool, int, float)) or value is None:
         return value
@@ -171,8 +213,6 @@ def offloaded(
         if inline is not None:
             inline(value, data)
         return value
-    if before_store is not None:
-        before_store()
     sha = known.sha256
     name, directory = _stored(f"artifacts/{task_id or 'none'}/{sha}.json", data)
     if directory is not None:
@@ -180,8 +220,17 @@ def offloaded(
             fsync_directory(directory)
         else:
             sync_dirs.add(directory)
-    artifact = Artifact.objects.create(task_id=task_id, name=name, size=len(data), sha256=sha)
-    return {ARTIFACT_KEY: artifact.pk, "size": len(data), "sha256": sha, "path": path}
+    if create is None:
+        artifact_id = _artifact_create(task_id, name, len(data), sha)
+    else:
+        artifact_id = create(name, len(data), sha)
+    return {ARTIFACT_KEY: artifact_id, "size": len(data), "sha256": sha, "path": path}
+
+
+def _artifact_create(task_id: int | None, name: str, size: int, sha256: str) -> int:
+    from agentops.models import Artifact
+
+    return Artifact.objects.create(task_id=task_id, name=name, size=size, sha256=sha256).pk
 
 
 def _stored(name: str, data: bytes) -> tuple[str, str | None]:
@@ -275,17 +324,24 @@ _SECRET_KEY = re.compile(
 )
 # Literal first and the word boundary checked behind it: the regex engine then jumps from one
 # occurrence of the literal to the next instead of trying every position (a leading \b costs
-# ~9 ms per pattern on a 500 KB string, this ~0.2 ms).
+# ~9 ms per pattern on a 500 KB string, this ~0.13 ms). Each pattern comes with a character
+# that every match contains: a text without it (a one-character search, a memchr: a few
+# microseconds on 500 KB, and it stops at the first occurrence) cannot match, and the regex is
+# not run. A substring test of the literal itself costs as much as the regex's own search.
 _SECRET_VALUES = [
-    re.compile(r"sk-(?<!\wsk-)[A-Za-z0-9_-]{16,}"),
-    re.compile(r"AKIA(?<!\wAKIA)[0-9A-Z]{16}\b"),
-    re.compile(r"gh[pousr]_(?<!\wgh[pousr]_)[A-Za-z0-9]{20,}\b"),
-    re.compile(r"xox[abprs]-(?<!\wxox[abprs]-)[A-Za-z0-9-]{10,}"),
-    re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z ]*PRIVATE KEY-----"),
+    ("-", re.compile(r"sk-(?<!\wsk-)[A-Za-z0-9_-]{16,}")),
+    ("K", re.compile(r"AKIA(?<!\wAKIA)[0-9A-Z]{16}\b")),
+    ("_", re.compile(r"gh[pousr]_(?<!\wgh[pousr]_)[A-Za-z0-9]{20,}\b")),
+    ("-", re.compile(r"xox[abprs]-(?<!\wxox[abprs]-)[A-Za-z0-9-]{10,}")),
+    (
+        "-",
+        re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z ]*PRIVATE KEY-----"),
+    ),
 ]
 
 
-# Case-insensitive, so no literal to jump to: only run where the word occurs at all.
+# Case-insensitive, so no literal to jump to: only run where the word occurs at all (and the
+# lowercased copy that tells is only made when a "b" or "B" occurs: only those lowercase to "b").
 _BEARER = re.compile(r"(?i)\bbearer\s+[a-z0-9._~+/=-]{8,}")
 # Card numbers: 13-19 digits, optionally grouped by single spaces or dashes, that pass the Luhn
 # check (so order numbers and amounts stay readable).
@@ -332,11 +388,11 @@ def redacted(value: Any) -> Any:
     before they are stored, so a leaked credential never reaches the database.
     docs/operations.md lists the exact patterns."""
     if isinstance(value, str):
-        if "bearer" in value.lower():
+        if ("b" in value or "B" in value) and "bearer" in value.lower():
             value = _BEARER.sub(REDACTED, value)
-        for pattern in _SECRET_VALUES:
+        for required, pattern in _SECRET_VALUES:
             # `search` first: `sub` copies a long string even when nothing matches.
-            if pattern.search(value):
+            if required in value and pattern.search(value):
                 value = pattern.sub(REDACTED, value)
         return _CARD.sub(_card, value) if _may_hold_card(value) else value
     if isinstance(value, dict):

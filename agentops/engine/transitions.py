@@ -14,6 +14,8 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import os
+import threading
 import time
 import weakref
 from collections.abc import Iterator, Sequence
@@ -36,7 +38,7 @@ from agentops.engine import rows
 from agentops.engine.crashpoints import crashpoint
 from agentops.engine.errors import CheckpointMismatch, LeaseLost
 from agentops.engine.jsonvalues import Encoded, fsync_directory, offloaded
-from agentops.models import Event, Snapshot, Step, Task, ToolCall
+from agentops.models import Artifact, Event, Snapshot, Step, Task, ToolCall
 from agentops.states import (
     STEP_TRANSITIONS,
     TASK_TRANSITIONS,
@@ -345,12 +347,12 @@ class Commit:
     The statement is a data-modifying `WITH`: the fence (a conditional UPDATE of the task row on
     its id, lease epoch, last_seq and the transition's sources, RETURNING the row) comes first,
     and every other write in it (events, step and ledger transitions, a new ledger row, a
-    snapshot) joins the fence, so when the fence matches nothing, nothing is written and
-    LeaseLost is raised. A step transition marked `required` that matches no row makes the
-    server raise, which rolls the whole statement back (CheckpointMismatch). Outside a transaction
-    the statement is its own transaction: one round trip, no BEGIN or COMMIT of its own. The
-    caller opens one (`in_transaction`) only for ORM writes that must commit with it (an
-    artifact row with its pointer, an audit item, a gate, a parent's wake-up). Sent as a
+    snapshot, the artifact rows its pointers name) joins the fence, so when the fence matches
+    nothing, nothing is written and LeaseLost is raised. A step transition marked `required`
+    that matches no row makes the server raise, which rolls the whole statement back
+    (CheckpointMismatch). Outside a transaction the statement is its own transaction: one round
+    trip, no BEGIN or COMMIT of its own. The caller opens one (`in_transaction`) only for ORM
+    writes that must commit with it (an audit item, a gate, a parent's wake-up). Sent as a
     prepared statement with server-side parameters.
     """
 
@@ -481,30 +483,42 @@ class Commit:
     def offloaded(
         self, value: Any, *, path: str, task_id: int | None, known: Encoded | None = None
     ) -> Any:
-        """`jsonvalues.offloaded`, with the artifact's row committed with this commit: storing
-        one opens the transaction the statement is then sent in."""
+        """`jsonvalues.offloaded`, with the artifact's row inserted by this commit's statement
+        (its file and directory are fsynced before the statement is sent)."""
+
+        def create(name: str, size: int, sha256: str) -> int:
+            return self._artifact_create(task_id, name, size, sha256)
+
         return offloaded(
             value,
             path=path,
             task_id=task_id,
-            before_store=self.open_transaction,
+            create=create,
             sync_dirs=self.sync_dirs,
             known=known,
             inline=self.json.remember,
         )
 
-    def open_transaction(self) -> None:
-        """Run the rest of the block in a transaction (the statement included)."""
+    def _artifact_create(self, task_id: int | None, name: str, size: int, sha256: str) -> int:
+        """A new artifact row, joined to the fence. Its id is reserved from the table's
+        sequence first, so the pointer naming it is a parameter of the same statement."""
         assert not self.done, "the statement was sent already"
-        if self._atomic is None:
-            self._atomic = transaction.atomic(savepoint=False)
-            self._atomic.__enter__()
+        artifact_id = artifact_id_reserved()
+        self.parts.append(
+            _Part(
+                f"a{len(self.parts)}",
+                _artifact_insert(),
+                [artifact_id, task_id, name, size, sha256],
+            )
+        )
+        return artifact_id
 
     def in_transaction(self) -> None:
         """Send the statement now, in a transaction that stays open until the `with` block
         ends: ORM writes after this call commit (or roll back) with it."""
-        if not self.done:
-            self.open_transaction()
+        if not self.done and self._atomic is None:
+            self._atomic = transaction.atomic(savepoint=False)
+            self._atomic.__enter__()
         self.execute()
 
     def execute(self) -> int:
@@ -828,6 +842,45 @@ def _insert_shape(model: type[models.Model]) -> tuple[str, list[Any]]:
         f'SELECT {", ".join(values)} FROM fence RETURNING "id"'
     )
     return sql, inserted
+
+
+@functools.cache
+def _artifact_insert() -> str:
+    """`INSERT` of an artifact row with a reserved id, joined to the fence."""
+    table = Artifact._meta.db_table
+    names = ("id", "task", "name", "size", "sha256")
+    columns = [_column(Artifact, name) for name in names]
+    values = ", ".join(f"CAST(%s AS {cast_type})" for _, _, cast_type in columns)
+    content_type = Artifact._meta.get_field("content_type").get_default()
+    return (
+        f'INSERT INTO "{table}" ({", ".join(column for _, column, _ in columns)}, '
+        '"content_type", "created_at") '
+        f"SELECT {values}, '{content_type}', STATEMENT_TIMESTAMP() FROM fence RETURNING \"id\""
+    )
+
+
+# Artifact ids are reserved from the table's sequence this many at a time, per process (a
+# forked child reserves its own) and database: one round trip per block instead of one per
+# artifact. An id left unused is a gap in the sequence, as a rolled-back INSERT leaves.
+ARTIFACT_ID_BLOCK = 128
+_ARTIFACT_IDS: dict[tuple[int, str], list[int]] = {}
+# The web tier's threads share a process's ids.
+_ARTIFACT_IDS_LOCK = threading.Lock()
+
+
+def artifact_id_reserved() -> int:
+    """An id from the artifact table's sequence that no other row will take."""
+    database = connections[DEFAULT_DB_ALIAS].settings_dict["NAME"]
+    with _ARTIFACT_IDS_LOCK:
+        free = _ARTIFACT_IDS.setdefault((os.getpid(), database), [])
+        if not free:
+            sql = (
+                "SELECT nextval(pg_get_serial_sequence(%s, 'id')) FROM generate_series(1, %s) "
+                "ORDER BY 1 DESC"
+            )
+            table = Artifact._meta.db_table
+            free.extend(row[0] for row in prepared_rows(sql, [table, ARTIFACT_ID_BLOCK]))
+        return free.pop()
 
 
 M = TypeVar("M", bound=models.Model)

@@ -3,15 +3,24 @@ undoes all of it, and it is one round trip outside a transaction."""
 
 from __future__ import annotations
 
+import threading
 import time
 
 import pytest
 from django.db import connection
 from django.db.models.functions import Now
 
+from agentops.engine import transitions
 from agentops.engine.errors import CheckpointMismatch, LeaseLost
-from agentops.engine.transitions import EventSpec, fenced_commit, fenced_write, task_claim
-from agentops.models import Event, Snapshot, Step, Task, ToolCall
+from agentops.engine.jsonvalues import loaded
+from agentops.engine.transitions import (
+    EventSpec,
+    artifact_id_reserved,
+    fenced_commit,
+    fenced_write,
+    task_claim,
+)
+from agentops.models import Artifact, Event, Snapshot, Step, Task, ToolCall
 from agentops.services import task_create
 from agentops.states import LedgerStatus, StepStatus
 
@@ -139,3 +148,74 @@ def test_the_status_change_time_moves_only_with_the_status(redis_clean):
     stopped = Task.objects.get(pk=task.pk)
     assert stopped.status == "needs_attention"
     assert stopped.status_changed_at > row["updated_at"]
+
+
+def test_an_artifact_row_is_a_part_of_the_commit_statement(
+    redis_clean, settings, tmp_path, monkeypatch
+):
+    settings.MEDIA_ROOT = tmp_path
+    settings.AGENTOPS = {**settings.AGENTOPS, "ARTIFACT_THRESHOLD_BYTES": 100}
+    task, lease = claimed()
+    step = Step.objects.get(task=task, ordinal=0)
+    big = {"text": "x" * 500}
+    # Reserved before: the sequence is read once per block of ids, not in every commit.
+    reserved = artifact_id_reserved()
+    monkeypatch.setattr(transitions, "artifact_id_reserved", lambda: reserved)
+
+    sent: list[str] = []
+
+    def record(execute, sql, params, many, context):  # type: ignore[no-untyped-def]
+        sent.append(sql)
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(record), fenced_commit(lease, []) as c:
+        pointer = c.offloaded(big, path="step.output", task_id=task.pk)
+        c.step_update(step, output=pointer)
+
+    # One statement, in autocommit: no BEGIN, INSERT and COMMIT of its own for the artifact.
+    assert len(sent) == 1 and not connection.in_atomic_block
+    assert pointer["$artifact"] == reserved
+    artifact = Artifact.objects.get(pk=reserved)
+    assert artifact.task_id == task.pk and artifact.size == pointer["size"]
+    assert artifact.content_type == "application/json"
+    step.refresh_from_db()
+    assert loaded(step.output) == big
+
+
+def test_a_stale_lease_writes_no_artifact_row(redis_clean, settings, tmp_path):
+    settings.MEDIA_ROOT = tmp_path
+    settings.AGENTOPS = {**settings.AGENTOPS, "ARTIFACT_THRESHOLD_BYTES": 100}
+    task, lease = claimed()
+    Task.objects.filter(pk=task.pk).update(lease_epoch=lease.epoch + 1)
+
+    with pytest.raises(LeaseLost), fenced_commit(lease, []) as c:
+        c.offloaded({"text": "y" * 500}, path="step.output", task_id=task.pk)
+
+    assert not Artifact.objects.filter(task=task).exists()
+
+
+def test_reserved_artifact_ids_are_never_taken_by_another_row(redis_clean):
+    task, _ = claimed()
+    reserved = artifact_id_reserved()
+    other = Artifact.objects.create(task=task, name="n", size=1, sha256="0" * 64)
+
+    assert other.pk != reserved
+    assert artifact_id_reserved() != reserved
+
+
+def test_threads_of_one_process_reserve_distinct_artifact_ids(redis_clean):
+    reserved: list[int] = []
+
+    def reserve() -> None:
+        try:
+            reserved.extend(artifact_id_reserved() for _ in range(100))
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=reserve) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    assert len(reserved) == 400 and len(set(reserved)) == 400

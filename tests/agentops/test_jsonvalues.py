@@ -10,6 +10,7 @@ import unicodedata
 from pathlib import Path
 from typing import Any
 
+import hypothesis
 import pytest
 from django.core.files.storage import default_storage
 from hypothesis import assume, given
@@ -445,3 +446,94 @@ def test_card_numbers_are_redacted_only_when_they_pass_the_luhn_check():
         "cvv": "[redacted]",
         "company": "ACME",
     }
+
+
+def _redacted_text_every_regex(text: str) -> str:
+    """What `redacted` does to a string with none of its prechecks: every regex runs."""
+    from agentops.engine.jsonvalues import _BEARER, _CARD, _SECRET_VALUES, REDACTED, _card
+
+    if "bearer" in text.lower():
+        text = _BEARER.sub(REDACTED, text)
+    for _, pattern in _SECRET_VALUES:
+        text = pattern.sub(REDACTED, text)
+    return _CARD.sub(_card, text)
+
+
+# Secrets, near misses and the characters the prechecks look for, to be strung together.
+_SECRET_PIECES = [
+    "sk-",
+    "sk-abcdefghijklmnop1234",
+    "AKIA",
+    "AKIAABCDEFGHIJKLMNOP",
+    "ghp_",
+    " ghp_abcdefghijklmnopqrstuv ",
+    "xoxb-",
+    "xoxb-1234567890ab",
+    "-----BEGIN RSA PRIVATE KEY-----",
+    "-----BEGIN PRIVATE KEY-----\nMIIE\n-----END PRIVATE KEY-----",
+    "-----END RSA PRIVATE KEY-----",
+    "Bearer ",
+    "BEARER\t",
+    "bEaReR ",
+    "acdefgh.ijk~",
+    "4111 1111 1111 1111",
+    "4111-1111-1111-1112",
+    "5500000000000004",
+    "0",
+    "7",
+    " ",
+    "-",
+    "_",
+    "K",
+    "b",
+    "B",
+    "x",
+    "é",
+    "٣",
+    "\n",
+]
+
+
+@hypothesis.settings(max_examples=300)
+@hypothesis.example("Authorization: Bearer acdefgh.ijk~ and BEARER\tACDEFGH.IJK")
+@hypothesis.example("keys sk-abcdefghijklmnop1234 AKIAABCDEFGHIJKLMNOP ghp_abcdefghijklmnopqrstuv")
+@hypothesis.example(
+    "xoxb-1234567890ab -----BEGIN PRIVATE KEY-----\nMIIE\n-----END PRIVATE KEY-----"
+)
+@hypothesis.example("card 4111 1111 1111 1111, order 4111-1111-1111-1112")
+@given(
+    st.lists(st.one_of(st.sampled_from(_SECRET_PIECES), st.text(storable, max_size=8))).map("".join)
+)
+def test_redacted_text_is_what_running_every_regex_gives(text):
+    from agentops.engine.jsonvalues import redacted
+
+    assert redacted(text) == _redacted_text_every_regex(text)
+
+
+# Any string, NUL, control characters and lone surrogates included: the bytes must be json's.
+any_text = st.text(st.characters(), max_size=12)
+any_json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | any_text | st.floats(allow_nan=False),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(any_text, children, max_size=4)
+    ),
+    max_leaves=24,
+)
+
+
+def _json_outcome(write, value):
+    try:
+        return write(value)
+    except (ValueError, UnicodeEncodeError) as exc:
+        return type(exc)
+
+
+@hypothesis.settings(max_examples=500)
+@hypothesis.example({"b": "x" * 5000, "a": ['\u2028\x7f\x1f"\\\n', -(2**70), True, None]})
+@hypothesis.example({"s": "\ud800"})
+@hypothesis.example({"f": 1e-07, "g": 1e16})
+@given(any_json_values)
+def test_json_bytes_are_the_bytes_json_dumps_writes(value):
+    from agentops.engine.jsonvalues import _dumps, _json_bytes
+
+    assert _json_outcome(_json_bytes, value) == _json_outcome(lambda v: _dumps(v).encode(), value)
