@@ -4,6 +4,7 @@ import hashlib
 import json
 import os
 import random
+import re
 import subprocess
 import sys
 import unicodedata
@@ -490,6 +491,10 @@ _SECRET_PIECES = [
     "x",
     "é",
     "٣",
+    # 4111 1111 1111 1111 in Arabic-Indic digits, and in fullwidth digits.
+    "".join(chr(0x0660 + int(c)) if c.isdigit() else c for c in "4111 1111 1111 1111"),
+    "".join(chr(0xFF10 + int(c)) for c in "4111111111111111"),
+    "订单",
     "\n",
 ]
 
@@ -537,3 +542,29 @@ def test_json_bytes_are_the_bytes_json_dumps_writes(value):
     from agentops.engine.jsonvalues import _dumps, _json_bytes
 
     assert _json_outcome(_json_bytes, value) == _json_outcome(lambda v: _dumps(v).encode(), value)
+
+
+def test_the_card_precheck_knows_every_first_byte_of_a_unicode_digit():
+    from agentops.engine.jsonvalues import DIGIT_LEAD_BYTES
+
+    digit = re.compile(r"\d")
+    leads = {
+        chr(code).encode()[0]
+        for code in range(0x80, 0x110000)
+        if not 0xD800 <= code <= 0xDFFF and digit.match(chr(code))
+    }
+
+    assert leads == DIGIT_LEAD_BYTES
+
+
+def test_a_card_in_other_digits_is_redacted_in_accented_text():
+    from agentops.engine.jsonvalues import redacted
+
+    arabic = "".join(chr(0x0660 + int(c)) if c.isdigit() else c for c in "4111 1111 1111 1111")
+    fullwidth = "".join(chr(0xFF10 + int(c)) for c in "4111111111111111")
+
+    assert redacted(f"Café n° 12, carte {arabic}.") == "Café n° 12, carte [redacted]."
+    assert redacted(f"注文 {fullwidth}") == "注文 [redacted]"
+    assert redacted("Café n° 12, commande 4111-1111-1111-1112") == (
+        "Café n° 12, commande 4111-1111-1111-1112"
+    )
