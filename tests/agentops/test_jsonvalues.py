@@ -534,14 +534,23 @@ def _json_outcome(write, value):
 
 
 @hypothesis.settings(max_examples=500)
-@hypothesis.example({"b": "x" * 5000, "a": ['\u2028\x7f\x1f"\\\n', -(2**70), True, None]})
-@hypothesis.example({"s": "\ud800"})
-@hypothesis.example({"f": 1e-07, "g": 1e16})
-@given(any_json_values)
-def test_json_bytes_are_the_bytes_json_dumps_writes(value):
-    from agentops.engine.jsonvalues import _dumps, _json_bytes
+@hypothesis.example({"b": "x" * 5000, "a": ['\u2028\x7f\x1f"\\\n', -(2**70), True, None]}, False)
+@hypothesis.example({"s": "\ud800"}, False)
+@hypothesis.example({"f": 1e-07, "g": 1e16, "h": 0.0001, "i": -0.0, "j": 1e-05}, False)
+@hypothesis.example({"n": 10**5000}, True)  # json refuses it: so must the fast path
+@hypothesis.example({"z": 1, "a": [2**64, -(2**63) - 1, 2**63]}, False)
+@given(any_json_values, st.booleans())
+def test_json_bytes_are_the_bytes_json_dumps_writes(value, sort_keys):
+    from agentops.engine.jsonvalues import json_bytes
 
-    assert _json_outcome(_json_bytes, value) == _json_outcome(lambda v: _dumps(v).encode(), value)
+    def json_writes(v):
+        return json.dumps(
+            v, sort_keys=sort_keys, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+        ).encode()
+
+    assert _json_outcome(lambda v: json_bytes(v, sort_keys=sort_keys), value) == _json_outcome(
+        json_writes, value
+    )
 
 
 def test_the_card_precheck_knows_every_first_byte_of_a_unicode_digit():
