@@ -3,6 +3,8 @@ undoes all of it, and it is one round trip outside a transaction."""
 
 from __future__ import annotations
 
+import os
+import stat
 import threading
 import time
 
@@ -180,6 +182,38 @@ def test_an_artifact_row_is_a_part_of_the_commit_statement(
     assert artifact.content_type == "application/json"
     step.refresh_from_db()
     assert loaded(step.output) == big
+
+
+def test_an_artifact_file_and_its_directory_are_durable_before_the_statement(
+    redis_clean, settings, tmp_path, monkeypatch
+):
+    settings.MEDIA_ROOT = tmp_path
+    settings.AGENTOPS = {**settings.AGENTOPS, "ARTIFACT_THRESHOLD_BYTES": 100}
+    task, lease = claimed()
+    step = Step.objects.get(task=task, ordinal=0)
+    reserved = artifact_id_reserved()
+    monkeypatch.setattr(transitions, "artifact_id_reserved", lambda: reserved)
+    order: list[str] = []
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        order.append(f"fsync {'directory' if stat.S_ISDIR(os.fstat(fd).st_mode) else 'file'}")
+        real_fsync(fd)
+
+    def record(execute, sql, params, many, context):  # type: ignore[no-untyped-def]
+        order.append("statement")
+        return execute(sql, params, many, context)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    with connection.execute_wrapper(record), fenced_commit(lease, []) as c:
+        pointer = c.offloaded({"text": "z" * 500}, path="step.output", task_id=task.pk)
+        c.step_update(step, output=pointer)
+
+    # The file, then the directory that names it, then the one statement with its pointer.
+    assert order.count("statement") == 1 and order[-1] == "statement"
+    assert order.index("fsync file") < len(order) - 2
+    assert order[-2] == "fsync directory"
+    assert Artifact.objects.get(pk=reserved).name.endswith(".json")
 
 
 def test_a_stale_lease_writes_no_artifact_row(redis_clean, settings, tmp_path):
