@@ -194,7 +194,9 @@ def _may_decide(gate: Gate, viewer: User | None, groups: frozenset[str] | None) 
         return True
     if gate.task.created_by_id is not None and gate.task.created_by_id == viewer.pk:
         return False
-    return groups is None or gate.approver_group in groups
+    return groups is None or (
+        gate.approver_group in groups and viewer.has_perm("reviews.decide_gate")
+    )
 
 
 def _search(q: str) -> Q:

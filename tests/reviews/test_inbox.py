@@ -185,3 +185,22 @@ def test_each_row_links_its_own_item_and_selects_its_holder_in_the_assign_menu(
         assert selected == ([str(holder.pk)] if holder else [])
         # Every operator is offered, in name order.
         assert re.findall(r"<option [^>]*>(\w+)</option>", row) == ["olga", "otto", "stan"]
+
+
+def test_a_gate_is_decidable_only_by_a_member_of_its_group_who_may_decide(
+    sim_server, redis_clean, operator, auditor, starter
+):
+    from reviews.selectors import inbox_list
+
+    gate = open_gate(gated_refund(created_by=starter))
+    # An auditor in the approver group still lacks the permission to decide gates.
+    Gate.objects.filter(pk=gate.pk).update(approver_group="auditors")
+
+    def decidable(viewer: Any) -> bool:
+        (item,) = [i for i in inbox_list(viewer=viewer).items if i.gate is not None]
+        return item.decidable
+
+    assert not decidable(type(auditor).objects.get(pk=auditor.pk))
+    assert not decidable(type(operator).objects.get(pk=operator.pk))  # not in "auditors"
+    Gate.objects.filter(pk=gate.pk).update(approver_group="operators")
+    assert decidable(type(operator).objects.get(pk=operator.pk))
