@@ -221,8 +221,8 @@ def tasks_state_metrics() -> Iterable[Metric]:
         cost.add_metric([agent], agent_cost)
     saved = GaugeMetricFamily(
         "agentops_tokens_saved_by_resume",
-        "Tokens a rerun from scratch would have spent again on steps completed before each "
-        "task's last recovery (see docs/metrics.md).",
+        "Tokens a rerun from scratch would have spent again, as the runner recorded them on "
+        "each recovery (Task.tokens_saved; see docs/metrics.md).",
         labels=["agent"],
     )
     for agent, figure in sorted(resume_savings_by_agent().items()):
