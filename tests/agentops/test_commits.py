@@ -152,18 +152,23 @@ def test_the_status_change_time_moves_only_with_the_status(redis_clean):
     assert stopped.status_changed_at > row["updated_at"]
 
 
-def test_an_artifact_row_is_a_part_of_the_commit_statement(
-    redis_clean, settings, tmp_path, monkeypatch
-):
+@pytest.fixture
+def offloading(redis_clean, settings, tmp_path, monkeypatch):  # type: ignore[no-untyped-def]
+    """A claimed task, its first step and the artifact id its next artifact will take, with a
+    100-byte artifact threshold and artifacts under tmp_path. The id is reserved beforehand:
+    the sequence is read once per block of ids, not in every commit."""
     settings.MEDIA_ROOT = tmp_path
     settings.AGENTOPS = {**settings.AGENTOPS, "ARTIFACT_THRESHOLD_BYTES": 100}
     task, lease = claimed()
     step = Step.objects.get(task=task, ordinal=0)
-    big = {"text": "x" * 500}
-    # Reserved before: the sequence is read once per block of ids, not in every commit.
     reserved = artifact_id_reserved()
     monkeypatch.setattr(transitions, "artifact_id_reserved", lambda: reserved)
+    return task, lease, step, reserved
 
+
+def test_an_artifact_row_is_a_part_of_the_commit_statement(offloading):
+    task, lease, step, reserved = offloading
+    big = {"text": "x" * 500}
     sent: list[str] = []
 
     def record(execute, sql, params, many, context):  # type: ignore[no-untyped-def]
@@ -185,14 +190,9 @@ def test_an_artifact_row_is_a_part_of_the_commit_statement(
 
 
 def test_an_artifact_file_and_its_directory_are_durable_before_the_statement(
-    redis_clean, settings, tmp_path, monkeypatch
+    offloading, monkeypatch
 ):
-    settings.MEDIA_ROOT = tmp_path
-    settings.AGENTOPS = {**settings.AGENTOPS, "ARTIFACT_THRESHOLD_BYTES": 100}
-    task, lease = claimed()
-    step = Step.objects.get(task=task, ordinal=0)
-    reserved = artifact_id_reserved()
-    monkeypatch.setattr(transitions, "artifact_id_reserved", lambda: reserved)
+    task, lease, step, reserved = offloading
     order: list[str] = []
     real_fsync = os.fsync
 
