@@ -44,7 +44,15 @@ from django.urls import reverse
 
 from agentops.benchmarks.checkpoint import StatementCounter
 from agentops.benchmarks.tasks import raw_postgres
-from agentops.states import LedgerStatus, StepStatus, TaskStatus
+from agentops.states import (
+    TERMINAL,
+    AuditStatus,
+    GateStatus,
+    LedgerStatus,
+    Phase,
+    StepStatus,
+    TaskStatus,
+)
 
 PASSWORD = "bench-pages"  # users of a scratch database, dropped at the end
 WARMUP = 3
@@ -53,40 +61,50 @@ WARMUP = 3
 # permutation of the ids, so every status is spread over the whole id range and the counts are
 # exact (`mix_counts`); the rest succeeded.
 MIX: tuple[tuple[str, int], ...] = (
-    ("awaiting_approval", 40),
-    ("needs_attention", 40),
-    ("running", 200),
-    ("queued", 100),
-    ("retry_scheduled", 50),
-    ("paused", 20),
-    ("aborted", 200),
-    ("rolled_back", 100),
+    (TaskStatus.AWAITING_APPROVAL, 40),
+    (TaskStatus.NEEDS_ATTENTION, 40),
+    (TaskStatus.RUNNING, 200),
+    (TaskStatus.QUEUED, 100),
+    (TaskStatus.RETRY_SCHEDULED, 50),
+    (TaskStatus.PAUSED, 20),
+    (TaskStatus.ABORTED, 200),
+    (TaskStatus.ROLLED_BACK, 100),
 )
 
 
 @dataclass(frozen=True)
 class CurrentStep:
     """What a task in a given status holds at its current step (`cur`): the one place the seed
-    ties a step's and a ledger row's status to the task's."""
+    ties the task's phase, its steps', ledger rows' and gates' statuses to the task's status
+    (the seed's statements read these columns of the plan, never a task status)."""
 
     status: str = StepStatus.PENDING
+    phase: str = ""
+    complete: bool = False  # every step is done (`cur` is past the last one)
     stopped: bool = False  # its tool call failed: a failed step with an error and a ledger row
     gated: bool = False  # waiting at a gate: the step is routed to it
     undone: bool = False  # a rollback compensated its financial calls
 
 
 CURRENT_STEP: dict[str, CurrentStep] = {
-    TaskStatus.NEEDS_ATTENTION: CurrentStep(StepStatus.FAILED, stopped=True),
-    TaskStatus.AWAITING_APPROVAL: CurrentStep(StepStatus.RUNNING, gated=True),
-    TaskStatus.RUNNING: CurrentStep(StepStatus.RUNNING),
+    TaskStatus.SUCCEEDED: CurrentStep(phase=Phase.STEP_COMPLETE, complete=True),
+    TaskStatus.NEEDS_ATTENTION: CurrentStep(
+        StepStatus.FAILED, phase=Phase.AFTER_TOOL_CALL, stopped=True
+    ),
+    TaskStatus.AWAITING_APPROVAL: CurrentStep(
+        StepStatus.RUNNING, phase=Phase.MODEL_RESULT, gated=True
+    ),
+    TaskStatus.RUNNING: CurrentStep(StepStatus.RUNNING, phase=Phase.BEFORE_MODEL_CALL),
     TaskStatus.ROLLED_BACK: CurrentStep(undone=True),
 }
 
 
 def _current_step_rows() -> str:
-    """`VALUES` rows of every task status and its `CurrentStep`, for the plan to join."""
+    """`VALUES` rows of every task status, its `CurrentStep` and whether it is terminal, for
+    the plan to join."""
     return ", ".join(
-        f"('{status}', '{shape.status}', {shape.stopped}, {shape.gated}, {shape.undone})"
+        f"('{status}', '{shape.status}', '{shape.phase}', {shape.complete}, {shape.stopped}, "
+        f"{shape.gated}, {shape.undone}, {status in TERMINAL})"
         for status in TaskStatus.values
         for shape in [CURRENT_STEP.get(status, CurrentStep())]
     )
@@ -178,8 +196,8 @@ def _permutation_step(n: int) -> int:
 def mix_counts(tasks: int) -> dict[str, int]:
     """How many of `tasks` tasks the mix puts in each status: at least one of each."""
     counts = {status: max(1, round(tasks * parts / 10_000)) for status, parts in MIX}
-    counts["succeeded"] = tasks - sum(counts.values())
-    if counts["succeeded"] < 1:
+    counts[TaskStatus.SUCCEEDED] = tasks - sum(counts.values())
+    if counts[TaskStatus.SUCCEEDED] < 1:
         raise ValueError(f"{tasks} tasks are too few for the mix (at least {len(MIX) + 1})")
     return counts
 
@@ -188,11 +206,11 @@ def _status_case(tasks: int) -> str:
     """SQL CASE mapping the task's place `v` in a permutation of 0..tasks-1 to its status."""
     whens, upto = [], 0
     for status, count in mix_counts(tasks).items():
-        if status == "succeeded":
+        if status == TaskStatus.SUCCEEDED:
             continue
         upto += count
         whens.append(f"WHEN v < {upto} THEN '{status}'")
-    return f"CASE {' '.join(whens)} ELSE 'succeeded' END"
+    return f"CASE {' '.join(whens)} ELSE '{TaskStatus.SUCCEEDED}' END"
 
 
 def _seed_sql(tables: dict[str, str], tasks: int) -> list[str]:
@@ -206,9 +224,10 @@ def _seed_sql(tables: dict[str, str], tasks: int) -> list[str]:
         f"""
         CREATE TEMP TABLE bench_plan AS
         SELECT i AS id, status, steps,
-               CASE WHEN status = 'succeeded' THEN steps ELSE steps / 2 END AS cur,
+               CASE WHEN shape.complete THEN steps ELSE steps / 2 END AS cur,
                created, i > %(n)s * 0.95 AS recent,
-               shape.step_status AS cur_status, shape.stopped, shape.gated, shape.undone
+               shape.step_status AS cur_status, shape.phase, shape.complete, shape.stopped,
+               shape.gated, shape.undone, shape.terminal
         FROM (
             SELECT i, {_status_case(tasks)} AS status, 5 + (i * 7) %% 26 AS steps,
                    now() - make_interval(secs => (%(n)s - i)::bigint * %(span)s / %(n)s + 60)
@@ -216,7 +235,8 @@ def _seed_sql(tables: dict[str, str], tasks: int) -> list[str]:
             FROM generate_series(1, %(n)s) AS i,
                  LATERAL (SELECT (i::bigint * %(step)s) %% %(n)s AS v) AS p
         ) AS plan
-        JOIN (VALUES {_current_step_rows()}) AS shape(status, step_status, stopped, gated, undone)
+        JOIN (VALUES {_current_step_rows()})
+            AS shape(status, step_status, phase, complete, stopped, gated, undone, terminal)
             USING (status)
         """,
         "ALTER TABLE bench_plan ADD COLUMN events int",
@@ -230,19 +250,14 @@ def _seed_sql(tables: dict[str, str], tasks: int) -> list[str]:
             updated_at, status_changed_at, started_at, finished_at, created_by_id)
         SELECT id, 'refund', 'Refund order A' || id || ': parcel arrived damaged, customer '
                 || 'asks for the money back', jsonb_build_object('order_id', 'A' || id),
-            status,
-            CASE status WHEN 'succeeded' THEN 'step_complete'
-                        WHEN 'awaiting_approval' THEN 'model_result'
-                        WHEN 'needs_attention' THEN 'after_tool_call'
-                        WHEN 'running' THEN 'before_model_call' ELSE '' END,
-            'forward', cur, steps, 1, '', events, 1, 0, 5, 3, cur * 900, cur * 0.002, 0,
-            CASE WHEN status = 'needs_attention' THEN jsonb_build_object(
+            status, phase, 'forward', cur, steps, 1, '', events, 1, 0, 5, 3, cur * 900,
+            cur * 0.002, 0,
+            CASE WHEN stopped THEN jsonb_build_object(
                 'kind', 'tool_timeout', 'layer', 'tool',
                 'message', 'issue_refund timed out after 30 s', 'step', cur) END,
             created, created + make_interval(secs => cur * 20),
             created + make_interval(secs => cur * 20), created,
-            CASE WHEN status IN ('succeeded', 'aborted', 'rolled_back')
-                 THEN created + make_interval(secs => cur * 20) END,
+            CASE WHEN terminal THEN created + make_interval(secs => cur * 20) END,
             %(starter)s
         FROM bench_plan
         """,
@@ -329,7 +344,8 @@ def _seed_sql(tables: dict[str, str], tasks: int) -> list[str]:
             created_at)
         SELECT c.task_id, c.step_id, c.id, 'refund', c.tool, 'audit', false,
             'refunds_audited', 1,
-            CASE WHEN p.recent THEN 'pending' WHEN c.id %% 50 = 0 THEN 'flagged' ELSE 'ok' END,
+            CASE WHEN p.recent THEN '{AuditStatus.PENDING}' WHEN c.id %% 50 = 0
+                THEN '{AuditStatus.FLAGGED}' ELSE '{AuditStatus.OK}' END,
             CASE WHEN c.id %% 50 = 0 AND NOT p.recent THEN 'amount looks high' ELSE '' END,
             CASE WHEN p.recent THEN NULL ELSE c.updated_at + interval '1 day' END,
             CASE WHEN p.recent THEN NULL ELSE %(auditor)s END,
@@ -344,14 +360,14 @@ def _seed_sql(tables: dict[str, str], tasks: int) -> list[str]:
             args_digest, edited, amount, confidence, policy_version_number, rule, reasons,
             approver_group, timeout_action, escalate_to, due_at, created_at, feedback,
             approved_digest, stopped_with)
-        SELECT p.id, p.id * 32 + p.cur, 'open', 'issue_refund', 'financial',
+        SELECT p.id, p.id * 32 + p.cur, '{GateStatus.OPEN}', 'issue_refund', 'financial',
             jsonb_build_object('order_id', 'A' || p.id, 'amount', 100 + p.id %% 400,
                 'currency', 'EUR'),
             md5('gate' || p.id), false, 100 + p.id %% 400, 0.8, 1, 'refunds_over_100',
             '["amount over 100"]', 'operators', 'reject', '',
             now() + make_interval(secs => (p.id %% 480) * 60 - 3600),
             now() - make_interval(secs => (p.id %% 480) * 60), '', '', ''
-        FROM bench_plan AS p WHERE p.status = 'awaiting_approval'
+        FROM bench_plan AS p WHERE p.gated
         """,
         # Approved gates of every 20th succeeded task, with the decisions that approved them.
         f"""
@@ -359,7 +375,7 @@ def _seed_sql(tables: dict[str, str], tasks: int) -> list[str]:
             args_digest, edited, amount, confidence, policy_version_number, rule, reasons,
             approver_group, timeout_action, escalate_to, due_at, created_at, decided_at,
             decided_by_id, feedback, approved_arguments, approved_digest, stopped_with)
-        SELECT p.id, p.id * 32 + 3, 'approved', 'issue_refund', 'financial',
+        SELECT p.id, p.id * 32 + 3, '{GateStatus.APPROVED}', 'issue_refund', 'financial',
             jsonb_build_object('order_id', 'A' || p.id, 'amount', 150, 'currency', 'EUR'),
             md5('gate' || p.id), false, 150, 0.8, 1, 'refunds_over_100',
             '["amount over 100"]', 'operators', 'reject', '', p.created + interval '4 hours',
@@ -367,21 +383,21 @@ def _seed_sql(tables: dict[str, str], tasks: int) -> list[str]:
             %(operator)s, '',
             jsonb_build_object('order_id', 'A' || p.id, 'amount', 150, 'currency', 'EUR'),
             md5('gate' || p.id), ''
-        FROM bench_plan AS p WHERE p.status = 'succeeded' AND p.id %% 20 = 0
+        FROM bench_plan AS p WHERE p.complete AND p.id %% 20 = 0
         """,
         f"""
         INSERT INTO {t["Decision"]} (action, actor_id, actor_label, task_id_ref, subject,
             before_digest, after_digest, reason, policy_version_number, detail, created_at)
         SELECT 'reviews.gate.approved', %(operator)s, 'bench_operator', g.task_id,
             'gate ' || g.id, g.args_digest, g.approved_digest, '', 1, '{{}}', g.decided_at
-        FROM {t["Gate"]} AS g WHERE g.status = 'approved'
+        FROM {t["Gate"]} AS g WHERE g.status = '{GateStatus.APPROVED}'
         """,
         # Half of what waits is held by the operator.
         f"""
         INSERT INTO {t["Claim"]} (task_id, user_id, claimed_at)
         SELECT p.id, %(operator)s, now() - interval '5 minutes'
         FROM bench_plan AS p
-        WHERE p.status IN ('awaiting_approval', 'needs_attention') AND p.id %% 2 = 1
+        WHERE (p.gated OR p.stopped) AND p.id %% 2 = 1
         """,
     ]
 
@@ -457,13 +473,16 @@ def _counts(tables: dict[str, str]) -> dict[str, Any]:
             "steps": one(f"SELECT count(*) FROM {tables['Step']}"),
             "tool_calls": one(f"SELECT count(*) FROM {tables['ToolCall']}"),
             "unconfirmed_calls": one(
-                f"SELECT count(*) FROM {tables['ToolCall']} WHERE status = 'executed_unknown'"
+                f"SELECT count(*) FROM {tables['ToolCall']} "
+                f"WHERE status = '{LedgerStatus.EXECUTED_UNKNOWN}'"
             ),
             "events": one(f"SELECT count(*) FROM {tables['Event']}"),
-            "open_gates": one(f"SELECT count(*) FROM {tables['Gate']} WHERE status = 'open'"),
+            "open_gates": one(
+                f"SELECT count(*) FROM {tables['Gate']} WHERE status = '{GateStatus.OPEN}'"
+            ),
             "audit_items": one(f"SELECT count(*) FROM {tables['AuditItem']}"),
             "audit_pending": one(
-                f"SELECT count(*) FROM {tables['AuditItem']} WHERE status = 'pending'"
+                f"SELECT count(*) FROM {tables['AuditItem']} WHERE status = '{AuditStatus.PENDING}'"
             ),
         }
 
@@ -509,13 +528,14 @@ def _targets(tables: dict[str, str]) -> dict[str, int]:
     """The biggest task (most steps, succeeded) and the open gate on the biggest waiting task."""
     with connection.cursor() as cursor:
         cursor.execute(
-            f"SELECT id FROM {tables['Task']} WHERE status = 'succeeded' "
+            f"SELECT id FROM {tables['Task']} WHERE status = '{TaskStatus.SUCCEEDED}' "
             "ORDER BY step_count DESC, id DESC LIMIT 1"
         )
         task = cursor.fetchone()
         cursor.execute(
             f"SELECT g.id FROM {tables['Gate']} AS g JOIN {tables['Task']} AS t "
-            "ON t.id = g.task_id WHERE g.status = 'open' ORDER BY t.step_count DESC, g.id DESC "
+            f"ON t.id = g.task_id WHERE g.status = '{GateStatus.OPEN}' "
+            "ORDER BY t.step_count DESC, g.id DESC "
             "LIMIT 1"
         )
         gate = cursor.fetchone()
