@@ -194,13 +194,19 @@ def test_an_unknown_agent_is_a_clear_error(redis_clean):
         task_create(agent="nope", goal="x")
 
 
-def test_an_oversized_payload_goes_to_artifact_storage(redis_clean, settings, tmp_path):
+@pytest.fixture
+def large_payload_task(redis_clean, settings, tmp_path):  # type: ignore[no-untyped-def]
+    """A 2-step bench task with 300 KB arguments and results, run to its end (artifacts under
+    tmp_path)."""
     settings.MEDIA_ROOT = tmp_path
     task = task_create(agent="bench_noop", goal="big", input={"steps": 2, "payload_kb": 300})
-
     task = run_until_parked_or_done(task)
-
     assert task.status == TaskStatus.SUCCEEDED
+    return task
+
+
+def test_an_oversized_payload_goes_to_artifact_storage(large_payload_task, tmp_path):
+    task = large_payload_task
     step = Step.objects.get(task=task, ordinal=0)
     assert set(step.output) == {"$artifact", "size", "sha256", "path"}
     assert step.output["size"] > 300 * 1024
@@ -208,13 +214,8 @@ def test_an_oversized_payload_goes_to_artifact_storage(redis_clean, settings, tm
     assert (tmp_path / artifact.name).stat().st_size == artifact.size
 
 
-def test_a_large_proposal_is_stored_once_and_read_back_exactly(redis_clean, settings, tmp_path):
-    settings.MEDIA_ROOT = tmp_path
-    task = task_create(agent="bench_noop", goal="big", input={"steps": 2, "payload_kb": 300})
-
-    task = run_until_parked_or_done(task)
-
-    assert task.status == TaskStatus.SUCCEEDED
+def test_a_large_proposal_is_stored_once_and_read_back_exactly(large_payload_task):
+    task = large_payload_task
     step = Step.objects.get(task=task, ordinal=1)
     call = ToolCall.objects.get(step=step)
     # The step's record stays in the row; its call's arguments point at the ledger row's
