@@ -119,17 +119,6 @@ def task_tokens_saved_by_resume(task_ids: list[int] | None = None) -> dict[int, 
     return dict(tasks.values_list("pk", "tokens_saved"))
 
 
-def resume_savings_by_agent() -> dict[str, int]:
-    """Tokens saved by resume over every task, by agent (for the Prometheus gauge). One query."""
-    rows = (
-        Task.objects.filter(tokens_saved__gt=0)
-        .order_by()
-        .values_list("agent")
-        .annotate(saved=Sum("tokens_saved"))
-    )
-    return {agent: int(saved) for agent, saved in rows}
-
-
 def token_cost(tokens: int) -> Decimal:
     """What `tokens` cost at the configured price (the runner's own accounting)."""
     return Decimal(tokens) * Decimal(str(settings.AGENTOPS["COST_PER_1K_TOKENS"])) / 1000

@@ -197,7 +197,6 @@ def token_accepted(authorization: str) -> bool | None:
 
 
 def tasks_state_metrics() -> Iterable[Metric]:
-    from agentops.metrics import resume_savings_by_agent
     from agentops.models import Task
 
     tasks = GaugeMetricFamily(
@@ -205,28 +204,34 @@ def tasks_state_metrics() -> Iterable[Metric]:
     )
     tokens = GaugeMetricFamily("agentops_tokens_spent", "Tokens spent, by agent.", labels=["agent"])
     cost = GaugeMetricFamily("agentops_cost_spent", "Cost spent, by agent.", labels=["agent"])
-    rows = (
-        Task.objects.order_by()
-        .values("status", "agent")
-        .annotate(n=Count("id"), tokens=Sum("tokens_used"), cost=Sum("cost_used"))
-    )
-    spent: dict[str, list[float]] = {}
-    for row in rows:
-        tasks.add_metric([row["status"], row["agent"]], row["n"])
-        per_agent = spent.setdefault(row["agent"], [0.0, 0.0])
-        per_agent[0] += float(row["tokens"] or 0)
-        per_agent[1] += float(row["cost"] or 0)
-    for agent, (agent_tokens, agent_cost) in sorted(spent.items()):
-        tokens.add_metric([agent], agent_tokens)
-        cost.add_metric([agent], agent_cost)
     saved = GaugeMetricFamily(
         "agentops_tokens_saved_by_resume",
         "Tokens a rerun from scratch would have spent again, as the runner recorded them on "
         "each recovery (Task.tokens_saved; see docs/metrics.md).",
         labels=["agent"],
     )
-    for agent, figure in sorted(resume_savings_by_agent().items()):
-        saved.add_metric([agent], figure)
+    rows = (
+        Task.objects.order_by()
+        .values("status", "agent")
+        .annotate(
+            n=Count("id"),
+            tokens=Sum("tokens_used"),
+            cost=Sum("cost_used"),
+            saved=Sum("tokens_saved"),
+        )
+    )
+    per_agent: dict[str, list[float]] = {}
+    for row in rows:
+        tasks.add_metric([row["status"], row["agent"]], row["n"])
+        figures = per_agent.setdefault(row["agent"], [0.0, 0.0, 0.0])
+        figures[0] += float(row["tokens"] or 0)
+        figures[1] += float(row["cost"] or 0)
+        figures[2] += float(row["saved"] or 0)
+    for agent, (agent_tokens, agent_cost, agent_saved) in sorted(per_agent.items()):
+        tokens.add_metric([agent], agent_tokens)
+        cost.add_metric([agent], agent_cost)
+        if agent_saved:
+            saved.add_metric([agent], agent_saved)
     yield from (tasks, tokens, cost, saved)
 
 
