@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 DEV := AGENTOPS_DEV=1
 
-.PHONY: run test install lint deploy-check bench
+.PHONY: run test install lint deploy-check bench peers-venv bench-peers
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -18,7 +18,7 @@ install: $(VENV)/.installed
 run: install
 	$(DEV) $(PY) manage.py runstack
 
-test: install
+test: install peers-venv
 	DJANGO_ALLOW_ASYNC_UNSAFE=true $(PY) -m pytest $(PYTEST_ARGS)
 
 # makemigrations --check and mypy (django-stubs) load the settings but need no server: without
@@ -43,3 +43,17 @@ deploy-check: install
 
 bench: install
 	$(DEV) $(PY) manage.py bench checkpoint --steps 20 --payload-kb 2
+
+# The peers `bench checkpoint --peers` runs the same steps through (LangGraph, DBOS), in a
+# virtualenv of their own: agentops/benchmarks/peers.py imports nothing of this project.
+PEERS_VENV := .venv-peers
+
+$(PEERS_VENV)/.installed: agentops/benchmarks/peers-requirements.txt
+	test -x $(PEERS_VENV)/bin/python || $(PYTHON) -m venv $(PEERS_VENV)
+	$(PEERS_VENV)/bin/python -m pip install --quiet -r agentops/benchmarks/peers-requirements.txt
+	touch $@
+
+peers-venv: $(PEERS_VENV)/.installed
+
+bench-peers: install peers-venv
+	$(DEV) $(PY) manage.py bench checkpoint --steps 20 --payload-kb 2 --repeat 5 --peers

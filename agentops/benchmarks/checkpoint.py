@@ -34,11 +34,11 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
-from contextlib import suppress
+from contextlib import ExitStack, suppress
 from dataclasses import dataclass, field
 from itertools import pairwise
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import django_rq
 import psycopg
@@ -64,6 +64,9 @@ AGENT = "bench_noop"
 FLOOR_TABLE = "agentops_bench_floor"
 # The floor is cheap and short runs of it are noisy: it commits at least this many rows per run.
 FLOOR_MIN_ROWS = 50
+# Measured in their own virtualenv (`make peers-venv`) by this script, with the same work.
+PEERS = ("langgraph", "langgraph-delta", "dbos")
+PEERS_SCRIPT = Path(__file__).with_name("peers.py")
 OWNER = "bench"
 WRITE = re.compile(
     r"\s*(INSERT|UPDATE|DELETE)\b|\s*WITH\b.*\b(INSERT|UPDATE|DELETE)\b", re.I | re.S
@@ -281,60 +284,159 @@ def _round(value: float | None, digits: int = 3) -> float | None:
     return None if value is None else round(value, digits)
 
 
+def step_arguments(steps: int, payload_kb: int, step: int) -> dict[str, Any]:
+    """The tool arguments the bench agent's own script proposes at `step`."""
+    request = ModelRequest(
+        agent=AGENT,
+        task_id=0,
+        step=step,
+        step_title="",
+        attempt=1,
+        messages=[],
+        tools=[],
+        task_input={"steps": steps, "payload_kb": payload_kb},
+    )
+    return dict(bench_script(request)["tool_calls"][0]["arguments"])
+
+
 def floor_rows(steps: int, payload_kb: int) -> list[str]:
     """The JSON each step's tool returns, built by the bench agent's own script."""
     rows = []
     for step in range(max(steps, FLOOR_MIN_ROWS)):
-        request = ModelRequest(
-            agent=AGENT,
-            task_id=0,
-            step=step % steps,
-            step_title="",
-            attempt=1,
-            messages=[],
-            tools=[],
-            task_input={"steps": steps, "payload_kb": payload_kb},
-        )
-        arguments = bench_script(request)["tool_calls"][0]["arguments"]
+        arguments = step_arguments(steps, payload_kb, step % steps)
         rows.append(json.dumps({"n": arguments["n"], "payload": arguments["payload"]}))
     return rows
 
 
-def checkpoint(*, steps: int, payload_kb: int, repeat: int, dispatch: int = 0) -> dict[str, Any]:
-    """Run the checkpoint benchmark (and, with `dispatch` jobs, the worker's cost per job).
+def checkpoint(
+    *, steps: int, payload_kb: int, repeat: int, dispatch: int = 0, peers: Path | None = None
+) -> dict[str, Any]:
+    """Run the checkpoint benchmark (and, with `dispatch` jobs, the worker's cost per job; with
+    `peers`, the Python of a virtualenv holding the peers, the same work through each peer).
 
-    Raises CommandError when a bench task does not finish in one slice (a worker took it)."""
+    Raises CommandError when a bench task does not finish in one slice (a worker took it), or
+    when a peer cannot run."""
+    if peers is not None and not peers.is_file():
+        raise CommandError(f"no peers' Python at {peers}: run `make peers-venv` first")
     conf = {**settings.AGENTOPS, "SLICE_SECONDS": 24 * 3600.0}
     # DEBUG makes every query log itself (about a fifth of a step here): workers in
     # production run without it, so the benchmark does too.
     with override_settings(AGENTOPS=conf, DEBUG=False):
-        report = _checkpoint(steps=steps, payload_kb=payload_kb, repeat=repeat)
+        report = _checkpoint(steps=steps, payload_kb=payload_kb, repeat=repeat, peers=peers)
         if dispatch:
             report.update(_dispatch(jobs=dispatch, payload_kb=payload_kb))
     return report
 
 
-def _checkpoint(*, steps: int, payload_kb: int, repeat: int) -> dict[str, Any]:
+class PeerProcess:
+    """A peer (agentops/benchmarks/peers.py, run by the peers' Python) in a scratch database
+    `<name>_peers_<peer>` on the same server, dropped when it ends; it measures a pair (its own
+    floor, then the same steps) each time it is asked, between ours."""
+
+    def __init__(self, peer: str, *, python: Path, work: dict[str, Any]) -> None:
+        self.peer = peer
+        self.database = f"{connection.settings_dict['NAME']}_peers_{peer.replace('-', '_')}"
+        with raw_postgres("postgres") as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{self.database}" WITH (FORCE)')
+            admin.execute(f'CREATE DATABASE "{self.database}"')
+        url = database_url(connection.settings_dict, name=self.database)
+        self.process = subprocess.Popen(
+            [str(python), str(PEERS_SCRIPT), "--peer", peer, "--database-url", url],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        self.pairs: list[dict[str, float]] = []
+        self.version = self._ask(json.dumps(work))["version"]
+
+    def _ask(self, line: str) -> dict[str, Any]:
+        assert self.process.stdin is not None and self.process.stdout is not None
+        try:
+            self.process.stdin.write(line + "\n")
+            self.process.stdin.flush()
+        except BrokenPipeError:
+            pass
+        answer = self.process.stdout.readline()
+        if not answer:
+            self.close()
+            raise CommandError(f"peer {self.peer} failed:\n{self.stderr[-3000:]}")
+        return cast(dict[str, Any], json.loads(answer))
+
+    def pair(self) -> None:
+        self.pairs.append(self._ask("pair"))
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            assert self.process.stdin is not None
+            self.process.stdin.close()
+        self.stderr = self.process.stderr.read() if self.process.stderr else ""
+        self.process.wait()
+        with raw_postgres("postgres") as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{self.database}" WITH (FORCE)')
+
+    def figures(self) -> dict[str, Any]:
+        def median(key: str) -> float | None:
+            return _round(_median([p[key] for p in self.pairs]))
+
+        ratios = [p["task_ms_per_step"] / p["floor_ms_per_step"] for p in self.pairs]
+        return {
+            "peer": self.peer,
+            "version": self.version,
+            "per_step_ms": median("task_ms_per_step"),
+            "client_cpu_ms_per_step": median("cpu_ms_per_step"),
+            "floor_per_step_ms": median("floor_ms_per_step"),
+            "ratio_to_floor": _round(_median(ratios), 2),
+            "runs": [{k: _round(v) for k, v in p.items()} for p in self.pairs],
+        }
+
+
+def _peer_figures(report: dict[str, Any], peers: list[PeerProcess]) -> dict[str, Any]:
+    """The peers' medians, and how our step compares with the cheapest of them (ratios to
+    floor, and per-step times in the same run)."""
+    figures = [peer.figures() for peer in peers]
+    best = min(figures, key=lambda peer: peer["ratio_to_floor"])
+    return {
+        "peers": figures,
+        "best_peer": best["peer"],
+        "ratio_to_best_peer": _round(report["ratio_to_floor"] / best["ratio_to_floor"], 2),
+        "per_step_to_best_peer": _round(report["per_step_ms"] / best["per_step_ms"], 2),
+    }
+
+
+def _checkpoint(*, steps: int, payload_kb: int, repeat: int, peers: Path | None) -> dict[str, Any]:
     rows = floor_rows(steps, payload_kb)
+    work = {
+        "arguments": [step_arguments(steps, payload_kb, step) for step in range(steps)],
+        "rows": rows,
+    }
     created: list[int] = []
     notes: list[str] = []
-    with raw_postgres() as raw:
+    running: list[PeerProcess] = []
+    with raw_postgres() as raw, ExitStack() as stack:
         wal, note = WalReader.open(raw)
         if note:
             notes.append(note)
         floor = Floor(raw)
-        try:
-            _run_pair(floor, rows, steps, payload_kb, created, wal=None)  # warm-up
-            pairs = [
-                _run_pair(floor, rows, steps, payload_kb, created, wal=wal) for _ in range(repeat)
-            ]
-            if wal is not None:
-                for pair in pairs:
-                    pair.figures = _wal_figures(wal, pair, steps)
-        finally:
-            floor.close()
-            bench_tasks_delete(created)
-    return _report(pairs, steps=steps, payload_kb=payload_kb, notes=notes)
+        stack.callback(floor.close)
+        stack.callback(bench_tasks_delete, created)
+        for peer in PEERS if peers is not None else ():
+            # Each has warmed up before it answers; their pairs alternate with ours.
+            running.append(PeerProcess(peer, python=cast(Path, peers), work=work))
+            stack.callback(running[-1].close)
+        _run_pair(floor, rows, steps, payload_kb, created, wal=None)  # warm-up
+        pairs = []
+        for _ in range(repeat):
+            pairs.append(_run_pair(floor, rows, steps, payload_kb, created, wal=wal))
+            for process in running:
+                process.pair()
+        if wal is not None:
+            for pair in pairs:
+                pair.figures = _wal_figures(wal, pair, steps)
+    report = _report(pairs, steps=steps, payload_kb=payload_kb, notes=notes)
+    if running:
+        report.update(_peer_figures(report, running))
+    return report
 
 
 def _run_pair(
@@ -602,6 +704,20 @@ def checkpoint_table(report: dict[str, Any]) -> str:
             if key in report
         ),
         f"  commits from {report['commits_source']}",
+        *(
+            f"  peer {peer['peer']:<17} ratio_to_floor {peer['ratio_to_floor']:<6} "
+            f"per_step_ms {peer['per_step_ms']:<7} client_cpu_ms_per_step "
+            f"{peer['client_cpu_ms_per_step']:<7} ({peer['version']})"
+            for peer in report.get("peers", [])
+        ),
+        *(
+            [
+                f"  ratio_to_best_peer     {report['ratio_to_best_peer']} ({report['best_peer']}); "
+                f"per_step_to_best_peer {report['per_step_to_best_peer']}"
+            ]
+            if "peers" in report
+            else []
+        ),
         *(f"  note: {note}" for note in [*report["notes"], report.get("dispatch_note")] if note),
     ]
     return "\n".join(lines)

@@ -30,7 +30,6 @@ from dataclasses import asdict, dataclass
 from math import gcd
 from typing import Any
 
-import psycopg
 from django.apps import apps
 from django.conf import settings
 from django.contrib.auth import get_user_model
@@ -144,18 +143,6 @@ def _table(model_name: str) -> str:
     raise LookupError(model_name)
 
 
-def _admin_connection() -> psycopg.Connection:
-    conf = connection.settings_dict
-    return psycopg.connect(
-        dbname="postgres",
-        user=conf["USER"],
-        password=conf["PASSWORD"] or None,
-        host=conf["HOST"] or None,
-        port=conf["PORT"] or None,
-        autocommit=True,
-    )
-
-
 @contextmanager
 def scratch_database(*, keep: bool = False) -> Iterator[str]:
     """Point the default connection at a new, migrated `<name>_pages` database; drop it after
@@ -168,7 +155,7 @@ def scratch_database(*, keep: bool = False) -> Iterator[str]:
     original = conf["NAME"]
     scratch = f"{original}_pages"
     connection.close()
-    with _admin_connection() as admin:
+    with raw_postgres("postgres") as admin:
         admin.execute(f'DROP DATABASE IF EXISTS "{scratch}" WITH (FORCE)')
         admin.execute(f'CREATE DATABASE "{scratch}"')
     conf["NAME"] = scratch
@@ -181,7 +168,7 @@ def scratch_database(*, keep: bool = False) -> Iterator[str]:
         conf["NAME"] = original
         ContentType.objects.clear_cache()
         if not keep:
-            with _admin_connection() as admin:
+            with raw_postgres("postgres") as admin:
                 admin.execute(f'DROP DATABASE IF EXISTS "{scratch}" WITH (FORCE)')
 
 

@@ -26,11 +26,12 @@ def bench_tasks_delete(task_ids: list[int]) -> None:
 
 
 @contextmanager
-def raw_postgres() -> Iterator[psycopg.Connection]:
-    """An autocommit psycopg connection to Django's database, outside the ORM."""
+def raw_postgres(dbname: str | None = None) -> Iterator[psycopg.Connection]:
+    """An autocommit psycopg connection to Django's database (or to `dbname` on its server),
+    outside the ORM."""
     conf = connection.settings_dict
     raw = psycopg.connect(
-        dbname=conf["NAME"],
+        dbname=dbname or conf["NAME"],
         user=conf["USER"],
         password=conf["PASSWORD"] or None,
         host=conf["HOST"] or None,

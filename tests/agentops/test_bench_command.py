@@ -4,7 +4,8 @@ import json
 from io import StringIO
 
 import pytest
-from django.core.management import call_command
+from django.conf import settings
+from django.core.management import CommandError, call_command
 from django.db import connection
 
 from agentops.models import Event, Step, Task, ToolCall
@@ -83,6 +84,42 @@ def test_bench_checkpoint_tasks_succeed_and_are_cleaned_up(redis_clean):
     with connection.cursor() as cursor:
         cursor.execute("SELECT to_regclass('agentops_bench_floor')")
         assert cursor.fetchone() == (None,)
+
+
+def test_bench_checkpoint_runs_the_same_steps_through_each_peer_between_ours(redis_clean):
+    # The peers' virtualenv comes with `make test` (make peers-venv).
+    out = StringIO()
+    call_command(
+        "bench",
+        "checkpoint",
+        *("--steps", "3", "--payload-kb", "1", "--repeat", "2", "--json", "--peers"),
+        stdout=out,
+    )
+    report = json.loads(out.getvalue())
+
+    pins = (settings.BASE_DIR / "agentops/benchmarks/peers-requirements.txt").read_text()
+    assert [peer["peer"] for peer in report["peers"]] == ["langgraph", "langgraph-delta", "dbos"]
+    for peer in report["peers"]:
+        package, version = peer["version"].split()
+        assert f"{package}=={version}" in pins
+        # One pair per repeat (the warm-up is not kept), each a positive time and floor.
+        assert len(peer["runs"]) == 2
+        assert all(run["task_ms_per_step"] > 0 < run["floor_ms_per_step"] for run in peer["runs"])
+        assert peer["ratio_to_floor"] > 0
+    best = min(report["peers"], key=lambda peer: peer["ratio_to_floor"])
+    assert report["best_peer"] == best["peer"]
+    assert report["ratio_to_best_peer"] == pytest.approx(
+        report["ratio_to_floor"] / best["ratio_to_floor"], abs=0.01
+    )
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT count(*) FROM pg_database WHERE datname LIKE %s", ["%\\_peers\\_%"])
+        assert cursor.fetchone() == (0,)
+
+
+def test_bench_peers_without_their_virtualenv_is_a_clear_error(tmp_path):
+    with pytest.raises(CommandError, match="make peers-venv"):
+        call_command("bench", "checkpoint", "--peers", str(tmp_path / "python"))
+    assert not Task.objects.exists()
 
 
 def test_bench_dispatch_runs_jobs_through_a_real_worker_and_cleans_up(redis_clean):

@@ -7,13 +7,17 @@ each measures and how.
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from agentops.benchmarks.checkpoint import checkpoint, checkpoint_table
 from agentops.benchmarks.pages import pages, pages_table
 from agentops.benchmarks.throughput import throughput
+
+PEERS_PYTHON = Path(settings.BASE_DIR) / ".venv-peers" / "bin" / "python"
 
 HELP = """\
 checkpoint: run the no-op agent (one model + one tool call per step) through the real runner,
@@ -24,7 +28,9 @@ bytes_per_step_last (PostgreSQL WAL of the first and last snapshot interval / it
 pg_walinspect, filtered to this database, full-page images reported apart), commits_per_step
 (WAL commit records / steps). Figures are medians over --repeat tasks. With
 --dispatch, also dispatch_ms_per_job: what one RQ job costs through a real `manage.py worker
---burst` process beyond advancing the same 1-step task in-process.
+--burst` process beyond advancing the same 1-step task in-process. With --peers, also the same
+steps through LangGraph's PostgresSaver (and with a DeltaChannel) and DBOS, each measured against
+its own floor in a scratch database <name>_peers: their ratio_to_floor, and ratio_to_best_peer.
 throughput: steps per second through --workers real burst workers running --tasks tasks.
 pages: seed --tasks tasks (default 10000) with a realistic mix into a scratch database
 (<name>_pages, dropped after), then time the inbox, the audit queue, a task page, a gate panel
@@ -77,6 +83,16 @@ class Command(BaseCommand):
             help="also time JOBS 1-step tasks through a real burst worker (needs an empty "
             "queue with no other worker)",
         )
+        parser.add_argument(
+            "--peers",
+            nargs="?",
+            const=str(PEERS_PYTHON),
+            default=None,
+            metavar="PYTHON",
+            help="checkpoint: also run the same steps through LangGraph (PostgresSaver, and with "
+            "a DeltaChannel) and DBOS, with the Python of a virtualenv that has them "
+            f"(default {PEERS_PYTHON.relative_to(settings.BASE_DIR)}: `make peers-venv`)",
+        )
 
     def handle(
         self,
@@ -87,6 +103,7 @@ class Command(BaseCommand):
         repeat: int | None,
         as_json: bool,
         dispatch: int,
+        peers: str | None,
         workers: int,
         tasks: int | None,
         keep: bool,
@@ -112,7 +129,13 @@ class Command(BaseCommand):
             raise CommandError(
                 "--steps and --repeat must be positive, --payload-kb and --dispatch not negative"
             )
-        report = checkpoint(steps=steps, payload_kb=payload_kb, repeat=repeat, dispatch=dispatch)
+        report = checkpoint(
+            steps=steps,
+            payload_kb=payload_kb,
+            repeat=repeat,
+            dispatch=dispatch,
+            peers=None if peers is None else Path(peers),
+        )
         if as_json:
             self.stdout.write(json.dumps(report, indent=2))
         else:

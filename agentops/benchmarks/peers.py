@@ -1,0 +1,202 @@
+"""The peers' price of a model+tool step, measured the way `bench checkpoint` measures ours.
+
+Run by `manage.py bench checkpoint --peers` in a separate virtualenv that has the peers' packages
+(`make peers-venv`: LangGraph with its PostgreSQL checkpointer, DBOS); it imports nothing from
+this project and no Django, so it runs as a plain script:
+
+    python agentops/benchmarks/peers.py --peer langgraph --database-url URL
+
+The first line of its input holds the same work our benchmark does: `arguments`, each step's tool
+arguments as the bench agent's scripted model proposes them, and `rows`, the floor's rows (the
+tool results). Each step is one "model" call that proposes the call and one tool call that echoes
+its arguments as its result, the same in-process no-op work as our `bench_noop` agent, run
+through the peer's own durable execution:
+
+- `langgraph`: a `StateGraph` with a model node and a tool node, `messages` kept with the
+  `add_messages` reducer (the shape of LangGraph's ReAct agent), `PostgresSaver` as the
+  checkpointer and `durability="sync"` (each superstep persisted before the next starts).
+- `langgraph-delta`: the same graph, with `messages` a `DeltaChannel` (only each step's new
+  messages are written; snapshots every 100 updates).
+- `dbos`: a DBOS workflow calling two `@DBOS.step`s per step (model, then tool); DBOS records
+  each step's output in its system database before the next runs.
+
+A pair, as in ours: the floor (one raw `INSERT` + commit of a tool result per row, on a psycopg
+autocommit connection), then one run of all the steps; the driver asks for one pair at a time
+(see `main`), between its own. The durability of the three differs from ours: none records a
+call's intent before the tool runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from importlib import metadata
+from typing import Any
+
+import psycopg
+
+FLOOR_TABLE = "agentops_bench_peer_floor"
+PEERS = ("langgraph", "langgraph-delta", "dbos")
+
+
+def floor_seconds(conn: psycopg.Connection, rows: list[str]) -> float:
+    sql = f"INSERT INTO {FLOOR_TABLE} (payload) VALUES (%s)"
+    began = time.perf_counter()
+    for row in rows:
+        conn.execute(sql, (row,))  # autocommit: one round trip, one commit
+    return time.perf_counter() - began
+
+
+def tool_result(arguments: dict[str, Any]) -> dict[str, Any]:
+    """The bench tool: it returns its payload (our `bench_echo`)."""
+    return {"n": arguments["n"], "payload": arguments["payload"]}
+
+
+# -- LangGraph ---------------------------------------------------------------------------------
+
+
+def langgraph_runner(
+    url: str, arguments: list[dict[str, Any]], *, delta: bool
+) -> Callable[[], None]:
+    from typing import Annotated, TypedDict
+
+    from langchain_core.messages import AIMessage, ToolMessage
+    from langgraph.channels.delta import DeltaChannel
+    from langgraph.checkpoint.postgres import PostgresSaver
+    from langgraph.graph import END, START, StateGraph
+    from langgraph.graph.message import add_messages
+
+    def batched(state: list[Any] | None, writes: list[Any]) -> list[Any]:
+        return functools.reduce(add_messages, writes, state or [])
+
+    messages_channel: Any = DeltaChannel(batched) if delta else add_messages
+
+    # The functional form: annotations are strings in this module, and the channel is chosen
+    # at run time.
+    State = TypedDict(  # noqa: UP013
+        "State", {"messages": Annotated[list[Any], messages_channel], "step": int}
+    )
+
+    steps = len(arguments)
+
+    def model(state: dict[str, Any]) -> dict[str, Any]:
+        i = state["step"]
+        call = {"name": "bench_echo", "args": arguments[i], "id": f"call_{i}", "type": "tool_call"}
+        return {"messages": [AIMessage(content="", tool_calls=[call])]}
+
+    def tool(state: dict[str, Any]) -> dict[str, Any]:
+        call = state["messages"][-1].tool_calls[0]
+        result = ToolMessage(content=json.dumps(tool_result(call["args"])), tool_call_id=call["id"])
+        return {"messages": [result], "step": state["step"] + 1}
+
+    builder = StateGraph(State)
+    builder.add_node("model", model)
+    builder.add_node("tool", tool)
+    builder.add_edge(START, "model")
+    builder.add_edge("model", "tool")
+    builder.add_conditional_edges("tool", lambda s: "model" if s["step"] < steps else END)
+    conn = psycopg.connect(url, autocommit=True, prepare_threshold=0)
+    saver = PostgresSaver(conn)
+    saver.setup()
+    graph = builder.compile(checkpointer=saver)
+
+    def run() -> None:
+        config = {
+            "configurable": {"thread_id": str(uuid.uuid4())},
+            "recursion_limit": 4 * steps + 10,
+        }
+        final = graph.invoke({"messages": [], "step": 0}, config, durability="sync")
+        assert final["step"] == steps and len(final["messages"]) == 2 * steps
+
+    return run
+
+
+# -- DBOS ----------------------------------------------------------------------------------------
+
+
+def dbos_runner(url: str, arguments: list[dict[str, Any]]) -> Callable[[], None]:
+    from dbos import DBOS
+
+    DBOS(config={"name": "agentops-bench-peer", "system_database_url": url, "log_level": "WARNING"})
+
+    @DBOS.step()
+    def model_step(i: int) -> dict[str, Any]:
+        return {"name": "bench_echo", "arguments": arguments[i]}
+
+    @DBOS.step()
+    def tool_step(call: dict[str, Any]) -> dict[str, Any]:
+        return tool_result(call["arguments"])
+
+    @DBOS.workflow()
+    def agent(steps: int) -> int:
+        done = 0
+        for i in range(steps):
+            result = tool_step(model_step(i))
+            done += result["n"] == arguments[i]["n"]
+        return done
+
+    DBOS.launch()
+
+    def run() -> None:
+        assert agent(len(arguments)) == len(arguments)
+
+    return run
+
+
+# -- the pairs ------------------------------------------------------------------------------------
+
+
+class Peer:
+    """One peer, its floor connection and its runner, measuring a pair on request."""
+
+    def __init__(self, peer: str, url: str, work: dict[str, Any]) -> None:
+        self.arguments, self.rows = work["arguments"], work["rows"]
+        if peer == "dbos":
+            self.run, package = dbos_runner(url, self.arguments), "dbos"
+        else:
+            delta = peer == "langgraph-delta"
+            self.run, package = langgraph_runner(url, self.arguments, delta=delta), "langgraph"
+        self.version = f"{package} {metadata.version(package)}"
+        self.floor = psycopg.connect(url, autocommit=True)
+        self.floor.execute(f"DROP TABLE IF EXISTS {FLOOR_TABLE}")
+        self.floor.execute(
+            f"CREATE TABLE {FLOOR_TABLE} (id bigserial PRIMARY KEY, payload jsonb NOT NULL)"
+        )
+
+    def pair(self) -> dict[str, float]:
+        """The floor, then one run of every step: per-step milliseconds of each."""
+        steps = len(self.arguments)
+        floor_ms = floor_seconds(self.floor, self.rows) * 1000 / len(self.rows)
+        began, cpu = time.perf_counter(), time.process_time()
+        self.run()
+        return {
+            "floor_ms_per_step": floor_ms,
+            "task_ms_per_step": (time.perf_counter() - began) * 1000 / steps,
+            "cpu_ms_per_step": (time.process_time() - cpu) * 1000 / steps,
+        }
+
+
+def main() -> None:
+    """Line protocol on stdin/stdout, so that a driver can interleave several peers' pairs with
+    its own: the first line in is the work (JSON); after one unmeasured warm-up pair, the first
+    line out is `{"version": ...}`; then each line in asks for a pair, answered by one line of
+    JSON. End of input ends the process."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--peer", choices=PEERS, required=True)
+    parser.add_argument("--database-url", required=True)
+    options = parser.parse_args()
+    peer = Peer(options.peer, options.database_url, json.loads(sys.stdin.readline()))
+    peer.pair()
+    print(json.dumps({"version": peer.version}), flush=True)
+    for _ in sys.stdin:
+        print(json.dumps(peer.pair()), flush=True)
+    peer.floor.execute(f"DROP TABLE IF EXISTS {FLOOR_TABLE}")
+
+
+if __name__ == "__main__":
+    main()
