@@ -24,7 +24,7 @@ from django.conf import settings
 from openai.types.chat import ChatCompletion, ChatCompletionMessageFunctionToolCall
 
 from agentops.engine.errors import ModelFailure
-from agentops.engine.jsonvalues import canonical_json, is_pointer, json_bytes, loaded
+from agentops.engine.jsonvalues import canonical_json, is_pointer, json_bytes, json_parsed, loaded
 from agentops.engine.retry_after import retry_after_seconds
 
 if TYPE_CHECKING:
@@ -141,7 +141,7 @@ def new_call_id() -> str:
 def parse_response(raw: str, *, usage: dict[str, int]) -> ModelResponse:
     """Parse the model's JSON output; anything malformed is ModelFailure(output_invalid)."""
     try:
-        data = json.loads(raw)
+        data = json_parsed(raw)
     except (TypeError, ValueError) as exc:
         raise ModelFailure(f"model output is not JSON: {exc}", kind="output_invalid") from None
     if not isinstance(data, dict):

@@ -577,3 +577,65 @@ def test_a_card_in_other_digits_is_redacted_in_accented_text():
     assert redacted("Café n° 12, commande 4111-1111-1111-1112") == (
         "Café n° 12, commande 4111-1111-1111-1112"
     )
+
+
+def _parse_outcome(parse, text):
+    try:
+        return repr(parse(text))  # repr tells 1 from 1.0 and True, -0.0 from 0.0, and key order
+    except RecursionError:
+        return RecursionError
+    except ValueError:
+        return ValueError
+
+
+any_number_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | any_text | st.floats(),
+    lambda children: (
+        st.lists(children, max_size=4) | st.dictionaries(any_text, children, max_size=4)
+    ),
+    max_leaves=24,
+)
+
+
+@hypothesis.settings(max_examples=500)
+@hypothesis.example('{"a": "\\ud800", "\\udc00": [NaN, -Infinity, 1e400, -0.0]}')
+@hypothesis.example('{"a": 1, "a": 2.50, "b": 1E5, "c": ' + "7" * 4300 + "}")
+@hypothesis.example('{"n": ' + "7" * 4301 + "}")
+@hypothesis.example("[" * 300 + "]" * 300)
+@hypothesis.example("[" * 5000 + "]" * 5000)
+@hypothesis.example('\ufeff{"a": 1}')
+@hypothesis.example('{"a": "\x01"}')
+@hypothesis.example('{"a": 1} x')
+@hypothesis.example("[1,]")
+@given(
+    any_number_values.map(lambda v: json.dumps(v, ensure_ascii=False))
+    | any_number_values.map(lambda v: json.dumps(v, indent=1))
+    | st.text(st.sampled_from('{}[]",:0123456789.eE+-tfnaluINy \\u'), max_size=20)
+    | st.from_regex(r"-?(0|[1-9][0-9]{0,30})(\.[0-9]{1,30})?([eE][+-]?[0-9]{1,3})?", fullmatch=True)
+)
+def test_json_parsed_gives_what_json_loads_gives(text):
+    from agentops.engine.jsonvalues import json_parsed
+
+    assert _parse_outcome(json_parsed, text) == _parse_outcome(json.loads, text)
+
+
+def test_a_model_reply_is_parsed_once_by_pydantic_core(monkeypatch):
+    import pydantic_core
+
+    from agentops.engine.model import parse_response
+
+    parsed: list[int] = []
+    from_json = pydantic_core.from_json
+
+    def counted(text):
+        parsed.append(len(text))
+        return from_json(text)
+
+    monkeypatch.setattr(pydantic_core, "from_json", counted)
+    monkeypatch.setattr(json, "loads", lambda *args, **kwargs: pytest.fail("parsed by json"))
+    raw = json.dumps({"tool_calls": [{"name": "bench_echo", "arguments": {"payload": "x" * 9}}]})
+
+    response = parse_response(raw, usage={})
+
+    assert response.tool_calls[0]["arguments"] == {"payload": "x" * 9}
+    assert parsed == [len(raw)]
