@@ -144,6 +144,12 @@ def parse_response(raw: str, *, usage: dict[str, int]) -> ModelResponse:
         data = json_parsed(raw)
     except (TypeError, ValueError) as exc:
         raise ModelFailure(f"model output is not JSON: {exc}", kind="output_invalid") from None
+    return response_from(data, usage=usage)
+
+
+def response_from(data: Any, *, usage: dict[str, int]) -> ModelResponse:
+    """The response in the model's parsed output (JSON values); anything malformed is
+    ModelFailure(output_invalid)."""
     if not isinstance(data, dict):
         raise ModelFailure("model output is not a JSON object", kind="output_invalid")
     calls = data.get("tool_calls") or []
@@ -359,7 +365,7 @@ def _function_call(call: object) -> dict[str, Any]:
     return {
         "id": call.id,
         "name": call.function.name,
-        "arguments": json.loads(call.function.arguments or "{}"),
+        "arguments": json_parsed(call.function.arguments or "{}"),
     }
 
 
@@ -420,7 +426,7 @@ class OpenAICompatibleModel:
         if content.lstrip().startswith("{"):
             # Plain text that merely starts with a brace stays text.
             with contextlib.suppress(ValueError):
-                parsed = json.loads(content)
+                parsed = json_parsed(content)
                 if isinstance(parsed, dict):
                     reply.update(parsed)
                     if not parsed.get("tool_calls"):
@@ -430,7 +436,9 @@ class OpenAICompatibleModel:
             "prompt_tokens": int(getattr(usage, "prompt_tokens", 0) or 0),
             "completion_tokens": int(getattr(usage, "completion_tokens", 0) or 0),
         }
-        return parse_response(json.dumps(reply), usage=counted)
+        # Every text in it was parsed once (JSON values only): checked as it is, not written out
+        # and parsed again.
+        return response_from(reply, usage=counted)
 
 
 def _log_call(request: ModelRequest) -> None:

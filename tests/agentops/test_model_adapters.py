@@ -104,6 +104,30 @@ def test_a_tool_call_reply_is_parsed_with_its_id_and_usage_and_the_history_is_ac
     assert strict.refused == []
 
 
+def test_a_completion_is_parsed_once_and_not_written_out_again(strict, monkeypatch):
+    from agentops.engine import model
+
+    parsed: list[str] = []
+    json_parsed = model.json_parsed
+
+    def counted(text: str):
+        parsed.append(text)
+        return json_parsed(text)
+
+    monkeypatch.setattr(model, "json_parsed", counted)
+    strict.brain = lambda body: {
+        "content": '{"confidence": 0.5}',
+        **tool_call("lookup_order", {"order_id": "A1001"}),
+    }
+
+    response = OpenAICompatibleModel().complete(request())
+
+    assert response.tool_calls[0]["arguments"] == {"order_id": "A1001"}
+    assert response.confidence == 0.5
+    # The call's arguments and the JSON content, each once; no reply text written and reparsed.
+    assert parsed == ['{"order_id": "A1001"}', '{"confidence": 0.5}']
+
+
 @pytest.mark.parametrize(
     ("messages", "says"),
     [
