@@ -19,9 +19,10 @@ after a checkpoint logs the whole page, so they follow the cluster's checkpoints
 `wal_bytes_per_step` is everything the run wrote, images included, over all its steps.
 A temporary replication slot keeps those segments until they are read.
 
-Each run starts with one unmeasured warm-up pair, and runs with DEBUG off (as workers do). The
-command deletes its tasks, their artifact files and the floor table. Performance belongs here,
-printed as figures; tests only check that the command runs and what it counts.
+Each run starts with one unmeasured warm-up pair, and runs with DEBUG off and the worker's heap
+settings (`engine/heap.py`), as workers do. The command deletes its tasks, their artifact files
+and the floor table. Performance belongs here, printed as figures; tests only check that the
+command runs and what it counts.
 """
 
 from __future__ import annotations
@@ -54,6 +55,7 @@ from agentops.agents.bench import bench_script
 from agentops.benchmarks.tasks import bench_tasks_delete, raw_postgres
 from agentops.dburl import database_url
 from agentops.engine.dispatch import job_id_for
+from agentops.engine.heap import heap_keep_freed
 from agentops.engine.model import ModelRequest
 from agentops.engine.runner import task_advance
 from agentops.models import Snapshot, Task
@@ -319,6 +321,8 @@ def checkpoint(
     if peers is not None and not peers.is_file():
         raise CommandError(f"no peers' Python at {peers}: run `make peers-venv` first")
     conf = {**settings.AGENTOPS, "SLICE_SECONDS": 24 * 3600.0}
+    # The worker's heap settings (engine/heap.py): the runner runs here as it runs there.
+    heap_keep_freed()
     # DEBUG makes every query log itself (about a fifth of a step here): workers in
     # production run without it, so the benchmark does too.
     with override_settings(AGENTOPS=conf, DEBUG=False):

@@ -9,6 +9,8 @@ from django.db import close_old_connections
 from rq.serializers import JSONSerializer
 from rq.worker import SimpleWorker
 
+from agentops.engine.heap import heap_keep_freed
+
 # A worker heartbeat this recent, that set at least the TTL asked for, makes another redundant.
 HEARTBEAT_REDUNDANT_SECONDS = 1.0
 
@@ -66,6 +68,7 @@ class Command(BaseCommand):
         parser.add_argument("--name", default=None)
 
     def handle(self, *args, burst: bool, name: str | None, **options) -> None:
+        heap_keep_freed()
         queue = django_rq.get_queue("default")
         worker = AgentWorker(
             [queue], connection=queue.connection, serializer=JSONSerializer, name=name

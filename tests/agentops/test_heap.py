@@ -1,0 +1,70 @@
+"""The runner's heap: a large buffer freed is reused, not faulted in again page by page."""
+
+from __future__ import annotations
+
+import os
+import platform
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from django.core.management import call_command
+
+from agentops.engine import heap
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# Minor page faults per 500 KB JSON of a new string (what a step with a 500 KB value makes).
+FAULTS_PER_VALUE = """
+import resource, sys
+import pydantic_core
+from agentops.engine.heap import heap_keep_freed
+
+if sys.argv[1] == "kept":
+    assert heap_keep_freed()
+for n in range(5):
+    pydantic_core.to_json(("step %d " % n) * 64_000)
+before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+for n in range(40):
+    pydantic_core.to_json(("step %d " % n) * 64_000)
+print((resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before) / 40)
+"""
+
+
+def _faults_per_value(mode: str) -> float:
+    env = {k: v for k, v in os.environ.items() if k not in heap._OPERATOR_SETTINGS}
+    done = subprocess.run(
+        [sys.executable, "-c", FAULTS_PER_VALUE, mode],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return float(done.stdout)
+
+
+@pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="glibc's malloc thresholds")
+def test_freed_large_buffers_are_kept_for_the_next_large_value():
+    kept, default = _faults_per_value("kept"), _faults_per_value("default")
+
+    assert kept < 20
+    assert kept * 5 < default
+
+
+def test_malloc_tuned_by_the_operator_is_left_alone(monkeypatch):
+    monkeypatch.setenv("GLIBC_TUNABLES", "glibc.malloc.trim_threshold=1048576")
+
+    assert heap.heap_keep_freed() is False
+
+
+def test_the_worker_keeps_freed_buffers(monkeypatch, redis_clean):
+    from agentops.management.commands import worker
+
+    started: list[bool] = []
+    monkeypatch.setattr(worker, "heap_keep_freed", lambda: started.append(True) or True)
+
+    call_command("worker", "--burst")
+
+    assert started == [True]
