@@ -54,8 +54,8 @@ from rq.worker import Worker
 from agentops.agents.bench import bench_script
 from agentops.benchmarks.tasks import bench_tasks_delete, raw_postgres
 from agentops.dburl import database_url
+from agentops.engine import heap
 from agentops.engine.dispatch import job_id_for
-from agentops.engine.heap import heap_keep_freed
 from agentops.engine.model import ModelRequest
 from agentops.engine.runner import task_advance
 from agentops.models import Snapshot, Task
@@ -322,7 +322,7 @@ def checkpoint(
         raise CommandError(f"no peers' Python at {peers}: run `make peers-venv` first")
     conf = {**settings.AGENTOPS, "SLICE_SECONDS": 24 * 3600.0}
     # The worker's heap settings (engine/heap.py): the runner runs here as it runs there.
-    heap_keep_freed()
+    heap.heap_keep_freed()
     # DEBUG makes every query log itself (about a fifth of a step here): workers in
     # production run without it, so the benchmark does too.
     with override_settings(AGENTOPS=conf, DEBUG=False):
@@ -346,6 +346,9 @@ class PeerProcess:
         url = database_url(connection.settings_dict, name=self.database)
         self.process = subprocess.Popen(
             [str(python), str(PEERS_SCRIPT), "--peer", peer, "--database-url", url],
+            # The heap settings this process runs with (engine/heap.py), through glibc's own
+            # variables: the engines are compared, not malloc's defaults.
+            env={**os.environ, **heap.heap_environment()},
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,

@@ -39,3 +39,14 @@ def heap_keep_freed() -> bool:
         mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD_BYTES)
         and mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD_BYTES)
     )
+
+
+def heap_environment() -> dict[str, str]:
+    """The same settings as environment variables glibc reads at a process's start (for a child
+    process that runs no code of ours); none under another C library."""
+    if platform.libc_ver()[0] != "glibc":
+        return {}
+    return {
+        "MALLOC_MMAP_THRESHOLD_": str(MMAP_THRESHOLD_BYTES),
+        "MALLOC_TRIM_THRESHOLD_": str(TRIM_THRESHOLD_BYTES),
+    }

@@ -32,8 +32,8 @@ print((resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before) / 40)
 """
 
 
-def _faults_per_value(mode: str) -> float:
-    env = {k: v for k, v in os.environ.items() if k not in heap._OPERATOR_SETTINGS}
+def _faults_per_value(mode: str, **extra: str) -> float:
+    env = {k: v for k, v in os.environ.items() if k not in heap._OPERATOR_SETTINGS} | extra
     done = subprocess.run(
         [sys.executable, "-c", FAULTS_PER_VALUE, mode],
         cwd=ROOT,
@@ -51,6 +51,12 @@ def test_freed_large_buffers_are_kept_for_the_next_large_value():
 
     assert kept < 20
     assert kept * 5 < default
+
+
+@pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="glibc's malloc thresholds")
+def test_the_heap_environment_gives_a_child_process_the_same_settings():
+    # What `bench checkpoint --peers` hands the peers' processes, which run no code of ours.
+    assert _faults_per_value("default", **heap.heap_environment()) < 20
 
 
 def test_malloc_tuned_by_the_operator_is_left_alone(monkeypatch):
