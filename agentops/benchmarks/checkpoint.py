@@ -29,17 +29,20 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import re
 import statistics
 import subprocess
 import sys
+import tempfile
+import threading
 import time
 from collections.abc import Callable, Sequence
 from contextlib import ExitStack, suppress
 from dataclasses import dataclass, field
 from itertools import pairwise
 from pathlib import Path
-from typing import Any, cast
+from typing import IO, Any, NoReturn, cast
 
 import django_rq
 import psycopg
@@ -52,7 +55,14 @@ from rq.job import Job
 from rq.worker import Worker
 
 from agentops.agents.bench import bench_script
-from agentops.benchmarks.tasks import bench_tasks_delete, raw_postgres
+from agentops.benchmarks.peers import PEERS
+from agentops.benchmarks.tasks import (
+    bench_tasks_delete,
+    database_drop,
+    database_recreate,
+    raw_postgres,
+    scratch_database_name,
+)
 from agentops.dburl import database_url
 from agentops.engine import heap
 from agentops.engine.dispatch import job_id_for
@@ -67,8 +77,12 @@ FLOOR_TABLE = "agentops_bench_floor"
 # The floor is cheap and short runs of it are noisy: it commits at least this many rows per run.
 FLOOR_MIN_ROWS = 50
 # Measured in their own virtualenv (`make peers-venv`) by this script, with the same work.
-PEERS = ("langgraph", "langgraph-delta", "dbos")
 PEERS_SCRIPT = Path(__file__).with_name("peers.py")
+# The longest a peer may take to answer (a warm-up, or a pair: 20 steps at 500 KB take
+# LangGraph's PostgresSaver about 3 s here).
+ANSWER_SECONDS = 600
+# What a peer's process inherits of ours (no secrets, no tracing settings), and the heap.
+PEER_ENVIRONMENT = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR")
 OWNER = "bench"
 WRITE = re.compile(
     r"\s*(INSERT|UPDATE|DELETE)\b|\s*WITH\b.*\b(INSERT|UPDATE|DELETE)\b", re.I | re.S
@@ -322,11 +336,13 @@ def checkpoint(
         raise CommandError(f"no peers' Python at {peers}: run `make peers-venv` first")
     conf = {**settings.AGENTOPS, "SLICE_SECONDS": 24 * 3600.0}
     # The worker's heap settings (engine/heap.py): the runner runs here as it runs there.
-    heap.heap_keep_freed()
+    kept = heap.heap_keep_freed()
     # DEBUG makes every query log itself (about a fifth of a step here): workers in
     # production run without it, so the benchmark does too.
     with override_settings(AGENTOPS=conf, DEBUG=False):
         report = _checkpoint(steps=steps, payload_kb=payload_kb, repeat=repeat, peers=peers)
+        if not kept:
+            report["notes"].append("malloc runs as the environment or the C library sets it")
         if dispatch:
             report.update(_dispatch(jobs=dispatch, payload_kb=payload_kb))
     return report
@@ -334,53 +350,91 @@ def checkpoint(
 
 class PeerProcess:
     """A peer (agentops/benchmarks/peers.py, run by the peers' Python) in a scratch database
-    `<name>_peers_<peer>` on the same server, dropped when it ends; it measures a pair (its own
-    floor, then the same steps) each time it is asked, between ours."""
+    `<name>_peer_<peer>` on the same server, dropped when it ends; it measures a pair (its own
+    floor, then the same steps) each time it is asked, between ours.
+
+    Its standard error goes to a file (a pipe nobody reads could fill and stall it), every
+    answer is awaited at most ANSWER_SECONDS, and a peer that fails, hangs or answers anything
+    but a line of JSON ends the benchmark with a CommandError carrying the end of its errors."""
 
     def __init__(self, peer: str, *, python: Path, work: dict[str, Any]) -> None:
         self.peer = peer
-        self.database = f"{connection.settings_dict['NAME']}_peers_{peer.replace('-', '_')}"
-        with raw_postgres("postgres") as admin:
-            admin.execute(f'DROP DATABASE IF EXISTS "{self.database}" WITH (FORCE)')
-            admin.execute(f'CREATE DATABASE "{self.database}"')
-        url = database_url(connection.settings_dict, name=self.database)
-        self.process = subprocess.Popen(
-            [str(python), str(PEERS_SCRIPT), "--peer", peer, "--database-url", url],
-            # The heap settings this process runs with (engine/heap.py), through glibc's own
-            # variables: the engines are compared, not malloc's defaults.
-            env={**os.environ, **heap.heap_environment()},
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
+        self.database = scratch_database_name(f"peer_{peer.replace('-', '_')}")
+        self.closed = False
+        self.errors = ""
         self.pairs: list[dict[str, float]] = []
-        self.version = self._ask(json.dumps(work))["version"]
+        self.answers: queue.Queue[str] = queue.Queue()
+        self.stderr = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115 (closed by close())
+        database_recreate(self.database)
+        try:
+            self.process = subprocess.Popen(
+                [str(python), str(PEERS_SCRIPT), "--peer", peer],
+                env=_peer_environment(),
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=self.stderr,
+                text=True,
+            )
+        except OSError as exc:
+            self.stderr.close()
+            database_drop(self.database)
+            raise CommandError(f"peer {peer} cannot start: {exc}") from None
+        threading.Thread(target=self._read_answers, daemon=True).start()
+        # The work goes in a file (more than a pipe holds, and a peer may read none of it),
+        # with the database's URL: a password on a command line is visible to `ps`.
+        url = database_url(connection.settings_dict, name=self.database)
+        with tempfile.NamedTemporaryFile("w", suffix=".json") as handle:
+            json.dump({**work, "database_url": url}, handle)
+            handle.flush()
+            self.version = self._ask(handle.name)["version"]
+
+    def _read_answers(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self.answers.put(line)
+        self.answers.put("")  # the peer's output ended
 
     def _ask(self, line: str) -> dict[str, Any]:
-        assert self.process.stdin is not None and self.process.stdout is not None
-        try:
+        assert self.process.stdin is not None
+        with suppress(BrokenPipeError):  # it died: its errors say why
             self.process.stdin.write(line + "\n")
             self.process.stdin.flush()
-        except BrokenPipeError:
-            pass
-        answer = self.process.stdout.readline()
+        try:
+            answer = self.answers.get(timeout=ANSWER_SECONDS)
+        except queue.Empty:
+            self._fail(f"did not answer within {ANSWER_SECONDS} s")
         if not answer:
-            self.close()
-            raise CommandError(f"peer {self.peer} failed:\n{self.stderr[-3000:]}")
-        return cast(dict[str, Any], json.loads(answer))
+            self._fail(f"ended (exit status {self.process.wait()})")
+        try:
+            return cast(dict[str, Any], json.loads(answer))
+        except ValueError:
+            self._fail(f"answered {answer[:200]!r}, not a line of JSON")
+
+    def _fail(self, why: str) -> NoReturn:
+        self.close(kill=True)
+        raise CommandError(f"peer {self.peer} {why}:\n{self.errors}")
 
     def pair(self) -> None:
         self.pairs.append(self._ask("pair"))
 
-    def close(self) -> None:
-        if self.process.poll() is None:
-            assert self.process.stdin is not None
-            self.process.stdin.close()
-        self.stderr = self.process.stderr.read() if self.process.stderr else ""
-        self.process.wait()
-        with raw_postgres("postgres") as admin:
-            admin.execute(f'DROP DATABASE IF EXISTS "{self.database}" WITH (FORCE)')
+    def close(self, *, kill: bool = False) -> None:
+        """End the peer (at the end of its input; `kill`: at once) and drop its database."""
+        if self.closed:
+            return
+        self.closed = True
+        if kill and self.process.poll() is None:
+            self.process.kill()
+        with suppress(OSError):
+            cast(IO[str], self.process.stdin).close()
+        try:
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        self.stderr.seek(0)
+        self.errors = self.stderr.read()[-3000:]
+        self.stderr.close()
+        database_drop(self.database)
 
     def figures(self) -> dict[str, Any]:
         def median(key: str) -> float | None:
@@ -396,6 +450,12 @@ class PeerProcess:
             "ratio_to_floor": _round(_median(ratios), 2),
             "runs": [{k: _round(v) for k, v in p.items()} for p in self.pairs],
         }
+
+
+def _peer_environment() -> dict[str, str]:
+    """A peer runs with little of our environment and the heap settings we run with."""
+    kept = {name: os.environ[name] for name in PEER_ENVIRONMENT if name in os.environ}
+    return {**kept, **heap.heap_environment()}
 
 
 def _peer_figures(report: dict[str, Any], peers: list[PeerProcess]) -> dict[str, Any]:

@@ -42,7 +42,12 @@ from django.test.utils import override_settings
 from django.urls import reverse
 
 from agentops.benchmarks.checkpoint import StatementCounter
-from agentops.benchmarks.tasks import raw_postgres
+from agentops.benchmarks.tasks import (
+    database_drop,
+    database_recreate,
+    raw_postgres,
+    scratch_database_name,
+)
 from agentops.states import (
     TERMINAL,
     AuditStatus,
@@ -153,11 +158,9 @@ def scratch_database(*, keep: bool = False) -> Iterator[str]:
     the way in and out."""
     conf = connection.settings_dict
     original = conf["NAME"]
-    scratch = f"{original}_pages"
+    scratch = scratch_database_name("pages")
     connection.close()
-    with raw_postgres("postgres") as admin:
-        admin.execute(f'DROP DATABASE IF EXISTS "{scratch}" WITH (FORCE)')
-        admin.execute(f'CREATE DATABASE "{scratch}"')
+    database_recreate(scratch)
     conf["NAME"] = scratch
     ContentType.objects.clear_cache()
     try:
@@ -168,8 +171,7 @@ def scratch_database(*, keep: bool = False) -> Iterator[str]:
         conf["NAME"] = original
         ContentType.objects.clear_cache()
         if not keep:
-            with raw_postgres("postgres") as admin:
-                admin.execute(f'DROP DATABASE IF EXISTS "{scratch}" WITH (FORCE)')
+            database_drop(scratch)
 
 
 def _permutation_step(n: int) -> int:

@@ -4,13 +4,14 @@ Run by `manage.py bench checkpoint --peers` in a separate virtualenv that has th
 (`make peers-venv`: LangGraph with its PostgreSQL checkpointer, DBOS); it imports nothing from
 this project and no Django, so it runs as a plain script:
 
-    python agentops/benchmarks/peers.py --peer langgraph --database-url URL
+    python agentops/benchmarks/peers.py --peer langgraph
 
-The first line of its input holds the same work our benchmark does: `arguments`, each step's tool
-arguments as the bench agent's scripted model proposes them, and `rows`, the floor's rows (the
-tool results). Each step is one "model" call that proposes the call and one tool call that echoes
-its arguments as its result, the same in-process no-op work as our `bench_noop` agent, run
-through the peer's own durable execution:
+The first line of its input names a JSON file that holds the database's URL (`database_url`:
+not on the command line, where `ps` shows it) and the same work our benchmark does: `arguments`,
+each step's tool arguments as the bench agent's scripted model proposes them, and `rows`, the
+floor's rows (the tool results). Each step is one "model" call that proposes the call and one
+tool call that echoes its arguments as its result, the same in-process no-op work as our
+`bench_noop` agent, run through the peer's own durable execution:
 
 - `langgraph`: a `StateGraph` with a model node and a tool node, `messages` kept with the
   `add_messages` reducer (the shape of LangGraph's ReAct agent), `PostgresSaver` as the
@@ -31,6 +32,7 @@ from __future__ import annotations
 import argparse
 import functools
 import json
+import os
 import sys
 import time
 import uuid
@@ -120,6 +122,7 @@ def langgraph_runner(
 
 
 def dbos_runner(url: str, arguments: list[dict[str, Any]]) -> Callable[[], None]:
+    """The workflow's runner; DBOS itself is destroyed (its threads stopped) at the end."""
     from dbos import DBOS
 
     DBOS(config={"name": "agentops-bench-peer", "system_database_url": url, "log_level": "WARNING"})
@@ -154,14 +157,16 @@ def dbos_runner(url: str, arguments: list[dict[str, Any]]) -> Callable[[], None]
 class Peer:
     """One peer, its floor connection and its runner, measuring a pair on request."""
 
-    def __init__(self, peer: str, url: str, work: dict[str, Any]) -> None:
+    def __init__(self, peer: str, work: dict[str, Any]) -> None:
+        url = work["database_url"]
         self.arguments, self.rows = work["arguments"], work["rows"]
         if peer == "dbos":
-            self.run, package = dbos_runner(url, self.arguments), "dbos"
+            self.run = dbos_runner(url, self.arguments)
+            packages: tuple[str, ...] = ("dbos",)
         else:
-            delta = peer == "langgraph-delta"
-            self.run, package = langgraph_runner(url, self.arguments, delta=delta), "langgraph"
-        self.version = f"{package} {metadata.version(package)}"
+            self.run = langgraph_runner(url, self.arguments, delta=peer == "langgraph-delta")
+            packages = ("langgraph", "langgraph-checkpoint", "langgraph-checkpoint-postgres")
+        self.version = ", ".join(f"{name} {metadata.version(name)}" for name in packages)
         self.floor = psycopg.connect(url, autocommit=True)
         self.floor.execute(f"DROP TABLE IF EXISTS {FLOOR_TABLE}")
         self.floor.execute(
@@ -182,20 +187,26 @@ class Peer:
 
 
 def main() -> None:
-    """Line protocol on stdin/stdout, so that a driver can interleave several peers' pairs with
-    its own: the first line in is the work (JSON); after one unmeasured warm-up pair, the first
-    line out is `{"version": ...}`; then each line in asks for a pair, answered by one line of
-    JSON. End of input ends the process."""
+    """Line protocol on stdin and on the standard output as it was at start, so that a driver can
+    interleave several peers' pairs with its own: the first line in names the work's file; after one
+    unmeasured warm-up pair, the first line out is `{"version": ...}`; then each line in asks for
+    a pair, answered by one line of JSON. End of input ends the process. Whatever else writes to
+    the standard output (a library's print) goes to the standard error instead."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--peer", choices=PEERS, required=True)
-    parser.add_argument("--database-url", required=True)
     options = parser.parse_args()
-    peer = Peer(options.peer, options.database_url, json.loads(sys.stdin.readline()))
+    answers = os.fdopen(os.dup(sys.stdout.fileno()), "w")
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
+    with open(sys.stdin.readline().rstrip("\n")) as work:
+        peer = Peer(options.peer, json.load(work))
     peer.pair()
-    print(json.dumps({"version": peer.version}), flush=True)
+    print(json.dumps({"version": peer.version}), file=answers, flush=True)
     for _ in sys.stdin:
-        print(json.dumps(peer.pair()), flush=True)
-    peer.floor.execute(f"DROP TABLE IF EXISTS {FLOOR_TABLE}")
+        print(json.dumps(peer.pair()), file=answers, flush=True)
+    if options.peer == "dbos":
+        from dbos import DBOS
+
+        DBOS.destroy()
 
 
 if __name__ == "__main__":

@@ -9,7 +9,9 @@ from pathlib import Path
 
 import psycopg
 from django.core.files.storage import default_storage
+from django.core.management.base import CommandError
 from django.db import connection
+from psycopg import sql
 
 from agentops.models import Artifact, Task
 
@@ -42,3 +44,34 @@ def raw_postgres(dbname: str | None = None) -> Iterator[psycopg.Connection]:
         yield raw
     finally:
         raw.close()
+
+
+# PostgreSQL cuts longer names short: two scratch databases could then be one.
+DATABASE_NAME_MAX = 63
+
+
+def scratch_database_name(suffix: str) -> str:
+    """`<name>_<suffix>`, beside Django's database; CommandError when PostgreSQL would cut it."""
+    name = f"{connection.settings_dict['NAME']}_{suffix}"
+    if len(name.encode()) > DATABASE_NAME_MAX:
+        raise CommandError(
+            f"the scratch database name {name!r} is longer than PostgreSQL's "
+            f"{DATABASE_NAME_MAX} bytes: use a database with a shorter name"
+        )
+    return name
+
+
+def database_recreate(name: str) -> None:
+    """Drop the database `name` (closing its connections) and create it empty."""
+    with raw_postgres("postgres") as admin:
+        admin.execute(
+            sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+        )
+        admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+
+
+def database_drop(name: str) -> None:
+    with raw_postgres("postgres") as admin:
+        admin.execute(
+            sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
+        )

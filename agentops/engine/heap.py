@@ -29,8 +29,8 @@ _OPERATOR_SETTINGS = ("GLIBC_TUNABLES", "MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_T
 
 def heap_keep_freed() -> bool:
     """Raise glibc malloc's mmap and trim thresholds for this process (fixed from then on:
-    glibc stops adjusting them). Returns False, changing nothing, under another C library or
-    when the environment already tunes malloc."""
+    glibc stops adjusting them); True when both were set. Returns False without a call under
+    another C library or when the environment already tunes malloc."""
     if platform.libc_ver()[0] != "glibc" or any(name in os.environ for name in _OPERATOR_SETTINGS):
         return False
     mallopt = ctypes.CDLL(None).mallopt
@@ -42,11 +42,13 @@ def heap_keep_freed() -> bool:
 
 
 def heap_environment() -> dict[str, str]:
-    """The same settings as environment variables glibc reads at a process's start (for a child
-    process that runs no code of ours); none under another C library."""
+    """The heap this process runs with, as the environment variables glibc reads when a process
+    starts (for a child that runs no code of ours): the operator's own settings when there are
+    any, else ours; nothing under another C library."""
     if platform.libc_ver()[0] != "glibc":
         return {}
-    return {
+    operator = {name: os.environ[name] for name in _OPERATOR_SETTINGS if name in os.environ}
+    return operator or {
         "MALLOC_MMAP_THRESHOLD_": str(MMAP_THRESHOLD_BYTES),
         "MALLOC_TRIM_THRESHOLD_": str(TRIM_THRESHOLD_BYTES),
     }

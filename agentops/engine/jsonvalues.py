@@ -128,16 +128,20 @@ def json_bytes(value: Any, *, sort_keys: bool = True) -> bytes:
 
 
 def json_parsed(text: str) -> Any:
-    """`json.loads(text)`: the same value, or the same failure (a ValueError).
+    """`json.loads(text)`: the same value, or a ValueError where json fails.
 
     pydantic-core parses it first (0.04 against 0.3 ms for 500 KB of text): where it returns a
     value, it is the one json returns (property-tested: numbers, escapes, duplicate keys,
     NaN). What it refuses, json decides: json takes a lone surrogate (`"\\ud800"`) and nesting
-    deeper than 200, and raises its own error for the rest."""
+    deeper than 200, and raises its own error for the rest. Nesting too deep for json itself
+    (a RecursionError) is a ValueError too: text that cannot be read, like any other."""
     try:
         return pydantic_core.from_json(text)
     except (ValueError, TypeError):
-        return json.loads(text)
+        try:
+            return json.loads(text)
+        except RecursionError:
+            raise ValueError("JSON nested too deeply to read") from None
 
 
 _NOT_PLAIN = object()

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import json
+import re
 from io import StringIO
 
 import pytest
@@ -86,7 +87,16 @@ def test_bench_checkpoint_tasks_succeed_and_are_cleaned_up(redis_clean):
         assert cursor.fetchone() == (None,)
 
 
-def test_bench_checkpoint_runs_the_same_steps_through_each_peer_between_ours(redis_clean):
+def _peer_databases() -> list[str]:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT datname FROM pg_database WHERE datname LIKE %s",
+            [connection.settings_dict["NAME"].replace("_", "\\_") + "\\_peer\\_%"],
+        )
+        return [name for (name,) in cursor.fetchall()]
+
+
+def test_bench_checkpoint_runs_the_same_steps_through_each_peer(redis_clean):
     # The peers' virtualenv comes with `make test` (make peers-venv).
     out = StringIO()
     call_command(
@@ -100,26 +110,57 @@ def test_bench_checkpoint_runs_the_same_steps_through_each_peer_between_ours(red
     pins = (settings.BASE_DIR / "agentops/benchmarks/peers-requirements.txt").read_text()
     assert [peer["peer"] for peer in report["peers"]] == ["langgraph", "langgraph-delta", "dbos"]
     for peer in report["peers"]:
-        package, version = peer["version"].split()
-        assert f"{package}=={version}" in pins
+        for package in peer["version"].split(", "):
+            name, version = package.split()
+            assert f"{name}=={version}\n" in pins
         # One pair per repeat (the warm-up is not kept), each a positive time and floor.
         assert len(peer["runs"]) == 2
-        assert all(run["task_ms_per_step"] > 0 < run["floor_ms_per_step"] for run in peer["runs"])
-        assert peer["ratio_to_floor"] > 0
+        assert all(run["task_ms_per_step"] > 0 for run in peer["runs"])
+        assert all(run["floor_ms_per_step"] > 0 for run in peer["runs"])
     best = min(report["peers"], key=lambda peer: peer["ratio_to_floor"])
     assert report["best_peer"] == best["peer"]
     assert report["ratio_to_best_peer"] == pytest.approx(
         report["ratio_to_floor"] / best["ratio_to_floor"], abs=0.01
     )
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT count(*) FROM pg_database WHERE datname LIKE %s", ["%\\_peers\\_%"])
-        assert cursor.fetchone() == (0,)
+    assert _peer_databases() == []
 
 
-def test_bench_peers_without_their_virtualenv_is_a_clear_error(tmp_path):
-    with pytest.raises(CommandError, match="make peers-venv"):
-        call_command("bench", "checkpoint", "--peers", str(tmp_path / "python"))
-    assert not Task.objects.exists()
+FAULTY_PEERS = {
+    # Far more than a pipe holds, written before it dies: read from a file, not a pipe.
+    "floods its errors and dies": (
+        "head -c 300000 /dev/zero | tr '\\0' x >&2; echo 'the end of its errors' >&2; exit 3",
+        "ended (exit status 3)",
+    ),
+    "answers with text": (
+        "echo 'the end of its errors' >&2; echo hello",
+        "answered 'hello\\n', not a line of JSON",
+    ),
+    "never answers": (
+        "echo 'the end of its errors' >&2; exec sleep 600",
+        "did not answer within 1 s",
+    ),
+}
+
+
+@pytest.mark.parametrize("behaviour", FAULTY_PEERS)
+def test_a_failing_peer_ends_the_bench_with_its_errors_and_leaves_nothing(
+    behaviour, tmp_path, monkeypatch, redis_clean
+):
+    from agentops.benchmarks import checkpoint
+
+    monkeypatch.setattr(checkpoint, "ANSWER_SECONDS", 1)
+    script, message = FAULTY_PEERS[behaviour]
+    python = tmp_path / "python"
+    python.write_text(f"#!/bin/sh\n{script}\n")
+    python.chmod(0o755)
+
+    with pytest.raises(CommandError, match=re.escape(f"peer langgraph {message}:")) as failure:
+        call_command("bench", "checkpoint", "--steps", "2", "--repeat", "1", "--peers", str(python))
+
+    # The end of what it wrote to its standard error (the last 3,000 characters).
+    assert str(failure.value).endswith("the end of its errors\n")
+    assert _peer_databases() == []
+    assert not Task.objects.filter(agent="bench_noop").exists()
 
 
 def test_bench_dispatch_runs_jobs_through_a_real_worker_and_cleans_up(redis_clean):

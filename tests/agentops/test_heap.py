@@ -61,8 +61,12 @@ def test_the_heap_environment_gives_a_child_process_the_same_settings():
 
 def test_malloc_tuned_by_the_operator_is_left_alone(monkeypatch):
     monkeypatch.setenv("GLIBC_TUNABLES", "glibc.malloc.trim_threshold=1048576")
+    monkeypatch.setattr(heap.ctypes, "CDLL", lambda *args: pytest.fail("mallopt called"))
 
     assert heap.heap_keep_freed() is False
+    # A child process gets the operator's settings too, not ours.
+    expected = {"GLIBC_TUNABLES": "glibc.malloc.trim_threshold=1048576"}
+    assert heap.heap_environment() == (expected if platform.libc_ver()[0] == "glibc" else {})
 
 
 def test_the_worker_keeps_freed_buffers(monkeypatch, redis_clean):

@@ -582,9 +582,7 @@ def test_a_card_in_other_digits_is_redacted_in_accented_text():
 def _parse_outcome(parse, text):
     try:
         return repr(parse(text))  # repr tells 1 from 1.0 and True, -0.0 from 0.0, and key order
-    except RecursionError:
-        return RecursionError
-    except ValueError:
+    except (RecursionError, ValueError):  # json_parsed turns json's RecursionError into this
         return ValueError
 
 
@@ -617,6 +615,16 @@ def test_json_parsed_gives_what_json_loads_gives(text):
     from agentops.engine.jsonvalues import json_parsed
 
     assert _parse_outcome(json_parsed, text) == _parse_outcome(json.loads, text)
+
+
+def test_a_model_reply_nested_too_deeply_for_json_is_invalid_output():
+    from agentops.engine.errors import ModelFailure
+    from agentops.engine.model import parse_response
+
+    with pytest.raises(ModelFailure) as failure:
+        parse_response("[" * 100_000 + "]" * 100_000, usage={})
+
+    assert failure.value.kind == "output_invalid"
 
 
 def test_a_model_reply_is_parsed_once_by_pydantic_core(monkeypatch):

@@ -128,6 +128,39 @@ def test_a_completion_is_parsed_once_and_not_written_out_again(strict, monkeypat
     assert parsed == ['{"order_id": "A1001"}', '{"confidence": 0.5}']
 
 
+def _raw_call(arguments: str) -> dict:
+    return {
+        "id": "call_raw",
+        "type": "function",
+        "function": {"name": "lookup_order", "arguments": arguments},
+    }
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        {"tool_calls": [_raw_call("[1]")]},
+        {"tool_calls": [_raw_call("null")]},
+        {"tool_calls": [_raw_call("{not json")]},
+        {"tool_calls": [_raw_call("[" * 100_000 + "]" * 100_000)]},
+        {"content": '{"confidence": 3}', **tool_call("lookup_order", {"order_id": "A1"})},
+        {"content": '{"plan": []}'},
+        {"tool_calls": [_raw_call("{}"), {**_raw_call("{}"), "id": "call_two"}]},
+    ],
+)
+def test_a_malformed_completion_is_output_invalid(strict, monkeypatch, reply):
+    from agentops.engine import model
+
+    # The adapter checks the reply as it parsed it: the text path is not taken.
+    monkeypatch.setattr(model, "parse_response", lambda *a, **k: pytest.fail("written out"))
+    strict.brain = lambda body: reply
+
+    with pytest.raises(ModelFailure) as failure:
+        OpenAICompatibleModel().complete(request())
+
+    assert failure.value.kind == "output_invalid"
+
+
 @pytest.mark.parametrize(
     ("messages", "says"),
     [

@@ -30,7 +30,8 @@ pg_walinspect, filtered to this database, full-page images reported apart), comm
 --dispatch, also dispatch_ms_per_job: what one RQ job costs through a real `manage.py worker
 --burst` process beyond advancing the same 1-step task in-process. With --peers, also the same
 steps through LangGraph's PostgresSaver (and with a DeltaChannel) and DBOS, each measured against
-its own floor in a scratch database <name>_peers: their ratio_to_floor, and ratio_to_best_peer.
+its own floor in a scratch database <name>_peer_<peer>: their ratio_to_floor, and
+ratio_to_best_peer.
 throughput: steps per second through --workers real burst workers running --tasks tasks.
 pages: seed --tasks tasks (default 10000) with a realistic mix into a scratch database
 (<name>_pages, dropped after), then time the inbox, the audit queue, a task page, a gate panel
@@ -109,6 +110,8 @@ class Command(BaseCommand):
         keep: bool,
         **options: Any,
     ) -> None:
+        if peers is not None and benchmark != "checkpoint":
+            raise CommandError("--peers goes with the checkpoint benchmark only")
         if benchmark == "pages":
             tasks = 10_000 if tasks is None else tasks
             repeat = 20 if repeat is None else repeat
