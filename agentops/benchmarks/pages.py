@@ -37,6 +37,7 @@ from django.contrib.auth.models import Group
 from django.contrib.contenttypes.models import ContentType
 from django.core.management import call_command
 from django.db import connection
+from django.db.models import Count
 from django.test import Client
 from django.test.utils import override_settings
 from django.urls import reverse
@@ -48,6 +49,7 @@ from agentops.benchmarks.tasks import (
     raw_postgres,
     scratch_database_name,
 )
+from agentops.models import AuditItem, Event, Gate, Step, Task, ToolCall
 from agentops.states import (
     TERMINAL,
     AuditStatus,
@@ -379,7 +381,7 @@ def _seed_sql(tables: dict[str, str], tasks: int) -> list[str]:
             before_digest, after_digest, reason, policy_version_number, detail, created_at)
         SELECT 'reviews.gate.approved', %(operator)s, 'bench_operator', g.task_id,
             'gate ' || g.id, g.args_digest, g.approved_digest, '', 1, '{{}}', g.decided_at
-        FROM {t["Gate"]} AS g WHERE g.status = '{GateStatus.APPROVED}'
+        FROM {t["Gate"]} AS g WHERE g.status = %(approved)s
         """,
         # Half of what waits is held by the operator.
         f"""
@@ -414,13 +416,14 @@ def seed(*, tasks: int) -> dict[str, Any]:
         users[name] = user
     names = ("Task", "Step", "ToolCall", "Event", "AuditItem", "Gate", "Decision", "Claim")
     tables = {name: _table(name) for name in names}
-    params = {
+    params: dict[str, int | str] = {
         "n": tasks,
         "step": _permutation_step(tasks),
         "span": SPAN_DAYS * 86400,
         "starter": users["bench_starter"].pk,
         "operator": users["bench_operator"].pk,
         "auditor": users["bench_auditor"].pk,
+        "approved": GateStatus.APPROVED.value,
     }
     began = time.perf_counter()
     with connection.cursor() as cursor:
@@ -441,39 +444,26 @@ def seed(*, tasks: int) -> dict[str, Any]:
     connection.close()
     with raw_postgres() as raw:
         raw.execute("VACUUM ANALYZE")
-    counts = _counts(tables)
+    counts = _counts()
     counts["seed_seconds"] = round(seconds, 1)
     return counts
 
 
-def _counts(tables: dict[str, str]) -> dict[str, Any]:
-    with connection.cursor() as cursor:
-
-        def one(sql: str) -> int:
-            cursor.execute(sql)
-            row = cursor.fetchone()
-            return int(row[0]) if row else 0
-
-        cursor.execute(f"SELECT status, count(*) FROM {tables['Task']} GROUP BY status")
-        by_status = dict(sorted(cursor.fetchall()))
-        return {
-            "tasks": sum(by_status.values()),
-            "tasks_by_status": by_status,
-            "steps": one(f"SELECT count(*) FROM {tables['Step']}"),
-            "tool_calls": one(f"SELECT count(*) FROM {tables['ToolCall']}"),
-            "unconfirmed_calls": one(
-                f"SELECT count(*) FROM {tables['ToolCall']} "
-                f"WHERE status = '{LedgerStatus.EXECUTED_UNKNOWN}'"
-            ),
-            "events": one(f"SELECT count(*) FROM {tables['Event']}"),
-            "open_gates": one(
-                f"SELECT count(*) FROM {tables['Gate']} WHERE status = '{GateStatus.OPEN}'"
-            ),
-            "audit_items": one(f"SELECT count(*) FROM {tables['AuditItem']}"),
-            "audit_pending": one(
-                f"SELECT count(*) FROM {tables['AuditItem']} WHERE status = '{AuditStatus.PENDING}'"
-            ),
-        }
+def _counts() -> dict[str, Any]:
+    by_status = dict(
+        sorted(Task.objects.values_list("status").annotate(count=Count("id")).order_by())
+    )
+    return {
+        "tasks": sum(by_status.values()),
+        "tasks_by_status": by_status,
+        "steps": Step.objects.count(),
+        "tool_calls": ToolCall.objects.count(),
+        "unconfirmed_calls": ToolCall.objects.filter(status=LedgerStatus.EXECUTED_UNKNOWN).count(),
+        "events": Event.objects.count(),
+        "open_gates": Gate.objects.filter(status=GateStatus.OPEN).count(),
+        "audit_items": AuditItem.objects.count(),
+        "audit_pending": AuditItem.objects.filter(status=AuditStatus.PENDING).count(),
+    }
 
 
 def _percentile(values: list[float], q: int) -> float:
@@ -513,32 +503,30 @@ def measure_page(
     )
 
 
-def _targets(tables: dict[str, str]) -> dict[str, int]:
+def _targets() -> dict[str, int]:
     """The biggest task (most steps, succeeded) and the open gate on the biggest waiting task."""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"SELECT id FROM {tables['Task']} WHERE status = '{TaskStatus.SUCCEEDED}' "
-            "ORDER BY step_count DESC, id DESC LIMIT 1"
-        )
-        task = cursor.fetchone()
-        cursor.execute(
-            f"SELECT g.id FROM {tables['Gate']} AS g JOIN {tables['Task']} AS t "
-            f"ON t.id = g.task_id WHERE g.status = '{GateStatus.OPEN}' "
-            "ORDER BY t.step_count DESC, g.id DESC "
-            "LIMIT 1"
-        )
-        gate = cursor.fetchone()
+    task = (
+        Task.objects.filter(status=TaskStatus.SUCCEEDED)
+        .order_by("-step_count", "-id")
+        .values_list("id", flat=True)
+        .first()
+    )
+    gate = (
+        Gate.objects.filter(status=GateStatus.OPEN)
+        .order_by("-task__step_count", "-id")
+        .values_list("id", flat=True)
+        .first()
+    )
     if task is None or gate is None:
         raise LookupError("the seeded database has no succeeded task or no open gate")
-    return {"task": int(task[0]), "gate": int(gate[0])}
+    return {"task": task, "gate": gate}
 
 
 def pages(*, tasks: int, repeat: int, keep: bool = False) -> dict[str, Any]:
     """Seed a scratch database with `tasks` tasks and time the operator pages against it."""
     with scratch_database(keep=keep) as database:
         counts = seed(tasks=tasks)
-        tables = {name: _table(name) for name in ("Task", "Gate")}
-        target = _targets(tables)
+        target = _targets()
         hosts = [*settings.ALLOWED_HOSTS, "testserver"]
         with override_settings(DEBUG=False, ALLOWED_HOSTS=hosts, SECURE_SSL_REDIRECT=False):
             clients = {}
