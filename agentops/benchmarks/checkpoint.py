@@ -315,6 +315,12 @@ def step_arguments(steps: int, payload_kb: int, step: int) -> dict[str, Any]:
     return dict(bench_script(request)["tool_calls"][0]["arguments"])
 
 
+def ratio_to_floor(task_ms: list[float], floor_ms: list[float]) -> float | None:
+    """The median of the per-pair ratios (each pair's run over its own floor), ours and the
+    peers' alike: drift on a shared machine hits both sides of each ratio."""
+    return _round(_median([t / f for t, f in zip(task_ms, floor_ms, strict=True)]), 2)
+
+
 def floor_rows(steps: int, payload_kb: int) -> list[str]:
     """The JSON each step's tool returns, built by the bench agent's own script."""
     rows = []
@@ -440,14 +446,16 @@ class PeerProcess:
         def median(key: str) -> float | None:
             return _round(_median([p[key] for p in self.pairs]))
 
-        ratios = [p["task_ms_per_step"] / p["floor_ms_per_step"] for p in self.pairs]
         return {
             "peer": self.peer,
             "version": self.version,
             "per_step_ms": median("task_ms_per_step"),
             "client_cpu_ms_per_step": median("cpu_ms_per_step"),
             "floor_per_step_ms": median("floor_ms_per_step"),
-            "ratio_to_floor": _round(_median(ratios), 2),
+            "ratio_to_floor": ratio_to_floor(
+                [p["task_ms_per_step"] for p in self.pairs],
+                [p["floor_ms_per_step"] for p in self.pairs],
+            ),
             "runs": [{k: _round(v) for k, v in p.items()} for p in self.pairs],
         }
 
@@ -715,9 +723,7 @@ def _report(pairs: list[Pair], *, steps: int, payload_kb: int, notes: list[str])
         "repeat": len(pairs),
         "per_step_ms": _round(_median(task_ms)),
         "floor_per_step_ms": _round(_median(floor_ms)),
-        "ratio_to_floor": _round(
-            _median([t / f for t, f in zip(task_ms, floor_ms, strict=True)]), 2
-        ),
+        "ratio_to_floor": ratio_to_floor(task_ms, floor_ms),
         "bytes_per_step_first": _round(first, 0),
         "bytes_per_step_last": _round(last, 0),
         "last_to_first": _round(last / first if first and last else None, 2),

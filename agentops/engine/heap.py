@@ -27,11 +27,15 @@ TRIM_THRESHOLD_BYTES = 64 * 1024 * 1024
 _OPERATOR_SETTINGS = ("GLIBC_TUNABLES", "MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_")
 
 
+def _operator_settings() -> dict[str, str]:
+    return {name: os.environ[name] for name in _OPERATOR_SETTINGS if name in os.environ}
+
+
 def heap_keep_freed() -> bool:
     """Raise glibc malloc's mmap and trim thresholds for this process (fixed from then on:
     glibc stops adjusting them); True when both were set. Returns False without a call under
     another C library or when the environment already tunes malloc."""
-    if platform.libc_ver()[0] != "glibc" or any(name in os.environ for name in _OPERATOR_SETTINGS):
+    if platform.libc_ver()[0] != "glibc" or _operator_settings():
         return False
     mallopt = ctypes.CDLL(None).mallopt
     mallopt.argtypes = (ctypes.c_int, ctypes.c_int)
@@ -47,8 +51,7 @@ def heap_environment() -> dict[str, str]:
     any, else ours; nothing under another C library."""
     if platform.libc_ver()[0] != "glibc":
         return {}
-    operator = {name: os.environ[name] for name in _OPERATOR_SETTINGS if name in os.environ}
-    return operator or {
+    return _operator_settings() or {
         "MALLOC_MMAP_THRESHOLD_": str(MMAP_THRESHOLD_BYTES),
         "MALLOC_TRIM_THRESHOLD_": str(TRIM_THRESHOLD_BYTES),
     }
