@@ -163,6 +163,17 @@ def test_a_failing_peer_ends_the_bench_with_its_errors_and_leaves_nothing(
     assert not Task.objects.filter(agent="bench_noop").exists()
 
 
+def test_bench_peers_without_their_virtualenv_is_a_clear_error(tmp_path):
+    with pytest.raises(CommandError, match="make peers-venv"):
+        call_command("bench", "checkpoint", "--peers", str(tmp_path / "python"))
+    assert not Task.objects.exists()
+
+
+def test_peers_go_with_the_checkpoint_benchmark_only():
+    with pytest.raises(CommandError, match="checkpoint benchmark only"):
+        call_command("bench", "pages", "--peers")
+
+
 def test_bench_dispatch_runs_jobs_through_a_real_worker_and_cleans_up(redis_clean):
     out = StringIO()
     call_command(
