@@ -321,13 +321,15 @@ def ratio_to_floor(task_ms: list[float], floor_ms: list[float]) -> float | None:
     return _round(_median([t / f for t, f in zip(task_ms, floor_ms, strict=True)]), 2)
 
 
-def floor_rows(steps: int, payload_kb: int) -> list[str]:
-    """The JSON each step's tool returns, built by the bench agent's own script."""
-    rows = []
-    for step in range(max(steps, FLOOR_MIN_ROWS)):
-        arguments = step_arguments(steps, payload_kb, step % steps)
-        rows.append(json.dumps({"n": arguments["n"], "payload": arguments["payload"]}))
-    return rows
+def floor_rows(arguments: list[dict[str, Any]]) -> list[str]:
+    """The JSON each step's tool returns (`bench_echo`: its arguments), step after step, for at
+    least FLOOR_MIN_ROWS rows."""
+    count = max(len(arguments), FLOOR_MIN_ROWS)
+    return [json.dumps(_echoed(arguments[row % len(arguments)])) for row in range(count)]
+
+
+def _echoed(arguments: dict[str, Any]) -> dict[str, Any]:
+    return {"n": arguments["n"], "payload": arguments["payload"]}
 
 
 def checkpoint(
@@ -480,11 +482,10 @@ def _peer_figures(report: dict[str, Any], peers: list[PeerProcess]) -> dict[str,
 
 
 def _checkpoint(*, steps: int, payload_kb: int, repeat: int, peers: Path | None) -> dict[str, Any]:
-    rows = floor_rows(steps, payload_kb)
-    work = {
-        "arguments": [step_arguments(steps, payload_kb, step) for step in range(steps)],
-        "rows": rows,
-    }
+    arguments = [step_arguments(steps, payload_kb, step) for step in range(steps)]
+    rows = floor_rows(arguments)
+    # The peers build the same rows from the arguments (peers.floor_rows).
+    work = {"arguments": arguments, "floor_rows": len(rows)}
     created: list[int] = []
     notes: list[str] = []
     running: list[PeerProcess] = []

@@ -8,10 +8,10 @@ this project and no Django, so it runs as a plain script:
 
 The first line of its input names a JSON file that holds the database's URL (`database_url`:
 not on the command line, where `ps` shows it) and the same work our benchmark does: `arguments`,
-each step's tool arguments as the bench agent's scripted model proposes them, and `rows`, the
-floor's rows (the tool results). Each step is one "model" call that proposes the call and one
-tool call that echoes its arguments as its result, the same in-process no-op work as our
-`bench_noop` agent, run through the peer's own durable execution:
+each step's tool arguments as the bench agent's scripted model proposes them, and `floor_rows`,
+how many rows the floor inserts (the tool results, in turn). Each step is one "model" call that
+proposes the call and one tool call that echoes its arguments as its result, the same in-process
+no-op work as our `bench_noop` agent, run through the peer's own durable execution:
 
 - `langgraph`: a `StateGraph` with a model node and a tool node, `messages` kept with the
   `add_messages` reducer (the shape of LangGraph's ReAct agent), `PostgresSaver` as the
@@ -57,6 +57,11 @@ def floor_seconds(conn: psycopg.Connection, rows: list[str]) -> float:
 def tool_result(arguments: dict[str, Any]) -> dict[str, Any]:
     """The bench tool: it returns its payload (our `bench_echo`)."""
     return {"n": arguments["n"], "payload": arguments["payload"]}
+
+
+def floor_rows(arguments: list[dict[str, Any]], count: int) -> list[str]:
+    """The floor's rows, as ours (`checkpoint.floor_rows`): each step's tool result in turn."""
+    return [json.dumps(tool_result(arguments[row % len(arguments)])) for row in range(count)]
 
 
 # -- LangGraph ---------------------------------------------------------------------------------
@@ -159,7 +164,8 @@ class Peer:
 
     def __init__(self, peer: str, work: dict[str, Any]) -> None:
         url = work["database_url"]
-        self.arguments, self.rows = work["arguments"], work["rows"]
+        self.arguments = work["arguments"]
+        self.rows = floor_rows(self.arguments, work["floor_rows"])
         if peer == "dbos":
             self.run = dbos_runner(url, self.arguments)
             packages: tuple[str, ...] = ("dbos",)

@@ -13,6 +13,7 @@ from django.core.management.base import CommandError
 from django.db import connection
 from psycopg import sql
 
+from agentops.dburl import database_url
 from agentops.models import Artifact, Task
 
 
@@ -30,16 +31,8 @@ def bench_tasks_delete(task_ids: list[int]) -> None:
 @contextmanager
 def raw_postgres(dbname: str | None = None) -> Iterator[psycopg.Connection]:
     """An autocommit psycopg connection to Django's database (or to `dbname` on its server),
-    outside the ORM."""
-    conf = connection.settings_dict
-    raw = psycopg.connect(
-        dbname=dbname or conf["NAME"],
-        user=conf["USER"],
-        password=conf["PASSWORD"] or None,
-        host=conf["HOST"] or None,
-        port=conf["PORT"] or None,
-        autocommit=True,
-    )
+    outside the ORM, with the same options (TLS and the rest) as Django's."""
+    raw = psycopg.connect(database_url(connection.settings_dict, name=dbname), autocommit=True)
     try:
         yield raw
     finally:

@@ -97,9 +97,10 @@ def _normalized(value: Any) -> Any:
     return value
 
 
-def _dumps(value: Any) -> str:
+def _dumps(value: Any, *, sort_keys: bool = True) -> str:
+    """json's compact text, non-ASCII kept, no NaN: the one json writer here."""
     return json.dumps(
-        value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+        value, sort_keys=sort_keys, separators=(",", ":"), ensure_ascii=False, allow_nan=False
     )
 
 
@@ -122,9 +123,7 @@ def json_bytes(value: Any, *, sort_keys: bool = True) -> bytes:
             return pydantic_core.to_json(plain)
         except pydantic_core.PydanticSerializationError:
             pass
-    return json.dumps(
-        value, sort_keys=sort_keys, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-    ).encode()
+    return _dumps(value, sort_keys=sort_keys).encode()
 
 
 def json_parsed(text: str) -> Any:
@@ -344,7 +343,7 @@ def loaded(value: Any) -> Any:
         data = handle.read()
     if hashlib.sha256(data).hexdigest() != artifact.sha256:
         raise ValueError(f"artifact {artifact.pk}: sha256 mismatch")
-    return json.loads(data)
+    return json_parsed(data.decode())
 
 
 REDACTED = "[redacted]"
