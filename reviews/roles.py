@@ -25,6 +25,8 @@ from reviews.states import Role
 if TYPE_CHECKING:
     from django.contrib.auth.models import AnonymousUser, User
 
+    from agentops.models import Gate
+
 _active = rules.is_authenticated & rules.is_active
 
 is_operator = _active & rules.is_group_member(Role.OPERATORS)
@@ -71,6 +73,21 @@ def group_names(user: User) -> frozenset[str]:
         cached = set(user.groups.values_list("name", flat=True))
         setattr(user, RULES_GROUP_CACHE, cached)
     return frozenset(cached)
+
+
+def gate_decider_refusal(gate: Gate, user: User) -> str | None:
+    """Why `user` may not decide `gate`, or None when they may: in its approver group (or a
+    superuser), with the permission, and not the person who started the task (separation of
+    duties). The service refuses with it; the inbox shows the controls only where it is None."""
+    if not getattr(user, "is_authenticated", False):
+        return "log in to decide gates"
+    if gate.task.created_by_id is not None and gate.task.created_by_id == user.pk:
+        return "you started this task, so someone else must decide its gates"
+    if user.is_superuser:
+        return None
+    if gate.approver_group in group_names(user) and user.has_perm("reviews.decide_gate"):
+        return None
+    return f"only members of {gate.approver_group!r} may decide this gate"
 
 
 class PermissionRowsBackend(ModelBackend):

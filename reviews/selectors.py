@@ -41,7 +41,7 @@ from agentops.selectors import (
 from agentops.states import TASK_TRANSITIONS, AuditStatus, GateStatus, LedgerStatus, TaskStatus
 from policies.models import PolicyChange
 from reviews.models import ApiToken, Claim, Decision, Delivery
-from reviews.roles import group_names
+from reviews.roles import gate_decider_refusal
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
@@ -178,27 +178,6 @@ class InboxFilters:
         )
 
 
-def _viewer_groups(viewer: User | None) -> frozenset[str] | None:
-    """The viewer's group names (read once per request); None for a superuser, who is in every
-    group."""
-    if viewer is None or not getattr(viewer, "is_authenticated", False):
-        return frozenset()
-    if viewer.is_superuser:
-        return None
-    return group_names(viewer)
-
-
-def _may_decide(gate: Gate, viewer: User | None, groups: frozenset[str] | None) -> bool:
-    """The same rule as `reviews.services.gate_check_decider`, from rows already loaded."""
-    if viewer is None:
-        return True
-    if gate.task.created_by_id is not None and gate.task.created_by_id == viewer.pk:
-        return False
-    return groups is None or (
-        gate.approver_group in groups and viewer.has_perm("reviews.decide_gate")
-    )
-
-
 def _search(q: str) -> Q:
     digits = q.lstrip("#")
     if digits.isdigit():
@@ -313,10 +292,9 @@ def inbox_list(
         elif filters.sort == "newest":
             items.sort(key=lambda item: (item.since, item.task.pk), reverse=True)
         shown = items[offset:reach]
-        if viewer is not None and any(item.gate is not None for item in shown):
-            groups = _viewer_groups(viewer)
+        if viewer is not None:
             shown = [
-                replace(item, decidable=_may_decide(item.gate, viewer, groups))
+                replace(item, decidable=gate_decider_refusal(item.gate, viewer) is None)
                 if item.gate is not None
                 else item
                 for item in shown

@@ -48,7 +48,7 @@ from policies.models import Policy, PolicyVersion
 from policies.selectors import policy_version_active
 from policies.services import policy_draft_create, policy_rule_add
 from reviews.models import Claim, Decision, Delivery, NotificationPreference
-from reviews.roles import group_names
+from reviews.roles import gate_decider_refusal
 from reviews.states import DeliveryStatus
 
 if TYPE_CHECKING:
@@ -139,16 +139,10 @@ def claim_check_or_take_over(*, task_id: int, actor: User, take_over: bool) -> N
 
 
 def gate_check_decider(*, gate: Gate, user: User) -> None:
-    """Raise NotAllowed unless `user` may decide `gate`: in its approver group (or a superuser),
-    with the permission, and not the person who started the task (separation of duties)."""
-    if not getattr(user, "is_authenticated", False):
-        raise NotAllowed("log in to decide gates")
-    if gate.task.created_by_id is not None and gate.task.created_by_id == user.pk:
-        raise NotAllowed("you started this task, so someone else must decide its gates")
-    if user.is_superuser:
-        return
-    if not (gate.approver_group in group_names(user) and user.has_perm("reviews.decide_gate")):
-        raise NotAllowed(f"only members of {gate.approver_group!r} may decide this gate")
+    """Raise NotAllowed unless `user` may decide `gate` (`roles.gate_decider_refusal`)."""
+    refusal = gate_decider_refusal(gate, user)
+    if refusal is not None:
+        raise NotAllowed(refusal)
 
 
 def _locked_open_gate(gate_id: int, *, seen_digest: str | None) -> Gate:
