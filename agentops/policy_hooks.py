@@ -1,11 +1,11 @@
 """Tell the policy engine about agentops' tools and recorded steps (`policies` imports no app).
 
-`register()` installs three providers in `policies.catalog`: the tool registry as
-`{name: (side_effect, systems)}`, one tool's entry by name, and the routed steps since a time as
-`RecordedAction`s for dry-runs. Call it once from `AgentopsConfig.ready()`; calling it again
-replaces the providers. How long people took to decide gates comes from the gates themselves:
-pass `decision_seconds` (step ids -> seconds, `agentops.engine.gates.gate_decision_seconds`) to
-include it.
+`register()` installs two providers in `policies.catalog`: the tool registry as
+`{name: (side_effect, systems)}` (a read-only view the registry keeps up to date), and the
+routed steps since a time as `RecordedAction`s for dry-runs. Call it once from
+`AgentopsConfig.ready()`; calling it again replaces the providers. How long people took to decide
+gates comes from the gates themselves: pass `decision_seconds` (step ids -> seconds,
+`agentops.engine.gates.gate_decision_seconds`) to include it.
 """
 
 from __future__ import annotations
@@ -19,22 +19,10 @@ from policies.catalog import RecordedAction
 from policies.engine import Action
 
 
-def known_tools() -> dict[str, tuple[str, tuple[str, ...]]]:
-    from agentops.engine.registry import tools
+def known_tools() -> Mapping[str, tuple[str, tuple[str, ...]]]:
+    from agentops.engine.registry import tool_entries
 
-    return {tool.name: (tool.side_effect, tuple(tool.systems)) for tool in tools()}
-
-
-def known_tool(name: str) -> tuple[str, tuple[str, ...]] | None:
-    """`known_tools().get(name)`, without building the catalog (routing asks once per call)."""
-    from agentops.engine.errors import UnknownTool
-    from agentops.engine.registry import get_tool
-
-    try:
-        tool = get_tool(name)
-    except UnknownTool:
-        return None
-    return tool.side_effect, tuple(tool.systems)
+    return tool_entries()
 
 
 def step_action(
@@ -113,4 +101,4 @@ def register(*, decision_seconds: DecisionSeconds | None = None) -> None:
     def history(since: datetime) -> Iterator[RecordedAction]:
         return recorded_actions(since, decision_seconds=decision_seconds)
 
-    catalog.register(tools=known_tools, history=history, tool=known_tool)
+    catalog.register(tools=known_tools, history=history)

@@ -20,10 +20,9 @@ from policies.engine import Action, ToolInfo
 # The side-effect classes a rule may name even before the host registers any tool of that class.
 BASE_CLASSES = ("read", "write", "notify", "financial")
 
-ToolsProvider = Callable[[], dict[str, tuple[str, tuple[str, ...]]]]
-# One tool's entry by name (None: unknown): what routing a proposed call needs, without the
-# whole catalog.
-ToolProvider = Callable[[str], tuple[str, tuple[str, ...]] | None]
+# The host's tools, `{name: (side_effect, systems)}`: a mapping it keeps (routing looks up one
+# entry per proposed call, so the provider should not build it on every call).
+ToolsProvider = Callable[[], Mapping[str, tuple[str, tuple[str, ...]]]]
 
 
 @dataclass(frozen=True)
@@ -44,25 +43,17 @@ HistoryProvider = Callable[[datetime], Iterable[RecordedAction]]
 class _Registry:
     tools: ToolsProvider | None = None
     history: HistoryProvider | None = None
-    tool: ToolProvider | None = None
 
 
 _registry = _Registry()
 _lock = threading.Lock()
 
 
-def register(
-    *,
-    tools: ToolsProvider,
-    history: HistoryProvider | None = None,
-    tool: ToolProvider | None = None,
-) -> None:
-    """Install the host's providers, replacing any earlier ones (safe to call twice). `tool`
-    looks up one tool; without it a lookup asks `tools` for the whole catalog."""
+def register(*, tools: ToolsProvider, history: HistoryProvider | None = None) -> None:
+    """Install the host's providers, replacing any earlier ones (safe to call twice)."""
     with _lock:
         _registry.tools = tools
         _registry.history = history
-        _registry.tool = tool
 
 
 def is_registered() -> bool:
@@ -73,10 +64,12 @@ def known_tools() -> dict[str, ToolInfo]:
     provider = _registry.tools
     if provider is None:
         return {}
-    return {
-        name: ToolInfo(side_effect=side_effect, systems=tuple(systems))
-        for name, (side_effect, systems) in provider().items()
-    }
+    return {name: _info(entry) for name, entry in provider().items()}
+
+
+def _info(entry: tuple[str, tuple[str, ...]]) -> ToolInfo:
+    side_effect, systems = entry
+    return ToolInfo(side_effect=side_effect, systems=tuple(systems))
 
 
 def known_classes() -> tuple[str, ...]:
@@ -85,11 +78,10 @@ def known_classes() -> tuple[str, ...]:
 
 
 def tool_info(name: str) -> ToolInfo | None:
-    lookup = _registry.tool
-    if lookup is None:
-        return known_tools().get(name)
-    entry = lookup(name)
-    return None if entry is None else ToolInfo(side_effect=entry[0], systems=tuple(entry[1]))
+    """One tool's entry (routing asks once per proposed call): only that one is wrapped."""
+    provider = _registry.tools
+    entry = None if provider is None else provider().get(name)
+    return None if entry is None else _info(entry)
 
 
 def amount_of(arguments: Mapping[str, Any]) -> float | None:
@@ -136,18 +128,13 @@ def recorded_actions(since: datetime) -> list[RecordedAction]:
 
 
 @contextmanager
-def registered(
-    *,
-    tools: ToolsProvider,
-    history: HistoryProvider | None = None,
-    tool: ToolProvider | None = None,
-) -> Iterator[None]:
+def registered(*, tools: ToolsProvider, history: HistoryProvider | None = None) -> Iterator[None]:
     """Install providers for the duration of a block, then restore the previous ones (tests)."""
     with _lock:
-        previous = (_registry.tools, _registry.history, _registry.tool)
-        _registry.tools, _registry.history, _registry.tool = tools, history, tool
+        previous = (_registry.tools, _registry.history)
+        _registry.tools, _registry.history = tools, history
     try:
         yield
     finally:
         with _lock:
-            _registry.tools, _registry.history, _registry.tool = previous
+            _registry.tools, _registry.history = previous

@@ -16,8 +16,9 @@ import functools
 import inspect
 import json
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 import httpx
@@ -228,6 +229,8 @@ class Agent:
 
 
 _TOOLS: dict[str, Tool] = {}
+# What the policy engine knows of each tool, kept beside _TOOLS (`tool_entries`).
+_TOOL_ENTRIES: dict[str, tuple[str, tuple[str, ...]]] = {}
 _AGENTS: dict[str, Agent] = {}
 
 
@@ -261,6 +264,7 @@ def tool(
         )
         spec.arguments_model  # noqa: B018 - build (and check) the contract at registration
         _TOOLS[spec.name] = spec
+        _TOOL_ENTRIES[spec.name] = (spec.side_effect, tuple(spec.systems))
         return spec
 
     return register
@@ -326,6 +330,12 @@ def get_agent(name: str) -> Agent:
 
 def agents() -> list[Agent]:
     return sorted(_AGENTS.values(), key=lambda a: a.name)
+
+
+def tool_entries() -> Mapping[str, tuple[str, tuple[str, ...]]]:
+    """`{name: (side_effect, systems)}` of every registered tool: a read-only view, not a copy
+    (routing looks up one entry per proposed call)."""
+    return MappingProxyType(_TOOL_ENTRIES)
 
 
 def tools() -> list[Tool]:
