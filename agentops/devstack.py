@@ -29,6 +29,31 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def port_taken(port: int) -> bool:
+    """Whether something listens on (or holds) 127.0.0.1:`port` already."""
+    with socket.socket() as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return True
+    return False
+
+
+def wait_until_answers(url: str, child: subprocess.Popen[bytes], *, seconds: float = 60) -> None:
+    """Wait until `url` answers 200, while `child` (the process serving it) runs."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if child.poll() is not None:
+            raise RuntimeError(f"{url} did not come up: its process exited ({child.returncode})")
+        try:
+            if httpx.get(url, timeout=1).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.2)
+    raise RuntimeError(f"{url} did not answer within {seconds:g} s")
+
+
 class Stack:
     """A set of child processes sharing one environment; `stop()` ends every one of them."""
 

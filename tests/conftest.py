@@ -185,3 +185,22 @@ def wait_for(
             return value
         time.sleep(interval)
     raise AssertionError(f"timed out after {timeout:g} s waiting for {message}")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """On the embedded servers (no DATABASE_URL / REDIS_URL), stop those this run started, and
+    say so: a server that was already running (`make run`'s, say) is left as it was."""
+    from agentops import embedded
+
+    if not embedded.STARTED:
+        return
+    from django.db import connections
+
+    connections.close_all()
+    embedded.stop(
+        settings.DATA_DIR / "embedded",
+        postgres="postgres" in embedded.STARTED,
+        redis="redis" in embedded.STARTED,
+    )
+    names = " and ".join(sorted(embedded.STARTED))
+    print(f"\nstopped the embedded {names} this run started ({settings.DATA_DIR / 'embedded'})")

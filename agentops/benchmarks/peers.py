@@ -39,6 +39,7 @@ import uuid
 from collections.abc import Callable
 from importlib import metadata
 from typing import Any
+from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
 import psycopg
 
@@ -126,11 +127,32 @@ def langgraph_runner(
 # -- DBOS ----------------------------------------------------------------------------------------
 
 
+def sqlalchemy_url(url: str) -> str:
+    """`url` as SQLAlchemy (DBOS) reads it. libpq takes a socket directory as a percent-encoded
+    host (the embedded server's URL), SQLAlchemy does not: there the directory goes in the query
+    (`postgresql://user@/db?host=/dir&port=N`), which it hands to the driver as it is."""
+    parts = urlsplit(url)
+    host = unquote(parts.hostname or "")
+    if not host.startswith("/"):
+        return url
+    userinfo = parts.netloc.rpartition("@")[0]
+    query = [*parse_qsl(parts.query), ("host", host)]
+    if parts.port:
+        query.append(("port", str(parts.port)))
+    return urlunsplit(("postgresql", f"{userinfo}@", parts.path, urlencode(query), ""))
+
+
 def dbos_runner(url: str, arguments: list[dict[str, Any]]) -> Callable[[], None]:
     """The workflow's runner; DBOS itself is destroyed (its threads stopped) at the end."""
     from dbos import DBOS
 
-    DBOS(config={"name": "agentops-bench-peer", "system_database_url": url, "log_level": "WARNING"})
+    DBOS(
+        config={
+            "name": "agentops-bench-peer",
+            "system_database_url": sqlalchemy_url(url),
+            "log_level": "WARNING",
+        }
+    )
 
     @DBOS.step()
     def model_step(i: int) -> dict[str, Any]:

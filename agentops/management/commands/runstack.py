@@ -12,10 +12,10 @@ import signal
 import time
 
 from django.conf import settings
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 
 from agentops import embedded
-from agentops.devstack import Stack
+from agentops.devstack import Stack, port_taken, wait_until_answers
 from agentops.scenarios import TOOL_TIMEOUT
 
 
@@ -37,13 +37,23 @@ class Command(BaseCommand):
             metrics_dir.mkdir(parents=True)
             stack.env["PROMETHEUS_MULTIPROC_DIR"] = str(metrics_dir)
         try:
+            taken = [number for number in (port, port + 1) if port_taken(number)]
+            if taken:
+                raise CommandError(
+                    f"port {taken[0]} is in use (the web takes {port}, the simulated services "
+                    f"{port + 1}): stop what runs there, or choose others with make run PORT=N"
+                )
             stack.manage("migrate", "--no-input", "-v", "0")
             sim = stack.start_sim(port + 1)
             stack.manage("seed_demo")
-            stack.spawn_web(port)
+            web = stack.spawn_web(port)
             for number in range(workers):
                 stack.spawn("worker", "--name", f"worker-{number + 1}-{os.getpid()}")
             stack.spawn("sweeper")
+            try:
+                wait_until_answers(f"http://127.0.0.1:{port}/healthz", web)
+            except RuntimeError as error:
+                raise CommandError(str(error)) from None
             database = settings.DATABASES["default"]
             self.stdout.write(
                 self.style.SUCCESS(
@@ -69,7 +79,8 @@ class Command(BaseCommand):
                     postgres="postgres" in embedded.STARTED,
                     redis="redis" in embedded.STARTED,
                 )
-            self.stdout.write("stopped")
+            if stack.children:
+                self.stdout.write("stopped")
 
     def _wait(self, stack: Stack) -> None:
         stopping = False
@@ -82,6 +93,5 @@ class Command(BaseCommand):
         signal.signal(signal.SIGTERM, stop)
         while not stopping:
             if stack.any_exited():
-                self.stderr.write("a child process exited; stopping everything")
-                return
+                raise CommandError("a child process exited; stopped everything")
             time.sleep(0.5)

@@ -1,0 +1,82 @@
+"""`make run` (manage.py runstack) as a newcomer meets it: the banner only once the site answers,
+one clear line and a non-zero exit when its port is taken, Ctrl-C stops everything."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+from django.conf import settings
+
+from tests.conftest import database_url, free_port, wait_for
+
+pytestmark = pytest.mark.django_db(transaction=True)
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def runstack(port: int, *, log: Path) -> subprocess.Popen[bytes]:
+    env = {
+        **os.environ,
+        "DATABASE_URL": database_url(),
+        "REDIS_URL": settings.RQ_QUEUES["default"]["URL"],
+        "AGENTOPS_DEV": "1",
+    }
+    return subprocess.Popen(
+        [sys.executable, str(ROOT / "manage.py"), "runstack", "--port", str(port), "--workers", "1"],
+        cwd=ROOT,
+        env=env,
+        stdout=open(log, "wb"),  # noqa: SIM115
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+
+
+def test_runstack_refuses_a_taken_port_with_one_line_and_a_non_zero_exit(tmp_path, redis_clean):
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        child = runstack(port, log=tmp_path / "run.log")
+        assert child.wait(timeout=120) == 1
+
+    lines = (tmp_path / "run.log").read_text().strip().splitlines()
+    assert lines == [
+        f"CommandError: port {port} is in use (the web takes {port}, the simulated services "
+        f"{port + 1}): stop what runs there, or choose others with make run PORT=N"
+    ]
+
+
+def test_runstack_prints_its_banner_once_the_site_answers_and_stops_on_ctrl_c(
+    tmp_path, redis_clean
+):
+    port = free_port()
+    log = tmp_path / "run.log"
+    child = runstack(port, log=log)
+    try:
+        wait_for(lambda: "agentops is running" in log.read_text(), timeout=180, message="banner")
+        # The banner came after the site answered: it answers now, at once.
+        assert httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2).status_code == 200
+        assert httpx.get(f"http://127.0.0.1:{port}/login/", timeout=10).status_code == 200
+        os.killpg(child.pid, signal.SIGINT)
+        assert child.wait(timeout=60) == 0
+    finally:
+        if child.poll() is None:
+            os.killpg(child.pid, signal.SIGKILL)
+            child.wait()
+    assert log.read_text().rstrip().endswith("stopped")
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        try:
+            httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=0.5)
+        except httpx.TransportError:
+            break
+        time.sleep(0.2)
+    else:
+        raise AssertionError("the web process still answers after Ctrl-C")
