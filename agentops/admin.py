@@ -67,44 +67,28 @@ class TaskAdmin(admin.ModelAdmin):
     )
     inlines = [StepInline]
 
+    def has_delete_permission(self, request: Any, obj: Any = None) -> bool:
+        # A task's rows are the record: only `manage.py retention` removes finished tasks.
+        return False
+
 
 @admin.register(Step)
-class StepAdmin(admin.ModelAdmin):
-    """Read-only: a step is engine state, written only by the runner and the services (a saved
-    row would overwrite what a worker is writing)."""
+class StepAdmin(ReadOnlyAdmin):
+    """A step is engine state, written only by the runner and the services (a saved row would
+    overwrite what a worker is writing), and part of the record: nobody deletes it here."""
 
-    formfield_overrides = STORABLE_JSON
     list_display = ("task", "ordinal", "title", "status", "attempts", "route")
     list_filter = ("status", "route")
 
-    def has_change_permission(self, request: Any, obj: Any = None) -> bool:
-        return False
-
-    def has_add_permission(self, request: Any) -> bool:
-        return False
-
-    readonly_fields = (
-        "status",
-        "attempts",
-        "prompt_digest",
-        "model_response",
-        "output",
-        "error",
-        "route",
-        "policy_version_number",
-        "policy_rule",
-        "started_at",
-        "finished_at",
-    )
-
 
 @admin.register(ToolCall)
-class ToolCallAdmin(admin.ModelAdmin):
-    formfield_overrides = STORABLE_JSON
+class ToolCallAdmin(ReadOnlyAdmin):
+    """The side-effect ledger: the runner writes it, a person confirms an unknown outcome through
+    an action (reviews.admin). The database refuses changing a row's identity or deleting it."""
+
     list_display = ("id", "task", "tool", "status", "idempotency_key", "created_at")
     list_filter = ("status", "tool", "side_effect")
     search_fields = ("idempotency_key",)
-    readonly_fields = ("status", "result", "error", "updated_at")
 
 
 @admin.register(Event)

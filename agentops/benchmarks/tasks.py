@@ -4,28 +4,21 @@ created (its tasks, their rows and their artifact files)."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager, suppress
-from pathlib import Path
+from contextlib import contextmanager
 
 import psycopg
-from django.core.files.storage import default_storage
 from django.core.management.base import CommandError
 from django.db import connection
 from psycopg import sql
 
 from agentops.dburl import database_url
-from agentops.models import Artifact, Task
+from agentops.retention import tasks_erase
 
 
 def bench_tasks_delete(task_ids: list[int]) -> None:
-    """Delete the benchmark's tasks, their rows (cascade) and their artifact files."""
-    for name in Artifact.objects.filter(task_id__in=task_ids).values_list("name", flat=True):
-        default_storage.delete(name)
-    Task.objects.filter(pk__in=task_ids).delete()
-    for task_id in task_ids:
-        # Not a local directory, or never created: nothing to remove.
-        with suppress(OSError, NotImplementedError):
-            Path(default_storage.path(f"artifacts/{task_id}")).rmdir()
+    """Delete the benchmark's scratch tasks, their rows and their artifact files (through the
+    one path the record's triggers let delete)."""
+    tasks_erase(task_ids)
 
 
 @contextmanager

@@ -1,0 +1,108 @@
+"""`manage.py retention`: archive finished tasks, then remove their rows; or verify an archive.
+
+It lives in `reviews` because the archive carries the decision log's rows for those tasks beside
+the engine's (agentops may not import reviews). The decision log itself is append-only: its rows
+stay in the database, and the archive holds a copy. The erasure is recorded as one decision.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from datetime import datetime, time
+from pathlib import Path
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.utils import timezone
+from django.utils.dateparse import parse_date, parse_datetime
+
+from agentops.retention import (
+    MANIFEST,
+    RetentionError,
+    archive_verify,
+    archive_write,
+    retention_plan,
+    tasks_erase,
+)
+from reviews.models import Decision
+from reviews.services import decision_record
+
+logger = logging.getLogger("reviews.retention")
+
+
+def _cut_off(value: str) -> datetime:
+    moment = parse_datetime(value)
+    if moment is None:
+        day = parse_date(value)
+        if day is None:
+            raise CommandError(f"--finished-before {value!r}: expected a date (2026-01-31)")
+        moment = datetime.combine(day, time.min)
+    return moment if timezone.is_aware(moment) else timezone.make_aware(moment)
+
+
+def _decisions(task_ids: list[int]) -> Any:
+    return Decision.objects.filter(task_id_ref__in=task_ids).order_by("pk")
+
+
+class Command(BaseCommand):
+    help = (
+        "Archive every finished task family that ended before a date (JSON Lines with a sha256 "
+        "manifest), then remove its rows; or --verify an archive."
+    )
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--finished-before", metavar="DATE")
+        parser.add_argument("--archive", metavar="DIR", type=Path)
+        parser.add_argument("--dry-run", action="store_true", help="only count; change nothing")
+        parser.add_argument("--verify", metavar="DIR", type=Path, help="check an archive")
+
+    def handle(
+        self,
+        *args: Any,
+        finished_before: str | None,
+        archive: Path | None,
+        dry_run: bool,
+        verify: Path | None,
+        **options: Any,
+    ) -> None:
+        if verify is not None:
+            self._verify(verify)
+            return
+        if finished_before is None:
+            raise CommandError("give --finished-before DATE (or --verify DIR)")
+        plan = retention_plan(finished_before=_cut_off(finished_before))
+        summary = f"{len(plan.task_ids)} tasks"
+        if plan.skipped_families:
+            summary += f" ({plan.skipped_families} families kept: a member has not finished)"
+        if dry_run:
+            self.stdout.write(f"would archive and remove {summary}")
+            return
+        if archive is None:
+            raise CommandError("give --archive DIR: rows are removed only once they are archived")
+        try:
+            archived = archive_write(archive, plan.task_ids, extras={"decisions": _decisions})
+            archive_verify(archive)
+        except RetentionError as exc:
+            raise CommandError(f"nothing removed: {exc}") from exc
+        erased = tasks_erase(plan.task_ids)
+        manifest = json.loads((archive / MANIFEST).read_bytes())
+        decision_record(
+            action="reviews.retention.erased",
+            actor=None,
+            subject=f"{erased} finished tasks",
+            reason=f"finished before {finished_before}",
+            detail={"archive": str(archive), "tasks": erased, "rows": manifest["rows"]},
+        )
+        logger.info("retention: archived and removed %s tasks to %s", erased, archive)
+        self.stdout.write(f"archived {archived.tasks} tasks to {archive}; removed {erased}")
+
+    def _verify(self, archive: Path) -> None:
+        try:
+            found = archive_verify(archive)
+        except RetentionError as exc:
+            raise CommandError(str(exc)) from exc
+        self.stdout.write(
+            f"{archive}: complete: {found['tasks']} tasks, {found['files']} files, "
+            f"rows {found['rows']}"
+        )
