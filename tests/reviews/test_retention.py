@@ -1,0 +1,160 @@
+"""`manage.py retention`: finished task families are archived (JSON Lines, sha256 manifest) and then
+removed through the one path the record's triggers allow; the archive reads back; nothing else is
+touched; the decision log keeps its rows and records the erasure."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from io import StringIO
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+from django.db import connection
+from django.utils import timezone
+
+from agentops.models import Artifact, Event, Snapshot, Step, Task, ToolCall
+from agentops.services import task_create
+from agentops.states import StepStatus, TaskStatus
+from reviews.models import Decision
+from reviews.services import decision_record
+from tests.agentops.test_runner import refund, run_until_parked_or_done
+
+pytestmark = pytest.mark.django_db
+
+OLD = timezone.now() - timedelta(days=400)
+CUT_OFF = (timezone.now() - timedelta(days=30)).date().isoformat()
+
+
+def finished_rows(count: int) -> list[int]:
+    """`count` succeeded tasks that ended long ago, one step and two events each, as row
+    factories (written whole, so the transition triggers are off for these inserts only)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SET LOCAL session_replication_role = replica")
+    tasks = Task.objects.bulk_create(
+        Task(
+            agent="refund",
+            goal=f"Refund order B{n}",
+            input={"order_id": f"B{n}"},
+            status=TaskStatus.SUCCEEDED,
+            step_count=1,
+            current_step=1,
+            last_seq=2,
+            finished_at=OLD,
+        )
+        for n in range(count)
+    )
+    Step.objects.bulk_create(
+        Step(task=task, ordinal=0, title="Look up", status=StepStatus.SUCCEEDED, output={"ok": 1})
+        for task in tasks
+    )
+    Event.objects.bulk_create(
+        Event(task=task, seq=seq, action=f"agentops.test.{seq}") for task in tasks for seq in (1, 2)
+    )
+    with connection.cursor() as cursor:
+        cursor.execute("SET LOCAL session_replication_role = DEFAULT")
+    return [task.pk for task in tasks]
+
+
+def backdate(task: Task) -> None:
+    with connection.cursor() as cursor:
+        cursor.execute("UPDATE agentops_task SET finished_at = %s WHERE id = %s", [OLD, task.pk])
+
+
+def test_retention_archives_ten_thousand_tasks_removes_them_and_touches_nothing_else(
+    tmp_path, sim_server, redis_clean, settings, django_capture_on_commit_callbacks
+):
+    settings.MEDIA_ROOT = tmp_path / "media"
+    old_ids = finished_rows(10_000)
+    real = run_until_parked_or_done(refund())
+    assert real.status == TaskStatus.SUCCEEDED
+    backdate(real)
+    big = run_until_parked_or_done(
+        task_create(agent="bench_noop", goal="big", input={"steps": 1, "payload_kb": 300})
+    )
+    backdate(big)
+    artifacts = list(Artifact.objects.filter(task=big))
+    assert artifacts
+    decision_record(action="reviews.gate.approved", actor=None, subject="gate", task_id=real.pk)
+    recent = run_until_parked_or_done(refund())  # finished now: after the cut-off
+    waiting = refund()  # queued: not finished
+    kept = {"recent": recent.pk, "waiting": waiting.pk}
+    kept_steps = Step.objects.filter(task_id__in=kept.values()).count()
+    real_calls = ToolCall.objects.filter(task=real).count()
+    archive = tmp_path / "archive"
+
+    out = StringIO()
+    with django_capture_on_commit_callbacks(execute=True):
+        call_command(
+            "retention", "--finished-before", CUT_OFF, "--archive", str(archive), stdout=out
+        )
+
+    assert out.getvalue().strip() == f"archived 10002 tasks to {archive}; removed 10002"
+    gone = [*old_ids, real.pk, big.pk]
+    assert not Task.objects.filter(pk__in=gone).exists()
+    for model in (Step, ToolCall, Event, Snapshot, Artifact):
+        assert not model.objects.filter(task_id__in=gone).exists()
+    assert not any((tmp_path / "media" / artifact.name).exists() for artifact in artifacts)
+    # Untouched: the recent and the waiting task, their steps.
+    assert set(Task.objects.values_list("pk", flat=True)) == set(kept.values())
+    assert Step.objects.filter(task_id__in=kept.values()).count() == kept_steps
+    # The decision log keeps its rows (append-only) and records the erasure.
+    assert Decision.objects.filter(task_id_ref=real.pk, action="reviews.gate.approved").exists()
+    erased = Decision.objects.get(action="reviews.retention.erased")
+    assert erased.detail["tasks"] == 10_002
+
+    manifest = json.loads((archive / "manifest.json").read_text())
+    assert manifest["tasks"] == 10_002
+    assert manifest["rows"]["steps"] == 10_000 + real.step_count + big.step_count
+    assert manifest["rows"]["decisions"] == 1
+    assert {f"artifacts/{artifact.name}" for artifact in artifacts} <= set(manifest["files"])
+    lines = (archive / "tasks.jsonl").read_text().splitlines()
+    assert len(lines) == 10_002
+    line = next(json.loads(text) for text in lines if json.loads(text)["task"]["pk"] == real.pk)
+    assert line["task"]["fields"]["goal"] == "Refund order A1001"
+    assert len(line["tool_calls"]) == real_calls > 0
+    assert {row["fields"]["status"] for row in line["tool_calls"]} == {"succeeded"}
+
+    verified = StringIO()
+    call_command("retention", "--verify", str(archive), stdout=verified)
+    assert "complete: 10002 tasks" in verified.getvalue()
+
+
+def test_a_damaged_archive_fails_verification(tmp_path, redis_clean):
+    finished_rows(3)
+    archive = tmp_path / "archive"
+    call_command("retention", "--finished-before", CUT_OFF, "--archive", str(archive))
+    tasks = archive / "tasks.jsonl"
+    tasks.write_text(tasks.read_text().replace("Refund order B1", "Refund order XX"))
+    with pytest.raises(CommandError, match=r"tasks.jsonl: sha256 \w+ does not match the manifest"):
+        call_command("retention", "--verify", str(archive))
+
+
+def test_a_family_with_an_unfinished_child_is_kept_whole(tmp_path, redis_clean):
+    (parent_id,) = finished_rows(1)
+    with connection.cursor() as cursor:
+        cursor.execute("SET LOCAL session_replication_role = replica")
+    child = Task.objects.create(
+        agent="refund",
+        goal="child",
+        parent_id=parent_id,
+        parent_step=Step.objects.get(task_id=parent_id),
+        fanout_index=0,
+    )
+    out = StringIO()
+    call_command("retention", "--finished-before", CUT_OFF, "--dry-run", stdout=out)
+    assert out.getvalue().strip() == (
+        "would archive and remove 0 tasks (1 families kept: a member has not finished)"
+    )
+    call_command("retention", "--finished-before", CUT_OFF, "--archive", str(tmp_path / "a"))
+    assert Task.objects.filter(pk__in=[parent_id, child.pk]).count() == 2
+
+
+def test_retention_refuses_to_remove_without_an_archive_and_changes_nothing(redis_clean):
+    ids = finished_rows(2)
+    with pytest.raises(CommandError, match="give --archive DIR"):
+        call_command("retention", "--finished-before", CUT_OFF)
+    with pytest.raises(CommandError, match="expected a date"):
+        call_command("retention", "--finished-before", "last year", "--dry-run")
+    assert Task.objects.filter(pk__in=ids).count() == 2
