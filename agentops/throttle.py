@@ -183,6 +183,15 @@ def throttle_forget(keys: list[Key]) -> None:
         _lapse(error)
 
 
+def throttle_state(key: Key) -> tuple[int, int]:
+    """(failures counted in the current window, seconds of lockout left) for `key`."""
+    pipe = _redis().pipeline(transaction=False)
+    pipe.get(key.redis_key("fail"))
+    pipe.pttl(key.redis_key("lock"))
+    failures, lock_ms = pipe.execute()
+    return int(failures or 0), _seconds(int(lock_ms))
+
+
 def throttle_forget_all() -> int:
     """Clear every counter and lockout; returns how many Redis keys went."""
     client = _redis()

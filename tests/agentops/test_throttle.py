@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 from django.contrib.auth import SESSION_KEY
+from django.core.management import CommandError, call_command
 from django.test import Client
 from django.urls import reverse
 
@@ -251,3 +252,31 @@ def test_without_redis_attempts_are_let_through_and_the_lapse_is_logged(
     # Said once, then Redis is left alone for a while instead of costing every request a timeout.
     (lapse,) = [r for r in caplog.records if r.name == "agentops.throttle"]
     assert lapse.getMessage().startswith("agentops.throttle.unavailable: Redis did not answer")
+
+
+@pytest.mark.django_db
+def test_an_operator_sees_and_lifts_a_lockout_with_the_throttle_command(
+    alice: Any, capsys: Any
+) -> None:
+    for n in range(5):
+        sign_in("alice" if n < 3 else f"user{n}", WRONG)
+    call_command("throttle", "status", "--user", "alice", "--address", "127.0.0.1")
+    before = capsys.readouterr().out.splitlines()
+    call_command("throttle", "clear", "--user", "alice")
+    still_from_here = sign_in("alice", PASSWORD)
+    call_command("throttle", "clear", "--address", "127.0.0.1")
+    after = capsys.readouterr().out.splitlines()
+    lifted = sign_in("alice", PASSWORD)
+
+    assert before[0] == "login.user\talice\t0 failure(s)\tlocked for 600 s"
+    assert before[1] == "login.address\t127.0.0.1\t0 failure(s)\tlocked for 600 s"
+    assert before[2] == "api.address\t127.0.0.1\t0 failure(s)\tnot locked"
+    assert refused(still_from_here), "the address is still locked"
+    assert after[-3:] == [
+        "login.user\talice\t0 failure(s)\tnot locked",
+        "login.address\t127.0.0.1\t0 failure(s)\tnot locked",
+        "api.address\t127.0.0.1\t0 failure(s)\tnot locked",
+    ]
+    assert lifted.status_code == 302 and lifted.signed_in
+    with pytest.raises(CommandError, match="name a --user or an --address"):
+        call_command("throttle", "clear")
