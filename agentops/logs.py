@@ -2,7 +2,8 @@
 
 `AGENTOPS_LOG_FORMAT` chooses `kv` (key=value, for people) or `json` (one object a line, for a
 log pipeline). While a worker advances a task, `task_context()` tags every line with the task id
-and step. Expected refusals (403) are logged as one line: their traceback says nothing new.
+and step; a throttle lockout line carries its scope, client address and (for a username) the
+username. Expected refusals (403) are logged as one line: their traceback says nothing new.
 """
 
 from __future__ import annotations
@@ -59,7 +60,17 @@ class RefusalFilter(logging.Filter):
         return True
 
 
-_CONTEXT_KEYS = ("task_id", "step", "status_code")
+# Fields a record may carry (`extra=`): the task context, and the throttle's lockout lines.
+_CONTEXT_KEYS = (
+    "task_id",
+    "step",
+    "status_code",
+    "scope",
+    "client",
+    "username",
+    "failures",
+    "lockout_seconds",
+)
 
 
 class StructuredFormatter(logging.Formatter):

@@ -102,6 +102,11 @@ _proxy_header = env_list("DJANGO_SECURE_PROXY_SSL_HEADER")
 if _proxy_header and len(_proxy_header) != 2:
     refuse("DJANGO_SECURE_PROXY_SSL_HEADER", "must be HEADER,value (HTTP_X_FORWARDED_PROTO,https)")
 SECURE_PROXY_SSL_HEADER = tuple(_proxy_header) if _proxy_header else None
+# Behind N proxies that each append to X-Forwarded-For (the throttle's client address); 0 trusts
+# no forwarded header and counts REMOTE_ADDR.
+TRUSTED_PROXY_HOPS = env_int("AGENTOPS_TRUSTED_PROXY_HOPS", 0)
+if TRUSTED_PROXY_HOPS < 0:
+    refuse("AGENTOPS_TRUSTED_PROXY_HOPS", "must be 0 (no proxy) or the number of proxies")
 SECURE_SSL_REDIRECT = env_bool("DJANGO_SECURE_SSL_REDIRECT", not DEV)
 SESSION_COOKIE_SECURE = env_bool("DJANGO_SECURE_COOKIES", not DEV)
 CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
@@ -306,6 +311,16 @@ AGENTOPS: dict[str, Any] = {
     "WEBHOOK_TIMEOUT_SECONDS": env_float("AGENTOPS_WEBHOOK_TIMEOUT_SECONDS", 5.0),
     # Bearer token of /metrics (Prometheus); unset, the endpoint answers 404.
     "METRICS_TOKEN": os.environ.get("AGENTOPS_METRICS_TOKEN", ""),
+    # Guessing is throttled (agentops.throttle): this many failed logins per username or per
+    # client address, or bad API tokens per address, within the window start a lockout; a
+    # lockout soon after the previous one is twice as long, up to the longest. 0 attempts: off.
+    "LOGIN_USER_ATTEMPTS": env_int("AGENTOPS_LOGIN_USER_ATTEMPTS", 5),
+    "LOGIN_ADDRESS_ATTEMPTS": env_int("AGENTOPS_LOGIN_ADDRESS_ATTEMPTS", 20),
+    "API_ADDRESS_ATTEMPTS": env_int("AGENTOPS_API_ADDRESS_ATTEMPTS", 20),
+    "THROTTLE_WINDOW_SECONDS": env_float("AGENTOPS_THROTTLE_WINDOW_SECONDS", 900.0),
+    "THROTTLE_LOCKOUT_SECONDS": env_float("AGENTOPS_THROTTLE_LOCKOUT_SECONDS", 300.0),
+    "THROTTLE_LOCKOUT_MAX_SECONDS": env_float("AGENTOPS_THROTTLE_LOCKOUT_MAX_SECONDS", 3600.0),
+    "TRUSTED_PROXY_HOPS": TRUSTED_PROXY_HOPS,
 }
 
 # Email: the console in development; SMTP from the environment in production.

@@ -4,8 +4,12 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
+from agentops.login import AdminLoginForm, LoginView
 from agentops.views import favicon
 from reviews.api import api
+
+# The admin's sign-in is throttled like the product's (agentops.login).
+admin.site.login_form = AdminLoginForm
 
 urlpatterns = [
     # The django-rq dashboard: its views admit staff users only.
@@ -13,7 +17,7 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/v1/", api.urls),
     path("favicon.ico", favicon, name="favicon"),
-    path("login/", auth_views.LoginView.as_view(), name="login"),
+    path("login/", LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("policies/", include("policies.urls")),
     path("review/", include("reviews.urls")),

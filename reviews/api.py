@@ -7,7 +7,10 @@ the caller saw (409 when it is stale or someone decided first), separation of du
 in the decision log per decision.
 Requests authenticate with a personal bearer token (`Authorization: Bearer ao_...`); the actor
 is the token's user. Browser sessions do not authenticate here, so the API needs no CSRF token
-and the pages' CSRF rules stay as they are. The OpenAPI description is at `/api/v1/openapi.json`.
+and the pages' CSRF rules stay as they are. Bad tokens are counted per client address
+(`agentops.throttle`): past the limit every token from that address, good or bad, answers 429
+with Retry-After until the lockout ends (checked before the token is looked up, so a guesser
+learns nothing more). The OpenAPI description is at `/api/v1/openapi.json`.
 """
 
 from __future__ import annotations
@@ -18,11 +21,12 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from django.db.models import QuerySet
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
 from ninja import NinjaAPI, Schema, Status
-from ninja.errors import HttpError
+from ninja.errors import HttpError, Throttled
 from ninja.security import HttpBearer
 
+from agentops import throttle
 from agentops.engine.errors import AgentOpsError, StartRefused
 from agentops.models import AuditItem, Gate, Task
 from agentops.selectors import tasks_visible_to
@@ -48,9 +52,16 @@ READ_REVIEWS = "reviews.read_reviews"
 
 class TokenAuth(HttpBearer):
     def authenticate(self, request: HttpRequest, token: str) -> User | None:
+        client = throttle.client_address(request)
+        keys = [throttle.address_key(throttle.Scope.API_ADDRESS, client)]
+        if wait := throttle.throttle_wait(keys):
+            raise Throttled(wait=wait)
         user = api_token_user(token)
-        if user is not None:
-            request.user = user
+        if user is None:
+            if wait := throttle.throttle_fail(keys, client=client):
+                raise Throttled(wait=wait)
+            return None
+        request.user = user
         return user
 
 
@@ -61,6 +72,22 @@ api = NinjaAPI(
     auth=TokenAuth(),
     docs_url="/docs",
 )
+
+
+@api.exception_handler(Throttled)
+def throttled(request: HttpRequest, exc: Throttled) -> HttpResponse:
+    wait = int(exc.wait or 1)
+    response = api.create_response(
+        request,
+        {
+            "detail": "too many bad tokens from this address; try again in "
+            f"{wait} second{'s' if wait != 1 else ''}",
+            "retry_after": wait,
+        },
+        status=429,
+    )
+    response["Retry-After"] = str(wait)
+    return response
 
 
 # -- schemas ------------------------------------------------------------------------------------
@@ -156,6 +183,17 @@ class Error(Schema):
     detail: str
 
 
+class ThrottledError(Schema):
+    """429: too many bad tokens from the caller's address; the Retry-After header says the same."""
+
+    detail: str
+    retry_after: int
+
+
+# Every operation authenticates: no valid token is 401, a locked-out address 429.
+AUTH_ERRORS = {401: Error, 429: ThrottledError}
+
+
 # -- rules --------------------------------------------------------------------------------------
 
 
@@ -187,7 +225,11 @@ def _decide(request: HttpRequest, gate_id: int, apply: Callable[[], object]) -> 
 # -- tasks --------------------------------------------------------------------------------------
 
 
-@api.get("/tasks", response=list[TaskOut], summary="Tasks the caller may see, newest first")
+@api.get(
+    "/tasks",
+    response={200: list[TaskOut], **AUTH_ERRORS},
+    summary="Tasks the caller may see, newest first",
+)
 def tasks_list(
     request: AuthenticatedHttpRequest, status: str | None = None, limit: int = 50, offset: int = 0
 ) -> list[Task]:
@@ -197,7 +239,11 @@ def tasks_list(
     return _page(tasks, limit, offset)
 
 
-@api.get("/tasks/stopped", response=list[TaskOut], summary="Tasks stopped for a human")
+@api.get(
+    "/tasks/stopped",
+    response={200: list[TaskOut], **AUTH_ERRORS},
+    summary="Tasks stopped for a human",
+)
 def tasks_stopped(
     request: AuthenticatedHttpRequest, limit: int = 50, offset: int = 0
 ) -> list[Task]:
@@ -212,7 +258,7 @@ def tasks_stopped(
     return _page(tasks, limit, offset)
 
 
-@api.get("/tasks/{task_id}", response={200: TaskOut, 404: Error})
+@api.get("/tasks/{task_id}", response={200: TaskOut, 404: Error, **AUTH_ERRORS})
 def task_get(request: AuthenticatedHttpRequest, task_id: int) -> Task:
     task = tasks_visible_to(request.user).select_related("created_by").filter(pk=task_id).first()
     if task is None:
@@ -220,7 +266,9 @@ def task_get(request: AuthenticatedHttpRequest, task_id: int) -> Task:
     return task
 
 
-@api.post("/tasks", response={201: TaskOut, 400: Error, 403: Error}, summary="Start a task")
+@api.post(
+    "/tasks", response={201: TaskOut, 400: Error, 403: Error, **AUTH_ERRORS}, summary="Start a task"
+)
 def task_start(request: AuthenticatedHttpRequest, payload: TaskIn) -> Status:
     """Start a task as the token's user, who needs the task-starter role (403 otherwise)."""
     try:
@@ -243,7 +291,9 @@ def task_start(request: AuthenticatedHttpRequest, payload: TaskIn) -> Status:
 # -- gates --------------------------------------------------------------------------------------
 
 
-@api.get("/gates", response=list[GateOut], summary="Gates, open ones by default")
+@api.get(
+    "/gates", response={200: list[GateOut], **AUTH_ERRORS}, summary="Gates, open ones by default"
+)
 def gates_list(
     request: AuthenticatedHttpRequest,
     status: str = GateStatus.OPEN,
@@ -257,7 +307,7 @@ def gates_list(
     return _page(gates, limit, offset)
 
 
-@api.get("/gates/{gate_id}", response={200: GateOut, 404: Error})
+@api.get("/gates/{gate_id}", response={200: GateOut, 404: Error, **AUTH_ERRORS})
 def gate_get(request: AuthenticatedHttpRequest, gate_id: int) -> Gate:
     _require(request.user.has_perm(READ_REVIEWS), "gates are for operators and auditors")
     gate = Gate.objects.select_related("decided_by").filter(pk=gate_id).first()
@@ -266,7 +316,7 @@ def gate_get(request: AuthenticatedHttpRequest, gate_id: int) -> Gate:
     return gate
 
 
-DECISION_ERRORS = {400: Error, 403: Error, 404: Error, 409: Error}
+DECISION_ERRORS = {400: Error, 403: Error, 404: Error, 409: Error, **AUTH_ERRORS}
 
 
 @api.post("/gates/{gate_id}/approve", response={200: GateOut, **DECISION_ERRORS})
@@ -315,7 +365,7 @@ def gate_edit_api(request: AuthenticatedHttpRequest, gate_id: int, payload: Edit
 # -- audit queue --------------------------------------------------------------------------------
 
 
-@api.get("/audit", response=list[AuditItemOut], summary="The audit queue")
+@api.get("/audit", response={200: list[AuditItemOut], **AUTH_ERRORS}, summary="The audit queue")
 def audit_list(
     request: AuthenticatedHttpRequest,
     status: str = AuditStatus.PENDING,

@@ -134,6 +134,15 @@ def sim_server(
     child.wait()
 
 
+@pytest.fixture(autouse=True)
+def throttle_counters_cleared() -> None:
+    """Every test starts with no failed-login or bad-token counts: the counters live in Redis
+    beyond one test (and one run), and every test client comes from 127.0.0.1."""
+    from agentops.throttle import throttle_forget_all
+
+    throttle_forget_all()
+
+
 @pytest.fixture
 def redis_clean() -> Iterator[None]:
     import django_rq

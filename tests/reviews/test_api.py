@@ -3,12 +3,16 @@
 
 from __future__ import annotations
 
+import json
+import logging
+import time
 from typing import Any
 
 import pytest
 from django.core.management import call_command
 from django.test import Client
 
+from agentops.logs import StructuredFormatter
 from agentops.models import Gate, Task, ToolCall
 from agentops.states import GateStatus, TaskStatus
 from reviews.api import api
@@ -180,9 +184,111 @@ def test_no_token_a_revoked_token_or_a_session_cookie_gets_401(operator):
 
 def test_the_openapi_description_is_served_and_lists_every_operation():
     schema = Client().get("/api/v1/openapi.json").json()
+    operations = [op for path in schema["paths"].values() for op in path.values()]
 
     assert schema["info"]["title"] == "agentops API"
     assert set(schema["paths"]) == {f"/api/v1{path}" for path in API_ACCESS_PATHS}
+    assert len(operations) == len(API_ACCESS)
+    assert all({"401", "429"} <= set(op["responses"]) for op in operations)
+    throttled = operations[0]["responses"]["429"]["content"]["application/json"]["schema"]
+    assert schema["components"]["schemas"]["ThrottledError"]["required"] == [
+        "detail",
+        "retry_after",
+    ]
+    assert throttled == {"$ref": "#/components/schemas/ThrottledError"}
+
+
+# -- bad tokens are throttled per address -------------------------------------------------------
+
+
+@pytest.fixture
+def token_limits(settings: Any) -> dict[str, Any]:
+    settings.AGENTOPS = {
+        **settings.AGENTOPS,
+        "API_ADDRESS_ATTEMPTS": 3,
+        "THROTTLE_WINDOW_SECONDS": 60.0,
+        "THROTTLE_LOCKOUT_SECONDS": 120.0,
+        "THROTTLE_LOCKOUT_MAX_SECONDS": 3600.0,
+        "TRUSTED_PROXY_HOPS": 0,
+    }
+    return settings.AGENTOPS
+
+
+def bearer(token: str, address: str = "127.0.0.1") -> Client:
+    return Client(HTTP_AUTHORIZATION=f"Bearer {token}", REMOTE_ADDR=address)
+
+
+def test_bad_tokens_from_one_address_get_429_with_retry_after_even_for_a_good_token(
+    operator, token_limits
+):
+    _, good = api_token_create(user=operator, name="tests")
+    guesses = [bearer(f"ao_guess{n}_{n}").get("/api/v1/tasks") for n in range(3)]
+    good_from_there = bearer(good).get("/api/v1/gates")
+
+    assert [g.status_code for g in guesses] == [401, 401, 429]
+    assert guesses[2]["Retry-After"] == "120"
+    assert guesses[2].json() == {
+        "detail": "too many bad tokens from this address; try again in 120 seconds",
+        "retry_after": 120,
+    }
+    assert good_from_there.status_code == 429
+    assert 119 <= int(good_from_there["Retry-After"]) <= 120
+    assert good_from_there.json()["retry_after"] == int(good_from_there["Retry-After"])
+
+
+def test_a_good_token_is_unaffected_by_someone_elses_address(operator, token_limits):
+    _, good = api_token_create(user=operator, name="tests")
+    for n in range(4):
+        bearer(f"ao_guess{n}_{n}", "203.0.113.5").get("/api/v1/tasks")
+
+    mine = bearer(good, "198.51.100.7").get("/api/v1/tasks")
+    theirs = bearer(good, "203.0.113.5").get("/api/v1/tasks")
+
+    assert mine.status_code == 200
+    assert theirs.status_code == 429
+
+
+def test_good_tokens_and_missing_ones_are_never_counted(operator, token_limits):
+    _, good = api_token_create(user=operator, name="tests")
+    answers = [bearer(good).get("/api/v1/tasks").status_code for _ in range(5)]
+    answers += [Client().get("/api/v1/tasks").status_code for _ in range(5)]
+    answers += [bearer("ao_guess_1").get("/api/v1/tasks").status_code for _ in range(2)]
+
+    assert answers == [200] * 5 + [401] * 5 + [401, 401]
+
+
+def test_the_token_window_expires(operator, token_limits):
+    token_limits.update(THROTTLE_WINDOW_SECONDS=1.0, THROTTLE_LOCKOUT_SECONDS=1.0)
+    _, good = api_token_create(user=operator, name="tests")
+    early = [bearer(f"ao_guess{n}_{n}").get("/api/v1/tasks").status_code for n in range(2)]
+    time.sleep(1.1)
+    late = [bearer(f"ao_guess{n}_{n}").get("/api/v1/tasks").status_code for n in range(3)]
+    locked = bearer(good).get("/api/v1/tasks").status_code
+    time.sleep(1.1)
+    after = bearer(good).get("/api/v1/tasks").status_code
+
+    assert (early, late, locked, after) == ([401, 401], [401, 401, 429], 429, 200)
+
+
+def test_a_token_lockout_is_logged_without_the_token(operator, token_limits, caplog):
+    guesses = [f"ao_deadbeef_{n}-not-a-real-secret-{n}" for n in range(3)]
+    with caplog.at_level(logging.INFO, logger="agentops.throttle"):
+        for guess in guesses:
+            bearer(guess, "192.0.2.9").get("/api/v1/tasks")
+
+    (record,) = [r for r in caplog.records if r.name == "agentops.throttle"]
+    line = StructuredFormatter("json").format(record)
+    assert json.loads(line) | {"time": None} == {
+        "time": None,
+        "level": "WARNING",
+        "logger": "agentops.throttle",
+        "scope": "api.address",
+        "client": "192.0.2.9",
+        "failures": 3,
+        "lockout_seconds": 120,
+        "msg": "agentops.throttle.locked: too many failed attempts",
+    }
+    assert not any(guess in str(r.__dict__) for guess in guesses for r in caplog.records)
 
 
 def test_the_api_token_command_prints_a_token_once_that_works(operator, capsys):

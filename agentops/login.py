@@ -1,0 +1,78 @@
+"""The sign-in forms (the product's and the admin's) with guessing throttled.
+
+Before a password is checked, the username and the client address must be out of lockout; a wrong
+password counts against both; a right one clears the username's count (never the address's: a
+guesser holding one account of their own could otherwise reset their address between guesses).
+A locked-out attempt is refused without checking the password at all, so a lockout holds even
+against the right one. The page answers 429 with Retry-After and says when to try again.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.admin.forms import AdminAuthenticationForm
+from django.contrib.auth import views as auth_views
+from django.contrib.auth.forms import AuthenticationForm
+from django.core.exceptions import ValidationError
+from django.http import HttpResponse
+
+from agentops import throttle
+
+
+class ThrottledLoginMixin:
+    """For an AuthenticationForm: refuse while locked out, count failures, clear on success."""
+
+    request: Any
+    cleaned_data: dict[str, Any]
+    user_cache: Any
+    retry_after: int = 0
+
+    def clean(self) -> dict[str, Any]:
+        username = self.cleaned_data.get("username")
+        if not username or not self.cleaned_data.get("password"):
+            return super().clean()  # type: ignore[misc]  # a missing field is no guess
+        client = throttle.client_address(self.request) if self.request else ""
+        keys = [
+            throttle.user_key(username),
+            throttle.address_key(throttle.Scope.LOGIN_ADDRESS, client),
+        ]
+        self._refuse_if_locked(throttle.throttle_wait(keys))
+        try:
+            cleaned: dict[str, Any] = super().clean()  # type: ignore[misc]
+        except ValidationError:
+            if self.user_cache is None:  # the credentials were wrong, not e.g. a non-staff user
+                self._refuse_if_locked(
+                    throttle.throttle_fail(keys, client=client, username=username)
+                )
+            raise
+        throttle.throttle_forget([throttle.user_key(username)])
+        return cleaned
+
+    def _refuse_if_locked(self, seconds: int) -> None:
+        if seconds:
+            self.retry_after = seconds
+            raise ValidationError(
+                "Too many failed sign-in attempts. Try again in %(wait)s.",
+                code="throttled",
+                params={"wait": throttle.minutes_text(seconds)},
+            )
+
+
+class LoginForm(ThrottledLoginMixin, AuthenticationForm):
+    pass
+
+
+class AdminLoginForm(ThrottledLoginMixin, AdminAuthenticationForm):
+    pass
+
+
+class LoginView(auth_views.LoginView):
+    form_class = LoginForm
+
+    def form_invalid(self, form: Any) -> HttpResponse:
+        response = super().form_invalid(form)
+        if form.retry_after:
+            response.status_code = 429
+            response["Retry-After"] = str(form.retry_after)
+        return response
