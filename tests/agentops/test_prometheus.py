@@ -3,8 +3,13 @@ worker processes (multiprocess mode), and the gauges computed from the database 
 
 from __future__ import annotations
 
+import json
+import re
+import shutil
+import subprocess
 from collections.abc import Callable
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 from django.db import transaction
@@ -251,3 +256,66 @@ def test_an_unknown_outcome_and_its_step_failure_are_counted(sim_server, redis_c
     assert counted("agentops_step_duration_seconds_count", part="model") == (
         model_before + model_calls
     )
+
+
+# -- Prometheus' own tools: the exposition, the shipped alert rules and dashboard ------------------
+
+MONITORING = Path(__file__).resolve().parents[2] / "docs" / "monitoring"
+
+
+def promtool(*args: str, stdin: bytes = b"") -> subprocess.CompletedProcess[bytes]:
+    """Prometheus' own checker (Debian's `prometheus` package; .ci/run installs it)."""
+    executable = shutil.which("promtool")
+    if executable is None:
+        pytest.fail("promtool is missing: install Debian's prometheus package (see the README)")
+    return subprocess.run([executable, *args], input=stdin, capture_output=True, timeout=60)
+
+
+def exposition(client: Client | None = None) -> bytes:
+    response = (client or Client()).get(
+        reverse("agentops:metrics"), HTTP_AUTHORIZATION=f"Bearer {TOKEN}"
+    )
+    assert response.status_code == 200
+    return response.content
+
+
+@pytest.mark.django_db
+def test_the_exposition_passes_promtool_even_with_django_rqs_summary_loaded(token, clock):
+    import django_rq.urls  # noqa: F401  (creates django-rq's own Summary, which promtool refuses)
+
+    waiting = make_task(clock, status=TaskStatus.AWAITING_APPROVAL)
+    make_gate(clock, waiting, opened=T0)
+    prometheus.STEPS_FAILED.labels(layer="tool", kind="timeout").inc(0)
+    text = exposition()
+
+    checked = promtool("check", "metrics", stdin=text)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert b"rq_request_processing_seconds" not in text
+
+
+def names_used(text: str) -> set[str]:
+    return set(re.findall(r"\bagentops_[a-z_]+", text))
+
+
+@pytest.mark.django_db
+def test_the_shipped_alert_rules_and_dashboard_use_only_served_metrics(token, clock):
+    checked = promtool("check", "rules", str(MONITORING / "alerts.yml"))
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert b"SUCCESS: 7 rules found" in checked.stdout
+
+    waiting = make_task(clock, status=TaskStatus.AWAITING_APPROVAL, tokens_saved=5)
+    make_gate(clock, waiting, opened=T0)
+    make_audit_item(clock, waiting)
+    prometheus.STEPS_FAILED.labels(layer="tool", kind="timeout").inc(0)
+    with prometheus.timed("checkpoint"):  # a histogram child with samples
+        pass
+    served = {
+        sample.name
+        for family in text_string_to_metric_families(exposition().decode())
+        for sample in family.samples
+    }
+    dashboard = json.loads((MONITORING / "grafana-dashboard.json").read_text())
+    expressions = [target["expr"] for panel in dashboard["panels"] for target in panel["targets"]]
+    used = names_used((MONITORING / "alerts.yml").read_text()) | names_used("\n".join(expressions))
+    assert len(used) >= 10
+    assert used <= served, f"not served: {sorted(used - served)}"
