@@ -109,3 +109,18 @@ def test_the_demo_operator_holds_the_task_starter_role(groups, settings):
 
     assert demo.has_perm("agentops.start_task") and demo.has_perm("reviews.decide_gate")
     assert not get_user_model().objects.get(username="auditor").has_perm("agentops.start_task")
+
+
+def test_the_demo_users_have_example_addresses_so_notices_reach_them(groups, settings):
+    call_command("seed_demo", verbosity=0)
+    from django.contrib.auth import get_user_model
+
+    users = get_user_model().objects.filter(
+        username__in=["admin", "operator", "auditor", "policyadmin"]
+    )
+    assert sorted(user.email for user in users) == [
+        "admin@example.com",
+        "auditor@example.com",
+        "operator@example.com",
+        "policyadmin@example.com",
+    ]

@@ -30,6 +30,8 @@ class Command(BaseCommand):
         stack = Stack()
         # Seeded scenarios inject timeouts that outlast this tool timeout (see agentops.scenarios).
         stack.env.setdefault("AGENTOPS_TOOL_TIMEOUT_SECONDS", TOOL_TIMEOUT)
+        # Links in notifications point at this web server unless an operator says otherwise.
+        stack.env.setdefault("AGENTOPS_PUBLIC_URL", f"http://127.0.0.1:{port}")
         if "PROMETHEUS_MULTIPROC_DIR" not in stack.env:
             # Every child counts into one fresh directory, so /metrics sums them all.
             metrics_dir = settings.DATA_DIR / "prometheus"

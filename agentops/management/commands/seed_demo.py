@@ -58,6 +58,10 @@ class Command(BaseCommand):
                         User.objects.create_superuser if superuser else User.objects.create_user
                     )
                     user = create(username=username, password=password)
+                if not user.email:
+                    # An example address, so the development console shows the notices' emails.
+                    user.email = f"{username}@example.com"
+                    user.save(update_fields=["email"])
                 # The groups come from the reviews/policies migrations; what each role may do
                 # is registered in reviews.roles.
                 user.groups.add(*Group.objects.filter(name__in=groups))
