@@ -35,6 +35,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from agentops.engine.dispatch import job_waiting
+from agentops.engine.outbound import outbound_check
 from agentops.models import Event, Gate, Task
 from agentops.states import GateStatus, TaskStatus
 from reviews.models import Delivery, Notice, NotificationPreference, NotificationRoute
@@ -356,6 +357,7 @@ def _attempt_failed(delivery_id: int, attempt: int, error: str) -> str:
 
 
 def _send(delivery: Delivery) -> None:
+    outbound_check(f"notification delivery {delivery.pk}")
     if delivery.channel == Channel.EMAIL:
         notice = delivery.notice
         assert delivery.user is not None, "an email delivery has a recipient"

@@ -34,6 +34,7 @@ from django.test import Client
 from django.utils import timezone
 from rq.timeouts import JobTimeoutException, UnixSignalDeathPenalty
 
+from agentops.engine.outbound import OutboundInTransaction
 from agentops.models import Gate, Task
 from agentops.services import task_create
 from reviews.models import (
@@ -493,6 +494,20 @@ def test_the_late_outcome_of_an_attempt_counted_as_abandoned_changes_nothing(
     assert (first, second, late) == (1, 2, False)
     assert delivery.status == DeliveryStatus.PENDING and delivery.attempts == 2
     assert delivery.attempt_started_at == clock.now
+
+
+def test_a_delivery_sent_from_inside_a_transaction_is_refused_before_anything_is_sent(
+    redis_clean, mailbox, receiver
+):
+    endpoint = WebhookEndpoint.objects.create(name="inside", url=receiver.url, secret=SECRET)
+    delivery = due_delivery(endpoint=endpoint)
+
+    with pytest.raises(OutboundInTransaction), transaction.atomic():
+        delivery_send(delivery_id=delivery.pk)
+    delivery.refresh_from_db()
+
+    assert receiver.requests == []
+    assert delivery.status == DeliveryStatus.PENDING and delivery.attempts == 0
 
 
 @pytest.mark.parametrize("channel", [Channel.EMAIL, Channel.WEBHOOK])
