@@ -20,7 +20,7 @@ def in_transaction() -> bool:
     """True when a transaction of the code is open on this thread's connection. The transaction a
     rollback-isolated test wraps around each test does not count (Django marks it, as it does to
     let a durable block run inside it)."""
-    return any(not block._from_testcase for block in connection.atomic_blocks)
+    return any(not getattr(block, "_from_testcase", False) for block in connection.atomic_blocks)
 
 
 def outbound_check(what: str) -> None:
