@@ -35,6 +35,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from agentops.engine.dispatch import job_waiting
+from agentops.engine.jsonvalues import redacted
 from agentops.engine.outbound import outbound_check
 from agentops.models import Event, Gate, Task
 from agentops.states import GateStatus, TaskStatus
@@ -334,8 +335,9 @@ def _error_text(error: BaseException) -> str:
 
 def _attempt_failed(delivery_id: int, attempt: int, error: str) -> str:
     """Record attempt `attempt` as failed: pending again after a backoff that doubles per attempt,
-    or failed with its error once `NOTIFY_MAX_ATTEMPTS` attempts were made."""
-    last_error = error[:1000]
+    or failed with its error once `NOTIFY_MAX_ATTEMPTS` attempts were made. The error is a
+    remote's words: secrets in it are redacted before it is stored."""
+    last_error = str(redacted(error))[:1000]
     if attempt >= _conf("NOTIFY_MAX_ATTEMPTS"):
         delivery_attempt_record(
             delivery_id=delivery_id,

@@ -91,10 +91,11 @@ def receiver() -> Iterator[Receiver]:
 
 class BlackHole:
     """A TCP server that accepts every connection, reads what it is sent and never answers (a
-    hung SMTP server or webhook). Per connection: when it was accepted and when the client hung
-    up (None while it holds on)."""
+    hung SMTP server or webhook), or says `greeting` once and then nothing. Per connection: when
+    it was accepted and when the client hung up (None while it holds on)."""
 
-    def __init__(self) -> None:
+    def __init__(self, greeting: bytes = b"") -> None:
+        self.greeting = greeting
         self.server = socket.create_server(("127.0.0.1", 0))
         self.port = self.server.getsockname()[1]
         self.connections: list[list[float | None]] = []
@@ -113,6 +114,7 @@ class BlackHole:
     def _hold(self, client: socket.socket, held: list[float | None]) -> None:
         with client:
             try:
+                client.sendall(self.greeting)
                 while client.recv(65536):
                     pass
             except OSError:
@@ -420,6 +422,26 @@ def test_an_smtp_server_that_never_answers_fails_the_attempt_within_email_timeou
     assert delivery.status == DeliveryStatus.PENDING and delivery.attempts == 1
     assert delivery.attempt_started_at is None
     assert "timed out" in delivery.last_error
+
+
+def test_what_a_refusing_smtp_server_says_is_stored_with_its_secrets_redacted(
+    redis_clean, mailbox, settings, operator
+):
+    token = "Bearer abcdefghijklmnopqrstuvwxyz0123456789"
+    hole = BlackHole(greeting=f"554 relay refused for {token}\r\n".encode())
+    with_email(operator)
+    smtp_to(settings, hole, timeout=HOLE_TIMEOUT)
+    delivery = due_delivery(user=operator)
+
+    try:
+        result = delivery_send(delivery_id=delivery.pk)
+    finally:
+        hole.close()
+    delivery.refresh_from_db()
+
+    assert result == "attempt 1 failed"
+    assert delivery.last_error.startswith("SMTPConnectError: (554, b'relay refused for")
+    assert "abcdefghijklmnop" not in delivery.last_error and "[redacted]" in delivery.last_error
 
 
 def test_an_attempt_cut_off_by_the_jobs_timeout_is_recorded_with_its_error(
