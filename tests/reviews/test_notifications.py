@@ -590,7 +590,7 @@ def test_a_worker_killed_mid_attempt_counts_it_and_the_jobs_timeout_ends_the_nex
         DJANGO_EMAIL_HOST="127.0.0.1",
         DJANGO_EMAIL_PORT=str(black_hole.port),
         DJANGO_EMAIL_TIMEOUT="30",  # longer than the attempt's deadline below
-        AGENTOPS_NOTIFY_ATTEMPT_TIMEOUT_SECONDS="2",
+        AGENTOPS_NOTIFY_ATTEMPT_TIMEOUT_SECONDS="3",
         AGENTOPS_NOTIFY_MAX_ATTEMPTS="3",
         AGENTOPS_NOTIFY_BACKOFF_SECONDS="0",
     )
