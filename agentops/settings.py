@@ -379,12 +379,15 @@ AGENTOPS: dict[str, Any] = {
     # releases its claim and escalates it to all operators.
     "STOPPED_SLA_SECONDS": env_float("AGENTOPS_STOPPED_SLA_SECONDS", 4 * 3600.0),
     # Notifications: links in messages start here; a gate this close to its timeout is announced
-    # again; failed deliveries are retried (the backoff doubles per attempt) up to the cap.
+    # again; failed deliveries are retried (the backoff doubles per attempt) up to the cap. One
+    # attempt, every SMTP exchange or the whole webhook request, ends within its deadline (each
+    # read and write within EMAIL_TIMEOUT or the webhook timeout).
     "PUBLIC_URL": env_url("AGENTOPS_PUBLIC_URL", "http://127.0.0.1:8000"),
     "NOTIFY_DUE_SOON_SECONDS": env_float("AGENTOPS_NOTIFY_DUE_SOON_SECONDS", 900.0),
     "NOTIFY_MAX_ATTEMPTS": env_int("AGENTOPS_NOTIFY_MAX_ATTEMPTS", 5),
     "NOTIFY_BACKOFF_SECONDS": env_float("AGENTOPS_NOTIFY_BACKOFF_SECONDS", 30.0),
     "WEBHOOK_TIMEOUT_SECONDS": env_float("AGENTOPS_WEBHOOK_TIMEOUT_SECONDS", 5.0),
+    "NOTIFY_ATTEMPT_TIMEOUT_SECONDS": env_float("AGENTOPS_NOTIFY_ATTEMPT_TIMEOUT_SECONDS", 30.0),
     # Bearer token of /metrics (Prometheus); unset, the endpoint answers 404.
     "METRICS_TOKEN": os.environ.get("AGENTOPS_METRICS_TOKEN", ""),
     # Guessing is throttled (agentops.throttle): this many failed logins per username or per
@@ -412,4 +415,7 @@ EMAIL_PORT = env_int("DJANGO_EMAIL_PORT", 25)
 EMAIL_HOST_USER = os.environ.get("DJANGO_EMAIL_HOST_USER", "")
 EMAIL_HOST_PASSWORD = os.environ.get("DJANGO_EMAIL_HOST_PASSWORD", "")
 EMAIL_USE_TLS = env_bool("DJANGO_EMAIL_USE_TLS", False)
+# Seconds the SMTP backend waits to connect and for each answer: a server that accepts and never
+# answers frees the worker after this (Django's default, None, waits forever).
+EMAIL_TIMEOUT = env_float("DJANGO_EMAIL_TIMEOUT", 10.0)
 DEFAULT_FROM_EMAIL = os.environ.get("DJANGO_DEFAULT_FROM_EMAIL", "agentops@localhost")

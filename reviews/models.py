@@ -161,8 +161,10 @@ class Notice(models.Model):
 class Delivery(models.Model):
     """One notice to one recipient over one channel, delivered at least once.
 
-    The sweeper re-drives pending deliveries whose `next_attempt_at` has come; each attempt is an
-    RQ job that records its outcome here.
+    The sweeper enqueues pending deliveries whose `next_attempt_at` has come. Each attempt is an
+    RQ job that claims and counts the attempt (`attempts`, `attempt_started_at`) in a committed
+    UPDATE before it sends, sends with no transaction open, and then records the outcome. While an
+    attempt is in flight `next_attempt_at` is when it counts as abandoned (its worker died).
     """
 
     notice = models.ForeignKey(Notice, on_delete=models.CASCADE, related_name="deliveries")
@@ -177,6 +179,8 @@ class Delivery(models.Model):
         max_length=8, choices=DeliveryStatus.choices, default=DeliveryStatus.PENDING
     )
     attempts = models.PositiveSmallIntegerField(default=0)
+    # Set while an attempt is in flight: claimed and counted, no outcome recorded yet.
+    attempt_started_at = models.DateTimeField(null=True, blank=True)
     next_attempt_at = models.DateTimeField()
     last_error = models.TextField(blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
@@ -198,6 +202,10 @@ class Delivery(models.Model):
             models.CheckConstraint(
                 condition=Q(user__isnull=False) ^ Q(endpoint__isnull=False),
                 name="reviews_delivery_one_recipient",
+            ),
+            models.CheckConstraint(
+                condition=Q(status=DeliveryStatus.PENDING) | Q(attempt_started_at__isnull=True),
+                name="reviews_delivery_settled_not_in_flight",
             ),
         ]
         indexes = [

@@ -5,9 +5,11 @@ The database is the truth here too. `notifications_sweep()` runs inside every sw
 happened from the rows (so nothing is lost when a process dies between the event and the
 notice), records each event once as a `Notice` (a unique constraint makes the scan idempotent),
 fans it out into one `Delivery` per recipient and channel, and enqueues the deliveries that are
-due. `delivery_send()` is the RQ job: it sends one delivery at least once and records the
-outcome; a failure is retried with backoff by later sweeps until the attempt cap, then the
-delivery is marked failed. Nothing else waits on a delivery.
+due. `delivery_send()` is the RQ job: it sends one delivery at least once. Each attempt is
+counted in a committed UPDATE before anything is sent, sent with a deadline and no transaction
+open, and its outcome recorded after; a failure is retried with backoff by later sweeps until the
+attempt cap, then the delivery is marked failed with its last error. An attempt whose worker died
+counts as failed once its deadline has passed. Nothing else waits on a delivery.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import hashlib
 import hmac
 import json
 import logging
+import math
 import time
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -32,10 +35,12 @@ from django.urls import reverse
 from django.utils import timezone
 
 from agentops.engine.dispatch import job_waiting
+from agentops.engine.jsonvalues import redacted
+from agentops.engine.outbound import outbound_check
 from agentops.models import Event, Gate, Task
 from agentops.states import GateStatus, TaskStatus
 from reviews.models import Delivery, Notice, NotificationPreference, NotificationRoute
-from reviews.services import delivery_attempt_record
+from reviews.services import delivery_attempt_begin, delivery_attempt_record
 from reviews.states import Channel, DeliveryStatus, NoticeEvent, Role, WebhookFormat
 
 if TYPE_CHECKING:
@@ -215,10 +220,26 @@ def _after_quiet(user: User, now: datetime) -> datetime:
 # -- sending ------------------------------------------------------------------------------------
 
 
+def _attempt_seconds() -> int:
+    """The deadline of one whole attempt (every SMTP exchange, or the webhook request): the
+    delivery job's RQ timeout, which ends a receiver that trickles bytes within each socket
+    timeout."""
+    return math.ceil(_conf("NOTIFY_ATTEMPT_TIMEOUT_SECONDS"))
+
+
+def _abandoned_after() -> timedelta:
+    """How long after it started an attempt with no recorded outcome counts as abandoned: its
+    deadline, plus the sweeper's grace for the job to record what ended it."""
+    return timedelta(seconds=_attempt_seconds() + _conf("SWEEP_GRACE_SECONDS"))
+
+
 def deliveries_enqueue_due() -> int:
-    """Enqueue a job for every pending delivery whose time has come; returns how many."""
+    """Enqueue a job for every pending delivery whose time has come and that has no attempt in
+    flight; returns how many."""
     due = Delivery.objects.filter(
-        status=DeliveryStatus.PENDING, next_attempt_at__lte=timezone.now()
+        status=DeliveryStatus.PENDING,
+        attempt_started_at=None,
+        next_attempt_at__lte=timezone.now(),
     ).values_list("pk", "attempts")
     queue = django_rq.get_queue("default")
     count = 0
@@ -232,45 +253,75 @@ def deliveries_enqueue_due() -> int:
             job_id=job_id,
             result_ttl=300,
             failure_ttl=86400,
-            job_timeout=60,
+            job_timeout=_attempt_seconds(),
         )
         count += 1
     return count
 
 
+def deliveries_abandoned_fail() -> int:
+    """Count as failed every attempt that was started but recorded no outcome in time (its
+    worker was killed or frozen): the attempt was counted when it began, so it weighs on the
+    cap, and the delivery waits out its backoff like any other failure. Returns how many."""
+    abandoned = list(
+        Delivery.objects.filter(
+            status=DeliveryStatus.PENDING,
+            attempt_started_at__isnull=False,
+            next_attempt_at__lte=timezone.now(),
+        ).values_list("pk", "attempts", "attempt_started_at")
+    )
+    for delivery_id, attempt, started in abandoned:
+        _attempt_failed(
+            delivery_id,
+            attempt,
+            f"Abandoned: the attempt started at {started:%Y-%m-%d %H:%M:%S %Z} recorded no "
+            "outcome (its worker stopped)",
+        )
+    return len(abandoned)
+
+
 def notifications_sweep() -> int:
-    """The sweeper's hook: record new notices, then enqueue due deliveries."""
+    """The sweeper's hook: record new notices, count abandoned attempts, then enqueue due
+    deliveries."""
     notices_find()
+    deliveries_abandoned_fail()
     return deliveries_enqueue_due()
 
 
 def delivery_send(*, delivery_id: int) -> str:
-    """Send one delivery (the RQ job). At least once: the row lock keeps two jobs from sending
-    the same attempt; a crash after sending and before the commit sends it again, and the
-    receiver can tell by `X-Agentops-Delivery`."""
-    with transaction.atomic():
-        delivery = (
-            Delivery.objects.select_for_update(skip_locked=True, of=("self",))
-            .select_related("notice__task", "notice__gate", "user", "endpoint")
-            .filter(
-                pk=delivery_id,
-                status=DeliveryStatus.PENDING,
-                next_attempt_at__lte=timezone.now(),
-            )
-            .first()
-        )
-        if delivery is None:
-            return "nothing to send"
-        try:
-            _send(delivery)
-        except (httpx.HTTPError, OSError, DeliveryRefused) as error:
-            return _record_failure(delivery, error)
-        delivery_attempt_record(
-            delivery_id=delivery.pk,
-            target=DeliveryStatus.SENT,
-            sent_at=timezone.now(),
-            last_error="",
-        )
+    """Send one delivery (the RQ job), with no transaction open and no row lock held while the
+    network is waited on:
+
+    1. claim and count the attempt, committed (`delivery_attempt_begin`): a second job finds it
+       in flight and sends nothing;
+    2. send, within the channel's deadline (`EMAIL_TIMEOUT`, `WEBHOOK_TIMEOUT_SECONDS`) and the
+       job's (`NOTIFY_ATTEMPT_TIMEOUT_SECONDS`);
+    3. record the outcome: sent, or pending again after a backoff, or failed at the cap.
+
+    At least once: a worker that dies after sending and before step 3 leaves the attempt to be
+    counted as abandoned and tried again, and the receiver can tell by `X-Agentops-Delivery`."""
+    attempt = delivery_attempt_begin(delivery_id=delivery_id, window=_abandoned_after())
+    if attempt is None:
+        return "nothing to send"
+    delivery = Delivery.objects.select_related(
+        "notice__task", "notice__gate", "user", "endpoint"
+    ).get(pk=delivery_id)
+    try:
+        _send(delivery)
+    except (httpx.HTTPError, OSError, DeliveryRefused) as error:
+        return _attempt_failed(delivery_id, attempt, _error_text(error))
+    except Exception as error:
+        # Anything else that ends the attempt (the job's timeout, a backend's own error) is
+        # recorded with its error before it propagates, so the attempt is never left unrecorded.
+        _attempt_failed(delivery_id, attempt, _error_text(error))
+        raise
+    delivery_attempt_record(
+        delivery_id=delivery_id,
+        attempt=attempt,
+        target=DeliveryStatus.SENT,
+        sent_at=timezone.now(),
+        last_error="",
+    )
     return "sent"
 
 
@@ -278,27 +329,37 @@ class DeliveryRefused(Exception):
     """The receiver answered, but not with a 2xx."""
 
 
-def _record_failure(delivery: Delivery, error: Exception) -> str:
-    """Record a failed attempt: pending again after a doubling backoff, or failed at the cap."""
-    attempts = delivery.attempts + 1
-    last_error = f"{error.__class__.__name__}: {error}"[:1000]
-    if attempts >= _conf("NOTIFY_MAX_ATTEMPTS"):
+def _error_text(error: BaseException) -> str:
+    return f"{error.__class__.__name__}: {error}"
+
+
+def _attempt_failed(delivery_id: int, attempt: int, error: str) -> str:
+    """Record attempt `attempt` as failed: pending again after a backoff that doubles per attempt,
+    or failed with its error once `NOTIFY_MAX_ATTEMPTS` attempts were made. The error is a
+    remote's words: secrets in it are redacted before it is stored."""
+    last_error = str(redacted(error))[:1000]
+    if attempt >= _conf("NOTIFY_MAX_ATTEMPTS"):
         delivery_attempt_record(
-            delivery_id=delivery.pk, target=DeliveryStatus.FAILED, last_error=last_error
+            delivery_id=delivery_id,
+            attempt=attempt,
+            target=DeliveryStatus.FAILED,
+            last_error=last_error,
         )
     else:
-        backoff = _conf("NOTIFY_BACKOFF_SECONDS") * 2 ** (attempts - 1)
+        backoff = _conf("NOTIFY_BACKOFF_SECONDS") * 2 ** (attempt - 1)
         delivery_attempt_record(
-            delivery_id=delivery.pk,
+            delivery_id=delivery_id,
+            attempt=attempt,
             target=DeliveryStatus.PENDING,
             last_error=last_error,
             next_attempt_at=timezone.now() + timedelta(seconds=backoff),
         )
-    logger.warning("notification %s attempt %s failed: %s", delivery.pk, attempts, error)
-    return f"attempt {attempts} failed"
+    logger.warning("notification %s attempt %s failed: %s", delivery_id, attempt, error)
+    return f"attempt {attempt} failed"
 
 
 def _send(delivery: Delivery) -> None:
+    outbound_check(f"notification delivery {delivery.pk}")
     if delivery.channel == Channel.EMAIL:
         notice = delivery.notice
         assert delivery.user is not None, "an email delivery has a recipient"

@@ -16,6 +16,7 @@ from django.conf import settings
 from django.db import connection
 
 from agentops.engine.errors import LeaseLost
+from agentops.engine.outbound import outbound_check
 from agentops.engine.transitions import Lease, lease_deadline
 from agentops.models import Task
 from agentops.states import TaskStatus
@@ -60,7 +61,8 @@ class Heartbeat:
     @contextmanager
     def call(self) -> Iterator[None]:
         """Keep the lease alive during one external call; raise LeaseLost after it if a renewal
-        found the lease gone."""
+        found the lease gone. The call must not be made inside a transaction (checked)."""
+        outbound_check(f"task {self.lease.task_id}: an external call")
         self._armed.set()
         try:
             yield

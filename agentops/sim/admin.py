@@ -14,7 +14,13 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from agentops.sim.models import Effect, Fault, FaultMode
-from agentops.sim.services import FaultInvalid, fault_check, fault_reset, fault_set
+from agentops.sim.services import (
+    FaultInvalid,
+    delay_check,
+    fault_check,
+    fault_reset,
+    fault_set,
+)
 from agentops.sim.world import ENDPOINTS
 
 
@@ -32,8 +38,10 @@ class FaultSettingsForm(forms.ModelForm):
         if spent and self.has_changed():
             # 0 is what a "next N calls" fault counts down to; saving it would set nothing.
             self.add_error("remaining", "Give at least 1, or leave empty for every call.")
-        if (cleaned.get("delay_seconds") or 0) < 0:
-            self.add_error("delay_seconds", "Give zero or more seconds.")
+        try:
+            delay_check(cleaned.get("delay_seconds") or 0)
+        except FaultInvalid as exc:
+            self.add_error("delay_seconds", str(exc))
         return cleaned
 
 

@@ -12,6 +12,10 @@ from django.db import transaction
 from agentops.sim.models import Fault, FaultMode
 from agentops.sim.world import ENDPOINTS
 
+# The longest a fault may hold a request (or announce in Retry-After): past every client's
+# deadline, so each timeout can be shown, but never a thread of the services parked for good.
+MAX_DELAY_SECONDS = 120.0
+
 
 class FaultInvalid(ValueError):
     """An unknown endpoint or mode, or a count or delay out of range; the message lists choices."""
@@ -32,6 +36,14 @@ def fault_check(*, service: str, operation: str, mode: str | None = None) -> Non
         raise FaultInvalid(f"unknown mode {mode!r}; valid modes: {', '.join(FaultMode.values)}")
 
 
+def delay_check(delay: float) -> None:
+    """Raise FaultInvalid unless `delay` is between 0 and MAX_DELAY_SECONDS."""
+    if not 0 <= delay <= MAX_DELAY_SECONDS:
+        raise FaultInvalid(
+            f"delay must be zero or more seconds, at most {MAX_DELAY_SECONDS:g}, not {delay:g}"
+        )
+
+
 def fault_set(
     *,
     service: str,
@@ -48,8 +60,7 @@ def fault_set(
     fault_check(service=service, operation=operation, mode=mode)
     if count is not None and count < 1:
         raise FaultInvalid(f"count must be at least 1 (or omitted for every call), not {count}")
-    if delay < 0:
-        raise FaultInvalid(f"delay must be zero or more seconds, not {delay:g}")
+    delay_check(delay)
     with transaction.atomic():
         fault, _ = Fault.objects.update_or_create(
             service=service,

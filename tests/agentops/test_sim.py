@@ -268,6 +268,8 @@ def test_fault_set_rejects_unknown_endpoints_and_modes_listing_choices():
         fault_set(service="payments", operation="refund", mode="429", count=0)
     with pytest.raises(FaultInvalid, match="zero or more"):
         fault_set(service="payments", operation="refund", mode="slow", delay=-1)
+    with pytest.raises(FaultInvalid, match="at most 120, not 121"):
+        fault_set(service="payments", operation="refund", mode="timeout_before", delay=121)
     assert Fault.objects.count() == 0
 
 
@@ -415,6 +417,24 @@ def test_admin_rejects_a_zero_count(admin_client):
 
     assert response.status_code == 200
     assert "Give at least 1" in response.content.decode()
+    assert Fault.objects.count() == 0
+
+
+@db
+def test_admin_rejects_a_delay_past_the_longest_a_fault_may_hold_a_request(admin_client):
+    response = admin_client.post(
+        "/admin/sim/fault/add/",
+        {
+            "service": "payments",
+            "operation": "refund",
+            "mode": "timeout_before",
+            "remaining": "",
+            "delay_seconds": "86400",
+        },
+    )
+
+    assert response.status_code == 200
+    assert "at most 120, not 86400" in response.content.decode()
     assert Fault.objects.count() == 0
 
 

@@ -7,13 +7,17 @@ from __future__ import annotations
 from typing import Any
 
 from django.test import Client
+from django.utils import timezone
 
 from agentops.models import Gate, Task
 from agentops.services import task_create
 from agentops.sim.models import Effect
 from agentops.sim.services import fault_set
 from agentops.states import GateStatus, TaskStatus
+from reviews.models import Delivery, Notice, WebhookEndpoint
+from reviews.states import Channel, NoticeEvent
 from tests.agentops.test_runner import run_until_parked_or_done
+from tests.statuses import status_walk
 
 
 def client_for(user: Any, *, enforce_csrf_checks: bool = False) -> Client:
@@ -83,3 +87,24 @@ def audited_refund(*, goal: str = "Refund order A1001", created_by: Any = None) 
 
 def effects(service: str, operation: str) -> int:
     return Effect.objects.filter(service=service, operation=operation).count()
+
+
+def due_delivery(*, user: Any = None, endpoint: WebhookEndpoint | None = None) -> Delivery:
+    """One delivery due now, by email to `user` or to the webhook `endpoint`, of a notice about
+    a finished task (rows built directly: no engine, no sweep)."""
+    task = Task.objects.create(agent="bench_noop", goal="Notified task", step_count=1)
+    status_walk(task, TaskStatus.SUCCEEDED)
+    notice = Notice.objects.create(
+        event=NoticeEvent.TASK_STOPPED,
+        subject=f"task:{task.pk}@1",
+        task=task,
+        text=f"Task {task.pk} stopped for a human.",
+        link=f"https://agentops.example.com/review/tasks/{task.pk}/recover",
+    )
+    return Delivery.objects.create(
+        notice=notice,
+        channel=Channel.EMAIL if user is not None else Channel.WEBHOOK,
+        user=user,
+        endpoint=endpoint,
+        next_attempt_at=timezone.now(),
+    )

@@ -1,6 +1,10 @@
 """Notifications: a gate opening, a gate near its timeout and a stopped task reach the right
 people once, by email (Django's locmem and file backends) and by signed webhook (a local HTTP
 receiver), with a working link; failures are retried with backoff and finally marked failed.
+
+Every attempt is counted and committed before it sends and holds no transaction or lock while it
+waits; a receiver that accepts and never answers (a real socket, for SMTP and for webhooks) holds
+a worker no longer than its timeout, and an attempt whose worker died is counted, never lost.
 """
 
 from __future__ import annotations
@@ -8,8 +12,12 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import os
+import signal
+import socket
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from datetime import time as clock
 from datetime import timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -17,12 +25,16 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
+import django_rq
 import pytest
 from django.contrib.auth.models import Group
 from django.core import mail
+from django.db import connection, transaction
 from django.test import Client
 from django.utils import timezone
+from rq.timeouts import JobTimeoutException, UnixSignalDeathPenalty
 
+from agentops.engine.outbound import OutboundInTransaction
 from agentops.models import Gate, Task
 from agentops.services import task_create
 from reviews.models import (
@@ -33,9 +45,10 @@ from reviews.models import (
     WebhookEndpoint,
 )
 from reviews.notifications import delivery_send, notices_find, notifications_sweep
-from reviews.states import DeliveryStatus, NoticeEvent
+from reviews.services import delivery_attempt_begin, delivery_attempt_record
+from reviews.states import Channel, DeliveryStatus, NoticeEvent
 from tests.conftest import wait_for
-from tests.reviews.builders import client_for, gated_refund, stopped_trip
+from tests.reviews.builders import client_for, due_delivery, gated_refund, stopped_trip
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -48,12 +61,16 @@ class Receiver:
     def __init__(self) -> None:
         self.requests: list[tuple[dict[str, str], bytes]] = []
         self.status = 200
+        # Called while the request is held open, before the answer (to look at the database).
+        self.during: Callable[[], None] | None = None
         receiver = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers["Content-Length"]))
                 receiver.requests.append((dict(self.headers), body))
+                if receiver.during is not None:
+                    receiver.during()
                 self.send_response(receiver.status)
                 self.end_headers()
 
@@ -70,6 +87,54 @@ def receiver() -> Iterator[Receiver]:
     receiver = Receiver()
     yield receiver
     receiver.server.shutdown()
+
+
+class BlackHole:
+    """A TCP server that accepts every connection, reads what it is sent and never answers (a
+    hung SMTP server or webhook), or says `greeting` once and then nothing. Per connection: when
+    it was accepted and when the client hung up (None while it holds on)."""
+
+    def __init__(self, greeting: bytes = b"") -> None:
+        self.greeting = greeting
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.port = self.server.getsockname()[1]
+        self.connections: list[list[float | None]] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self.server.accept()
+            except OSError:
+                return  # closed at teardown
+            held: list[float | None] = [time.monotonic(), None]
+            self.connections.append(held)
+            threading.Thread(target=self._hold, args=(client, held), daemon=True).start()
+
+    def _hold(self, client: socket.socket, held: list[float | None]) -> None:
+        with client:
+            try:
+                client.sendall(self.greeting)
+                while client.recv(65536):
+                    pass
+            except OSError:
+                pass  # a reset is a hang-up too
+        held[1] = time.monotonic()
+
+    def held_seconds(self) -> list[float]:
+        """How long each finished connection was held by its client."""
+        return [end - start for start, end in self.connections if start and end]
+
+    def close(self) -> None:
+        self.server.shutdown(socket.SHUT_RDWR)
+        self.server.close()
+
+
+@pytest.fixture
+def black_hole() -> Iterator[BlackHole]:
+    hole = BlackHole()
+    yield hole
+    hole.close()
 
 
 @pytest.fixture
@@ -293,6 +358,268 @@ def test_the_sweeper_and_a_worker_deliver_a_notice_end_to_end(processes, tmp_pat
     assert Task.objects.get(pk=task.pk).status == "awaiting_approval"
     assert len(messages) == 1 and "olga@example.com" in messages[0]
     assert f"/review/gates/{Gate.objects.get(task=task).pk}" in messages[0]
+
+
+# -- attempts: counted before, recorded after, never waited on inside a transaction ------------
+
+HOLE_TIMEOUT = 1.0  # the SMTP and webhook timeouts of the black-hole tests, in seconds
+
+
+def smtp_to(settings: Any, hole: BlackHole, *, timeout: float) -> None:
+    settings.EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
+    settings.EMAIL_HOST, settings.EMAIL_PORT = "127.0.0.1", hole.port
+    settings.EMAIL_TIMEOUT = timeout
+
+
+def test_an_attempt_is_committed_before_the_request_and_holds_no_lock_while_it_waits(
+    redis_clean, mailbox, receiver
+):
+    endpoint = WebhookEndpoint.objects.create(name="look", url=receiver.url, secret=SECRET)
+    delivery = due_delivery(endpoint=endpoint)
+    seen: dict[str, Any] = {}
+
+    def look() -> None:
+        # Another connection, while the request is held open by the receiver.
+        try:
+            seen["row"] = Delivery.objects.values("status", "attempts", "attempt_started_at").get(
+                pk=delivery.pk
+            )
+            with transaction.atomic():
+                rows = Delivery.objects.select_for_update(nowait=True).filter(pk=delivery.pk)
+                seen["locked_by_us"] = len(list(rows))
+            seen["second_job"] = delivery_send(delivery_id=delivery.pk)
+        finally:
+            connection.close()
+
+    receiver.during = look
+    result = delivery_send(delivery_id=delivery.pk)
+    delivery.refresh_from_db()
+
+    assert seen["row"]["status"] == DeliveryStatus.PENDING
+    assert seen["row"]["attempts"] == 1 and seen["row"]["attempt_started_at"] is not None
+    assert seen["locked_by_us"] == 1  # NOWAIT: no transaction of the sender holds the row
+    assert seen["second_job"] == "nothing to send"  # the attempt in flight is not sent twice
+    assert result == "sent" and len(receiver.requests) == 1
+    assert delivery.status == DeliveryStatus.SENT and delivery.attempts == 1
+    assert delivery.attempt_started_at is None
+
+
+def test_an_smtp_server_that_never_answers_fails_the_attempt_within_email_timeout(
+    redis_clean, mailbox, black_hole, settings, operator
+):
+    with_email(operator)
+    smtp_to(settings, black_hole, timeout=HOLE_TIMEOUT)
+    delivery = due_delivery(user=operator)
+
+    started = time.monotonic()
+    result = delivery_send(delivery_id=delivery.pk)
+    took = time.monotonic() - started
+    delivery.refresh_from_db()
+
+    assert result == "attempt 1 failed"
+    assert took < HOLE_TIMEOUT + 1.5
+    assert len(black_hole.connections) == 1
+    assert delivery.status == DeliveryStatus.PENDING and delivery.attempts == 1
+    assert delivery.attempt_started_at is None
+    assert "timed out" in delivery.last_error
+
+
+def test_what_a_refusing_smtp_server_says_is_stored_with_its_secrets_redacted(
+    redis_clean, mailbox, settings, operator
+):
+    token = "Bearer abcdefghijklmnopqrstuvwxyz0123456789"
+    hole = BlackHole(greeting=f"554 relay refused for {token}\r\n".encode())
+    with_email(operator)
+    smtp_to(settings, hole, timeout=HOLE_TIMEOUT)
+    delivery = due_delivery(user=operator)
+
+    try:
+        result = delivery_send(delivery_id=delivery.pk)
+    finally:
+        hole.close()
+    delivery.refresh_from_db()
+
+    assert result == "attempt 1 failed"
+    assert delivery.last_error.startswith("SMTPConnectError: (554, b'relay refused for")
+    assert "abcdefghijklmnop" not in delivery.last_error and "[redacted]" in delivery.last_error
+
+
+def test_an_attempt_cut_off_by_the_jobs_timeout_is_recorded_with_its_error(
+    redis_clean, mailbox, black_hole, settings, operator
+):
+    with_email(operator)
+    smtp_to(settings, black_hole, timeout=30.0)  # the job's deadline comes first
+    delivery = due_delivery(user=operator)
+
+    with pytest.raises(JobTimeoutException), UnixSignalDeathPenalty(1, JobTimeoutException):
+        delivery_send(delivery_id=delivery.pk)
+    delivery.refresh_from_db()
+
+    assert delivery.status == DeliveryStatus.PENDING and delivery.attempts == 1
+    assert delivery.attempt_started_at is None
+    assert delivery.last_error.startswith("JobTimeoutException")
+
+
+def test_an_attempt_whose_worker_died_counts_once_its_deadline_passed_then_waits_its_backoff(
+    redis_clean, mailbox, clock, settings
+):
+    settings.AGENTOPS = {
+        **settings.AGENTOPS,
+        "NOTIFY_ATTEMPT_TIMEOUT_SECONDS": 30.0,
+        "SWEEP_GRACE_SECONDS": 5.0,
+        "NOTIFY_BACKOFF_SECONDS": 10.0,
+    }
+    endpoint = WebhookEndpoint.objects.create(name="gone", url="http://127.0.0.1:9/", secret=SECRET)
+    delivery = due_delivery(endpoint=endpoint)
+    queue = django_rq.get_queue("default")
+    in_flight, after_deadline, after_backoff = [], [], []
+
+    for attempt in (1, 2, 3):
+        # What a worker killed mid-send leaves behind: the attempt claimed and committed.
+        assert delivery_attempt_begin(delivery_id=delivery.pk, window=timedelta(seconds=35)) == (
+            attempt
+        )
+        started = clock.now
+        clock.at(started + timedelta(seconds=34))
+        in_flight.append(notifications_sweep())
+        clock.at(started + timedelta(seconds=36))
+        after_deadline.append(notifications_sweep())
+        clock.at(started + timedelta(seconds=36 + 10 * 2 ** (attempt - 1)))
+        after_backoff.append(notifications_sweep())
+    delivery.refresh_from_db()
+
+    assert in_flight == [0, 0, 0]  # an attempt in flight is never re-enqueued blind
+    assert after_deadline == [0, 0, 0]  # counted as failed, then its backoff
+    assert after_backoff == [1, 1, 0]  # the third attempt was the last
+    assert queue.job_ids == [f"deliver-{delivery.pk}-1", f"deliver-{delivery.pk}-2"]
+    assert delivery.status == DeliveryStatus.FAILED and delivery.attempts == 3
+    assert delivery.attempt_started_at is None
+    assert delivery.last_error.startswith("Abandoned: the attempt started at")
+
+
+def test_the_late_outcome_of_an_attempt_counted_as_abandoned_changes_nothing(
+    redis_clean, mailbox, clock
+):
+    endpoint = WebhookEndpoint.objects.create(name="late", url="http://127.0.0.1:9/", secret=SECRET)
+    delivery = due_delivery(endpoint=endpoint)
+    window = timedelta(seconds=35)
+
+    first = delivery_attempt_begin(delivery_id=delivery.pk, window=window)
+    clock.at(clock.now + timedelta(seconds=36))
+    notifications_sweep()
+    second = delivery_attempt_begin(delivery_id=delivery.pk, window=window)
+    late = delivery_attempt_record(
+        delivery_id=delivery.pk, attempt=1, target=DeliveryStatus.SENT, sent_at=clock.now
+    )
+    delivery.refresh_from_db()
+
+    assert (first, second, late) == (1, 2, False)
+    assert delivery.status == DeliveryStatus.PENDING and delivery.attempts == 2
+    assert delivery.attempt_started_at == clock.now
+
+
+def test_a_delivery_sent_from_inside_a_transaction_is_refused_before_anything_is_sent(
+    redis_clean, mailbox, receiver
+):
+    endpoint = WebhookEndpoint.objects.create(name="inside", url=receiver.url, secret=SECRET)
+    delivery = due_delivery(endpoint=endpoint)
+
+    with pytest.raises(OutboundInTransaction), transaction.atomic():
+        delivery_send(delivery_id=delivery.pk)
+    delivery.refresh_from_db()
+
+    assert receiver.requests == []
+    assert delivery.status == DeliveryStatus.PENDING and delivery.attempts == 0
+
+
+@pytest.mark.parametrize("channel", [Channel.EMAIL, Channel.WEBHOOK])
+def test_a_receiver_that_never_answers_frees_the_worker_within_its_timeout_and_fails_at_the_cap(
+    channel, processes, black_hole, operator
+):
+    with_email(operator)
+    processes.env.update(
+        DJANGO_EMAIL_BACKEND="django.core.mail.backends.smtp.EmailBackend",
+        DJANGO_EMAIL_HOST="127.0.0.1",
+        DJANGO_EMAIL_PORT=str(black_hole.port),
+        DJANGO_EMAIL_TIMEOUT=str(HOLE_TIMEOUT),
+        AGENTOPS_WEBHOOK_TIMEOUT_SECONDS=str(HOLE_TIMEOUT),
+        AGENTOPS_NOTIFY_MAX_ATTEMPTS="3",
+        AGENTOPS_NOTIFY_BACKOFF_SECONDS="0.5",
+    )
+    if channel == Channel.EMAIL:
+        delivery = due_delivery(user=operator)
+    else:
+        hook = f"http://127.0.0.1:{black_hole.port}/hook"
+        delivery = due_delivery(
+            endpoint=WebhookEndpoint.objects.create(name="hole", url=hook, secret=SECRET)
+        )
+    processes.worker()  # one worker: while it waits on the black hole, nobody else works
+    processes.sweeper()
+
+    wait_for(lambda: black_hole.connections, timeout=60, message="the first attempt")
+    asked = time.monotonic()
+    task = task_create(agent="bench_noop", goal="meanwhile", input={"steps": 2, "payload_kb": 0})
+    wait_for(
+        lambda: Task.objects.filter(pk=task.pk, lease_epoch__gt=0).exists(),
+        timeout=5,
+        interval=0.05,
+        message="the task started meanwhile to be claimed",
+    )
+    claimed_after = time.monotonic() - asked
+    wait_for(
+        lambda: Delivery.objects.filter(pk=delivery.pk, status=DeliveryStatus.FAILED).exists(),
+        timeout=60,
+        message="the delivery to fail at its cap",
+    )
+    delivery.refresh_from_db()
+    wait_for(lambda: len(black_hole.held_seconds()) == 3, timeout=5, message="three hang-ups")
+
+    assert claimed_after < 5
+    assert len(black_hole.connections) == 3
+    assert all(held < HOLE_TIMEOUT + 1.5 for held in black_hole.held_seconds())
+    assert delivery.attempts == 3 and delivery.attempt_started_at is None
+    assert "timed out" in delivery.last_error
+
+
+def test_a_worker_killed_mid_attempt_counts_it_and_the_jobs_timeout_ends_the_next_ones(
+    processes, black_hole, operator
+):
+    with_email(operator)
+    processes.env.update(
+        DJANGO_EMAIL_BACKEND="django.core.mail.backends.smtp.EmailBackend",
+        DJANGO_EMAIL_HOST="127.0.0.1",
+        DJANGO_EMAIL_PORT=str(black_hole.port),
+        DJANGO_EMAIL_TIMEOUT="30",  # longer than the attempt's deadline below
+        AGENTOPS_NOTIFY_ATTEMPT_TIMEOUT_SECONDS="3",
+        AGENTOPS_NOTIFY_MAX_ATTEMPTS="3",
+        AGENTOPS_NOTIFY_BACKOFF_SECONDS="0",
+    )
+    delivery = due_delivery(user=operator)
+    doomed = processes.worker()
+    processes.sweeper()
+
+    wait_for(lambda: black_hole.connections, timeout=60, message="the first attempt")
+    os.killpg(doomed.pid, signal.SIGKILL)
+    doomed.wait(timeout=10)
+    killed = Delivery.objects.get(pk=delivery.pk)
+    abandoned = wait_for(
+        lambda: Delivery.objects.filter(pk=delivery.pk, last_error__startswith="Abandoned").first(),
+        timeout=30,
+        message="the sweeper to count the abandoned attempt",
+    )
+    processes.worker()
+    wait_for(
+        lambda: Delivery.objects.filter(pk=delivery.pk, status=DeliveryStatus.FAILED).exists(),
+        timeout=60,
+        message="the delivery to fail at its cap",
+    )
+    delivery.refresh_from_db()
+
+    assert killed.attempts == 1 and killed.attempt_started_at is not None
+    assert abandoned.attempts == 1 and abandoned.attempt_started_at is None
+    assert len(black_hole.connections) == 3
+    assert delivery.attempts == 3 and delivery.attempt_started_at is None
+    assert delivery.last_error.startswith("JobTimeoutException")
 
 
 def test_the_account_page_saves_preferences_and_refuses_half_quiet_hours(operator):

@@ -1,0 +1,31 @@
+"""The rule every outbound call keeps: none is made with a database transaction open.
+
+A model call, a tool call, a probe or a notification waits on a remote that may hang until its
+deadline (each client's timeout; docs/operations.md lists them). Made inside a transaction, that
+wait would hold the transaction and its row locks and stall every worker that needs the rows, so
+phases before and after a call commit on their own and the call runs between them. The engine's
+calls pass through `Heartbeat.call()`, notifications through their sender: both check here.
+"""
+
+from __future__ import annotations
+
+from django.db import connection
+
+
+class OutboundInTransaction(RuntimeError):
+    """A programming error: an outbound call was about to be made inside a transaction."""
+
+
+def in_transaction() -> bool:
+    """True when a transaction of the code is open on this thread's connection. The transaction a
+    rollback-isolated test wraps around each test does not count (Django marks it, as it does to
+    let a durable block run inside it)."""
+    return any(not getattr(block, "_from_testcase", False) for block in connection.atomic_blocks)
+
+
+def outbound_check(what: str) -> None:
+    """Raise OutboundInTransaction unless `what`, an outbound call, may be made now."""
+    if in_transaction():
+        raise OutboundInTransaction(
+            f"{what} would wait on a remote inside a database transaction; commit first"
+        )
