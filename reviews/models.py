@@ -143,7 +143,8 @@ class Notice(models.Model):
     )
     rule = models.CharField(max_length=200, blank=True)
     text = models.TextField()
-    link = models.URLField(max_length=500)
+    # The page's path: messages put AGENTOPS_PUBLIC_URL before it when they are sent.
+    link = models.CharField(max_length=500)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

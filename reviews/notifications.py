@@ -22,6 +22,7 @@ import math
 import time
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 import django_rq
 import httpx
@@ -58,6 +59,12 @@ def _conf(name: str) -> Any:
 def public_link(path: str) -> str:
     """An absolute link for a message read outside the product (AGENTOPS_PUBLIC_URL)."""
     return f"{_conf('PUBLIC_URL').rstrip('/')}{path}"
+
+
+def notice_link(notice: Notice) -> str:
+    """The notice's page, from AGENTOPS_PUBLIC_URL as it is when the message is sent: a notice
+    keeps only its path (older rows kept a whole URL: its path is used)."""
+    return public_link(urlsplit(notice.link).path)
 
 
 # -- finding what happened ----------------------------------------------------------------------
@@ -116,12 +123,12 @@ def _notice_create(
     if gate is not None:
         task = gate.task
         text = _gate_text(gate, event)
-        link = public_link(reverse("reviews:gate", args=[gate.pk]))
+        link = reverse("reviews:gate", args=[gate.pk])
     else:
         assert task is not None
         kind = (task.failure or {}).get("kind", "unknown")
         text = f"Task {task.pk} ({task.agent}) stopped for a human ({kind}). Goal: {task.goal}"
-        link = public_link(reverse("reviews:recover", args=[task.pk]))
+        link = reverse("reviews:recover", args=[task.pk])
     try:
         with transaction.atomic():
             notice = Notice.objects.create(
@@ -365,7 +372,7 @@ def _send(delivery: Delivery) -> None:
         assert delivery.user is not None, "an email delivery has a recipient"
         send_mail(
             subject=f"[agentops] {notice.get_event_display()}: task {notice.task_id}",
-            message=f"{notice.text}\n\nOpen it: {notice.link}\n",
+            message=f"{notice.text}\n\nOpen it: {notice_link(notice)}\n",
             from_email=None,
             recipient_list=[delivery.user.email],
         )
@@ -409,7 +416,7 @@ def webhook_body(delivery: Delivery) -> dict[str, Any]:
     assert delivery.endpoint is not None, "a webhook delivery has an endpoint"
     if delivery.endpoint.body_format == WebhookFormat.SLACK:
         return {
-            "text": f"{_slack_escape(notice.text)} <{notice.link}|Open in agentops>",
+            "text": f"{_slack_escape(notice.text)} <{notice_link(notice)}|Open in agentops>",
         }
     return {
         "event": notice.event,
@@ -426,5 +433,5 @@ def webhook_body(delivery: Delivery) -> dict[str, Any]:
             else None
         ),
         "text": notice.text,
-        "link": notice.link,
+        "link": notice_link(notice),
     }

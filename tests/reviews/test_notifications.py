@@ -314,9 +314,24 @@ def test_a_stopped_task_is_announced_with_a_link_to_its_recovery_panel(
 
     notice = Notice.objects.get(event=NoticeEvent.TASK_STOPPED)
     assert notice.subject.startswith(f"task:{task.pk}@")
-    assert notice.link.endswith(f"/review/tasks/{task.pk}/recover")
+    assert notice.link == f"/review/tasks/{task.pk}/recover"
     assert [m.to for m in mailbox] == [["olga@example.com"]]
     assert client_for(operator).get(urlparse(notice.link).path).status_code == 200
+
+
+def test_links_are_built_when_the_message_is_sent_from_the_public_url_then(
+    sim_server, redis_clean, mailbox, operator, settings
+):
+    with_email(operator)
+    gate = Gate.objects.get(task=gated_refund())
+    notices_find()  # the notice is made while the product is at one address ...
+    settings.AGENTOPS = {**settings.AGENTOPS, "PUBLIC_URL": "http://127.0.0.1:8123"}
+
+    send_all()  # ... and sent once it has moved
+
+    assert Notice.objects.get().link == f"/review/gates/{gate.pk}"
+    (message,) = mailbox
+    assert f"Open it: http://127.0.0.1:8123/review/gates/{gate.pk}\n" in message.body
 
 
 def test_a_slack_body_escapes_what_the_goal_says(sim_server, redis_clean, mailbox, receiver):
