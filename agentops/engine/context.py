@@ -21,6 +21,7 @@ import hashlib
 import math
 import operator
 import sys
+from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from itertools import chain
@@ -206,12 +207,14 @@ class PromptCache:
 
     Bounded by `max_bytes` of what the entries made (their text; the rows they were made from
     are the run's): the least recently used entries go first, and an entry heavier than the
-    whole bound is not kept. `peak_bytes` is the most it held."""
+    whole bound is not kept. `peak_bytes` is the most it held; `made` counts the values made
+    (not reused) per kind: "exchange", "summary", "goal"."""
 
     def __init__(self, max_bytes: int = CACHE_BYTES) -> None:
         self.max_bytes = max_bytes
         self.bytes = 0
         self.peak_bytes = 0
+        self.made: Counter[str] = Counter()
         # Least recently used first (a dict keeps its insertion order).
         self._entries: dict[Slot, tuple[Any, int]] = {}
 
@@ -268,6 +271,7 @@ def _remembered(
     ):
         return cast(T, cached[2])
     value = make()
+    cache.made[kind] += 1
     if pk is not None:
         # The sources are kept (not their ids), so they cannot be reused by other objects.
         cache.put((kind, pk), (key, sources, value), weigh(value))
