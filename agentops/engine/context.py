@@ -8,6 +8,10 @@ Exchanges are in the chat-completions format: the assistant's `tool_calls` carry
 with the step's model response, and each result is a `tool` message answering its id, so a context
 rebuilt after a crash sends the same ids. The prompt is kept under a budget (a fraction of the
 model's window, default 50 %): older work is summarized first, then the summary is shortened.
+
+What building a prompt makes (a step's exchange, its summary line) is reused by the next prompts
+through a `PromptCache`: the runner holds one per time slice and drops it when the slice ends,
+and it is bounded by bytes, so a worker keeps nothing of the tasks it advanced before.
 """
 
 from __future__ import annotations
@@ -16,6 +20,8 @@ import bisect
 import hashlib
 import math
 import operator
+import sys
+from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from itertools import chain
@@ -86,7 +92,8 @@ class _Exchange:
     """A completed step's exchange: the assistant turn and the results answering its calls
     (whole, or shortened when the exchange is not the latest), each message with its canonical
     JSON. Made once per step and kept while the step's recorded values are the same (see
-    `_exchange_messages`): an exchange is in the prompts of the next five steps."""
+    `_exchange_messages`): an exchange is in the prompts of the next five steps, the latest
+    of them whole, so both forms are made at once and `weight` is fixed from then on."""
 
     def __init__(self, step: Step) -> None:
         response = step.model_response or {}
@@ -96,45 +103,47 @@ class _Exchange:
         ]
         calls = calls or _engine_calls(step)
         self.ids = [str(c["id"]) for c in calls]
-        self.step_status = step.status
-        self.output = step.output
         assistant = assistant_message(text, calls)
         self.assistant: list[Message] = (
             [(assistant, canonical_json(assistant))] if calls or text else []
         )
-        self._output_text: str | None = None
-        self._messages: dict[bool, list[Message]] = {}
+        # The output is serialized once, for its size, whole and shortened; only the tool
+        # messages made from it are kept.
+        output = step.output
+        output_text = (
+            canonical_json(output) if output is not None and not is_pointer(output) else None
+        )
+        self._messages = {
+            verbatim: self._made(step, output_text, verbatim=verbatim) for verbatim in (True, False)
+        }
+        self.weight = text_bytes(text for made in self._messages.values() for _, text in made)
 
     def messages(self, *, verbatim: bool) -> list[Message]:
-        if not self.ids:
-            return self.assistant
-        if verbatim not in self._messages:
-            content, content_text = self._result(verbatim=verbatim)
-            # Every call of the assistant message is answered, as the API requires.
-            self._messages[verbatim] = [
-                *self.assistant,
-                *(
-                    (tool_message(id, content), _tool_message_text(id, content_text))
-                    for id in self.ids
-                ),
-            ]
         return self._messages[verbatim]
 
-    def _result(self, *, verbatim: bool) -> tuple[Any, str]:
-        """The result the tool messages carry, and its canonical JSON."""
-        if self.output is None:
-            content: Any = f"(no result: step {self.step_status})"
-        elif is_pointer(self.output):
-            content = _short(self.output)
-        else:
-            if self._output_text is None:
-                # The output is serialized once: for its size, whole, and shortened.
-                self._output_text = canonical_json(self.output)
-            text = self._output_text
-            if verbatim or len(text) <= RECENT_RESULT_CHARS:
-                return self.output, text
-            content = _shortened(text)
-        return content, canonical_json(content)
+    def _made(self, step: Step, output_text: str | None, *, verbatim: bool) -> list[Message]:
+        if not self.ids:
+            return self.assistant
+        content, content_text = _result(step, output_text, verbatim=verbatim)
+        # Every call of the assistant message is answered, as the API requires.
+        return [
+            *self.assistant,
+            *((tool_message(id, content), _tool_message_text(id, content_text)) for id in self.ids),
+        ]
+
+
+def _result(step: Step, output_text: str | None, *, verbatim: bool) -> tuple[Any, str]:
+    """The result a step's tool messages carry (whole when `verbatim` or short), and its
+    canonical JSON; `output_text` is the output's canonical JSON (None for none or a pointer)."""
+    if step.output is None:
+        content: Any = f"(no result: step {step.status})"
+    elif output_text is None:
+        content = _short(step.output)
+    elif verbatim or len(output_text) <= RECENT_RESULT_CHARS:
+        return step.output, output_text
+    else:
+        content = _shortened(output_text)
+    return content, canonical_json(content)
 
 
 def _tool_message_text(call_id: str, content_text: str) -> str:
@@ -143,27 +152,30 @@ def _tool_message_text(call_id: str, content_text: str) -> str:
     return f'{{"content":{content_text},"role":"tool","tool_call_id":{canonical_json(call_id)}}}'
 
 
-def _exchange_messages(step: Step, *, verbatim: bool) -> list[Message]:
+def _exchange_messages(cache: PromptCache, step: Step, *, verbatim: bool) -> list[Message]:
     """The messages of a completed step's exchange (`_Exchange`), with their canonical JSON."""
     exchange = _remembered(
-        _EXCHANGES,
-        step.pk,
+        cache,
+        ("exchange", step.pk),
         (step.status, step.ordinal),
         (step.output, step.model_response, step.approval, step.spec),
         lambda: _Exchange(step),
+        lambda made: made.weight,
     )
     return exchange.messages(verbatim=verbatim)
 
 
-def summary_line(step: Step) -> str:
+def summary_line(step: Step, *, cache: PromptCache | None = None) -> str:
     """One line of the "earlier work" summary. Each prompt of a long task summarizes every
-    older step again: the line is remembered per step while what it is made of is the same."""
+    older step again: the line is remembered per step in `cache` while what it is made of is
+    the same."""
     return _remembered(
-        _SUMMARIES,
-        step.pk,
+        PromptCache() if cache is None else cache,
+        ("summary", step.pk),
         (step.status, step.ordinal, step.title),
         (step.output, step.model_response, step.approval),
         lambda: _summary_line(step),
+        sys.getsizeof,
     )
 
 
@@ -173,24 +185,85 @@ def _summary_line(step: Step) -> str:
     return f"Step {step.ordinal + 1} '{step.title}' ({tool}) {step.status}: {_short(step.output)}"
 
 
-SUMMARY_CACHE_SIZE = 10_000
-_SUMMARIES: dict[int, tuple[tuple[Any, ...], tuple[Any, ...], Any]] = {}
-_EXCHANGES: dict[int, tuple[tuple[Any, ...], tuple[Any, ...], Any]] = {}
-# Per task: the older steps' line sources (see `_LINE_OF`) and their lines, as last summarized.
-_EARLIER: dict[int, tuple[list[Any], list[str]]] = {}
-_GOALS: dict[int, tuple[tuple[Any, ...], tuple[Any, ...], Any]] = {}
+# What a run's `PromptCache` may hold: the latest five exchanges (the ones prompts send) fit
+# many times over even when each carries a result just under the artifact threshold (256 KB)
+# and arguments as large; a long task's summary lines (about 250 bytes a step) fit too.
+CACHE_BYTES = 8 * 1024 * 1024
+
+Slot = tuple[str, int]
+
+
+def text_bytes(texts: Iterable[str]) -> int:
+    """The memory the strings take (`sys.getsizeof`), each counted once."""
+    return sum(sys.getsizeof(text) for text in {id(text): text for text in texts}.values())
+
+
+class PromptCache:
+    """What building prompts made, for the next prompts of the same run (one task, one time
+    slice): each step's exchange and summary line, the goal message, and the task's summary
+    lines as last built. Entries are reused while the rows they were made from are the same
+    objects, so the next slice, which reads the rows again, could not reuse any: the runner
+    drops its cache when the slice ends (`clear`).
+
+    Bounded by `max_bytes` of what the entries made (their text; the rows they were made from
+    are the run's): the least recently used entries go first, and an entry heavier than the
+    whole bound is not kept. `peak_bytes` is the most it held; `made` counts the values made
+    (not reused) per kind: "exchange", "summary", "goal"."""
+
+    def __init__(self, max_bytes: int = CACHE_BYTES) -> None:
+        self.max_bytes = max_bytes
+        self.bytes = 0
+        self.peak_bytes = 0
+        self.made: Counter[str] = Counter()
+        # Least recently used first (a dict keeps its insertion order).
+        self._entries: dict[Slot, tuple[Any, int]] = {}
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def get(self, slot: Slot) -> Any:
+        """The value kept in `slot` (now the most recently used), or None."""
+        entry = self._entries.pop(slot, None)
+        if entry is None:
+            return None
+        self._entries[slot] = entry
+        return entry[0]
+
+    def put(self, slot: Slot, value: Any, weight: int) -> None:
+        """Keep `value` in `slot`, weighing `weight` bytes, dropping the least recently used
+        entries until it fits."""
+        self._drop(slot)
+        if weight > self.max_bytes:
+            return
+        while self.bytes + weight > self.max_bytes:
+            self._drop(next(iter(self._entries)))
+        self._entries[slot] = (value, weight)
+        self.bytes += weight
+        self.peak_bytes = max(self.peak_bytes, self.bytes)
+
+    def clear(self) -> None:
+        self._entries.clear()
+        self.bytes = 0
+
+    def _drop(self, slot: Slot) -> None:
+        entry = self._entries.pop(slot, None)
+        if entry is not None:
+            self.bytes -= entry[1]
 
 
 def _remembered(
-    cache: dict[int, tuple[tuple[Any, ...], tuple[Any, ...], Any]],
-    pk: int | None,
+    cache: PromptCache,
+    slot: tuple[str, int | None],
     key: tuple[Any, ...],
     sources: tuple[Any, ...],
     make: Callable[[], T],
+    weigh: Callable[[T], int],
 ) -> T:
-    """`make()`, remembered under `pk` (a row's id; None: not remembered) while `key` is equal
-    and every one of `sources` is the same object (identity means the same recorded values)."""
-    cached = cache.get(pk) if pk is not None else None
+    """`make()`, remembered in `slot` (a kind and a row's id; id None: not remembered) while
+    `key` is equal and every one of `sources` is the same object (identity means the same
+    recorded values); it weighs `weigh(value)` bytes."""
+    kind, pk = slot
+    cached = cache.get((kind, pk)) if pk is not None else None
     if (
         cached is not None
         and cached[0] == key
@@ -198,11 +271,10 @@ def _remembered(
     ):
         return cast(T, cached[2])
     value = make()
+    cache.made[kind] += 1
     if pk is not None:
-        if len(cache) >= SUMMARY_CACHE_SIZE:
-            cache.clear()
         # The sources are kept (not their ids), so they cannot be reused by other objects.
-        cache[pk] = (key, sources, value)
+        cache.put((kind, pk), (key, sources, value), weigh(value))
     return value
 
 
@@ -210,24 +282,28 @@ def _remembered(
 _LINE_OF = operator.attrgetter("status", "ordinal", "title", "output", "model_response", "approval")
 
 
-def _earlier_lines(task: Task, older: list[Step]) -> list[str]:
+def _earlier_lines(cache: PromptCache, task: Task, older: list[Step]) -> list[str]:
     """`summary_line` of each step in `older`. A long task's prompt adds about one older step
     per step: the lines of the steps summarized last time are reused when each value they were
     made of is the same object as then (compared in one pass in C, not a call per step)."""
     made = list(chain.from_iterable(map(_LINE_OF, older)))
-    cached = _EARLIER.get(task.pk) if task.pk is not None else None
+    cached = cache.get(("earlier", task.pk)) if task.pk is not None else None
     lines: list[str] = []
+    lines_bytes = 0
     if (
         cached is not None
         and len(cached[0]) <= len(made)
         and all(map(operator.is_, cached[0], made))
     ):
-        lines = list(cached[1])
-    lines += [summary_line(step) for step in older[len(lines) :]]
+        lines, lines_bytes = list(cached[1]), cached[2]
+    new = [summary_line(step, cache=cache) for step in older[len(lines) :]]
+    lines += new
     if task.pk is not None:
-        if len(_EARLIER) >= SUMMARY_CACHE_SIZE:
-            _EARLIER.clear()
-        _EARLIER[task.pk] = (made, lines)
+        # The lines are counted here as well as in their own entries: either may outlive the
+        # other. `made` holds the rows' values (the run's), not counted.
+        lines_bytes += text_bytes(new)
+        weight = sys.getsizeof(made) + sys.getsizeof(lines) + lines_bytes
+        cache.put(("earlier", task.pk), (made, lines, lines_bytes), weight)
     return lines
 
 
@@ -266,15 +342,18 @@ def build_context(
     recent: int | None = None,
     budget: int | None = None,
     scale: float = 1.0,
+    cache: PromptCache | None = None,
 ) -> Context:
     """The prompt for `current` (or for planning when None), from the recorded steps, under
-    `budget` tokens (default: `budget_for(agent)`).
+    `budget` tokens (default: `budget_for(agent)`), reusing what earlier prompts of the run made
+    through `cache` (default: one for this prompt only).
 
     `recent` caps how many of the latest exchanges are kept whole (fewer after a context
     overflow). Over budget, older exchanges are summarized first, one at a time; then the
     summary keeps only its latest lines. `scale` corrects the character-based estimate by what
     the provider reported for an earlier prompt (see `calibration`)."""
     budget = budget_for(agent) if budget is None else budget
+    cache = PromptCache() if cache is None else cache
     done = [
         s
         for s in steps
@@ -284,6 +363,7 @@ def build_context(
     summary_keep: int | None = None
     while True:
         assembled = _assemble(
+            cache,
             agent=agent,
             task=task,
             done=done,
@@ -352,6 +432,7 @@ def build_messages(**kwargs: Any) -> list[dict[str, Any]]:
 
 
 def _assemble(
+    cache: PromptCache,
     *,
     agent: Agent,
     task: Task,
@@ -376,9 +457,9 @@ def _assemble(
             }
         )
     assembled = [(m, canonical_json(m)) for m in messages]
-    assembled.append(_goal_message(task))
+    assembled.append(_goal_message(cache, task))
     if older:
-        lines = _earlier_lines(task, older)
+        lines = _earlier_lines(cache, task, older)
         if summary_keep is not None and summary_keep < len(lines):
             omitted = len(lines) - summary_keep
             lines = [
@@ -388,7 +469,7 @@ def _assemble(
         summary = {"role": "system", "content": "Earlier work:\n" + "\n".join(lines)}
         assembled.append((summary, canonical_json(summary)))
     for index, step in enumerate(recent_steps):
-        assembled += _exchange_messages(step, verbatim=index == len(recent_steps) - 1)
+        assembled += _exchange_messages(cache, step, verbatim=index == len(recent_steps) - 1)
     last: list[dict[str, Any]] = [
         {"role": "user", "content": f"Operator note: {note}"} for note in notes
     ]
@@ -407,7 +488,7 @@ def _assemble(
     return assembled
 
 
-def _goal_message(task: Task) -> Message:
+def _goal_message(cache: PromptCache, task: Task) -> Message:
     """The goal and the visible input, with its canonical JSON (the same in every prompt)."""
 
     def make() -> Message:
@@ -415,7 +496,14 @@ def _goal_message(task: Task) -> Message:
         message = {"role": "user", "content": content}
         return message, canonical_json(message)
 
-    return _remembered(_GOALS, task.pk, (), (task.goal, task.input), make)
+    return _remembered(
+        cache,
+        ("goal", task.pk),
+        (),
+        (task.goal, task.input),
+        make,
+        lambda made: text_bytes((made[0]["content"], made[1])),
+    )
 
 
 def _visible_input(task_input: dict[str, Any]) -> dict[str, Any]:

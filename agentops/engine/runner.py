@@ -217,10 +217,22 @@ class TaskRun:
     call_arguments: dict[int, dict[str, Any]] = field(default_factory=dict)
     # Worked seconds at the first budget check of this claim, and the monotonic clock then.
     worked_at: tuple[float, float] | None = None
+    # What this slice's prompts made, for its next prompts (bounded by bytes; see `advance`).
+    prompts: ctxbuild.PromptCache = field(default_factory=ctxbuild.PromptCache)
 
     # -- the loop -----------------------------------------------------------------------------
 
     def advance(self) -> str:
+        """Advance the task for one time slice; returns what happened. The prompt cache is
+        emptied when the slice ends, however it ends: the next slice reads the rows again (and
+        could reuse nothing of it), and a worker must not carry one task's context into the
+        next while something (a traceback, a log record) still refers to this run."""
+        try:
+            return self._advance()
+        finally:
+            self.prompts.clear()
+
+    def _advance(self) -> str:
         self.steps = task_steps(self.task.pk)
         stopped = self._preflight()
         if stopped:
@@ -342,6 +354,7 @@ class TaskRun:
             # After a context overflow, summarize more of the earlier work, in half the budget.
             recent=1 if overflowed else None,
             budget=ctxbuild.budget_for(self.agent) // 2 if overflowed else None,
+            cache=self.prompts,
         )
         self.messages = built.messages
         self.prompt_estimate = built.estimate

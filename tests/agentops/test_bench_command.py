@@ -4,10 +4,12 @@ import json
 import re
 from io import StringIO
 
+import django_rq
 import pytest
 from django.conf import settings
 from django.core.management import CommandError, call_command
 from django.db import connection
+from rq.worker import Worker
 
 from agentops.models import Event, Step, Task, ToolCall
 from agentops.states import TaskStatus
@@ -232,3 +234,35 @@ def test_bench_pages_seeds_a_scratch_database_and_reports_every_page(redis_clean
     with connection.cursor() as cursor:
         cursor.execute("SELECT count(*) FROM pg_database WHERE datname = %s", [report["database"]])
         assert cursor.fetchone() == (0,)
+
+
+def test_bench_memory_runs_a_real_worker_and_reports_its_resident_set(redis_clean):
+    out = StringIO()
+    call_command("bench", "memory", "--steps", "40", "--payload-kb", "1", "--json", stdout=out)
+    report = json.loads(out.getvalue())
+
+    assert report["benchmark"] == "memory"
+    assert (report["steps"], report["tasks"], report["payload_kb"]) == (40, 2, 1)
+    # The first reading once one of the two tasks (20 steps) is done, the last once both are.
+    assert report["warm_up_tasks"] == 1
+    assert 20 <= report["warm_up_steps"] < 40
+    assert report["warm_up_steps"] + report["measured_steps"] == 40
+    # A Django worker with its imports is tens of MB; these are read from /proc, not made up.
+    assert 30 < report["rss_first_mb"] < 2000
+    assert 30 < report["rss_last_mb"] < 2000
+    assert report["rss_max_mb"] >= max(report["rss_first_mb"], report["rss_last_mb"])
+    assert report["rss_growth_ratio"] == pytest.approx(
+        report["rss_last_mb"] / report["rss_first_mb"], abs=0.002
+    )
+    assert isinstance(report["growth_kb_per_step"], float)
+    # The worker stopped (and unregistered), and the tasks are gone.
+    assert Worker.count(queue=django_rq.get_queue("default")) == 0
+    assert not Task.objects.filter(agent="bench_noop").exists()
+
+
+def test_bench_memory_refuses_steps_it_cannot_split():
+    with pytest.raises(CommandError, match="cannot be split into 5 tasks"):
+        call_command("bench", "memory", "--steps", "4", "--tasks", "5")
+    with pytest.raises(CommandError, match="more than 200 steps per task"):
+        call_command("bench", "memory", "--steps", "401", "--tasks", "2")
+    assert not Task.objects.exists()

@@ -12,8 +12,10 @@ from django.urls import reverse
 from django.utils import timezone
 
 from agentops.engine import context
+from agentops.engine.leases import Heartbeat
 from agentops.engine.registry import get_agent
-from agentops.engine.runner import task_advance
+from agentops.engine.runner import TaskRun, http_client, task_advance
+from agentops.engine.transitions import task_claim_row
 from agentops.models import Event, Step, Task
 from agentops.services import task_create
 from agentops.states import TaskStatus
@@ -243,3 +245,72 @@ def test_worked_time_leaves_out_every_wait_outside_running():
         Event.objects.filter(pk=event.pk).update(created_at=start + timedelta(seconds=at))
 
     assert worked_seconds(task.pk) == pytest.approx(15.0)
+
+
+def test_the_prompt_cache_keeps_at_most_its_bytes_dropping_the_least_recently_used():
+    cache = context.PromptCache(max_bytes=1000)
+    cache.put(("summary", 1), "a", 400)
+    cache.put(("summary", 2), "b", 400)
+    assert cache.get(("summary", 1)) == "a"  # now the most recently used
+
+    cache.put(("summary", 3), "c", 400)
+    cache.put(("summary", 4), "too heavy", 1001)
+
+    assert cache.bytes == 800 and len(cache) == 2
+    assert cache.get(("summary", 2)) is None
+    assert cache.get(("summary", 4)) is None
+    assert [cache.get(("summary", pk)) for pk in (1, 3)] == ["a", "c"]
+    cache.put(("summary", 1), "a again", 100)
+    assert cache.bytes == 500 and cache.peak_bytes == 800
+    cache.clear()
+    assert cache.bytes == 0 and len(cache) == 0
+
+
+def bench_task_done(settings, *, steps: int, payload_kb: int) -> tuple[Task, list[Step]]:
+    """A bench task run to its end in one slice, and its steps as recorded."""
+    settings.AGENTOPS = {**settings.AGENTOPS, "SLICE_SECONDS": 3600.0}
+    task = task_create(
+        agent="bench_noop", goal="g", input={"steps": steps, "payload_kb": payload_kb}
+    )
+    assert task_advance(task_id=task.pk, owner="test") == "succeeded"
+    task.refresh_from_db()
+    return task, list(Step.objects.filter(task=task).order_by("ordinal"))
+
+
+def test_a_cache_smaller_than_the_recent_exchanges_gives_the_same_prompts_within_its_bytes(
+    settings, redis_clean
+):
+    task, steps = bench_task_done(settings, steps=12, payload_kb=4)
+    agent = get_agent("bench_noop")
+    # About two of the recent exchanges (each carries 4 KB of arguments and 4 KB of result).
+    small = context.PromptCache(max_bytes=40_000)
+
+    for step in steps:
+        cached = context.build_context(
+            agent=agent, task=task, steps=steps, current=step, cache=small
+        )
+        fresh = context.build_context(agent=agent, task=task, steps=steps, current=step)
+        assert cached == fresh
+        assert 0 < small.bytes <= 40_000
+
+    assert small.peak_bytes <= 40_000
+    # Evicted exchanges were made again: more than one per completed step sent whole.
+    assert small.made["exchange"] > len(steps) - 1
+
+
+def test_a_slice_makes_each_exchange_once_and_empties_its_cache_when_it_ends(settings, redis_clean):
+    settings.AGENTOPS = {**settings.AGENTOPS, "SLICE_SECONDS": 3600.0}
+    task = task_create(agent="bench_noop", goal="g", input={"steps": 30, "payload_kb": 1})
+    claimed = task_claim_row(task_id=task.pk, owner="test")
+    assert claimed is not None
+    lease, row = claimed
+
+    with Heartbeat(lease, armed=False) as beat:
+        run = TaskRun(lease=lease, http=http_client(), beat=beat, task=row)
+        assert run.advance() == "succeeded"
+
+    # Steps 1..29 were completed before a later step's prompt: each exchange made once, each
+    # summary line once, the goal once.
+    assert run.prompts.made == {"exchange": 29, "summary": 24, "goal": 1}
+    assert 0 < run.prompts.peak_bytes <= context.CACHE_BYTES
+    assert len(run.prompts) == 0 and run.prompts.bytes == 0

@@ -14,6 +14,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from agentops.benchmarks.checkpoint import checkpoint, checkpoint_table
+from agentops.benchmarks.memory import memory, memory_table
 from agentops.benchmarks.pages import pages, pages_table
 from agentops.benchmarks.throughput import throughput
 
@@ -37,6 +38,9 @@ pages: seed --tasks tasks (default 10000) with a realistic mix into a scratch da
 (<name>_pages, dropped after), then time the inbox, the audit queue, a task page, a gate panel
 and the task list through the test client, DEBUG off: p50, p95, queries and bytes per page over
 --repeat requests (default 20).
+memory: --steps steps in all (default 5000; tasks of 20 steps, or split into --tasks tasks) run
+by one real `manage.py worker`; prints rss_first_mb (after a tenth of the tasks), rss_last_mb
+(all done), rss_growth_ratio and growth_kb_per_step.
 """
 
 
@@ -44,7 +48,7 @@ class Command(BaseCommand):
     help = HELP
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("benchmark", choices=["checkpoint", "throughput", "pages"])
+        parser.add_argument("benchmark", choices=["checkpoint", "throughput", "pages", "memory"])
         parser.add_argument(
             "--workers", type=int, default=1, help="throughput: worker processes (default 1)"
         )
@@ -52,9 +56,15 @@ class Command(BaseCommand):
             "--tasks",
             type=int,
             default=None,
-            help="throughput: tasks to run (default 40); pages: tasks to seed (default 10000)",
+            help="throughput: tasks to run (default 40); pages: tasks to seed (default 10000); "
+            "memory: tasks the steps are split into (default: 20 steps each)",
         )
-        parser.add_argument("--steps", type=int, default=20, help="steps per task (default 20)")
+        parser.add_argument(
+            "--steps",
+            type=int,
+            default=None,
+            help="steps per task (default 20); memory: steps in all (default 5000)",
+        )
         parser.add_argument(
             "--payload-kb",
             type=int,
@@ -99,7 +109,7 @@ class Command(BaseCommand):
         self,
         *args: Any,
         benchmark: str,
-        steps: int,
+        steps: int | None,
         payload_kb: int,
         repeat: int | None,
         as_json: bool,
@@ -120,6 +130,16 @@ class Command(BaseCommand):
             report = pages(tasks=tasks, repeat=repeat, keep=keep)
             self.stdout.write(json.dumps(report, indent=2) if as_json else pages_table(report))
             return
+        if benchmark == "memory":
+            steps = 5000 if steps is None else steps
+            if steps < 1 or payload_kb < 0 or (tasks is not None and tasks < 1):
+                raise CommandError(
+                    "--steps and --tasks must be positive, --payload-kb not negative"
+                )
+            report = memory(steps=steps, payload_kb=payload_kb, tasks=tasks)
+            self.stdout.write(json.dumps(report, indent=2) if as_json else memory_table(report))
+            return
+        steps = 20 if steps is None else steps
         if benchmark == "throughput":
             tasks = 40 if tasks is None else tasks
             if workers < 1 or tasks < 1 or steps < 1:
