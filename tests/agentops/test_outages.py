@@ -33,13 +33,15 @@ from django.test import RequestFactory
 from agentops import embedded, outages
 from agentops.outages import Outage, exponential_backoff
 from agentops.sim.middleware import DatabaseUnavailableMiddleware
+from agentops.sim.models import Effect, FaultMode
+from agentops.sim.services import fault_set
 from tests.conftest import ROOT, Processes, free_port, wait_for
 
 LEASE_SECONDS = 2
-# The ghost's lease outlasts the few hundred milliseconds until the outage starts, not the outage.
+# The ghost's lease outlasts the moment until the outage starts, not the outage.
 GHOST_LEASE_SECONDS = 3
+SLOW_CALL_SECONDS = 3.0
 OUTAGE_SECONDS = 6
-BUSY_STEPS = 120
 REDRIVE_BOUND_SECONDS = 10  # the issue's bound: re-driven within 10 s of PostgreSQL's return
 
 
@@ -248,10 +250,13 @@ class Stack:
 
 
 @pytest.fixture
-def stack(servers, tmp_path) -> Iterator[Stack]:
+def stack(servers, sim_server, tmp_path) -> Iterator[Stack]:
+    """Workers and the sweeper on the private servers; their tools call the suite's simulated
+    services (on the test database, which no test here restarts)."""
     servers.redis.client().flushdb()
-    processes = Processes(base_env(servers), tmp_path)
-    yield Stack(servers=servers, env=processes.env, processes=processes)
+    env = {**base_env(servers), "AGENTOPS_SIM_BASE_URL": sim_server}
+    processes = Processes(env, tmp_path)
+    yield Stack(servers=servers, env=env, processes=processes)
     processes.stop_all()
     # A test that failed during an outage leaves the next one its servers.
     if not servers.postgres.running:
@@ -260,52 +265,60 @@ def stack(servers, tmp_path) -> Iterator[Stack]:
         servers.redis.start()
 
 
-# A long task is in flight (a job is running when the outage starts), then a task is claimed by
-# a worker that never comes (a worker killed holding it): its lease runs out during the outage.
-START_TASKS = f"""
+# A refund task is inside its (slow) payments call when the outage starts, and a task claimed by a
+# worker that never comes back (a worker killed holding it) sees its lease run out during it;
+# that one's job waits in the queue behind the refund's.
+START_TASKS = """
 import time
 from django.db import transaction
 from agentops.engine.transitions import task_claim
-from agentops.models import Step
+from agentops.models import ToolCall
 from agentops.services import task_create
 
-busy = task_create(agent="bench_noop", goal="busy", input={{"steps": {BUSY_STEPS}}})
+refund = task_create(agent="refund", goal="Refund order A1001", input={"order_id": "A1001"})
+calling = ToolCall.objects.filter(task=refund, tool="issue_refund", status="pending")
 deadline = time.monotonic() + 60
-while Step.objects.filter(task=busy, status="succeeded").count() < 3:
-    assert time.monotonic() < deadline, "the busy task did not start"
-    time.sleep(0.1)
-with transaction.atomic():  # its job, enqueued on commit, finds the task leased: a no-op
-    ghost = task_create(agent="bench_noop", goal="ghost", input={{"steps": 2}})
+while not calling.exists():
+    assert time.monotonic() < deadline, "the refund call did not start"
+    time.sleep(0.05)
+with transaction.atomic():
+    ghost = task_create(agent="bench_noop", goal="ghost", input={"steps": 2})
     assert task_claim(task_id=ghost.pk, owner="ghost") is not None
-print(busy.pk, ghost.pk)
+print(refund.pk, ghost.pk)
 """
 
 
 def start_tasks(stack: Stack) -> tuple[int, int]:
-    busy, ghost = stack.shell(START_TASKS, AGENTOPS_LEASE_SECONDS=str(GHOST_LEASE_SECONDS)).split()
-    return int(busy), int(ghost)
-
-
-def claims(stack: Stack, task_id: int) -> int:
-    ((count,),) = stack.servers.postgres.rows(
-        "SELECT claims FROM agentops_task WHERE id = %s", task_id
+    """Start the refund (its payments call answering after SLOW_CALL_SECONDS) and the ghost;
+    returns their ids as soon as the refund call is under way."""
+    fault_set(
+        service="payments",
+        operation="refund",
+        mode=FaultMode.SLOW,
+        count=1,
+        delay=SLOW_CALL_SECONDS,
     )
-    return count
+    refund, ghost = stack.shell(
+        START_TASKS, AGENTOPS_LEASE_SECONDS=str(GHOST_LEASE_SECONDS)
+    ).split()
+    return int(refund), int(ghost)
+
+
+def task_row(stack: Stack, task_id: int) -> dict[str, object]:
+    ((status, claims, recoveries),) = stack.servers.postgres.rows(
+        "SELECT status, claims, recoveries FROM agentops_task WHERE id = %s", task_id
+    )
+    return {"status": status, "claims": claims, "recoveries": recoveries}
 
 
 def assert_finished_once(stack: Stack, task_id: int, steps: int) -> None:
-    def status() -> str:
-        ((value,),) = stack.servers.postgres.rows(
-            "SELECT status FROM agentops_task WHERE id = %s", task_id
-        )
-        return value
-
+    """The task succeeds with every step completed exactly once."""
     wait_for(
-        lambda: status() in {"succeeded", "needs_attention", "aborted"},
+        lambda: task_row(stack, task_id)["status"] in {"succeeded", "needs_attention", "aborted"},
         timeout=60,
         message=f"task {task_id} to finish",
     )
-    assert status() == "succeeded"
+    assert task_row(stack, task_id)["status"] == "succeeded"
     completed = stack.servers.postgres.rows(
         "SELECT step_ordinal, count(*) FROM agentops_event WHERE task_id = %s "
         "AND action = 'agentops.step.completed' GROUP BY step_ordinal ORDER BY step_ordinal",
@@ -314,10 +327,17 @@ def assert_finished_once(stack: Stack, task_id: int, steps: int) -> None:
     assert completed == [(ordinal, 1) for ordinal in range(steps)]
 
 
+def assert_each_effect_once() -> None:
+    """The refund's effects happened once each: the call cut off by the outage was probed, not
+    sent again."""
+    assert Effect.objects.filter(service="payments", operation="refund").count() == 1
+    assert Effect.objects.filter(service="email", operation="send").count() == 1
+
+
 def outage_lines(log: str, dependency: str) -> tuple[int, int]:
     """How many outage starts and recoveries of `dependency` a process logged."""
-    started = len(re.findall(rf"dependency={dependency} .*msg=\"{dependency} unavailable", log))
-    ended = len(re.findall(rf"dependency={dependency} .*msg=\"{dependency} reconnected", log))
+    started = len(re.findall(rf'dependency={dependency} .*msg="{dependency} unavailable', log))
+    ended = len(re.findall(rf'dependency={dependency} .*msg="{dependency} reconnected', log))
     return started, ended
 
 
@@ -329,39 +349,43 @@ def assert_alive(*children: subprocess.Popen[bytes]) -> None:
 
 
 @pytest.mark.outage
-def test_worker_and_sweeper_outlive_a_postgresql_restart_and_redrive_a_lease_that_expired(stack):
+@pytest.mark.django_db(transaction=True)
+def test_worker_and_sweeper_outlive_a_postgresql_restart_and_redrive_the_task_it_cut_off(stack):
     postgres = stack.servers.postgres
     worker = stack.processes.worker()
     sweeper = stack.processes.sweeper()
-    busy, ghost = start_tasks(stack)
+    refund, ghost = start_tasks(stack)
+    claims_before = task_row(stack, refund)["claims"]
 
     postgres.stop()
-    time.sleep(OUTAGE_SECONDS)
+    time.sleep(OUTAGE_SECONDS)  # the refund call returns meanwhile; both leases run out
     assert_alive(worker, sweeper)
     postgres.start()
     back = time.monotonic()
 
     wait_for(
-        lambda: claims(stack, ghost) >= 2,
+        lambda: task_row(stack, refund)["claims"] > claims_before,
         timeout=REDRIVE_BOUND_SECONDS,
-        message="the sweeper to re-drive the task whose lease expired, and a worker to claim it",
+        message="the sweeper to re-drive the refund whose lease expired, and a worker to claim it",
     )
-    redriven_after = time.monotonic() - back
+    print(f"re-driven and claimed {time.monotonic() - back:.1f} s after PostgreSQL was back")
+    assert_finished_once(stack, refund, steps=5)
     assert_finished_once(stack, ghost, steps=2)
-    assert_finished_once(stack, busy, steps=BUSY_STEPS)
+    assert task_row(stack, refund)["recoveries"] == 1
+    assert_each_effect_once()
     assert_alive(worker, sweeper)
     assert outage_lines(stack.log(sweeper), "postgresql") == (1, 1)
     assert outage_lines(stack.log(worker), "postgresql") == (1, 1)
-    print(f"re-driven and claimed {redriven_after:.1f} s after PostgreSQL was back")
 
 
 @pytest.mark.outage
+@pytest.mark.django_db(transaction=True)
 def test_worker_and_sweeper_outlive_a_redis_outage_and_run_what_is_enqueued_after_it(stack):
     worker = stack.processes.worker()
     sweeper = stack.processes.sweeper()
-    busy, ghost = start_tasks(stack)
+    refund, ghost = start_tasks(stack)
 
-    stack.servers.redis.stop()
+    stack.servers.redis.stop()  # the ghost's job goes with it
     time.sleep(OUTAGE_SECONDS)
     assert_alive(worker, sweeper)
     stack.servers.redis.start()
@@ -374,7 +398,8 @@ def test_worker_and_sweeper_outlive_a_redis_outage_and_run_what_is_enqueued_afte
 
     assert_finished_once(stack, later, steps=2)
     assert_finished_once(stack, ghost, steps=2)
-    assert_finished_once(stack, busy, steps=BUSY_STEPS)
+    assert_finished_once(stack, refund, steps=5)
+    assert_each_effect_once()
     assert_alive(worker, sweeper)
     assert outage_lines(stack.log(sweeper), "redis") == (1, 1)
     assert outage_lines(stack.log(worker), "redis") == (1, 1)
