@@ -9,7 +9,6 @@ servers are never touched.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import re
@@ -28,11 +27,11 @@ import pytest
 import redis
 from django.db import OperationalError
 from django.http import HttpResponse
-from django.test import RequestFactory
+from django.test import Client
 
 from agentops import embedded, outages
 from agentops.outages import Outage, exponential_backoff
-from agentops.sim.middleware import DatabaseUnavailableMiddleware
+from agentops.sim import settings as sim_settings
 from agentops.sim.models import Effect, FaultMode
 from agentops.sim.services import fault_set
 from tests.conftest import ROOT, Processes, free_port, wait_for
@@ -93,16 +92,42 @@ def test_an_outage_logs_its_start_at_a_bounded_rate_while_it_lasts_and_its_end(
     assert not outage.ongoing
 
 
-def test_the_sim_turns_a_database_error_and_only_that_into_a_json_503_with_retry_after():
-    middleware = DatabaseUnavailableMiddleware(lambda request: HttpResponse())
-    request = RequestFactory().post("/sim/orders/lookup")
+SIM_SETTINGS = {
+    "ROOT_URLCONF": "agentops.sim.urls",
+    "MIDDLEWARE": sim_settings.MIDDLEWARE,
+    "DEBUG": False,
+}
 
-    response = middleware.process_exception(request, OperationalError("server closed"))
-    assert response is not None and response.status_code == 503
+
+def sim_answer(monkeypatch, settings, error: Exception) -> HttpResponse:
+    """What the simulated services answer when reading their faults raises `error`."""
+
+    def failing(service: str, operation: str) -> None:
+        raise error
+
+    for name, value in SIM_SETTINGS.items():
+        setattr(settings, name, value)
+    monkeypatch.setattr("agentops.sim.views.fault_take", failing)
+    client = Client(raise_request_exception=False)
+    return client.post("/sim/orders/lookup", {"order_id": "A1001"}, content_type="application/json")
+
+
+def test_the_sim_answers_a_json_503_with_retry_after_while_its_database_is_away(
+    monkeypatch, settings
+):
+    response = sim_answer(monkeypatch, settings, OperationalError("server closed the connection"))
+
+    assert response.status_code == 503
     assert response["Content-Type"] == "application/json"
     assert response["Retry-After"] == "2"
-    assert "database" in json.loads(response.content)["error"]
-    assert middleware.process_exception(request, ValueError("a bug")) is None
+    assert "database" in response.json()["error"]
+
+
+def test_any_other_error_of_the_sim_is_a_json_500_not_the_products_page(monkeypatch, settings):
+    response = sim_answer(monkeypatch, settings, RuntimeError("a bug"))
+
+    assert response.status_code == 500
+    assert response.json() == {"error": "internal error"}
 
 
 # -- private servers ------------------------------------------------------------------------------
@@ -250,11 +275,10 @@ class Stack:
 
 
 @pytest.fixture
-def stack(servers, sim_server, tmp_path) -> Iterator[Stack]:
-    """Workers and the sweeper on the private servers; their tools call the suite's simulated
-    services (on the test database, which no test here restarts)."""
+def stack(servers, tmp_path) -> Iterator[Stack]:
+    """Processes on the private servers, killed at teardown."""
     servers.redis.client().flushdb()
-    env = {**base_env(servers), "AGENTOPS_SIM_BASE_URL": sim_server}
+    env = base_env(servers)
     processes = Processes(env, tmp_path)
     yield Stack(servers=servers, env=env, processes=processes)
     processes.stop_all()
@@ -263,6 +287,14 @@ def stack(servers, sim_server, tmp_path) -> Iterator[Stack]:
         servers.postgres.start()
     if not servers.redis.running:
         servers.redis.start()
+
+
+@pytest.fixture
+def refund_stack(stack, sim_server) -> Stack:
+    """The stack, whose tools call the suite's simulated services (on the test database, which
+    no test here restarts)."""
+    stack.env["AGENTOPS_SIM_BASE_URL"] = sim_server
+    return stack
 
 
 # A refund task is inside its (slow) payments call when the outage starts, and a task claimed by a
@@ -350,7 +382,10 @@ def assert_alive(*children: subprocess.Popen[bytes]) -> None:
 
 @pytest.mark.outage
 @pytest.mark.django_db(transaction=True)
-def test_worker_and_sweeper_outlive_a_postgresql_restart_and_redrive_the_task_it_cut_off(stack):
+def test_worker_and_sweeper_outlive_a_postgresql_restart_and_redrive_the_task_it_cut_off(
+    refund_stack,
+):
+    stack = refund_stack
     postgres = stack.servers.postgres
     worker = stack.processes.worker()
     sweeper = stack.processes.sweeper()
@@ -380,7 +415,10 @@ def test_worker_and_sweeper_outlive_a_postgresql_restart_and_redrive_the_task_it
 
 @pytest.mark.outage
 @pytest.mark.django_db(transaction=True)
-def test_worker_and_sweeper_outlive_a_redis_outage_and_run_what_is_enqueued_after_it(stack):
+def test_worker_and_sweeper_outlive_a_redis_outage_and_run_what_is_enqueued_after_it(
+    refund_stack,
+):
+    stack = refund_stack
     worker = stack.processes.worker()
     sweeper = stack.processes.sweeper()
     refund, ghost = start_tasks(stack)
