@@ -441,6 +441,8 @@ def test_worker_and_sweeper_outlive_a_redis_outage_and_run_what_is_enqueued_afte
     assert_alive(worker, sweeper)
     assert outage_lines(stack.log(sweeper), "redis") == (1, 1)
     assert outage_lines(stack.log(worker), "redis") == (1, 1)
+    # Redis came back empty: the worker listed itself again.
+    assert len(stack.servers.redis.client().smembers("rq:workers")) == 1
 
 
 @pytest.mark.outage
