@@ -126,10 +126,12 @@ class AgentWorker(SimpleWorker):
                 self._wait_for_redis(error)
 
     def _wait_for_redis(self, error: Exception) -> None:
-        wait_until(self.connection.ping, self.redis_outage, first_error=error)
+        wait_until(self._rejoin, self.redis_outage, first_error=error)
+
+    def _rejoin(self) -> None:
+        """Raises while Redis is away. Once it answers, and if it came back empty (restarted
+        without its data), list this worker among the workers again, as RQ does at start."""
         if not self.connection.exists(self.key):
-            # Redis came back empty (restarted without its data): be listed among the workers
-            # again, as RQ does at start.
             self.register_birth()
 
 
