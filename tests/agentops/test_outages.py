@@ -15,6 +15,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 import warnings
 from collections.abc import Iterator
@@ -230,8 +231,11 @@ def base_env(servers: Servers) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def servers(tmp_path_factory) -> Iterator[Servers]:
-    root = tmp_path_factory.mktemp("outages")
+def servers() -> Iterator[Servers]:
+    # Not under pytest's base directory: every pytest run resets that to mode 0700, and the
+    # embedded server runs as its own system user (as root) and must reach its data directory.
+    root = Path(tempfile.mkdtemp(prefix="agentops-outages-"))
+    root.chmod(0o755)
     private = Servers(postgres=PrivatePostgres(root / "pg"), redis=PrivateRedis(root))
     private.redis.start()
     try:
@@ -246,7 +250,7 @@ def servers(tmp_path_factory) -> Iterator[Servers]:
     finally:
         private.redis.stop()
         private.postgres.stop()
-        shutil.rmtree(root / "pg", ignore_errors=True)
+        shutil.rmtree(root, ignore_errors=True)
 
 
 @dataclass
