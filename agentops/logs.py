@@ -60,7 +60,9 @@ class RefusalFilter(logging.Filter):
         return True
 
 
-# Fields a record may carry (`extra=`): the task context, and the throttle's lockout lines.
+# Fields a record may carry (`extra=`): the task context, a response's status, the throttle's
+# lockout lines, and an outage of PostgreSQL or Redis as a worker or the sweeper rides it out
+# (agentops.outages).
 _CONTEXT_KEYS = (
     "task_id",
     "step",
@@ -70,6 +72,11 @@ _CONTEXT_KEYS = (
     "username",
     "failures",
     "lockout_seconds",
+    "dependency",
+    "attempt",
+    "down_seconds",
+    "retry_in_seconds",
+    "error",
 )
 
 

@@ -353,6 +353,12 @@ AGENTOPS: dict[str, Any] = {
     # Retry backoff: base * 2**(attempt-1) plus up to 25% jitter, capped, never before Retry-After.
     "BACKOFF_BASE_SECONDS": env_float("AGENTOPS_BACKOFF_BASE_SECONDS", 1.0),
     "BACKOFF_MAX_SECONDS": env_float("AGENTOPS_BACKOFF_MAX_SECONDS", 60.0),
+    # A worker or the sweeper that lost PostgreSQL or Redis tries again after the same kind of
+    # backoff, capped low: a server back from a restart is used again within one capped wait.
+    # While the outage lasts, one log line per this many seconds says it goes on.
+    "RECONNECT_BASE_SECONDS": env_float("AGENTOPS_RECONNECT_BASE_SECONDS", 0.5),
+    "RECONNECT_MAX_SECONDS": env_float("AGENTOPS_RECONNECT_MAX_SECONDS", 5.0),
+    "RECONNECT_LOG_EVERY_SECONDS": env_float("AGENTOPS_RECONNECT_LOG_EVERY_SECONDS", 30.0),
     # Model adapter: "scripted" (offline, deterministic) or "openai" (any compatible server).
     "MODEL_ADAPTER": env_choice("AGENTOPS_MODEL_ADAPTER", "scripted", ("scripted", "openai")),
     "OPENAI_BASE_URL": os.environ.get("OPENAI_BASE_URL", "http://127.0.0.1:8080/v1"),

@@ -19,6 +19,7 @@ from agentops.engine.errors import LeaseLost
 from agentops.engine.outbound import outbound_check
 from agentops.engine.transitions import Lease, lease_deadline
 from agentops.models import Task
+from agentops.outages import DATABASE_ERRORS
 from agentops.states import TaskStatus
 
 
@@ -52,11 +53,22 @@ class Heartbeat:
     def _run(self) -> None:
         try:
             while not self._stop.wait(self.interval):
-                if self._armed.is_set() and not lease_renew(self.lease):
+                if self._armed.is_set() and not self._renew():
                     self.lost = True
                     return
         finally:
             connection.close()
+
+    def _renew(self) -> bool:
+        """Renew the lease; False when it is gone. A renewal that cannot reach the database
+        proves nothing: the next one tries again on a new connection (after a short blip the
+        lease is still held; if it ran out meanwhile, the epoch fence stops the holder's next
+        write)."""
+        try:
+            return lease_renew(self.lease)
+        except DATABASE_ERRORS:
+            connection.close()
+            return True
 
     @contextmanager
     def call(self) -> Iterator[None]:

@@ -6,14 +6,13 @@ crash loop counts too), so a step at its cap is stopped before it starts again.
 
 from __future__ import annotations
 
-import random
-
 from django.conf import settings
 
 from agentops.engine import children
 from agentops.engine.errors import OrchestrationFailure, StepFailure
 from agentops.engine.registry import Tool
 from agentops.models import Step, Task, ToolCall
+from agentops.outages import exponential_backoff
 from agentops.states import LedgerStatus
 
 
@@ -21,8 +20,7 @@ def backoff_seconds(attempt: int, retry_after: float | None, base: float | None 
     """Exponential backoff with jitter, never sooner than the remote's Retry-After."""
     conf = settings.AGENTOPS
     base = float(conf["BACKOFF_BASE_SECONDS"]) if base is None else base
-    delay = min(float(conf["BACKOFF_MAX_SECONDS"]), base * 2.0 ** max(attempt - 1, 0))
-    delay *= 1 + random.uniform(0, 0.25)
+    delay = exponential_backoff(attempt, base=base, cap=float(conf["BACKOFF_MAX_SECONDS"]))
     return max(delay, retry_after or 0.0)
 
 

@@ -27,6 +27,7 @@ from agentops import prometheus
 from agentops.engine.dispatch import enqueue_now
 from agentops.engine.gates import gates_expire_overdue
 from agentops.models import Task
+from agentops.outages import UNAVAILABLE
 from agentops.states import TaskStatus
 
 logger = logging.getLogger(__name__)
@@ -73,7 +74,10 @@ def sweep() -> int:
     for hook in SWEEP_HOOKS:
         try:
             enqueued += hook()
+        except UNAVAILABLE:
+            raise  # the sweep cannot go on: the sweeper waits for the server (agentops.outages)
         except Exception:
+            # One hook's bug must not stop the re-drives and the other hooks.
             logger.exception("sweeper: hook %s failed", getattr(hook, "__name__", hook))
     return enqueued
 

@@ -9,5 +9,8 @@ from __future__ import annotations
 from agentops.settings import *  # noqa: F403
 
 ROOT_URLCONF = "agentops.sim.urls"
-MIDDLEWARE = ["django.middleware.common.CommonMiddleware"]
+MIDDLEWARE = [
+    "django.middleware.common.CommonMiddleware",
+    "agentops.sim.middleware.DatabaseUnavailableMiddleware",
+]
 INSTALLED_APPS = [app for app in INSTALLED_APPS if app != "django.contrib.admin"]  # noqa: F405

@@ -1,16 +1,38 @@
+"""`manage.py worker`: an RQ worker that advances tasks, and outlives PostgreSQL and Redis outages.
+
+A worker that loses Redis waits for it (capped backoff, agentops.outages) wherever RQ's loop would
+have raised and quit, then goes on with the same identity. A job that failed because PostgreSQL
+went away leaves its task to the sweeper (its lease lapses, or its job is found lost), and the
+worker waits for the database before it takes the next job, instead of failing every job in the
+queue meanwhile.
+"""
+
 from __future__ import annotations
 
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import django_rq
 from django.core.management.base import BaseCommand
-from django.db import close_old_connections
+from django.db import close_old_connections, connection
 from rq.serializers import JSONSerializer
 from rq.worker import SimpleWorker
 
 from agentops.engine.heap import heap_keep_freed
+from agentops.outages import (
+    POSTGRESQL,
+    REDIS,
+    REDIS_ERRORS,
+    Outage,
+    database_answers,
+    wait_until,
+)
 
+T = TypeVar("T")
+
+# The command channel's thread tries again this long after losing Redis (as RQ does).
+PUBSUB_RETRY_SECONDS = 2.0
 # A worker heartbeat this recent, that set at least the TTL asked for, makes another redundant.
 HEARTBEAT_REDUNDANT_SECONDS = 1.0
 
@@ -28,12 +50,24 @@ class AgentWorker(SimpleWorker):
 
     _beat: tuple[float, int] | None = None
 
-    def execute_job(self, job: Any, queue: Any) -> bool:
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.redis_outage = Outage(REDIS)
+        self.database_outage = Outage(POSTGRESQL)
+
+    def execute_job(self, job: Any, queue: Any) -> None:
         close_old_connections()
         try:
-            return super().execute_job(job, queue)
+            super().execute_job(job, queue)
+        except REDIS_ERRORS as error:
+            # RQ could not record the job's end: that record is lost, the task's state is not (it
+            # is in PostgreSQL), and the sweeper re-drives the task if the job did not finish it.
+            self._wait_for_redis(error)
         finally:
+            database_lost = _database_lost()
             close_old_connections()
+        if database_lost:
+            wait_until(database_answers, self.database_outage)
 
     def heartbeat(self, timeout: int | None = None, pipeline: Any = None) -> None:
         ttl = timeout or self.worker_ttl + 60
@@ -43,10 +77,13 @@ class AgentWorker(SimpleWorker):
         elif self._beat_covers(ttl, now):
             return
         else:
-            with self.connection.pipeline() as beat:
-                super().heartbeat(timeout, pipeline=beat)
-                beat.execute()
+            self._through_outage(lambda: self._send_heartbeat(timeout))
         self._beat = (now, ttl)
+
+    def _send_heartbeat(self, timeout: int | None) -> None:
+        with self.connection.pipeline() as beat:
+            super().heartbeat(timeout, pipeline=beat)
+            beat.execute()
 
     def _beat_covers(self, ttl: int, now: float) -> bool:
         if self._beat is None:
@@ -57,7 +94,51 @@ class AgentWorker(SimpleWorker):
     def set_state(self, state: str, pipeline: Any = None) -> None:
         if pipeline is None and state == self.get_state():
             return  # already written: only this worker writes its state
-        super().set_state(state, pipeline=pipeline)
+        if pipeline is not None:
+            super().set_state(state, pipeline=pipeline)
+        else:
+            self._through_outage(lambda: super(AgentWorker, self).set_state(state))
+
+    # RQ's work loop quits on a Redis error raised outside its dequeue (the suspension check, the
+    # registry maintenance, the state and heartbeat writes above): each waits for Redis instead.
+
+    def check_for_suspension(self, burst: bool) -> None:
+        self._through_outage(lambda: super(AgentWorker, self).check_for_suspension(burst))
+
+    def run_maintenance_tasks(self) -> None:
+        self._through_outage(super().run_maintenance_tasks)
+
+    def _pubsub_exception_handler(self, exc: Exception, pubsub: Any, pubsub_thread: Any) -> None:
+        # The command channel's thread (stop a job, shut down) reconnects by itself; RQ logs an
+        # error for each of its tries, 2 s apart. The main loop logs the outage: this one waits.
+        if isinstance(exc, REDIS_ERRORS):
+            time.sleep(PUBSUB_RETRY_SECONDS)
+        else:
+            super()._pubsub_exception_handler(exc, pubsub, pubsub_thread)
+
+    def _through_outage(self, action: Callable[[], T]) -> T:
+        """`action()`, tried again after Redis is back each time it finds Redis away. For writes
+        that are the same when repeated (a state, a heartbeat) and reads."""
+        while True:
+            try:
+                return action()
+            except REDIS_ERRORS as error:
+                self._wait_for_redis(error)
+
+    def _wait_for_redis(self, error: Exception) -> None:
+        wait_until(self._rejoin, self.redis_outage, first_error=error)
+
+    def _rejoin(self) -> None:
+        """Raises while Redis is away. Once it answers, and if it came back empty (restarted
+        without its data), list this worker among the workers again, as RQ does at start."""
+        if not self.connection.exists(self.key):
+            self.register_birth()
+
+
+def _database_lost() -> bool:
+    """After a job: its database connection broke (PostgreSQL restarted or went away). Asks the
+    server only when the job hit a database error."""
+    return connection.errors_occurred and not connection.is_usable()
 
 
 class Command(BaseCommand):
