@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import os
 from typing import Any
+from urllib.parse import urlsplit
+
+from gunicorn import glogging
 
 bind = os.environ.get("GUNICORN_BIND", f"0.0.0.0:{os.environ.get('PORT', '8000')}")
 workers = int(os.environ.get("WEB_CONCURRENCY", "2"))
@@ -23,9 +26,13 @@ graceful_timeout = 20
 keepalive = 5
 max_requests = int(os.environ.get("GUNICORN_MAX_REQUESTS", "5000"))
 max_requests_jitter = 500
-# Access lines: key=value fields inside the structured line (see logconfig_dict below).
+# Access lines: key=value fields inside the structured line (see logconfig_dict below); the
+# request id is the one the application returned (X-Request-ID), "-" when gunicorn answered alone.
 accesslog = "-" if os.environ.get("GUNICORN_ACCESS_LOG", "1") == "1" else None
-access_log_format = 'method=%(m)s path="%(U)s" status=%(s)s bytes=%(B)s ms=%(M)s'
+access_log_format = (
+    "method=%(m)s path=%(U)s status=%(s)s bytes=%(B)s ms=%(M)s request_id=%({x-request-id}o)s"
+)
+logger_class = "agentops.gunicorn_conf.AccessLogger"
 errorlog = "-"
 forwarded_allow_ips = os.environ.get("FORWARDED_ALLOW_IPS", "127.0.0.1")
 # gunicorn's own lines (start-up, worker boots, access) in the application's structured format.
@@ -44,6 +51,25 @@ logconfig_dict = {
         "gunicorn.access": {"handlers": ["console"], "level": "INFO", "propagate": False},
     },
 }
+
+
+class AccessLogger(glogging.Logger):
+    """gunicorn's logger, with the real path on every access line.
+
+    gunicorn fills PATH_INFO only for a request it hands to the application; for one it answers
+    itself (an application that raised, a malformed request) the path comes from the raw URI.
+    The path is quoted when it holds a space, a quote or an equals sign, like every kv value.
+    """
+
+    def atoms(self, resp: Any, req: Any, environ: dict[str, Any], request_time: Any) -> Any:
+        from agentops.logs import kv_value  # in the worker (see agentops.logs on imports)
+
+        atoms = super().atoms(resp, req, environ, request_time)
+        path = environ.get("PATH_INFO")
+        if path is None:
+            path = urlsplit(environ.get("RAW_URI") or "").path or "-"
+        atoms["U"] = kv_value(path)
+        return atoms
 
 
 def child_exit(server: Any, worker: Any) -> None:

@@ -128,6 +128,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "agentops.request_ids.RequestIdMiddleware",
     "agentops.health.HealthCheckMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -225,7 +226,7 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "filters": {
-        "task_context": {"()": "agentops.logs.TaskContextFilter"},
+        "context": {"()": "agentops.logs.ContextFilter"},
         "refusals_without_traceback": {"()": "agentops.logs.RefusalFilter"},
     },
     "formatters": {
@@ -235,7 +236,7 @@ LOGGING = {
         "console": {
             "class": "logging.StreamHandler",
             "formatter": "structured",
-            "filters": ["task_context", "refusals_without_traceback"],
+            "filters": ["context", "refusals_without_traceback"],
         },
     },
     "root": {"handlers": ["console"], "level": os.environ.get("AGENTOPS_LOG_LEVEL", "INFO")},

@@ -7,6 +7,8 @@ from django.urls import include, path
 from agentops.views import favicon
 from reviews.api import api
 
+handler500 = "agentops.request_ids.server_error"
+
 urlpatterns = [
     # The django-rq dashboard: its views admit staff users only.
     path("admin/rq/", include("django_rq.urls")),
