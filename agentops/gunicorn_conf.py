@@ -1,9 +1,16 @@
 """gunicorn settings for the web process (`gunicorn -c python:agentops.gunicorn_conf ...`).
 
-Threaded workers with a fixed number of threads: each thread keeps at most one persistent
-database connection, so one web process opens at most `GUNICORN_THREADS` connections to
-PostgreSQL and the whole web tier at most `WEB_CONCURRENCY * GUNICORN_THREADS` (8 by default),
-whatever the number of clients (idle keep-alive connections hold no thread).
+gevent workers: each client is read in a greenlet of its own, so clients that send their
+request slowly (a slow link, or on purpose) hold up no other request; a threaded worker gives
+each such client a thread until its headers are complete, and a few dozen of them stall it.
+The database stays bounded: a request takes one of `AGENTOPS_WEB_SLOTS` database slots per
+process before it reaches Django's session and views (agentops.slots), so one web process opens
+at most that many connections to PostgreSQL and the whole web tier at most
+`WEB_CONCURRENCY * AGENTOPS_WEB_SLOTS` (8 by default), whatever the number of clients.
+
+Nothing of Django may be imported here (gunicorn's master reads this module before it forks the
+workers, and gevent patches the standard library in each worker): Django's connection handler
+must be made after that patch. The log formatter module (agentops.logs) keeps to this too.
 """
 
 from __future__ import annotations
@@ -16,9 +23,9 @@ from gunicorn import glogging
 
 bind = os.environ.get("GUNICORN_BIND", f"0.0.0.0:{os.environ.get('PORT', '8000')}")
 workers = int(os.environ.get("WEB_CONCURRENCY", "2"))
-worker_class = "gthread"
-threads = int(os.environ.get("GUNICORN_THREADS", "4"))
-# Connections waiting for a thread; beyond this the kernel's listen queue holds them.
+worker_class = "gevent"
+# Clients one worker serves at once (a greenlet each); beyond this the kernel's listen queue
+# holds them.
 worker_connections = int(os.environ.get("GUNICORN_WORKER_CONNECTIONS", "1000"))
 backlog = int(os.environ.get("GUNICORN_BACKLOG", "2048"))
 timeout = int(os.environ.get("GUNICORN_TIMEOUT", "30"))

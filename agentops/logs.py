@@ -131,7 +131,10 @@ class ContextFilter(logging.Filter):
             request_id = getattr(request, "request_id", None) or request_id
             fields["method"] = request.method
             fields["path"] = request.path
-            fields["user"] = request_user_label(request, look_up=record.levelno >= logging.ERROR)
+            # Only for a crash: it is logged where it happened, inside the request's database
+            # slot (agentops.slots), and the lookup is worth its query there.
+            crash = record.exc_info is not None and record.levelno >= logging.ERROR
+            fields["user"] = request_user_label(request, look_up=crash)
         fields["request_id"] = request_id
         for key, value in fields.items():
             if value is not None and not hasattr(record, key):

@@ -132,6 +132,8 @@ MIDDLEWARE = [
     "agentops.health.HealthCheckMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
+    # Past this point a request may use the database: under gevent it waits for a slot.
+    "agentops.slots.DatabaseSlotMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -305,6 +307,10 @@ AGENTOPS: dict[str, Any] = {
     "NOTIFY_MAX_ATTEMPTS": env_int("AGENTOPS_NOTIFY_MAX_ATTEMPTS", 5),
     "NOTIFY_BACKOFF_SECONDS": env_float("AGENTOPS_NOTIFY_BACKOFF_SECONDS", 30.0),
     "WEBHOOK_TIMEOUT_SECONDS": env_float("AGENTOPS_WEBHOOK_TIMEOUT_SECONDS", 5.0),
+    # Web (gunicorn's gevent workers): requests that may use the database at once per process,
+    # each through one persistent connection; a request waits this long for one, then 503.
+    "WEB_SLOTS": env_int("AGENTOPS_WEB_SLOTS", 4),
+    "WEB_SLOT_WAIT_SECONDS": env_float("AGENTOPS_WEB_SLOT_WAIT_SECONDS", 30.0),
     # Bearer token of /metrics (Prometheus); unset, the endpoint answers 404.
     "METRICS_TOKEN": os.environ.get("AGENTOPS_METRICS_TOKEN", ""),
 }

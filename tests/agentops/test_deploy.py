@@ -15,6 +15,7 @@ import re
 import secrets
 import shlex
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -467,8 +468,9 @@ def test_without_database_url_the_settings_start_an_embedded_postgresql(tmp_path
 
 # -- the production web server under load -------------------------------------------------------
 
-WEB_PROCESSES, WEB_THREADS = 2, 4
+WEB_PROCESSES, WEB_SLOTS = 2, 4
 CONCURRENT_REQUESTS = 200
+TRICKLING_CLIENTS = 50
 
 
 def _procfile_command(name: str) -> list[str]:
@@ -534,10 +536,13 @@ def web_server(env: dict[str, str], log_path: Path) -> Iterator[str]:
         log.close()
 
 
-def _signed_in_operator(django_user_model: Any, settings: Any) -> str:
-    """A session cookie of an operator, signed with a key the web process is given too."""
+def _signed_in_operator(django_user_model: Any, settings: Any, *, starter: bool = False) -> str:
+    """A session cookie of an operator (who may start tasks, with `starter`), signed with a key
+    the web process is given too."""
     operator = django_user_model.objects.create_user(username="olga", password="x")
     operator.groups.add(Group.objects.get_or_create(name="operators")[0])
+    if starter:
+        operator.groups.add(Group.objects.get_or_create(name="task starters")[0])
     settings.SECRET_KEY = secrets.token_urlsafe(50)  # the web server's key signs the session
     return _session_cookie(operator)
 
@@ -595,7 +600,7 @@ def test_the_production_web_server_answers_200_concurrent_requests_with_bounded_
         AGENTOPS_STATIC_ROOT=str(tmp_path / "static"),
         GUNICORN_BIND=f"127.0.0.1:{free_port()}",
         WEB_CONCURRENCY=str(WEB_PROCESSES),
-        GUNICORN_THREADS=str(WEB_THREADS),
+        AGENTOPS_WEB_SLOTS=str(WEB_SLOTS),
         GUNICORN_ACCESS_LOG="0",
     )
     collected = manage("collectstatic", "--no-input", "-v", "0", env=env)
@@ -626,13 +631,150 @@ def test_the_production_web_server_answers_200_concurrent_requests_with_bounded_
     watch.join()
     print(
         f"\n{CONCURRENT_REQUESTS} concurrent requests in {elapsed:.2f} s: {dict(statuses)}; "
-        f"peak web connections {watch.peak} (ceiling {WEB_PROCESSES * WEB_THREADS})"
+        f"peak web connections {watch.peak} (ceiling {WEB_PROCESSES * WEB_SLOTS})"
     )
 
     assert statuses == {200: CONCURRENT_REQUESTS}, (tmp_path / "web.log").read_text()[-3000:]
-    assert 0 < watch.peak <= WEB_PROCESSES * WEB_THREADS
+    assert 0 < watch.peak <= WEB_PROCESSES * WEB_SLOTS
     assert static.status_code == 200 and static.headers["content-type"] == "image/svg+xml"
     assert "immutable" in static.headers.get("cache-control", "")  # hashed, from WhiteNoise
+
+
+class Trickle(threading.Thread):
+    """`count` clients, each sending one more byte of its request headers every `interval`
+    seconds and never finishing them (a slow link, or slowloris). A client the server cuts off
+    connects again at once, so `count` are trickling all the time. Bounded: it stops when told,
+    or after `limit` seconds."""
+
+    def __init__(self, address: tuple[str, int], count: int, interval: float = 2.0) -> None:
+        super().__init__(daemon=True)
+        self.address, self.count, self.interval = address, count, interval
+        self.limit = 120.0
+        self.stop = threading.Event()
+        self.started = threading.Event()
+        self.cut_off = 0  # clients the server disconnected (and that connected again)
+        self.head = f"GET /healthz HTTP/1.1\r\nHost: {PRODUCTION_HOST}\r\nX-Slow: ".encode()
+
+    def _connect(self) -> list[Any]:
+        client = socket.create_connection(self.address, timeout=5)
+        client.sendall(self.head[:1])
+        return [client, 1]
+
+    def run(self) -> None:
+        clients = [self._connect() for _ in range(self.count)]
+        began = time.monotonic()
+        try:
+            while not self.stop.is_set() and time.monotonic() - began < self.limit:
+                self.started.set()
+                self.stop.wait(self.interval)
+                for entry in clients:
+                    client, sent = entry
+                    try:
+                        client.sendall(self.head[sent : sent + 1] or b"a")
+                        entry[1] = sent + 1
+                    except OSError:
+                        client.close()
+                        self.cut_off += 1
+                        if self.stop.is_set():
+                            return
+                        entry[:] = self._connect()
+        finally:
+            for client, _ in clients:
+                client.close()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_production_web_server_answers_healthz_fast_while_50_clients_trickle_headers(
+    tmp_path, django_user_model, settings, redis_clean
+):
+    cookie = _signed_in_operator(django_user_model, settings, starter=True)
+    port = free_port()
+    env = production_env(
+        DJANGO_SECRET_KEY=settings.SECRET_KEY,
+        AGENTOPS_STATIC_ROOT=str(tmp_path / "static"),
+        GUNICORN_BIND=f"127.0.0.1:{port}",
+        WEB_CONCURRENCY=str(WEB_PROCESSES),
+        AGENTOPS_WEB_SLOTS=str(WEB_SLOTS),
+        GUNICORN_ACCESS_LOG="0",
+    )
+    collected = manage("collectstatic", "--no-input", "-v", "0", env=env)
+    assert collected.returncode == 0, collected.stderr
+    headers = {"Host": PRODUCTION_HOST, "X-Forwarded-Proto": "https"}
+    signed_in = {**headers, "Cookie": f"sessionid={cookie}"}
+    trickle = Trickle(("127.0.0.1", port), TRICKLING_CLIENTS)
+    watch = ConnectionWatch(connection.settings_dict["NAME"])
+    latencies: list[float] = []
+    try:
+        with web_server(env, tmp_path / "web.log") as base:
+            watch.start()
+            trickle.start()
+            assert trickle.started.wait(30)
+            began_trickling = time.monotonic()
+            time.sleep(2 * trickle.interval)  # every client has sent three bytes
+            for _ in range(5):
+                began = time.monotonic()
+                health = httpx.get(f"{base}/healthz", headers=headers, timeout=10)
+                latencies.append(time.monotonic() - began)
+                assert health.status_code == 200
+            login = httpx.get(f"{base}/login/", headers=headers, timeout=10)
+            with ThreadPoolExecutor(max_workers=20) as pool:
+                pages = Counter(
+                    pool.map(
+                        lambda path: (
+                            httpx.get(f"{base}{path}", headers=signed_in, timeout=30).status_code
+                        ),
+                        ["/", "/review/", "/review/decisions", "/review/audit"] * 5,
+                    )
+                )
+            form = httpx.get(f"{base}{reverse('agentops:task_new')}", headers=signed_in)
+            csrf_cookie = re.search(r"csrftoken=([^;]+)", form.headers["set-cookie"])[1]
+            started = httpx.post(
+                f"{base}{reverse('agentops:task_new')}",
+                headers={
+                    **signed_in,
+                    "Cookie": f"sessionid={cookie}; csrftoken={csrf_cookie}",
+                    "Origin": f"https://{PRODUCTION_HOST}",
+                    "X-Request-ID": "slow-clients-start-1",
+                },
+                data={
+                    "csrfmiddlewaretoken": re.search(
+                        r'name="csrfmiddlewaretoken" value="([^"]+)"', form.text
+                    )[1],
+                    "agent": "refund",
+                    "goal": "Refund order A1001",
+                    "input": '{"order_id": "A1001"}',
+                },
+                timeout=30,
+            )
+            time.sleep(max(0.0, 6 * trickle.interval - (time.monotonic() - began_trickling)))
+            cut_off = trickle.cut_off
+            trickle.stop.set()
+            trickle.join()
+    finally:
+        trickle.stop.set()
+        watch.stop.set()
+    trickle.join()
+    watch.join()
+    print(
+        f"\n/healthz with {TRICKLING_CLIENTS} trickling clients: "
+        + ", ".join(f"{latency * 1000:.0f} ms" for latency in latencies)
+        + f"; peak web connections {watch.peak} (ceiling {WEB_PROCESSES * WEB_SLOTS}); "
+        f"trickling clients cut off {cut_off} times"
+    )
+
+    assert max(latencies) < 1.0, latencies
+    # A client has `keepalive` (5 s) to send its request line and headers, then it is cut off.
+    assert cut_off >= TRICKLING_CLIENTS
+    assert login.status_code == 200 and "csrfmiddlewaretoken" in login.text
+    assert pages == {200: 20}
+    assert 0 < watch.peak <= WEB_PROCESSES * WEB_SLOTS
+    # A form post through the gevent worker: its job went to Redis with the request id.
+    task = Task.objects.get()
+    queue = django_rq.get_queue("default")
+    (job_id,) = queue.job_ids
+    job = Job.fetch(job_id, connection=queue.connection, serializer=queue.serializer)
+    assert started.status_code == 302, started.text[-2000:]
+    assert (job.args, job.meta) == ([task.pk], {"request_id": "slow-clients-start-1"})
 
 
 def _answers(url: str) -> bool:
