@@ -108,7 +108,8 @@ def request_user_label(request: HttpRequest, *, look_up: bool) -> str | None:
     user = getattr(request, "user", None)
     if user is None:
         return None  # the request failed before the authentication middleware
-    if isinstance(user, LazyObject) and user._wrapped is empty and not look_up:
+    # A lazy user nobody has looked at yet: LazyObject keeps the `empty` marker until then.
+    if isinstance(user, LazyObject) and getattr(user, "_wrapped", None) is empty and not look_up:
         return None
     try:
         if not user.is_authenticated:
