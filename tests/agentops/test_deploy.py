@@ -640,24 +640,43 @@ def test_the_production_web_server_answers_200_concurrent_requests_with_bounded_
     assert "immutable" in static.headers.get("cache-control", "")  # hashed, from WhiteNoise
 
 
-class Trickle(threading.Thread):
-    """`count` clients, each sending one more byte of its request headers every `interval`
-    seconds and never finishing them (a slow link, or slowloris). A client the server cuts off
-    connects again at once, so `count` are trickling all the time. Bounded: it stops when told,
-    or after `limit` seconds."""
+SLOW_HEADERS = f"GET /healthz HTTP/1.1\r\nHost: {PRODUCTION_HOST}\r\nX-Slow: ".encode()
+# A form post whose headers arrive at once and whose (large) body then trickles. Its origin and
+# CSRF cookie pass the CSRF check's first steps, so the check goes on to read the body's token.
+SLOW_BODY_HEAD = (
+    f"POST /login/ HTTP/1.1\r\nHost: {PRODUCTION_HOST}\r\nX-Forwarded-Proto: https\r\n"
+    f"Origin: https://{PRODUCTION_HOST}\r\nCookie: csrftoken={'c' * 32}\r\n"
+    "Content-Type: application/x-www-form-urlencoded\r\nContent-Length: 100000\r\n\r\n"
+).encode()
 
-    def __init__(self, address: tuple[str, int], count: int, interval: float = 2.0) -> None:
+
+class Trickle(threading.Thread):
+    """`count` clients, each sending `head` at once and then one more byte every `interval`
+    seconds, never finishing (a slow link, or slowloris): with no `head`, the request headers
+    trickle; with `SLOW_BODY_HEAD`, the body does. A client the server cuts off connects again
+    at once, so `count` are trickling all the time. Bounded: it stops when told, or after
+    `limit` seconds."""
+
+    def __init__(
+        self,
+        address: tuple[str, int],
+        count: int,
+        *,
+        head: bytes = b"",
+        interval: float = 2.0,
+    ) -> None:
         super().__init__(daemon=True)
         self.address, self.count, self.interval = address, count, interval
         self.limit = 120.0
         self.stop = threading.Event()
         self.started = threading.Event()
         self.cut_off = 0  # clients the server disconnected (and that connected again)
-        self.head = f"GET /healthz HTTP/1.1\r\nHost: {PRODUCTION_HOST}\r\nX-Slow: ".encode()
+        self.head = head
+        self.drip = b"a" * 100_000 if head else SLOW_HEADERS
 
     def _connect(self) -> list[Any]:
         client = socket.create_connection(self.address, timeout=5)
-        client.sendall(self.head[:1])
+        client.sendall(self.head + self.drip[:1])
         return [client, 1]
 
     def run(self) -> None:
@@ -670,7 +689,7 @@ class Trickle(threading.Thread):
                 for entry in clients:
                     client, sent = entry
                     try:
-                        client.sendall(self.head[sent : sent + 1] or b"a")
+                        client.sendall(self.drip[sent : sent + 1] or b"a")
                         entry[1] = sent + 1
                     except OSError:
                         client.close()
@@ -684,7 +703,7 @@ class Trickle(threading.Thread):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_the_production_web_server_answers_healthz_fast_while_50_clients_trickle_headers(
+def test_the_production_web_server_answers_while_50_clients_trickle_headers_and_16_bodies(
     tmp_path, django_user_model, settings, redis_clean
 ):
     cookie = _signed_in_operator(django_user_model, settings, starter=True)
@@ -702,13 +721,16 @@ def test_the_production_web_server_answers_healthz_fast_while_50_clients_trickle
     headers = {"Host": PRODUCTION_HOST, "X-Forwarded-Proto": "https"}
     signed_in = {**headers, "Cookie": f"sessionid={cookie}"}
     trickle = Trickle(("127.0.0.1", port), TRICKLING_CLIENTS)
+    # More slow bodies than database slots: each would hold a slot if the body were read there.
+    slow_bodies = Trickle(("127.0.0.1", port), 2 * WEB_PROCESSES * WEB_SLOTS, head=SLOW_BODY_HEAD)
     watch = ConnectionWatch(connection.settings_dict["NAME"])
     latencies: list[float] = []
     try:
         with web_server(env, tmp_path / "web.log") as base:
             watch.start()
             trickle.start()
-            assert trickle.started.wait(30)
+            slow_bodies.start()
+            assert trickle.started.wait(30) and slow_bodies.started.wait(30)
             began_trickling = time.monotonic()
             time.sleep(2 * trickle.interval)  # every client has sent three bytes
             for _ in range(5):
@@ -748,15 +770,19 @@ def test_the_production_web_server_answers_healthz_fast_while_50_clients_trickle
             )
             time.sleep(max(0.0, 6 * trickle.interval - (time.monotonic() - began_trickling)))
             cut_off = trickle.cut_off
-            trickle.stop.set()
-            trickle.join()
+            for tricklers in (trickle, slow_bodies):
+                tricklers.stop.set()
+                tricklers.join()
     finally:
         trickle.stop.set()
+        slow_bodies.stop.set()
         watch.stop.set()
     trickle.join()
+    slow_bodies.join()
     watch.join()
     print(
-        f"\n/healthz with {TRICKLING_CLIENTS} trickling clients: "
+        f"\n/healthz with {TRICKLING_CLIENTS} clients trickling headers and "
+        f"{slow_bodies.count} bodies: "
         + ", ".join(f"{latency * 1000:.0f} ms" for latency in latencies)
         + f"; peak web connections {watch.peak} (ceiling {WEB_PROCESSES * WEB_SLOTS}); "
         f"trickling clients cut off {cut_off} times"
