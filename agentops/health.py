@@ -1,8 +1,9 @@
 """Health endpoints for load balancers, answered before any other middleware.
 
-`/healthz`: the process is alive. `/readyz`: PostgreSQL and Redis answer and no migration is
-pending. Both need no login and no allowed Host (a balancer probes by address), are exempt from the
-HTTPS redirect, and say nothing beyond `ok` / `not ready`.
+`/healthz`: the process is alive (it needs no database slot, so it answers while every slot is
+busy). `/readyz`: PostgreSQL and Redis answer and no migration is pending (it holds a database
+slot for its checks). Both need no login and no allowed Host (a balancer probes by address), are
+exempt from the HTTPS redirect, and say nothing beyond `ok` / `not ready`.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from collections.abc import Callable
 from django.db import DatabaseError, connection
 from django.http import HttpRequest, HttpResponse
 from redis.exceptions import RedisError
+
+from agentops.slots import database_slot
 
 logger = logging.getLogger(__name__)
 
@@ -51,7 +54,8 @@ class HealthCheckMiddleware:
             if request.path == "/healthz":
                 return _plain("ok", 200)
             if request.path == "/readyz":
-                return _plain("ok", 200) if ready() else _plain("not ready", 503)
+                with database_slot():
+                    return _plain("ok", 200) if ready() else _plain("not ready", 503)
         return self.get_response(request)
 
 

@@ -1,11 +1,20 @@
-"""RQ entry points. A job carries a task id and nothing else; the runner does the work."""
+"""RQ entry points. A job carries a task id and nothing else; the runner does the work.
+
+The job's meta may carry the id of the request that enqueued it: the job's log lines carry it
+too, and each job ends with one line saying what it did.
+"""
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
 
 from rq import get_current_job
+
+from agentops.logs import job_request_context
+
+logger = logging.getLogger(__name__)
 
 
 def task_advance(task_id: int) -> str:
@@ -14,4 +23,7 @@ def task_advance(task_id: int) -> str:
 
     job = get_current_job()
     owner = f"{socket.gethostname()}:{os.getpid()}:{job.id if job else '-'}"
-    return advance(task_id=int(task_id), owner=owner)
+    with job_request_context():
+        outcome = advance(task_id=int(task_id), owner=owner)
+        logger.info("job %s: %s", job.id if job else "-", outcome, extra={"task_id": task_id})
+    return outcome

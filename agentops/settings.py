@@ -187,9 +187,12 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "agentops.request_ids.RequestIdMiddleware",
     "agentops.health.HealthCheckMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
+    # Past this point a request may use the database: under gevent it waits for a slot.
+    "agentops.slots.DatabaseSlotMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -303,7 +306,7 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "filters": {
-        "task_context": {"()": "agentops.logs.TaskContextFilter"},
+        "context": {"()": "agentops.logs.ContextFilter"},
         "refusals_without_traceback": {"()": "agentops.logs.RefusalFilter"},
     },
     "formatters": {
@@ -313,7 +316,7 @@ LOGGING = {
         "console": {
             "class": "logging.StreamHandler",
             "formatter": "structured",
-            "filters": ["task_context", "refusals_without_traceback"],
+            "filters": ["context", "refusals_without_traceback"],
         },
     },
     "root": {
@@ -394,6 +397,10 @@ AGENTOPS: dict[str, Any] = {
     "NOTIFY_BACKOFF_SECONDS": env_float("AGENTOPS_NOTIFY_BACKOFF_SECONDS", 30.0),
     "WEBHOOK_TIMEOUT_SECONDS": env_float("AGENTOPS_WEBHOOK_TIMEOUT_SECONDS", 5.0),
     "NOTIFY_ATTEMPT_TIMEOUT_SECONDS": env_float("AGENTOPS_NOTIFY_ATTEMPT_TIMEOUT_SECONDS", 30.0),
+    # Web (gunicorn's gevent workers): requests that may use the database at once per process,
+    # each through one persistent connection; a request waits this long for one, then 503.
+    "WEB_SLOTS": env_int("AGENTOPS_WEB_SLOTS", 4),
+    "WEB_SLOT_WAIT_SECONDS": env_float("AGENTOPS_WEB_SLOT_WAIT_SECONDS", 30.0),
     # Bearer token of /metrics (Prometheus); unset, the endpoint answers 404.
     "METRICS_TOKEN": os.environ.get("AGENTOPS_METRICS_TOKEN", ""),
     # Guessing is throttled (agentops.throttle): this many failed logins per username or per

@@ -10,6 +10,7 @@ from reviews.api import api
 
 # The admin's sign-in is throttled like the product's (agentops.login).
 admin.site.login_form = AdminLoginForm
+handler500 = "agentops.request_ids.server_error"
 
 urlpatterns = [
     # The django-rq dashboard: its views admit staff users only.

@@ -1,10 +1,14 @@
-"""RQ entry points of the reviews app. A job carries an id and nothing else."""
+"""RQ entry points of the reviews app. A job carries an id and nothing else (its meta may carry
+the id of the request that enqueued it, for its log lines)."""
 
 from __future__ import annotations
+
+from agentops.logs import job_request_context
 
 
 def delivery_send(delivery_id: int) -> str:
     """Send one notification delivery; a no-op when it is sent, failed or not yet due."""
     from reviews.notifications import delivery_send as send
 
-    return send(delivery_id=int(delivery_id))
+    with job_request_context():
+        return send(delivery_id=int(delivery_id))

@@ -38,6 +38,7 @@ from django.utils import timezone
 from agentops.engine.dispatch import job_waiting
 from agentops.engine.jsonvalues import redacted
 from agentops.engine.outbound import outbound_check
+from agentops.logs import job_meta
 from agentops.models import Event, Gate, Task
 from agentops.states import GateStatus, TaskStatus
 from reviews.models import Delivery, Notice, NotificationPreference, NotificationRoute
@@ -258,6 +259,7 @@ def deliveries_enqueue_due() -> int:
             "reviews.jobs.delivery_send",
             delivery_id,
             job_id=job_id,
+            meta=job_meta(),
             result_ttl=300,
             failure_ttl=86400,
             job_timeout=_attempt_seconds(),

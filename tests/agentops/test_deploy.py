@@ -1,5 +1,6 @@
-"""The deployable product: settings that fail closed, health endpoints, error pages, logs, and
-the production web server (gunicorn from the Procfile) under 200 concurrent requests.
+"""The deployable product: settings that fail closed, health endpoints, error pages, logs and
+request ids, and the production web server (gunicorn from the Procfile) under 200 concurrent
+requests.
 
 Settings are read once per process, so the production-mode checks run `manage.py` in a child
 process with a production environment (no AGENTOPS_DEV) pointed at the test database.
@@ -10,19 +11,24 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import secrets
 import shlex
 import signal
+import socket
 import subprocess
 import sys
 import threading
 import time
 from collections import Counter
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from importlib import import_module
 from pathlib import Path
 from typing import Any
 
+import django_rq
 import httpx
 import psycopg
 import pytest
@@ -32,9 +38,13 @@ from django.contrib.auth.models import Group
 from django.core.exceptions import PermissionDenied
 from django.db import connection
 from django.test import Client, RequestFactory
-from django.views.defaults import server_error
+from django.urls import reverse
+from rq.job import Job
 
+from agentops import dburl
 from agentops.logs import RefusalFilter, StructuredFormatter, task_context
+from agentops.models import Task
+from agentops.request_ids import server_error
 from tests.conftest import ROOT, database_url, free_port, wait_for
 
 PRODUCTION_HOST = "agentops.example.com"
@@ -182,12 +192,16 @@ def test_a_403_uses_the_site_layout_with_navigation(django_user_model):
 
 
 def test_a_500_uses_the_site_layout_without_a_request_context():
-    response = server_error(RequestFactory().get("/"))
+    request = RequestFactory().get("/")
+    request.request_id = "req-0123456789"
+
+    response = server_error(request)
     html = response.content.decode()
 
     assert response.status_code == 500
     assert "Something went wrong" in html
     assert 'class="topbar"' in html
+    assert "<code>req-0123456789</code>" in html
 
 
 @pytest.mark.django_db
@@ -275,6 +289,149 @@ def test_an_expected_refusal_is_logged_as_one_line_without_its_traceback():
     assert "Traceback" in StructuredFormatter("kv").format(crash)
 
 
+# -- request ids and 5xx lines --------------------------------------------------------------------
+
+_KV = re.compile(r'(\w+)=("(?:[^"\\]|\\.)*"|\S*)')
+
+
+def kv_fields(line: str) -> dict[str, str]:
+    """The fields of one kv log line (quoted values unquoted)."""
+    return {
+        key: json.loads(value) if value.startswith('"') else value
+        for key, value in _KV.findall(line)
+    }
+
+
+@contextmanager
+def console_lines(*names: str) -> Iterator[list[str]]:
+    """The kv lines the console handler would write for records of the named loggers."""
+    console = next(h for h in logging.getLogger().handlers if h.get_name() == "console")
+    lines: list[str] = []
+    capture = logging.Handler()
+    capture.filters = console.filters
+    capture.emit = lambda record: lines.append(StructuredFormatter("kv").format(record))
+    loggers = [logging.getLogger(name) for name in names]
+    for logger in loggers:
+        logger.addHandler(capture)
+    try:
+        yield lines
+    finally:
+        for logger in loggers:
+            logger.removeHandler(capture)
+
+
+def _without_collected_static(settings: Any, root: Path) -> None:
+    """The finding: production's hashed static names, but collectstatic never ran."""
+    settings.STORAGES = {
+        **settings.STORAGES,
+        "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.ManifestStaticFilesStorage"},
+    }
+    settings.STATIC_ROOT = root
+
+
+@pytest.mark.django_db
+def test_a_500_writes_one_error_line_with_traceback_method_path_user_and_request_id(
+    django_user_model, settings, tmp_path
+):
+    _without_collected_static(settings, tmp_path / "static")
+    client = Client(raise_request_exception=False)
+    client.force_login(django_user_model.objects.create_user(username="olga", password="x"))
+
+    with console_lines("django.request", "agentops") as lines:
+        response = client.get("/login/")
+
+    request_id = response["X-Request-ID"]
+    errors = [kv_fields(line) for line in lines if kv_fields(line)["level"] == "ERROR"]
+    assert response.status_code == 500
+    assert re.fullmatch(r"[0-9a-f]{32}", request_id)
+    assert f"<code>{request_id}</code>" in response.content.decode()
+    (error,) = errors
+    assert error["logger"] == "django.request"
+    assert (error["method"], error["path"], error["user"]) == ("GET", "/login/", "olga")
+    assert error["request_id"] == request_id
+    assert error["exc"].startswith("Traceback (most recent call last):")
+    assert "Missing staticfiles manifest entry" in error["exc"]
+
+
+def test_the_500_page_renders_and_the_error_is_logged_when_the_database_is_down():
+    script = (
+        "from django.test import Client; "
+        "r = Client(raise_request_exception=False).post('/login/', "
+        "{'username': 'olga', 'password': 'x'}, HTTP_HOST='localhost', "
+        "HTTP_X_REQUEST_ID='proxy-id.0042'); "
+        "print('status', r.status_code, r['X-Request-ID']); print(r.content.decode())"
+    )
+    down = dburl.database_url({**connection.settings_dict, "HOST": "127.0.0.1", "PORT": 9})
+
+    result = manage(
+        "shell", "-c", script, env={**os.environ, "DATABASE_URL": down, "DJANGO_DEBUG": "0"}
+    )
+
+    assert "status 500 proxy-id.0042" in result.stdout, result.stderr
+    assert "<code>proxy-id.0042</code>" in result.stdout
+    assert 'class="topbar"' in result.stdout  # the site layout needs no database
+    (error,) = [kv_fields(line) for line in result.stderr.splitlines() if "level=ERROR" in line]
+    assert error["logger"] == "django.request"
+    assert (error["method"], error["path"], error["user"]) == ("POST", "/login/", "anonymous")
+    assert error["request_id"] == "proxy-id.0042"
+    assert "OperationalError" in error["exc"]
+
+
+@pytest.mark.parametrize(
+    ("incoming", "kept"),
+    [
+        ("6f1c2b7e-9a8d-4c3b-8e2f-0a1b2c3d4e5f", True),
+        ("lb.7f3a_09", True),
+        ("short", False),
+        ("x" * 129, False),
+        ('id" level=ERROR', False),
+        ("id\nsecond-line", False),
+    ],
+)
+def test_a_sane_incoming_request_id_is_kept_and_any_other_is_replaced(incoming, kept):
+    response = Client(HTTP_HOST="10.1.2.3").get("/healthz", HTTP_X_REQUEST_ID=incoming)
+
+    returned = response["X-Request-ID"]
+    assert (returned == incoming) is kept
+    if not kept:
+        assert re.fullmatch(r"[0-9a-f]{32}", returned)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_job_a_request_enqueued_carries_its_request_id_into_the_worker_log(
+    processes, django_user_model
+):
+    starter = django_user_model.objects.create_user(username="sam", password="x")
+    starter.groups.add(Group.objects.get_or_create(name="task starters")[0])
+    client = Client()
+    client.force_login(starter)
+
+    response = client.post(
+        reverse("agentops:task_new"),
+        {"agent": "refund", "goal": "Refund order A1001", "input": '{"order_id": "A1001"}'},
+        HTTP_X_REQUEST_ID="req-start-0001",
+    )
+    task = Task.objects.get()
+    queue = django_rq.get_queue("default")
+    (job_id,) = queue.job_ids
+    job = Job.fetch(job_id, connection=queue.connection, serializer=queue.serializer)
+    worker = processes.worker(burst=True)
+    worker.wait(timeout=60)
+    log = next(processes.log_dir.glob("worker-*.log")).read_text()
+
+    assert response.status_code == 302
+    assert job.args == [task.pk]  # the job's arguments are still ids only
+    assert job.meta == {"request_id": "req-start-0001"}
+    done = [
+        kv_fields(line)
+        for line in log.splitlines()
+        if line.startswith("time=") and "logger=agentops.jobs" in line
+    ]
+    assert done, log
+    assert {line["request_id"] for line in done} == {"req-start-0001"}
+    assert {line["task_id"] for line in done} == {str(task.pk)}
+
+
 # -- the embedded PostgreSQL server -------------------------------------------------------------
 
 
@@ -311,8 +468,9 @@ def test_without_database_url_the_settings_start_an_embedded_postgresql(tmp_path
 
 # -- the production web server under load -------------------------------------------------------
 
-WEB_PROCESSES, WEB_THREADS = 2, 4
+WEB_PROCESSES, WEB_SLOTS = 2, 4
 CONCURRENT_REQUESTS = 200
+TRICKLING_CLIENTS = 50
 
 
 def _procfile_command(name: str) -> list[str]:
@@ -354,28 +512,12 @@ class ConnectionWatch(threading.Thread):
                 time.sleep(0.02)
 
 
-@pytest.mark.django_db(transaction=True)
-def test_the_production_web_server_answers_200_concurrent_requests_with_bounded_connections(
-    tmp_path, django_user_model, settings
-):
-    operator = django_user_model.objects.create_user(username="olga", password="x")
-    operator.groups.add(Group.objects.get_or_create(name="operators")[0])
-    settings.SECRET_KEY = secrets.token_urlsafe(50)  # the web server's key signs the session
-    cookie = _session_cookie(operator)
-    port = free_port()
-    env = production_env(
-        DJANGO_SECRET_KEY=settings.SECRET_KEY,
-        DJANGO_ALLOWED_HOSTS=f"{PRODUCTION_HOST},127.0.0.1",
-        AGENTOPS_STATIC_ROOT=str(tmp_path / "static"),
-        GUNICORN_BIND=f"127.0.0.1:{port}",
-        WEB_CONCURRENCY=str(WEB_PROCESSES),
-        GUNICORN_THREADS=str(WEB_THREADS),
-        GUNICORN_ACCESS_LOG="0",
-    )
-    collected = manage("collectstatic", "--no-input", "-v", "0", env=env)
-    assert collected.returncode == 0, collected.stderr
+@contextmanager
+def web_server(env: dict[str, str], log_path: Path) -> Iterator[str]:
+    """The Procfile's web process with `env`, its output in `log_path`; yields its base URL
+    once /healthz answers, and stops it (SIGTERM) afterwards."""
     command = _procfile_command("web")
-    log = open(tmp_path / "web.log", "wb")  # noqa: SIM115
+    log = open(log_path, "wb")  # noqa: SIM115
     web = subprocess.Popen(
         command,
         cwd=ROOT,
@@ -384,42 +526,281 @@ def test_the_production_web_server_answers_200_concurrent_requests_with_bounded_
         stderr=subprocess.STDOUT,
         start_new_session=True,
     )
-    base = f"http://127.0.0.1:{port}"
+    base = f"http://{env['GUNICORN_BIND']}"
+    try:
+        wait_for(lambda: _answers(f"{base}/healthz"), timeout=30, message="gunicorn to start")
+        yield base
+    finally:
+        os.killpg(web.pid, signal.SIGTERM)
+        web.wait(timeout=30)
+        log.close()
+
+
+def _signed_in_operator(django_user_model: Any, settings: Any, *, starter: bool = False) -> str:
+    """A session cookie of an operator (who may start tasks, with `starter`), signed with a key
+    the web process is given too."""
+    operator = django_user_model.objects.create_user(username="olga", password="x")
+    operator.groups.add(Group.objects.get_or_create(name="operators")[0])
+    if starter:
+        operator.groups.add(Group.objects.get_or_create(name="task starters")[0])
+    settings.SECRET_KEY = secrets.token_urlsafe(50)  # the web server's key signs the session
+    return _session_cookie(operator)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_production_web_server_logs_a_500_with_its_request_id_and_shows_it(
+    tmp_path, django_user_model, settings
+):
+    cookie = _signed_in_operator(django_user_model, settings)
+    env = production_env(
+        DJANGO_SECRET_KEY=settings.SECRET_KEY,
+        AGENTOPS_STATIC_ROOT=str(tmp_path / "static"),  # collectstatic never ran: the finding
+        GUNICORN_BIND=f"127.0.0.1:{free_port()}",
+    )
+    headers = {
+        "Host": PRODUCTION_HOST,
+        "X-Forwarded-Proto": "https",
+        "Cookie": f"sessionid={cookie}",
+    }
+    with web_server(env, tmp_path / "web.log") as base:
+        page = httpx.get(f"{base}/login/", headers=headers, timeout=30)
+        proxied = httpx.get(
+            f"{base}/login/", headers={**headers, "X-Request-ID": "edge-5f2a91c0"}, timeout=30
+        )
+    lines = [kv_fields(line) for line in (tmp_path / "web.log").read_text().splitlines()]
+    request_id = page.headers["X-Request-ID"]
+
+    assert (page.status_code, proxied.status_code) == (500, 500)
+    assert re.fullmatch(r"[0-9a-f]{32}", request_id)
+    assert proxied.headers["X-Request-ID"] == "edge-5f2a91c0"
+    for response, rid in ((page, request_id), (proxied, "edge-5f2a91c0")):
+        assert f"<code>{rid}</code>" in response.text
+        (error,) = [f for f in lines if f.get("level") == "ERROR" and f.get("request_id") == rid]
+        assert error["logger"] == "django.request"
+        assert (error["method"], error["path"], error["user"]) == ("GET", "/login/", "olga")
+        assert error["exc"].startswith("Traceback (most recent call last):")
+        assert "Missing staticfiles manifest entry" in error["exc"]
+        (access,) = [
+            kv_fields(f["msg"])
+            for f in lines
+            if f.get("logger") == "gunicorn.access" and f"request_id={rid}" in f["msg"]
+        ]
+        assert (access["method"], access["path"], access["status"]) == ("GET", "/login/", "500")
+    assert sum(f.get("level") == "ERROR" for f in lines) == 2  # one line per 500, no echo
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_production_web_server_answers_200_concurrent_requests_with_bounded_connections(
+    tmp_path, django_user_model, settings
+):
+    cookie = _signed_in_operator(django_user_model, settings)
+    env = production_env(
+        DJANGO_SECRET_KEY=settings.SECRET_KEY,
+        DJANGO_ALLOWED_HOSTS=f"{PRODUCTION_HOST},127.0.0.1",
+        AGENTOPS_STATIC_ROOT=str(tmp_path / "static"),
+        GUNICORN_BIND=f"127.0.0.1:{free_port()}",
+        WEB_CONCURRENCY=str(WEB_PROCESSES),
+        AGENTOPS_WEB_SLOTS=str(WEB_SLOTS),
+        GUNICORN_ACCESS_LOG="0",
+    )
+    collected = manage("collectstatic", "--no-input", "-v", "0", env=env)
+    assert collected.returncode == 0, collected.stderr
     headers = {"Host": PRODUCTION_HOST, "X-Forwarded-Proto": "https"}
     watch = ConnectionWatch(connection.settings_dict["NAME"])
     try:
-        wait_for(lambda: _answers(f"{base}/healthz"), timeout=30, message="gunicorn to start")
-        watch.start()
-        paths = ["/healthz", "/", "/review/", "/review/audit", "/review/decisions"]
-        signed_in = {**headers, "Cookie": f"sessionid={cookie}"}
-        with httpx.Client(timeout=60, limits=httpx.Limits(max_connections=200)) as client:
+        with web_server(env, tmp_path / "web.log") as base:
+            watch.start()
+            paths = ["/healthz", "/", "/review/", "/review/audit", "/review/decisions"]
+            signed_in = {**headers, "Cookie": f"sessionid={cookie}"}
+            with httpx.Client(timeout=60, limits=httpx.Limits(max_connections=200)) as client:
 
-            def fetch(number: int) -> int:
-                path = paths[number % len(paths)]
-                response = client.get(
-                    f"{base}{path}", headers=headers if path == "/healthz" else signed_in
-                )
-                return response.status_code
+                def fetch(number: int) -> int:
+                    path = paths[number % len(paths)]
+                    response = client.get(
+                        f"{base}{path}", headers=headers if path == "/healthz" else signed_in
+                    )
+                    return response.status_code
 
-            with ThreadPoolExecutor(max_workers=CONCURRENT_REQUESTS) as pool:
-                began = time.monotonic()
-                statuses = Counter(pool.map(fetch, range(CONCURRENT_REQUESTS)))
-                elapsed = time.monotonic() - began
-            static = client.get(f"{base}/favicon.ico", headers=headers, follow_redirects=True)
+                with ThreadPoolExecutor(max_workers=CONCURRENT_REQUESTS) as pool:
+                    began = time.monotonic()
+                    statuses = Counter(pool.map(fetch, range(CONCURRENT_REQUESTS)))
+                    elapsed = time.monotonic() - began
+                static = client.get(f"{base}/favicon.ico", headers=headers, follow_redirects=True)
     finally:
         watch.stop.set()
-        os.killpg(web.pid, signal.SIGTERM)
-        web.wait(timeout=30)
     watch.join()
     print(
         f"\n{CONCURRENT_REQUESTS} concurrent requests in {elapsed:.2f} s: {dict(statuses)}; "
-        f"peak web connections {watch.peak} (ceiling {WEB_PROCESSES * WEB_THREADS})"
+        f"peak web connections {watch.peak} (ceiling {WEB_PROCESSES * WEB_SLOTS})"
     )
 
     assert statuses == {200: CONCURRENT_REQUESTS}, (tmp_path / "web.log").read_text()[-3000:]
-    assert 0 < watch.peak <= WEB_PROCESSES * WEB_THREADS
+    assert 0 < watch.peak <= WEB_PROCESSES * WEB_SLOTS
     assert static.status_code == 200 and static.headers["content-type"] == "image/svg+xml"
     assert "immutable" in static.headers.get("cache-control", "")  # hashed, from WhiteNoise
+
+
+SLOW_HEADERS = f"GET /healthz HTTP/1.1\r\nHost: {PRODUCTION_HOST}\r\nX-Slow: ".encode()
+# A form post whose headers arrive at once and whose (large) body then trickles. Its origin and
+# CSRF cookie pass the CSRF check's first steps, so the check goes on to read the body's token.
+SLOW_BODY_HEAD = (
+    f"POST /login/ HTTP/1.1\r\nHost: {PRODUCTION_HOST}\r\nX-Forwarded-Proto: https\r\n"
+    f"Origin: https://{PRODUCTION_HOST}\r\nCookie: csrftoken={'c' * 32}\r\n"
+    "Content-Type: application/x-www-form-urlencoded\r\nContent-Length: 100000\r\n\r\n"
+).encode()
+
+
+class Trickle(threading.Thread):
+    """`count` clients, each sending `head` at once and then one more byte every `interval`
+    seconds, never finishing (a slow link, or slowloris): with no `head`, the request headers
+    trickle; with `SLOW_BODY_HEAD`, the body does. A client the server cuts off connects again
+    at once, so `count` are trickling all the time. Bounded: it stops when told, or after
+    `limit` seconds."""
+
+    def __init__(
+        self,
+        address: tuple[str, int],
+        count: int,
+        *,
+        head: bytes = b"",
+        interval: float = 2.0,
+    ) -> None:
+        super().__init__(daemon=True)
+        self.address, self.count, self.interval = address, count, interval
+        self.limit = 120.0
+        self.stop = threading.Event()
+        self.started = threading.Event()
+        self.cut_off = 0  # clients the server disconnected (and that connected again)
+        self.head = head
+        self.drip = b"a" * 100_000 if head else SLOW_HEADERS
+
+    def _connect(self) -> list[Any]:
+        client = socket.create_connection(self.address, timeout=5)
+        client.sendall(self.head + self.drip[:1])
+        return [client, 1]
+
+    def run(self) -> None:
+        clients = [self._connect() for _ in range(self.count)]
+        began = time.monotonic()
+        try:
+            while not self.stop.is_set() and time.monotonic() - began < self.limit:
+                self.started.set()
+                self.stop.wait(self.interval)
+                for entry in clients:
+                    client, sent = entry
+                    try:
+                        client.sendall(self.drip[sent : sent + 1] or b"a")
+                        entry[1] = sent + 1
+                    except OSError:
+                        client.close()
+                        self.cut_off += 1
+                        if self.stop.is_set():
+                            return
+                        entry[:] = self._connect()
+        finally:
+            for client, _ in clients:
+                client.close()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_production_web_server_answers_while_50_clients_trickle_headers_and_16_bodies(
+    tmp_path, django_user_model, settings, redis_clean
+):
+    cookie = _signed_in_operator(django_user_model, settings, starter=True)
+    port = free_port()
+    env = production_env(
+        DJANGO_SECRET_KEY=settings.SECRET_KEY,
+        AGENTOPS_STATIC_ROOT=str(tmp_path / "static"),
+        GUNICORN_BIND=f"127.0.0.1:{port}",
+        WEB_CONCURRENCY=str(WEB_PROCESSES),
+        AGENTOPS_WEB_SLOTS=str(WEB_SLOTS),
+        GUNICORN_ACCESS_LOG="0",
+    )
+    collected = manage("collectstatic", "--no-input", "-v", "0", env=env)
+    assert collected.returncode == 0, collected.stderr
+    headers = {"Host": PRODUCTION_HOST, "X-Forwarded-Proto": "https"}
+    signed_in = {**headers, "Cookie": f"sessionid={cookie}"}
+    trickle = Trickle(("127.0.0.1", port), TRICKLING_CLIENTS)
+    # More slow bodies than database slots: each would hold a slot if the body were read there.
+    slow_bodies = Trickle(("127.0.0.1", port), 2 * WEB_PROCESSES * WEB_SLOTS, head=SLOW_BODY_HEAD)
+    watch = ConnectionWatch(connection.settings_dict["NAME"])
+    latencies: list[float] = []
+    try:
+        with web_server(env, tmp_path / "web.log") as base:
+            watch.start()
+            trickle.start()
+            slow_bodies.start()
+            assert trickle.started.wait(30) and slow_bodies.started.wait(30)
+            began_trickling = time.monotonic()
+            time.sleep(2 * trickle.interval)  # every client has sent three bytes
+            for _ in range(5):
+                began = time.monotonic()
+                health = httpx.get(f"{base}/healthz", headers=headers, timeout=10)
+                latencies.append(time.monotonic() - began)
+                assert health.status_code == 200
+            login = httpx.get(f"{base}/login/", headers=headers, timeout=10)
+            with ThreadPoolExecutor(max_workers=20) as pool:
+                pages = Counter(
+                    pool.map(
+                        lambda path: (
+                            httpx.get(f"{base}{path}", headers=signed_in, timeout=30).status_code
+                        ),
+                        ["/", "/review/", "/review/decisions", "/review/audit"] * 5,
+                    )
+                )
+            form = httpx.get(f"{base}{reverse('agentops:task_new')}", headers=signed_in)
+            csrf_cookie = re.search(r"csrftoken=([^;]+)", form.headers["set-cookie"])[1]
+            started = httpx.post(
+                f"{base}{reverse('agentops:task_new')}",
+                headers={
+                    **signed_in,
+                    "Cookie": f"sessionid={cookie}; csrftoken={csrf_cookie}",
+                    "Origin": f"https://{PRODUCTION_HOST}",
+                    "X-Request-ID": "slow-clients-start-1",
+                },
+                data={
+                    "csrfmiddlewaretoken": re.search(
+                        r'name="csrfmiddlewaretoken" value="([^"]+)"', form.text
+                    )[1],
+                    "agent": "refund",
+                    "goal": "Refund order A1001",
+                    "input": '{"order_id": "A1001"}',
+                },
+                timeout=30,
+            )
+            time.sleep(max(0.0, 6 * trickle.interval - (time.monotonic() - began_trickling)))
+            cut_off = trickle.cut_off
+            for tricklers in (trickle, slow_bodies):
+                tricklers.stop.set()
+                tricklers.join()
+    finally:
+        trickle.stop.set()
+        slow_bodies.stop.set()
+        watch.stop.set()
+    trickle.join()
+    slow_bodies.join()
+    watch.join()
+    print(
+        f"\n/healthz with {TRICKLING_CLIENTS} clients trickling headers and "
+        f"{slow_bodies.count} bodies: "
+        + ", ".join(f"{latency * 1000:.0f} ms" for latency in latencies)
+        + f"; peak web connections {watch.peak} (ceiling {WEB_PROCESSES * WEB_SLOTS}); "
+        f"trickling clients cut off {cut_off} times"
+    )
+
+    assert max(latencies) < 1.0, latencies
+    # A client has `keepalive` (5 s) to send its request line and headers, then it is cut off.
+    assert cut_off >= TRICKLING_CLIENTS
+    assert login.status_code == 200 and "csrfmiddlewaretoken" in login.text
+    assert pages == {200: 20}
+    assert 0 < watch.peak <= WEB_PROCESSES * WEB_SLOTS
+    # A form post through the gevent worker: its job went to Redis with the request id.
+    task = Task.objects.get()
+    queue = django_rq.get_queue("default")
+    (job_id,) = queue.job_ids
+    job = Job.fetch(job_id, connection=queue.connection, serializer=queue.serializer)
+    assert started.status_code == 302, started.text[-2000:]
+    assert (job.args, job.meta) == ([task.pk], {"request_id": "slow-clients-start-1"})
 
 
 def _answers(url: str) -> bool:

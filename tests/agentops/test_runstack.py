@@ -29,10 +29,16 @@ def runstack(port: int, *, log: Path) -> subprocess.Popen[bytes]:
         "AGENTOPS_DEV": "1",
     }
     return subprocess.Popen(
-        [sys.executable, str(ROOT / "manage.py"), "runstack", "--port", str(port), "--workers", "1"],
+        [
+            sys.executable,
+            str(ROOT / "manage.py"),
+            "runstack",
+            *("--port", str(port)),
+            *("--workers", "1"),
+        ],
         cwd=ROOT,
         env=env,
-        stdout=open(log, "wb"),  # noqa: SIM115
+        stdout=open(log, "wb"),
         stderr=subprocess.STDOUT,
         start_new_session=True,
     )

@@ -1,0 +1,135 @@
+"""Database slots: under gunicorn's gevent workers, at most `AGENTOPS_WEB_SLOTS` requests per web
+process reach the database at once, each through one of as many persistent connections.
+
+A gevent worker reads every client in a greenlet of its own, so clients that trickle their
+headers cost a greenlet each and hold up nobody. But Django keeps a database connection per
+thread, and to Django a greenlet is a thread: unbounded, every concurrent request would open a
+connection of its own and none would be reused. So a request takes a slot before it reaches the
+session, the views or the database (`DatabaseSlotMiddleware`, after WhiteNoise: static files
+and `/healthz` need none), and the slot's connection (persistent for `CONN_MAX_AGE`, health
+checked, as Django's request boundaries would do) is bound to the greenlet while it holds the
+slot; `/readyz` takes one for its checks too. A request body is read in full before the slot is
+taken. A request that finds no slot free within `AGENTOPS_WEB_SLOT_WAIT_SECONDS` is answered 503.
+
+Outside gevent (a threaded server, the test client, management commands) Django's per-thread
+connections are bounded by the threads already: `database_slot()` does nothing there.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from functools import cache
+from typing import Any
+
+from django.conf import settings
+from django.core.exceptions import ImproperlyConfigured
+from django.db import DEFAULT_DB_ALIAS, connections
+from django.http import HttpRequest, HttpResponse
+
+logger = logging.getLogger(__name__)
+
+
+class NoSlotFree(Exception):
+    """Every slot stayed taken for the whole wait."""
+
+
+class Slots:
+    """A fixed set of database connections, lent to one greenlet at a time (gevent only)."""
+
+    def __init__(self, size: int, wait_seconds: float) -> None:
+        from gevent.queue import LifoQueue
+
+        # Last in, first out: the connection used most recently is the one most likely alive.
+        self._free: Any = LifoQueue()
+        for _ in range(size):
+            self._free.put(None)  # the slot's connection is made on its first use
+        self.size = size
+        self.wait_seconds = wait_seconds
+
+    @contextmanager
+    def hold(self) -> Iterator[None]:
+        from gevent.queue import Empty
+
+        try:
+            wrapper = self._free.get(timeout=self.wait_seconds)
+        except Empty:
+            raise NoSlotFree from None
+        if wrapper is None:
+            wrapper = connections.create_connection(DEFAULT_DB_ALIAS)
+            # Lent to one greenlet at a time, never used by two at once.
+            wrapper.inc_thread_sharing()
+        connections[DEFAULT_DB_ALIAS] = wrapper
+        try:
+            wrapper.close_if_unusable_or_obsolete()
+            yield
+        finally:
+            try:
+                wrapper.close_if_unusable_or_obsolete()
+            finally:
+                del connections[DEFAULT_DB_ALIAS]
+                self._free.put(wrapper)
+
+
+def gevent_patched() -> bool:
+    """True in a gunicorn gevent worker (the standard library is monkey-patched)."""
+    monkey = sys.modules.get("gevent.monkey")
+    return bool(monkey and monkey.is_module_patched("threading"))
+
+
+@cache
+def web_slots() -> Slots | None:
+    """This process's slots, or None outside gevent."""
+    if not gevent_patched():
+        return None
+    from gevent.local import local
+
+    # Django keeps connections in a thread-local made when django.db is first imported; made
+    # before gevent patched threading, it would be one for all greenlets of the process, and a
+    # slot's connection bound to one request would be seen by every other.
+    storage = getattr(getattr(connections, "_connections", None), "_storage", None)
+    if storage is not None and not isinstance(storage, local):
+        raise ImproperlyConfigured(
+            "django.db was imported before gevent patched the standard library: import "
+            "nothing of Django in gunicorn's master process (agentops.gunicorn_conf)"
+        )
+    return Slots(settings.AGENTOPS["WEB_SLOTS"], settings.AGENTOPS["WEB_SLOT_WAIT_SECONDS"])
+
+
+@contextmanager
+def database_slot() -> Iterator[None]:
+    """Hold a database slot for the block (nothing to hold outside gevent)."""
+    slots = web_slots()
+    if slots is None:
+        yield
+        return
+    with slots.hold():
+        yield
+
+
+class DatabaseSlotMiddleware:
+    """Let a request past only while it holds a database slot."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+        web_slots()  # made when the worker loads the application: a misconfiguration stops it
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        if web_slots() is not None and request.method not in ("GET", "HEAD", "OPTIONS"):
+            # The whole body first (at most DATA_UPLOAD_MAX_MEMORY_SIZE, else 400): a client
+            # that sends it slowly then holds its own greenlet, not a database slot.
+            request.body  # noqa: B018
+        try:
+            with database_slot():
+                return self.get_response(request)
+        except NoSlotFree:
+            logger.warning("no database slot free: answered 503")
+            response = HttpResponse(
+                "The server is busy; try again in a moment.\n",
+                status=503,
+                content_type="text/plain",
+            )
+            response["Retry-After"] = "5"
+            return response
