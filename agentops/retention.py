@@ -158,7 +158,7 @@ def _task_lines(
     tasks = Task.objects.filter(pk__in=task_ids).order_by("pk")
     grouped: dict[str, dict[int, list[Model]]] = {}
     for name, model in RECORD:
-        grouped[name] = _by_task(model.objects.filter(task_id__in=task_ids).order_by("pk"))
+        grouped[name] = _by_task(model._default_manager.filter(task_id__in=task_ids).order_by("pk"))
     for name, rows_of in extras.items():
         grouped[name] = _by_task(rows_of(task_ids))
     for task in tasks:
@@ -181,7 +181,8 @@ def _by_task(rows: Iterable[Model]) -> dict[int, list[Model]]:
 
 
 def _serialized(rows: list[Model]) -> list[dict[str, Any]]:
-    return serializers.serialize("python", rows)  # type: ignore[no-any-return]
+    serialized: list[dict[str, Any]] = serializers.serialize("python", rows)
+    return serialized
 
 
 def _copy_artifact(name: str, directory: Path) -> dict[str, Any]:
