@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from typing import Any
 
 REDACTED = "[redacted]"
@@ -85,31 +85,45 @@ _IS = r"[ \t]+(?:is|was)[ \t]*:?[ \t]*"
 _VALUE = (
     r"(?:(?P<quote>\\?[\"'])(?P<quoted>(?:(?!(?P=quote))[^\n]){1,400})(?P=quote)"
     r"|(?:(?:basic|bearer|token|digest)[ \t]+)?(?!(?:basic|bearer|token|digest)[ \t])"
-    # A bare value ends at a space, a quote, a bracket, a comma or a semicolon, or at "&" when
-    # the next query parameter follows it ("?token=X&page=2").
-    r"(?P<bare>(?:[^\s\"'<>,;&\\{}\[\]()]|&(?![a-z0-9_.-]+=))+))"
+    # A bare value ends at a space, a quote or backquote, a bracket, a comma or a semicolon, or
+    # at "&" when the next query parameter follows it ("?token=X&page=2").
+    r"(?P<bare>(?:[^\s\"'`<>,;&\\{}\[\]()]|&(?![a-z0-9_.-]+=))+))"
 )
+# Each pattern comes with the literal it starts with: in a short text a substring test is much
+# cheaper than starting a regex search (in a long one they cost the same).
+_KeywordPattern = tuple[str, re.Pattern[str]]
 # `Bearer <token>` anywhere, the word with it (needs a "b").
-_BEARER = re.compile(r"(?P<bare>bearer(?<![a-z0-9_]bearer)[ \t]+[a-z0-9._~+/=-]{8,})")
+_BEARER: list[_KeywordPattern] = [
+    ("bearer", re.compile(r"(?P<bare>bearer(?<![a-z0-9_]bearer)[ \t]+[a-z0-9._~+/=-]{8,})"))
+]
 # `password: X`, `db_password=X`, `"password": "X"`, `my password is X`, `pw=X`, `pwd: X`
 # (needs a "w", or a separator for `passphrase`).
-_PASSWORDS = [
-    re.compile(rf"pass(?:w(?:or)?d(?:{_SEPARATOR}|{_IS})|(?:phrase|code){_SEPARATOR}){_VALUE}"),
-    re.compile(rf"pw(?<![a-z0-9]pw)d?(?:{_SEPARATOR}|{_IS}){_VALUE}"),
+_PASSWORDS: list[_KeywordPattern] = [
+    (
+        "pass",
+        re.compile(rf"pass(?:w(?:or)?d(?:{_SEPARATOR}|{_IS})|(?:phrase|code){_SEPARATOR}){_VALUE}"),
+    ),
+    ("pw", re.compile(rf"pw(?<![a-z0-9]pw)d?(?:{_SEPARATOR}|{_IS}){_VALUE}")),
 ]
 # Key words with a separator (needs a ":" or "="): `client_secret=X`, `secret: X`, `token=X`,
 # `github_token: X`, `?access_token=X`, `api_key=X`, `x-api-key: X`,
 # `aws_secret_access_key = X`, `private_key: X`, `Authorization: Basic X`, `auth: X`.
-_ASSIGNMENTS = [
-    re.compile(rf"secret{_SEPARATOR}{_VALUE}"),
-    re.compile(rf"token{_SEPARATOR}{_VALUE}"),
-    re.compile(
-        r"key(?:(?<=apikey)|(?<=api_key)|(?<=api-key)|(?<=accesskey)|(?<=access_key)|"
-        r"(?<=access-key)|(?<=secretkey)|(?<=secret_key)|(?<=secret-key)|"
-        rf"(?<=privatekey)|(?<=private_key)|(?<=private-key)){_SEPARATOR}{_VALUE}"
+_ASSIGNMENTS: list[_KeywordPattern] = [
+    ("secret", re.compile(rf"secret{_SEPARATOR}{_VALUE}")),
+    ("token", re.compile(rf"token{_SEPARATOR}{_VALUE}")),
+    (
+        "key",
+        re.compile(
+            r"key(?:(?<=apikey)|(?<=api_key)|(?<=api-key)|(?<=accesskey)|(?<=access_key)|"
+            r"(?<=access-key)|(?<=secretkey)|(?<=secret_key)|(?<=secret-key)|"
+            rf"(?<=privatekey)|(?<=private_key)|(?<=private-key)){_SEPARATOR}{_VALUE}"
+        ),
     ),
-    re.compile(
-        rf"auth(?:orization)?(?<![a-z0-9]auth)(?<![a-z0-9]authorization){_SEPARATOR}{_VALUE}"
+    (
+        "auth",
+        re.compile(
+            rf"auth(?:orization)?(?<![a-z0-9]auth)(?<![a-z0-9]authorization){_SEPARATOR}{_VALUE}"
+        ),
     ),
 ]
 # Values after a key word that are not secrets: prose ("the password is incorrect") and JSON
@@ -125,16 +139,20 @@ _NOT_SECRETS = frozenset(
 )
 
 
-def _keyword_spans(lowered: str, patterns: list[re.Pattern[str]]) -> Iterator[tuple[int, int]]:
+def _keyword_spans(lowered: str, patterns: list[_KeywordPattern]) -> list[tuple[int, int]]:
     """The spans of the secrets that `patterns` find in the lowercased text."""
-    for pattern in patterns:
+    spans = []
+    for literal, pattern in patterns:
+        if literal not in lowered:
+            continue
         for match in pattern.finditer(lowered):
             group = "bare" if match["bare"] is not None else "quoted"
             start, end = match.span(group)
             if group == "bare" and end - start > 1 and lowered[end - 1] == ".":
                 end -= 1  # the full stop that ends the sentence
             if lowered[start:end] not in _NOT_SECRETS:
-                yield start, end
+                spans.append((start, end))
+    return spans
 
 
 def _lowered(text: str) -> str:
@@ -156,7 +174,8 @@ def _replaced(text: str, spans: Iterable[tuple[int, int]]) -> str:
             merged.append([start, end])
     if not merged:
         return text
-    pieces, position = [], 0
+    pieces: list[str] = []
+    position = 0
     for start, end in merged:
         pieces += [text[position:start], REDACTED]
         position = end
@@ -172,17 +191,19 @@ def _keywords_redacted(text: str) -> str:
     has_b = "b" in text or "B" in text
     if not (separated or has_w or has_b):
         return text
-    patterns = [_BEARER] if has_b else []
+    patterns = _BEARER if has_b else []
     if separated or has_w:
-        patterns += _PASSWORDS
+        patterns = patterns + _PASSWORDS
     if separated:
-        patterns += _ASSIGNMENTS
-    return _replaced(text, _keyword_spans(_lowered(text), patterns))
+        patterns = patterns + _ASSIGNMENTS
+    spans = _keyword_spans(_lowered(text), patterns)
+    return _replaced(text, spans) if spans else text
 
 
 # Card numbers: 13 to 19 digits, the first 2-6 (the payment networks' ranges), passing the Luhn
-# check, written as one run or as groups of 3 or more digits with one separator throughout
-# (space, dash, or dot with at least two dots), not part of a longer number or a decimal. A
+# check, written as one run or as groups of 3 or more digits (so a date's month and day are no
+# part of one) between spaces or dashes, or dots (two at least, not mixed with the others: a
+# decimal has one), not part of a longer number or a decimal. A
 # candidate is any run of 13 or more digits with single separators between; `_cards` looks for
 # cards inside it (a quantity written before a card does not hide it).
 _CARD_RUN = re.compile(r"(?<!\d)\d(?:[ .-]?\d){12,}")
@@ -190,6 +211,7 @@ _CARD_SEPARATOR = re.compile(r"([ .-])")
 
 
 def luhn_valid(digits: str) -> bool:
+    """Whether `digits` pass the Luhn check every payment card number passes."""
     total = 0
     for index, char in enumerate(reversed(digits)):
         number = int(char)
@@ -207,8 +229,9 @@ def _is_card(groups: list[str], separators: list[str], first: int, last: int) ->
     ):
         return False  # part of a decimal or a dotted number
     if between:
-        if len(set(between)) != 1 or (between[0] == "." and len(between) < 2):
-            return False
+        dots = between.count(".")
+        if dots and (dots != len(between) or dots < 2):
+            return False  # dots only with dots, and two of them at least
         if any(len(group) < 3 for group in groups[first : last + 1]):
             return False
     digits = "".join(groups[first : last + 1])
@@ -216,6 +239,8 @@ def _is_card(groups: list[str], separators: list[str], first: int, last: int) ->
 
 
 def _cards(match: re.Match[str]) -> str:
+    """A candidate run with each card in it redacted: from each group on, the longest span of
+    groups that is a card, else the group stays as it is."""
     groups_and_separators = _CARD_SEPARATOR.split(match.group())
     groups, separators = groups_and_separators[0::2], groups_and_separators[1::2]
     pieces: list[str] = []
@@ -260,11 +285,14 @@ def _may_hold_card(text: str) -> bool:
     (~10 ms on 500 KB of text with a digit every few characters); this check is an encoding, a
     byte translation and a substring search (0.2-0.5 ms). Text in a script that shares its
     first byte with digits (Devanagari, say) may still get the regex."""
+    if len(text) < 13:
+        return False
     data = text.encode("ascii") if text.isascii() else text.encode("utf-8", "surrogatepass")
     return b"0" * 13 in data.translate(_CARD_BYTES, _CARD_BYTES_DELETED)
 
 
 def _literals_redacted(text: str) -> str:
+    """`text` with the case-sensitive patterns' matches replaced."""
     for required, pattern, replacement in _LITERAL_PATTERNS:
         # `search` first: `sub` copies a long string even when nothing matches.
         if required in text and pattern.search(text):
@@ -278,6 +306,8 @@ def redacted(value: Any) -> Any:
     anywhere (bearer tokens, provider keys, JWTs, private keys, passwords after a key word,
     Luhn-valid card numbers). docs/operations.md lists the exact patterns."""
     if isinstance(value, str):
+        if len(value) < 4:
+            return value  # the shortest secret written is four characters: "pw=x"
         value = _keywords_redacted(_literals_redacted(value))
         return _CARD_RUN.sub(_cards, value) if _may_hold_card(value) else value
     if isinstance(value, dict):

@@ -134,17 +134,19 @@ def test_card_numbers_are_redacted_only_when_they_pass_the_luhn_check():
     }
 
 
-def test_a_card_with_mixed_or_short_groups_is_not_taken_for_one():
-    # One separator throughout, groups of three or more: a date beside a number is no card.
-    assert redacted("4111 1111-1111 1111") == "4111 1111-1111 1111"
+def test_a_card_is_groups_of_three_digits_or_more_and_dots_are_not_mixed():
+    assert redacted("4111 1111-1111 1111") == "[redacted]"
+    assert redacted("4111.1111 1111.1111") == "4111.1111 1111.1111"
     assert redacted("4111.1111111111111") == "4111.1111111111111"  # a decimal
+    assert redacted("on 2024-01-15 4111111") == "on 2024-01-15 4111111"
+    assert redacted("4 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1") == "4 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1"
 
 
 def _redacted_text_every_regex(text: str) -> str:
     """What `redacted` does to a string with none of its prechecks: every regex runs."""
     for _, pattern, replacement in _LITERAL_PATTERNS:
         text = pattern.sub(replacement, text)
-    spans = _keyword_spans(_lowered(text), [_BEARER, *_PASSWORDS, *_ASSIGNMENTS])
+    spans = _keyword_spans(_lowered(text), _BEARER + _PASSWORDS + _ASSIGNMENTS)
     return _CARD_RUN.sub(_cards, _replaced(text, spans))
 
 
