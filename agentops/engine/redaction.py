@@ -160,8 +160,8 @@ def _lowered(text: str) -> str:
     lowered = text.lower()
     if len(lowered) == len(text):
         return lowered
-    # A few characters lowercase to two ("İ"): keep those as they are.
-    return "".join(char if len(char.lower()) != 1 else char.lower() for char in text)
+    # "İ" (U+0130) is the one character that lowercases to two (a test checks it): an "i" here.
+    return text.replace("\u0130", "i").lower()
 
 
 def _replaced(text: str, spans: Iterable[tuple[int, int]]) -> str:

@@ -255,6 +255,20 @@ def test_no_secret_survives_in_random_nested_json(value, key):
     assert leaks(stored) == []
 
 
+def test_the_lowercased_copy_keeps_every_position():
+    from agentops.engine.redaction import _lowered
+
+    longer = [
+        code
+        for code in range(0x110000)
+        if not 0xD800 <= code <= 0xDFFF and len(chr(code).lower()) != 1
+    ]
+
+    assert longer == [0x130]
+    assert len(_lowered("İstanbul password: x")) == len("İstanbul password: x")
+    assert redacted("İSTANBUL PASSWORD: Gizli-42") == "İSTANBUL PASSWORD: [redacted]"
+
+
 def test_the_card_precheck_knows_every_first_byte_of_a_unicode_digit():
     from agentops.engine.redaction import DIGIT_LEAD_BYTES
 
