@@ -89,7 +89,7 @@ def test_no_secret_of_the_corpus_is_stored_logged_rendered_exported_or_sent(
     receiver,  # noqa: F811 (the imported fixture)
     operator,
     auditor,
-    starter,
+    task_starter,
 ):
     settings.AGENTOPS = {**settings.AGENTOPS, "ARTIFACT_THRESHOLD_BYTES": 400}
     caplog.set_level(logging.DEBUG)
@@ -97,9 +97,9 @@ def test_no_secret_of_the_corpus_is_stored_logged_rendered_exported_or_sent(
     endpoint = WebhookEndpoint.objects.create(name="chat", url=receiver.url, secret=SECRET)
     NotificationRoute.objects.create(endpoint=endpoint)
     NotificationRoute.objects.create(group=Group.objects.get(name="operators"))
-    _, token = api_token_create(user=starter, name="start")
+    _, token = api_token_create(user=task_starter, name="start")
 
-    started = client_for(starter).post(
+    started = client_for(task_starter).post(
         "/api/v1/tasks",
         {
             "agent": "refund",
@@ -156,7 +156,8 @@ def test_no_secret_of_the_corpus_is_stored_logged_rendered_exported_or_sent(
     task_detail = reverse("agentops:task_detail", args=[task.pk])
     shown = {
         **{
-            f"task page as {user}": page(user, task_detail) for user in (operator, auditor, starter)
+            f"task page as {user}": page(user, task_detail)
+            for user in (operator, auditor, task_starter)
         },
         "task list": page(operator, reverse("agentops:task_list")),
         "decision log": page(auditor, reverse("reviews:decisions")),
