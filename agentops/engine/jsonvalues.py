@@ -24,6 +24,10 @@ from django.core.files.storage import FileSystemStorage, default_storage
 
 from agentops.engine.errors import NotSerializable
 
+# Redaction is a part of the save path; it lives in its own module and is named here too.
+from agentops.engine.redaction import REDACTED as REDACTED
+from agentops.engine.redaction import redacted as redacted
+
 ARTIFACT_KEY = "$artifact"
 
 
@@ -344,106 +348,3 @@ def loaded(value: Any) -> Any:
     if hashlib.sha256(data).hexdigest() != artifact.sha256:
         raise ValueError(f"artifact {artifact.pk}: sha256 mismatch")
     return json_parsed(data.decode())
-
-
-REDACTED = "[redacted]"
-_SECRET_KEY = re.compile(
-    r"^(.*[_-])?(password|passwd|secret|token|api[_-]?key|apikey|access[_-]?key|authorization|"
-    r"credentials?|private[_-]?key|client[_-]?secret|card[_-]?number|cvv|cvc|pan)$",
-    re.IGNORECASE,
-)
-# Literal first and the word boundary checked behind it: the regex engine then jumps from one
-# occurrence of the literal to the next instead of trying every position (a leading \b costs
-# ~9 ms per pattern on a 500 KB string, this ~0.13 ms). Each pattern comes with a character
-# that every match contains: a text without it (a one-character search, a memchr: a few
-# microseconds on 500 KB, and it stops at the first occurrence) cannot match, and the regex is
-# not run. A substring test of the literal itself costs as much as the regex's own search.
-_SECRET_VALUES = [
-    ("-", re.compile(r"sk-(?<!\wsk-)[A-Za-z0-9_-]{16,}")),
-    ("K", re.compile(r"AKIA(?<!\wAKIA)[0-9A-Z]{16}\b")),
-    ("_", re.compile(r"gh[pousr]_(?<!\wgh[pousr]_)[A-Za-z0-9]{20,}\b")),
-    ("-", re.compile(r"xox[abprs]-(?<!\wxox[abprs]-)[A-Za-z0-9-]{10,}")),
-    (
-        "-",
-        re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z ]*PRIVATE KEY-----"),
-    ),
-]
-
-
-# Case-insensitive, so no literal to jump to: only run where the word occurs at all (and the
-# lowercased copy that tells is only made when a "b" or "B" occurs: only those lowercase to "b").
-_BEARER = re.compile(r"(?i)\bbearer\s+[a-z0-9._~+/=-]{8,}")
-# Card numbers: 13-19 digits, optionally grouped by single spaces or dashes, that pass the Luhn
-# check (so order numbers and amounts stay readable).
-_CARD = re.compile(r"(?<![\d.])\d(?:[ -]?\d){12,18}(?![\d])")
-
-
-def luhn_valid(digits: str) -> bool:
-    total = 0
-    for index, char in enumerate(reversed(digits)):
-        number = int(char)
-        if index % 2:
-            number = number * 2 - 9 if number > 4 else number * 2
-        total += number
-    return total % 10 == 0
-
-
-# The first byte, in UTF-8, of every non-ASCII character `\d` matches (Unicode's decimal digits:
-# Arabic-Indic, Indic scripts, fullwidth and others; a test enumerates them with this Python).
-# CJK, Cyrillic, Greek and Latin letters start with other bytes.
-DIGIT_LEAD_BYTES = frozenset({0xD9, 0xDB, 0xDF, 0xE0, 0xE1, 0xEA, 0xEF, 0xF0})
-# A text's UTF-8 bytes mapped so that every character `\d` matches leaves one "0": an ASCII digit
-# is "0", so is a lead byte in DIGIT_LEAD_BYTES (a character that may be a digit: this
-# over-counts, never under-counts), any other byte "x". Deleted: UTF-8 continuation bytes (one
-# byte per character is left), spaces and dashes.
-_CARD_BYTES = bytes.maketrans(
-    bytes(range(256)),
-    bytes(
-        ord("0") if chr(b) in "0123456789" or b in DIGIT_LEAD_BYTES else ord("x")
-        for b in range(256)
-    ),
-)
-_CARD_BYTES_DELETED = b" -" + bytes(range(0x80, 0xC0))
-
-
-def _may_hold_card(text: str) -> bool:
-    """False when `_CARD` cannot match: a match is 13 or more digits with at most one space or
-    dash between two of them, so with spaces and dashes deleted it is a run of 13 digits, and in
-    the translated bytes (`_CARD_BYTES`) a run of 13 "0"s. The card regex tries every digit
-    (~10 ms on 500 KB of text with a digit every few characters); this check is an encoding, a
-    byte translation and a substring search (0.2-0.5 ms). Text in a script that shares its
-    first byte with digits (Devanagari, say) may still get the regex."""
-    data = text.encode("ascii") if text.isascii() else text.encode("utf-8", "surrogatepass")
-    return b"0" * 13 in data.translate(_CARD_BYTES, _CARD_BYTES_DELETED)
-
-
-def _card(match: re.Match[str]) -> str:
-    digits = re.sub(r"[ -]", "", match.group())
-    return REDACTED if luhn_valid(digits) else match.group()
-
-
-def redacted(value: Any) -> Any:
-    """A copy of `value` with secrets replaced by "[redacted]": values under secret-looking keys
-    (password, token, api_key, authorization, card_number, cvv, ...) and secret-looking strings
-    (bearer tokens, provider keys, private keys, Luhn-valid card numbers) anywhere. Applied to
-    task input, model output, tool arguments and results, error messages and people's notes
-    before they are stored, so a leaked credential never reaches the database.
-    docs/operations.md lists the exact patterns."""
-    if isinstance(value, str):
-        if ("b" in value or "B" in value) and "bearer" in value.lower():
-            value = _BEARER.sub(REDACTED, value)
-        for required, pattern in _SECRET_VALUES:
-            # `search` first: `sub` copies a long string even when nothing matches.
-            if required in value and pattern.search(value):
-                value = pattern.sub(REDACTED, value)
-        return _CARD.sub(_card, value) if _may_hold_card(value) else value
-    if isinstance(value, dict):
-        return {
-            key: REDACTED
-            if isinstance(key, str) and _SECRET_KEY.match(key) and value[key] not in (None, "")
-            else redacted(value[key])
-            for key in value
-        }
-    if isinstance(value, list):
-        return [redacted(item) for item in value]
-    return value
