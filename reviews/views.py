@@ -96,6 +96,7 @@ from reviews.services import (
     task_control_apply,
     task_modify_apply,
 )
+from reviews.states import VIA_BROWSER
 from reviews.tokens import api_token_create, api_token_revoke
 
 BULK_RESULTS = "reviews_bulk_results"
@@ -245,6 +246,7 @@ def gates_bulk_approve_view(request: AuthenticatedHttpRequest) -> HttpResponse:
         results = gates_bulk_approve(
             selection=form.cleaned_data["gate"],
             actor=request.user,
+            via=VIA_BROWSER,
             reason=form.cleaned_data["reason"],
         )
     except ReviewError as exc:
@@ -266,7 +268,10 @@ def claim(request: AuthenticatedHttpRequest, task_id: int) -> HttpResponse:
     _task_or_404(task_id)
     try:
         claim_take(
-            task_id=task_id, actor=request.user, take_over=request.POST.get("take_over") == "on"
+            task_id=task_id,
+            actor=request.user,
+            take_over=request.POST.get("take_over") == "on",
+            via=VIA_BROWSER,
         )
     except ReviewError as exc:
         if request.htmx:
@@ -288,7 +293,12 @@ def assign(request: AuthenticatedHttpRequest, task_id: int) -> HttpResponse:
     if not form.is_valid():
         return _inbox_response(request, message="Choose whom to assign it to.", status=400)
     try:
-        claim_assign(task_id=task_id, actor=request.user, assignee=form.cleaned_data["assignee"])
+        claim_assign(
+            task_id=task_id,
+            actor=request.user,
+            assignee=form.cleaned_data["assignee"],
+            via=VIA_BROWSER,
+        )
     except ReviewError as exc:
         return _inbox_response(request, message=str(exc), status=400)
     return _back(request, reverse("reviews:inbox"))
@@ -399,6 +409,7 @@ def gate_approve_view(request: AuthenticatedHttpRequest, gate_id: int) -> HttpRe
         apply=lambda data: gate_approve(
             gate_id=gate_id,
             actor=request.user,
+            via=VIA_BROWSER,
             seen_digest=data["seen_digest"],
             reason=data["reason"],
             take_over=data["take_over"],
@@ -417,6 +428,7 @@ def gate_reject_view(request: AuthenticatedHttpRequest, gate_id: int) -> HttpRes
         apply=lambda data: gate_reject(
             gate_id=gate_id,
             actor=request.user,
+            via=VIA_BROWSER,
             seen_digest=data["seen_digest"],
             feedback=data["feedback"],
             take_over=data["take_over"],
@@ -435,6 +447,7 @@ def gate_edit_view(request: AuthenticatedHttpRequest, gate_id: int) -> HttpRespo
         apply=lambda data: gate_edit_and_approve(
             gate_id=gate_id,
             actor=request.user,
+            via=VIA_BROWSER,
             seen_digest=data["seen_digest"],
             arguments=data["arguments"],
             reason=data["reason"],
@@ -454,6 +467,7 @@ def gate_reject_stop_view(request: AuthenticatedHttpRequest, gate_id: int) -> Ht
         apply=lambda data: gate_reject_and_stop(
             gate_id=gate_id,
             actor=request.user,
+            via=VIA_BROWSER,
             seen_digest=data["seen_digest"],
             outcome=data["outcome"],
             reason=data["reason"],
@@ -517,6 +531,7 @@ def intervention(request: AuthenticatedHttpRequest, task_id: int) -> HttpRespons
             task_id=task_id,
             action=form.cleaned_data["action"],
             actor=request.user,
+            via=VIA_BROWSER,
             reason=form.cleaned_data["reason"],
             take_over=form.cleaned_data["take_over"],
         )
@@ -547,6 +562,7 @@ def call_confirm(request: AuthenticatedHttpRequest, task_id: int, call_id: int) 
             call_id=call_id,
             executed=form.cleaned_data["executed"],
             actor=request.user,
+            via=VIA_BROWSER,
             reason=form.cleaned_data["reason"],
             take_over=form.cleaned_data["take_over"],
         )
@@ -663,6 +679,7 @@ def audit_review(request: AuthenticatedHttpRequest, item_id: int) -> HttpRespons
             audit_item_review(
                 item_id=item_id,
                 actor=request.user,
+                via=VIA_BROWSER,
                 verdict=form.cleaned_data["verdict"],
                 note=form.cleaned_data["note"],
             )
@@ -716,7 +733,9 @@ def task_control(request: AuthenticatedHttpRequest, task_id: int, action: str) -
         messages.error(request, "Nothing changed: tick the box to confirm that the task ends now.")
         return _back(request, reverse("agentops:task_detail", args=[task_id]))
     try:
-        task_control_apply(task_id=task_id, action=action, actor=request.user, reason=reason)
+        task_control_apply(
+            task_id=task_id, action=action, actor=request.user, reason=reason, via=VIA_BROWSER
+        )
     except TransitionRefused as exc:
         messages.error(request, f"Nothing changed: {exc}.")
     except ReviewError as exc:
@@ -742,6 +761,7 @@ def task_modify_view(request: AuthenticatedHttpRequest, task_id: int) -> HttpRes
         changes = task_modify_apply(
             task_id=task_id,
             actor=request.user,
+            via=VIA_BROWSER,
             budgets=form.budgets(),
             input_changes=form.cleaned_data["input"],
             reason=form.cleaned_data["reason"],
@@ -775,6 +795,7 @@ def audit_bulk_review(request: AuthenticatedHttpRequest) -> HttpResponse:
         done = audit_items_bulk_review(
             item_ids=form.cleaned_data["item"],
             actor=request.user,
+            via=VIA_BROWSER,
             verdict=form.cleaned_data["verdict"],
             note=form.cleaned_data["note"],
         )
