@@ -32,6 +32,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseBase
 from django.urls import URLPattern, URLResolver, re_path
 from ninja import NinjaAPI, Schema, Status
 from ninja.errors import AuthenticationError, HttpError, Throttled
+from ninja.openapi.schema import OpenAPISchema
 from ninja.security import HttpBearer
 
 from agentops import throttle
@@ -108,6 +109,16 @@ class AgentopsApi(NinjaAPI):
         # Generated clients name their functions after these: `list_gates`, `approve_gate`.
         return operation.view_func.__name__
 
+    def get_openapi_schema(
+        self, *, path_prefix: str | None = None, path_params: dict[str, Any] | None = None
+    ) -> OpenAPISchema:
+        schema = super().get_openapi_schema(path_prefix=path_prefix, path_params=path_params)
+        enums = {name for name, found in schema["components"]["schemas"].items() if "enum" in found}
+        for operation in (op for path in schema["paths"].values() for op in path.values()):
+            for parameter in operation.get("parameters", []):
+                parameter["schema"] = _enum_by_reference(parameter["schema"], enums)
+        return schema
+
     def _get_urls(self) -> list[URLResolver | URLPattern]:
         # django-ninja answers a wrong method with a plain-text 405 and leaves unknown paths to
         # the site's HTML 404 page; a client of a JSON API should get JSON for both.
@@ -143,6 +154,18 @@ class AgentopsApi(NinjaAPI):
 
 
 DOCS_PATH = "/api/v1/docs"
+
+
+def _enum_by_reference(schema: dict[str, Any], enums: set[str]) -> dict[str, Any]:
+    """A query parameter with a default whose type is an enum of the components (`status` of
+    the gates and the audit queue) points at that enum instead of the copy django-ninja inlines
+    in an `allOf`: generated clients then take the same enum (GateStatus) as in the answers."""
+    inlined = schema.get("allOf")
+    if not inlined or len(inlined) != 1 or inlined[0].get("title") not in enums:
+        return schema
+    rest = {key: value for key, value in schema.items() if key != "allOf"}
+    return {"$ref": f"#/components/schemas/{inlined[0]['title']}", **rest}
+
 
 api = AgentopsApi(
     title="agentops API",

@@ -17,6 +17,7 @@ from policies.models import Policy
 from policies.services import policy_draft_create, policy_publish
 from reviews.models import Decision
 from reviews.services import audit_item_review, decision_record, gate_approve, intervention_apply
+from reviews.states import VIA_BROWSER
 from tests.reviews.builders import (
     audited_refund,
     client_for,
@@ -125,7 +126,11 @@ def test_a_stopped_task_page_links_to_its_recovery_panel(
 
 def test_the_database_refuses_to_update_or_delete_a_decision(db, operator):
     decision = decision_record(
-        action="reviews.gate.approved", actor=operator, subject="gate 1", reason="original"
+        action="reviews.gate.approved",
+        actor=operator,
+        subject="gate 1",
+        reason="original",
+        via=VIA_BROWSER,
     )
 
     for sql in (
