@@ -18,7 +18,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from django.contrib import messages
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
@@ -58,11 +58,13 @@ from reviews.forms import (
 from reviews.selectors import (
     GatePanel,
     InboxItem,
+    LogEntry,
     api_token_list,
     audit_filter_choices,
     audit_item_get,
     audit_item_list,
     audit_item_page,
+    decision_log_iter,
     decision_log_list,
     delivery_list_for,
     gate_get_panel,
@@ -611,6 +613,35 @@ class _Echo:
         return value
 
 
+# Excel on Windows reads a CSV as the system's code page unless it starts with a byte-order mark.
+EXCEL_BOM = "\ufeff"
+CSV_CHUNK_ROWS = 2000
+
+
+def csv_stream(
+    request: HttpRequest, rows: Iterable[list[Any]], *, name: str
+) -> StreamingHttpResponse:
+    """Stream `rows` (the header first) as a CSV download, every cell formula-neutralised;
+    `?excel=1` starts it with a UTF-8 byte-order mark so Excel reads accents right.
+
+    The rows are written as the client reads them: an export of any length uses flat memory
+    and has no cap."""
+    writer = csv.writer(_Echo())
+    excel = request.GET.get("excel") == "1"
+
+    def lines() -> Iterable[str]:
+        if excel:
+            yield EXCEL_BOM
+        for row in rows:
+            yield writer.writerow([csv_safe(cell) for cell in row])
+
+    stamp = timezone.now().strftime("%Y%m%d-%H%M%S")
+    response = StreamingHttpResponse(lines(), content_type="text/csv; charset=utf-8")
+    suffix = "-excel" if excel else ""
+    response["Content-Disposition"] = f'attachment; filename="{name}-{stamp}{suffix}.csv"'
+    return response
+
+
 AUDIT_CSV_HEADER = [
     "id",
     "created_at",
@@ -657,16 +688,10 @@ def _audit_csv_rows(items: Iterable[AuditItem]) -> Iterable[list[Any]]:
 
 @reader_required
 @require_GET
-def audit_csv(request: AuthenticatedHttpRequest) -> HttpResponse:
+def audit_csv(request: AuthenticatedHttpRequest) -> StreamingHttpResponse:
     items = audit_item_list(filters=_audit_filter_form(request).filters())
-    writer = csv.writer(_Echo())
-    body = "".join(
-        writer.writerow([csv_safe(cell) for cell in row]) for row in _audit_csv_rows(items)
-    )
-    stamp = timezone.now().strftime("%Y%m%d-%H%M%S")
-    response = HttpResponse(body, content_type="text/csv; charset=utf-8")
-    response["Content-Disposition"] = f'attachment; filename="audit-{stamp}.csv"'
-    return response
+    rows = _audit_csv_rows(items.iterator(chunk_size=CSV_CHUNK_ROWS))
+    return csv_stream(request, rows, name="audit")
 
 
 @auditor_required
@@ -816,17 +841,24 @@ DECISION_CSV_HEADER = [
     "after_digest",
     "reason",
     "policy_version",
+    "channel",
+    "api_token",
 ]
 
 
 @log_reader_required
 @require_GET
-def decision_csv(request: AuthenticatedHttpRequest) -> HttpResponse:
-    entries, _ = decision_log_list(filters=DecisionFilterForm(request.GET).filters(), limit=10_000)
-    writer = csv.writer(_Echo())
-    rows: list[list[Any]] = [DECISION_CSV_HEADER]
-    rows += [
-        [
+def decision_csv(request: AuthenticatedHttpRequest) -> StreamingHttpResponse:
+    entries = decision_log_iter(
+        filters=DecisionFilterForm(request.GET).filters(), chunk_size=CSV_CHUNK_ROWS
+    )
+    return csv_stream(request, _decision_csv_rows(entries), name="decisions")
+
+
+def _decision_csv_rows(entries: Iterable[LogEntry]) -> Iterable[list[Any]]:
+    yield DECISION_CSV_HEADER
+    for e in entries:
+        yield [
             e.created_at.isoformat(),
             e.action,
             e.actor_label,
@@ -836,14 +868,9 @@ def decision_csv(request: AuthenticatedHttpRequest) -> HttpResponse:
             e.after_digest,
             e.reason,
             e.policy_version_number if e.policy_version_number is not None else "",
+            e.channel,
+            e.api_token,
         ]
-        for e in entries
-    ]
-    body = "".join(writer.writerow([csv_safe(cell) for cell in row]) for row in rows)
-    stamp = timezone.now().strftime("%Y%m%d-%H%M%S")
-    response = HttpResponse(body, content_type="text/csv; charset=utf-8")
-    response["Content-Disposition"] = f'attachment; filename="decisions-{stamp}.csv"'
-    return response
 
 
 # -- the account page: notification preferences and API tokens ---------------------------------

@@ -1,5 +1,5 @@
 """Builders of the review tests: tasks brought into each state by the real engine against the
-simulated services (no mocks), and signed-in clients.
+simulated services (no mocks), signed-in clients, and decision-log rows in bulk for the read side.
 """
 
 from __future__ import annotations
@@ -13,6 +13,8 @@ from agentops.services import task_create
 from agentops.sim.models import Effect
 from agentops.sim.services import fault_set
 from agentops.states import GateStatus, TaskStatus
+from reviews.models import Decision
+from reviews.states import DecisionChannel
 from tests.agentops.test_runner import run_until_parked_or_done
 
 
@@ -83,3 +85,35 @@ def audited_refund(*, goal: str = "Refund order A1001", created_by: Any = None) 
 
 def effects(service: str, operation: str) -> int:
     return Effect.objects.filter(service=service, operation=operation).count()
+
+
+def decisions_logged(
+    *,
+    count: int,
+    actor_label: str = "olga",
+    reason: str = "",
+    channel: DecisionChannel = DecisionChannel.BROWSER,
+    api_token_id: int | None = None,
+    batch_size: int = 5000,
+) -> int:
+    """`count` approvals written straight into the decision log with bulk_create: the read side
+    (the log, its exports) needs many rows, not the engine that decides them. The log refuses
+    UPDATE and DELETE, not INSERT. Returns `count`."""
+    Decision.objects.bulk_create(
+        (
+            Decision(
+                action="reviews.gate.approved",
+                actor_label=actor_label,
+                task_id_ref=n,
+                subject=f"gate {n}: issue_refund",
+                before_digest=f"{n:064x}",
+                after_digest=f"{n:064x}",
+                reason=reason,
+                channel=channel,
+                api_token_id=api_token_id,
+            )
+            for n in range(1, count + 1)
+        ),
+        batch_size=batch_size,
+    )
+    return count
