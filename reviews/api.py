@@ -56,6 +56,7 @@ from reviews.states import Via
 from reviews.tokens import api_token_live
 
 if TYPE_CHECKING:
+    from django.contrib.auth.models import User
     from ninja.operation import Operation
 
 PAGE_LIMIT = 100
@@ -77,7 +78,9 @@ class TokenAuth(HttpBearer):
     it reads the path, query and body: a caller without the role gets 403 without learning
     anything about what the operation takes."""
 
-    def __init__(self, permission: str | None = None, refusal: str = "") -> None:
+    def __init__(
+        self, permission: str | None = None, refusal: str | Callable[[User], str] = ""
+    ) -> None:
         super().__init__()
         self.permission = permission
         self.refusal = refusal
@@ -94,7 +97,8 @@ class TokenAuth(HttpBearer):
             return None
         request.user = row.user
         if self.permission and not row.user.has_perm(self.permission):
-            raise HttpError(403, self.refusal)
+            refusal = self.refusal if isinstance(self.refusal, str) else self.refusal(row.user)
+            raise HttpError(403, refusal)
         return row
 
 
@@ -402,7 +406,8 @@ def get_task(request: ApiRequest, task_id: int) -> Task:
     "/tasks",
     response={201: TaskOut, 400: Error, **ROLE},
     summary="Start a task",
-    auth=TokenAuth(START_TASK, "starting tasks needs the task-starter role"),
+    # The engine's own refusal, so the API and `task_create` say the same.
+    auth=TokenAuth(START_TASK, lambda user: str(StartRefused(user.get_username()))),
 )
 def start_task(request: ApiRequest, payload: TaskIn) -> Status:
     """Start a task as the token's user, who needs the task-starter role (403 otherwise, before

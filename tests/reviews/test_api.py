@@ -471,7 +471,7 @@ def test_a_caller_without_the_role_gets_403_before_the_body_is_read(
         "detail": "deciding gates is for operators"
     }
     assert answers["operator starts a task with no body"].json() == {
-        "detail": "starting tasks needs the task-starter role"
+        "detail": f"{operator.username} may not start tasks: that needs the task-starter role"
     }
     assert Gate.objects.get(pk=gate.pk).status == GateStatus.OPEN
 
