@@ -124,12 +124,14 @@ class AgentopsApi(NinjaAPI):
         return schema
 
     def _get_urls(self) -> list[URLResolver | URLPattern]:
-        # django-ninja answers a wrong method with a plain-text 405 and leaves unknown paths to
-        # the site's HTML 404 page; a client of a JSON API should get JSON for both.
+        # django-ninja answers a wrong method with a plain-text 405, and its root (`/api/v1/`)
+        # and unknown paths with the site's HTML 404 page; a client of a JSON API should get
+        # JSON for all of them. The root keeps its name: ninja reverses it for the schema.
         urls = super()._get_urls()
         for url in urls:
             if isinstance(url, URLPattern):
-                url.callback = self._json_405(url.callback)
+                root = url.name == "api-root"
+                url.callback = self._unknown_path if root else self._json_405(url.callback)
         return [*urls, re_path(r"^", self._unknown_path, name="unknown-path")]
 
     def _json_405(self, view: Callable[..., HttpResponseBase]) -> Callable[..., HttpResponseBase]:

@@ -418,6 +418,7 @@ def test_unknown_paths_and_wrong_methods_under_the_api_answer_json_and_the_site_
 
     unknown = client.get("/api/v1/no/such/thing")
     unknown_anonymous = Client().post("/api/v1/gates/1/approve/extra")
+    root = Client().get("/api/v1/")
     wrong_method = client.delete("/api/v1/gates")
     site_404 = Client().get("/no/such/page")
 
@@ -427,6 +428,7 @@ def test_unknown_paths_and_wrong_methods_under_the_api_answer_json_and_the_site_
     }
     assert unknown_anonymous.status_code == 404
     assert unknown_anonymous["Content-Type"].startswith("application/json")
+    assert root.status_code == 404 and root.json()["detail"].startswith("no such path: /api/v1/;")
     assert wrong_method.status_code == 405 and wrong_method["Allow"] == "GET"
     assert wrong_method.json() == {"detail": "DELETE is not allowed here; allowed: GET"}
     assert site_404.status_code == 404 and site_404["Content-Type"].startswith("text/html")
