@@ -180,6 +180,8 @@ INSTALLED_APPS = [
     "django_htmx",
     "django_rq",
     "template_partials",
+    # Serves django-ninja's vendored Swagger UI (/api/v1/docs) from our static files, not a CDN.
+    "ninja",
     "agentops.apps.AgentopsConfig",
     "agentops.sim.apps.SimConfig",
     "reviews.apps.ReviewsConfig",

@@ -26,6 +26,7 @@ from reviews.services import (
     task_control_apply,
     task_modify_apply,
 )
+from reviews.states import VIA_BROWSER
 
 _BUDGETS = frozenset({"token_budget", "cost_budget", "wall_time_budget_seconds"})
 
@@ -68,6 +69,7 @@ class DecidingTaskAdmin(TaskAdmin):
                 budgets=budgets,
                 input_changes={},
                 reason="from the admin",
+                via=VIA_BROWSER,
             )
         except (AgentOpsError, ReviewError) as exc:
             messages.error(request, f"{obj}: nothing changed: {exc}")
@@ -82,7 +84,11 @@ class DecidingTaskAdmin(TaskAdmin):
             request,
             queryset,
             lambda task: task_control_apply(
-                task_id=task.pk, action=name, actor=request_user(request), reason="from the admin"
+                task_id=task.pk,
+                action=name,
+                actor=request_user(request),
+                reason="from the admin",
+                via=VIA_BROWSER,
             ),
             name,
         )
@@ -104,7 +110,11 @@ class DecidingTaskAdmin(TaskAdmin):
             request,
             queryset,
             lambda task: intervention_apply(
-                task_id=task.pk, action=name, actor=request_user(request), reason="from the admin"
+                task_id=task.pk,
+                action=name,
+                actor=request_user(request),
+                reason="from the admin",
+                via=VIA_BROWSER,
             ),
             name,
         )
@@ -139,6 +149,7 @@ class ConfirmingToolCallAdmin(ToolCallAdmin):
                 executed=executed,
                 actor=request_user(request),
                 reason="from the admin",
+                via=VIA_BROWSER,
             ),
             "confirmed" if executed else "confirmed not executed",
         )
@@ -162,8 +173,8 @@ admin.site.register(ToolCall, ConfirmingToolCallAdmin)
 class DecisionAdmin(ReadOnlyAdmin):
     """The decision log is append-only (the database refuses UPDATE and DELETE too)."""
 
-    list_display = ("created_at", "action", "actor_label", "subject")
-    list_filter = ("action",)
+    list_display = ("created_at", "action", "actor_label", "channel", "subject")
+    list_filter = ("action", "channel")
 
 
 # -- notifications: admins configure endpoints and routes; deliveries and tokens are a record ----

@@ -4,35 +4,46 @@ and the audit queue; decide gates; start tasks.
 It is django-ninja over the same selectors and services as the pages, so the same rules hold:
 the permissions of `reviews.roles` (asked through `user.has_perm`), a decision needs the digest
 the caller saw (409 when it is stale or someone decided first), separation of duties, one entry
-in the decision log per decision.
+in the decision log per decision, marked as an API decision with the token that made it.
 Requests authenticate with a personal bearer token (`Authorization: Bearer ao_...`); the actor
 is the token's user. Browser sessions do not authenticate here, so the API needs no CSRF token
 and the pages' CSRF rules stay as they are. Bad tokens are counted per client address
 (`agentops.throttle`): past the limit every token from that address, good or bad, answers 429
 with Retry-After until the lockout ends (checked before the token is looked up, so a guesser
-learns nothing more). The OpenAPI description is at `/api/v1/openapi.json`.
+learns nothing more).
+
+The order of checks is the same for every operation: throttle (429), token (401 with a
+`WWW-Authenticate: Bearer` challenge), role (403), and only then the path, query and body (422),
+so a caller without the role learns nothing about what the operation takes. Everything under
+`/api/v1/` answers JSON, unknown paths (404) and wrong methods (405) included, and every status
+an operation answers is declared in the OpenAPI description (`/api/v1/openapi.json`).
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from datetime import datetime
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from django.db.models import QuerySet
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseBase
+from django.urls import URLPattern, URLResolver, re_path
 from ninja import NinjaAPI, Schema, Status
-from ninja.errors import HttpError, Throttled
+from ninja.errors import AuthenticationError, HttpError, Throttled
+from ninja.openapi.schema import OpenAPISchema
 from ninja.security import HttpBearer
 
 from agentops import throttle
 from agentops.engine.errors import AgentOpsError, StartRefused
 from agentops.models import AuditItem, Gate, Task
 from agentops.selectors import tasks_visible_to
-from agentops.services import task_create
+from agentops.services import START_TASK, task_create
 from agentops.states import AuditStatus, GateStatus, TaskStatus
 from agentops.web import AuthenticatedHttpRequest
+from policies.models import Route
+from reviews.models import ApiToken
 from reviews.services import (
     GateAlreadyDecided,
     NotAllowed,
@@ -41,31 +52,128 @@ from reviews.services import (
     gate_edit_and_approve,
     gate_reject,
 )
-from reviews.tokens import api_token_user
+from reviews.states import Via
+from reviews.tokens import api_token_live
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
+    from ninja.operation import Operation
 
 PAGE_LIMIT = 100
 READ_REVIEWS = "reviews.read_reviews"
+DECIDE_GATE = "reviews.decide_gate"
+REALM = "agentops API"
+
+
+class ApiRequest(AuthenticatedHttpRequest):
+    """A request that passed `TokenAuth`: `auth` is the token it carried."""
+
+    auth: ApiToken
 
 
 class TokenAuth(HttpBearer):
-    def authenticate(self, request: HttpRequest, token: str) -> User | None:
+    """A live personal token (else 401); with `permission`, its user must hold it (else 403).
+
+    The role is checked here, in authentication, because django-ninja runs authentication before
+    it reads the path, query and body: a caller without the role gets 403 without learning
+    anything about what the operation takes."""
+
+    def __init__(
+        self, permission: str | None = None, refusal: str | Callable[[User], str] = ""
+    ) -> None:
+        super().__init__()
+        self.permission = permission
+        self.refusal = refusal
+
+    def authenticate(self, request: HttpRequest, token: str) -> ApiToken | None:
         client = throttle.client_address(request)
         keys = [throttle.address_key(throttle.Scope.API_ADDRESS, client)]
         if wait := throttle.throttle_wait(keys):
             raise Throttled(wait=wait)
-        user = api_token_user(token)
-        if user is None:
+        row = api_token_live(token)
+        if row is None:
             if wait := throttle.throttle_fail(keys, client=client):
                 raise Throttled(wait=wait)
             return None
-        request.user = user
-        return user
+        request.user = row.user
+        if self.permission and not row.user.has_perm(self.permission):
+            refusal = self.refusal if isinstance(self.refusal, str) else self.refusal(row.user)
+            raise HttpError(403, refusal)
+        return row
 
 
-api = NinjaAPI(
+def _readers_only(what: str) -> TokenAuth:
+    return TokenAuth(READ_REVIEWS, f"{what} for operators and auditors")
+
+
+class AgentopsApi(NinjaAPI):
+    """NinjaAPI with readable operation ids and JSON for every answer under its prefix."""
+
+    def get_openapi_operation_id(self, operation: Operation) -> str:
+        # Generated clients name their functions after these: `list_gates`, `approve_gate`.
+        return operation.view_func.__name__
+
+    def get_openapi_schema(
+        self, *, path_prefix: str | None = None, path_params: dict[str, Any] | None = None
+    ) -> OpenAPISchema:
+        schema = super().get_openapi_schema(path_prefix=path_prefix, path_params=path_params)
+        enums = {name for name, found in schema["components"]["schemas"].items() if "enum" in found}
+        for operation in (op for path in schema["paths"].values() for op in path.values()):
+            for parameter in operation.get("parameters", []):
+                parameter["schema"] = _enum_by_reference(parameter["schema"], enums)
+        return schema
+
+    def _get_urls(self) -> list[URLResolver | URLPattern]:
+        # django-ninja answers a wrong method with a plain-text 405, and its root (`/api/v1/`)
+        # and unknown paths with the site's HTML 404 page; a client of a JSON API should get
+        # JSON for all of them. The root keeps its name: ninja reverses it for the schema.
+        urls = super()._get_urls()
+        for url in urls:
+            if isinstance(url, URLPattern):
+                root = url.name == "api-root"
+                url.callback = self._unknown_path if root else self._json_405(url.callback)
+        return [*urls, re_path(r"^", self._unknown_path, name="unknown-path")]
+
+    def _json_405(self, view: Callable[..., HttpResponseBase]) -> Callable[..., HttpResponseBase]:
+        @functools.wraps(view)
+        def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
+            response = view(request, *args, **kwargs)
+            if response.status_code != 405:
+                return response
+            allowed = response.get("Allow", "")
+            answer = self.create_response(
+                request,
+                {"detail": f"{request.method} is not allowed here; allowed: {allowed}"},
+                status=405,
+            )
+            answer["Allow"] = allowed
+            return answer
+
+        return wrapped
+
+    def _unknown_path(self, request: HttpRequest) -> HttpResponse:
+        return self.create_response(
+            request,
+            {"detail": f"no such path: {request.path}; the operations are at {DOCS_PATH}"},
+            status=404,
+        )
+
+
+DOCS_PATH = "/api/v1/docs"
+
+
+def _enum_by_reference(schema: dict[str, Any], enums: set[str]) -> dict[str, Any]:
+    """A query parameter with a default whose type is an enum of the components (`status` of
+    the gates and the audit queue) points at that enum instead of the copy django-ninja inlines
+    in an `allOf`: generated clients then take the same enum (GateStatus) as in the answers."""
+    inlined = schema.get("allOf")
+    if not inlined or len(inlined) != 1 or inlined[0].get("title") not in enums:
+        return schema
+    rest = {key: value for key, value in schema.items() if key != "allOf"}
+    return {"$ref": f"#/components/schemas/{inlined[0]['title']}", **rest}
+
+
+api = AgentopsApi(
     title="agentops API",
     version="1",
     urls_namespace="api",
@@ -90,6 +198,22 @@ def throttled(request: HttpRequest, exc: Throttled) -> HttpResponse:
     return response
 
 
+@api.exception_handler(AuthenticationError)
+def unauthenticated(request: HttpRequest, exc: AuthenticationError) -> HttpResponse:
+    """401 with the challenge of RFC 6750: `error="invalid_token"` when a bearer token was sent
+    but is unknown, revoked or its user inactive; a bare challenge when none was sent."""
+    scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+    challenge = f'Bearer realm="{REALM}"'
+    if scheme.lower() == "bearer" and token.strip():
+        detail = "the token is unknown, revoked, or its user is inactive"
+        challenge += f', error="invalid_token", error_description="{detail}"'
+    else:
+        detail = "send a personal token: Authorization: Bearer ao_..."
+    response = api.create_response(request, {"detail": detail}, status=401)
+    response["WWW-Authenticate"] = challenge
+    return response
+
+
 # -- schemas ------------------------------------------------------------------------------------
 
 
@@ -97,7 +221,7 @@ class TaskOut(Schema):
     id: int
     agent: str
     goal: str
-    status: str
+    status: TaskStatus
     current_step: int
     step_count: int
     failure: dict[str, Any] | None
@@ -128,7 +252,7 @@ class TaskIn(Schema):
 class GateOut(Schema):
     id: int
     task_id: int
-    status: str
+    status: GateStatus
     tool: str
     arguments: dict[str, Any]
     args_digest: str
@@ -170,11 +294,11 @@ class AuditItemOut(Schema):
     task_id: int
     agent: str
     tool: str
-    route: str
+    route: Route
     sampled: bool
     rule: str
     policy_version_number: int | None
-    status: str
+    status: AuditStatus
     note: str
     created_at: datetime
 
@@ -190,16 +314,29 @@ class ThrottledError(Schema):
     retry_after: int
 
 
-# Every operation authenticates: no valid token is 401, a locked-out address 429.
-AUTH_ERRORS = {401: Error, 429: ThrottledError}
+class ValidationIssue(Schema):
+    """One problem with the path, query or body: where (`["query", "status"]`), what kind, and
+    a sentence (`Input should be 'open', 'approved', ...`)."""
+
+    type: str
+    loc: list[str | int]
+    msg: str
+
+
+class ValidationErrors(Schema):
+    """422: the request's path, query or body does not fit the operation."""
+
+    detail: list[ValidationIssue]
+
+
+# Every operation authenticates and takes parameters: no valid token is 401, a locked-out address
+# 429, a parameter or body that does not fit 422.
+COMMON = {401: Error, 422: ValidationErrors, 429: ThrottledError}
+# Operations behind a role add 403.
+ROLE = {403: Error, **COMMON}
 
 
 # -- rules --------------------------------------------------------------------------------------
-
-
-def _require(allowed: bool, why: str) -> None:
-    if not allowed:
-        raise HttpError(403, why)
 
 
 def _page(queryset: QuerySet[Any], limit: int, offset: int) -> list[Any]:
@@ -207,8 +344,13 @@ def _page(queryset: QuerySet[Any], limit: int, offset: int) -> list[Any]:
     return list(queryset[max(offset, 0) : max(offset, 0) + limit])
 
 
-def _decide(request: HttpRequest, gate_id: int, apply: Callable[[], object]) -> Gate:
-    _require(request.user.has_perm("reviews.decide_gate"), "deciding gates is for operators")
+def _via(request: ApiRequest) -> Via:
+    return Via.api(request.auth.pk)
+
+
+def _decide(gate_id: int, apply: Callable[[], object]) -> Gate:
+    """Run one gate decision (the caller's role was checked by `TokenAuth`); the service's
+    refusals become 404, 409, 403 and 400."""
     try:
         apply()
     except Gate.DoesNotExist:
@@ -227,11 +369,11 @@ def _decide(request: HttpRequest, gate_id: int, apply: Callable[[], object]) -> 
 
 @api.get(
     "/tasks",
-    response={200: list[TaskOut], **AUTH_ERRORS},
+    response={200: list[TaskOut], **COMMON},
     summary="Tasks the caller may see, newest first",
 )
-def tasks_list(
-    request: AuthenticatedHttpRequest, status: str | None = None, limit: int = 50, offset: int = 0
+def list_tasks(
+    request: ApiRequest, status: TaskStatus | None = None, limit: int = 50, offset: int = 0
 ) -> list[Task]:
     tasks = tasks_visible_to(request.user).select_related("created_by").order_by("-id")
     if status:
@@ -241,15 +383,11 @@ def tasks_list(
 
 @api.get(
     "/tasks/stopped",
-    response={200: list[TaskOut], **AUTH_ERRORS},
+    response={200: list[TaskOut], **ROLE},
     summary="Tasks stopped for a human",
+    auth=_readers_only("the review queues are"),
 )
-def tasks_stopped(
-    request: AuthenticatedHttpRequest, limit: int = 50, offset: int = 0
-) -> list[Task]:
-    _require(
-        request.user.has_perm(READ_REVIEWS), "the review queues are for operators and auditors"
-    )
+def list_stopped_tasks(request: ApiRequest, limit: int = 50, offset: int = 0) -> list[Task]:
     tasks = (
         Task.objects.filter(status=TaskStatus.NEEDS_ATTENTION)
         .select_related("created_by")
@@ -258,8 +396,8 @@ def tasks_stopped(
     return _page(tasks, limit, offset)
 
 
-@api.get("/tasks/{task_id}", response={200: TaskOut, 404: Error, **AUTH_ERRORS})
-def task_get(request: AuthenticatedHttpRequest, task_id: int) -> Task:
+@api.get("/tasks/{task_id}", response={200: TaskOut, 404: Error, **COMMON}, summary="One task")
+def get_task(request: ApiRequest, task_id: int) -> Task:
     task = tasks_visible_to(request.user).select_related("created_by").filter(pk=task_id).first()
     if task is None:
         raise HttpError(404, f"no task {task_id}")
@@ -267,10 +405,15 @@ def task_get(request: AuthenticatedHttpRequest, task_id: int) -> Task:
 
 
 @api.post(
-    "/tasks", response={201: TaskOut, 400: Error, 403: Error, **AUTH_ERRORS}, summary="Start a task"
+    "/tasks",
+    response={201: TaskOut, 400: Error, **ROLE},
+    summary="Start a task",
+    # The engine's own refusal, so the API and `task_create` say the same.
+    auth=TokenAuth(START_TASK, lambda user: str(StartRefused(user.get_username()))),
 )
-def task_start(request: AuthenticatedHttpRequest, payload: TaskIn) -> Status:
-    """Start a task as the token's user, who needs the task-starter role (403 otherwise)."""
+def start_task(request: ApiRequest, payload: TaskIn) -> Status:
+    """Start a task as the token's user, who needs the task-starter role (403 otherwise, before
+    the body is read)."""
     try:
         task = task_create(
             agent=payload.agent,
@@ -281,7 +424,7 @@ def task_start(request: AuthenticatedHttpRequest, payload: TaskIn) -> Status:
             cost_budget=payload.cost_budget,
             wall_time_budget_seconds=payload.wall_time_budget_seconds,
         )
-    except StartRefused as exc:
+    except StartRefused as exc:  # the role was taken away between the two checks
         raise HttpError(403, str(exc)) from None
     except (AgentOpsError, ValueError) as exc:  # unknown agent, input that is not JSON, no goal
         raise HttpError(400, str(exc)) from None
@@ -292,65 +435,84 @@ def task_start(request: AuthenticatedHttpRequest, payload: TaskIn) -> Status:
 
 
 @api.get(
-    "/gates", response={200: list[GateOut], **AUTH_ERRORS}, summary="Gates, open ones by default"
+    "/gates",
+    response={200: list[GateOut], **ROLE},
+    summary="Gates, open ones by default",
+    auth=_readers_only("the review queues are"),
 )
-def gates_list(
-    request: AuthenticatedHttpRequest,
-    status: str = GateStatus.OPEN,
+def list_gates(
+    request: ApiRequest,
+    status: GateStatus = GateStatus.OPEN,
     limit: int = 50,
     offset: int = 0,
 ) -> list[Gate]:
-    _require(
-        request.user.has_perm(READ_REVIEWS), "the review queues are for operators and auditors"
-    )
     gates = Gate.objects.filter(status=status).select_related("decided_by").order_by("due_at")
     return _page(gates, limit, offset)
 
 
-@api.get("/gates/{gate_id}", response={200: GateOut, 404: Error, **AUTH_ERRORS})
-def gate_get(request: AuthenticatedHttpRequest, gate_id: int) -> Gate:
-    _require(request.user.has_perm(READ_REVIEWS), "gates are for operators and auditors")
+@api.get(
+    "/gates/{gate_id}",
+    response={200: GateOut, 404: Error, **ROLE},
+    summary="One gate, with the digest a decision must send back",
+    auth=_readers_only("gates are"),
+)
+def get_gate(request: ApiRequest, gate_id: int) -> Gate:
     gate = Gate.objects.select_related("decided_by").filter(pk=gate_id).first()
     if gate is None:
         raise HttpError(404, f"no gate {gate_id}")
     return gate
 
 
-DECISION_ERRORS = {400: Error, 403: Error, 404: Error, 409: Error, **AUTH_ERRORS}
+DECISION_RESPONSES = {200: GateOut, 400: Error, 404: Error, 409: Error, **ROLE}
+OPERATORS_ONLY = TokenAuth(DECIDE_GATE, "deciding gates is for operators")
 
 
-@api.post("/gates/{gate_id}/approve", response={200: GateOut, **DECISION_ERRORS})
-def gate_approve_api(request: AuthenticatedHttpRequest, gate_id: int, payload: ApproveIn) -> Gate:
+@api.post(
+    "/gates/{gate_id}/approve",
+    response=DECISION_RESPONSES,
+    summary="Approve a gate as proposed",
+    auth=OPERATORS_ONLY,
+)
+def approve_gate(request: ApiRequest, gate_id: int, payload: ApproveIn) -> Gate:
     return _decide(
-        request,
         gate_id,
         lambda: gate_approve(
             gate_id=gate_id,
             actor=request.user,
             seen_digest=payload.seen_digest,
             reason=payload.reason,
+            via=_via(request),
         ),
     )
 
 
-@api.post("/gates/{gate_id}/reject", response={200: GateOut, **DECISION_ERRORS})
-def gate_reject_api(request: AuthenticatedHttpRequest, gate_id: int, payload: RejectIn) -> Gate:
+@api.post(
+    "/gates/{gate_id}/reject",
+    response=DECISION_RESPONSES,
+    summary="Reject a gate; the agent re-plans from the feedback",
+    auth=OPERATORS_ONLY,
+)
+def reject_gate(request: ApiRequest, gate_id: int, payload: RejectIn) -> Gate:
     return _decide(
-        request,
         gate_id,
         lambda: gate_reject(
             gate_id=gate_id,
             actor=request.user,
             seen_digest=payload.seen_digest,
             feedback=payload.feedback,
+            via=_via(request),
         ),
     )
 
 
-@api.post("/gates/{gate_id}/edit", response={200: GateOut, **DECISION_ERRORS})
-def gate_edit_api(request: AuthenticatedHttpRequest, gate_id: int, payload: EditIn) -> Gate:
+@api.post(
+    "/gates/{gate_id}/edit",
+    response=DECISION_RESPONSES,
+    summary="Approve a gate with edited arguments",
+    auth=OPERATORS_ONLY,
+)
+def edit_gate(request: ApiRequest, gate_id: int, payload: EditIn) -> Gate:
     return _decide(
-        request,
         gate_id,
         lambda: gate_edit_and_approve(
             gate_id=gate_id,
@@ -358,6 +520,7 @@ def gate_edit_api(request: AuthenticatedHttpRequest, gate_id: int, payload: Edit
             seen_digest=payload.seen_digest,
             arguments=payload.arguments,
             reason=payload.reason,
+            via=_via(request),
         ),
     )
 
@@ -365,13 +528,17 @@ def gate_edit_api(request: AuthenticatedHttpRequest, gate_id: int, payload: Edit
 # -- audit queue --------------------------------------------------------------------------------
 
 
-@api.get("/audit", response={200: list[AuditItemOut], **AUTH_ERRORS}, summary="The audit queue")
-def audit_list(
-    request: AuthenticatedHttpRequest,
-    status: str = AuditStatus.PENDING,
+@api.get(
+    "/audit",
+    response={200: list[AuditItemOut], **ROLE},
+    summary="The audit queue",
+    auth=_readers_only("the audit queue is"),
+)
+def list_audit_items(
+    request: ApiRequest,
+    status: AuditStatus = AuditStatus.PENDING,
     limit: int = 50,
     offset: int = 0,
 ) -> list[AuditItem]:
-    _require(request.user.has_perm(READ_REVIEWS), "the audit queue is for operators and auditors")
     items = AuditItem.objects.filter(status=status).order_by("created_at", "id")
     return _page(items, limit, offset)

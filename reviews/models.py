@@ -12,7 +12,7 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
-from reviews.states import Channel, DeliveryStatus, NoticeEvent, WebhookFormat
+from reviews.states import Channel, DecisionChannel, DeliveryStatus, NoticeEvent, WebhookFormat
 
 
 class Claim(models.Model):
@@ -53,6 +53,20 @@ class Decision(models.Model):
     reason = models.TextField(blank=True)
     policy_version_number = models.PositiveIntegerField(null=True)
     detail = models.JSONField(default=dict, blank=True)
+    # How the decision came in. Rows logged before this was recorded say `unknown` (the column's
+    # default when it was added); new rows always name their channel (`decision_record`).
+    channel = models.CharField(
+        max_length=12, choices=DecisionChannel.choices, default=DecisionChannel.UNKNOWN
+    )
+    # The API token that made an API decision; kept as an id when the token row goes.
+    api_token = models.ForeignKey(
+        "ApiToken",
+        null=True,
+        blank=True,
+        on_delete=models.DO_NOTHING,
+        db_constraint=False,
+        related_name="+",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

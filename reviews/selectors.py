@@ -10,8 +10,9 @@ autoescape them.
 
 from __future__ import annotations
 
+import heapq
 import json
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import date, datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -42,6 +43,7 @@ from agentops.states import TASK_TRANSITIONS, AuditStatus, GateStatus, LedgerSta
 from policies.models import PolicyChange
 from reviews.models import ApiToken, Claim, Decision, Delivery
 from reviews.roles import gate_decider_refusal
+from reviews.states import DecisionChannel
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
@@ -760,6 +762,18 @@ class LogEntry:
     after_digest: str
     reason: str
     policy_version_number: int | None
+    # How the decision came in (`DecisionChannel`); blank for policy publishes and reverts, which
+    # `policies` records without one.
+    channel: str = ""
+    # For an API decision: the token's prefix and id (`ab12cd34 (#7)`; `#7` once the row is gone).
+    api_token: str = ""
+
+    @property
+    def channel_label(self) -> str:
+        if not self.channel:
+            return ""
+        label = DecisionChannel(self.channel).label
+        return f"{label}, token {self.api_token}" if self.api_token else label
 
 
 def _action_q(action: str) -> Q:
@@ -781,7 +795,17 @@ def _decision_entry(row: Decision) -> LogEntry:
         after_digest=row.after_digest,
         reason=row.reason,
         policy_version_number=row.policy_version_number,
+        channel=row.channel,
+        api_token=_token_label(row),
     )
+
+
+def _token_label(row: Decision) -> str:
+    if row.api_token_id is None:
+        return ""
+    if row.api_token is None:
+        return f"#{row.api_token_id}"
+    return f"{row.api_token.prefix} (#{row.api_token_id})"
 
 
 def _policy_entry(row: PolicyChange) -> LogEntry:
@@ -801,15 +825,12 @@ def _policy_entry(row: PolicyChange) -> LogEntry:
     )
 
 
-def decision_log_list(
-    *, filters: DecisionFilters, limit: int = LOG_LIMIT
-) -> tuple[list[LogEntry], bool]:
-    """The newest `limit` decisions matching `filters`, newest first, and whether more exist.
-
-    Policy publishes and reverts live in `policies.PolicyChange` (policies imports no other app,
-    so it cannot write here); they are read from there and merged by time. Two queries.
-    """
-    decisions = Decision.objects.all()
+def _decision_log_querysets(
+    filters: DecisionFilters,
+) -> tuple[QuerySet[Decision], QuerySet[PolicyChange] | None]:
+    """The decisions and the policy changes matching `filters`, newest first (None for the
+    policy changes when a task filter leaves them out: they belong to no task)."""
+    decisions = Decision.objects.select_related("api_token")
     changes = PolicyChange.objects.filter(action__in=POLICY_DECISIONS).select_related(
         "policy", "version"
     )
@@ -827,12 +848,39 @@ def decision_log_list(
         changes = changes.filter(created_at__date__lte=filters.date_to)
     if filters.task_id is not None:
         decisions = decisions.filter(task_id_ref=filters.task_id)
-    entries = [_decision_entry(d) for d in decisions.order_by("-created_at", "-id")[: limit + 1]]
-    if filters.task_id is None:
-        # A policy change belongs to no task, so a task filter leaves them out.
-        entries += [_policy_entry(c) for c in changes.order_by("-created_at", "-id")[: limit + 1]]
+    newest_first = ("-created_at", "-id")
+    return (
+        decisions.order_by(*newest_first),
+        changes.order_by(*newest_first) if filters.task_id is None else None,
+    )
+
+
+def decision_log_list(
+    *, filters: DecisionFilters, limit: int = LOG_LIMIT
+) -> tuple[list[LogEntry], bool]:
+    """The newest `limit` decisions matching `filters`, newest first, and whether more exist.
+
+    Policy publishes and reverts live in `policies.PolicyChange` (policies imports no other app,
+    so it cannot write here); they are read from there and merged by time. Two queries.
+    """
+    decisions, changes = _decision_log_querysets(filters)
+    entries = [_decision_entry(d) for d in decisions[: limit + 1]]
+    if changes is not None:
+        entries += [_policy_entry(c) for c in changes[: limit + 1]]
     entries.sort(key=lambda e: e.created_at, reverse=True)
     return entries[:limit], len(entries) > limit
+
+
+def decision_log_iter(*, filters: DecisionFilters, chunk_size: int = 2000) -> Iterator[LogEntry]:
+    """Every decision matching `filters`, newest first, with no cap: the export.
+
+    Both tables are read through server-side cursors `chunk_size` rows at a time and merged by
+    time as they stream, so memory stays flat however long the log is."""
+    decisions, changes = _decision_log_querysets(filters)
+    streams = [(_decision_entry(d) for d in decisions.iterator(chunk_size=chunk_size))]
+    if changes is not None:
+        streams.append(_policy_entry(c) for c in changes.iterator(chunk_size=chunk_size))
+    return heapq.merge(*streams, key=lambda e: e.created_at, reverse=True)
 
 
 def decision_list_for_task(*, task_id: int, limit: int = TASK_LOG_LIMIT) -> list[Decision]:

@@ -49,7 +49,7 @@ from policies.selectors import policy_version_active
 from policies.services import policy_draft_create, policy_rule_add
 from reviews.models import Claim, Decision, Delivery, NotificationPreference
 from reviews.roles import gate_decider_refusal
-from reviews.states import DeliveryStatus
+from reviews.states import VIA_SYSTEM, VIA_UNKNOWN, DeliveryStatus, Via
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
@@ -90,8 +90,10 @@ def decision_record(
     reason: str = "",
     policy_version_number: int | None = None,
     detail: dict[str, Any] | None = None,
+    via: Via,
 ) -> Decision:
-    """Append one human decision to the log (append-only: never updated or deleted)."""
+    """Append one human decision to the log (append-only: never updated or deleted), with the
+    channel it came through."""
     return Decision.objects.create(
         action=action,
         actor=actor if getattr(actor, "pk", None) else None,
@@ -103,13 +105,15 @@ def decision_record(
         reason=redacted(reason),
         policy_version_number=policy_version_number,
         detail=redacted(detail or {}),
+        channel=via.channel,
+        api_token_id=via.api_token_id,
     )
 
 
 # -- claims checked by every decision ----------------------------------------------------------
 
 
-def claim_check_or_take_over(*, task_id: int, actor: User, take_over: bool) -> None:
+def claim_check_or_take_over(*, task_id: int, actor: User, take_over: bool, via: Via) -> None:
     """Deciding an item someone else holds takes it over, and only when asked to: raise
     HeldByOther unless `take_over`; with it, move the claim to `actor` and log the takeover.
 
@@ -132,6 +136,7 @@ def claim_check_or_take_over(*, task_id: int, actor: User, take_over: bool) -> N
         task_id=task_id,
         subject=f"task {task_id}: taken over from {holder}",
         detail={"from": holder},
+        via=via,
     )
 
 
@@ -184,6 +189,7 @@ def _approve(
     edited: bool,
     reason: str,
     action: str,
+    via: Via,
     bulk: bool = False,
 ) -> None:
     """Close `gate` as approved, resume its task with the approval, and log the decision.
@@ -214,17 +220,18 @@ def _approve(
             **({"bulk": True} if bulk else {}),
         }
         or None,
+        via=via,
     )
 
 
-def _reject(gate: Gate, *, actor: User, feedback: str, action: str) -> None:
+def _reject(gate: Gate, *, actor: User, feedback: str, action: str, via: Via) -> None:
     """Close `gate` as rejected, send the feedback to the agent, log the decision.
 
     Caller holds the transaction and the gate's row lock.
     """
     _close(gate, "reject", actor=actor, feedback=feedback)
     task_gate_rejected(task_id=gate.task_id, step_id=gate.step_id, feedback=feedback, actor=actor)
-    _gate_logged(gate, action=action, actor=actor, reason=feedback)
+    _gate_logged(gate, action=action, actor=actor, reason=feedback, via=via)
 
 
 def _gate_logged(
@@ -235,6 +242,7 @@ def _gate_logged(
     reason: str,
     after_digest: str = "",
     detail: dict[str, Any] | None = None,
+    via: Via,
 ) -> None:
     decision_record(
         action=action,
@@ -246,13 +254,21 @@ def _gate_logged(
         reason=reason,
         policy_version_number=gate.policy_version_number,
         detail={"gate": gate.pk, **(detail or {})},
+        via=via,
     )
 
 
 def gate_timeout_logged(gate: Gate, *, what: str, reason: str, detail: dict[str, Any]) -> None:
     """Log what the sweeper did to an overdue gate (`escalated`, `expired`) as a decision with no
     actor. A hook of `agentops.engine.gates`, called inside the sweeper's transaction."""
-    _gate_logged(gate, action=f"reviews.gate.{what}", actor=None, reason=reason, detail=detail)
+    _gate_logged(
+        gate,
+        action=f"reviews.gate.{what}",
+        actor=None,
+        reason=reason,
+        detail=detail,
+        via=VIA_SYSTEM,
+    )
 
 
 def gate_approve(
@@ -263,6 +279,7 @@ def gate_approve(
     reason: str = "",
     take_over: bool = False,
     bulk: bool = False,
+    via: Via = VIA_UNKNOWN,
 ) -> None:
     """Approve the gated action as proposed. The approval is bound to the arguments' digest and
     the policy version; the runner checks both again right before the call. `bulk` marks the
@@ -270,7 +287,7 @@ def gate_approve(
     with transaction.atomic():
         gate = _locked_open_gate(gate_id, seen_digest=seen_digest)
         gate_check_decider(gate=gate, user=actor)
-        claim_check_or_take_over(task_id=gate.task_id, actor=actor, take_over=take_over)
+        claim_check_or_take_over(task_id=gate.task_id, actor=actor, take_over=take_over, via=via)
         _approve(
             gate,
             actor=actor,
@@ -279,6 +296,7 @@ def gate_approve(
             reason=reason,
             action="reviews.gate.approved",
             bulk=bulk,
+            via=via,
         )
 
 
@@ -290,6 +308,7 @@ def gate_edit_and_approve(
     arguments: Any,
     reason: str = "",
     take_over: bool = False,
+    via: Via = VIA_UNKNOWN,
 ) -> None:
     """Approve with edited arguments. The edited action is evaluated again by the runner; a
     stricter verdict (another gate rule, or deny) opens a new gate or stops the task."""
@@ -299,7 +318,7 @@ def gate_edit_and_approve(
     with transaction.atomic():
         gate = _locked_open_gate(gate_id, seen_digest=seen_digest)
         gate_check_decider(gate=gate, user=actor)
-        claim_check_or_take_over(task_id=gate.task_id, actor=actor, take_over=take_over)
+        claim_check_or_take_over(task_id=gate.task_id, actor=actor, take_over=take_over, via=via)
         try:
             get_tool(gate.tool).check_arguments(arguments)
         except (StepFailure, UnknownTool) as exc:
@@ -311,6 +330,7 @@ def gate_edit_and_approve(
             edited=True,
             reason=reason,
             action="reviews.gate.edited",
+            via=via,
         )
 
 
@@ -321,6 +341,7 @@ def gate_reject(
     seen_digest: str | None,
     feedback: str,
     take_over: bool = False,
+    via: Via = VIA_UNKNOWN,
 ) -> None:
     """Reject: the feedback goes to the agent in its next model call, and it re-plans the step
     (the same action rejected again and again holds the task for a person instead)."""
@@ -330,12 +351,13 @@ def gate_reject(
     with transaction.atomic():
         gate = _locked_open_gate(gate_id, seen_digest=seen_digest)
         gate_check_decider(gate=gate, user=actor)
-        claim_check_or_take_over(task_id=gate.task_id, actor=actor, take_over=take_over)
+        claim_check_or_take_over(task_id=gate.task_id, actor=actor, take_over=take_over, via=via)
         _reject(
             gate,
             actor=actor,
             feedback=feedback,
             action="reviews.gate.rejected",
+            via=via,
         )
 
 
@@ -350,6 +372,7 @@ def gate_reject_and_stop(
     outcome: str,
     reason: str,
     take_over: bool = False,
+    via: Via = VIA_UNKNOWN,
 ) -> None:
     """Reject the gated action and end the task: `abort` keeps the effects made so far,
     `rollback` has a worker undo them (compensations in reverse order) and end it rolled back.
@@ -362,7 +385,7 @@ def gate_reject_and_stop(
     with transaction.atomic():
         gate = _locked_open_gate(gate_id, seen_digest=seen_digest)
         gate_check_decider(gate=gate, user=actor)
-        claim_check_or_take_over(task_id=gate.task_id, actor=actor, take_over=take_over)
+        claim_check_or_take_over(task_id=gate.task_id, actor=actor, take_over=take_over, via=via)
         _close(gate, "reject", actor=actor, feedback=reason, stopped_with=outcome)
         STOP_OUTCOMES[outcome](task_id=gate.task_id, actor=actor, reason=reason)
         _gate_logged(
@@ -371,13 +394,16 @@ def gate_reject_and_stop(
             actor=actor,
             reason=reason,
             detail={"outcome": outcome},
+            via=via,
         )
 
 
 # -- audit items --------------------------------------------------------------------------------
 
 
-def audit_item_review(*, item_id: int, actor: User, verdict: str, note: str = "") -> AuditItem:
+def audit_item_review(
+    *, item_id: int, actor: User, verdict: str, note: str = "", via: Via = VIA_UNKNOWN
+) -> AuditItem:
     """Mark an audit item ok or flag it (a flag needs a note). Re-reviewing is allowed and
     logged; the latest verdict stands."""
     if verdict not in (AuditStatus.OK, AuditStatus.FLAGGED):
@@ -403,6 +429,7 @@ def audit_item_review(*, item_id: int, actor: User, verdict: str, note: str = ""
             reason=redacted(note.strip()),
             policy_version_number=item.policy_version_number,
             detail={"item": item.pk, "before": before},
+            via=via,
         )
         item.refresh_from_db()
     return item
@@ -411,7 +438,9 @@ def audit_item_review(*, item_id: int, actor: User, verdict: str, note: str = ""
 # -- inbox claims -------------------------------------------------------------------------------
 
 
-def claim_take(*, task_id: int, actor: User, take_over: bool = False) -> Claim:
+def claim_take(
+    *, task_id: int, actor: User, take_over: bool = False, via: Via = VIA_UNKNOWN
+) -> Claim:
     """Take an inbox item. Someone else's item raises HeldByOther unless `take_over`, which
     moves it to `actor` and logs the takeover."""
     with transaction.atomic():
@@ -419,12 +448,12 @@ def claim_take(*, task_id: int, actor: User, take_over: bool = False) -> Claim:
             task_id=task_id, defaults={"user": actor}
         )
         if not created and claim.user_id != actor.pk:
-            claim_check_or_take_over(task_id=task_id, actor=actor, take_over=take_over)
+            claim_check_or_take_over(task_id=task_id, actor=actor, take_over=take_over, via=via)
             claim.refresh_from_db()
     return claim
 
 
-def claim_assign(*, task_id: int, actor: User, assignee: User) -> Claim:
+def claim_assign(*, task_id: int, actor: User, assignee: User, via: Via = VIA_UNKNOWN) -> Claim:
     """Hand an inbox item to `assignee` (an operator); logged as a decision. Assigning the item
     to the person who holds it already changes nothing and logs nothing."""
     if not assignee.has_perm("reviews.decide_gate"):
@@ -449,6 +478,7 @@ def claim_assign(*, task_id: int, actor: User, assignee: User) -> Claim:
             task_id=task_id,
             subject=f"task {task_id}: assigned to {assignee.get_username()}",
             detail={"from": before, "to": assignee.get_username()},
+            via=via,
         )
     return claim
 
@@ -472,7 +502,11 @@ class BulkResult:
 
 
 def gates_bulk_approve(
-    *, selection: list[tuple[int, str | None]], actor: User, reason: str = ""
+    *,
+    selection: list[tuple[int, str | None]],
+    actor: User,
+    reason: str = "",
+    via: Via = VIA_UNKNOWN,
 ) -> list[BulkResult]:
     """Approve several gates that share one rule and policy version, one by one.
 
@@ -503,7 +537,12 @@ def gates_bulk_approve(
             continue
         try:
             gate_approve(
-                gate_id=gate_id, actor=actor, seen_digest=seen_digest, reason=reason, bulk=True
+                gate_id=gate_id,
+                actor=actor,
+                seen_digest=seen_digest,
+                reason=reason,
+                bulk=True,
+                via=via,
             )
         except GateAlreadyDecided as exc:
             results.append(BulkResult(gate_id, "already decided", str(exc)))
@@ -534,7 +573,13 @@ def operator_check(*, user: User) -> None:
 
 
 def intervention_apply(
-    *, task_id: int, action: str, actor: User, reason: str = "", take_over: bool = False
+    *,
+    task_id: int,
+    action: str,
+    actor: User,
+    reason: str = "",
+    take_over: bool = False,
+    via: Via = VIA_UNKNOWN,
 ) -> None:
     """Apply retry / skip / rollback / abort to a stopped task and log the decision.
 
@@ -562,7 +607,7 @@ def intervention_apply(
         recovery = task_recovery(task, steps, calls, events)
         if recovery is None:
             raise TransitionRefused(f"task {task_id} is {task.status}; there is nothing to recover")
-        claim_check_or_take_over(task_id=task_id, actor=actor, take_over=take_over)
+        claim_check_or_take_over(task_id=task_id, actor=actor, take_over=take_over, via=via)
         if action not in recovery.recommendation.options:
             raise ReviewError(
                 f"{action} is not an option for this task now; choose one of "
@@ -584,6 +629,7 @@ def intervention_apply(
                 "breakpoint": recovery.breakpoint,
                 "preview": preview.summary if preview else "",
             },
+            via=via,
         )
 
 
@@ -595,6 +641,7 @@ def ledger_call_confirm(
     actor: User,
     reason: str = "",
     take_over: bool = False,
+    via: Via = VIA_UNKNOWN,
 ) -> None:
     """Record a person's answer for an `executed_unknown` call of `task_id`, and log it.
 
@@ -607,7 +654,7 @@ def ledger_call_confirm(
         call = ToolCall.objects.select_related("task__policy_version").get(
             pk=call_id, task_id=task_id
         )
-        claim_check_or_take_over(task_id=task_id, actor=actor, take_over=take_over)
+        claim_check_or_take_over(task_id=task_id, actor=actor, take_over=take_over, via=via)
         ledger_confirm(call_id=call.pk, executed=executed, actor=actor, reason=reason)
         version = call.task.policy_version
         decision_record(
@@ -620,6 +667,7 @@ def ledger_call_confirm(
             reason=reason,
             policy_version_number=version.number if version else None,
             detail={"call": call.pk, "key": call.idempotency_key, "executed": executed},
+            via=via,
         )
 
 
@@ -632,7 +680,9 @@ TASK_CONTROLS = {
 }
 
 
-def task_control_apply(*, task_id: int, action: str, actor: User, reason: str = "") -> None:
+def task_control_apply(
+    *, task_id: int, action: str, actor: User, reason: str = "", via: Via = VIA_UNKNOWN
+) -> None:
     """Pause, resume or cancel a task, with its Decision in the same transaction.
 
     Pause parks a queued, running, retry-scheduled or gated task (a running worker stops at its
@@ -667,6 +717,7 @@ def task_control_apply(*, task_id: int, action: str, actor: User, reason: str = 
             reason=reason,
             policy_version_number=task.policy_version.number if task.policy_version else None,
             detail={"before": before},
+            via=via,
         )
 
 
@@ -677,6 +728,7 @@ def task_modify_apply(
     budgets: dict[str, Any],
     input_changes: dict[str, Any],
     reason: str = "",
+    via: Via = VIA_UNKNOWN,
 ) -> dict[str, Any]:
     """Change a running or paused task's budgets and editable input, and log it with the input's
     digests before and after. Returns what changed (empty: nothing logged)."""
@@ -705,6 +757,7 @@ def task_modify_apply(
                 after_digest=digest(after),
                 reason=reason.strip(),
                 detail={"changes": changes},
+                via=via,
             )
     return changes
 
@@ -713,7 +766,7 @@ def task_modify_apply(
 
 
 def audit_items_bulk_review(
-    *, item_ids: list[int], actor: User, verdict: str, note: str = ""
+    *, item_ids: list[int], actor: User, verdict: str, note: str = "", via: Via = VIA_UNKNOWN
 ) -> int:
     """Mark several audit items ok (or flag them, with one note), each logged; returns how many.
     Items already carrying this verdict are left alone, so a replayed POST logs nothing twice."""
@@ -724,7 +777,7 @@ def audit_items_bulk_review(
         current = AuditItem.objects.filter(pk=item_id).values_list("status", flat=True).first()
         if current is None or current == verdict:
             continue
-        audit_item_review(item_id=item_id, actor=actor, verdict=verdict, note=note)
+        audit_item_review(item_id=item_id, actor=actor, verdict=verdict, note=note, via=via)
         done += 1
     return done
 
@@ -766,6 +819,7 @@ def stopped_tasks_escalate_overdue(*, now: Any = None) -> int:
                 subject=f"task {task_id}: stopped {waited} s without a decision",
                 reason=f"no decision within {sla:g} s; escalated to all operators",
                 detail={"released_from": holder.user.get_username() if holder else ""},
+                via=VIA_SYSTEM,
             )
             escalated += 1
     return escalated

@@ -5,6 +5,8 @@ Gate and audit-item statuses are engine state: `agentops.states.GateStatus`, `Au
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from django.db import models
 
 
@@ -39,3 +41,36 @@ class DeliveryStatus(models.TextChoices):
 class WebhookFormat(models.TextChoices):
     JSON = "json", "JSON"
     SLACK = "slack", "Slack-compatible"
+
+
+class DecisionChannel(models.TextChoices):
+    """How a decision reached us: the decision log tells an API approval from a browser one."""
+
+    BROWSER = "browser", "Browser"
+    API = "api", "API"
+    EMAIL_LINK = "email_link", "Email link"
+    # The sweeper and management commands: no person, no interface.
+    SYSTEM = "system", "System"
+    # Decisions logged before the channel was recorded (the log is append-only: never backfilled).
+    UNKNOWN = "unknown", "Unknown"
+
+
+@dataclass(frozen=True)
+class Via:
+    """The channel a decision came through and, for the API, the id of the token that made it.
+
+    Interfaces say it (pages and the admin: `VIA_BROWSER`, the API: `Via.api(token_id)`); the
+    services pass it on to the decision log unchanged."""
+
+    channel: DecisionChannel
+    api_token_id: int | None = None
+
+    @classmethod
+    def api(cls, token_id: int) -> Via:
+        return cls(DecisionChannel.API, token_id)
+
+
+VIA_BROWSER = Via(DecisionChannel.BROWSER)
+VIA_SYSTEM = Via(DecisionChannel.SYSTEM)
+# A service called without saying how (a shell, a test) logs `unknown` rather than a guess.
+VIA_UNKNOWN = Via(DecisionChannel.UNKNOWN)

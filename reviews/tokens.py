@@ -1,4 +1,4 @@
-"""API tokens: create one (shown once), find the user of one, revoke one.
+"""API tokens: create one (shown once), find a live one, revoke one.
 
 A token is `ao_<prefix>_<secret>`; the database keeps its sha256 and the prefix (to tell tokens
 apart in lists), never the token.
@@ -35,8 +35,9 @@ def api_token_create(*, user: User, name: str) -> tuple[ApiToken, str]:
     return row, token
 
 
-def api_token_user(token: str) -> User | None:
-    """The active user a live token belongs to, or None; notes when it was last used."""
+def api_token_live(token: str) -> ApiToken | None:
+    """The live token row (with its active user) for `token`, or None; notes when it was last
+    used. The row's id is what the decision log keeps for an API decision."""
     row = (
         ApiToken.objects.select_related("user")
         .filter(key_hash=_digest(token), revoked_at=None, user__is_active=True)
@@ -45,7 +46,7 @@ def api_token_user(token: str) -> User | None:
     if row is None:
         return None
     ApiToken.objects.filter(pk=row.pk).update(last_used_at=timezone.now())
-    return row.user
+    return row
 
 
 def api_token_revoke(*, token_id: int, user: User) -> bool:

@@ -18,7 +18,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from django.contrib import messages
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
@@ -58,11 +58,13 @@ from reviews.forms import (
 from reviews.selectors import (
     GatePanel,
     InboxItem,
+    LogEntry,
     api_token_list,
     audit_filter_choices,
     audit_item_get,
     audit_item_list,
     audit_item_page,
+    decision_log_iter,
     decision_log_list,
     delivery_list_for,
     gate_get_panel,
@@ -96,6 +98,7 @@ from reviews.services import (
     task_control_apply,
     task_modify_apply,
 )
+from reviews.states import VIA_BROWSER
 from reviews.tokens import api_token_create, api_token_revoke
 
 BULK_RESULTS = "reviews_bulk_results"
@@ -245,6 +248,7 @@ def gates_bulk_approve_view(request: AuthenticatedHttpRequest) -> HttpResponse:
         results = gates_bulk_approve(
             selection=form.cleaned_data["gate"],
             actor=request.user,
+            via=VIA_BROWSER,
             reason=form.cleaned_data["reason"],
         )
     except ReviewError as exc:
@@ -266,7 +270,10 @@ def claim(request: AuthenticatedHttpRequest, task_id: int) -> HttpResponse:
     _task_or_404(task_id)
     try:
         claim_take(
-            task_id=task_id, actor=request.user, take_over=request.POST.get("take_over") == "on"
+            task_id=task_id,
+            actor=request.user,
+            take_over=request.POST.get("take_over") == "on",
+            via=VIA_BROWSER,
         )
     except ReviewError as exc:
         if request.htmx:
@@ -288,7 +295,12 @@ def assign(request: AuthenticatedHttpRequest, task_id: int) -> HttpResponse:
     if not form.is_valid():
         return _inbox_response(request, message="Choose whom to assign it to.", status=400)
     try:
-        claim_assign(task_id=task_id, actor=request.user, assignee=form.cleaned_data["assignee"])
+        claim_assign(
+            task_id=task_id,
+            actor=request.user,
+            assignee=form.cleaned_data["assignee"],
+            via=VIA_BROWSER,
+        )
     except ReviewError as exc:
         return _inbox_response(request, message=str(exc), status=400)
     return _back(request, reverse("reviews:inbox"))
@@ -399,6 +411,7 @@ def gate_approve_view(request: AuthenticatedHttpRequest, gate_id: int) -> HttpRe
         apply=lambda data: gate_approve(
             gate_id=gate_id,
             actor=request.user,
+            via=VIA_BROWSER,
             seen_digest=data["seen_digest"],
             reason=data["reason"],
             take_over=data["take_over"],
@@ -417,6 +430,7 @@ def gate_reject_view(request: AuthenticatedHttpRequest, gate_id: int) -> HttpRes
         apply=lambda data: gate_reject(
             gate_id=gate_id,
             actor=request.user,
+            via=VIA_BROWSER,
             seen_digest=data["seen_digest"],
             feedback=data["feedback"],
             take_over=data["take_over"],
@@ -435,6 +449,7 @@ def gate_edit_view(request: AuthenticatedHttpRequest, gate_id: int) -> HttpRespo
         apply=lambda data: gate_edit_and_approve(
             gate_id=gate_id,
             actor=request.user,
+            via=VIA_BROWSER,
             seen_digest=data["seen_digest"],
             arguments=data["arguments"],
             reason=data["reason"],
@@ -454,6 +469,7 @@ def gate_reject_stop_view(request: AuthenticatedHttpRequest, gate_id: int) -> Ht
         apply=lambda data: gate_reject_and_stop(
             gate_id=gate_id,
             actor=request.user,
+            via=VIA_BROWSER,
             seen_digest=data["seen_digest"],
             outcome=data["outcome"],
             reason=data["reason"],
@@ -517,6 +533,7 @@ def intervention(request: AuthenticatedHttpRequest, task_id: int) -> HttpRespons
             task_id=task_id,
             action=form.cleaned_data["action"],
             actor=request.user,
+            via=VIA_BROWSER,
             reason=form.cleaned_data["reason"],
             take_over=form.cleaned_data["take_over"],
         )
@@ -547,6 +564,7 @@ def call_confirm(request: AuthenticatedHttpRequest, task_id: int, call_id: int) 
             call_id=call_id,
             executed=form.cleaned_data["executed"],
             actor=request.user,
+            via=VIA_BROWSER,
             reason=form.cleaned_data["reason"],
             take_over=form.cleaned_data["take_over"],
         )
@@ -595,6 +613,43 @@ class _Echo:
         return value
 
 
+# Excel on Windows reads a CSV as the system's code page unless it starts with a byte-order mark.
+EXCEL_BOM = "\ufeff"
+# Rows read from the database at a time, and rows per piece of the response.
+CSV_CHUNK_ROWS = 2000
+CSV_WRITE_ROWS = 200
+
+
+def csv_stream(
+    request: HttpRequest, rows: Iterable[list[Any]], *, name: str
+) -> StreamingHttpResponse:
+    """Stream `rows` (the header first) as a CSV download, every cell formula-neutralised;
+    `?excel=1` starts it with a UTF-8 byte-order mark so Excel reads accents right.
+
+    The rows are written as the client reads them: an export of any length uses flat memory
+    and has no cap."""
+    writer = csv.writer(_Echo())
+    excel = request.GET.get("excel") == "1"
+
+    def lines() -> Iterable[str]:
+        # Written in pieces of CSV_WRITE_ROWS rows: one write per row would cost the server a
+        # socket write per row.
+        piece = [EXCEL_BOM] if excel else []
+        for row in rows:
+            piece.append(writer.writerow([csv_safe(cell) for cell in row]))
+            if len(piece) >= CSV_WRITE_ROWS:
+                yield "".join(piece)
+                piece = []
+        if piece:
+            yield "".join(piece)
+
+    stamp = timezone.now().strftime("%Y%m%d-%H%M%S")
+    response = StreamingHttpResponse(lines(), content_type="text/csv; charset=utf-8")
+    suffix = "-excel" if excel else ""
+    response["Content-Disposition"] = f'attachment; filename="{name}-{stamp}{suffix}.csv"'
+    return response
+
+
 AUDIT_CSV_HEADER = [
     "id",
     "created_at",
@@ -641,16 +696,10 @@ def _audit_csv_rows(items: Iterable[AuditItem]) -> Iterable[list[Any]]:
 
 @reader_required
 @require_GET
-def audit_csv(request: AuthenticatedHttpRequest) -> HttpResponse:
+def audit_csv(request: AuthenticatedHttpRequest) -> StreamingHttpResponse:
     items = audit_item_list(filters=_audit_filter_form(request).filters())
-    writer = csv.writer(_Echo())
-    body = "".join(
-        writer.writerow([csv_safe(cell) for cell in row]) for row in _audit_csv_rows(items)
-    )
-    stamp = timezone.now().strftime("%Y%m%d-%H%M%S")
-    response = HttpResponse(body, content_type="text/csv; charset=utf-8")
-    response["Content-Disposition"] = f'attachment; filename="audit-{stamp}.csv"'
-    return response
+    rows = _audit_csv_rows(items.iterator(chunk_size=CSV_CHUNK_ROWS))
+    return csv_stream(request, rows, name="audit")
 
 
 @auditor_required
@@ -663,6 +712,7 @@ def audit_review(request: AuthenticatedHttpRequest, item_id: int) -> HttpRespons
             audit_item_review(
                 item_id=item_id,
                 actor=request.user,
+                via=VIA_BROWSER,
                 verdict=form.cleaned_data["verdict"],
                 note=form.cleaned_data["note"],
             )
@@ -716,7 +766,9 @@ def task_control(request: AuthenticatedHttpRequest, task_id: int, action: str) -
         messages.error(request, "Nothing changed: tick the box to confirm that the task ends now.")
         return _back(request, reverse("agentops:task_detail", args=[task_id]))
     try:
-        task_control_apply(task_id=task_id, action=action, actor=request.user, reason=reason)
+        task_control_apply(
+            task_id=task_id, action=action, actor=request.user, reason=reason, via=VIA_BROWSER
+        )
     except TransitionRefused as exc:
         messages.error(request, f"Nothing changed: {exc}.")
     except ReviewError as exc:
@@ -742,6 +794,7 @@ def task_modify_view(request: AuthenticatedHttpRequest, task_id: int) -> HttpRes
         changes = task_modify_apply(
             task_id=task_id,
             actor=request.user,
+            via=VIA_BROWSER,
             budgets=form.budgets(),
             input_changes=form.cleaned_data["input"],
             reason=form.cleaned_data["reason"],
@@ -775,6 +828,7 @@ def audit_bulk_review(request: AuthenticatedHttpRequest) -> HttpResponse:
         done = audit_items_bulk_review(
             item_ids=form.cleaned_data["item"],
             actor=request.user,
+            via=VIA_BROWSER,
             verdict=form.cleaned_data["verdict"],
             note=form.cleaned_data["note"],
         )
@@ -795,17 +849,24 @@ DECISION_CSV_HEADER = [
     "after_digest",
     "reason",
     "policy_version",
+    "channel",
+    "api_token",
 ]
 
 
 @log_reader_required
 @require_GET
-def decision_csv(request: AuthenticatedHttpRequest) -> HttpResponse:
-    entries, _ = decision_log_list(filters=DecisionFilterForm(request.GET).filters(), limit=10_000)
-    writer = csv.writer(_Echo())
-    rows: list[list[Any]] = [DECISION_CSV_HEADER]
-    rows += [
-        [
+def decision_csv(request: AuthenticatedHttpRequest) -> StreamingHttpResponse:
+    entries = decision_log_iter(
+        filters=DecisionFilterForm(request.GET).filters(), chunk_size=CSV_CHUNK_ROWS
+    )
+    return csv_stream(request, _decision_csv_rows(entries), name="decisions")
+
+
+def _decision_csv_rows(entries: Iterable[LogEntry]) -> Iterable[list[Any]]:
+    yield DECISION_CSV_HEADER
+    for e in entries:
+        yield [
             e.created_at.isoformat(),
             e.action,
             e.actor_label,
@@ -815,14 +876,9 @@ def decision_csv(request: AuthenticatedHttpRequest) -> HttpResponse:
             e.after_digest,
             e.reason,
             e.policy_version_number if e.policy_version_number is not None else "",
+            e.channel,
+            e.api_token,
         ]
-        for e in entries
-    ]
-    body = "".join(writer.writerow([csv_safe(cell) for cell in row]) for row in rows)
-    stamp = timezone.now().strftime("%Y%m%d-%H%M%S")
-    response = HttpResponse(body, content_type="text/csv; charset=utf-8")
-    response["Content-Disposition"] = f'attachment; filename="decisions-{stamp}.csv"'
-    return response
 
 
 # -- the account page: notification preferences and API tokens ---------------------------------

@@ -1,5 +1,5 @@
 """Builders of the review tests: tasks brought into each state by the real engine against the
-simulated services (no mocks), and signed-in clients.
+simulated services (no mocks), signed-in clients, and decision-log rows in bulk for the read side.
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from agentops.services import task_create
 from agentops.sim.models import Effect
 from agentops.sim.services import fault_set
 from agentops.states import GateStatus, TaskStatus
-from reviews.models import Delivery, Notice, WebhookEndpoint
-from reviews.states import Channel, NoticeEvent
+from reviews.models import Decision, Delivery, Notice, WebhookEndpoint
+from reviews.states import Channel, DecisionChannel, NoticeEvent
 from tests.agentops.test_runner import run_until_parked_or_done
 from tests.statuses import status_walk
 
@@ -99,7 +99,7 @@ def due_delivery(*, user: Any = None, endpoint: WebhookEndpoint | None = None) -
         subject=f"task:{task.pk}@1",
         task=task,
         text=f"Task {task.pk} stopped for a human.",
-        link=f"https://agentops.example.com/review/tasks/{task.pk}/recover",
+        link=f"/review/tasks/{task.pk}/recover",
     )
     return Delivery.objects.create(
         notice=notice,
@@ -108,3 +108,35 @@ def due_delivery(*, user: Any = None, endpoint: WebhookEndpoint | None = None) -
         endpoint=endpoint,
         next_attempt_at=timezone.now(),
     )
+
+
+def decisions_logged(
+    *,
+    count: int,
+    actor_label: str = "olga",
+    reason: str = "",
+    channel: DecisionChannel = DecisionChannel.BROWSER,
+    api_token_id: int | None = None,
+    batch_size: int = 5000,
+) -> int:
+    """`count` approvals written straight into the decision log with bulk_create: the read side
+    (the log, its exports) needs many rows, not the engine that decides them. The log refuses
+    UPDATE and DELETE, not INSERT. Returns `count`."""
+    Decision.objects.bulk_create(
+        (
+            Decision(
+                action="reviews.gate.approved",
+                actor_label=actor_label,
+                task_id_ref=n,
+                subject=f"gate {n}: issue_refund",
+                before_digest=f"{n:064x}",
+                after_digest=f"{n:064x}",
+                reason=reason,
+                channel=channel,
+                api_token_id=api_token_id,
+            )
+            for n in range(1, count + 1)
+        ),
+        batch_size=batch_size,
+    )
+    return count

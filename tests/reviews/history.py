@@ -16,6 +16,7 @@ from agentops.models import AuditItem, Event, Gate, Step, Task, ToolCall
 from agentops.states import TaskStatus
 from reviews.models import Decision
 from reviews.services import decision_record
+from reviews.states import VIA_BROWSER
 from tests.statuses import status_walk
 
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
@@ -144,7 +145,7 @@ def decide(
         detail["bulk"] = True
     task_id = gate.task_id if gate is not None else item.task_id if item is not None else None
     return decision_record(
-        action=action, actor=actor, subject=action, task_id=task_id, detail=detail
+        action=action, actor=actor, subject=action, task_id=task_id, detail=detail, via=VIA_BROWSER
     )
 
 

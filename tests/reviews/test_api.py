@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import time
 from typing import Any
 
 import pytest
+from django.contrib.staticfiles import finders
 from django.core.management import call_command
 from django.test import Client
 
@@ -356,6 +358,12 @@ def test_each_role_gets_exactly_the_api_access_the_table_gives(
         extra = {"reject": {"feedback": "no"}, "edit": {"arguments": gate.arguments}}
         return {"seen_digest": digest, **extra.get(action, {})}
 
+    schema = api.get_openapi_schema()
+    declared = {
+        (method.upper(), path.removeprefix("/api/v1")): {str(code) for code in op["responses"]}
+        for path, methods in schema["paths"].items()
+        for method, op in methods.items()
+    }
     failures = []
     for (method, template), allowed in API_ACCESS.items():
         path = template.format(task_id=task.pk, gate_id=gate.pk)
@@ -373,6 +381,8 @@ def test_each_role_gets_exactly_the_api_access_the_table_gives(
                 expected = {409} if role in allowed else {403}
             if response.status_code not in expected:
                 failures.append(f"{method} {path} as {role}: {response.status_code}")
+            if str(response.status_code) not in declared[method, template]:
+                failures.append(f"{method} {path} as {role}: {response.status_code} undeclared")
         anonymous = Client().generic(method, f"/api/v1{path}")
         if anonymous.status_code != 401:
             failures.append(f"{method} {path} without a token: {anonymous.status_code}")
@@ -380,3 +390,159 @@ def test_each_role_gets_exactly_the_api_access_the_table_gives(
     assert not failures, "\n".join(failures)
     assert Gate.objects.get(pk=gate.pk).status == GateStatus.OPEN
     assert not Decision.objects.exists()
+
+
+# -- an API's manners: challenges, JSON errors, enums, the order of checks ----------------------
+
+
+def test_401_carries_a_bearer_challenge_and_says_invalid_token_only_for_a_bad_token(operator):
+    missing = Client().get("/api/v1/gates")
+    wrong = Client(HTTP_AUTHORIZATION="Bearer ao_x_y").get("/api/v1/gates")
+    other_scheme = Client(HTTP_AUTHORIZATION="Basic b3BlcmF0b3I6eA==").get("/api/v1/gates")
+
+    assert (missing.status_code, wrong.status_code, other_scheme.status_code) == (401, 401, 401)
+    assert missing["WWW-Authenticate"] == 'Bearer realm="agentops API"'
+    assert other_scheme["WWW-Authenticate"] == 'Bearer realm="agentops API"'
+    assert wrong["WWW-Authenticate"] == (
+        'Bearer realm="agentops API", error="invalid_token", '
+        'error_description="the token is unknown, revoked, or its user is inactive"'
+    )
+    assert missing.json() == {"detail": "send a personal token: Authorization: Bearer ao_..."}
+    assert wrong.json()["detail"].startswith("the token is unknown")
+
+
+def test_unknown_paths_and_wrong_methods_under_the_api_answer_json_and_the_site_keeps_html(
+    operator,
+):
+    client = api_client(operator)
+
+    unknown = client.get("/api/v1/no/such/thing")
+    unknown_anonymous = Client().post("/api/v1/gates/1/approve/extra")
+    root = Client().get("/api/v1/")
+    wrong_method = client.delete("/api/v1/gates")
+    site_404 = Client().get("/no/such/page")
+
+    assert unknown.status_code == 404 and unknown["Content-Type"].startswith("application/json")
+    assert unknown.json() == {
+        "detail": "no such path: /api/v1/no/such/thing; the operations are at /api/v1/docs"
+    }
+    assert unknown_anonymous.status_code == 404
+    assert unknown_anonymous["Content-Type"].startswith("application/json")
+    assert root.status_code == 404 and root.json()["detail"].startswith("no such path: /api/v1/;")
+    assert wrong_method.status_code == 405 and wrong_method["Allow"] == "GET"
+    assert wrong_method.json() == {"detail": "DELETE is not allowed here; allowed: GET"}
+    assert site_404.status_code == 404 and site_404["Content-Type"].startswith("text/html")
+
+
+def test_an_unknown_status_is_a_422_that_names_the_allowed_values(operator):
+    client = api_client(operator)
+
+    answers = {
+        path: client.get(f"/api/v1{path}", {"status": "bogus"})
+        for path in ("/tasks", "/gates", "/audit")
+    }
+
+    assert {path: a.status_code for path, a in answers.items()} == dict.fromkeys(answers, 422)
+    (issue,) = answers["/gates"].json()["detail"]
+    assert issue["loc"] == ["query", "status"] and issue["type"] == "enum"
+    assert issue["msg"] == "Input should be 'open', 'approved', 'rejected' or 'expired'"
+    assert "'awaiting_approval'" in answers["/tasks"].json()["detail"][0]["msg"]
+    assert client.get("/api/v1/gates", {"status": "approved"}).status_code == 200
+
+
+def test_a_caller_without_the_role_gets_403_before_the_body_is_read(
+    sim_server, redis_clean, operator, auditor
+):
+    gate = open_gate(gated_refund())
+    auditor_client, operator_client = api_client(auditor), api_client(operator)
+
+    answers = {
+        "auditor approves with no body": post(auditor_client, f"/gates/{gate.pk}/approve", {}),
+        "auditor approves a missing gate": post(auditor_client, "/gates/0/approve", {}),
+        "operator starts a task with no body": post(operator_client, "/tasks", {}),
+        "operator approves with no body": post(operator_client, f"/gates/{gate.pk}/approve", {}),
+    }
+
+    assert {what: a.status_code for what, a in answers.items()} == {
+        "auditor approves with no body": 403,
+        "auditor approves a missing gate": 403,
+        "operator starts a task with no body": 403,
+        "operator approves with no body": 422,
+    }
+    assert answers["auditor approves with no body"].json() == {
+        "detail": "deciding gates is for operators"
+    }
+    assert answers["operator starts a task with no body"].json() == {
+        "detail": f"{operator.username} may not start tasks: that needs the task-starter role"
+    }
+    assert Gate.objects.get(pk=gate.pk).status == GateStatus.OPEN
+
+
+def test_api_decisions_are_logged_with_the_api_channel_and_the_token(
+    sim_server, redis_clean, operator
+):
+    gate = open_gate(gated_refund())
+    row, token = api_token_create(user=operator, name="chat bot")
+    client = Client(HTTP_AUTHORIZATION=f"Bearer {token}")
+
+    post(client, f"/gates/{gate.pk}/reject", {"seen_digest": gate.args_digest, "feedback": "no"})
+
+    (decision,) = Decision.objects.all()
+    assert decision.action == "reviews.gate.rejected"
+    assert (decision.channel, decision.api_token_id) == ("api", row.pk)
+
+
+def test_the_schema_has_readable_operation_ids_enums_and_every_error_it_answers():
+    schema = Client().get("/api/v1/openapi.json").json()
+    operations = {
+        (method.upper(), path.removeprefix("/api/v1")): op
+        for path, methods in schema["paths"].items()
+        for method, op in methods.items()
+    }
+    components = schema["components"]["schemas"]
+
+    assert {key: op["operationId"] for key, op in operations.items()} == {
+        ("GET", "/tasks"): "list_tasks",
+        ("POST", "/tasks"): "start_task",
+        ("GET", "/tasks/stopped"): "list_stopped_tasks",
+        ("GET", "/tasks/{task_id}"): "get_task",
+        ("GET", "/gates"): "list_gates",
+        ("GET", "/gates/{gate_id}"): "get_gate",
+        ("POST", "/gates/{gate_id}/approve"): "approve_gate",
+        ("POST", "/gates/{gate_id}/reject"): "reject_gate",
+        ("POST", "/gates/{gate_id}/edit"): "edit_gate",
+        ("GET", "/audit"): "list_audit_items",
+    }
+    for (method, path), op in operations.items():
+        declared = set(op["responses"])
+        assert {"401", "422", "429"} <= declared, (method, path)
+        # Everyone signed in may list tasks and read their own; every other operation has a role.
+        assert ("403" in declared) == (
+            (method, path) not in {("GET", "/tasks"), ("GET", "/tasks/{task_id}")}
+        )
+    assert components["GateStatus"]["enum"] == ["open", "approved", "rejected", "expired"]
+    assert components["GateOut"]["properties"]["status"] == {
+        "$ref": "#/components/schemas/GateStatus"
+    }
+    assert components["AuditItemOut"]["properties"]["route"] == {
+        "$ref": "#/components/schemas/Route"
+    }
+    gate_status = next(
+        p for p in operations["GET", "/gates"]["parameters"] if p["name"] == "status"
+    )
+    assert gate_status["schema"] == {"$ref": "#/components/schemas/GateStatus", "default": "open"}
+    assert components["ValidationErrors"]["properties"]["detail"]["items"] == {
+        "$ref": "#/components/schemas/ValidationIssue"
+    }
+
+
+def test_the_interactive_docs_load_nothing_from_another_site():
+    page = Client().get("/api/v1/docs")
+    html = page.content.decode()
+    sources = re.findall(r'(?:src|href)="([^"]+)"', html)
+
+    assert page.status_code == 200
+    assert "/static/ninja/swagger-ui-bundle.js" in sources
+    assert "/static/ninja/swagger-ui.css" in sources
+    assert sources and all(source.startswith("/") for source in sources), sources
+    assert finders.find("ninja/swagger-ui-bundle.js") is not None

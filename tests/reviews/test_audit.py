@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import codecs
 import csv
 import io
 import re
@@ -150,7 +151,7 @@ def test_the_csv_export_has_the_filtered_rows_and_no_live_formulas(
     assert response.status_code == 200
     assert response["Content-Type"].startswith("text/csv")
     assert response["Content-Disposition"].startswith('attachment; filename="audit-')
-    rows = list(csv.DictReader(io.StringIO(response.content.decode())))
+    rows = list(csv.DictReader(io.StringIO(b"".join(response.streaming_content).decode())))
     assert len(rows) == 2 == AuditItem.objects.filter(tool="email_customer").count()
     assert {row["tool"] for row in rows} == {"email_customer"}
     goals = {row["goal"] for row in rows}
@@ -215,3 +216,21 @@ def test_pages_of_the_queue_follow_the_export_order_without_counting(
         "tool": sorted({i.tool for i in items}),
         "rule": sorted({i.rule for i in items}),
     }
+
+
+def test_the_audit_csv_for_excel_starts_with_a_byte_order_mark_and_keeps_accents(
+    sim_server, redis_clean, auditor
+):
+    audited_refund(goal="Remboursement du café")
+    client = client_for(auditor)
+    queue = client.get(reverse("reviews:audit")).content.decode()
+
+    plain = b"".join(client.get(reverse("reviews:audit_csv")).streaming_content)
+    excel = b"".join(client.get(reverse("reviews:audit_csv"), {"excel": "1"}).streaming_content)
+
+    assert excel.startswith(codecs.BOM_UTF8) and not plain.startswith(codecs.BOM_UTF8)
+    rows = list(csv.DictReader(io.StringIO(excel.decode("utf-8-sig"))))
+    assert len(rows) == AuditItem.objects.count() > 0
+    assert {row["goal"] for row in rows} == {"Remboursement du café"}
+    assert excel.decode("utf-8-sig") == plain.decode("utf-8")
+    assert "excel=1" in queue

@@ -273,9 +273,10 @@ def test_the_decision_log_exports_as_csv_with_formulas_defused(
     response = client.get(reverse("reviews:decisions_csv") + "?action=reviews.gate")
 
     assert response["Content-Type"].startswith("text/csv")
-    rows = list(csv.DictReader(io.StringIO(response.content.decode())))
+    rows = list(csv.DictReader(io.StringIO(b"".join(response.streaming_content).decode())))
     assert [r["action"] for r in rows] == ["reviews.gate.rejected"]
     assert rows[0]["reason"] == "'=HYPERLINK(1)" and rows[0]["actor"] == "olga"
+    assert (rows[0]["channel"], rows[0]["api_token"]) == ("browser", "")
 
 
 def test_a_cut_paste_is_too_large_not_invalid_json(sim_server, redis_clean, operator, starter):

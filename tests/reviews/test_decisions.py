@@ -3,6 +3,8 @@ page, and append-only in PostgreSQL."""
 
 from __future__ import annotations
 
+import csv
+import io
 import re
 from datetime import timedelta
 from typing import Any
@@ -17,9 +19,12 @@ from policies.models import Policy
 from policies.services import policy_draft_create, policy_publish
 from reviews.models import Decision
 from reviews.services import audit_item_review, decision_record, gate_approve, intervention_apply
+from reviews.states import VIA_BROWSER, DecisionChannel
+from reviews.tokens import api_token_create
 from tests.reviews.builders import (
     audited_refund,
     client_for,
+    decisions_logged,
     gated_refund,
     open_gate,
     stopped_trip,
@@ -125,7 +130,11 @@ def test_a_stopped_task_page_links_to_its_recovery_panel(
 
 def test_the_database_refuses_to_update_or_delete_a_decision(db, operator):
     decision = decision_record(
-        action="reviews.gate.approved", actor=operator, subject="gate 1", reason="original"
+        action="reviews.gate.approved",
+        actor=operator,
+        subject="gate 1",
+        reason="original",
+        via=VIA_BROWSER,
     )
 
     for sql in (
@@ -144,3 +153,40 @@ def test_the_database_refuses_to_update_or_delete_a_decision(db, operator):
     decision.refresh_from_db()
     assert decision.reason == "original"
     assert Decision.objects.count() == 1
+
+
+def test_the_log_and_its_csv_say_how_each_decision_came_in(db, operator):
+    token, _ = api_token_create(user=operator, name="chat bot")
+    for label, channel, token_id in [
+        ("by-page", DecisionChannel.BROWSER, None),
+        ("by-token", DecisionChannel.API, token.pk),
+        ("by-gone-token", DecisionChannel.API, 999_999),
+        ("by-sweeper", DecisionChannel.SYSTEM, None),
+        ("from-before", DecisionChannel.UNKNOWN, None),
+    ]:
+        decisions_logged(count=1, actor_label=label, channel=channel, api_token_id=token_id)
+    client = client_for(operator)
+
+    page = client.get(reverse("reviews:decisions")).content.decode()
+    body = b"".join(client.get(reverse("reviews:decisions_csv")).streaming_content)
+    rows = {row["actor"]: row for row in csv.DictReader(io.StringIO(body.decode()))}
+
+    cells = re.findall(r'<td class="nowrap small">([^<]+)</td>', page)
+    assert sorted(cells) == sorted(
+        [
+            "Browser",
+            f"API, token {token.prefix} (#{token.pk})",
+            "API, token #999999",
+            "System",
+            "Unknown",
+        ]
+    )
+    assert {actor: (row["channel"], row["api_token"]) for actor, row in rows.items()} == {
+        "by-page": ("browser", ""),
+        "by-token": ("api", f"{token.prefix} (#{token.pk})"),
+        "by-gone-token": ("api", "#999999"),
+        "by-sweeper": ("system", ""),
+        "from-before": ("unknown", ""),
+        **{actor: ("", "") for actor, row in rows.items() if row["action"].startswith("policies.")},
+    }
+    assert 'id="decisions-csv-excel"' in page and "excel=1" in page

@@ -19,6 +19,7 @@ from agentops.services import task_create
 from agentops.states import StepStatus, TaskStatus
 from reviews.models import Decision
 from reviews.services import decision_record
+from reviews.states import VIA_SYSTEM
 from tests.agentops.test_runner import refund, run_until_parked_or_done
 
 pytestmark = pytest.mark.django_db
@@ -76,7 +77,9 @@ def test_retention_archives_ten_thousand_tasks_removes_them_and_touches_nothing_
     backdate(big)
     artifacts = list(Artifact.objects.filter(task=big))
     assert artifacts
-    decision_record(action="reviews.gate.approved", actor=None, subject="gate", task_id=real.pk)
+    decision_record(
+        action="reviews.gate.approved", actor=None, subject="gate", task_id=real.pk, via=VIA_SYSTEM
+    )
     recent = run_until_parked_or_done(refund())  # finished now: after the cut-off
     waiting = refund()  # queued: not finished
     kept = {"recent": recent.pk, "waiting": waiting.pk}

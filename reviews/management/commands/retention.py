@@ -27,6 +27,7 @@ from agentops.retention import (
 )
 from reviews.models import Decision
 from reviews.services import decision_record
+from reviews.states import VIA_SYSTEM
 
 logger = logging.getLogger("reviews.retention")
 
@@ -93,6 +94,7 @@ class Command(BaseCommand):
             subject=f"{erased} finished tasks",
             reason=f"finished before {finished_before}",
             detail={"archive": str(archive), "tasks": erased, "rows": manifest["rows"]},
+            via=VIA_SYSTEM,
         )
         logger.info("retention: archived and removed %s tasks to %s", erased, archive)
         self.stdout.write(f"archived {archived.tasks} tasks to {archive}; removed {erased}")
