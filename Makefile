@@ -34,9 +34,11 @@ lint: install
 	manage.py makemigrations --check --dry-run
 	$(LINT_ENV) $(VENV)/bin/mypy
 
-# The production settings' own check, with the environment docs/operations.md documents.
+# The production settings' own check, with the environment docs/operations.md documents (it needs
+# no server: like lint, it names one without starting the embedded servers).
 deploy-check: install
-	env -u AGENTOPS_DEV DJANGO_SECRET_KEY=$$($(PY) -c "import secrets; print(secrets.token_urlsafe(50))") \
+	env -u AGENTOPS_DEV DATABASE_URL=$${DATABASE_URL:-postgres://lint@127.0.0.1/lint} \
+	REDIS_URL=$${REDIS_URL:-redis://127.0.0.1:6379/0} DJANGO_SECRET_KEY=$$($(PY) -c "import secrets; print(secrets.token_urlsafe(50))") \
 	DJANGO_ALLOWED_HOSTS=agentops.example.com DJANGO_CSRF_TRUSTED_ORIGINS=https://agentops.example.com \
 	DJANGO_SECURE_PROXY_SSL_HEADER=HTTP_X_FORWARDED_PROTO,https DJANGO_SECURE_HSTS_PRELOAD=true \
 	$(PY) manage.py check --deploy --fail-level WARNING
