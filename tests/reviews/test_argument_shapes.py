@@ -34,6 +34,7 @@ from hypothesis import strategies as st
 from agentops.engine.model import ModelRequest
 from agentops.engine.registry import Agent, PlanStep, register_agent, tool
 from agentops.models import AuditItem, Gate, Task, ToolCall
+from agentops.selectors import artifact_id_of
 from agentops.services import task_create
 from agentops.states import GateStatus, LedgerStatus, TaskStatus
 from agentops.templatetags.agentops_tags import gate_money
@@ -50,6 +51,7 @@ from tests.reviews.builders import client_for, open_gate
 pytestmark = pytest.mark.django_db
 
 EXAMPLES = 25
+ARTIFACT_BYTES = 2048
 
 # -- the agent: proposes whatever its input holds -----------------------------------------------
 
@@ -174,8 +176,9 @@ arguments_of_any_shape = st.fixed_dictionaries(
 READERS = ("operator", "auditor", "starter", "admin")  # inbox, panels, audit queue, API reads
 LOG_READERS = (*READERS, "policy admin")  # decision log, its CSV, the dashboard
 ROLES = (*LOG_READERS, "task starter")  # the task starter reads the task they started
-# 11 pages and 6 API reads for a reader, 3 log pages for whoever may read the log, the own task's
-# page, its live fragment and its API read for the task starter.
+# A reader: 11 pages (and the artifacts of long ledger arguments), 6 API reads and the 3 log
+# pages, which whoever may read the log reads; the task starter: the own task's page, its live
+# fragment and its API read.
 PAGES_PER_ROLE = {role: 11 + 6 + 3 for role in READERS} | {"policy admin": 3, "task starter": 3}
 
 
@@ -194,11 +197,21 @@ class World:
 
 @pytest.fixture
 def world(
-    operator: Any, auditor: Any, starter: Any, task_starter: Any, policy_admin: Any, settings: Any
+    operator: Any,
+    auditor: Any,
+    starter: Any,
+    task_starter: Any,
+    policy_admin: Any,
+    settings: Any,
+    tmp_path: Any,
 ) -> Iterator[World]:
     from django.contrib.auth import get_user_model
 
     settings.EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
+    # Long drawn text moves proposals, ledger arguments, results and outputs to artifacts, so
+    # the pages show pointers as well as inline values.
+    settings.MEDIA_ROOT = tmp_path
+    settings.AGENTOPS = {**settings.AGENTOPS, "ARTIFACT_THRESHOLD_BYTES": ARTIFACT_BYTES}
     admin = get_user_model().objects.create_superuser("ada", "ada@example.com", "pw-for-tests")
     operator.email = "olga@example.com"
     operator.save(update_fields=["email"])
@@ -266,7 +279,15 @@ class Example:
             url = reverse("agentops:task_detail", args=[task.pk])
             pages[f"{name} task page"] = (url, {})
             pages[f"{name} task live"] = (url, poll)
+        for artifact in self.artifacts:
+            pages[f"artifact {artifact}"] = (reverse("agentops:artifact", args=[artifact]), {})
         return pages
+
+    @property
+    def artifacts(self) -> list[int]:
+        """The artifacts that hold the stopped task's ledger arguments (long ones)."""
+        pointers = ToolCall.objects.filter(task=self.stopped).values_list("args", flat=True)
+        return [artifact_id for args in pointers if (artifact_id := artifact_id_of(args))]
 
     def reader_api(self) -> dict[str, str]:
         return {
@@ -291,6 +312,13 @@ class Example:
         return {"own task page": (url, {}), "own task live": (url, {"HTTP_HX_REQUEST": "true"})}
 
 
+def read(response: Any) -> tuple[int, str]:
+    """Status and body of a page, a streamed file (an artifact) included."""
+    # A streamed file is closed by the test client once its content is consumed.
+    body = b"".join(response.streaming_content) if response.streaming else response.content
+    return response.status_code, body.decode()
+
+
 def answers(world: World, ex: Example, role: str) -> dict[str, tuple[int, str]]:
     """page -> (status, body) for every page that shows the example's arguments and that
     `role` may read."""
@@ -299,20 +327,20 @@ def answers(world: World, ex: Example, role: str) -> dict[str, tuple[int, str]]:
     if role in READERS:
         for name, (url, headers) in ex.reader_pages().items():
             response = client.get(url, **headers)
-            got[name] = (response.status_code, response.content.decode())
+            got[name] = read(response)
         for name, url in ex.reader_api().items():
             response = api.get(url)
-            got[name] = (response.status_code, response.content.decode())
+            got[name] = read(response)
     if role in LOG_READERS:
         for name, url in ex.log_pages().items():
             response = client.get(url)
-            got[name] = (response.status_code, response.content.decode())
+            got[name] = read(response)
     if role == "task starter":
         for name, (url, headers) in ex.owner_pages().items():
             response = client.get(url, **headers)
-            got[name] = (response.status_code, response.content.decode())
+            got[name] = read(response)
         response = api.get(f"/api/v1/tasks/{ex.waiting.pk}")
-        got["API own task"] = (response.status_code, response.content.decode())
+        got["API own task"] = read(response)
     return got
 
 
@@ -369,7 +397,8 @@ def test_every_page_that_shows_arguments_answers_200_to_every_role_that_may_read
 
         got = answers(world, ex, role)
 
-        assert len(got) == PAGES_PER_ROLE[role]
+        artifacts = len(ex.artifacts) if role in READERS else 0
+        assert len(got) == PAGES_PER_ROLE[role] + artifacts
         assert {name: status for name, (status, _) in got.items() if status != 200} == {}
         if role in READERS:
             money = escape(gate_money(ex.open_gate)) or "—"
