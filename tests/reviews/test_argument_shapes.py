@@ -33,7 +33,7 @@ from hypothesis import strategies as st
 
 from agentops.engine.model import ModelRequest
 from agentops.engine.registry import Agent, PlanStep, register_agent, tool
-from agentops.models import AuditItem, Gate, Task, ToolCall
+from agentops.models import AuditItem, Gate, Step, Task, ToolCall
 from agentops.selectors import artifact_id_of
 from agentops.services import task_create
 from agentops.states import GateStatus, LedgerStatus, TaskStatus
@@ -47,6 +47,7 @@ from reviews.states import Channel, WebhookFormat
 from reviews.tokens import api_token_create
 from tests.agentops.test_runner import run_until_parked_or_done
 from tests.reviews.builders import client_for, open_gate
+from tests.reviews.history import T0, make_call, make_gate, make_step, make_task
 
 pytestmark = pytest.mark.django_db
 
@@ -431,3 +432,24 @@ def test_a_gates_amount_renders_as_text_for_any_amount_and_any_arguments(
             assert currency == "EUR"
     elif not number:
         assert shown == ""
+
+
+def test_a_result_that_only_looks_like_an_artifact_pointer_is_judged_as_it_is(
+    clock: Any, operator: Any
+) -> None:
+    # What a remote sent, with an `$artifact` key of its own: no artifact is behind it.
+    sent = {"$artifact": "A1001", "size": "big", "max_refund": 50}
+    task = make_task(clock, status=TaskStatus.AWAITING_APPROVAL, step_count=2, current_step=1)
+    step = make_step(task, 0, tool="check_eligibility")
+    call = make_call(clock, task, step, tool="check_eligibility")
+    ToolCall.objects.filter(pk=call.pk).update(status=LedgerStatus.SUCCEEDED, result=sent)
+    Step.objects.filter(pk=step.pk).update(output=sent)
+    gate = make_gate(clock, task, opened=T0, ordinal=1)
+    client = client_for(operator)
+
+    panel = client.get(reverse("reviews:gate", args=[gate.pk]))
+    page = client.get(reverse("agentops:task_detail", args=[task.pk]))
+
+    assert panel.status_code == page.status_code == 200
+    assert "108 is above the eligible maximum of 50" in panel.content.decode()
+    assert reverse("agentops:artifact", args=[0]).removesuffix("0") not in page.content.decode()
