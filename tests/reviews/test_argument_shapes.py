@@ -213,7 +213,7 @@ def world(
     policy_admin: Any,
     settings: Any,
     tmp_path: Any,
-) -> Iterator[World]:
+) -> World:
     from django.contrib.auth import get_user_model
 
     settings.EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
@@ -230,7 +230,7 @@ def world(
         )
         NotificationRoute.objects.create(endpoint=endpoint)
     NotificationRoute.objects.create(group=Group.objects.get(name="operators"))
-    yield World(
+    return World(
         {
             "operator": operator,
             "auditor": auditor,
