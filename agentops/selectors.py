@@ -425,7 +425,5 @@ def artifact_get_visible(*, artifact_id: int, viewer: User) -> Artifact:
 
 
 def artifact_id_of(value: Any) -> int | None:
-    """The artifact id of a stored pointer (None for an inline value, and for a tool's result
-    that merely looks like a pointer: a page links only a real id)."""
-    found = value[ARTIFACT_KEY] if is_pointer(value) else None
-    return found if isinstance(found, int) and not isinstance(found, bool) else None
+    """The artifact id of a stored pointer (None for an inline value)."""
+    return int(value[ARTIFACT_KEY]) if is_pointer(value) else None

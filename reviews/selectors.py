@@ -387,9 +387,9 @@ class CheckResult:
 
 
 def _result_read(result: Any) -> Any:
-    """A recorded result for the checks: an artifact's content, or the value as stored when it
-    cannot be loaded (a remote's object that only looks like a pointer, a lost artifact file):
-    the checks then judge what is there instead of the panel failing."""
+    """A recorded result for the checks: an artifact's content, or the pointer as stored when
+    the artifact cannot be read (its file lost or changed, its row gone): the checks then judge
+    what is there instead of the panel failing."""
     try:
         return loaded(result)
     except (ObjectDoesNotExist, TypeError, ValueError, OSError):
