@@ -8,16 +8,17 @@ open gate, a gate approved through the review service, audited calls and a task 
 `executed_unknown` call. Then every page that shows them answers 200 to every role that may read
 it, with the arguments shown escaped, and the notices of the gate and of the stop are delivered.
 
-Each example runs in a savepoint that is rolled back, so pages list only its own rows; the users,
+The examples share the test's transaction, rolled back at its end (no savepoint per example:
+model, tool and notification calls are made with no transaction of their caller open), and each
+cancels its two tasks once checked, so the queues hold one example's items at a time. The users,
 their sessions and API tokens are made once per test.
 """
 
 from __future__ import annotations
 
-import contextlib
 import inspect
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
@@ -25,7 +26,6 @@ import pytest
 from django.contrib.auth.models import Group
 from django.core import mail
 from django.core.files.storage import default_storage
-from django.db import transaction
 from django.test import Client
 from django.urls import reverse
 from django.utils.html import escape
@@ -44,7 +44,7 @@ from policies.catalog import amount_of
 from reviews.models import Delivery, Notice, NotificationRoute, WebhookEndpoint
 from reviews.notifications import delivery_send, notices_find, webhook_body
 from reviews.selectors import pretty_json
-from reviews.services import gate_approve
+from reviews.services import gate_approve, task_control_apply
 from reviews.states import Channel, WebhookFormat
 from reviews.tokens import api_token_create
 from tests.agentops.test_runner import run_until_parked_or_done
@@ -265,6 +265,11 @@ class Example:
             task=self.stopped, status=LedgerStatus.EXECUTED_UNKNOWN
         )
 
+    def close(self) -> None:
+        """Cancel both tasks: the inbox and the stop notices move on to the next example."""
+        for task in (self.waiting, self.stopped):
+            task_control_apply(task_id=task.pk, action="cancel", actor=self.world.users["operator"])
+
     @staticmethod
     def _shaped_task(arguments: dict[str, Any], user: Any) -> Task:
         task = task_create(
@@ -389,14 +394,6 @@ def delivered_notices(ex: Example) -> list[str]:
     return bodies
 
 
-@contextlib.contextmanager
-def rolled_back() -> Iterator[None]:
-    """A savepoint undone at the end: the next example starts from the same rows."""
-    with transaction.atomic():
-        yield
-        transaction.set_rollback(True)
-
-
 THE_TRIP = {"amount": 472, "note": "Bob, to LIS"}  # over 100, no currency: the trip's gate
 WIDE = {"details": {f"key {i} ключ": i * 1.5 for i in range(60)}, "items": [[[{"a": None}]]]}
 
@@ -413,28 +410,30 @@ WIDE = {"details": {f"key {i} ключ": i * 1.5 for i in range(60)}, "items": [
 def test_every_page_that_shows_arguments_answers_200_to_every_role_that_may_read_it(
     world: World, arguments: dict[str, Any], role: str
 ) -> None:
-    with rolled_back():
-        ex = Example(world, arguments)
-
+    ex = Example(world, arguments)
+    try:
         got = answers(world, ex, role)
+        notices = delivered_notices(ex)
+    finally:
+        ex.close()
 
-        artifacts = len(ex.artifacts) if role in READERS else 0
-        assert len(got) == PAGES_PER_ROLE[role] + artifacts
-        assert {name: status for name, (status, _) in got.items() if status != 200} == {}
-        if role in READERS:
-            money = escape(gate_money(ex.open_gate)) or "—"
-            assert escape(pretty_json(ex.open_gate.arguments)) in got["open gate"][1]
-            assert money in got["open gate"][1]
-            if ex.open_gate.amount is not None:
-                assert money in got["inbox poll"][1]
-            assert escape(pretty_json(ex.unknown_call.args)) in got["recovery panel"][1]
-            assert json.loads(got["API open gate"][1])["arguments"] == ex.open_gate.arguments
-        if role in AUDIT_REVIEWERS:
-            item = AuditItem.objects.filter(task=ex.stopped).order_by("pk")[0]
-            assert item.status == AuditStatus.FLAGGED
-            row = got["audit review row"][1]
-            assert escape(json_preview(item.tool_call.args, limit=200)) in row
-        assert len(delivered_notices(ex)) == 6
+    artifacts = len(ex.artifacts) if role in READERS else 0
+    assert len(got) == PAGES_PER_ROLE[role] + artifacts
+    assert {name: status for name, (status, _) in got.items() if status != 200} == {}
+    if role in READERS:
+        money = escape(gate_money(ex.open_gate)) or "—"
+        assert escape(pretty_json(ex.open_gate.arguments)) in got["open gate"][1]
+        assert money in got["open gate"][1]
+        if ex.open_gate.amount is not None:
+            assert money in got["inbox poll"][1]
+        assert escape(pretty_json(ex.unknown_call.args)) in got["recovery panel"][1]
+        assert json.loads(got["API open gate"][1])["arguments"] == ex.open_gate.arguments
+    if role in AUDIT_REVIEWERS:
+        item = AuditItem.objects.filter(task=ex.stopped).order_by("pk")[0]
+        assert item.status == AuditStatus.FLAGGED
+        row = got["audit review row"][1]
+        assert escape(json_preview(item.tool_call.args, limit=200)) in row
+    assert len(notices) == 6
 
 
 @settings(max_examples=100)
