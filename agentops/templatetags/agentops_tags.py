@@ -32,6 +32,7 @@ def event_label(action: str) -> str:
 DEFAULT_CURRENCY = "EUR"
 # Beyond this an amount is shown in scientific notation instead of hundreds of digits.
 AMOUNT_DIGITS = 15
+# A code (`EUR`) or a symbol (`€`) is short; anything longer is not shown as the unit.
 CURRENCY_CHARS = 8
 
 
