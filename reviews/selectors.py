@@ -18,6 +18,7 @@ from datetime import date, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
+from django.core.exceptions import ObjectDoesNotExist
 from django.db import connection
 from django.db.models import Case, Exists, F, IntegerField, OuterRef, Q, QuerySet, Value, When
 from django.utils import timezone
@@ -387,6 +388,16 @@ class CheckResult:
     detail: str
 
 
+def _result_read(result: Any) -> Any:
+    """A recorded result for the checks: an artifact's content, or the pointer as stored when
+    the artifact cannot be read (its file lost or changed, its row gone): the checks then judge
+    what is there instead of the panel failing."""
+    try:
+        return loaded(result)
+    except (ObjectDoesNotExist, TypeError, ValueError, OSError):
+        return result
+
+
 def gate_checks(gate: Gate, calls: Sequence[ToolCall]) -> list[CheckResult]:
     """Run the gated tool's declared checks against the task's earlier results, from the ledger
     rows the panel loaded (no query of its own). A check that raises reads as failed, with why."""
@@ -399,7 +410,7 @@ def gate_checks(gate: Gate, calls: Sequence[ToolCall]) -> list[CheckResult]:
     results: dict[str, Any] = {}
     for call in calls:
         if call.status == LedgerStatus.SUCCEEDED and call.compensation_of_id is None:
-            results[call.tool] = loaded(call.result)
+            results[call.tool] = _result_read(call.result)
     arguments = gate.approved_arguments if gate.approved_arguments is not None else gate.arguments
     checked = []
     for label, check in tool.checks:

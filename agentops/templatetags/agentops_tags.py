@@ -1,4 +1,5 @@
-"""Template filters of the task pages: human labels, amounts with currency, one time format.
+"""Template filters of the task pages: human labels, a gate's amount with its currency, one time
+format.
 
 Filters return plain strings; templates autoescape them like any other value.
 """
@@ -6,6 +7,7 @@ Filters return plain strings; templates autoescape them like any other value.
 from __future__ import annotations
 
 from datetime import datetime
+from decimal import Decimal
 from typing import Any
 
 from django import template
@@ -26,16 +28,57 @@ def event_label(action: str) -> str:
     return labels.event_label(action)
 
 
-@register.filter
-def money(amount: Any, currency: Any = "") -> str:
-    """`108.00 EUR`: an amount always with its currency (EUR when none is recorded)."""
-    if amount is None or amount == "":
+# The unit of the tools' amounts when a call names none (the shipped tools charge in EUR).
+DEFAULT_CURRENCY = "EUR"
+# Beyond this an amount is shown in scientific notation instead of hundreds of digits.
+AMOUNT_DIGITS = 15
+# A code (`EUR`) or a symbol (`€`) is short; anything longer is not shown as the unit.
+CURRENCY_CHARS = 8
+
+
+def amount_text(amount: Any) -> str:
+    """`1,234.50` for a finite number of any type (`1.00E+300` when huge); "" for anything else
+    (None, a boolean, text, NaN)."""
+    if isinstance(amount, bool) or not isinstance(amount, (int, float, Decimal)):
         return ""
     try:
-        value = f"{float(amount):,.2f}"
-    except (TypeError, ValueError):
-        return str(amount)
-    return f"{value} {currency or 'EUR'}"
+        value = Decimal(amount) if isinstance(amount, (int, Decimal)) else Decimal(repr(amount))
+    except (ArithmeticError, ValueError):
+        return ""
+    if not value.is_finite():
+        return ""
+    if value.adjusted() >= AMOUNT_DIGITS:
+        return f"{value:.2E}"
+    return f"{value:,.2f}"
+
+
+def currency_text(arguments: Any) -> str:
+    """The `currency` a call's arguments name: a short word such as `USD`; EUR when they name
+    none; `(currency unknown)` when the value is not a short word (a number, a list, a
+    paragraph), so the page never claims a unit the call did not give."""
+    currency = arguments.get("currency") if isinstance(arguments, dict) else None
+    if currency is None or currency == "":
+        return DEFAULT_CURRENCY
+    if (
+        isinstance(currency, str)
+        and len(currency) <= CURRENCY_CHARS
+        and currency.isprintable()
+        and not any(c.isspace() for c in currency)
+    ):
+        return currency
+    return "(currency unknown)"
+
+
+@register.filter
+def gate_money(gate: Any) -> str:
+    """A gate's amount with its currency, `108.00 EUR`, whatever its arguments hold; "" when it
+    has no amount. The amount is the number the policy routed on (`Gate.amount`), the currency
+    comes from the arguments (`currency_text`). The one rule for showing an amount: the inbox
+    and the gate panel both use it."""
+    amount = amount_text(getattr(gate, "amount", None))
+    if not amount:
+        return ""
+    return f"{amount} {currency_text(getattr(gate, 'arguments', None))}"
 
 
 @register.filter

@@ -54,7 +54,7 @@ def waited(since: datetime | None) -> str:
 
 
 # One implementation of each shared filter (agentops owns them; reviews templates use them too).
-register.filter("money", agentops_tags.money)
+register.filter("gate_money", agentops_tags.gate_money)
 register.filter("stamp", agentops_tags.stamp)
 register.filter("failure_label", agentops_tags.failure_label)
 register.filter("event_label", agentops_tags.event_label)

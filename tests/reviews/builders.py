@@ -54,6 +54,20 @@ def stopped_trip(*, created_by: Any = None, goal: str = "Trip to Lisbon") -> Tas
     return task
 
 
+def gated_trip(*, created_by: Any = None) -> Task:
+    """A trip to Lisbon whose flight booking waits at a gate: the cheapest fare is 472, above the
+    100 limit, and the flight's arguments name no currency."""
+    task = task_create(
+        agent="trip",
+        goal="Trip to Lisbon",
+        input={"traveller": "Bob", "destination": "LIS"},
+        created_by=created_by,
+    )
+    task = run_until_parked_or_done(task)
+    assert task.status == TaskStatus.AWAITING_APPROVAL
+    return task
+
+
 def unknown_refund(settings: Any, *, created_by: Any = None) -> Task:
     """A refund through the legacy API whose call timed out after executing: executed_unknown."""
     settings.AGENTOPS = {**settings.AGENTOPS, "TOOL_TIMEOUT_SECONDS": 0.8}

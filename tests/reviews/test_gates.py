@@ -18,7 +18,7 @@ from agentops.models import Gate, Step, ToolCall
 from agentops.states import GateStatus, LedgerStatus, TaskStatus
 from reviews.models import Decision
 from tests.agentops.test_runner import run_until_parked_or_done
-from tests.reviews.builders import client_for, effects, gated_refund, open_gate
+from tests.reviews.builders import client_for, effects, gated_refund, gated_trip, open_gate
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -28,6 +28,23 @@ def approve(client: Any, gate: Gate, *, digest: str | None = None, reason: str =
         reverse("reviews:gate_approve", args=[gate.pk]),
         {"seen_digest": digest or gate.args_digest, "reason": reason},
     )
+
+
+def test_a_trip_gated_on_a_fare_with_no_currency_renders_in_the_inbox_and_its_panel(
+    sim_server, redis_clean, operator, auditor, starter
+):
+    gate = open_gate(gated_trip(created_by=starter))
+    assert gate.arguments["amount"] == 472 and "currency" not in gate.arguments
+
+    for user in (operator, auditor, starter):
+        client = client_for(user)
+        inbox = client.get(reverse("reviews:inbox"))
+        poll = client.get(reverse("reviews:inbox"), HTTP_HX_REQUEST="true")
+        panel = client.get(reverse("reviews:gate", args=[gate.pk]))
+
+        assert [inbox.status_code, poll.status_code, panel.status_code] == [200, 200, 200]
+        assert "book_flight</code> · 472.00 EUR" in poll.content.decode()
+        assert "<strong>472.00 EUR</strong>" in panel.content.decode()
 
 
 def test_the_panel_shows_the_canonical_action_why_and_what_each_choice_does(
