@@ -8,6 +8,7 @@ and the history is empty.
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -85,11 +86,16 @@ def tool_info(name: str) -> ToolInfo | None:
 
 
 def amount_of(arguments: Mapping[str, Any]) -> float | None:
-    """The amount an action moves: its numeric `amount` argument, if it has one."""
+    """The amount an action moves: its numeric `amount` argument, if it has one. An integer too
+    large for a float is as large as an amount can be (infinite, with its sign): a rule "amount
+    above X" holds for it."""
     value = arguments.get("amount")
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
-    return float(value)
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf if value > 0 else -math.inf
 
 
 def action_for(

@@ -12,8 +12,10 @@ timeout does to a gate (escalate, expire) is told to the hooks other apps regist
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
+from decimal import Decimal
 from typing import Any
 
 from django.contrib.auth.models import User
@@ -71,7 +73,7 @@ def gate_open(
         arguments=arguments,
         args_digest=args_digest,
         edited=edited,
-        amount=amount_of(arguments),
+        amount=gate_amount(amount_of(arguments)),
         confidence=confidence if isinstance(confidence, (int, float)) else None,
         policy_version_id=verdict.version_id,
         policy_version_number=verdict.version,
@@ -82,6 +84,20 @@ def gate_open(
         escalate_to=settings.get("escalate_to") or "",
         due_at=timezone.now() + timedelta(seconds=timeout),
     )
+
+
+# Gate.amount is numeric(14, 2): what rounds to 10^12 or more (or is not finite) cannot be stored.
+GATE_AMOUNT_LIMIT = Decimal(10) ** 12
+
+
+def gate_amount(amount: float | None) -> Decimal | None:
+    """The amount the gate's column can hold: the policy routed on the argument as it is (its
+    reasons say so), and the panel shows the arguments whole; an amount the column cannot hold
+    is left out of it rather than failing the commit that opens the gate."""
+    if amount is None or not math.isfinite(amount) or abs(amount) >= GATE_AMOUNT_LIMIT:
+        return None
+    value = Decimal(amount).quantize(Decimal("0.01"))  # within 28 digits: below 10^12
+    return value if abs(value) < GATE_AMOUNT_LIMIT else None
 
 
 def audit_item_create(

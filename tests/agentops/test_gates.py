@@ -7,7 +7,9 @@ Gates are opened by the real runner against the simulated services (no mocks).
 
 from __future__ import annotations
 
+import math
 from datetime import timedelta
+from decimal import Decimal
 from typing import Any
 
 import pytest
@@ -16,9 +18,15 @@ from django.utils import timezone
 
 from agentops import task_page
 from agentops.engine import gates
-from agentops.engine.gates import gate_transition, gates_expire_overdue, gates_withdraw
+from agentops.engine.gates import (
+    gate_amount,
+    gate_transition,
+    gates_expire_overdue,
+    gates_withdraw,
+)
 from agentops.models import Gate, Task
 from agentops.states import GATE_TRANSITIONS, GateStatus, TaskStatus
+from policies.catalog import amount_of
 from tests.reviews.builders import gated_refund, open_gate
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -98,3 +106,20 @@ def test_the_task_page_shows_the_review_section_registered_by_reviews(
 
     assert 'id="review-heading"' in body
     assert reverse("reviews:gate", args=[open_gate(task).pk]) in body
+
+
+@pytest.mark.parametrize(
+    ("argument", "routed", "stored"),
+    [
+        (472, 472.0, Decimal("472.00")),
+        (999_999_999_999.99, 999_999_999_999.99, Decimal("999999999999.99")),
+        (10**12, 1e12, None),
+        (1e308, 1e308, None),
+        (10**400, math.inf, None),
+        (-(10**400), -math.inf, None),
+        ("472", None, None),
+    ],
+)
+def test_any_amount_routes_and_a_gate_stores_what_its_column_holds(argument, routed, stored):
+    assert amount_of({"amount": argument}) == routed
+    assert gate_amount(amount_of({"amount": argument})) == stored

@@ -32,6 +32,7 @@ from django.utils.html import escape
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from agentops.engine.gates import GATE_AMOUNT_LIMIT
 from agentops.engine.jsonvalues import ARTIFACT_KEY, offloaded
 from agentops.engine.model import ModelRequest
 from agentops.engine.registry import Agent, PlanStep, register_agent, tool
@@ -40,7 +41,6 @@ from agentops.selectors import artifact_id_of, json_preview
 from agentops.services import task_create
 from agentops.states import AuditStatus, GateStatus, LedgerStatus, TaskStatus
 from agentops.templatetags.agentops_tags import gate_money
-from policies.catalog import amount_of
 from reviews.models import Delivery, Notice, NotificationRoute, WebhookEndpoint
 from reviews.notifications import delivery_send, notices_find, webhook_body
 from reviews.selectors import pretty_json
@@ -91,24 +91,10 @@ _any_shape_tool("shapes_pay", "financial", lambda arguments: {"paid": arguments}
 _any_shape_tool("shapes_notify", "notify", lambda arguments: dict(arguments))
 _any_shape_tool("shapes_book", "notify", _broken)
 
-# Gate.amount is numeric(14, 2): an amount the policy reads that rounds to 10^12 or more cannot be
-# stored, and the runner's commit of such a gate fails (an engine defect, reported separately).
-# The gated step then proposes that amount as text; the audited and failing steps keep it a number.
-GATE_AMOUNT_LIMIT = Decimal(10) ** 12
-
-
-def gate_storable(arguments: dict[str, Any]) -> dict[str, Any]:
-    amount = amount_of(arguments)
-    if amount is None or abs(round(amount, 2)) < GATE_AMOUNT_LIMIT:
-        return arguments
-    return {**arguments, "amount": str(arguments["amount"])}
-
 
 def shapes_script(request: ModelRequest) -> dict[str, Any]:
     tools = ("shapes_pay", "shapes_notify", "shapes_book")
     arguments = request.task_input["arguments"]
-    if request.step == 0:
-        arguments = gate_storable(arguments)
     return {
         "text": f"step {request.step}",
         "tool_calls": [{"name": tools[request.step], "arguments": arguments}],
