@@ -44,6 +44,20 @@ def _text_refusal(text: str) -> str | None:
     return f"contains {what}, which cannot be stored"
 
 
+def storable_texts(value: Any) -> Any:
+    """`value` with NUL characters and lone surrogates in its strings (keys too) replaced by
+    U+FFFD: for what the engine writes about the world (a failure's message and detail, which
+    quote what a tool or a remote said), stored whatever the world sent. Engine-built values
+    only (shallow); values from outside are refused instead (`validated`)."""
+    if isinstance(value, str):
+        return value if _text_refusal(value) is None else _UNSTORABLE.sub("\ufffd", value)
+    if isinstance(value, dict):
+        return {storable_texts(key): storable_texts(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [storable_texts(item) for item in value]
+    return value
+
+
 # JSON nested deeper than this is refused: deeper than any document a person, a model or a tool
 # writes, and far inside Python's recursion limit (1,000 frames), so every recursive walker of
 # stored values (json itself, the canonical form, redaction) handles them from any call depth,

@@ -57,3 +57,20 @@ def test_admin_json_fields_refuse_unstorable_values():
     with pytest.raises(Exception, match=r"value.notes\[0\]: contains a NUL character"):
         field.clean('{"notes": ["a\\u0000"]}')
     assert field.clean('{"notes": ["fine"]}') == {"notes": ["fine"]}
+
+
+@pytest.mark.parametrize(
+    ("depth", "says"),
+    [
+        (300, "input.a" + "[0]" * 199 + ": nested deeper than 200 levels"),
+        (30_000, "The input is nested too deeply."),
+    ],
+    ids=["past-the-limit", "past-json"],
+)
+def test_the_start_form_refuses_input_nested_too_deeply(depth, says):
+    text = '{"a": ' + "[" * depth + "]" * depth + "}"
+
+    form = TaskStartForm({"agent": "refund", "goal": "g", "input": text})
+
+    assert not form.is_valid()
+    assert says in form.errors["input"][0]
