@@ -8,6 +8,7 @@ and the history is empty.
 
 from __future__ import annotations
 
+import math
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -89,7 +90,11 @@ def amount_of(arguments: Mapping[str, Any]) -> float | None:
     value = arguments.get("amount")
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
-    return float(value)
+    try:
+        return float(value)
+    except OverflowError:
+        # An int too long for a float (JSON has no limit): beyond every threshold.
+        return math.inf if value > 0 else -math.inf
 
 
 def action_for(

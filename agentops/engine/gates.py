@@ -71,7 +71,7 @@ def gate_open(
         arguments=arguments,
         args_digest=args_digest,
         edited=edited,
-        amount=amount_of(arguments),
+        amount=_column_amount(amount_of(arguments)),
         confidence=confidence if isinstance(confidence, (int, float)) else None,
         policy_version_id=verdict.version_id,
         policy_version_number=verdict.version,
@@ -82,6 +82,18 @@ def gate_open(
         escalate_to=settings.get("escalate_to") or "",
         due_at=timezone.now() + timedelta(seconds=timeout),
     )
+
+
+# Gate.amount is numeric(14, 2): what it holds, for the inbox's column and sorting.
+_AMOUNT_LIMIT = 10**12
+
+
+def _column_amount(amount: float | None) -> float | None:
+    """The amount for the gate's column, or None when it does not fit (infinite, or 10^12 and
+    more: a model may propose any number); the arguments shown on the gate keep it as given."""
+    if amount is None or not abs(amount) < _AMOUNT_LIMIT:
+        return None
+    return amount
 
 
 def audit_item_create(

@@ -74,3 +74,16 @@ def test_the_start_form_refuses_input_nested_too_deeply(depth, says):
 
     assert not form.is_valid()
     assert says in form.errors["input"][0]
+
+
+def test_admin_json_fields_refuse_deep_nesting_and_show_the_text_again():
+    from django.forms.fields import InvalidJSONInput
+
+    field = StorableJSONField()
+    too_deep_for_json = "[" * 30_000 + "]" * 30_000
+
+    with pytest.raises(Exception, match="The value is nested too deeply"):
+        field.clean(too_deep_for_json)
+    with pytest.raises(Exception, match=r"value(\[0\]){200}: nested deeper than 200 levels"):
+        field.clean("[" * 300 + "]" * 300)
+    assert isinstance(field.bound_data(too_deep_for_json, None), InvalidJSONInput)

@@ -495,6 +495,20 @@ def test_model_check_against_a_server_that_refuses_tool_messages_fails(strict, s
     assert "role 'tool' is not supported" in str(failed.value)
 
 
+def test_model_check_reports_json_output_nested_too_deeply_instead_of_crashing(strict, settings):
+    settings.AGENTOPS = {**settings.AGENTOPS, "MODEL_ADAPTER": "openai"}
+
+    def deep_json(body: dict) -> dict:
+        if (body.get("response_format") or {}).get("type") == "json_object":
+            return {"content": "[" * 100_000 + "]" * 100_000}
+        return preflight_brain(body)
+
+    strict.brain = deep_json
+
+    with pytest.raises(CommandError, match="asked for a JSON object, the model replied"):
+        call_command("model", "check")
+
+
 def test_model_check_names_a_model_without_tool_calling(strict, settings):
     settings.AGENTOPS = {**settings.AGENTOPS, "MODEL_ADAPTER": "openai"}
     strict.brain = lambda body: {"content": "The sum is 5."}

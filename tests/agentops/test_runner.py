@@ -17,7 +17,7 @@ from agentops.engine.jsonvalues import is_pointer, loaded
 from agentops.engine.model import ModelRequest, loaded_response
 from agentops.engine.registry import Agent, PlanStep, register_agent
 from agentops.engine.runner import task_advance
-from agentops.models import Artifact, Event, Snapshot, Step, Task, ToolCall
+from agentops.models import Artifact, Event, Gate, Snapshot, Step, Task, ToolCall
 from agentops.services import task_create, task_pause, task_resume
 from agentops.states import LedgerStatus, StepStatus, TaskStatus
 from tests.agentops.test_jsonvalues import (
@@ -258,6 +258,37 @@ def test_any_reply_with_an_unstorable_part_stops_its_step_with_output_invalid_an
     )
 
     assert_stopped_by_the_reply(task, paths=paths, attempts=1)
+
+
+@pytest.mark.parametrize("amount", [10**400, 10**15], ids=["past-float", "past-the-column"])
+def test_an_amount_too_large_for_a_float_or_the_gate_is_routed_not_a_crash(redis_clean, amount):
+    """A storable int of 400 digits is a valid `float` argument (pydantic reads it as inf), and
+    10^15 does not fit the gate's amount column: the policy sees an amount above its
+    threshold, and the task waits at a gate that shows the arguments as given."""
+    register_agent(
+        Agent(
+            name="test_huge_refund",
+            system_prompt="x",
+            tools=["issue_refund"],
+            hidden=True,
+            plan=[PlanStep("Refund")],
+            script=lambda r: {
+                "tool_calls": [
+                    {
+                        "name": "issue_refund",
+                        "arguments": {"order_id": "A1", "amount": amount, "currency": "EUR"},
+                    }
+                ]
+            },
+        )
+    )
+
+    task = run_until_parked_or_done(task_create(agent="test_huge_refund", goal="refund"))
+
+    assert task.status == TaskStatus.AWAITING_APPROVAL, task.failure
+    gate = Gate.objects.get(task=task)
+    assert gate.amount is None and gate.arguments["amount"] == amount
+    assert not ToolCall.objects.filter(task=task).exists()
 
 
 def test_a_stop_without_a_recorded_reason_is_what_the_suite_fails_a_test_for(redis_clean):
