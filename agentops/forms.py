@@ -12,6 +12,7 @@ from typing import Any, cast
 
 from django import forms
 from django.core.exceptions import ValidationError
+from django.forms.fields import InvalidJSONInput
 
 from agentops.engine.errors import NotSerializable
 from agentops.engine.jsonvalues import validated
@@ -85,15 +86,26 @@ class TaskStartForm(forms.Form):
 
 class StorableJSONField(forms.JSONField):
     """A JSON form field (admin) that also refuses what PostgreSQL cannot store (NUL, lone
-    surrogates, NaN), naming the path of the offending value."""
+    surrogates, NaN, nesting deeper than `jsonvalues.MAX_DEPTH`), naming the path of the
+    offending value; text nested too deeply for json to read is refused too, not a 500."""
 
     def to_python(self, value: Any) -> Any:
-        converted = super().to_python(value)
+        try:
+            converted = super().to_python(value)
+        except RecursionError:
+            raise ValidationError("The value is nested too deeply.", code="too_deep") from None
         try:
             validated(converted, "value")
         except NotSerializable as exc:
             raise ValidationError(str(exc), code="not_serializable") from None
         return converted
+
+    def bound_data(self, data: Any, initial: Any) -> Any:
+        # The refused text is shown again as typed (json cannot read it back either).
+        try:
+            return super().bound_data(data, initial)
+        except RecursionError:
+            return InvalidJSONInput(data)
 
 
 class TaskFilterForm(forms.Form):

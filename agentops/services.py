@@ -67,8 +67,10 @@ def task_create(
     StartRefused, before anything is written) and are recorded as the task's creator. Creation
     inside the engine (child tasks, scenarios, benchmarks) passes no person and is not checked;
     `created_by` only records who the task is attributed to (a child, its parent's starter).
-    Raises UnknownAgent for an unregistered agent, NotSerializable for non-JSON input and
-    PlanInvalid for a plan whose dependencies do not point at earlier steps.
+    Raises UnknownAgent for an unregistered agent, NotSerializable (with the path) for input or
+    a goal that cannot be stored (not JSON, a NUL character, a lone surrogate, nesting deeper
+    than `jsonvalues.MAX_DEPTH`) and PlanInvalid for a plan whose dependencies do not point at
+    earlier steps.
     """
     from django.conf import settings
 
@@ -79,7 +81,7 @@ def task_create(
 
     spec = get_agent(agent)
     task_input = redacted(validated(input or {}, "input"))
-    goal = redacted(goal.strip())
+    goal = redacted(validated(goal.strip(), "goal"))
     if not goal:
         raise ValueError("goal: a task needs a goal")
     conf = settings.AGENTOPS

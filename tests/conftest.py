@@ -92,6 +92,57 @@ class Processes:
                 child.wait(timeout=10)
 
 
+def silent_stops() -> list[tuple[int, Any]]:
+    """Tasks stopped for a person without a recorded reason, with their failure."""
+    from django.db.models import Q
+
+    from agentops.models import Task
+    from agentops.states import TaskStatus
+
+    return list(
+        Task.objects.filter(status=TaskStatus.NEEDS_ATTENTION)
+        .filter(
+            Q(failure__isnull=True)
+            | Q(failure__kind__isnull=True)
+            # (`__contains` on a JSON key is JSON containment; `icontains` compares text.)
+            | Q(failure__message__icontains="none recorded")
+        )
+        .values_list("pk", "failure")
+    )
+
+
+# Fixtures that give a test the database (besides the django_db marker).
+_DB_FIXTURES = ("db", "transactional_db", "django_db_reset_sequences", "live_server")
+
+
+@pytest.fixture(autouse=True)
+def every_stop_says_why(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Fail the test in which a task stopped for a person (needs_attention) without a recorded
+    reason: no failure, a failure without a kind, or a step that reached its retry cap with no
+    failure of its own ("last failure: none recorded"). One query at teardown, only in tests
+    that use the database, while their rows are still there."""
+    uses_db = request.node.get_closest_marker("django_db") is not None or any(
+        name in request.fixturenames for name in _DB_FIXTURES
+    )
+    if not uses_db:
+        yield
+        return
+    # Set up before this fixture, so torn down after it: the rows are there at its teardown
+    # (rolled back or flushed only then), and a test's workers are stopped by then.
+    request.getfixturevalue("_django_db_helper")
+    yield
+    from django.db import DatabaseError
+
+    if connection.needs_rollback:
+        return  # the test's transaction failed: it rolls back, nothing it wrote stays
+    try:
+        silent = silent_stops()
+    except DatabaseError:
+        return  # the test left its transaction aborted (a refused statement): it rolls back
+    if silent:
+        pytest.fail(f"tasks stopped without a recorded reason: {silent}", pytrace=False)
+
+
 @pytest.fixture(scope="session")
 def sim_server(
     django_db_setup: Any, django_db_blocker: Any, tmp_path_factory: Any

@@ -203,17 +203,19 @@ class StepFailure(AgentOpsError):
         self.detail = detail or {}
 
     def as_failure(self) -> dict[str, Any]:
-        from agentops.engine.jsonvalues import redacted
+        from agentops.engine.jsonvalues import redacted, storable_texts
 
+        # The message and detail quote what the world sent (an exception's text, a remote's
+        # body): whatever it holds, the failure is stored, so the stop says why.
         return {
             "layer": self.layer,
             "kind": self.kind,
             "nature": nature_of(self.kind),
             "mode": mode_of(self.kind, self.detail),
-            "message": redacted(str(self)[:2000]),
+            "message": storable_texts(redacted(str(self)[:2000])),
             "retryable": self.retryable,
             "retry_after": self.retry_after,
-            **({"detail": redacted(self.detail)} if self.detail else {}),
+            **({"detail": storable_texts(redacted(self.detail))} if self.detail else {}),
         }
 
 

@@ -22,7 +22,7 @@ from django.conf import settings
 from django.core.files.base import ContentFile
 from django.core.files.storage import FileSystemStorage, default_storage
 
-from agentops.engine.errors import NotSerializable
+from agentops.engine.errors import NotSerializable, StepFailure
 
 # Redaction is a part of the save path; it lives in its own module and is named here too.
 from agentops.engine.redaction import REDACTED as REDACTED
@@ -35,42 +35,136 @@ ARTIFACT_KEY = "$artifact"
 _UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
 
 
-def _check_text(text: str, path: str) -> None:
+def _text_refusal(text: str) -> str | None:
+    """Why PostgreSQL cannot store `text`, or None."""
     if text.isascii() and "\x00" not in text:
         # The common case, without the regex (~5 ms on 500 KB).
-        return
+        return None
     found = _UNSTORABLE.search(text)
     if found is None:
-        return
+        return None
     char = found.group()
     what = "a NUL character" if char == "\x00" else f"a lone surrogate (\\u{ord(char):04x})"
-    raise NotSerializable(path, text, f"contains {what}, which cannot be stored")
+    return f"contains {what}, which cannot be stored"
+
+
+def storable_texts(value: Any) -> Any:
+    """`value` with NUL characters and lone surrogates in its strings (keys too) replaced by
+    U+FFFD: for what the engine writes about the world (a failure's message and detail, which
+    quote what a tool or a remote said), stored whatever the world sent. Engine-built values
+    only (shallow); values from outside are refused instead (`validated`)."""
+    if isinstance(value, str):
+        return value if _text_refusal(value) is None else _UNSTORABLE.sub("\ufffd", value)
+    if isinstance(value, dict):
+        return {storable_texts(key): storable_texts(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [storable_texts(item) for item in value]
+    return value
+
+
+# JSON nested deeper than this is refused: deeper than any document a person, a model or a tool
+# writes, and far inside Python's recursion limit (1,000 frames), so every recursive walker of
+# stored values (json itself, the canonical form, redaction) handles them from any call depth,
+# with room for the few levels the engine wraps around them (a record, a message).
+MAX_DEPTH = 200
+# An int of at most this many bits has at most 4,214 digits, within the 4,300 Python converts
+# to text by default (`sys.get_int_max_str_digits`); larger ones are tried.
+_SHORT_INT_BITS = 14_000
 
 
 def validated(value: Any, path: str) -> Any:
-    """Return `value` if it is plain JSON that PostgreSQL can store, else raise NotSerializable
-    naming the offending path (a non-JSON type, NaN, a NUL character or a lone surrogate)."""
+    """Return `value` if it is plain JSON that PostgreSQL can store and the engine can write
+    and digest, else raise NotSerializable naming the offending path: a non-JSON type, NaN or
+    infinity, a non-str key, a NUL character or a lone surrogate, an int too long to write,
+    two keys of one object that are the same string in Unicode NFC (the canonical form could
+    not tell them apart), or nesting deeper than MAX_DEPTH. Never a RecursionError."""
+    try:
+        _check(value, MAX_DEPTH)
+    except _Refused as refused:
+        where = path + "".join(reversed(refused.where))
+        raise NotSerializable(where, refused.value, refused.reason) from None
+    return value
+
+
+class _Refused(Exception):
+    """A part `validated` refuses; `where` collects the path's segments, innermost first, as
+    the walk unwinds (the path is built only for a refusal, never per part)."""
+
+    def __init__(self, value: Any, reason: str | None = None) -> None:
+        self.value = value
+        self.reason = reason
+        self.where: list[str] = []
+
+
+def _check(value: Any, room: int) -> None:
+    """`validated`'s walk; `room`: how many more levels of containers may open here."""
     if isinstance(value, str):
-        _check_text(value, path)
-        return value
-    if value is None or isinstance(value, (bool, int)):
-        return value
-    if isinstance(value, float):
+        reason = _text_refusal(value)
+        if reason is not None:
+            raise _Refused(value, reason)
+    elif value is None or isinstance(value, bool):
+        return
+    elif isinstance(value, int):
+        if value.bit_length() > _SHORT_INT_BITS:
+            try:
+                str(value)
+            except ValueError:
+                raise _Refused(value, "an integer too long to write") from None
+    elif isinstance(value, float):
         if not math.isfinite(value):
-            raise NotSerializable(path, value)
-        return value
-    if isinstance(value, dict):
-        for key, item in value.items():
-            if not isinstance(key, str):
-                raise NotSerializable(f"{path}.<key {key!r}>", key)
-            _check_text(key, f"{path}.<key {key!r}>")
-            validated(item, f"{path}.{key}")
-        return value
-    if isinstance(value, list):
+            raise _Refused(value)
+    elif not isinstance(value, (dict, list)):
+        raise _Refused(value)
+    elif room < 1:
+        raise _Refused(value, f"nested deeper than {MAX_DEPTH} levels")
+    elif isinstance(value, list):
         for index, item in enumerate(value):
-            validated(item, f"{path}[{index}]")
-        return value
-    raise NotSerializable(path, value)
+            try:
+                _check(item, room - 1)
+            except _Refused as refused:
+                refused.where.append(f"[{index}]")
+                raise
+    else:
+        _check_object(value, room)
+
+
+def _check_object(value: dict[Any, Any], room: int) -> None:
+    ascii_keys = True
+    for key, item in value.items():
+        if not isinstance(key, str):
+            refused = _Refused(key)
+        elif (reason := _text_refusal(key)) is not None:
+            refused = _Refused(key, reason)
+        else:
+            ascii_keys = ascii_keys and key.isascii()
+            try:
+                _check(item, room - 1)
+            except _Refused as inner:
+                inner.where.append(f".{key}")
+                raise
+            continue
+        refused.where.append(f".<key {key!r}>")
+        raise refused
+    if not ascii_keys:
+        seen: set[str] = set()
+        for key in value:
+            normal = unicodedata.normalize("NFC", key)
+            if normal in seen:
+                refused = _Refused(key, "is the same key as another one in Unicode NFC")
+                refused.where.append(f".<key {key!r}>")
+                raise refused
+            seen.add(normal)
+
+
+def output_checked(value: Any, *, path: str, failure: type[StepFailure], source: str) -> Any:
+    """What the world sent (a model's reply, a tool's result), if `validated` passes it; else
+    `failure` of kind output_invalid, naming the path and the reason ("`source` cannot be
+    stored: path: reason"). The one rule for untrusted output: it fails its step with the
+    reason recorded, never the worker."""
+    try:
+        return validated(value, path)
+    except NotSerializable as exc:
+        raise failure(f"{source} cannot be stored: {exc}", kind="output_invalid") from None
 
 
 def _normalized(value: Any) -> Any:

@@ -14,8 +14,8 @@ from typing import Any
 
 from django.conf import settings
 
-from agentops.engine.errors import NotSerializable, StepFailure, ToolFailure
-from agentops.engine.jsonvalues import Encoded, encoded, exact_json, redacted, validated
+from agentops.engine.errors import StepFailure, ToolFailure
+from agentops.engine.jsonvalues import Encoded, encoded, exact_json, output_checked, redacted
 from agentops.engine.registry import Tool, ToolContext
 from agentops.states import LedgerStatus
 
@@ -72,16 +72,9 @@ def checked_result(tool: Tool, result: Any) -> tuple[dict[str, Any], Encoded]:
             f"{tool.name} returned {type(result).__name__}, expected a JSON object",
             kind="output_invalid",
         )
-    try:
-        validated(result, f"{tool.name}.result")
-    except NotSerializable as exc:
-        raise ToolFailure(
-            f"{tool.name} returned output that is not JSON: {exc}", kind="output_invalid"
-        ) from None
-    except RecursionError:
-        raise ToolFailure(
-            f"{tool.name} returned output nested too deeply", kind="output_invalid"
-        ) from None
+    output_checked(
+        result, path=f"{tool.name}.result", failure=ToolFailure, source=f"{tool.name}'s output"
+    )
     known = exact_json(result)
     size = len(known.data)
     limit = settings.AGENTOPS["TOOL_RESULT_MAX_BYTES"]

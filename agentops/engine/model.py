@@ -24,7 +24,14 @@ from django.conf import settings
 from openai.types.chat import ChatCompletion, ChatCompletionMessageFunctionToolCall
 
 from agentops.engine.errors import ModelFailure
-from agentops.engine.jsonvalues import canonical_json, is_pointer, json_bytes, json_parsed, loaded
+from agentops.engine.jsonvalues import (
+    canonical_json,
+    is_pointer,
+    json_bytes,
+    json_parsed,
+    loaded,
+    output_checked,
+)
 from agentops.engine.retry_after import retry_after_seconds
 
 if TYPE_CHECKING:
@@ -147,11 +154,20 @@ def parse_response(raw: str, *, usage: dict[str, int]) -> ModelResponse:
     return response_from(data, usage=usage)
 
 
+def checked_reply(reply: Any) -> Any:
+    """The model's reply as it gave it, if it can be stored (`jsonvalues.output_checked`, the
+    rule tool results pass too); else ModelFailure(output_invalid) naming the path, e.g.
+    `reply.tool_calls[0].arguments.note: contains a lone surrogate (\\ud800), ...`."""
+    return output_checked(reply, path="reply", failure=ModelFailure, source="the model's reply")
+
+
 def response_from(data: Any, *, usage: dict[str, int]) -> ModelResponse:
-    """The response in the model's parsed output (JSON values); anything malformed is
-    ModelFailure(output_invalid)."""
+    """The response in the model's parsed output; anything malformed, or anything the engine
+    could not store (`checked_reply`), is ModelFailure(output_invalid). Every reply of every
+    adapter passes here, so what a response holds is storable as is."""
     if not isinstance(data, dict):
         raise ModelFailure("model output is not a JSON object", kind="output_invalid")
+    checked_reply(data)
     calls = data.get("tool_calls") or []
     if not isinstance(calls, list) or not all(
         isinstance(c, dict)
@@ -216,7 +232,9 @@ class ScriptedModel:
         agent = get_agent(request.agent)
         if agent.script is None:
             raise ModelFailure(f"agent {agent.name} has no script", kind="unavailable")
-        reply = agent.script(request)
+        # A script's reply is a Python value: what cannot be stored cannot be sent either, and
+        # fails the step with its path like any model's reply (see `response_from`).
+        reply = checked_reply(agent.script(request))
         # The reply as a provider sends it: compact JSON text, which is also what the
         # completion's tokens are estimated from (no second serialization).
         raw = wire_text(reply)
@@ -408,6 +426,10 @@ class OpenAICompatibleModel:
         except ValueError as exc:  # a 200 whose body is not JSON
             raise ModelFailure(
                 f"the model server's answer is not JSON: {exc}", kind="output_invalid"
+            ) from None
+        except RecursionError:  # a 200 whose body is nested too deeply for json to read
+            raise ModelFailure(
+                "the model server's answer is nested too deeply to read", kind="output_invalid"
             ) from None
         if not isinstance(completion, ChatCompletion):
             raise ModelFailure(

@@ -16,6 +16,7 @@ from typing import Any
 from django.conf import settings
 
 from agentops.engine.errors import ModelFailure
+from agentops.engine.jsonvalues import json_parsed
 from agentops.engine.model import (
     OpenAICompatibleModel,
     ScriptedModel,
@@ -113,7 +114,7 @@ def _converse(adapter: OpenAICompatibleModel, report: Report) -> None:
     exchange = _timed(adapter, report, messages, json_output=True)
     content = exchange.completion.choices[0].message.content or ""
     try:
-        parsed = json.loads(content)
+        parsed = json_parsed(content)
     except ValueError:
         parsed = None
     if not isinstance(parsed, dict):

@@ -45,11 +45,18 @@ def at_cap(task: Task, step: Step) -> bool:
 
 
 def cap_failure(task: Task, step: Step) -> StepFailure:
-    """The failure that stops a task whose step is at its cap, carrying the step's last one."""
+    """The failure that stops a task whose step is at its cap, carrying the step's last one.
+    A step with none (its error is cleared when a try starts) had a last try that did not
+    finish: its worker stopped mid-step. Tests fail on "none recorded" (tests/conftest.py): an
+    error the engine does not classify must not end a try unrecorded."""
     last = step.error or {}
+    unfinished = (
+        "none recorded: the last try did not finish (its worker stopped mid-step: killed, out "
+        "of memory, or an error in the worker's log)"
+    )
     return OrchestrationFailure(
         f"step {step.ordinal + 1} was attempted {step.attempts} times (cap "
-        f"{task.step_retry_cap}); last failure: {last.get('message', 'none recorded')}",
+        f"{task.step_retry_cap}); last failure: {last.get('message', unfinished)}",
         kind=last.get("kind", "retry_cap"),
         retryable=False,
         detail={"step": step.ordinal, "last_failure": last or None},

@@ -38,7 +38,6 @@ from agentops.engine.errors import (
     CheckpointMismatch,
     LeaseLost,
     ModelFailure,
-    NotSerializable,
     OrchestrationFailure,
     StepFailure,
     ToolFailure,
@@ -51,7 +50,6 @@ from agentops.engine.jsonvalues import (
     loaded,
     offloaded,
     redacted,
-    validated,
 )
 from agentops.engine.leases import Heartbeat
 from agentops.engine.ledger import (
@@ -476,16 +474,9 @@ class TaskRun:
         # Recorded next to the provider's count, so later prompts calibrate the estimate.
         record = response.as_record()
         record["usage"] = {**response.usage, "prompt_estimate": self.prompt_estimate}
-        # Model output is untrusted: a leaked credential must not reach the database (nor run),
-        # and what the database cannot store (NUL, a lone surrogate) is invalid output.
-        record = redacted(record)
-        try:
-            validated(record, "model_response")
-        except NotSerializable as exc:
-            raise ModelFailure(
-                f"model output cannot be stored: {exc}", kind="output_invalid"
-            ) from None
-        return ModelResponse.from_record(record)
+        # Model output is untrusted: a leaked credential must not reach the database (nor run).
+        # What the database cannot store failed in the adapter (`model.response_from`).
+        return ModelResponse.from_record(redacted(record))
 
     def _model_result(
         self, step: Step, response: ModelResponse

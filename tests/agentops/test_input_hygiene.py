@@ -57,3 +57,33 @@ def test_admin_json_fields_refuse_unstorable_values():
     with pytest.raises(Exception, match=r"value.notes\[0\]: contains a NUL character"):
         field.clean('{"notes": ["a\\u0000"]}')
     assert field.clean('{"notes": ["fine"]}') == {"notes": ["fine"]}
+
+
+@pytest.mark.parametrize(
+    ("depth", "says"),
+    [
+        (300, "input.a" + "[0]" * 199 + ": nested deeper than 200 levels"),
+        (30_000, "The input is nested too deeply."),
+    ],
+    ids=["past-the-limit", "past-json"],
+)
+def test_the_start_form_refuses_input_nested_too_deeply(depth, says):
+    text = '{"a": ' + "[" * depth + "]" * depth + "}"
+
+    form = TaskStartForm({"agent": "refund", "goal": "g", "input": text})
+
+    assert not form.is_valid()
+    assert says in form.errors["input"][0]
+
+
+def test_admin_json_fields_refuse_deep_nesting_and_show_the_text_again():
+    from django.forms.fields import InvalidJSONInput
+
+    field = StorableJSONField()
+    too_deep_for_json = "[" * 30_000 + "]" * 30_000
+
+    with pytest.raises(Exception, match="The value is nested too deeply"):
+        field.clean(too_deep_for_json)
+    with pytest.raises(Exception, match=r"value(\[0\]){200}: nested deeper than 200 levels"):
+        field.clean("[" * 300 + "]" * 300)
+    assert isinstance(field.bound_data(too_deep_for_json, None), InvalidJSONInput)

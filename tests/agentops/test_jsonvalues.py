@@ -44,8 +44,8 @@ scalars = (
     | st.floats(allow_nan=False, allow_infinity=False)
     | st.text(storable, max_size=12)
 )
-# Keys are distinct after NFC: two keys that differ only in normal form are a known collision
-# (see the report on jsonvalues), not what these properties are about.
+# Keys are distinct after NFC: `validated` refuses two keys that differ only in normal form (the
+# canonical form could not tell them apart; tested below), so no stored value has them.
 keys = st.text(storable, max_size=8).map(nfc)
 json_values = st.recursive(
     scalars,
@@ -540,3 +540,144 @@ def test_a_model_reply_is_parsed_once_by_pydantic_core(monkeypatch):
 
     assert response.tool_calls[0]["arguments"] == {"payload": "x" * 9}
     assert parsed == [len(raw)]
+
+
+# -- what cannot be stored, anywhere in a value ---------------------------------------------
+
+
+def nested(depth: int) -> list[Any]:
+    """A list nested `depth` levels deep (built without recursion)."""
+    value: list[Any] = []
+    for _ in range(depth - 1):
+        value = [value]
+    return value
+
+
+# One of each kind of part `validated` refuses. "too deep" is deeper than MAX_DEPTH but shallow
+# enough for json and repr (a failing example is printed).
+UNSTORABLE: dict[str, Any] = {
+    "lone surrogate": "a\ud800b",
+    "NUL": "a\x00b",
+    "bytes": b"x",
+    "set": {1, 2},
+    "tuple": (1, 2),
+    "object": object(),
+    "NaN": float("nan"),
+    "infinity": float("inf"),
+    "minus infinity": float("-inf"),
+    "huge int": 10**5000,
+    "int key": {1: "one"},
+    "NFC twins": {"\u00e9": 1, "e\u0301": 2},
+    "too deep": nested(300),
+}
+# The ones a JSON text can carry (what a model server can send): json.dumps writes NaN and
+# Infinity, and escapes lone surrogates and NUL.
+ON_THE_WIRE = (
+    "lone surrogate",
+    "NUL",
+    "NaN",
+    "infinity",
+    "minus infinity",
+    "NFC twins",
+    "too deep",
+)
+
+
+def _containers(value: Any, path: str) -> list[tuple[Any, str]]:
+    found: list[tuple[Any, str]] = []
+    if isinstance(value, dict):
+        found.append((value, path))
+        for key, item in value.items():
+            found += _containers(item, f"{path}.{key}")
+    elif isinstance(value, list):
+        found.append((value, path))
+        for index, item in enumerate(value):
+            found += _containers(item, f"{path}[{index}]")
+    return found
+
+
+@st.composite
+def with_unstorable_parts(
+    draw: st.DrawFn, base: st.SearchStrategy[Any], kinds: tuple[str, ...] = tuple(UNSTORABLE)
+) -> tuple[Any, list[str]]:
+    """A value from `base` (plain JSON with at least one container) with one to three unstorable
+    parts added at random places; and the paths (from the root, "" for the root itself) of
+    the parts added. Dicts get a new key (longer than any key `keys` makes), lists a new last
+    item, so the paths of earlier additions stay true."""
+    value = draw(base)
+    places = _containers(value, "")
+    paths = []
+    for number in range(draw(st.integers(1, 3))):
+        container, path = draw(st.sampled_from(places))
+        part = UNSTORABLE[draw(st.sampled_from(kinds))]
+        if isinstance(container, dict):
+            key = f"injected-{number}"
+            container[key] = part
+            paths.append(f"{path}.{key}")
+        else:
+            paths.append(f"{path}[{len(container)}]")
+            container.append(part)
+    return value, paths
+
+
+json_objects = st.dictionaries(keys, json_values, max_size=4)
+
+
+@hypothesis.settings(max_examples=300)
+@given(with_unstorable_parts(json_objects))
+def test_validated_refuses_any_unstorable_part_with_its_path_and_nothing_else(case):
+    value, paths = case
+
+    with pytest.raises(NotSerializable) as caught:
+        validated(value, "value")
+
+    # The first refused part in walk order: one of those added (a deep one or a bad key is
+    # named below the place it was added).
+    assert any(caught.value.path.startswith(f"value{path}") for path in paths), caught.value.path
+
+
+@pytest.mark.parametrize("depth", [1_000, 100_000])
+def test_validated_refuses_deep_nesting_with_its_path_never_a_recursion_error(depth):
+    from agentops.engine.jsonvalues import MAX_DEPTH
+
+    with pytest.raises(NotSerializable) as caught:
+        validated({"a": nested(depth)}, "input")
+
+    assert caught.value.path == "input.a" + "[0]" * (MAX_DEPTH - 1)
+    assert str(caught.value).endswith(f": nested deeper than {MAX_DEPTH} levels")
+
+
+def test_validated_takes_nesting_up_to_max_depth_and_every_walker_handles_it():
+    from agentops.engine.jsonvalues import MAX_DEPTH, json_bytes, redacted
+
+    deepest = {"a": nested(MAX_DEPTH - 1)}
+
+    assert validated(deepest, "input") is deepest
+    # A few levels more, as the engine wraps a stored value (a record, a message):
+    wrapped = {"messages": [{"content": deepest}]}
+    assert json.loads(json_bytes(wrapped)) == wrapped
+    assert json.loads(canonical_json(wrapped)) == wrapped
+    assert redacted(wrapped) == wrapped
+    assert len(digest(wrapped)) == 64
+    with pytest.raises(NotSerializable):
+        validated({"a": nested(MAX_DEPTH)}, "input")
+
+
+def test_validated_refuses_an_int_too_long_to_write_and_keys_equal_in_nfc():
+    with pytest.raises(NotSerializable, match=r"^args\.n: an integer too long to write$"):
+        validated({"n": 10**5000}, "args")
+    with pytest.raises(NotSerializable, match="is the same key as another one in Unicode NFC"):
+        validated({"x": {"\u00e9": 1, "e\u0301": 2}}, "args")
+    assert validated({"n": 10**4000}, "args") == {"n": 10**4000}
+
+
+def test_a_failure_quoting_unstorable_text_is_stored_with_it_replaced():
+    from agentops.engine.errors import ToolFailure
+
+    failure = ToolFailure("remote said a\x00b\ud800", detail={"body": "x\x00", "n": 1})
+
+    recorded = failure.as_failure()
+
+    assert recorded["message"] == "remote said a\ufffdb\ufffd"
+    assert recorded["detail"] == {"body": "x\ufffd", "n": 1}
+    assert validated(recorded, "failure") is recorded

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from email.utils import format_datetime
 
+import hypothesis
 import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
@@ -26,6 +27,9 @@ from agentops.engine.model import (
     tool_message,
 )
 from agentops.engine.retry_after import retry_after_seconds
+from agentops.services import task_create
+from tests.agentops.test_jsonvalues import ON_THE_WIRE, json_objects, with_unstorable_parts
+from tests.agentops.test_runner import assert_stopped_by_the_reply, run_until_parked_or_done
 from tests.strict_openai import (
     Refused,
     StrictServer,
@@ -159,6 +163,88 @@ def test_a_malformed_completion_is_output_invalid(strict, monkeypatch, reply):
         OpenAICompatibleModel().complete(request())
 
     assert failure.value.kind == "output_invalid"
+
+
+@hypothesis.settings(
+    max_examples=40, suppress_health_check=[hypothesis.HealthCheck.function_scoped_fixture]
+)
+@hypothesis.given(with_unstorable_parts(json_objects, kinds=ON_THE_WIRE))
+def test_a_completion_with_an_unstorable_part_is_output_invalid_naming_its_path(strict, case):
+    """What a server can put in JSON text: lone surrogates and NUL escaped (\\ud800, \\u0000),
+    NaN and Infinity, keys equal in NFC, deep nesting."""
+    arguments, paths = case
+    strict.brain = lambda body: tool_call("lookup_order", arguments)
+
+    with pytest.raises(ModelFailure) as failure:
+        OpenAICompatibleModel().complete(request())
+
+    assert failure.value.kind == "output_invalid"
+    says = str(failure.value)
+    prefix = "the model's reply cannot be stored: reply.tool_calls[0].arguments"
+    assert any(f"{prefix}{path}" in says for path in paths), says
+
+
+def test_a_completion_whose_text_or_body_cannot_be_stored_or_read_is_output_invalid(strict):
+    deep = "[" * 100_000 + "]" * 100_000
+    completion = {
+        "id": "chatcmpl-1",
+        "object": "chat.completion",
+        "created": 1,
+        "model": "small-model",
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": "caf\ud800"},
+                "finish_reason": "stop",
+                "logprobs": None,
+            }
+        ],
+    }
+    text = json.dumps(completion)
+    strict.faults = [
+        (200, {"Content-Type": "application/json"}, text),
+        (
+            200,
+            {"Content-Type": "application/json"},
+            text.replace('"logprobs"', f'"x": {deep}, "logprobs"'),
+        ),
+    ]
+
+    with pytest.raises(ModelFailure) as surrogate:
+        OpenAICompatibleModel().complete(request())
+    with pytest.raises(ModelFailure) as nested:
+        OpenAICompatibleModel().complete(request())
+
+    assert surrogate.value.kind == nested.value.kind == "output_invalid"
+    assert str(surrogate.value) == (
+        "the model's reply cannot be stored: reply.text: contains a lone surrogate (\\ud800), "
+        "which cannot be stored"
+    )
+    assert str(nested.value) == "the model server's answer is nested too deeply to read"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_reply_with_a_lone_surrogate_stops_the_task_with_its_path_on_the_recovery_panel(
+    strict, settings, redis_clean, django_user_model
+):
+    from django.test import Client
+    from django.urls import reverse
+
+    settings.AGENTOPS = {**settings.AGENTOPS, "MODEL_ADAPTER": "openai"}
+    # As a real server sends it: the arguments' JSON text escapes the surrogate (\ud800).
+    strict.brain = lambda body: tool_call("lookup_order", {"order_id": "A1", "note": "\ud800"})
+
+    task = run_until_parked_or_done(
+        task_create(agent="test_unstorable", goal="look", step_retry_cap=2)
+    )
+
+    assert_stopped_by_the_reply(task, paths=[".tool_calls[0].arguments.note"], attempts=2)
+    assert len(strict.received) == 2
+    admin = django_user_model.objects.create_superuser("root", "r@example.com", "pw")
+    client = Client()
+    client.force_login(admin)
+    page = client.get(reverse("reviews:recover", args=[task.pk])).content.decode()
+    assert "reply.tool_calls[0].arguments.note: contains a lone surrogate" in page
 
 
 @pytest.mark.parametrize(
@@ -407,6 +493,20 @@ def test_model_check_against_a_server_that_refuses_tool_messages_fails(strict, s
     assert report["ok"] is False and report["tool_calling"] and not report["tool_history"]
     assert "sending the tool results back failed" in str(failed.value)
     assert "role 'tool' is not supported" in str(failed.value)
+
+
+def test_model_check_reports_json_output_nested_too_deeply_instead_of_crashing(strict, settings):
+    settings.AGENTOPS = {**settings.AGENTOPS, "MODEL_ADAPTER": "openai"}
+
+    def deep_json(body: dict) -> dict:
+        if (body.get("response_format") or {}).get("type") == "json_object":
+            return {"content": "[" * 100_000 + "]" * 100_000}
+        return preflight_brain(body)
+
+    strict.brain = deep_json
+
+    with pytest.raises(CommandError, match="asked for a JSON object, the model replied"):
+        call_command("model", "check")
 
 
 def test_model_check_names_a_model_without_tool_calling(strict, settings):

@@ -227,5 +227,5 @@ def test_model_output_the_database_cannot_store_is_output_invalid_not_a_crash(
     assert task.status == TaskStatus.NEEDS_ATTENTION
     step = task.steps.get(ordinal=0)
     assert step.error["kind"] == "output_invalid"
-    assert "model_response.text: contains a NUL character" in step.error["message"]
+    assert "reply.text: contains a NUL character" in step.error["message"]
     assert step.model_response is None

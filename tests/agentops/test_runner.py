@@ -6,8 +6,10 @@ from datetime import timedelta
 from pathlib import Path
 
 import django_rq
+import hypothesis
 import pytest
 from django.utils import timezone
+from hypothesis import strategies as st
 
 from agentops.agents.bench import bench_script
 from agentops.engine.errors import NotSerializable, UnknownAgent
@@ -15,9 +17,18 @@ from agentops.engine.jsonvalues import is_pointer, loaded
 from agentops.engine.model import ModelRequest, loaded_response
 from agentops.engine.registry import Agent, PlanStep, register_agent
 from agentops.engine.runner import task_advance
-from agentops.models import Artifact, Event, Snapshot, Step, Task, ToolCall
+from agentops.models import Artifact, Event, Gate, Snapshot, Step, Task, ToolCall
 from agentops.services import task_create, task_pause, task_resume
 from agentops.states import LedgerStatus, StepStatus, TaskStatus
+from tests.agentops.test_jsonvalues import (
+    UNSTORABLE,
+    json_objects,
+    json_values,
+    nested,
+    storable,
+    with_unstorable_parts,
+)
+from tests.conftest import silent_stops
 
 pytestmark = pytest.mark.django_db(transaction=True)
 ROOT = Path(__file__).resolve().parents[2]
@@ -178,6 +189,129 @@ def test_enqueueing_the_same_task_state_twice_makes_one_job(redis_clean):
     task.refresh_from_db()
     assert enqueue_now(task.pk, token=task.last_seq) is False
     assert queue.count == 1
+
+
+# The reply the `test_unstorable` agent's script gives (set by each test).
+REPLY: dict[str, object] = {}
+register_agent(
+    Agent(
+        name="test_unstorable",
+        system_prompt="x",
+        tools=["lookup_order"],
+        hidden=True,
+        plan=[PlanStep("Look")],
+        script=lambda r: REPLY["reply"],
+    )
+)
+
+
+def assert_stopped_by_the_reply(task: Task, *, paths: list[str], attempts: int) -> None:
+    """The task stopped for a person, and its step, with output_invalid naming a path of the
+    reply; nothing ran."""
+    assert task.status == TaskStatus.NEEDS_ATTENTION
+    step = Step.objects.get(task=task)
+    assert step.status == StepStatus.FAILED and step.attempts == attempts
+    for failure in (task.failure, step.error):
+        assert (failure["kind"], failure["layer"]) == ("output_invalid", "model")
+        says = failure["message"]
+        assert any(f"the model's reply cannot be stored: reply{p}" in says for p in paths), says
+    assert step.model_response is None
+    assert not ToolCall.objects.filter(task=task).exists()
+
+
+@pytest.mark.parametrize("kind", ["lone surrogate", "bytes", "set", "NaN", "too deep"])
+def test_a_reply_the_engine_cannot_store_is_retried_then_stops_with_its_path(redis_clean, kind):
+    REPLY["reply"] = {
+        "tool_calls": [
+            {"name": "lookup_order", "arguments": {"order_id": "A1", "note": UNSTORABLE[kind]}}
+        ]
+    }
+
+    task = run_until_parked_or_done(task_create(agent="test_unstorable", goal="look"))
+
+    assert_stopped_by_the_reply(task, paths=[".tool_calls[0].arguments.note"], attempts=3)
+    assert Event.objects.filter(task=task, action="agentops.step.failed").count() == 3
+
+
+replies = st.fixed_dictionaries(
+    {
+        "text": st.text(storable, max_size=8),
+        "tool_calls": st.fixed_dictionaries(
+            {"name": st.just("lookup_order"), "arguments": json_objects}
+        ).map(lambda call: [call]),
+    },
+    optional={"confidence": st.floats(0, 1), "extra": json_values},
+)
+
+
+@hypothesis.settings(
+    max_examples=25, suppress_health_check=[hypothesis.HealthCheck.function_scoped_fixture]
+)
+@hypothesis.given(with_unstorable_parts(replies))
+def test_any_reply_with_an_unstorable_part_stops_its_step_with_output_invalid_and_the_path(
+    redis_clean, case
+):
+    REPLY["reply"], paths = case
+
+    task = run_until_parked_or_done(
+        task_create(agent="test_unstorable", goal="look", step_retry_cap=1)
+    )
+
+    assert_stopped_by_the_reply(task, paths=paths, attempts=1)
+
+
+@pytest.mark.parametrize("amount", [10**400, 10**15], ids=["past-float", "past-the-column"])
+def test_an_amount_too_large_for_a_float_or_the_gate_is_routed_not_a_crash(redis_clean, amount):
+    """A storable int of 400 digits is a valid `float` argument (pydantic reads it as inf), and
+    10^15 does not fit the gate's amount column: the policy sees an amount above its
+    threshold, and the task waits at a gate that shows the arguments as given."""
+    register_agent(
+        Agent(
+            name="test_huge_refund",
+            system_prompt="x",
+            tools=["issue_refund"],
+            hidden=True,
+            plan=[PlanStep("Refund")],
+            script=lambda r: {
+                "tool_calls": [
+                    {
+                        "name": "issue_refund",
+                        "arguments": {"order_id": "A1", "amount": amount, "currency": "EUR"},
+                    }
+                ]
+            },
+        )
+    )
+
+    task = run_until_parked_or_done(task_create(agent="test_huge_refund", goal="refund"))
+
+    assert task.status == TaskStatus.AWAITING_APPROVAL, task.failure
+    gate = Gate.objects.get(task=task)
+    assert gate.amount is None and gate.arguments["amount"] == amount
+    assert not ToolCall.objects.filter(task=task).exists()
+
+
+def test_a_stop_without_a_recorded_reason_is_what_the_suite_fails_a_test_for(redis_clean):
+    """The check every test that uses the database ends with (`every_stop_says_why`) finds a
+    step that reached its cap with no failure of its own (its tries ended unrecorded)."""
+    task = task_create(agent="test_unstorable", goal="look", step_retry_cap=1)
+    Step.objects.filter(task=task).update(attempts=1)
+
+    task_advance(task_id=task.pk, owner="test")
+
+    task.refresh_from_db()
+    assert task.status == TaskStatus.NEEDS_ATTENTION
+    assert "last failure: none recorded" in task.failure["message"]
+    assert silent_stops() == [(task.pk, task.failure)]
+    # Said why after all, so that this test's own teardown check passes.
+    Task.objects.filter(pk=task.pk).update(failure={**task.failure, "message": "checked"})
+    assert silent_stops() == []
+
+
+def test_input_nested_too_deeply_is_refused_with_its_path(redis_clean):
+    with pytest.raises(NotSerializable, match=r"^input\.a(\[0\]){199}: nested deeper than 200"):
+        task_create(agent="refund", goal="x", input={"a": nested(100_000)})
+    assert not Task.objects.exists()
 
 
 def test_non_json_input_is_rejected_with_its_path(redis_clean):

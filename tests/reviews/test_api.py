@@ -172,6 +172,48 @@ def test_the_api_takes_budgets_and_refuses_what_postgresql_cannot_store(
     assert Task.objects.count() == 1
 
 
+@pytest.mark.parametrize(
+    ("depth", "says"),
+    [
+        (300, "input.a" + "[0]" * 199 + ": nested deeper than 200 levels"),
+        (100_000, "Cannot parse request body"),
+    ],
+    ids=["past-the-limit", "past-json"],
+)
+def test_the_api_refuses_input_nested_too_deeply_with_a_400(redis_clean, starter, depth, says):
+    client = api_client(starter)
+
+    response = client.post(
+        "/api/v1/tasks",
+        '{"agent": "refund", "goal": "Refund", "input": {"a": ' + "[" * depth + "]" * depth + "}}",
+        content_type="application/json",
+    )
+
+    assert response.status_code == 400
+    assert response.json()["detail"] == says
+    assert Task.objects.count() == 0
+
+
+@pytest.mark.parametrize(
+    ("goal", "says"),
+    [
+        ("Refund \\u0000", "goal: contains a NUL character, which cannot be stored"),
+        ("Refund \\ud800", "goal: contains a lone surrogate (\\ud800), which cannot be stored"),
+    ],
+    ids=["nul", "lone-surrogate"],
+)
+def test_the_api_refuses_a_goal_that_cannot_be_stored_with_a_400(redis_clean, starter, goal, says):
+    client = api_client(starter)
+
+    # The JSON text escapes them, as a client sends them.
+    body = '{"agent": "refund", "goal": "' + goal + '"}'
+    response = client.post("/api/v1/tasks", body, content_type="application/json")
+
+    assert response.status_code == 400
+    assert response.json()["detail"] == says
+    assert Task.objects.count() == 0
+
+
 def test_no_token_a_revoked_token_or_a_session_cookie_gets_401(operator):
     client = Client()
     client.force_login(operator)  # a browser session does not authenticate the API
