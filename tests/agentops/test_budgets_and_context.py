@@ -20,6 +20,7 @@ from agentops.models import Event, Step, Task
 from agentops.services import task_create
 from agentops.states import TaskStatus
 from tests.agentops.test_runner import refund, run_until_parked_or_done
+from tests.conftest import record_clock_moved
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -41,9 +42,10 @@ def test_running_past_the_time_budget_stops_the_task_with_mode_duration(
     )
     task_advance(task_id=task.pk, owner="test")  # one step, then the slice is over
     # That first slice took 61 s.
-    Event.objects.filter(task=task, action="agentops.task.claimed").update(
-        created_at=F("created_at") - timedelta(seconds=61)
-    )
+    with record_clock_moved():
+        Event.objects.filter(task=task, action="agentops.task.claimed").update(
+            created_at=F("created_at") - timedelta(seconds=61)
+        )
 
     task = run_until_parked_or_done(task)
 
@@ -217,7 +219,8 @@ def test_waiting_for_a_person_does_not_count_against_the_time_budget(
     )
     assert task.status == TaskStatus.AWAITING_APPROVAL
     # Everything so far happened two hours ago: the task has waited at its gate since.
-    Event.objects.filter(task=task).update(created_at=F("created_at") - timedelta(hours=2))
+    with record_clock_moved():
+        Event.objects.filter(task=task).update(created_at=F("created_at") - timedelta(hours=2))
     Task.objects.filter(pk=task.pk).update(started_at=timezone.now() - timedelta(hours=2))
     gate = open_gate(task)
 
@@ -242,7 +245,8 @@ def test_worked_time_leaves_out_every_wait_outside_running():
     ]
     for seq, (action, at) in enumerate(timeline, start=1):
         event = Event.objects.create(task=task, seq=100 + seq, action=action)
-        Event.objects.filter(pk=event.pk).update(created_at=start + timedelta(seconds=at))
+        with record_clock_moved():
+            Event.objects.filter(pk=event.pk).update(created_at=start + timedelta(seconds=at))
 
     assert worked_seconds(task.pk) == pytest.approx(15.0)
 
