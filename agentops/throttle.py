@@ -224,7 +224,7 @@ def _seconds(ms: int) -> int:
 
 
 @functools.cache
-def _client(url: str) -> redis.Redis:
+def _client(url: str) -> redis.Redis[bytes]:
     return redis.Redis.from_url(
         url,
         socket_timeout=REDIS_TIMEOUT_SECONDS,
@@ -233,7 +233,7 @@ def _client(url: str) -> redis.Redis:
     )
 
 
-def _redis() -> redis.Redis:
+def _redis() -> redis.Redis[bytes]:
     """The throttle's Redis client; raises RedisError while an outage is being sat out."""
     url = settings.REDIS_URL
     if time.monotonic() < _lapsed_until.get(url, 0.0):

@@ -269,7 +269,7 @@ def task_get(request: AuthenticatedHttpRequest, task_id: int) -> Task:
 @api.post(
     "/tasks", response={201: TaskOut, 400: Error, 403: Error, **AUTH_ERRORS}, summary="Start a task"
 )
-def task_start(request: AuthenticatedHttpRequest, payload: TaskIn) -> Status:
+def task_start(request: AuthenticatedHttpRequest, payload: TaskIn) -> Status[Task]:
     """Start a task as the token's user, who needs the task-starter role (403 otherwise)."""
     try:
         task = task_create(
