@@ -19,12 +19,12 @@ import math
 import time
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
 
 import redis
 from django.conf import settings
 from django.http import HttpRequest
 from redis.backoff import NoBackoff
+from redis.commands.core import Script
 from redis.exceptions import RedisError
 from redis.retry import Retry
 
@@ -246,11 +246,11 @@ class _Lapsed(RedisError):
 
 
 @functools.cache
-def _script(url: str) -> Any:
+def _script(url: str) -> Script:
     return _client(url).register_script(_FAIL)
 
 
-def _fail_script() -> Any:
+def _fail_script() -> Script:
     return _script(settings.REDIS_URL)
 
 
