@@ -4,6 +4,7 @@ from typing import Any, ClassVar
 
 from django.contrib import admin
 from django.db import models
+from django.http import HttpRequest
 
 from agentops.forms import StorableJSONField
 from agentops.models import Artifact, AuditItem, Event, Gate, Snapshot, Step, Task, ToolCall
@@ -67,7 +68,7 @@ class TaskAdmin(admin.ModelAdmin):
     )
     inlines = [StepInline]
 
-    def has_delete_permission(self, request: Any, obj: Any = None) -> bool:
+    def has_delete_permission(self, request: HttpRequest, obj: Task | None = None) -> bool:
         # A task's rows are the record: only `manage.py retention` removes finished tasks.
         return False
 

@@ -26,7 +26,8 @@ MANAGE = str(Path(settings.BASE_DIR) / "manage.py")
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+        port: int = sock.getsockname()[1]
+        return port
 
 
 def port_taken(port: int) -> bool:

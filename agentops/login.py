@@ -31,7 +31,9 @@ class ThrottledLoginMixin:
     def clean(self) -> dict[str, Any]:
         username = self.cleaned_data.get("username")
         if not username or not self.cleaned_data.get("password"):
-            return super().clean()  # type: ignore[misc]  # a missing field is no guess
+            # A missing field is no guess. (`misc`: the form class after this mixin has `clean`.)
+            incomplete: dict[str, Any] = super().clean()  # type: ignore[misc]
+            return incomplete
         client = throttle.client_address(self.request) if self.request else ""
         keys = [
             throttle.user_key(username),
@@ -39,7 +41,7 @@ class ThrottledLoginMixin:
         ]
         self._refuse_if_locked(throttle.throttle_wait(keys))
         try:
-            cleaned: dict[str, Any] = super().clean()  # type: ignore[misc]
+            cleaned: dict[str, Any] = super().clean()  # type: ignore[misc]  # as above
         except ValidationError:
             if self.user_cache is None:  # the credentials were wrong, not e.g. a non-staff user
                 self._refuse_if_locked(

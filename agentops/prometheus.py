@@ -67,7 +67,7 @@ COST_SPENT = Counter("agentops_model_cost", "Model cost spent, in the configured
 
 
 @functools.cache
-def _step_duration(part: str) -> Any:
+def _step_duration(part: str) -> Histogram:
     """The histogram's child for `part` (looked up once: every step observes three)."""
     return STEP_DURATION.labels(part=part)
 

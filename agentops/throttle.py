@@ -19,12 +19,12 @@ import math
 import time
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
 
 import redis
 from django.conf import settings
 from django.http import HttpRequest
 from redis.backoff import NoBackoff
+from redis.commands.core import Script
 from redis.exceptions import RedisError
 from redis.retry import Retry
 
@@ -224,7 +224,7 @@ def _seconds(ms: int) -> int:
 
 
 @functools.cache
-def _client(url: str) -> redis.Redis:
+def _client(url: str) -> redis.Redis[bytes]:
     return redis.Redis.from_url(
         url,
         socket_timeout=REDIS_TIMEOUT_SECONDS,
@@ -233,7 +233,7 @@ def _client(url: str) -> redis.Redis:
     )
 
 
-def _redis() -> redis.Redis:
+def _redis() -> redis.Redis[bytes]:
     """The throttle's Redis client; raises RedisError while an outage is being sat out."""
     url = settings.REDIS_URL
     if time.monotonic() < _lapsed_until.get(url, 0.0):
@@ -246,11 +246,11 @@ class _Lapsed(RedisError):
 
 
 @functools.cache
-def _script(url: str) -> Any:
+def _script(url: str) -> Script:
     return _client(url).register_script(_FAIL)
 
 
-def _fail_script() -> Any:
+def _fail_script() -> Script:
     return _script(settings.REDIS_URL)
 
 

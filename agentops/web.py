@@ -224,7 +224,8 @@ class JSONObjectField(forms.CharField):
         return value
 
 
-class ReadOnlyAdmin(admin.ModelAdmin):
+# `type-arg`: ModelAdmin is generic only in django-stubs (see the admin override in pyproject.toml).
+class ReadOnlyAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
     """An admin that lists and shows rows but never adds, changes or deletes them: the rows are
     written by services (or are append-only)."""
 

@@ -8,10 +8,10 @@ and the decision log apply to the admin too.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from django.contrib import admin, messages
-from django.db.models import QuerySet
+from django.db.models import Model, QuerySet
 from django.http import HttpRequest
 
 from agentops.admin import TaskAdmin, ToolCallAdmin
@@ -31,7 +31,12 @@ from reviews.states import VIA_BROWSER
 _BUDGETS = frozenset({"token_budget", "cost_budget", "wall_time_budget_seconds"})
 
 
-def _apply(request: HttpRequest, items: QuerySet, action: Callable[[Any], None], done: str) -> None:
+_Row = TypeVar("_Row", bound=Model)
+
+
+def _apply(
+    request: HttpRequest, items: QuerySet[_Row], action: Callable[[_Row], None], done: str
+) -> None:
     """Apply one decision per selected row, reporting each row's result."""
     for item in items:
         try:

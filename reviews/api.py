@@ -411,7 +411,7 @@ def get_task(request: ApiRequest, task_id: int) -> Task:
     # The engine's own refusal, so the API and `task_create` say the same.
     auth=TokenAuth(START_TASK, lambda user: str(StartRefused(user.get_username()))),
 )
-def start_task(request: ApiRequest, payload: TaskIn) -> Status:
+def start_task(request: ApiRequest, payload: TaskIn) -> Status[Task]:
     """Start a task as the token's user, who needs the task-starter role (403 otherwise, before
     the body is read)."""
     try:

@@ -232,7 +232,8 @@ def _attempt_seconds() -> int:
     """The deadline of one whole attempt (every SMTP exchange, or the webhook request): the
     delivery job's RQ timeout, which ends a receiver that trickles bytes within each socket
     timeout."""
-    return math.ceil(_conf("NOTIFY_ATTEMPT_TIMEOUT_SECONDS"))
+    seconds: float = _conf("NOTIFY_ATTEMPT_TIMEOUT_SECONDS")
+    return math.ceil(seconds)
 
 
 def _abandoned_after() -> timedelta:

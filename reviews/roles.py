@@ -17,8 +17,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-import rules
 from django.contrib.auth.backends import ModelBackend
+from rules.permissions import add_perm, perm_exists
+from rules.predicates import Predicate, is_active, is_authenticated, is_group_member
 
 from reviews.states import Role
 
@@ -27,17 +28,17 @@ if TYPE_CHECKING:
 
     from agentops.models import Gate
 
-_active = rules.is_authenticated & rules.is_active
+_active = is_authenticated & is_active
 
-is_operator = _active & rules.is_group_member(Role.OPERATORS)
-is_auditor = _active & rules.is_group_member(Role.AUDITORS)
-is_policy_admin = _active & rules.is_group_member(Role.POLICY_ADMINS)
-is_task_starter = _active & rules.is_group_member(Role.TASK_STARTERS)
+is_operator = _active & is_group_member(Role.OPERATORS)
+is_auditor = _active & is_group_member(Role.AUDITORS)
+is_policy_admin = _active & is_group_member(Role.POLICY_ADMINS)
+is_task_starter = _active & is_group_member(Role.TASK_STARTERS)
 is_reviewer = is_operator | is_auditor
 has_review_role = is_operator | is_auditor | is_policy_admin
 
 # permission: (predicate, what it lets one do)
-PERMISSIONS: dict[str, tuple[rules.Predicate, str]] = {
+PERMISSIONS: dict[str, tuple[Predicate, str]] = {
     "agentops.start_task": (is_task_starter, "start tasks (the form, the API)"),
     "reviews.decide_gate": (
         is_operator,
@@ -58,7 +59,7 @@ PERMISSIONS: dict[str, tuple[rules.Predicate, str]] = {
 }
 
 for _name, (_predicate, _) in PERMISSIONS.items():
-    rules.add_perm(_name, _predicate)
+    add_perm(_name, _predicate)
 
 
 # Where django-rules' `is_group_member` keeps a user's group names, on the user object.
@@ -94,6 +95,6 @@ class PermissionRowsBackend(ModelBackend):
     """Django's ModelBackend for every permission that is not a role's (see the module)."""
 
     def has_perm(self, user_obj: User | AnonymousUser, perm: str, obj: Any = None) -> bool:
-        if rules.perm_exists(perm):
+        if perm_exists(perm):
             return False
         return super().has_perm(user_obj, perm, obj)

@@ -168,7 +168,9 @@ def _close(gate: Gate, name: str, *, actor: User, feedback: str = "", **fields: 
         raise GateAlreadyDecided("this gate was decided meanwhile")
 
 
-def _approval(gate: Gate, arguments: dict[str, Any], *, edited: bool, actor: User) -> dict:
+def _approval(
+    gate: Gate, arguments: dict[str, Any], *, edited: bool, actor: User
+) -> dict[str, Any]:
     return {
         "gate": gate.pk,
         "tool": gate.tool,
@@ -841,7 +843,7 @@ def notification_preference_get(*, user: User) -> NotificationPreference:
 def notification_preference_save(*, form: Any, user: User) -> NotificationPreference:
     """Save a valid NotificationPreferenceForm as `user`'s choices."""
     with transaction.atomic():
-        preference = form.save(commit=False)
+        preference: NotificationPreference = form.save(commit=False)
         preference.user = user
         preference.save()
     return preference

@@ -45,7 +45,9 @@ def track_shipment(call: ToolContext, *, order_id: str) -> dict[str, Any]:
 
 
 @tool(side_effect="financial", systems=("payments",), idempotent_remote=True)
-def issue_refund(call: ToolContext, *, order_id: str, amount: float, currency: str) -> dict:
+def issue_refund(
+    call: ToolContext, *, order_id: str, amount: float, currency: str
+) -> dict[str, Any]:
     """Refund the customer."""
     return remote.post(
         call,
@@ -61,7 +63,9 @@ def _refund_probe(call: ToolContext) -> dict[str, Any] | None:
     return remote.probe(call, "payments", "refund")
 
 
-def _refund_within_eligibility(arguments: dict[str, Any], results: dict) -> tuple[bool, str]:
+def _refund_within_eligibility(
+    arguments: dict[str, Any], results: dict[str, Any]
+) -> tuple[bool, str]:
     eligibility = results.get("check_eligibility") or {}
     cap = eligibility.get("max_refund")
     amount = arguments.get("amount")
@@ -73,7 +77,7 @@ def _refund_within_eligibility(arguments: dict[str, Any], results: dict) -> tupl
     return amount <= cap, f"{amount} is {verdict} the eligible maximum of {cap}"
 
 
-def _order_consistent(arguments: dict[str, Any], results: dict) -> tuple[bool, str]:
+def _order_consistent(arguments: dict[str, Any], results: dict[str, Any]) -> tuple[bool, str]:
     order = results.get("lookup_order") or {}
     eligibility = results.get("check_eligibility") or {}
     if not order:
@@ -87,7 +91,9 @@ def _order_consistent(arguments: dict[str, Any], results: dict) -> tuple[bool, s
 
 
 @tool(side_effect="financial", systems=("payments",))
-def issue_refund_legacy(call: ToolContext, *, order_id: str, amount: float, currency: str) -> dict:
+def issue_refund_legacy(
+    call: ToolContext, *, order_id: str, amount: float, currency: str
+) -> dict[str, Any]:
     """Refund through the legacy payments API (no idempotency keys, no probe)."""
     return remote.post(
         call,

@@ -66,7 +66,8 @@ def probe(ctx: ToolContext, service: str, operation: str) -> dict[str, Any] | No
         raise ToolFailure(
             f"probe of {service}.{operation} answered {response.status_code}", kind="unavailable"
         )
-    return response.json()["response"]
+    answer: dict[str, Any] | None = response.json()["response"]
+    return answer
 
 
 def _checked(

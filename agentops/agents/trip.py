@@ -14,7 +14,9 @@ from agentops.engine.registry import Agent, PlanStep, ToolContext, register_agen
 
 
 @tool(side_effect="read", systems=("flights",))
-def search_flights(call: ToolContext, *, origin: str, destination: str, date: str) -> dict:
+def search_flights(
+    call: ToolContext, *, origin: str, destination: str, date: str
+) -> dict[str, Any]:
     """Find flights for a date."""
     return remote.post(
         call,

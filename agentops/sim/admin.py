@@ -88,7 +88,9 @@ class FaultAdmin(admin.ModelAdmin):
     list_editable = ("mode", "remaining", "delay_seconds")
     actions = ["reset_to_ok"]
 
-    def get_changelist_form(self, request: HttpRequest, **kwargs: Any) -> type[forms.ModelForm]:
+    def get_changelist_form(
+        self, request: HttpRequest, **kwargs: Any
+    ) -> type[forms.ModelForm[Fault]]:
         return super().get_changelist_form(request, form=FaultSettingsForm, **kwargs)
 
     def save_model(self, request: HttpRequest, obj: Fault, form: Any, change: bool) -> None:

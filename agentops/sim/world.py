@@ -37,8 +37,12 @@ ENDPOINTS: dict[tuple[str, str], Endpoint] = {}
 
 def endpoint(
     service: str, operation: str, *, writes: bool = False, keys: bool = True, probe: bool = True
-) -> Callable[[Callable[[dict[str, Any]], dict[str, Any]]], Callable[[dict[str, Any]], dict]]:
-    def register(fn: Callable[[dict[str, Any]], dict[str, Any]]) -> Callable:
+) -> Callable[
+    [Callable[[dict[str, Any]], dict[str, Any]]], Callable[[dict[str, Any]], dict[str, Any]]
+]:
+    def register(
+        fn: Callable[[dict[str, Any]], dict[str, Any]],
+    ) -> Callable[[dict[str, Any]], dict[str, Any]]:
         ENDPOINTS[(service, operation)] = Endpoint(service, operation, fn, writes, keys, probe)
         return fn
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
@@ -17,7 +17,7 @@ class Command(BaseCommand):
         "model and service faults), then check the invariants; exit 1 if one breaks."
     )
 
-    def add_arguments(self, parser) -> None:
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--minutes", type=float, default=2.0)
         parser.add_argument("--workers", type=int, default=2)
         parser.add_argument("--tasks", type=int, default=8, help="tasks kept in flight")
@@ -29,14 +29,14 @@ class Command(BaseCommand):
 
     def handle(
         self,
-        *args,
+        *args: object,
         minutes: float,
         workers: int,
         tasks: int,
         seed: int,
         kill_every: float,
         as_json: bool,
-        **options,
+        **options: object,
     ) -> None:
         if minutes <= 0 or workers < 1 or tasks < 1 or kill_every <= 0:
             raise CommandError("--minutes, --workers, --tasks and --kill-every must be positive")

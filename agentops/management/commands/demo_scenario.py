@@ -8,7 +8,7 @@ from collections import Counter
 from collections.abc import Collection
 from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db.models import Q
 
 from agentops.devstack import Stack, free_port
@@ -26,12 +26,14 @@ SETTLED = {*TERMINAL, TaskStatus.NEEDS_ATTENTION}
 class Command(BaseCommand):
     help = "Run a demo scenario end to end (sim services, a worker, the sweeper) and report it."
 
-    def add_arguments(self, parser) -> None:
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("name", choices=sorted(SCENARIOS))
         parser.add_argument("--json", action="store_true", dest="as_json")
         parser.add_argument("--timeout", type=float, default=90.0)
 
-    def handle(self, *args, name: str, as_json: bool, timeout: float, **options) -> None:
+    def handle(
+        self, *args: object, name: str, as_json: bool, timeout: float, **options: object
+    ) -> None:
         scenario = SCENARIOS[name]
         stack = Stack(quiet=True)
         stack.env.update(

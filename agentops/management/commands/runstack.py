@@ -12,7 +12,7 @@ import signal
 import time
 
 from django.conf import settings
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from agentops import embedded
 from agentops.devstack import Stack, port_taken, wait_until_answers
@@ -22,11 +22,11 @@ from agentops.scenarios import TOOL_TIMEOUT
 class Command(BaseCommand):
     help = "Run the whole product locally: web, sim services, 2 workers, sweeper, demo data."
 
-    def add_arguments(self, parser) -> None:
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--port", type=int, default=int(os.environ.get("PORT", 8000)))
         parser.add_argument("--workers", type=int, default=2)
 
-    def handle(self, *args, port: int, workers: int, **options) -> None:
+    def handle(self, *args: object, port: int, workers: int, **options: object) -> None:
         stack = Stack()
         # Seeded scenarios inject timeouts that outlast this tool timeout (see agentops.scenarios).
         stack.env.setdefault("AGENTOPS_TOOL_TIMEOUT_SECONDS", TOOL_TIMEOUT)

@@ -5,7 +5,7 @@ from typing import Any
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 
 from agentops.models import Task
@@ -36,14 +36,14 @@ DEMO_TASKS: list[tuple[str, dict[str, Any]]] = [
 class Command(BaseCommand):
     help = "Create the demo users and, on an empty database, a few demo tasks. Idempotent."
 
-    def add_arguments(self, parser) -> None:
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(
             "--allow-demo-users",
             action="store_true",
             help="create the demo users (with their well-known passwords) outside development mode",
         )
 
-    def handle(self, *args, allow_demo_users: bool, **options) -> None:
+    def handle(self, *args: object, allow_demo_users: bool, **options: object) -> None:
         if not settings.DEV and not allow_demo_users:
             raise CommandError(
                 "seed_demo creates users whose passwords are public (admin / admin); outside "

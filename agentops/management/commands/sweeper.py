@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 
 from django.conf import settings
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandParser
 from django.db import close_old_connections, connection
 
 from agentops.engine.sweeper import Sweep, sweep_exclusive
@@ -20,11 +20,13 @@ from agentops.outages import POSTGRESQL, REDIS, UNAVAILABLE, Outage, dependency_
 class Command(BaseCommand):
     help = "Re-enqueue tasks whose lease expired, whose job vanished, or whose retry is due."
 
-    def add_arguments(self, parser) -> None:
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--once", action="store_true", help="sweep once and exit")
         parser.add_argument("--interval", type=float, default=None, help="seconds between sweeps")
 
-    def handle(self, *args, once: bool, interval: float | None, verbosity: int, **options) -> None:
+    def handle(
+        self, *args: object, once: bool, interval: float | None, verbosity: int, **options: object
+    ) -> None:
         interval = interval or settings.AGENTOPS["SWEEP_INTERVAL_SECONDS"]
         outages = {POSTGRESQL: Outage(POSTGRESQL), REDIS: Outage(REDIS)}
         while True:

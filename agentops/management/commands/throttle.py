@@ -6,7 +6,7 @@ from every address, the right password included) or a shared office address.
 
 from __future__ import annotations
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from agentops.throttle import (
     Key,
@@ -22,7 +22,7 @@ from agentops.throttle import (
 class Command(BaseCommand):
     help = "Show or clear failed sign-in and bad-token counts and lockouts (agentops.throttle)."
 
-    def add_arguments(self, parser) -> None:
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("action", choices=["status", "clear"])
         parser.add_argument("--user", help="a username as typed at sign-in")
         parser.add_argument("--address", help="a client address (an IPv6 one counts its /64)")
@@ -31,7 +31,13 @@ class Command(BaseCommand):
         )
 
     def handle(
-        self, *args, action: str, user: str | None, address: str | None, everything: bool, **options
+        self,
+        *args: object,
+        action: str,
+        user: str | None,
+        address: str | None,
+        everything: bool,
+        **options: object,
     ) -> None:
         if everything:
             if action != "clear":

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import django_rq
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandParser
 from django.db import close_old_connections, connection
 from rq.serializers import JSONSerializer
 from rq.worker import SimpleWorker
@@ -132,7 +132,7 @@ class AgentWorker(SimpleWorker):
         """Raises while Redis is away. Once it answers, and if it came back empty (restarted
         without its data), list this worker among the workers again, as RQ does at start."""
         if not self.connection.exists(self.key):
-            self.register_birth()
+            self.register_birth()  # type: ignore[no-untyped-call]  # rq leaves it unannotated
 
 
 def _database_lost() -> bool:
@@ -144,11 +144,11 @@ def _database_lost() -> bool:
 class Command(BaseCommand):
     help = "Run an RQ worker that advances tasks (JSON serializer, ids-only jobs)."
 
-    def add_arguments(self, parser) -> None:
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--burst", action="store_true", help="exit when the queue is empty")
         parser.add_argument("--name", default=None)
 
-    def handle(self, *args, burst: bool, name: str | None, **options) -> None:
+    def handle(self, *args: object, burst: bool, name: str | None, **options: object) -> None:
         heap_keep_freed()
         queue = django_rq.get_queue("default")
         worker = AgentWorker(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from django.contrib.auth import get_user_model
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from reviews.models import ApiToken
 from reviews.tokens import api_token_create, api_token_revoke
@@ -12,13 +12,21 @@ from reviews.tokens import api_token_create, api_token_revoke
 class Command(BaseCommand):
     help = "Create, list or revoke a user's API tokens (the token is printed once, on create)."
 
-    def add_arguments(self, parser) -> None:
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("action", choices=["create", "list", "revoke"])
         parser.add_argument("username")
         parser.add_argument("token_id", nargs="?", type=int, help="revoke: the token's id")
         parser.add_argument("--name", default="API token")
 
-    def handle(self, *args, action: str, username: str, token_id: int | None, name: str, **opts):
+    def handle(
+        self,
+        *args: object,
+        action: str,
+        username: str,
+        token_id: int | None,
+        name: str,
+        **opts: object,
+    ) -> None:
         user = get_user_model().objects.filter(username=username).first()
         if user is None:
             raise CommandError(f"no user {username!r}")

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db.models import QuerySet
 from django.utils import timezone
 from django.utils.dateparse import parse_date, parse_datetime
 
@@ -42,7 +43,7 @@ def _cut_off(value: str) -> datetime:
     return moment if timezone.is_aware(moment) else timezone.make_aware(moment)
 
 
-def _decisions(task_ids: list[int]) -> Any:
+def _decisions(task_ids: list[int]) -> QuerySet[Decision]:
     return Decision.objects.filter(task_id_ref__in=task_ids).order_by("pk")
 
 
