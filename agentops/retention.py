@@ -29,6 +29,7 @@ from django.db import connection, transaction
 from django.db.models import Model
 from django.utils import timezone
 
+from agentops.engine.jsonvalues import fsync_directory
 from agentops.models import Artifact, AuditItem, Event, Gate, Snapshot, Step, Task, ToolCall
 from agentops.states import TERMINAL
 
@@ -147,7 +148,7 @@ def archive_write(directory: Path, task_ids: list[int], *, extras: dict[str, Ext
         "files": files,
     }
     _write_synced(directory / MANIFEST, json.dumps(manifest, indent=2).encode())
-    _fsync_directory(directory)
+    fsync_directory(str(directory))
     return archived
 
 
@@ -203,14 +204,6 @@ def _write_synced(path: Path, data: bytes) -> None:
         out.write(data)
         out.flush()
         os.fsync(out.fileno())
-
-
-def _fsync_directory(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def archive_verify(directory: Path) -> dict[str, Any]:
