@@ -7,9 +7,9 @@ import httpx
 import pytest
 from django.core.management import CommandError, call_command
 
-from agentops.sim.models import Effect, Fault, FaultMode
-from agentops.sim.services import FaultInvalid, fault_reset, fault_set
-from agentops.sim.world import order
+from agentops.dev.sim.models import Effect, Fault, FaultMode
+from agentops.dev.sim.services import FaultInvalid, fault_reset, fault_set
+from agentops.dev.sim.world import order
 from tests.conftest import wait_for
 
 # Over HTTP the services see only committed rows; the other tests roll back, which is faster.
