@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
+import unicodedata
 from typing import Any
 
 from django.db import IntegrityError, transaction
@@ -23,12 +24,27 @@ from agentops.dev.sim.world import ENDPOINTS, BadRequest, Endpoint, NotFound
 DEFAULT_TIMEOUT_SLEEP = 30.0
 
 
+def _canonical(value: Any) -> Any:
+    """Strings in Unicode NFC, integral floats as ints (10.0 is 10), recursively."""
+    if isinstance(value, str):
+        return unicodedata.normalize("NFC", value)
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {unicodedata.normalize("NFC", key): _canonical(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_canonical(item) for item in value]
+    return value
+
+
 def body_digest(body: Any) -> str:
-    """The sha256 of a request body's canonical JSON (sorted keys, no whitespace, non-ASCII
-    kept): the same request sent again, its keys in another order, has the same digest. The
-    simulated services are a third party: they compute it themselves, not with the product's
-    code."""
-    text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    """The sha256 of a request body's canonical JSON (sorted keys, no whitespace, NFC strings,
+    integral numbers as integers): the same request sent again, its keys in another order or an
+    amount written 10.0, has the same digest. The simulated services are a third party: they
+    compute it themselves, not with the product's code."""
+    text = json.dumps(
+        _canonical(body), sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+    )
     return hashlib.sha256(text.encode()).hexdigest()
 
 
