@@ -47,12 +47,12 @@ bench: install
 	$(DEV) $(PY) manage.py bench checkpoint --steps 20 --payload-kb 2
 
 # The peers `bench checkpoint --peers` runs the same steps through (LangGraph, DBOS), in a
-# virtualenv of their own: agentops/benchmarks/peers.py imports nothing of this project.
+# virtualenv of their own: agentops/dev/benchmarks/peers.py imports nothing of this project.
 PEERS_VENV := .venv-peers
 
-$(PEERS_VENV)/.installed: agentops/benchmarks/peers-requirements.txt
+$(PEERS_VENV)/.installed: agentops/dev/benchmarks/peers-requirements.txt
 	test -x $(PEERS_VENV)/bin/python || $(PYTHON) -m venv $(PEERS_VENV)
-	$(PEERS_VENV)/bin/python -m pip install --quiet -r agentops/benchmarks/peers-requirements.txt
+	$(PEERS_VENV)/bin/python -m pip install --quiet -r agentops/dev/benchmarks/peers-requirements.txt
 	touch $@
 
 peers-venv: $(PEERS_VENV)/.installed

@@ -13,7 +13,7 @@ import sys
 
 def main() -> None:
     if sys.argv[1:2] == ["embedded"]:
-        from agentops.embedded import command
+        from agentops.dev.embedded import command
 
         command(sys.argv[2:])
         return

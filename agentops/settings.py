@@ -18,7 +18,7 @@ from typing import Any, NoReturn
 
 import dj_database_url
 
-from agentops import embedded
+from agentops.dev import embedded
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 # The templates and static files ship inside the package (links to the checkout's top level).
@@ -170,6 +170,10 @@ SECURE_HSTS_PRELOAD = env_bool("DJANGO_SECURE_HSTS_PRELOAD", False)
 SESSION_COOKIE_HTTPONLY = True
 X_FRAME_OPTIONS = "DENY"
 
+# The development tools (agentops.dev): their commands (bench, chaos, runstack, ...) and the
+# simulated third-party services. Production settings install neither.
+DEV_APPS = ["agentops.dev.apps.DevConfig", "agentops.dev.sim.apps.SimConfig"]
+
 INSTALLED_APPS = [
     "django.contrib.admin",
     "django.contrib.auth",
@@ -183,7 +187,7 @@ INSTALLED_APPS = [
     # Serves django-ninja's vendored Swagger UI (/api/v1/docs) from our static files, not a CDN.
     "ninja",
     "agentops.apps.AgentopsConfig",
-    "agentops.sim.apps.SimConfig",
+    *(DEV_APPS if DEV else []),
     "reviews.apps.ReviewsConfig",
     "policies.apps.PoliciesConfig",
 ]

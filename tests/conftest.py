@@ -153,7 +153,7 @@ def sim_server(
         url = database_url()
     port = free_port()
     log = open(tmp_path_factory.mktemp("sim") / "sim.log", "wb")  # noqa: SIM115
-    env = {**os.environ, "DATABASE_URL": url, "DJANGO_SETTINGS_MODULE": "agentops.sim.settings"}
+    env = {**os.environ, "DATABASE_URL": url, "DJANGO_SETTINGS_MODULE": "agentops.dev.sim_settings"}
     child = subprocess.Popen(
         [
             sys.executable,
@@ -264,7 +264,7 @@ def wait_for(
 def pytest_unconfigure(config: pytest.Config) -> None:
     """On the embedded servers (no DATABASE_URL / REDIS_URL), stop those this run started, and
     say so: a server that was already running (`make run`'s, say) is left as it was."""
-    from agentops import embedded
+    from agentops.dev import embedded
 
     if not embedded.STARTED:
         return

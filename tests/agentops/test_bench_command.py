@@ -109,7 +109,7 @@ def test_bench_checkpoint_runs_the_same_steps_through_each_peer(redis_clean):
     )
     report = json.loads(out.getvalue())
 
-    pins = (settings.BASE_DIR / "agentops/benchmarks/peers-requirements.txt").read_text()
+    pins = (settings.BASE_DIR / "agentops/dev/benchmarks/peers-requirements.txt").read_text()
     assert [peer["peer"] for peer in report["peers"]] == ["langgraph", "langgraph-delta", "dbos"]
     for peer in report["peers"]:
         for package in peer["version"].split(", "):
@@ -148,7 +148,7 @@ FAULTY_PEERS = {
 def test_a_failing_peer_ends_the_bench_with_its_errors_and_leaves_nothing(
     behaviour, tmp_path, monkeypatch, redis_clean
 ):
-    from agentops.benchmarks import checkpoint
+    from agentops.dev.benchmarks import checkpoint
 
     monkeypatch.setattr(checkpoint, "ANSWER_SECONDS", 1)
     script, message = FAULTY_PEERS[behaviour]

@@ -16,11 +16,11 @@ from pathlib import Path
 import pytest
 from django.db.models import Count
 
+from agentops.dev.sim.models import Effect, Fault, FaultMode
 from agentops.engine.jsonvalues import loaded
 from agentops.engine.model import loaded_response
 from agentops.models import Event, Step, Task, ToolCall
 from agentops.services import task_create
-from agentops.sim.models import Effect, Fault, FaultMode
 from agentops.states import LedgerStatus, StepStatus, TaskStatus
 from tests.conftest import wait_for
 
@@ -171,8 +171,8 @@ def test_a_crash_loop_stops_at_the_recovery_cap(processes):
 
 @pytest.mark.parametrize("crash_at", ["rollback_after_pending@1", "rollback_after_tool_call@1"])
 def test_worker_killed_mid_rollback_cancels_the_flight_exactly_once(processes, crash_at):
+    from agentops.dev.sim.services import fault_set
     from agentops.services import task_rollback
-    from agentops.sim.services import fault_set
 
     fault_set(service="hotels", operation="book", mode="forbidden", count=1)
     task = task_create(agent="trip", goal="Trip", input={"traveller": "Ada"})

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from django.core.management import call_command
 
+from agentops.dev.sim.models import Effect
 from agentops.models import Task
 from agentops.services import task_create
-from agentops.sim.models import Effect
 from agentops.states import TaskStatus
 from tests.agentops.test_runner import run_until_parked_or_done
 from tests.conftest import database_url

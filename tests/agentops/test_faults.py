@@ -12,10 +12,10 @@ from collections import Counter
 
 import pytest
 
+from agentops.dev.sim.models import Effect
+from agentops.dev.sim.services import fault_set
 from agentops.models import Step, Task, ToolCall
 from agentops.services import task_create
-from agentops.sim.models import Effect
-from agentops.sim.services import fault_set
 from agentops.states import LedgerStatus, StepStatus, TaskStatus
 from tests.conftest import wait_for
 

@@ -9,9 +9,9 @@ import pytest
 from django.db.models import Count
 from django.urls import reverse
 
+from agentops.dev.sim.models import Effect
 from agentops.models import Event, Task, ToolCall
 from agentops.services import task_create
-from agentops.sim.models import Effect
 from agentops.states import LedgerStatus, StepStatus, TaskStatus
 from tests.agentops.test_runner import run_until_parked_or_done
 from tests.conftest import wait_for

@@ -9,6 +9,8 @@ from __future__ import annotations
 import pytest
 from django.db import IntegrityError, connection, transaction
 
+from agentops.dev.sim.models import Effect
+from agentops.dev.sim.services import fault_reset, fault_set
 from agentops.models import Event, Step, Task, ToolCall
 from agentops.selectors import task_get_recovery
 from agentops.services import (
@@ -20,8 +22,6 @@ from agentops.services import (
     task_rollback,
     task_skip_step,
 )
-from agentops.sim.models import Effect
-from agentops.sim.services import fault_reset, fault_set
 from agentops.states import LedgerStatus, StepStatus, TaskStatus
 from reviews.models import Decision
 from tests.agentops.test_runner import run_until_parked_or_done

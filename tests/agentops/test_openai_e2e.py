@@ -12,9 +12,9 @@ from django.db.models import Count
 from django.test import Client
 from django.urls import reverse
 
+from agentops.dev.sim.models import Effect
 from agentops.models import Event, Step, Task, ToolCall
 from agentops.services import task_create
-from agentops.sim.models import Effect
 from agentops.states import LedgerStatus, StepStatus, TaskStatus
 from tests.agentops.test_crash import model_calls
 from tests.conftest import wait_for

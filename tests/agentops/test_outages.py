@@ -30,11 +30,11 @@ from django.db import OperationalError
 from django.http import HttpResponse
 from django.test import Client
 
-from agentops import embedded, outages
+from agentops import outages
+from agentops.dev import embedded, sim_settings
+from agentops.dev.sim.models import Effect, FaultMode
+from agentops.dev.sim.services import fault_set
 from agentops.outages import Outage, exponential_backoff
-from agentops.sim import settings as sim_settings
-from agentops.sim.models import Effect, FaultMode
-from agentops.sim.services import fault_set
 from tests.conftest import ROOT, Processes, free_port, wait_for
 
 LEASE_SECONDS = 2
@@ -94,7 +94,7 @@ def test_an_outage_logs_its_start_at_a_bounded_rate_while_it_lasts_and_its_end(
 
 
 SIM_SETTINGS = {
-    "ROOT_URLCONF": "agentops.sim.urls",
+    "ROOT_URLCONF": "agentops.dev.sim.urls",
     "MIDDLEWARE": sim_settings.MIDDLEWARE,
     "DEBUG": False,
 }
@@ -108,7 +108,7 @@ def sim_answer(monkeypatch, settings, error: Exception) -> HttpResponse:
 
     for name, value in SIM_SETTINGS.items():
         setattr(settings, name, value)
-    monkeypatch.setattr("agentops.sim.views.fault_take", failing)
+    monkeypatch.setattr("agentops.dev.sim.views.fault_take", failing)
     client = Client(raise_request_exception=False)
     return client.post("/sim/orders/lookup", {"order_id": "A1001"}, content_type="application/json")
 
@@ -459,7 +459,7 @@ def test_the_simulated_services_answer_503_with_json_while_their_database_restar
         f"127.0.0.1:{port}",
         "--noreload",
         "--skip-checks",
-        extra_env={"DJANGO_SETTINGS_MODULE": "agentops.sim.settings"},
+        extra_env={"DJANGO_SETTINGS_MODULE": "agentops.dev.sim_settings"},
         name="sim",
     )
     base = f"http://127.0.0.1:{port}/sim"

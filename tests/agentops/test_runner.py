@@ -115,7 +115,7 @@ def test_a_step_with_a_recorded_response_never_asks_the_model_again(
 ):
     log = tmp_path / "calls.jsonl"
     monkeypatch.setenv("AGENTOPS_MODEL_CALL_LOG", str(log))
-    from agentops.sim.models import Fault, FaultMode
+    from agentops.dev.sim.models import Fault, FaultMode
 
     Fault.objects.create(
         service="logistics", operation="track", mode=FaultMode.ERROR_BEFORE, remaining=1

@@ -2,9 +2,9 @@ from __future__ import annotations
 
 import pytest
 
+from agentops.dev.sim.models import Effect
 from agentops.models import Task
 from agentops.services import task_create
-from agentops.sim.models import Effect
 from agentops.states import TaskStatus
 from tests.conftest import wait_for
 

@@ -7,9 +7,10 @@ import httpx
 import pytest
 from django.core.management import CommandError, call_command
 
-from agentops.sim.models import Effect, Fault, FaultMode
-from agentops.sim.services import FaultInvalid, fault_reset, fault_set
-from agentops.sim.world import order
+from agentops.dev.sim.models import Effect, Fault, FaultMode
+from agentops.dev.sim.services import FaultInvalid, fault_reset, fault_set
+from agentops.dev.sim.views import body_digest
+from agentops.dev.sim.world import order
 from tests.conftest import wait_for
 
 # Over HTTP the services see only committed rows; the other tests roll back, which is faster.
@@ -203,6 +204,16 @@ def test_same_body_in_another_key_order_is_the_same_request(sim_server):
 
     assert response.status_code == 200
     assert effects("payments.refund") == 1
+
+
+def test_the_sims_own_digest_ignores_key_order_number_spelling_and_unicode_form():
+    composed, decomposed = "Caf\u00e9", "Cafe\u0301"
+    digest = body_digest({"order_id": "A1001", "amount": 10, "note": composed})
+
+    assert body_digest({"note": decomposed, "amount": 10.0, "order_id": "A1001"}) == digest
+    assert body_digest({"order_id": "A1001", "amount": 10.5, "note": composed}) != digest
+    assert body_digest({"order_id": "A1001", "amount": "10", "note": composed}) != digest
+    assert len(digest) == 64 and int(digest, 16) >= 0
 
 
 @live

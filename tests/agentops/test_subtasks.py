@@ -11,6 +11,8 @@ from collections import Counter
 import pytest
 from django.db.models import Count
 
+from agentops.dev.sim.models import Effect, Fault, FaultMode
+from agentops.dev.sim.services import fault_set
 from agentops.engine.planning import PlanInvalid, dependants, plan_check
 from agentops.models import Event, Step, Task, ToolCall
 from agentops.services import (
@@ -22,8 +24,6 @@ from agentops.services import (
     task_rollback,
     task_skip_step,
 )
-from agentops.sim.models import Effect, Fault, FaultMode
-from agentops.sim.services import fault_set
 from agentops.states import LedgerStatus, StepStatus, TaskStatus
 from tests.agentops.test_runner import run_until_parked_or_done
 from tests.conftest import wait_for

@@ -16,8 +16,8 @@ import httpx
 import pytest
 from django.conf import settings
 
-from agentops.benchmarks.tasks import database_drop, database_recreate, scratch_database_name
 from agentops.dburl import database_url
+from agentops.dev.benchmarks.tasks import database_drop, database_recreate, scratch_database_name
 from tests.agentops.test_deploy import PRODUCTION_HOST, production_env
 from tests.conftest import ROOT, free_port, wait_for
 

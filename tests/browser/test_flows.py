@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 from playwright.sync_api import Locator, Page, expect
 
+from agentops.dev.sim.models import Effect
+from agentops.dev.sim.services import fault_set
 from agentops.models import AuditItem, Gate, Task, ToolCall
 from agentops.services import task_create
-from agentops.sim.models import Effect
-from agentops.sim.services import fault_set
 from agentops.states import AuditStatus, GateStatus, LedgerStatus, TaskStatus
 from policies.services import policy_default_install
 from reviews.models import Decision

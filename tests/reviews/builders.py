@@ -9,10 +9,10 @@ from typing import Any
 from django.test import Client
 from django.utils import timezone
 
+from agentops.dev.sim.models import Effect
+from agentops.dev.sim.services import fault_set
 from agentops.models import Gate, Task
 from agentops.services import task_create
-from agentops.sim.models import Effect
-from agentops.sim.services import fault_set
 from agentops.states import GateStatus, TaskStatus
 from reviews.models import Decision, Delivery, Notice, WebhookEndpoint
 from reviews.states import Channel, DecisionChannel, NoticeEvent

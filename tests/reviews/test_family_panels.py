@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
+from agentops.dev.sim.services import fault_set
 from agentops.models import Task
 from agentops.services import task_create, task_retry
-from agentops.sim.services import fault_set
 from agentops.states import TaskStatus
 from tests.agentops.test_runner import run_until_parked_or_done
 from tests.agentops.test_subtasks import run_family

@@ -4,6 +4,6 @@ from django.apps import AppConfig
 
 
 class SimConfig(AppConfig):
-    name = "agentops.sim"
+    name = "agentops.dev.sim"
     label = "sim"
     verbose_name = "Simulated third-party services"

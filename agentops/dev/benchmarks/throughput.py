@@ -22,8 +22,8 @@ from django.db import connection
 from django.db.models import Max, Min
 from rq.worker import Worker
 
-from agentops.benchmarks.tasks import bench_tasks_delete
 from agentops.dburl import database_url
+from agentops.dev.benchmarks.tasks import bench_tasks_delete
 from agentops.models import Task
 from agentops.services import task_create
 from agentops.states import TaskStatus

@@ -42,8 +42,8 @@ from django.test import Client
 from django.test.utils import override_settings
 from django.urls import reverse
 
-from agentops.benchmarks.checkpoint import StatementCounter
-from agentops.benchmarks.tasks import (
+from agentops.dev.benchmarks.checkpoint import StatementCounter
+from agentops.dev.benchmarks.tasks import (
     database_drop,
     database_recreate,
     raw_postgres,

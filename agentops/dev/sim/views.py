@@ -1,4 +1,4 @@
-"""HTTP face of the simulated services, served by their own process (`agentops.sim.settings`).
+"""HTTP face of the simulated services, served by their own process (`agentops.dev.sim_settings`).
 
 Machine-to-machine JSON over HTTP, with no sessions or cookies (so no CSRF to check). Write
 endpoints honour `Idempotency-Key` (same key: the stored response and no new effect; same key with
@@ -8,19 +8,44 @@ answer probes at `.../effects/<key>`. Faults set per endpoint apply first.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
+import unicodedata
 from typing import Any
 
 from django.db import IntegrityError, transaction
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.http import require_GET, require_POST
 
-from agentops.engine.jsonvalues import digest
-from agentops.sim.models import Effect, Fault, FaultMode
-from agentops.sim.world import ENDPOINTS, BadRequest, Endpoint, NotFound
+from agentops.dev.sim.models import Effect, Fault, FaultMode
+from agentops.dev.sim.world import ENDPOINTS, BadRequest, Endpoint, NotFound
 
 DEFAULT_TIMEOUT_SLEEP = 30.0
+
+
+def _canonical(value: Any) -> Any:
+    """Strings in Unicode NFC, integral floats as ints (10.0 is 10), recursively."""
+    if isinstance(value, str):
+        return unicodedata.normalize("NFC", value)
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {unicodedata.normalize("NFC", key): _canonical(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_canonical(item) for item in value]
+    return value
+
+
+def body_digest(body: Any) -> str:
+    """The sha256 of a request body's canonical JSON (sorted keys, no whitespace, NFC strings,
+    integral numbers as integers): the same request sent again, its keys in another order or an
+    amount written 10.0, has the same digest. The simulated services are a third party: they
+    compute it themselves, not with the product's code."""
+    text = json.dumps(
+        _canonical(body), sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+    )
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def _error(status: int, message: str, **headers: str) -> JsonResponse:
@@ -52,7 +77,7 @@ def _perform(
     """Run the handler once per key; replay the stored response for a repeated key."""
     if not ep.writes:
         return 200, ep.handler(body)
-    request_digest = digest(body)
+    request_digest = body_digest(body)
     if key:
         existing = Effect.objects.filter(
             service=ep.service, operation=ep.operation, idempotency_key=key

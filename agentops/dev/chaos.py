@@ -35,12 +35,12 @@ from django.db import connection
 from django.db.models import Count, Max
 
 from agentops.dburl import database_url
-from agentops.devstack import Stack, free_port
+from agentops.dev.devstack import Stack, free_port
+from agentops.dev.sim.models import Effect
+from agentops.dev.sim.services import fault_reset, fault_set
+from agentops.dev.sim.world import order
 from agentops.models import Event, Step, Task
 from agentops.services import task_create
-from agentops.sim.models import Effect
-from agentops.sim.services import fault_reset, fault_set
-from agentops.sim.world import order
 from agentops.states import TERMINAL, StepStatus, TaskStatus
 
 GOAL_PREFIX = "chaos:"

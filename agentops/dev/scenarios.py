@@ -9,9 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+from agentops.dev.sim.services import fault_set
 from agentops.models import Task
 from agentops.services import task_create
-from agentops.sim.services import fault_set
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User

@@ -4,7 +4,7 @@ Run by `manage.py bench checkpoint --peers` in a separate virtualenv that has th
 (`make peers-venv`: LangGraph with its PostgreSQL checkpointer, DBOS); it imports nothing from
 this project and no Django, so it runs as a plain script:
 
-    python agentops/benchmarks/peers.py --peer langgraph
+    python agentops/dev/benchmarks/peers.py --peer langgraph
 
 The first line of its input names a JSON file that holds the database's URL (`database_url`:
 not on the command line, where `ps` shows it) and the same work our benchmark does: `arguments`,

@@ -8,7 +8,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
-from agentops.chaos import ChaosRun, chaos_markdown
+from agentops.dev.chaos import ChaosRun, chaos_markdown
 
 
 class Command(BaseCommand):

@@ -34,7 +34,7 @@ def _data_dir() -> Path:
     `.data/` in the working directory (an installed wheel has no checkout)."""
     if configured := os.environ.get("AGENTOPS_DATA_DIR"):
         return Path(configured)
-    checkout = Path(__file__).resolve().parent.parent
+    checkout = Path(__file__).resolve().parents[2]
     return (checkout if (checkout / "manage.py").is_file() else Path.cwd()) / ".data"
 
 

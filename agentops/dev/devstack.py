@@ -107,7 +107,7 @@ class Stack:
             f"127.0.0.1:{port}",
             "--noreload",
             "--skip-checks",
-            env={"DJANGO_SETTINGS_MODULE": "agentops.sim.settings"},
+            env={"DJANGO_SETTINGS_MODULE": "agentops.dev.sim_settings"},
         )
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:

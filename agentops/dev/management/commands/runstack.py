@@ -14,9 +14,9 @@ import time
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from agentops import embedded
-from agentops.devstack import Stack, port_taken, wait_until_answers
-from agentops.scenarios import TOOL_TIMEOUT
+from agentops.dev import embedded
+from agentops.dev.devstack import Stack, port_taken, wait_until_answers
+from agentops.dev.scenarios import TOOL_TIMEOUT
 
 
 class Command(BaseCommand):
@@ -28,7 +28,7 @@ class Command(BaseCommand):
 
     def handle(self, *args: object, port: int, workers: int, **options: object) -> None:
         stack = Stack()
-        # Seeded scenarios inject timeouts that outlast this tool timeout (see agentops.scenarios).
+        # Seeded scenarios inject timeouts that outlast this tool timeout (agentops.dev.scenarios).
         stack.env.setdefault("AGENTOPS_TOOL_TIMEOUT_SECONDS", TOOL_TIMEOUT)
         # Links in notifications point at this web server unless an operator says otherwise.
         stack.env.setdefault("AGENTOPS_PUBLIC_URL", f"http://127.0.0.1:{port}")

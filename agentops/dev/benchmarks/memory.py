@@ -34,8 +34,8 @@ from django.db.models import Count, Q
 from rq.worker import Worker
 
 from agentops.agents.bench import MAX_STEPS
-from agentops.benchmarks.tasks import bench_tasks_delete
 from agentops.dburl import database_url
+from agentops.dev.benchmarks.tasks import bench_tasks_delete
 from agentops.models import Step, Task
 from agentops.services import task_create
 from agentops.states import CLAIMABLE, StepStatus, TaskStatus

@@ -8,8 +8,8 @@ from django.contrib.auth.models import Group
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 
+from agentops.dev.scenarios import scenario_start
 from agentops.models import Task
-from agentops.scenarios import scenario_start
 from agentops.services import task_create
 
 DEMO_USERS = [

@@ -11,13 +11,13 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db.models import Q
 
-from agentops.devstack import Stack, free_port
+from agentops.dev.devstack import Stack, free_port
+from agentops.dev.scenarios import SCENARIOS, TOOL_TIMEOUT, Scenario, scenario_start
+from agentops.dev.sim.models import Effect
+from agentops.dev.sim.services import fault_reset
 from agentops.models import Task
-from agentops.scenarios import SCENARIOS, TOOL_TIMEOUT, Scenario, scenario_start
 from agentops.selectors import task_get_recovery
 from agentops.services import task_retry, task_rollback
-from agentops.sim.models import Effect
-from agentops.sim.services import fault_reset
 from agentops.states import TERMINAL, TaskStatus
 
 SETTLED = {*TERMINAL, TaskStatus.NEEDS_ATTENTION}

@@ -55,15 +55,15 @@ from rq.job import Job
 from rq.worker import Worker
 
 from agentops.agents.bench import bench_script
-from agentops.benchmarks.peers import PEERS
-from agentops.benchmarks.tasks import (
+from agentops.dburl import database_url
+from agentops.dev.benchmarks.peers import PEERS
+from agentops.dev.benchmarks.tasks import (
     bench_tasks_delete,
     database_drop,
     database_recreate,
     raw_postgres,
     scratch_database_name,
 )
-from agentops.dburl import database_url
 from agentops.engine import heap
 from agentops.engine.dispatch import job_id_for
 from agentops.engine.model import ModelRequest
@@ -357,7 +357,7 @@ def checkpoint(
 
 
 class PeerProcess:
-    """A peer (agentops/benchmarks/peers.py, run by the peers' Python) in a scratch database
+    """A peer (agentops/dev/benchmarks/peers.py, run by the peers' Python) in a scratch database
     `<name>_peer_<peer>` on the same server, dropped when it ends; it measures a pair (its own
     floor, then the same steps) each time it is asked, between ours.
 

@@ -1,6 +1,6 @@
 """Admin for the simulated services: faults editable per endpoint, effects to inspect.
 
-Fault writes go through `agentops.sim.services` (the same code as the `sim_fault` command), and
+Fault writes go through `agentops.dev.sim.services` (the same code as the `sim_fault` command), and
 the form accepts only endpoints that exist in `world.ENDPOINTS`.
 """
 
@@ -13,15 +13,15 @@ from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
-from agentops.sim.models import Effect, Fault, FaultMode
-from agentops.sim.services import (
+from agentops.dev.sim.models import Effect, Fault, FaultMode
+from agentops.dev.sim.services import (
     FaultInvalid,
     delay_check,
     fault_check,
     fault_reset,
     fault_set,
 )
-from agentops.sim.world import ENDPOINTS
+from agentops.dev.sim.world import ENDPOINTS
 
 
 class FaultSettingsForm(forms.ModelForm):

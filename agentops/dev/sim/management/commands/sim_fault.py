@@ -1,6 +1,6 @@
 """`manage.py sim_fault`: set, list and reset the simulated services' faults while they run.
 
-A thin interface over `agentops.sim.services`; every invalid endpoint or mode ends in a
+A thin interface over `agentops.dev.sim.services`; every invalid endpoint or mode ends in a
 CommandError that lists the valid choices.
 """
 
@@ -10,9 +10,9 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from agentops.sim.models import Fault, FaultMode
-from agentops.sim.services import FaultInvalid, endpoint_names, fault_reset, fault_set
-from agentops.sim.world import ENDPOINTS
+from agentops.dev.sim.models import Fault, FaultMode
+from agentops.dev.sim.services import FaultInvalid, endpoint_names, fault_reset, fault_set
+from agentops.dev.sim.world import ENDPOINTS
 
 
 def endpoint_faults() -> list[dict[str, Any]]:

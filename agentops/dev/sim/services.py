@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from django.db import transaction
 
-from agentops.sim.models import Fault, FaultMode
-from agentops.sim.world import ENDPOINTS
+from agentops.dev.sim.models import Fault, FaultMode
+from agentops.dev.sim.world import ENDPOINTS
 
 # The longest a fault may hold a request (or announce in Retry-After): past every client's
 # deadline, so each timeout can be shown, but never a thread of the services parked for good.

@@ -11,11 +11,14 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 
+from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
-from agentops.outages import DATABASE_ERRORS
-
 logger = logging.getLogger(__name__)
+
+# A database that went away, is restarting or refused the connection. The simulated services
+# reach it through the ORM only, so Django's wrapped errors are all they can see.
+DATABASE_ERRORS: tuple[type[Exception], ...] = (OperationalError, InterfaceError)
 
 # What a caller is told to wait: about as long as a restart of the database takes.
 RETRY_AFTER_SECONDS = 2

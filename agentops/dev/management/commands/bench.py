@@ -1,6 +1,6 @@
 """`manage.py bench <benchmark>`: parse the arguments, run one benchmark, print its figures.
 
-The benchmarks live in `agentops.benchmarks` (one module each); docs/benchmarks.md says what
+The benchmarks live in `agentops.dev.benchmarks` (one module each); docs/benchmarks.md says what
 each measures and how.
 """
 
@@ -13,10 +13,10 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from agentops.benchmarks.checkpoint import checkpoint, checkpoint_table
-from agentops.benchmarks.memory import memory, memory_table
-from agentops.benchmarks.pages import pages, pages_table
-from agentops.benchmarks.throughput import throughput
+from agentops.dev.benchmarks.checkpoint import checkpoint, checkpoint_table
+from agentops.dev.benchmarks.memory import memory, memory_table
+from agentops.dev.benchmarks.pages import pages, pages_table
+from agentops.dev.benchmarks.throughput import throughput
 
 PEERS_PYTHON = Path(settings.BASE_DIR) / ".venv-peers" / "bin" / "python"
 
