@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -43,6 +44,20 @@ def cookies_of(response: httpx.Response) -> dict[str, str]:
     return dict(pair.split("=", 1) for pair in pairs)
 
 
+def checkout_copy(target: Path) -> Path:
+    """The files git tracks, as the working tree has them (links kept as links): the wheel is
+    built from what a clone holds, never from a `build/` a former build left in the checkout."""
+    listed = subprocess.run(
+        ["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True
+    ).stdout.decode()
+    for name in filter(None, listed.split("\0")):
+        if not (ROOT / name).exists() and not (ROOT / name).is_symlink():
+            continue  # deleted in the working tree, not yet committed
+        (target / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / name, target / name, follow_symlinks=False)
+    return target
+
+
 @pytest.fixture
 def scratch_database():
     name = scratch_database_name("wheel")
@@ -52,7 +67,8 @@ def scratch_database():
 
 
 def test_the_installed_wheel_migrates_checks_and_serves_the_inbox(tmp_path, scratch_database):
-    run(sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", tmp_path / "dist", ROOT)
+    source = checkout_copy(tmp_path / "source")
+    run(sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", tmp_path / "dist", source)
     (wheel,) = (tmp_path / "dist").glob("agentops-*.whl")
     venv = tmp_path / "venv"
     run(sys.executable, "-m", "venv", venv)
