@@ -11,6 +11,9 @@ from collections.abc import Mapping
 from enum import StrEnum
 from typing import Any
 
+from agentops.engine.redaction import redacted
+from agentops.engine.texts import storable_texts
+
 
 class Layer(StrEnum):
     MODEL = "model"
@@ -203,8 +206,6 @@ class StepFailure(AgentOpsError):
         self.detail = detail or {}
 
     def as_failure(self) -> dict[str, Any]:
-        from agentops.engine.jsonvalues import redacted, storable_texts
-
         # The message and detail quote what the world sent (an exception's text, a remote's
         # body): whatever it holds, the failure is stored, so the stop says why.
         return {
