@@ -24,11 +24,13 @@ from django.contrib.auth.models import User
 from django.db import transaction
 from django.db.models import Exists, OuterRef
 
+from agentops.engine import gates
 from agentops.engine.checkpoints import snapshot_write
 from agentops.engine.crashpoints import crashpoint
 from agentops.engine.dispatch import task_enqueue
 from agentops.engine.errors import OrchestrationFailure
 from agentops.engine.jsonvalues import loaded
+from agentops.engine.tasks import task_create
 from agentops.engine.transitions import (
     EventSpec,
     Lease,
@@ -124,8 +126,6 @@ def _child_result(child: Task) -> dict[str, Any]:
 
 
 def _spawn_and_park(*, lease: Lease, task: Task, step: Step, steps: list[Step]) -> None:
-    from agentops.services import task_create
-
     name = step.spec["fan_out"]
     try:
         fn = _FAN_OUTS[name]
@@ -221,8 +221,6 @@ def children_propagate(
     event naming the parent; returns the children moved. Resume brings back only children that
     were paused (a child stopped for a person stays stopped). Caller holds the transaction and
     has locked the children (`children_lock`) before the parent."""
-    from agentops.engine import gates
-
     spec = TASK_TRANSITIONS[name]
     sources = {TaskStatus.PAUSED} if name == "resume" else spec.sources
     moved = []

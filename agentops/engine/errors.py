@@ -147,6 +147,10 @@ class UnknownAgent(AgentOpsError):
         self.name = name
 
 
+class TransitionRefused(AgentOpsError):
+    """The task is not in a status this action applies to (someone else acted first)."""
+
+
 class StartRefused(AgentOpsError):
     """The person asking to start a task does not hold `agentops.start_task`."""
 
