@@ -5,9 +5,12 @@ A gate is opened, and an audit item queued, inside the runner's fenced transacti
 open exactly while its task waits at it. A gate's status moves only here, along
 `agentops.states.GATE_TRANSITIONS`, with a conditional UPDATE from the declared sources: a gate
 is decided once, and the loser of a race changes zero rows. People decide gates in `reviews`,
-which calls `gate_transition` and the task services; the engine never imports `reviews`. What a
-timeout does to a gate (escalate, expire) is told to the hooks other apps register
-(`gate_hook_register`), in the same transaction, so the people's decision log records it once.
+which calls `gate_transition` and the task moves a decision makes (`task_gate_approved`,
+`task_gate_rejected`, here because the sweeper's timeout rejects too); the engine never imports
+`reviews` or `agentops.services`, whose interventions use the same moves (`transition_or_refuse`
+and its kin: a task leaving its gate without a decision withdraws it). What a timeout does to a
+gate (escalate, expire) is told to the hooks other apps register (`gate_hook_register`), in the
+same transaction, so the people's decision log records it once.
 """
 
 from __future__ import annotations
@@ -225,6 +228,8 @@ def step_reset_or_refuse(step: Step, **fields: Any) -> None:
 
 
 def resume_events_enqueue(task_id: int, *, actor: User | None, events: list[EventSpec]) -> None:
+    """Append the events of a move after its transition, then enqueue the task's job with the
+    last seq as its token. Caller holds the transaction (the job is enqueued on commit)."""
     seq = Task.objects.filter(pk=task_id).values_list("last_seq", flat=True).get()
     for event in events:
         seq = task_append_event(task_id=task_id, event=event, actor=actor)
