@@ -1,4 +1,4 @@
-"""The one-way doors between the apps: policies <- agentops <- reviews.
+"""The one-way doors between the apps (policies <- agentops <- reviews) and inside them.
 
 `policies` imports no other app (only `agentops.web`, the project's web shell, which imports only
 Django, django-htmx and the standard library); `agentops` imports nothing from `reviews` except in
@@ -7,6 +7,11 @@ The same holds in templates: a template of `agentops` or `policies` loads no tag
 includes or extends no template, of an app it may not import. Every .py file of each app is parsed
 (lazy imports inside functions count), and so is every template under `templates/agentops` and
 `templates/policies`.
+
+Inside `agentops` the engine (`agentops/engine/`) is the bottom layer: it imports nothing of the
+services, selectors, views, forms and admin above it, nor of the development tooling. And no
+module of the project takes part in an import cycle (lazy imports inside functions count: they
+only hide a cycle), so each layer can be read, tested and changed from the bottom up.
 
 The development tooling (`agentops/dev/`) is apart: the simulated services import nothing of the
 project, the product imports nothing of it but the embedded servers, and production settings
@@ -22,6 +27,7 @@ import re
 import secrets
 import subprocess
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -127,6 +133,195 @@ def test_the_import_scan_sees_lazy_from_and_dynamic_imports(tmp_path: Path) -> N
         "reviews.selectors",
         "agentops.models",
     }
+
+
+# -- layers inside an app, and import cycles ----------------------------------------------------
+
+# What the engine may not import: the layers above it in `agentops` and the development tooling
+# (`agentops.dev` is where the tooling lives; the other names are where it lived).
+ABOVE_THE_ENGINE = (
+    "agentops.services",
+    "agentops.selectors",
+    "agentops.views",
+    "agentops.forms",
+    "agentops.admin",
+    "agentops.dev",
+    "agentops.sim",
+    "agentops.chaos",
+    "agentops.scenarios",
+    "agentops.devstack",
+    "agentops.embedded",
+    "agentops.benchmarks",
+)
+# Import cycles known and accepted, each a sorted tuple of module names with the reason. Empty:
+# a new cycle fails the test below.
+KNOWN_CYCLES: set[tuple[str, ...]] = set()
+
+
+def project_modules(root: Path, packages: Iterable[str]) -> dict[str, Path]:
+    """Module name -> file, for every .py file of `packages` under `root` but their migrations."""
+    modules = {}
+    for package in packages:
+        for path in (root / package).rglob("*.py"):
+            parts = path.relative_to(root).with_suffix("").parts
+            if "migrations" in parts:
+                continue
+            name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+            modules[name] = path
+    return modules
+
+
+def _known(name: str, modules: dict[str, Path]) -> str | None:
+    """`name`, or the nearest package or module above it that is one of `modules`."""
+    while name and name not in modules:
+        name = name.rpartition(".")[0]
+    return name or None
+
+
+def module_imports(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
+    """The modules of `modules` that module `name` imports, at module level or inside
+    functions: relative imports resolved; `from p import x` is `p.x` when that is a module, else
+    `p`; `import p.q` and `import_module("p.q")` are `p.q` (or the nearest module above)."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found: set[str | None] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(_known(alias.name, modules) for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                source = ".".join([*base, *([node.module] if node.module else [])])
+            else:
+                source = node.module or ""
+            for alias in node.names:
+                full = f"{source}.{alias.name}"
+                found.add(full if full in modules else _known(source, modules))
+        elif (
+            isinstance(node, ast.Call)
+            and getattr(node.func, "attr", getattr(node.func, "id", "")) == "import_module"
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and isinstance(node.args[0].value, str)
+        ):
+            found.add(_known(node.args[0].value, modules))
+    return {module for module in found if module is not None and module != name}
+
+
+def import_graph(root: Path, packages: Iterable[str]) -> dict[str, set[str]]:
+    modules = project_modules(root, packages)
+    return {name: module_imports(name, path, modules) for name, path in modules.items()}
+
+
+def import_cycles(graph: dict[str, set[str]]) -> set[tuple[str, ...]]:
+    """The strongly connected components of more than one module (Tarjan, iterative), each a
+    sorted tuple: every module in one imports, through the others, every other one."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    cycles: set[tuple[str, ...]] = set()
+    for start in sorted(graph):
+        if start in index:
+            continue
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        work = [(start, iter(sorted(graph[start])))]
+        while work:
+            node, targets = work[-1]
+            for target in targets:
+                if target not in index:
+                    index[target] = low[target] = len(index)
+                    stack.append(target)
+                    on_stack.add(target)
+                    work.append((target, iter(sorted(graph.get(target, ())))))
+                    break
+                if target in on_stack:
+                    low[node] = min(low[node], index[target])
+            else:
+                work.pop()
+                if work:
+                    parent = work[-1][0]
+                    low[parent] = min(low[parent], low[node])
+                if low[node] == index[node]:
+                    component = []
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        component.append(member)
+                        if member == node:
+                            break
+                    if len(component) > 1:
+                        cycles.add(tuple(sorted(component)))
+    return cycles
+
+
+def test_the_engine_imports_nothing_above_it() -> None:
+    modules = project_modules(ROOT, APPS)
+    engine = {name: path for name, path in modules.items() if name.startswith("agentops.engine.")}
+    offenders = {
+        name: sorted(
+            imported
+            for imported in module_imports(name, path, modules)
+            if any(
+                imported == above or imported.startswith(f"{above}.") for above in ABOVE_THE_ENGINE
+            )
+        )
+        for name, path in sorted(engine.items())
+    }
+
+    assert len(engine) > 20  # the scan sees the engine's modules
+    assert {name: found for name, found in offenders.items() if found} == {}
+
+
+def test_no_module_of_the_project_takes_part_in_an_import_cycle() -> None:
+    graph = import_graph(ROOT, APPS)
+
+    assert len(graph) > 100  # the scan sees the project's modules, not an empty tree
+    assert import_cycles(graph) - KNOWN_CYCLES == set()
+    assert KNOWN_CYCLES - import_cycles(graph) == set()  # a cycle fixed leaves the list
+
+
+def test_the_cycle_scan_resolves_relative_lazy_and_from_imports(tmp_path: Path) -> None:
+    package = tmp_path / "app"
+    (package / "engine").mkdir(parents=True)
+    (package / "migrations").mkdir()
+    for name in ("__init__", "engine/__init__", "migrations/__init__", "migrations/0001_x"):
+        (package / f"{name}.py").write_text("from app import services\n")
+    (package / "services.py").write_text("from .engine import core\nfrom . import helpers\n")
+    (package / "helpers.py").write_text("import app.engine.core\n")
+    (package / "engine" / "core.py").write_text(
+        "from .. import models\nfrom app.engine import VALUE\n"
+        "def f():\n    from ..services import task_create\n"
+    )
+    (package / "engine" / "leaf.py").write_text("from app.engine.core import f\n")
+    (package / "models.py").write_text("import json\n")
+
+    graph = import_graph(tmp_path, ["app"])
+
+    assert "app.migrations.0001_x" not in graph
+    assert graph["app.services"] == {"app.engine.core", "app.helpers"}
+    assert graph["app.engine.core"] == {"app.models", "app.engine", "app.services"}
+    assert graph["app.engine.leaf"] == {"app.engine.core"}
+    assert import_cycles(graph) == {
+        ("app.engine", "app.engine.core", "app.helpers", "app.services"),
+    }
+
+
+def test_the_cycle_scan_finds_every_component_and_no_acyclic_one() -> None:
+    graph = {
+        "a": {"b"},
+        "b": {"c"},
+        "c": {"a", "d"},
+        "d": {"e"},
+        "e": {"d"},
+        "f": {"a"},
+        "g": set(),
+    }
+
+    assert import_cycles(graph) == {("a", "b", "c"), ("d", "e")}
+    assert import_cycles({"a": {"b"}, "b": {"c"}, "c": set()}) == set()
 
 
 # -- templates ----------------------------------------------------------------------------------

@@ -18,29 +18,30 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from django.contrib.auth.models import User
 from django.db import transaction
 from django.db.models import Exists, OuterRef
 
+from agentops.engine import gates
 from agentops.engine.checkpoints import snapshot_write
 from agentops.engine.crashpoints import crashpoint
 from agentops.engine.dispatch import task_enqueue
 from agentops.engine.errors import OrchestrationFailure
 from agentops.engine.jsonvalues import loaded
+from agentops.engine.tasks import task_create
 from agentops.engine.transitions import (
     EventSpec,
     Lease,
+    children_unfinished,
     fenced_write,
+    parent_wake,
     task_append_event,
     task_transition,
 )
 from agentops.models import Step, Task
 from agentops.states import TASK_TRANSITIONS, TERMINAL, Phase, TaskStatus
-
-if TYPE_CHECKING:
-    from django.db.models import QuerySet
 
 logger = logging.getLogger(__name__)
 
@@ -125,8 +126,6 @@ def _child_result(child: Task) -> dict[str, Any]:
 
 
 def _spawn_and_park(*, lease: Lease, task: Task, step: Step, steps: list[Step]) -> None:
-    from agentops.services import task_create
-
     name = step.spec["fan_out"]
     try:
         fn = _FAN_OUTS[name]
@@ -183,47 +182,11 @@ def _park(
     with transaction.atomic():
         seq = fenced_write(lease, events, transition="await_children")
         snapshot_write(task_id=task.pk, seq=seq)
-        if not _unfinished(task.pk).exists():
-            _wake(task.pk, because=None)
-
-
-def _unfinished(parent_id: int) -> QuerySet[Task]:
-    return Task.objects.filter(parent_id=parent_id).exclude(status__in=TERMINAL)
-
-
-def _wake(parent_id: int, *, because: int | None) -> bool:
-    """The `wake` transition and its job; caller holds the transaction (and the parent lock)."""
-    moved = task_transition(
-        task_id=parent_id,
-        name="wake",
-        payload={"child": because} if because is not None else {},
-    )
-    if moved:
-        seq = Task.objects.filter(pk=parent_id).values_list("last_seq", flat=True).get()
-        task_enqueue(parent_id, token=seq)
-    return moved
+        if not children_unfinished(task.pk).exists():
+            parent_wake(task.pk, because=None)
 
 
 # -- the children's side -------------------------------------------------------------------
-
-
-def parent_wake_if_done(*, child_id: int) -> bool:
-    """Called inside a child's terminal transaction: lock the parent and wake it when no
-    sibling is left unfinished. Returns True when this call woke it."""
-    parent_id = Task.objects.filter(pk=child_id).values_list("parent_id", flat=True).first()
-    if parent_id is None:
-        return False
-    # Lock the parent whatever its status: a parent about to park waits for this transaction
-    # and then sees this child terminal.
-    status = (
-        Task.objects.select_for_update()
-        .filter(pk=parent_id)
-        .values_list("status", flat=True)
-        .first()
-    )
-    if status != TaskStatus.AWAITING_CHILDREN or _unfinished(parent_id).exists():
-        return False
-    return _wake(parent_id, because=child_id)
 
 
 def parents_wake_stranded() -> int:
@@ -238,7 +201,7 @@ def parents_wake_stranded() -> int:
     for parent_id in list(stranded):
         with transaction.atomic():
             Task.objects.select_for_update().filter(pk=parent_id).first()
-            if not _unfinished(parent_id).exists() and _wake(parent_id, because=None):
+            if not children_unfinished(parent_id).exists() and parent_wake(parent_id, because=None):
                 woken += 1
     return woken
 
@@ -258,8 +221,6 @@ def children_propagate(
     event naming the parent; returns the children moved. Resume brings back only children that
     were paused (a child stopped for a person stays stopped). Caller holds the transaction and
     has locked the children (`children_lock`) before the parent."""
-    from agentops.engine import gates
-
     spec = TASK_TRANSITIONS[name]
     sources = {TaskStatus.PAUSED} if name == "resume" else spec.sources
     moved = []

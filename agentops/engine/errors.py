@@ -11,6 +11,9 @@ from collections.abc import Mapping
 from enum import StrEnum
 from typing import Any
 
+from agentops.engine.redaction import redacted
+from agentops.engine.texts import storable_texts
+
 
 class Layer(StrEnum):
     MODEL = "model"
@@ -144,6 +147,10 @@ class UnknownAgent(AgentOpsError):
         self.name = name
 
 
+class TransitionRefused(AgentOpsError):
+    """The task is not in a status this action applies to (someone else acted first)."""
+
+
 class StartRefused(AgentOpsError):
     """The person asking to start a task does not hold `agentops.start_task`."""
 
@@ -203,8 +210,6 @@ class StepFailure(AgentOpsError):
         self.detail = detail or {}
 
     def as_failure(self) -> dict[str, Any]:
-        from agentops.engine.jsonvalues import redacted, storable_texts
-
         # The message and detail quote what the world sent (an exception's text, a remote's
         # body): whatever it holds, the failure is stored, so the stop says why.
         return {

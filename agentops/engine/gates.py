@@ -5,9 +5,12 @@ A gate is opened, and an audit item queued, inside the runner's fenced transacti
 open exactly while its task waits at it. A gate's status moves only here, along
 `agentops.states.GATE_TRANSITIONS`, with a conditional UPDATE from the declared sources: a gate
 is decided once, and the loser of a race changes zero rows. People decide gates in `reviews`,
-which calls `gate_transition` and the task services; the engine never imports `reviews`. What a
-timeout does to a gate (escalate, expire) is told to the hooks other apps register
-(`gate_hook_register`), in the same transaction, so the people's decision log records it once.
+which calls `gate_transition` and the task moves a decision makes (`task_gate_approved`,
+`task_gate_rejected`, here because the sweeper's timeout rejects too); the engine never imports
+`reviews` or `agentops.services`, whose interventions use the same moves (`transition_or_refuse`
+and its kin: a task leaving its gate without a decision withdraws it). What a timeout does to a
+gate (escalate, expire) is told to the hooks other apps register (`gate_hook_register`), in the
+same transaction, so the people's decision log records it once.
 """
 
 from __future__ import annotations
@@ -23,10 +26,18 @@ from django.db import transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
+from agentops.engine.dispatch import task_enqueue
+from agentops.engine.errors import TransitionRefused
 from agentops.engine.jsonvalues import loaded, redacted
 from agentops.engine.registry import Tool
-from agentops.models import AuditItem, Gate, Step, Task, ToolCall
-from agentops.states import GATE_TRANSITIONS, GateStatus
+from agentops.engine.transitions import (
+    EventSpec,
+    step_transition,
+    task_append_event,
+    task_transition,
+)
+from agentops.models import AuditItem, Event, Gate, Step, Task, ToolCall
+from agentops.states import GATE_TRANSITIONS, GateStatus, StepStatus
 from policies.catalog import amount_of
 from policies.engine import Verdict
 
@@ -167,6 +178,166 @@ def gates_withdraw(*, task_id: int, because: str) -> int:
     )
 
 
+# -- a task leaving or coming back to its waits: people's moves and gate decisions -----------
+
+
+def transition_or_refuse(
+    task_id: int, name: str, *, actor: User | None, reason: str = "", **fields: Any
+) -> int:
+    """Apply an unfenced transition or raise TransitionRefused; returns the task's last seq.
+
+    Caller holds the transaction.
+    """
+    moved = task_transition(
+        task_id=task_id,
+        name=name,
+        actor=actor,
+        payload={"reason": redacted(reason)} if reason else {},
+        **fields,
+    )
+    if not moved:
+        status = Task.objects.filter(pk=task_id).values_list("status", flat=True).first()
+        if status is None:
+            raise Task.DoesNotExist(f"task {task_id} does not exist")
+        raise TransitionRefused(f"task {task_id} is {status}; cannot {name.replace('_', ' ')}")
+    # A task leaving its gate any other way than by a decision on it withdraws the gate (a
+    # decision closes its gate before resuming, so then there is nothing left to withdraw).
+    gates_withdraw(task_id=task_id, because=name)
+    return Task.objects.filter(pk=task_id).values_list("last_seq", flat=True).get()
+
+
+def resume_or_refuse(task_id: int, *, actor: User | None, reason: str = "", **fields: Any) -> int:
+    """Resume a parked task: back to the queue, no pending retry time, failure cleared; its mode
+    stays unless `mode` is given. Caller holds the transaction and enqueues the job."""
+    return transition_or_refuse(
+        task_id,
+        "resume",
+        actor=actor,
+        reason=reason,
+        next_run_at=None,
+        failure=None,
+        **fields,
+    )
+
+
+def step_reset_or_refuse(step: Step, **fields: Any) -> None:
+    """Put a stopped (failed or running) step back to pending, or refuse: its fold event must
+    not be written for a row that did not change."""
+    if not step_transition(step=step, name="reset", **fields):
+        raise TransitionRefused(f"step {step.ordinal + 1} is {step.status}; it cannot be reset")
+
+
+def resume_events_enqueue(task_id: int, *, actor: User | None, events: list[EventSpec]) -> None:
+    """Append the events of a move after its transition, then enqueue the task's job with the
+    last seq as its token. Caller holds the transaction (the job is enqueued on commit)."""
+    seq = Task.objects.filter(pk=task_id).values_list("last_seq", flat=True).get()
+    for event in events:
+        seq = task_append_event(task_id=task_id, event=event, actor=actor)
+    task_enqueue(task_id, token=seq)
+
+
+def task_gate_approved(
+    *, task_id: int, step_id: int, approval: dict[str, Any], actor: User
+) -> None:
+    """Resume a task parked at a gate whose action a person approved (arguments possibly edited).
+
+    Caller holds the transaction and has closed the gate. The approval is stored on the step; the
+    runner checks it against the arguments' digest and the policy version before the call.
+    """
+    resume_or_refuse(task_id, actor=actor)
+    step = Step.objects.get(pk=step_id, task_id=task_id)
+    step_reset_or_refuse(step, attempts=0, approval=approval)
+    resume_events_enqueue(
+        task_id,
+        actor=actor,
+        events=[
+            EventSpec(
+                "agentops.step.approved",
+                step=step.ordinal,
+                payload={
+                    "gate": approval.get("gate"),
+                    "args_digest": approval["args_digest"],
+                    "edited": approval.get("edited", False),
+                },
+                fold={"steps": {str(step.ordinal): StepStatus.PENDING}},
+            )
+        ],
+    )
+
+
+def task_gate_rejected(*, task_id: int, step_id: int, feedback: str, actor: User | None) -> bool:
+    """Resume a task whose gated action was rejected: the step forgets the model's proposal and
+    carries the feedback as a note, so the next model call re-plans it.
+
+    The step counts rejections per arguments digest: when the same action has been rejected
+    REJECT_LOOP_THRESHOLD times, the task is not resumed but held for a person (needs_attention,
+    kind planning_loop), so a model that re-proposes it cannot loop through the gate forever.
+    Returns True when the task was held instead of resumed. Caller holds the transaction and has
+    closed the gate.
+    """
+    feedback = redacted(feedback)
+    step = Step.objects.get(pk=step_id, task_id=task_id)
+    response = loaded(step.model_response) or {}
+    rejected = response.get("tool_calls") or []
+    tool = rejected[0]["name"] if rejected else "the proposal"
+    gate_digest = _gated_digest(step)
+    counts = dict(step.spec.get("rejections") or {})
+    if gate_digest:
+        counts[gate_digest] = int(counts.get(gate_digest, 0)) + 1
+    note = f"A reviewer rejected {tool}: {feedback}"
+    spec = {**step.spec, "notes": [*(step.spec.get("notes") or []), note], "rejections": counts}
+    threshold = reject_loop_threshold()
+    times = counts.get(gate_digest, 0) if gate_digest else 0
+    if times >= threshold:
+        failure = {
+            "layer": "orchestration",
+            "kind": "planning_loop",
+            "nature": "logic",
+            "message": f"{tool} was rejected {times} times with the same arguments "
+            f"(threshold {threshold}); a person decides how to go on",
+            "retryable": False,
+            "detail": {"args_digest": gate_digest, "rejections": times},
+        }
+        transition_or_refuse(task_id, "hold", actor=actor, reason=feedback, failure=failure)
+    else:
+        resume_or_refuse(task_id, actor=actor)
+    step_reset_or_refuse(step, attempts=0, model_response=None, approval=None, spec=spec)
+    events = [
+        EventSpec(
+            "agentops.step.rejected",
+            step=step.ordinal,
+            payload={"feedback": feedback, "args_digest": gate_digest, "rejections": times},
+            fold={"steps": {str(step.ordinal): StepStatus.PENDING}},
+        )
+    ]
+    if times >= threshold:
+        for event in events:
+            task_append_event(task_id=task_id, event=event, actor=actor)
+        return True
+    resume_events_enqueue(task_id, actor=actor, events=events)
+    return False
+
+
+def reject_loop_threshold() -> int:
+    """How many rejections of the same action hold a gated task for a person (default 2)."""
+    from django.conf import settings
+
+    return int(settings.AGENTOPS["REJECT_LOOP_THRESHOLD"])
+
+
+def _gated_digest(step: Step) -> str:
+    """The arguments digest the step was gated with (from its gated event's payload)."""
+    payload = (
+        Event.objects.filter(
+            task_id=step.task_id, step_ordinal=step.ordinal, action="agentops.step.gated"
+        )
+        .order_by("-seq")
+        .values_list("payload", flat=True)
+        .first()
+    )
+    return str((payload or {}).get("args_digest") or "")
+
+
 # -- timeouts, from the sweeper -----------------------------------------------------------------
 
 
@@ -174,9 +345,6 @@ def gates_expire_overdue(*, now: datetime | None = None) -> int:
     """Apply each overdue gate's timeout action: escalate to another group once, else reject
     with feedback that the request timed out (the task re-plans the step, as after a person's
     rejection). Each gate in its own transaction; returns how many gates were handled."""
-    # The task services import this module; the rejection is theirs.
-    from agentops.services import TransitionRefused, task_gate_rejected
-
     now = now or timezone.now()
     handled = 0
     overdue = Gate.objects.filter(status=GateStatus.OPEN, due_at__lt=now).values_list(

@@ -11,7 +11,6 @@ import hashlib
 import json
 import math
 import os
-import re
 import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -27,39 +26,10 @@ from agentops.engine.errors import NotSerializable, StepFailure
 # Redaction is a part of the save path; it lives in its own module and is named here too.
 from agentops.engine.redaction import REDACTED as REDACTED
 from agentops.engine.redaction import redacted as redacted
+from agentops.engine.texts import storable_texts as storable_texts
+from agentops.engine.texts import text_refusal
 
 ARTIFACT_KEY = "$artifact"
-
-
-# What PostgreSQL's jsonb refuses in text: NUL, and UTF-16 surrogates that pair with nothing.
-_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
-
-
-def _text_refusal(text: str) -> str | None:
-    """Why PostgreSQL cannot store `text`, or None."""
-    if text.isascii() and "\x00" not in text:
-        # The common case, without the regex (~5 ms on 500 KB).
-        return None
-    found = _UNSTORABLE.search(text)
-    if found is None:
-        return None
-    char = found.group()
-    what = "a NUL character" if char == "\x00" else f"a lone surrogate (\\u{ord(char):04x})"
-    return f"contains {what}, which cannot be stored"
-
-
-def storable_texts(value: Any) -> Any:
-    """`value` with NUL characters and lone surrogates in its strings (keys too) replaced by
-    U+FFFD: for what the engine writes about the world (a failure's message and detail, which
-    quote what a tool or a remote said), stored whatever the world sent. Engine-built values
-    only (shallow); values from outside are refused instead (`validated`)."""
-    if isinstance(value, str):
-        return value if _text_refusal(value) is None else _UNSTORABLE.sub("\ufffd", value)
-    if isinstance(value, dict):
-        return {storable_texts(key): storable_texts(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [storable_texts(item) for item in value]
-    return value
 
 
 # JSON nested deeper than this is refused: deeper than any document a person, a model or a tool
@@ -99,7 +69,7 @@ class _Refused(Exception):
 def _check(value: Any, room: int) -> None:
     """`validated`'s walk; `room`: how many more levels of containers may open here."""
     if isinstance(value, str):
-        reason = _text_refusal(value)
+        reason = text_refusal(value)
         if reason is not None:
             raise _Refused(value, reason)
     elif value is None or isinstance(value, bool):
@@ -133,7 +103,7 @@ def _check_object(value: dict[Any, Any], room: int) -> None:
     for key, item in value.items():
         if not isinstance(key, str):
             refused = _Refused(key)
-        elif (reason := _text_refusal(key)) is not None:
+        elif (reason := text_refusal(key)) is not None:
             refused = _Refused(key, reason)
         else:
             ascii_keys = ascii_keys and key.isascii()

@@ -28,7 +28,7 @@ import psycopg
 from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import DEFAULT_DB_ALIAS, DatabaseError, connection, connections, models, transaction
-from django.db.models import F, Value
+from django.db.models import F, QuerySet, Value
 from django.db.models.expressions import CombinedExpression
 from django.db.models.functions import Now
 from django.db.models.sql import UpdateQuery
@@ -36,6 +36,7 @@ from django.db.models.sql import UpdateQuery
 from agentops import prometheus
 from agentops.engine import rows
 from agentops.engine.crashpoints import crashpoint
+from agentops.engine.dispatch import task_enqueue
 from agentops.engine.errors import CheckpointMismatch, LeaseLost
 from agentops.engine.jsonvalues import Encoded, fsync_directory, offloaded
 from agentops.models import Artifact, Event, Snapshot, Step, Task, ToolCall
@@ -962,9 +963,46 @@ def task_transition(
 
 def _terminal_hook(task_id: int) -> None:
     """In the transaction that ends a task: a child wakes its parent when it is the last."""
-    from agentops.engine.children import parent_wake_if_done
-
     parent_wake_if_done(child_id=task_id)
+
+
+# -- a fan-out parent's wake (`engine.children` parks it; a task's end wakes it, here) ----------
+
+
+def children_unfinished(parent_id: int) -> QuerySet[Task]:
+    return Task.objects.filter(parent_id=parent_id).exclude(status__in=TERMINAL)
+
+
+def parent_wake(parent_id: int, *, because: int | None) -> bool:
+    """The `wake` transition and its job; caller holds the transaction (and the parent lock)."""
+    moved = task_transition(
+        task_id=parent_id,
+        name="wake",
+        payload={"child": because} if because is not None else {},
+    )
+    if moved:
+        seq = Task.objects.filter(pk=parent_id).values_list("last_seq", flat=True).get()
+        task_enqueue(parent_id, token=seq)
+    return moved
+
+
+def parent_wake_if_done(*, child_id: int) -> bool:
+    """Called inside a child's terminal transaction: lock the parent and wake it when no
+    sibling is left unfinished. Returns True when this call woke it."""
+    parent_id = Task.objects.filter(pk=child_id).values_list("parent_id", flat=True).first()
+    if parent_id is None:
+        return False
+    # Lock the parent whatever its status: a parent about to park waits for this transaction
+    # and then sees this child terminal.
+    status = (
+        Task.objects.select_for_update()
+        .filter(pk=parent_id)
+        .values_list("status", flat=True)
+        .first()
+    )
+    if status != TaskStatus.AWAITING_CHILDREN or children_unfinished(parent_id).exists():
+        return False
+    return parent_wake(parent_id, because=child_id)
 
 
 def task_append_event(
