@@ -243,9 +243,10 @@ def test_bench_memory_runs_a_real_worker_and_reports_its_resident_set(redis_clea
 
     assert report["benchmark"] == "memory"
     assert (report["steps"], report["tasks"], report["payload_kb"]) == (40, 2, 1)
-    # The first reading once one of the two tasks (20 steps) is done, the last once both are.
+    # The first reading once one of the two tasks (20 steps) is done, the last once both are (a
+    # quick worker may have finished the second too by the time the first reading is taken).
     assert report["warm_up_tasks"] == 1
-    assert 20 <= report["warm_up_steps"] < 40
+    assert 20 <= report["warm_up_steps"] <= 40
     assert report["warm_up_steps"] + report["measured_steps"] == 40
     # A Django worker with its imports is tens of MB; these are read from /proc, not made up.
     assert 30 < report["rss_first_mb"] < 2000
@@ -254,7 +255,9 @@ def test_bench_memory_runs_a_real_worker_and_reports_its_resident_set(redis_clea
     assert report["rss_growth_ratio"] == pytest.approx(
         report["rss_last_mb"] / report["rss_first_mb"], abs=0.002
     )
-    assert isinstance(report["growth_kb_per_step"], float)
+    # Per step only over the measured steps (none when the worker had finished them all).
+    growth = report["growth_kb_per_step"]
+    assert isinstance(growth, float) if report["measured_steps"] else growth is None
     # The worker stopped (and unregistered), and the tasks are gone.
     assert Worker.count(queue=django_rq.get_queue("default")) == 0
     assert not Task.objects.filter(agent="bench_noop").exists()

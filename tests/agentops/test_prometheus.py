@@ -129,7 +129,9 @@ def test_gauges_count_tasks_gates_and_audit_items(token, clock):
     for _ in range(3):
         make_task(clock, tokens_used=100)
     waiting = make_task(clock, status=TaskStatus.AWAITING_APPROVAL, tokens_used=7)
-    make_task(clock, agent="trip", status=TaskStatus.NEEDS_ATTENTION)
+    make_task(
+        clock, agent="trip", status=TaskStatus.NEEDS_ATTENTION, failure_kind="authorization_gap"
+    )
     make_gate(clock, waiting, opened=T0)
     make_gate(clock, waiting, opened=T0, status="approved", decided=T0 + timedelta(seconds=45))
     make_gate(clock, waiting, opened=T0, status="rejected", decided=T0 + timedelta(seconds=700))

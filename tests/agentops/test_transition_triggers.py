@@ -87,7 +87,9 @@ def refused(table: str, pk: int, status: str) -> bool:
 
 
 def new_task() -> Task:
-    return Task.objects.create(agent="refund", goal="g")
+    # A failure recorded, as every stopped task has one (the walk passes needs_attention).
+    failure = {"layer": "test", "kind": "tool_timeout", "message": "walked by the test"}
+    return Task.objects.create(agent="refund", goal="g", failure=failure)
 
 
 def test_the_database_allows_exactly_the_task_table():

@@ -150,6 +150,16 @@ def _table(model_name: str) -> str:
     raise LookupError(model_name)
 
 
+def _choice(model_name: str, field: str, value: str) -> str:
+    """`value`, one of the choices of the field (the seed writes no value its model lacks)."""
+    for model in apps.get_models():
+        if model.__name__ == model_name:
+            choices = dict(model._meta.get_field(field).choices or ())
+            if value in choices:
+                return value
+    raise LookupError(f"{model_name}.{field} has no choice {value!r}")
+
+
 @contextmanager
 def scratch_database(*, keep: bool = False) -> Iterator[str]:
     """Point the default connection at a new, migrated `<name>_pages` database; drop it after
@@ -378,9 +388,11 @@ def _seed_sql(tables: dict[str, str], tasks: int) -> list[str]:
         """,
         f"""
         INSERT INTO {t["Decision"]} (action, actor_id, actor_label, task_id_ref, subject,
-            before_digest, after_digest, reason, policy_version_number, detail, created_at)
+            before_digest, after_digest, reason, policy_version_number, detail, created_at,
+            channel)
         SELECT 'reviews.gate.approved', %(operator)s, 'bench_operator', g.task_id,
-            'gate ' || g.id, g.args_digest, g.approved_digest, '', 1, '{{}}', g.decided_at
+            'gate ' || g.id, g.args_digest, g.approved_digest, '', 1, '{{}}', g.decided_at,
+            %(browser)s
         FROM {t["Gate"]} AS g WHERE g.status = %(approved)s
         """,
         # Half of what waits is held by the operator.
@@ -424,6 +436,8 @@ def seed(*, tasks: int) -> dict[str, Any]:
         "operator": users["bench_operator"].pk,
         "auditor": users["bench_auditor"].pk,
         "approved": GateStatus.APPROVED.value,
+        # The seeded approvals were made on the gate panel.
+        "browser": _choice("Decision", "channel", "browser"),
     }
     began = time.perf_counter()
     with connection.cursor() as cursor:
