@@ -10,9 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from agentops.engine.jsonvalues import is_pointer
 from agentops.models import Task
-from agentops.selectors import (
-    json_preview,
-)
+from agentops.selectors import json_preview
 from reviews.models import Claim
 
 if TYPE_CHECKING:

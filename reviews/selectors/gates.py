@@ -18,13 +18,7 @@ from agentops.engine.errors import UnknownTool
 from agentops.engine.jsonvalues import loaded
 from agentops.engine.registry import get_tool
 from agentops.models import Gate, Step, Task, ToolCall
-from agentops.selectors import (
-    StepRow,
-    ToolFacts,
-    mark_compensated,
-    step_row,
-    tool_facts,
-)
+from agentops.selectors import StepRow, ToolFacts, mark_compensated, step_row, tool_facts
 from agentops.states import GateStatus, LedgerStatus
 from reviews.selectors._common import _holder, pretty_json
 

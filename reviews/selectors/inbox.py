@@ -45,7 +45,6 @@ def stopped_sla_seconds() -> float:
 
 STOPPED_TIMEOUT_ACTION = "escalate to operators"
 
-
 AGES = {"15m": timedelta(minutes=15), "1h": timedelta(hours=1), "1d": timedelta(days=1)}
 
 

@@ -9,12 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from agentops.engine.advisor import Preview
 from agentops.models import Event, Step, Task, ToolCall
-from agentops.selectors import (
-    Recovery,
-    TaskDetail,
-    json_preview,
-    task_get_detail,
-)
+from agentops.selectors import Recovery, TaskDetail, json_preview, task_get_detail
 from agentops.states import LedgerStatus, TaskStatus
 from reviews.models import Claim, Decision
 from reviews.selectors._common import TASK_LOG_LIMIT, pretty_json

@@ -16,12 +16,7 @@ from agentops.engine.gates import gate_transition
 from agentops.engine.jsonvalues import digest, redacted, validated
 from agentops.engine.registry import get_tool
 from agentops.models import Gate
-from agentops.services import (
-    task_abort,
-    task_gate_approved,
-    task_gate_rejected,
-    task_rollback,
-)
+from agentops.services import task_abort, task_gate_approved, task_gate_rejected, task_rollback
 from agentops.states import GateStatus, TaskStatus
 from reviews.roles import gate_decider_refusal
 from reviews.services._common import (

@@ -14,13 +14,7 @@ from django.utils import timezone
 from agentops.engine.children import children_lock
 from agentops.engine.jsonvalues import digest
 from agentops.models import Task
-from agentops.services import (
-    TransitionRefused,
-    task_abort,
-    task_modify,
-    task_pause,
-    task_resume,
-)
+from agentops.services import TransitionRefused, task_abort, task_modify, task_pause, task_resume
 from agentops.states import TaskStatus
 from reviews.models import Claim, Decision
 from reviews.services._common import ReviewError, decision_record, operator_check

@@ -14,32 +14,22 @@ from django.shortcuts import redirect
 from django.utils import timezone
 from django.utils.http import url_has_allowed_host_and_scheme
 
-from agentops.web import (
-    permission_required,
-)
-from reviews.selectors import (
-    task_exists,
-)
+from agentops.web import permission_required
+from reviews.selectors import task_exists
 
 CSV_FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
 
-
 OPERATE = "reviews.decide_gate"
-
 
 REVIEW_AUDIT = "reviews.review_audit"
 
-
 operator_required = permission_required(OPERATE, refusal="only operators may do this")
 
-
 auditor_required = permission_required(REVIEW_AUDIT, refusal="only auditors may review audit items")
-
 
 reader_required = permission_required(
     "reviews.read_reviews", refusal="only operators and auditors may see the review workspace"
 )
-
 
 log_reader_required = permission_required(
     "reviews.read_decisions",
@@ -80,7 +70,6 @@ EXCEL_BOM = "\ufeff"
 
 # Rows read from the database at a time, and rows per piece of the response.
 CSV_CHUNK_ROWS = 2000
-
 
 CSV_WRITE_ROWS = 200
 

@@ -14,19 +14,9 @@ from django.views.decorators.http import require_GET, require_POST
 
 from agentops.models import Gate
 from agentops.services import TransitionRefused
-from agentops.web import (
-    AuthenticatedHttpRequest,
-)
-from reviews.forms import (
-    ApproveForm,
-    EditApproveForm,
-    RejectForm,
-    RejectStopForm,
-)
-from reviews.selectors import (
-    GatePanel,
-    gate_get_panel,
-)
+from agentops.web import AuthenticatedHttpRequest
+from reviews.forms import ApproveForm, EditApproveForm, RejectForm, RejectStopForm
+from reviews.selectors import GatePanel, gate_get_panel
 from reviews.services import (
     GateAlreadyDecided,
     HeldByOther,

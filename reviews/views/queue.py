@@ -15,22 +15,9 @@ from django.urls import reverse
 from django.utils.html import format_html_join
 from django.views.decorators.http import require_GET, require_POST
 
-from agentops.web import (
-    AuthenticatedHttpRequest,
-    render_page,
-    wants_fragment,
-)
-from reviews.forms import (
-    AssignForm,
-    BulkApproveForm,
-    InboxFilterForm,
-)
-from reviews.selectors import (
-    InboxItem,
-    inbox_filter_choices,
-    inbox_list,
-    operators_list,
-)
+from agentops.web import AuthenticatedHttpRequest, render_page, wants_fragment
+from reviews.forms import AssignForm, BulkApproveForm, InboxFilterForm
+from reviews.selectors import InboxItem, inbox_filter_choices, inbox_list, operators_list
 from reviews.services import (
     BulkResult,
     ReviewError,

@@ -10,16 +10,9 @@ from django.views.decorators.http import require_GET, require_POST
 
 from agentops.models import Task, ToolCall
 from agentops.services import TransitionRefused
-from agentops.web import (
-    AuthenticatedHttpRequest,
-)
-from reviews.forms import (
-    ConfirmForm,
-    InterventionForm,
-)
-from reviews.selectors import (
-    task_get_recovery_panel,
-)
+from agentops.web import AuthenticatedHttpRequest
+from reviews.forms import ConfirmForm, InterventionForm
+from reviews.selectors import task_get_recovery_panel
 from reviews.services import (
     HeldByOther,
     NotAllowed,

@@ -9,18 +9,9 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from agentops.services import TransitionRefused
-from agentops.web import (
-    AuthenticatedHttpRequest,
-)
-from reviews.forms import (
-    TaskControlForm,
-    TaskModifyForm,
-)
-from reviews.services import (
-    ReviewError,
-    task_control_apply,
-    task_modify_apply,
-)
+from agentops.web import AuthenticatedHttpRequest
+from reviews.forms import TaskControlForm, TaskModifyForm
+from reviews.services import ReviewError, task_control_apply, task_modify_apply
 from reviews.states import VIA_BROWSER
 from reviews.views._common import _back, _task_or_404, operator_required
 
