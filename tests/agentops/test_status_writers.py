@@ -22,7 +22,8 @@ STATUS_WRITERS: dict[str, frozenset[str] | None] = {
     "agentops/engine/transitions.py": None,
     "policies/services.py": frozenset({"policy_draft_discard", "_publish_locked"}),
     "agentops/engine/gates.py": frozenset({"_gates_moved"}),
-    "reviews/services.py": frozenset({"audit_item_review", "delivery_attempt_record"}),
+    "reviews/services/audit.py": frozenset({"audit_item_review"}),
+    "reviews/services/notifications.py": frozenset({"delivery_attempt_record"}),
 }
 # Calls that write the keywords they are given.
 WRITING_CALLS = frozenset({"update", "create", "get_or_create", "update_or_create"})

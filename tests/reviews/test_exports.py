@@ -73,7 +73,7 @@ def peak_bytes_while_reading(response: Any) -> tuple[int, int]:
 
 def test_the_decision_csv_uses_no_more_memory_for_six_times_the_rows(operator, monkeypatch):
     # Small chunks, so that both exports read several of them and reach their steady state.
-    monkeypatch.setattr(views, "CSV_CHUNK_ROWS", 500)
+    monkeypatch.setattr(views.decisions, "CSV_CHUNK_ROWS", 500)
     decisions_logged(count=2_000, actor_label="few")
     decisions_logged(count=10_000, actor_label="many")
     policy_rows = PolicyChange.objects.filter(action__in=POLICY_DECISIONS).count()

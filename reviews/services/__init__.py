@@ -1,0 +1,95 @@
+"""Every write of human review: gate decisions, audit reviews, inbox claims, the decision log.
+Each public service owns its transaction.
+
+Gates and audit items are engine state: the runner opens and queues them
+(`agentops.engine.gates`), and this module changes them only through the engine's functions
+(`gate_transition`) and the task services. The sweeper tells the hooks registered here what a
+timeout did to a gate (`gate_timeout_logged`), and runs the stopped-task SLA as a sweep hook.
+
+Check functions (`gate_check_decider`, `operator_check`) are separate from do functions; a gate
+is locked (`select_for_update`) before it is decided, so a double click or two operators at once
+make one decision, and the loser gets GateAlreadyDecided. Interventions on stopped tasks and
+confirmations of unknown calls wrap the agentops services, check the role, and log the Decision
+in the same transaction.
+
+The writes live in one module per sub-domain (`claims`, `gates`, `audit`, `recovery`, `tasks`,
+`notifications`, `calibration`; shared errors and the decision log in `_common`); this package
+re-exports their public names, so callers import from `reviews.services`.
+"""
+
+from __future__ import annotations
+
+from reviews.services._common import (
+    GateAlreadyDecided,
+    HeldByOther,
+    NotAllowed,
+    ReviewError,
+    claim_check_or_take_over,
+    decision_record,
+    operator_check,
+)
+from reviews.services.audit import audit_item_review, audit_items_bulk_review
+from reviews.services.calibration import calibration_draft_create
+from reviews.services.claims import claim_assign, claim_release, claim_take
+from reviews.services.gates import (
+    STOP_OUTCOMES,
+    BulkResult,
+    gate_approve,
+    gate_check_decider,
+    gate_edit_and_approve,
+    gate_reject,
+    gate_reject_and_stop,
+    gate_timeout_logged,
+    gates_bulk_approve,
+)
+from reviews.services.notifications import (
+    delivery_attempt_begin,
+    delivery_attempt_record,
+    notification_preference_get,
+    notification_preference_save,
+)
+from reviews.services.recovery import INTERVENTIONS, intervention_apply, ledger_call_confirm
+from reviews.services.tasks import (
+    TASK_CONTROLS,
+    stopped_tasks_escalate_overdue,
+    stopped_tasks_sweep,
+    task_control_apply,
+    task_modify_apply,
+)
+
+__all__ = [
+    "INTERVENTIONS",
+    "STOP_OUTCOMES",
+    "TASK_CONTROLS",
+    "BulkResult",
+    "GateAlreadyDecided",
+    "HeldByOther",
+    "NotAllowed",
+    "ReviewError",
+    "audit_item_review",
+    "audit_items_bulk_review",
+    "calibration_draft_create",
+    "claim_assign",
+    "claim_check_or_take_over",
+    "claim_release",
+    "claim_take",
+    "decision_record",
+    "delivery_attempt_begin",
+    "delivery_attempt_record",
+    "gate_approve",
+    "gate_check_decider",
+    "gate_edit_and_approve",
+    "gate_reject",
+    "gate_reject_and_stop",
+    "gate_timeout_logged",
+    "gates_bulk_approve",
+    "intervention_apply",
+    "ledger_call_confirm",
+    "notification_preference_get",
+    "notification_preference_save",
+    "operator_check",
+    "stopped_tasks_escalate_overdue",
+    "stopped_tasks_sweep",
+    "task_control_apply",
+    "task_modify_apply",
+]

@@ -1,0 +1,70 @@
+"""Reviews of audit items (the autonomous decisions queued for after-the-fact review), one at a
+time or in bulk; each review is a Decision in the same transaction.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from django.db import transaction
+from django.utils import timezone
+
+from agentops.engine.jsonvalues import redacted
+from agentops.models import AuditItem
+from agentops.states import AuditStatus
+from reviews.services._common import NotAllowed, ReviewError, decision_record
+from reviews.states import VIA_UNKNOWN, Via
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
+
+
+def audit_item_review(
+    *, item_id: int, actor: User, verdict: str, note: str = "", via: Via = VIA_UNKNOWN
+) -> AuditItem:
+    """Mark an audit item ok or flag it (a flag needs a note). Re-reviewing is allowed and
+    logged; the latest verdict stands."""
+    if verdict not in (AuditStatus.OK, AuditStatus.FLAGGED):
+        raise ReviewError("an audit verdict is ok or flagged")
+    if verdict == AuditStatus.FLAGGED and not note.strip():
+        raise ReviewError("a flag needs a note saying what is wrong")
+    if actor is None or not actor.has_perm("reviews.review_audit"):
+        raise NotAllowed("only auditors review audit items")
+    with transaction.atomic():
+        item = AuditItem.objects.select_for_update().get(pk=item_id)
+        before = item.status
+        AuditItem.objects.filter(pk=item.pk).update(
+            status=verdict,
+            note=redacted(note.strip()),
+            reviewed_by=actor,
+            reviewed_at=timezone.now(),
+        )
+        decision_record(
+            action=f"reviews.audit.{'ok' if verdict == AuditStatus.OK else 'flagged'}",
+            actor=actor,
+            task_id=item.task_id,
+            subject=f"audit item {item.pk}: {item.tool}",
+            reason=redacted(note.strip()),
+            policy_version_number=item.policy_version_number,
+            detail={"item": item.pk, "before": before},
+            via=via,
+        )
+        item.refresh_from_db()
+    return item
+
+
+def audit_items_bulk_review(
+    *, item_ids: list[int], actor: User, verdict: str, note: str = "", via: Via = VIA_UNKNOWN
+) -> int:
+    """Mark several audit items ok (or flag them, with one note), each logged; returns how many.
+    Items already carrying this verdict are left alone, so a replayed POST logs nothing twice."""
+    if not item_ids:
+        raise ReviewError("select at least one item")
+    done = 0
+    for item_id in item_ids:
+        current = AuditItem.objects.filter(pk=item_id).values_list("status", flat=True).first()
+        if current is None or current == verdict:
+            continue
+        audit_item_review(item_id=item_id, actor=actor, verdict=verdict, note=note, via=via)
+        done += 1
+    return done

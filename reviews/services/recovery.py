@@ -1,0 +1,137 @@
+"""Interventions on stopped tasks (retry, skip, rollback, abort) and confirmations of ledger
+calls whose outcome is unknown. They wrap the agentops services, check the operator role first
+and log the Decision in the same transaction.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from django.db import transaction
+
+from agentops.models import Event, Step, Task, ToolCall
+from agentops.selectors import task_recovery
+from agentops.services import (
+    TransitionRefused,
+    ledger_confirm,
+    task_abort,
+    task_retry,
+    task_rollback,
+    task_skip_step,
+)
+from reviews.services._common import (
+    ReviewError,
+    claim_check_or_take_over,
+    decision_record,
+    operator_check,
+)
+from reviews.states import VIA_UNKNOWN, Via
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
+
+INTERVENTIONS = {
+    "retry": task_retry,
+    "skip": task_skip_step,
+    "rollback": task_rollback,
+    "abort": task_abort,
+}
+
+
+def intervention_apply(
+    *,
+    task_id: int,
+    action: str,
+    actor: User,
+    reason: str = "",
+    take_over: bool = False,
+    via: Via = VIA_UNKNOWN,
+) -> None:
+    """Apply retry / skip / rollback / abort to a stopped task and log the decision.
+
+    Only an option the recovery advisor offers for the task's current state is accepted. The
+    intervention and its Decision commit together; a task that is no longer stopped (someone
+    acted first) raises TransitionRefused and nothing is written.
+    """
+    if action not in INTERVENTIONS:
+        raise ReviewError(f"unknown intervention {action!r}")
+    operator_check(user=actor)
+    reason = reason.strip()
+    with transaction.atomic():
+        task = (
+            Task.objects.select_for_update(of=("self",))
+            .select_related("policy_version")
+            .get(pk=task_id)
+        )
+        steps = list(Step.objects.filter(task=task).order_by("ordinal"))
+        calls = list(ToolCall.objects.filter(task=task).defer("args", "result").order_by("id"))
+        events = list(
+            Event.objects.filter(
+                task=task, action__in=("agentops.step.reset", "agentops.step.failed")
+            ).order_by("seq")
+        )
+        recovery = task_recovery(task, steps, calls, events)
+        if recovery is None:
+            raise TransitionRefused(f"task {task_id} is {task.status}; there is nothing to recover")
+        claim_check_or_take_over(task_id=task_id, actor=actor, take_over=take_over, via=via)
+        if action not in recovery.recommendation.options:
+            raise ReviewError(
+                f"{action} is not an option for this task now; choose one of "
+                f"{', '.join(recovery.recommendation.options)}"
+            )
+        INTERVENTIONS[action](task_id=task_id, actor=actor, reason=reason)
+        preview = recovery.previews.get(action)
+        decision_record(
+            action=f"reviews.intervention.{action}",
+            actor=actor,
+            task_id=task_id,
+            subject=f"task {task_id}: {action}",
+            reason=reason,
+            policy_version_number=task.policy_version.number if task.policy_version else None,
+            detail={
+                "recommended": str(recovery.recommendation.action),
+                "advisor_rule": recovery.recommendation.rule,
+                "failure": {k: (task.failure or {}).get(k) for k in ("layer", "kind")},
+                "breakpoint": recovery.breakpoint,
+                "preview": preview.summary if preview else "",
+            },
+            via=via,
+        )
+
+
+def ledger_call_confirm(
+    *,
+    task_id: int,
+    call_id: int,
+    executed: bool,
+    actor: User,
+    reason: str = "",
+    take_over: bool = False,
+    via: Via = VIA_UNKNOWN,
+) -> None:
+    """Record a person's answer for an `executed_unknown` call of `task_id`, and log it.
+
+    Raises ToolCall.DoesNotExist when the call is not one of this task's, and TransitionRefused
+    when it is no longer unknown (someone answered first).
+    """
+    operator_check(user=actor)
+    reason = reason.strip()
+    with transaction.atomic():
+        call = ToolCall.objects.select_related("task__policy_version").get(
+            pk=call_id, task_id=task_id
+        )
+        claim_check_or_take_over(task_id=task_id, actor=actor, take_over=take_over, via=via)
+        ledger_confirm(call_id=call.pk, executed=executed, actor=actor, reason=reason)
+        version = call.task.policy_version
+        decision_record(
+            action="reviews.ledger.confirmed",
+            actor=actor,
+            task_id=task_id,
+            subject=f"call {call.pk}: {call.tool} {'happened' if executed else 'did not happen'}",
+            before_digest=call.args_digest,
+            after_digest=call.args_digest,
+            reason=reason,
+            policy_version_number=version.number if version else None,
+            detail={"call": call.pk, "key": call.idempotency_key, "executed": executed},
+            via=via,
+        )

@@ -1,0 +1,66 @@
+"""A person's account page: notification preferences, recent deliveries and API tokens (created
+once, shown once, revocable).
+"""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.http import Http404, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_http_methods, require_POST
+
+from agentops.web import AuthenticatedHttpRequest, login_required
+from reviews.forms import ApiTokenForm, NotificationPreferenceForm
+from reviews.selectors import api_token_list, delivery_list_for
+from reviews.services import notification_preference_get, notification_preference_save
+from reviews.tokens import api_token_create, api_token_revoke
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def account(request: AuthenticatedHttpRequest) -> HttpResponse:
+    preference = notification_preference_get(user=request.user)
+    form = NotificationPreferenceForm(request.POST or None, instance=preference)
+    if request.method == "POST" and form.is_valid():
+        notification_preference_save(form=form, user=request.user)
+        messages.success(request, "Your notification choices are saved.")
+        return redirect("reviews:account")
+    return _account_page(request, preferences=form, status=400 if form.errors else 200)
+
+
+def _account_page(
+    request: AuthenticatedHttpRequest,
+    *,
+    preferences: NotificationPreferenceForm | None = None,
+    token_form: ApiTokenForm | None = None,
+    status: int = 200,
+) -> HttpResponse:
+    context = {
+        "preferences": preferences
+        or NotificationPreferenceForm(instance=notification_preference_get(user=request.user)),
+        "token_form": token_form or ApiTokenForm(),
+        "tokens": api_token_list(user=request.user),
+        "deliveries": delivery_list_for(user=request.user),
+    }
+    return render(request, "reviews/account.html", context, status=status)
+
+
+@login_required
+@require_POST
+def api_token_new(request: AuthenticatedHttpRequest) -> HttpResponse:
+    form = ApiTokenForm(request.POST)
+    if not form.is_valid():
+        return _account_page(request, token_form=form, status=400)
+    row, token = api_token_create(user=request.user, name=form.cleaned_data["name"])
+    # Shown once, on the next page, and never stored in the clear.
+    messages.info(request, token, extra_tags=f"api-token {row.prefix}")
+    return redirect("reviews:account")
+
+
+@login_required
+@require_POST
+def api_token_revoke_view(request: AuthenticatedHttpRequest, token_id: int) -> HttpResponse:
+    if not api_token_revoke(token_id=token_id, user=request.user):
+        raise Http404(f"no live token {token_id} of yours")
+    messages.success(request, "The token is revoked.")
+    return redirect("reviews:account")

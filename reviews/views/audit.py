@@ -1,0 +1,156 @@
+"""The audit queue: its page, its CSV export, and the review of one item or of several at once."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import asdict
+from typing import Any
+from urllib.parse import urlencode
+
+from django.contrib import messages
+from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_GET, require_POST
+
+from agentops.models import AuditItem
+from agentops.selectors import json_preview
+from agentops.web import AuthenticatedHttpRequest, render_page
+from reviews.forms import AuditBulkForm, AuditFilterForm, AuditReviewForm
+from reviews.selectors import audit_filter_choices, audit_item_get, audit_item_list, audit_item_page
+from reviews.services import NotAllowed, ReviewError, audit_item_review, audit_items_bulk_review
+from reviews.states import VIA_BROWSER
+from reviews.views._common import (
+    CSV_CHUNK_ROWS,
+    _back,
+    auditor_required,
+    csv_stream,
+    reader_required,
+)
+
+
+def _audit_filter_form(request: HttpRequest) -> AuditFilterForm:
+    return AuditFilterForm(request.GET, choices=audit_filter_choices())
+
+
+@reader_required
+@require_GET
+def audit_queue(request: AuthenticatedHttpRequest) -> HttpResponse:
+    form = _audit_filter_form(request)
+    filters = form.filters()
+    page = audit_item_page(filters=filters, page=request.GET.get("page"))
+    context = {
+        "form": form,
+        "page": page,
+        "filter_query": urlencode({k: v for k, v in asdict(filters).items() if v}),
+    }
+    return render_page(request, "reviews/audit_queue.html", context, fragment="audit_table")
+
+
+AUDIT_CSV_HEADER = [
+    "id",
+    "created_at",
+    "status",
+    "task",
+    "agent",
+    "goal",
+    "tool",
+    "arguments",
+    "result",
+    "rule",
+    "lane",
+    "sampled",
+    "policy_version",
+    "reviewed_by",
+    "reviewed_at",
+    "note",
+]
+
+
+def _audit_csv_rows(items: Iterable[AuditItem]) -> Iterable[list[Any]]:
+    yield AUDIT_CSV_HEADER
+    for item in items:
+        call = item.tool_call
+        yield [
+            item.pk,
+            item.created_at.isoformat(),
+            item.status,
+            item.task_id,
+            item.agent,
+            item.task.goal,
+            item.tool,
+            json_preview(call.args, limit=10_000),
+            json_preview(call.result, limit=10_000),
+            item.rule,
+            item.route,
+            "yes" if item.sampled else "no",
+            item.policy_version_number if item.policy_version_number is not None else "",
+            item.reviewed_by.get_username() if item.reviewed_by else "",
+            item.reviewed_at.isoformat() if item.reviewed_at else "",
+            item.note,
+        ]
+
+
+@reader_required
+@require_GET
+def audit_csv(request: AuthenticatedHttpRequest) -> StreamingHttpResponse:
+    items = audit_item_list(filters=_audit_filter_form(request).filters())
+    rows = _audit_csv_rows(items.iterator(chunk_size=CSV_CHUNK_ROWS))
+    return csv_stream(request, rows, name="audit")
+
+
+@auditor_required
+@require_POST
+def audit_review(request: AuthenticatedHttpRequest, item_id: int) -> HttpResponse:
+    form = AuditReviewForm(request.POST, auto_id=f"audit{item_id}_%s")
+    reviewed = False
+    if form.is_valid():
+        try:
+            audit_item_review(
+                item_id=item_id,
+                actor=request.user,
+                via=VIA_BROWSER,
+                verdict=form.cleaned_data["verdict"],
+                note=form.cleaned_data["note"],
+            )
+            reviewed = True
+        except AuditItem.DoesNotExist:
+            raise Http404(f"no audit item {item_id}") from None
+        except NotAllowed as exc:
+            form.add_error(None, str(exc))
+        except ReviewError as exc:
+            form.add_error("note", str(exc))
+    try:
+        item = audit_item_get(item_id=item_id)
+    except AuditItem.DoesNotExist:
+        raise Http404(f"no audit item {item_id}") from None
+    context = {"item": item, "review_form": None if reviewed else form}
+    if request.htmx:
+        # The row is swapped in place; htmx swaps only 2xx answers, so an error row is a 200.
+        return render(request, "reviews/audit_queue.html#audit_row", context)
+    if reviewed:
+        return redirect(f"{reverse('reviews:audit')}#audit-{item_id}")
+    return render(request, "reviews/audit_item.html", context, status=400)
+
+
+@auditor_required
+@require_POST
+def audit_bulk_review(request: AuthenticatedHttpRequest) -> HttpResponse:
+    """Mark the selected items ok (or flag them with one note); POST/redirect/GET."""
+    form = AuditBulkForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, "Select at least one item and a verdict.")
+        return _back(request, reverse("reviews:audit"))
+    try:
+        done = audit_items_bulk_review(
+            item_ids=form.cleaned_data["item"],
+            actor=request.user,
+            via=VIA_BROWSER,
+            verdict=form.cleaned_data["verdict"],
+            note=form.cleaned_data["note"],
+        )
+    except ReviewError as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, f"{done} item{'s' if done != 1 else ''} reviewed.")
+    return _back(request, reverse("reviews:audit"))

@@ -1,0 +1,213 @@
+"""The inbox page (the polled queue of open gates and stopped tasks), its bulk approval, and the
+claims on its items (claim, assign, release).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass
+from typing import Any
+from urllib.parse import urlencode
+
+from django.http import HttpResponse
+from django.shortcuts import redirect
+from django.urls import reverse
+from django.utils.html import format_html_join
+from django.views.decorators.http import require_GET, require_POST
+
+from agentops.web import AuthenticatedHttpRequest, render_page, wants_fragment
+from reviews.forms import AssignForm, BulkApproveForm, InboxFilterForm
+from reviews.selectors import InboxItem, inbox_filter_choices, inbox_list, operators_list
+from reviews.services import (
+    BulkResult,
+    ReviewError,
+    claim_assign,
+    claim_release,
+    claim_take,
+    gates_bulk_approve,
+)
+from reviews.states import VIA_BROWSER
+from reviews.views._common import OPERATE, _back, _task_or_404, operator_required, reader_required
+
+BULK_RESULTS = "reviews_bulk_results"
+
+
+# A pk no route holds, reversed once per URL name and replaced by each row's pk.
+_PK_MARK = 987654321
+
+
+def _url_maker(name: str) -> Callable[[int], str]:
+    before, after = reverse(name, args=[_PK_MARK]).split(str(_PK_MARK))
+    return lambda pk: f"{before}{pk}{after}"
+
+
+@dataclass(frozen=True)
+class _InboxRow:
+    """One inbox row as the template renders it: the item, its links (reversed once per page,
+    not once per row and tag) and, for operators, the assign menu's options with its holder
+    selected (built once per holder, not once per row)."""
+
+    item: InboxItem
+    links: dict[str, str]
+    assign_options: str
+
+
+def _inbox_rows(items: Iterable[InboxItem], *, assignees: list[Any]) -> list[_InboxRow]:
+    names = ("gate", "recover", "release", "claim", "task_pause", "task_cancel", "assign")
+    url = {name: _url_maker(f"reviews:{name}") for name in names}
+    url["task_detail"] = _url_maker("agentops:task_detail")
+    options: dict[int | None, str] = {}
+
+    def options_for(holder_pk: int | None) -> str:
+        if holder_pk not in options:
+            options[holder_pk] = format_html_join(
+                "",
+                '<option value="{}"{}>{}</option>',
+                (
+                    (
+                        person.pk,
+                        " selected" if person.pk == holder_pk else "",
+                        person.get_username(),
+                    )
+                    for person in assignees
+                ),
+            )
+        return options[holder_pk]
+
+    rows = []
+    for item in items:
+        task_pk = item.task.pk
+        links = {
+            name: url[name](task_pk)
+            for name in ("task_detail", "release", "claim", "task_pause", "task_cancel", "assign")
+        }
+        if item.gate is not None:
+            links["gate"] = url["gate"](item.gate.pk)
+        else:
+            links["recover"] = url["recover"](task_pk)
+        holder_pk = item.holder.pk if item.holder is not None else None
+        rows.append(
+            _InboxRow(
+                item=item, links=links, assign_options=options_for(holder_pk) if assignees else ""
+            )
+        )
+    return rows
+
+
+def _inbox_response(
+    request: AuthenticatedHttpRequest,
+    *,
+    results: list[BulkResult] | None = None,
+    bulk_form: BulkApproveForm | None = None,
+    message: str = "",
+    status: int = 200,
+) -> HttpResponse:
+    fragment = wants_fragment(request)
+    form = InboxFilterForm(request.GET, choices=inbox_filter_choices())
+    filters = form.filters()
+    inbox = inbox_list(filters=filters, viewer=request.user, page=request.GET.get("page"))
+    page = inbox.page
+    query = {k: v for k, v in request.GET.items() if k != "page" and v}
+    can_decide = request.user.has_perm(OPERATE)
+    assignees = operators_list() if can_decide else []
+    context = {
+        "inbox": inbox,
+        "page": page,
+        "rows": _inbox_rows(page.object_list, assignees=assignees),
+        # Asked once per request: the rows would otherwise ask the permission twice each.
+        "can_decide": can_decide,
+        "next_path": request.get_full_path(),
+        "filter_form": form,
+        "filters": filters,
+        "filter_query": urlencode(query),
+        "fragment": fragment,
+        "results": results,
+        "bulk_form": bulk_form or BulkApproveForm(),
+        "message": message,
+        "assignees": assignees,
+    }
+    return render_page(request, "reviews/inbox.html", context, fragment="inbox_rows", status=status)
+
+
+@reader_required
+@require_GET
+def inbox(request: AuthenticatedHttpRequest) -> HttpResponse:
+    results = None
+    if not wants_fragment(request):
+        stored = request.session.pop(BULK_RESULTS, None)
+        if stored:
+            results = [BulkResult(**row) for row in stored]
+    return _inbox_response(request, results=results)
+
+
+@operator_required
+@require_POST
+def gates_bulk_approve_view(request: AuthenticatedHttpRequest) -> HttpResponse:
+    form = BulkApproveForm(request.POST)
+    if not form.is_valid():
+        return _inbox_response(request, bulk_form=form, status=400)
+    try:
+        results = gates_bulk_approve(
+            selection=form.cleaned_data["gate"],
+            actor=request.user,
+            via=VIA_BROWSER,
+            reason=form.cleaned_data["reason"],
+        )
+    except ReviewError as exc:
+        form.add_error(None, str(exc))
+        return _inbox_response(request, bulk_form=form, status=400)
+    # POST/redirect/GET: the results are shown once by the inbox, and a reload does not re-post.
+    request.session[BULK_RESULTS] = [asdict(result) for result in results]
+    return redirect("reviews:inbox")
+
+
+@operator_required
+@require_POST
+def claim(request: AuthenticatedHttpRequest, task_id: int) -> HttpResponse:
+    _task_or_404(task_id)
+    try:
+        claim_take(
+            task_id=task_id,
+            actor=request.user,
+            take_over=request.POST.get("take_over") == "on",
+            via=VIA_BROWSER,
+        )
+    except ReviewError as exc:
+        if request.htmx:
+            # htmx swaps only 2xx answers: the fresh rows show who holds it, plus the message.
+            return _inbox_response(request, message=str(exc))
+        return _inbox_response(request, message=str(exc), status=409)
+    if request.htmx:
+        return _inbox_response(request)
+    return _back(request, reverse("reviews:inbox"))
+
+
+@operator_required
+@require_POST
+def assign(request: AuthenticatedHttpRequest, task_id: int) -> HttpResponse:
+    _task_or_404(task_id)
+    from django.contrib.auth import get_user_model
+
+    form = AssignForm(request.POST, assignees=get_user_model().objects.filter(is_active=True))
+    if not form.is_valid():
+        return _inbox_response(request, message="Choose whom to assign it to.", status=400)
+    try:
+        claim_assign(
+            task_id=task_id,
+            actor=request.user,
+            assignee=form.cleaned_data["assignee"],
+            via=VIA_BROWSER,
+        )
+    except ReviewError as exc:
+        return _inbox_response(request, message=str(exc), status=400)
+    return _back(request, reverse("reviews:inbox"))
+
+
+@operator_required
+@require_POST
+def release(request: AuthenticatedHttpRequest, task_id: int) -> HttpResponse:
+    _task_or_404(task_id)
+    claim_release(task_id=task_id, actor=request.user)
+    if request.htmx:
+        return _inbox_response(request)
+    return _back(request, reverse("reviews:inbox"))

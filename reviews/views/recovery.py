@@ -1,0 +1,121 @@
+"""The recovery panel of a stopped task, its interventions (rollback and abort ask for a
+confirmation first) and the confirmation of a ledger call whose outcome is unknown.
+"""
+
+from __future__ import annotations
+
+from django.http import Http404, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_GET, require_POST
+
+from agentops.models import Task, ToolCall
+from agentops.services import TransitionRefused
+from agentops.web import AuthenticatedHttpRequest
+from reviews.forms import ConfirmForm, InterventionForm
+from reviews.selectors import task_get_recovery_panel
+from reviews.services import (
+    HeldByOther,
+    NotAllowed,
+    ReviewError,
+    intervention_apply,
+    ledger_call_confirm,
+)
+from reviews.states import VIA_BROWSER
+from reviews.views._common import operator_required, reader_required
+
+CONFIRMED_INTERVENTIONS = frozenset({"rollback", "abort"})
+
+
+def _render_recovery(
+    request: AuthenticatedHttpRequest,
+    task_id: int,
+    *,
+    form: InterventionForm | None = None,
+    alert: str = "",
+    status: int = 200,
+    confirming: str = "",
+) -> HttpResponse:
+    try:
+        panel = task_get_recovery_panel(task_id=task_id, viewer=request.user)
+    except Task.DoesNotExist:
+        raise Http404(f"no task {task_id}") from None
+    context = {
+        "panel": panel,
+        "task": panel.task,
+        "detail": panel.detail,
+        "recovery": panel.recovery,
+        "form": form or InterventionForm(auto_id="recover_%s"),
+        "alert": alert,
+        "held_by_other": panel.holder is not None and panel.holder.pk != request.user.pk,
+        "confirming": next((o for o in panel.options if o.action == confirming), None),
+    }
+    return render(request, "reviews/recovery_panel.html", context, status=status)
+
+
+@reader_required
+@require_GET
+def recovery_panel(request: AuthenticatedHttpRequest, task_id: int) -> HttpResponse:
+    return _render_recovery(request, task_id)
+
+
+@operator_required
+@require_POST
+def intervention(request: AuthenticatedHttpRequest, task_id: int) -> HttpResponse:
+    form = InterventionForm(request.POST, auto_id="recover_%s")
+    if not form.is_valid():
+        return _render_recovery(request, task_id, form=form, status=400)
+    if (
+        form.cleaned_data["action"] in CONFIRMED_INTERVENTIONS
+        and not form.cleaned_data["confirmed"]
+    ):
+        # Ending the task is asked again, with its preview, before anything changes.
+        return _render_recovery(request, task_id, form=form, confirming=form.cleaned_data["action"])
+    try:
+        intervention_apply(
+            task_id=task_id,
+            action=form.cleaned_data["action"],
+            actor=request.user,
+            via=VIA_BROWSER,
+            reason=form.cleaned_data["reason"],
+            take_over=form.cleaned_data["take_over"],
+        )
+    except Task.DoesNotExist:
+        raise Http404(f"no task {task_id}") from None
+    except TransitionRefused as exc:
+        return _render_recovery(request, task_id, alert=str(exc), status=409)
+    except NotAllowed as exc:
+        return _render_recovery(request, task_id, alert=str(exc), status=403)
+    except HeldByOther as exc:
+        return _render_recovery(request, task_id, form=form, alert=str(exc), status=409)
+    except ReviewError as exc:
+        return _render_recovery(request, task_id, form=form, alert=str(exc), status=400)
+    return redirect("agentops:task_detail", task_id=task_id)
+
+
+@operator_required
+@require_POST
+def call_confirm(request: AuthenticatedHttpRequest, task_id: int, call_id: int) -> HttpResponse:
+    form = ConfirmForm(request.POST)
+    if not form.is_valid():
+        return _render_recovery(
+            request, task_id, alert="Choose whether the effect happened.", status=400
+        )
+    try:
+        ledger_call_confirm(
+            task_id=task_id,
+            call_id=call_id,
+            executed=form.cleaned_data["executed"],
+            actor=request.user,
+            via=VIA_BROWSER,
+            reason=form.cleaned_data["reason"],
+            take_over=form.cleaned_data["take_over"],
+        )
+    except ToolCall.DoesNotExist:
+        raise Http404(f"no call {call_id} in task {task_id}") from None
+    except TransitionRefused as exc:
+        return _render_recovery(request, task_id, alert=str(exc), status=409)
+    except NotAllowed as exc:
+        return _render_recovery(request, task_id, alert=str(exc), status=403)
+    except HeldByOther as exc:
+        return _render_recovery(request, task_id, alert=str(exc), status=409)
+    return redirect("agentops:task_detail", task_id=task_id)
