@@ -154,7 +154,8 @@ def _choice(model_name: str, field: str, value: str) -> str:
     """`value`, one of the choices of the field (the seed writes no value its model lacks)."""
     for model in apps.get_models():
         if model.__name__ == model_name:
-            choices = dict(model._meta.get_field(field).choices or ())
+            column = model._meta.get_field(field)
+            choices = dict(getattr(column, "choices", None) or ())
             if value in choices:
                 return value
     raise LookupError(f"{model_name}.{field} has no choice {value!r}")
