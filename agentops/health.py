@@ -51,15 +51,20 @@ class HealthCheckMiddleware:
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
         if request.method in ("GET", "HEAD"):
+            head = request.method == "HEAD"
             if request.path == "/healthz":
-                return _plain("ok", 200)
+                return _plain("ok", 200, head=head)
             if request.path == "/readyz":
                 with database_slot():
-                    return _plain("ok", 200) if ready() else _plain("not ready", 503)
+                    if ready():
+                        return _plain("ok", 200, head=head)
+                    return _plain("not ready", 503, head=head)
         return self.get_response(request)
 
 
-def _plain(text: str, status: int) -> HttpResponse:
-    response = HttpResponse(f"{text}\n", status=status, content_type="text/plain")
+def _plain(text: str, status: int, *, head: bool) -> HttpResponse:
+    """The answer, with no body to a HEAD request (gunicorn warns about, and drops, one)."""
+    body = "" if head else f"{text}\n"
+    response = HttpResponse(body, status=status, content_type="text/plain")
     response["Cache-Control"] = "no-store"
     return response

@@ -266,15 +266,14 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     say so: a server that was already running (`make run`'s, say) is left as it was."""
     from agentops.dev import embedded
 
-    if not embedded.STARTED:
+    started = embedded.started_here(settings.DATA_DIR / "embedded")
+    if not started:
         return
     from django.db import connections
 
     connections.close_all()
     embedded.stop(
-        settings.DATA_DIR / "embedded",
-        postgres="postgres" in embedded.STARTED,
-        redis="redis" in embedded.STARTED,
+        settings.DATA_DIR / "embedded", postgres="postgres" in started, redis="redis" in started
     )
-    names = " and ".join(sorted(embedded.STARTED))
+    names = " and ".join(sorted(started))
     print(f"\nstopped the embedded {names} this run started ({settings.DATA_DIR / 'embedded'})")

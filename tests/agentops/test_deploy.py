@@ -144,6 +144,9 @@ def test_health_endpoints_answer_without_login_or_an_allowed_host():
     assert (alive.status_code, alive.content) == (200, b"ok\n")
     assert (ready.status_code, ready.content) == (200, b"ok\n")
     assert alive["Cache-Control"] == "no-store"
+    # A balancer's HEAD probe gets the status and no body.
+    probes = [client.head("/healthz"), client.head("/readyz")]
+    assert [(probe.status_code, probe.content) for probe in probes] == [(200, b""), (200, b"")]
 
 
 @pytest.mark.django_db

@@ -72,14 +72,15 @@ class Command(BaseCommand):
             self._wait(stack)
         finally:
             stack.stop()
-            if embedded.STARTED:
+            started = embedded.started_here(settings.DATA_DIR / "embedded")
+            if started:
                 from django.db import connections
 
                 connections.close_all()
                 embedded.stop(
                     settings.DATA_DIR / "embedded",
-                    postgres="postgres" in embedded.STARTED,
-                    redis="redis" in embedded.STARTED,
+                    postgres="postgres" in started,
+                    redis="redis" in started,
                 )
             if stack.children:
                 self.stdout.write("stopped")
