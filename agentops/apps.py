@@ -8,6 +8,11 @@ class AgentopsConfig(AppConfig):
     verbose_name = "Agent operations"
 
     def ready(self) -> None:
+        from agentops.permissions import PERMISSIONS
+        from agentops.web import permissions_register
+
+        permissions_register(PERMISSIONS)
+
         # Agents and tools register themselves on import; the policy engine learns of them (and
         # of the recorded steps dry-runs replay) through its catalog, since policies imports no app.
         from agentops import agents, policy_hooks  # noqa: F401

@@ -1,9 +1,11 @@
 """The web layer every app's views share: the typed htmx request, page-or-fragment rendering, the
-one login-and-permission decorator, the JSON-object form field and the read-only admin base.
+one login-and-permission decorator, the one way to declare a role and its permissions, the
+JSON-object form field and the read-only admin base.
 
-A project-level shell: it imports only Django, django-htmx and the standard library, so each app
-(policies included) may use it without depending on another app. Who holds which permission is
-decided elsewhere (`reviews.roles` registers the rules); views here only name the permission.
+A project-level shell: it imports only Django, django-htmx, django-rules and the standard library,
+so each app (policies included) may use it without depending on another app. Each app declares
+its own permissions with `role` and `permissions_register` (`policies.permissions`,
+`agentops.permissions`, `reviews.roles`); views here only name the permission.
 A page and its htmx fragment are one template: `render_page` renders `"<page>#<fragment>"` for
 htmx and the whole page otherwise, and the response always varies on HX-Request so that no cache
 hands a fragment to a full-page load.
@@ -26,6 +28,8 @@ from django.shortcuts import render
 from django.utils.cache import patch_vary_headers
 from django_htmx.http import HttpResponseClientRedirect
 from django_htmx.middleware import HtmxDetails
+from rules.permissions import add_perm
+from rules.predicates import Predicate, is_active, is_authenticated, is_group_member
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
@@ -114,6 +118,22 @@ def permission_required(
 
 # Pages any signed-in person may open (their own account, the task list).
 login_required = permission_required(None)
+
+
+def role(group: str) -> Predicate:
+    """The predicate of a role: a signed-in, active member of `group` (a group the migrations
+    create). Every role is made here, so every role checks the same things, and django-rules
+    reads a user's group names once per user object however many roles a page asks about."""
+    predicate: Predicate = is_authenticated & is_active & is_group_member(group)
+    return predicate
+
+
+def permissions_register(permissions: Mapping[str, tuple[Predicate, str]]) -> None:
+    """Register an app's permissions (`"<app>.<name>": (predicate, what it lets one do)`) with
+    django-rules; everyone then asks through Django (`user.has_perm`, `permission_required`,
+    `{% if perms.<app>.<name> %}`). Each app calls it once, from its `AppConfig.ready`."""
+    for name, (predicate, _) in permissions.items():
+        add_perm(name, predicate)
 
 
 _JSON_TYPE_NAMES = {

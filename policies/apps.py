@@ -8,3 +8,9 @@ from django.apps import AppConfig
 class PoliciesConfig(AppConfig):
     name = "policies"
     verbose_name = "Oversight policies"
+
+    def ready(self) -> None:
+        from agentops.web import permissions_register
+        from policies.permissions import PERMISSIONS
+
+        permissions_register(PERMISSIONS)

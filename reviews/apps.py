@@ -13,12 +13,14 @@ class ReviewsConfig(AppConfig):
         from agentops import prometheus, task_page
         from agentops.engine.gates import gate_hook_register
         from agentops.engine.sweeper import sweep_hook_register
-        from reviews import roles  # noqa: F401  (registers every app's permissions)
+        from agentops.web import permissions_register
+        from reviews import roles
         from reviews.metrics import review_state_metrics
         from reviews.notifications import notifications_sweep
         from reviews.services import gate_timeout_logged, stopped_tasks_sweep
         from reviews.task_page import task_review_section
 
+        permissions_register(roles.PERMISSIONS)
         gate_hook_register(gate_timeout_logged)
         sweep_hook_register(stopped_tasks_sweep)
         sweep_hook_register(notifications_sweep)

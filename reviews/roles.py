@@ -1,16 +1,20 @@
-"""Who may do what, for every app: the role predicates and the permissions they grant.
+"""Who may do what in the people's room: the operator and auditor roles, the permissions they
+grant, and who may decide a given gate.
 
-A role is membership of a group the migrations create (`operators`, `auditors`, `policy admins`,
-`task starters`); only active users hold one, and an active superuser holds every permission
-(Django's own rule). The permissions are registered here with django-rules, and everyone else asks
-through Django: views with `agentops.web.permission_required("<app>.<name>")`, services with
-`user.has_perm(...)`, templates and the navigation with `{% if perms.<app>.<name> %}`. The group
-names are read once per user object (rules caches them; `group_names` reads the same cache), so a
-page asks the database at most once however many checks it makes.
+A role is membership of a group the migrations create (`operators`, `auditors` here; `policy
+admins` in `policies.permissions`, `task starters` in `agentops.permissions`), made with
+`agentops.web.role`: only active users hold one, and an active superuser holds every permission
+(Django's own rule). Each app registers its own permissions from its `AppConfig.ready`
+(`agentops.web.permissions_register`), and everyone asks through Django: views with
+`agentops.web.permission_required("<app>.<name>")`, services with `user.has_perm(...)`, templates
+and the navigation with `{% if perms.<app>.<name> %}`. The group names are read once per user
+object (rules caches them; `group_names` reads the same cache), so a page asks the database at
+most once however many checks it makes.
 
-A permission registered here is decided by its rule alone: `ModelBackend` (the per-user and group
-permission rows, which the admin and `agentops.view_task` use) is not asked about it, so a page
-that checks a role the viewer lacks does not load the viewer's permission rows for nothing.
+A permission registered with django-rules is decided by its rule alone: `ModelBackend` (the
+per-user and group permission rows, which the admin and `agentops.view_task` use) is not asked
+about it, so a page that checks a role the viewer lacks does not load the viewer's permission rows
+for nothing.
 """
 
 from __future__ import annotations
@@ -18,9 +22,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from django.contrib.auth.backends import ModelBackend
-from rules.permissions import add_perm, perm_exists
-from rules.predicates import Predicate, is_active, is_authenticated, is_group_member
+from rules.permissions import perm_exists
+from rules.predicates import Predicate
 
+from agentops.web import role
+from policies.permissions import is_policy_admin
 from reviews.states import Role
 
 if TYPE_CHECKING:
@@ -28,18 +34,13 @@ if TYPE_CHECKING:
 
     from agentops.models import Gate
 
-_active = is_authenticated & is_active
-
-is_operator = _active & is_group_member(Role.OPERATORS)
-is_auditor = _active & is_group_member(Role.AUDITORS)
-is_policy_admin = _active & is_group_member(Role.POLICY_ADMINS)
-is_task_starter = _active & is_group_member(Role.TASK_STARTERS)
+is_operator = role(Role.OPERATORS)
+is_auditor = role(Role.AUDITORS)
 is_reviewer = is_operator | is_auditor
 has_review_role = is_operator | is_auditor | is_policy_admin
 
 # permission: (predicate, what it lets one do)
 PERMISSIONS: dict[str, tuple[Predicate, str]] = {
-    "agentops.start_task": (is_task_starter, "start tasks (the form, the API)"),
     "reviews.decide_gate": (
         is_operator,
         "decide gates, resolve stopped tasks, claim and assign items, pause, resume, cancel "
@@ -52,14 +53,7 @@ PERMISSIONS: dict[str, tuple[Predicate, str]] = {
     ),
     "reviews.read_decisions": (has_review_role, "read the decision log"),
     "reviews.read_dashboard": (has_review_role, "read the oversight dashboard"),
-    "policies.edit_policy": (
-        is_policy_admin,
-        "open the policy editor: drafts, rules, dry-runs, publish, revert",
-    ),
 }
-
-for _name, (_predicate, _) in PERMISSIONS.items():
-    add_perm(_name, _predicate)
 
 
 # Where django-rules' `is_group_member` keeps a user's group names, on the user object.
@@ -92,7 +86,9 @@ def gate_decider_refusal(gate: Gate, user: User) -> str | None:
 
 
 class PermissionRowsBackend(ModelBackend):
-    """Django's ModelBackend for every permission that is not a role's (see the module)."""
+    """Django's ModelBackend for every permission that is not a role's (see the module), for
+    every app. It stays here although it serves every app: its dotted path is stored in each
+    signed-in session (`BACKEND_SESSION_KEY`), so moving it would sign everyone out."""
 
     def has_perm(self, user_obj: User | AnonymousUser, perm: str, obj: Any = None) -> bool:
         if perm_exists(perm):

@@ -11,12 +11,12 @@ from django.db import models
 
 
 class Role(models.TextChoices):
-    """Groups created by migration; what each may do is registered in `reviews.roles`."""
+    """This app's groups, created by migration; what each may do is registered in
+    `reviews.roles`. Policy admins are `policies.permissions`', task starters
+    `agentops.permissions`'."""
 
     OPERATORS = "operators", "Operators"
     AUDITORS = "auditors", "Auditors"
-    POLICY_ADMINS = "policy admins", "Policy admins"
-    TASK_STARTERS = "task starters", "Task starters"
 
 
 class NoticeEvent(models.TextChoices):

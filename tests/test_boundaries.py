@@ -1,12 +1,12 @@
 """The one-way doors between the apps (policies <- agentops <- reviews) and inside them.
 
 `policies` imports no other app (only `agentops.web`, the project's web shell, which imports only
-Django, django-htmx and the standard library); `agentops` imports nothing from `reviews` except in
-the project shell (its settings, its URL modules and the test settings); `reviews` may import both.
-The same holds in templates: a template of `agentops` or `policies` loads no tag library, and
-includes or extends no template, of an app it may not import. Every .py file of each app is parsed
-(lazy imports inside functions count), and so is every template under `templates/agentops` and
-`templates/policies`.
+Django, django-htmx, django-rules and the standard library); `agentops` imports nothing from
+`reviews` except in the project shell (its settings, its URL modules and the test settings);
+`reviews` may import both. The same holds in templates: a template of `agentops` or `policies`
+loads no tag library, and includes or extends no template, of an app it may not import. Every .py
+file of each app is parsed (lazy imports inside functions count), and so is every template under
+`templates/agentops` and `templates/policies`.
 
 Inside `agentops` the engine (`agentops/engine/`) is the bottom layer: it imports nothing of the
 services, selectors, views, forms and admin above it, nor of the development tooling. And no
@@ -101,12 +101,14 @@ def test_an_app_imports_only_the_apps_below_it(app: str) -> None:
     assert offenders == {}
 
 
-def test_the_web_shell_imports_only_django_htmx_and_the_standard_library() -> None:
+def test_the_web_shell_imports_only_django_htmx_rules_and_the_standard_library() -> None:
+    # django-rules: the one way every app declares its roles and permissions is in the shell.
     roots = {m.split(".")[0] for m in imported_modules(ROOT / "agentops" / "web.py")}
 
     assert roots <= {"__future__", "collections", "functools", "json", "typing"} | {
         "django",
         "django_htmx",
+        "rules",
     }
 
 
