@@ -7,7 +7,17 @@ from django.db import models
 from django.http import HttpRequest
 
 from agentops.forms import StorableJSONField
-from agentops.models import Artifact, AuditItem, Event, Gate, Snapshot, Step, Task, ToolCall
+from agentops.models import (
+    ApiToken,
+    Artifact,
+    AuditItem,
+    Event,
+    Gate,
+    Snapshot,
+    Step,
+    Task,
+    ToolCall,
+)
 from agentops.web import ReadOnlyAdmin
 
 
@@ -122,3 +132,14 @@ class AuditItemAdmin(ReadOnlyAdmin):
 
     list_display = ("id", "task", "tool", "route", "sampled", "status", "created_at")
     list_filter = ("status", "route", "sampled")
+
+
+@admin.register(ApiToken)
+class ApiTokenAdmin(admin.ModelAdmin):
+    """Tokens are made by their owner (account page or `api_token`); an admin may revoke."""
+
+    list_display = ("id", "user", "name", "prefix", "created_at", "last_used_at", "revoked_at")
+    readonly_fields = ("user", "name", "prefix", "key_hash", "created_at", "last_used_at")
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False

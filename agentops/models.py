@@ -437,3 +437,28 @@ class AuditItem(models.Model):
 
     def __str__(self) -> str:
         return f"Audit {self.pk}: {self.tool} ({self.status})"
+
+
+class ApiToken(models.Model):
+    """A personal token for the JSON API: requests made with it act as its user.
+
+    Only the token's sha256 is stored; the token itself is shown once, when it is created. Every
+    app's API router authenticates with it (`agentops.api.TokenAuth`); moved here from `reviews`
+    (`0017_api_token_from_reviews` renamed its table).
+    """
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens"
+    )
+    name = models.CharField(max_length=100)
+    prefix = models.CharField(max_length=12)
+    key_hash = models.CharField(max_length=64, unique=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.prefix}…) of {self.user}"

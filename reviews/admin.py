@@ -18,7 +18,7 @@ from agentops.admin import TaskAdmin, ToolCallAdmin
 from agentops.engine.errors import AgentOpsError
 from agentops.models import Task, ToolCall
 from agentops.web import ReadOnlyAdmin, request_user
-from reviews.models import ApiToken, Decision, Delivery, NotificationRoute, WebhookEndpoint
+from reviews.models import Decision, Delivery, NotificationRoute, WebhookEndpoint
 from reviews.services import (
     ReviewError,
     intervention_apply,
@@ -182,7 +182,7 @@ class DecisionAdmin(ReadOnlyAdmin):
     list_filter = ("action", "channel")
 
 
-# -- notifications: admins configure endpoints and routes; deliveries and tokens are a record ----
+# -- notifications: admins configure endpoints and routes; deliveries are a record ------------
 
 
 @admin.register(WebhookEndpoint)
@@ -201,17 +201,6 @@ class DeliveryAdmin(admin.ModelAdmin):
     list_display = ("id", "notice", "channel", "user", "endpoint", "status", "attempts")
     list_filter = ("status", "channel")
     readonly_fields = [f.name for f in Delivery._meta.fields]
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False
-
-
-@admin.register(ApiToken)
-class ApiTokenAdmin(admin.ModelAdmin):
-    """Tokens are made by their owner (account page or `api_token`); an admin may revoke."""
-
-    list_display = ("id", "user", "name", "prefix", "created_at", "last_used_at", "revoked_at")
-    readonly_fields = ("user", "name", "prefix", "key_hash", "created_at", "last_used_at")
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False

@@ -37,13 +37,13 @@ from ninja.security import HttpBearer
 
 from agentops import throttle
 from agentops.engine.errors import AgentOpsError, StartRefused
-from agentops.models import AuditItem, Gate, Task
+from agentops.models import ApiToken, AuditItem, Gate, Task
 from agentops.selectors import tasks_visible_to
 from agentops.services import START_TASK, task_create
 from agentops.states import AuditStatus, GateStatus, TaskStatus
+from agentops.tokens import api_token_live
 from agentops.web import AuthenticatedHttpRequest
 from policies.models import Route
-from reviews.models import ApiToken
 from reviews.services import (
     GateAlreadyDecided,
     NotAllowed,
@@ -53,7 +53,6 @@ from reviews.services import (
     gate_reject,
 )
 from reviews.states import Via
-from reviews.tokens import api_token_live
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User

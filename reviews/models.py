@@ -1,4 +1,5 @@
-"""Human review: inbox claims, the append-only decision log, notifications and API tokens.
+"""Human review: inbox claims, the append-only decision log and notifications (API tokens are
+`agentops.models.ApiToken`).
 
 Gates and audit items are engine state (`agentops.models`); this app decides them through the
 engine's functions and keeps the people's records around them. Decisions are append-only: on
@@ -60,7 +61,7 @@ class Decision(models.Model):
     )
     # The API token that made an API decision; kept as an id when the token row goes.
     api_token = models.ForeignKey(
-        "ApiToken",
+        "agentops.ApiToken",
         null=True,
         blank=True,
         on_delete=models.DO_NOTHING,
@@ -233,26 +234,3 @@ class Delivery(models.Model):
 
     def __str__(self) -> str:
         return f"{self.notice} → {self.user or self.endpoint} ({self.status})"
-
-
-class ApiToken(models.Model):
-    """A personal token for the JSON API: requests made with it act as its user.
-
-    Only the token's sha256 is stored; the token itself is shown once, when it is created.
-    """
-
-    user = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens"
-    )
-    name = models.CharField(max_length=100)
-    prefix = models.CharField(max_length=12)
-    key_hash = models.CharField(max_length=64, unique=True)
-    created_at = models.DateTimeField(auto_now_add=True)
-    last_used_at = models.DateTimeField(null=True, blank=True)
-    revoked_at = models.DateTimeField(null=True, blank=True)
-
-    class Meta:
-        ordering = ["-created_at", "-id"]
-
-    def __str__(self) -> str:
-        return f"{self.name} ({self.prefix}…) of {self.user}"

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from reviews.models import ApiToken, Delivery
+from agentops.models import ApiToken
+from reviews.models import Delivery
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User

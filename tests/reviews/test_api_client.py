@@ -23,8 +23,8 @@ import pytest
 
 from agentops.models import Gate, Task
 from agentops.states import GateStatus
+from agentops.tokens import api_token_create
 from reviews.models import Decision
-from reviews.tokens import api_token_create
 from tests.reviews.builders import gated_refund, open_gate
 
 pytestmark = pytest.mark.django_db(transaction=True)

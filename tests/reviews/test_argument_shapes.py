@@ -41,12 +41,12 @@ from agentops.selectors import artifact_id_of, json_preview
 from agentops.services import task_create
 from agentops.states import AuditStatus, GateStatus, LedgerStatus, TaskStatus
 from agentops.templatetags.agentops_tags import gate_money
+from agentops.tokens import api_token_create
 from reviews.models import Delivery, Notice, NotificationRoute, WebhookEndpoint
 from reviews.notifications import delivery_send, notices_find, webhook_body
 from reviews.selectors import pretty_json
 from reviews.services import gate_approve, task_control_apply
 from reviews.states import Channel, WebhookFormat
-from reviews.tokens import api_token_create
 from tests.agentops.test_runner import run_until_parked_or_done
 from tests.reviews.builders import client_for, open_gate
 from tests.reviews.history import T0, make_call, make_gate, make_step, make_task

@@ -15,12 +15,12 @@ from django.urls import reverse
 from django.utils import timezone
 
 from agentops.models import AuditItem
+from agentops.tokens import api_token_create
 from policies.models import Policy
 from policies.services import policy_draft_create, policy_publish
 from reviews.models import Decision
 from reviews.services import audit_item_review, decision_record, gate_approve, intervention_apply
 from reviews.states import VIA_BROWSER, DecisionChannel
-from reviews.tokens import api_token_create
 from tests.reviews.builders import (
     audited_refund,
     client_for,

@@ -11,7 +11,7 @@ from django.urls import reverse
 from agentops.engine.errors import StartRefused
 from agentops.models import Task
 from agentops.services import task_create
-from reviews.tokens import api_token_create
+from agentops.tokens import api_token_create
 from tests.reviews.builders import client_for
 
 pytestmark = pytest.mark.django_db

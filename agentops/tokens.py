@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from django.db import transaction
 from django.utils import timezone
 
-from reviews.models import ApiToken
+from agentops.models import ApiToken
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User

@@ -5,8 +5,8 @@ from __future__ import annotations
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from reviews.models import ApiToken
-from reviews.tokens import api_token_create, api_token_revoke
+from agentops.models import ApiToken
+from agentops.tokens import api_token_create, api_token_revoke
 
 
 class Command(BaseCommand):
