@@ -4,13 +4,18 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
+from agentops import api as agentops_api
 from agentops.login import AdminLoginForm, LoginView
 from agentops.views import favicon
-from reviews.api import api
+from reviews import api as reviews_api
 
 # The admin's sign-in is throttled like the product's (agentops.login).
 admin.site.login_form = AdminLoginForm
 handler500 = "agentops.request_ids.server_error"
+
+# The JSON API: one NinjaAPI, each app's router on it. Reviews' first: its `/tasks/stopped` must
+# be tried before agentops' `/tasks/{task_id}`, which would take it (see `api_build`).
+api = agentops_api.api_build(reviews_api.router, agentops_api.router)
 
 urlpatterns = [
     # The django-rq dashboard: its views admit staff users only.

@@ -1,48 +1,27 @@
-"""The JSON API (`/api/v1/`), for the tools around the product: read tasks, gates, stopped tasks
-and the audit queue; decide gates; start tasks.
+"""The review endpoints of the JSON API (`/api/v1/`): the stopped tasks, the gates and their
+decisions, the audit queue. This app's django-ninja router, mounted by the project shell
+(`agentops/urls.py`) next to the others; authentication, the error answers and paging are
+`agentops.api`'s.
 
-It is django-ninja over the same selectors and services as the pages, so the same rules hold:
-the permissions of `reviews.roles` (asked through `user.has_perm`), a decision needs the digest
-the caller saw (409 when it is stale or someone decided first), separation of duties, one entry
-in the decision log per decision, marked as an API decision with the token that made it.
-Requests authenticate with a personal bearer token (`Authorization: Bearer ao_...`); the actor
-is the token's user. Browser sessions do not authenticate here, so the API needs no CSRF token
-and the pages' CSRF rules stay as they are. Bad tokens are counted per client address
-(`agentops.throttle`): past the limit every token from that address, good or bad, answers 429
-with Retry-After until the lockout ends (checked before the token is looked up, so a guesser
-learns nothing more).
-
-The order of checks is the same for every operation: throttle (429), token (401 with a
-`WWW-Authenticate: Bearer` challenge), role (403), and only then the path, query and body (422),
-so a caller without the role learns nothing about what the operation takes. Everything under
-`/api/v1/` answers JSON, unknown paths (404) and wrong methods (405) included, and every status
-an operation answers is declared in the OpenAPI description (`/api/v1/openapi.json`).
+The permissions are this app's (`reviews.roles`), checked by `TokenAuth` before the path, query
+and body are read; a decision needs the digest the caller saw (409 when it is stale or someone
+decided first), separation of duties holds, and each decision is one entry in the decision log,
+marked as an API decision with the token that made it.
 """
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from datetime import datetime
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from django.db.models import QuerySet
-from django.http import HttpRequest, HttpResponse, HttpResponseBase
-from django.urls import URLPattern, URLResolver, re_path
-from ninja import NinjaAPI, Schema, Status
-from ninja.errors import AuthenticationError, HttpError, Throttled
-from ninja.openapi.schema import OpenAPISchema
-from ninja.security import HttpBearer
+from ninja import Router, Schema
+from ninja.errors import HttpError
 
-from agentops import throttle
-from agentops.engine.errors import AgentOpsError, StartRefused
-from agentops.models import ApiToken, AuditItem, Gate, Task
-from agentops.selectors import tasks_visible_to
-from agentops.services import START_TASK, task_create
+from agentops.api import ROLE, ApiRequest, Error, TaskOut, TokenAuth, page_of
+from agentops.models import AuditItem, Gate, Task
 from agentops.states import AuditStatus, GateStatus, TaskStatus
-from agentops.tokens import api_token_live
-from agentops.web import AuthenticatedHttpRequest
 from policies.models import Route
 from reviews.services import (
     GateAlreadyDecided,
@@ -54,198 +33,17 @@ from reviews.services import (
 )
 from reviews.states import Via
 
-if TYPE_CHECKING:
-    from django.contrib.auth.models import User
-    from ninja.operation import Operation
-
-PAGE_LIMIT = 100
 READ_REVIEWS = "reviews.read_reviews"
 DECIDE_GATE = "reviews.decide_gate"
-REALM = "agentops API"
 
-
-class ApiRequest(AuthenticatedHttpRequest):
-    """A request that passed `TokenAuth`: `auth` is the token it carried."""
-
-    auth: ApiToken
-
-
-class TokenAuth(HttpBearer):
-    """A live personal token (else 401); with `permission`, its user must hold it (else 403).
-
-    The role is checked here, in authentication, because django-ninja runs authentication before
-    it reads the path, query and body: a caller without the role gets 403 without learning
-    anything about what the operation takes."""
-
-    def __init__(
-        self, permission: str | None = None, refusal: str | Callable[[User], str] = ""
-    ) -> None:
-        super().__init__()
-        self.permission = permission
-        self.refusal = refusal
-
-    def authenticate(self, request: HttpRequest, token: str) -> ApiToken | None:
-        client = throttle.client_address(request)
-        keys = [throttle.address_key(throttle.Scope.API_ADDRESS, client)]
-        if wait := throttle.throttle_wait(keys):
-            raise Throttled(wait=wait)
-        row = api_token_live(token)
-        if row is None:
-            if wait := throttle.throttle_fail(keys, client=client):
-                raise Throttled(wait=wait)
-            return None
-        request.user = row.user
-        if self.permission and not row.user.has_perm(self.permission):
-            refusal = self.refusal if isinstance(self.refusal, str) else self.refusal(row.user)
-            raise HttpError(403, refusal)
-        return row
+router = Router()
 
 
 def _readers_only(what: str) -> TokenAuth:
     return TokenAuth(READ_REVIEWS, f"{what} for operators and auditors")
 
 
-class AgentopsApi(NinjaAPI):
-    """NinjaAPI with readable operation ids and JSON for every answer under its prefix."""
-
-    def get_openapi_operation_id(self, operation: Operation) -> str:
-        # Generated clients name their functions after these: `list_gates`, `approve_gate`.
-        return operation.view_func.__name__
-
-    def get_openapi_schema(
-        self, *, path_prefix: str | None = None, path_params: dict[str, Any] | None = None
-    ) -> OpenAPISchema:
-        schema = super().get_openapi_schema(path_prefix=path_prefix, path_params=path_params)
-        enums = {name for name, found in schema["components"]["schemas"].items() if "enum" in found}
-        for operation in (op for path in schema["paths"].values() for op in path.values()):
-            for parameter in operation.get("parameters", []):
-                parameter["schema"] = _enum_by_reference(parameter["schema"], enums)
-        return schema
-
-    def _get_urls(self) -> list[URLResolver | URLPattern]:
-        # django-ninja answers a wrong method with a plain-text 405, and its root (`/api/v1/`)
-        # and unknown paths with the site's HTML 404 page; a client of a JSON API should get
-        # JSON for all of them. The root keeps its name: ninja reverses it for the schema.
-        urls = super()._get_urls()
-        for url in urls:
-            if isinstance(url, URLPattern):
-                root = url.name == "api-root"
-                url.callback = self._unknown_path if root else self._json_405(url.callback)
-        return [*urls, re_path(r"^", self._unknown_path, name="unknown-path")]
-
-    def _json_405(self, view: Callable[..., HttpResponseBase]) -> Callable[..., HttpResponseBase]:
-        @functools.wraps(view)
-        def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
-            response = view(request, *args, **kwargs)
-            if response.status_code != 405:
-                return response
-            allowed = response.get("Allow", "")
-            answer = self.create_response(
-                request,
-                {"detail": f"{request.method} is not allowed here; allowed: {allowed}"},
-                status=405,
-            )
-            answer["Allow"] = allowed
-            return answer
-
-        return wrapped
-
-    def _unknown_path(self, request: HttpRequest) -> HttpResponse:
-        return self.create_response(
-            request,
-            {"detail": f"no such path: {request.path}; the operations are at {DOCS_PATH}"},
-            status=404,
-        )
-
-
-DOCS_PATH = "/api/v1/docs"
-
-
-def _enum_by_reference(schema: dict[str, Any], enums: set[str]) -> dict[str, Any]:
-    """A query parameter with a default whose type is an enum of the components (`status` of
-    the gates and the audit queue) points at that enum instead of the copy django-ninja inlines
-    in an `allOf`: generated clients then take the same enum (GateStatus) as in the answers."""
-    inlined = schema.get("allOf")
-    if not inlined or len(inlined) != 1 or inlined[0].get("title") not in enums:
-        return schema
-    rest = {key: value for key, value in schema.items() if key != "allOf"}
-    return {"$ref": f"#/components/schemas/{inlined[0]['title']}", **rest}
-
-
-api = AgentopsApi(
-    title="agentops API",
-    version="1",
-    urls_namespace="api",
-    auth=TokenAuth(),
-    docs_url="/docs",
-)
-
-
-@api.exception_handler(Throttled)
-def throttled(request: HttpRequest, exc: Throttled) -> HttpResponse:
-    wait = int(exc.wait or 1)
-    response = api.create_response(
-        request,
-        {
-            "detail": "too many bad tokens from this address; try again in "
-            f"{wait} second{'s' if wait != 1 else ''}",
-            "retry_after": wait,
-        },
-        status=429,
-    )
-    response["Retry-After"] = str(wait)
-    return response
-
-
-@api.exception_handler(AuthenticationError)
-def unauthenticated(request: HttpRequest, exc: AuthenticationError) -> HttpResponse:
-    """401 with the challenge of RFC 6750: `error="invalid_token"` when a bearer token was sent
-    but is unknown, revoked or its user inactive; a bare challenge when none was sent."""
-    scheme, _, token = request.headers.get("Authorization", "").partition(" ")
-    challenge = f'Bearer realm="{REALM}"'
-    if scheme.lower() == "bearer" and token.strip():
-        detail = "the token is unknown, revoked, or its user is inactive"
-        challenge += f', error="invalid_token", error_description="{detail}"'
-    else:
-        detail = "send a personal token: Authorization: Bearer ao_..."
-    response = api.create_response(request, {"detail": detail}, status=401)
-    response["WWW-Authenticate"] = challenge
-    return response
-
-
-# -- schemas ------------------------------------------------------------------------------------
-
-
-class TaskOut(Schema):
-    id: int
-    agent: str
-    goal: str
-    status: TaskStatus
-    current_step: int
-    step_count: int
-    failure: dict[str, Any] | None
-    tokens_used: int
-    tokens_saved: int
-    cost_used: Decimal
-    token_budget: int | None
-    cost_budget: Decimal | None
-    wall_time_budget_seconds: int | None
-    created_by: str | None
-    created_at: datetime
-    finished_at: datetime | None
-
-    @staticmethod
-    def resolve_created_by(task: Task) -> str | None:
-        return task.created_by.get_username() if task.created_by else None
-
-
-class TaskIn(Schema):
-    agent: str
-    goal: str
-    input: dict[str, Any] = {}
-    token_budget: int | None = None
-    cost_budget: Decimal | None = None
-    wall_time_budget_seconds: int | None = None
+# -- schemas --------------------------------------------------------------------------------------
 
 
 class GateOut(Schema):
@@ -302,45 +100,7 @@ class AuditItemOut(Schema):
     created_at: datetime
 
 
-class Error(Schema):
-    detail: str
-
-
-class ThrottledError(Schema):
-    """429: too many bad tokens from the caller's address; the Retry-After header says the same."""
-
-    detail: str
-    retry_after: int
-
-
-class ValidationIssue(Schema):
-    """One problem with the path, query or body: where (`["query", "status"]`), what kind, and
-    a sentence (`Input should be 'open', 'approved', ...`)."""
-
-    type: str
-    loc: list[str | int]
-    msg: str
-
-
-class ValidationErrors(Schema):
-    """422: the request's path, query or body does not fit the operation."""
-
-    detail: list[ValidationIssue]
-
-
-# Every operation authenticates and takes parameters: no valid token is 401, a locked-out address
-# 429, a parameter or body that does not fit 422.
-COMMON = {401: Error, 422: ValidationErrors, 429: ThrottledError}
-# Operations behind a role add 403.
-ROLE = {403: Error, **COMMON}
-
-
 # -- rules --------------------------------------------------------------------------------------
-
-
-def _page(queryset: QuerySet[Any], limit: int, offset: int) -> list[Any]:
-    limit = max(1, min(limit, PAGE_LIMIT))
-    return list(queryset[max(offset, 0) : max(offset, 0) + limit])
 
 
 def _via(request: ApiRequest) -> Via:
@@ -363,24 +123,10 @@ def _decide(gate_id: int, apply: Callable[[], object]) -> Gate:
     return Gate.objects.select_related("decided_by").get(pk=gate_id)
 
 
-# -- tasks --------------------------------------------------------------------------------------
+# -- stopped tasks ------------------------------------------------------------------------------
 
 
-@api.get(
-    "/tasks",
-    response={200: list[TaskOut], **COMMON},
-    summary="Tasks the caller may see, newest first",
-)
-def list_tasks(
-    request: ApiRequest, status: TaskStatus | None = None, limit: int = 50, offset: int = 0
-) -> list[Task]:
-    tasks = tasks_visible_to(request.user).select_related("created_by").order_by("-id")
-    if status:
-        tasks = tasks.filter(status=status)
-    return _page(tasks, limit, offset)
-
-
-@api.get(
+@router.get(
     "/tasks/stopped",
     response={200: list[TaskOut], **ROLE},
     summary="Tasks stopped for a human",
@@ -392,48 +138,13 @@ def list_stopped_tasks(request: ApiRequest, limit: int = 50, offset: int = 0) ->
         .select_related("created_by")
         .order_by("status_changed_at", "id")
     )
-    return _page(tasks, limit, offset)
-
-
-@api.get("/tasks/{task_id}", response={200: TaskOut, 404: Error, **COMMON}, summary="One task")
-def get_task(request: ApiRequest, task_id: int) -> Task:
-    task = tasks_visible_to(request.user).select_related("created_by").filter(pk=task_id).first()
-    if task is None:
-        raise HttpError(404, f"no task {task_id}")
-    return task
-
-
-@api.post(
-    "/tasks",
-    response={201: TaskOut, 400: Error, **ROLE},
-    summary="Start a task",
-    # The engine's own refusal, so the API and `task_create` say the same.
-    auth=TokenAuth(START_TASK, lambda user: str(StartRefused(user.get_username()))),
-)
-def start_task(request: ApiRequest, payload: TaskIn) -> Status[Task]:
-    """Start a task as the token's user, who needs the task-starter role (403 otherwise, before
-    the body is read)."""
-    try:
-        task = task_create(
-            agent=payload.agent,
-            goal=payload.goal,
-            input=payload.input,
-            started_by=request.user,
-            token_budget=payload.token_budget,
-            cost_budget=payload.cost_budget,
-            wall_time_budget_seconds=payload.wall_time_budget_seconds,
-        )
-    except StartRefused as exc:  # the role was taken away between the two checks
-        raise HttpError(403, str(exc)) from None
-    except (AgentOpsError, ValueError) as exc:  # unknown agent, input that is not JSON, no goal
-        raise HttpError(400, str(exc)) from None
-    return Status(201, task)
+    return page_of(tasks, limit, offset)
 
 
 # -- gates --------------------------------------------------------------------------------------
 
 
-@api.get(
+@router.get(
     "/gates",
     response={200: list[GateOut], **ROLE},
     summary="Gates, open ones by default",
@@ -446,10 +157,10 @@ def list_gates(
     offset: int = 0,
 ) -> list[Gate]:
     gates = Gate.objects.filter(status=status).select_related("decided_by").order_by("due_at")
-    return _page(gates, limit, offset)
+    return page_of(gates, limit, offset)
 
 
-@api.get(
+@router.get(
     "/gates/{gate_id}",
     response={200: GateOut, 404: Error, **ROLE},
     summary="One gate, with the digest a decision must send back",
@@ -466,7 +177,7 @@ DECISION_RESPONSES = {200: GateOut, 400: Error, 404: Error, 409: Error, **ROLE}
 OPERATORS_ONLY = TokenAuth(DECIDE_GATE, "deciding gates is for operators")
 
 
-@api.post(
+@router.post(
     "/gates/{gate_id}/approve",
     response=DECISION_RESPONSES,
     summary="Approve a gate as proposed",
@@ -485,7 +196,7 @@ def approve_gate(request: ApiRequest, gate_id: int, payload: ApproveIn) -> Gate:
     )
 
 
-@api.post(
+@router.post(
     "/gates/{gate_id}/reject",
     response=DECISION_RESPONSES,
     summary="Reject a gate; the agent re-plans from the feedback",
@@ -504,7 +215,7 @@ def reject_gate(request: ApiRequest, gate_id: int, payload: RejectIn) -> Gate:
     )
 
 
-@api.post(
+@router.post(
     "/gates/{gate_id}/edit",
     response=DECISION_RESPONSES,
     summary="Approve a gate with edited arguments",
@@ -527,7 +238,7 @@ def edit_gate(request: ApiRequest, gate_id: int, payload: EditIn) -> Gate:
 # -- audit queue --------------------------------------------------------------------------------
 
 
-@api.get(
+@router.get(
     "/audit",
     response={200: list[AuditItemOut], **ROLE},
     summary="The audit queue",
@@ -540,4 +251,4 @@ def list_audit_items(
     offset: int = 0,
 ) -> list[AuditItem]:
     items = AuditItem.objects.filter(status=status).order_by("created_at", "id")
-    return _page(items, limit, offset)
+    return page_of(items, limit, offset)

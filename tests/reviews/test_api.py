@@ -18,7 +18,7 @@ from agentops.logs import StructuredFormatter
 from agentops.models import Gate, Task, ToolCall
 from agentops.states import GateStatus, TaskStatus
 from agentops.tokens import api_token_create, api_token_revoke
-from reviews.api import api
+from agentops.urls import api
 from reviews.models import Decision
 from tests.agentops.test_runner import run_until_parked_or_done
 from tests.reviews.builders import gated_refund, open_gate, stopped_trip
