@@ -282,7 +282,8 @@ STORAGES = {
 WHITENOISE_USE_FINDERS = DEV
 WHITENOISE_AUTOREFRESH = DEV
 
-# Role permissions (reviews.roles, django-rules), then Django's per-user and group permission
+# Role permissions (each app's, registered with django-rules: policies.permissions,
+# agentops.permissions, reviews.roles), then Django's per-user and group permission
 # rows for every other permission (the admin's, agentops.view_task).
 AUTHENTICATION_BACKENDS = [
     "rules.permissions.ObjectPermissionBackend",

@@ -63,7 +63,8 @@ class Command(BaseCommand):
                     user.email = f"{username}@example.com"
                     user.save(update_fields=["email"])
                 # The groups come from the reviews/policies migrations; what each role may do
-                # is registered in reviews.roles.
+                # is registered by its app (policies.permissions, agentops.permissions,
+                # reviews.roles).
                 user.groups.add(*Group.objects.filter(name__in=groups))
         self.stdout.write(
             "demo logins: "
