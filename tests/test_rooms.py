@@ -23,10 +23,6 @@ LIMIT = 600
 OVER_LIMIT = {
     # The task runner: the step loop, model and tool calls, parking and recovery.
     "agentops/engine/runner.py": 1021,
-    # The transition table's conditional UPDATEs and their events, and the one-statement commit's
-    # SQL builder (to leave it next); a fan-out parent's wake moved in from children.py (+38),
-    # which broke the transitions <-> children import cycle.
-    "agentops/engine/transitions.py": 1053,
     # The checkpoint benchmark and the peers it is compared with.
     "benchmarks/checkpoint.py": 797,
     # The recovery advisor's options for a stopped task.
