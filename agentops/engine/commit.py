@@ -34,11 +34,7 @@ from agentops.engine.statements import (
     artifact_id_reserved,
 )
 from agentops.models import Event, Snapshot, Step, Task, ToolCall
-from agentops.states import (
-    STEP_TRANSITIONS,
-    TERMINAL,
-    ledger_sources,
-)
+from agentops.states import STEP_TRANSITIONS, TERMINAL, ledger_sources
 
 
 @dataclass

@@ -25,12 +25,7 @@ from django.db.models.functions import Now
 
 from agentops import prometheus
 from agentops.engine import rows
-from agentops.engine.commit import (
-    STATUS_FIELD,
-    TASK_OWNED_FIELDS,
-    _refuse_owned,
-    _status_stamped,
-)
+from agentops.engine.commit import STATUS_FIELD, TASK_OWNED_FIELDS, _refuse_owned, _status_stamped
 from agentops.engine.commit import Commit as Commit
 from agentops.engine.commit import EventSpec as EventSpec
 from agentops.engine.commit import Lease as Lease
@@ -45,13 +40,7 @@ from agentops.engine.statements import db_time_after as db_time_after
 from agentops.engine.statements import lease_deadline as lease_deadline
 from agentops.engine.statements import prepared_rows as prepared_rows
 from agentops.models import Event, Step, Task, ToolCall
-from agentops.states import (
-    STEP_TRANSITIONS,
-    TASK_TRANSITIONS,
-    TERMINAL,
-    TaskStatus,
-    ledger_sources,
-)
+from agentops.states import STEP_TRANSITIONS, TASK_TRANSITIONS, TERMINAL, TaskStatus, ledger_sources
 
 logger = logging.getLogger(__name__)
 
