@@ -17,7 +17,7 @@ from agentops import prometheus
 from agentops.engine import budgets, gates, routing
 from agentops.engine.checkpoints import snapshot_write
 from agentops.engine.crashpoints import crashpoint
-from agentops.engine.errors import ModelFailure, UnknownTool
+from agentops.engine.errors import FailureKind, ModelFailure, UnknownTool
 from agentops.engine.jsonvalues import Encoded, is_pointer, redacted
 from agentops.engine.ledger import arguments_encoded, idempotency_key
 from agentops.engine.model import ModelRequest, ModelResponse, get_model_adapter, record_pointing_at
@@ -275,9 +275,9 @@ class Proposals(RunState):
         if name not in self.agent.tools:
             raise ModelFailure(
                 f"the model proposed tool {name!r}, which agent {self.agent.name} does not have",
-                kind="output_invalid",
+                kind=FailureKind.OUTPUT_INVALID,
             )
         try:
             return get_tool(name)
         except UnknownTool as exc:
-            raise ModelFailure(str(exc), kind="output_invalid") from None
+            raise ModelFailure(str(exc), kind=FailureKind.OUTPUT_INVALID) from None

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentops.engine.errors import OrchestrationFailure
+from agentops.engine.errors import FailureKind, OrchestrationFailure
 from agentops.engine.registry import Tool
 from agentops.models import Step, Task
 from agentops.states import Phase
@@ -95,7 +95,7 @@ def verdict_for(
     if verdict.route == "deny":
         raise OrchestrationFailure(
             f"policy denies {tool.name}: {'; '.join(verdict.reasons)}",
-            kind="authorization_gap",
+            kind=FailureKind.AUTHORIZATION_GAP,
             detail={"rule": verdict.rule, "policy_version": verdict.version},
         )
     return verdict

@@ -33,6 +33,7 @@ from agentops.engine.checkpoints import checkpoint_verify
 from agentops.engine.crashpoints import crashpoint
 from agentops.engine.errors import (
     CheckpointMismatch,
+    FailureKind,
     LeaseLost,
     OrchestrationFailure,
     StepFailure,
@@ -189,13 +190,13 @@ class TaskRun(StepCommits, Proposals):
                 OrchestrationFailure(
                     f"the task was recovered after a crash {task.recoveries} times (cap "
                     f"{task.recovery_cap})",
-                    kind="process_crash",
+                    kind=FailureKind.PROCESS_CRASH,
                 )
             )
         try:
             self.agent = get_agent(task.agent)
         except UnknownAgent as exc:
-            return self._stop(OrchestrationFailure(str(exc), kind="unknown_agent"))
+            return self._stop(OrchestrationFailure(str(exc), kind=FailureKind.UNKNOWN_AGENT))
         calls = task_calls(task.pk)
         self.calls = {call.pk: call for call in calls}
         for call in calls:
@@ -203,7 +204,7 @@ class TaskRun(StepCommits, Proposals):
         try:
             checkpoint_verify(task, self.steps, calls)
         except CheckpointMismatch as exc:
-            return self._stop(OrchestrationFailure(str(exc), kind="checkpoint_mismatch"))
+            return self._stop(OrchestrationFailure(str(exc), kind=FailureKind.CHECKPOINT_MISMATCH))
         return None
 
     def _tokens_saved_by_resume(self) -> int:
@@ -352,7 +353,7 @@ class TaskRun(StepCommits, Proposals):
                     failure=ToolFailure(
                         f"{tool.name}: the recorded call's output was rejected "
                         f"({result[INVALID_OUTPUT_KEY]}); skip the step or abort",
-                        kind="output_invalid",
+                        kind=FailureKind.OUTPUT_INVALID,
                     ),
                     how="recorded",
                 )
@@ -362,7 +363,7 @@ class TaskRun(StepCommits, Proposals):
                 LedgerStatus.EXECUTED_UNKNOWN,
                 failure=OrchestrationFailure(
                     f"{tool.name}: waiting for a person to confirm whether the effect happened",
-                    kind="side_effect_unknown",
+                    kind=FailureKind.SIDE_EFFECT_UNKNOWN,
                 ),
                 how="recorded",
             )

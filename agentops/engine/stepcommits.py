@@ -19,7 +19,7 @@ from agentops.engine import retries
 from agentops.engine.checkpoints import snapshot_state, snapshot_write
 from agentops.engine.crashpoints import crashpoint
 from agentops.engine.dispatch import task_enqueue
-from agentops.engine.errors import StepFailure
+from agentops.engine.errors import FailureKind, StepFailure
 from agentops.engine.jsonvalues import offloaded
 from agentops.engine.registry import Tool
 from agentops.engine.runstate import RunState, StepResult
@@ -50,7 +50,7 @@ class StepCommits(RunState):
     ) -> tuple[list[EventSpec], dict[str, Any]]:
         """Events and task fields that start `step`. Builds the step's prompt as a side effect,
         from `steps` (default: the run's view of the steps)."""
-        overflowed = (step.error or {}).get("kind") == "context_overflow"
+        overflowed = (step.error or {}).get("kind") == FailureKind.CONTEXT_OVERFLOW
         view = self.steps if steps is None else steps
         built = ctxbuild.build_context(
             agent=self.agent,
@@ -111,7 +111,7 @@ class StepCommits(RunState):
         """Reviewers' notes on the step, plus a repair note when its last reply was invalid."""
         notes = [n for n in (step.spec.get("notes") or []) if isinstance(n, str)]
         last = step.error or {}
-        if last.get("kind") == "output_invalid":
+        if last.get("kind") == FailureKind.OUTPUT_INVALID:
             notes.append(
                 f"Your previous reply for this step was rejected: {last.get('message', '')}. "
                 "Answer with one JSON object and at most one tool call whose arguments fit "

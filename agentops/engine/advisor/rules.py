@@ -15,6 +15,7 @@ from agentops.engine.advisor.situation import (
     Risk,
     Situation,
 )
+from agentops.engine.errors import FailureKind
 
 
 @dataclass(frozen=True)
@@ -54,7 +55,14 @@ def _set(*values: str) -> frozenset[str]:
     return frozenset(values)
 
 
+def _kinds(*kinds: FailureKind) -> frozenset[FailureKind]:
+    """A row's failure kinds: members of the one enum, so a row cannot name a kind that is not
+    recorded (mypy checks it)."""
+    return frozenset(kinds)
+
+
 _A = Action
+K = FailureKind
 # First match wins; the last row matches everything. docs/recovery.md renders this table.
 RULES: tuple[Rule, ...] = (
     Rule(
@@ -69,21 +77,21 @@ RULES: tuple[Rule, ...] = (
         _A.CONFIRM,
         "A call may have taken effect and the service cannot be asked; confirm whether it "
         "happened before anything else runs.",
-        kinds=_set("side_effect_unknown"),
+        kinds=_kinds(K.SIDE_EFFECT_UNKNOWN),
     ),
     Rule(
         "checkpoint-mismatch",
         _A.ABORT,
         "The checkpoint disagrees with the event log, so resuming could act on a wrong state; "
         "abort and check the ledger by hand.",
-        kinds=_set("checkpoint_mismatch"),
+        kinds=_kinds(K.CHECKPOINT_MISMATCH),
     ),
     Rule(
         "crash-resume",
         _A.RETRY,
         "The worker died mid-task; resume from the last checkpoint: completed steps and "
         "recorded effects are not repeated.",
-        kinds=_set("process_crash"),
+        kinds=_kinds(K.PROCESS_CRASH),
         task_cap_reached=False,
     ),
     Rule(
@@ -91,7 +99,7 @@ RULES: tuple[Rule, ...] = (
         _A.RETRY,
         "The task crashed its worker {recoveries} times, but {percent}% is done; fix the cause "
         "(memory, time limit) and resume rather than start over.",
-        kinds=_set("process_crash"),
+        kinds=_kinds(K.PROCESS_CRASH),
         band=Band.LATE,
     ),
     Rule(
@@ -99,7 +107,7 @@ RULES: tuple[Rule, ...] = (
         _A.ROLLBACK,
         "The task crashed its worker {recoveries} times (cap {recovery_cap}) at {percent}% "
         "done; undo its effects and start again once the cause is fixed.",
-        kinds=_set("process_crash"),
+        kinds=_kinds(K.PROCESS_CRASH),
         compensable=True,
         irreversible=False,
     ),
@@ -108,14 +116,14 @@ RULES: tuple[Rule, ...] = (
         _A.ABORT,
         "The task crashed its worker {recoveries} times (cap {recovery_cap}) at {percent}% "
         "done; another resume would likely crash again, so abort and restart once fixed.",
-        kinds=_set("process_crash"),
+        kinds=_kinds(K.PROCESS_CRASH),
     ),
     Rule(
         "policy-deny-undo",
         _A.ROLLBACK,
         "The policy forbids this action, so a retry would be denied again; undo the effects so "
         "far and end the task, or change the policy first.",
-        kinds=_set("authorization_gap"),
+        kinds=_kinds(K.AUTHORIZATION_GAP),
         layers=_set("orchestration"),
         compensable=True,
         irreversible=False,
@@ -125,7 +133,7 @@ RULES: tuple[Rule, ...] = (
         _A.ABORT,
         "The policy forbids this action, so a retry would be denied again; abort, or change "
         "the policy and then retry.",
-        kinds=_set("authorization_gap"),
+        kinds=_kinds(K.AUTHORIZATION_GAP),
         layers=_set("orchestration"),
     ),
     Rule(
@@ -155,7 +163,7 @@ RULES: tuple[Rule, ...] = (
         _A.RETRY,
         "The budget ran out at {percent}% done; extend it and resume: finishing is cheaper "
         "than starting over.",
-        kinds=_set("budget_overflow"),
+        kinds=_kinds(K.BUDGET_OVERFLOW),
         band=Band.LATE,
     ),
     Rule(
@@ -163,7 +171,7 @@ RULES: tuple[Rule, ...] = (
         _A.ROLLBACK,
         "The budget ran out at only {percent}% done; undo the effects so far, or extend the "
         "budget and retry if the goal is worth it.",
-        kinds=_set("budget_overflow"),
+        kinds=_kinds(K.BUDGET_OVERFLOW),
         compensable=True,
         irreversible=False,
     ),
@@ -172,28 +180,28 @@ RULES: tuple[Rule, ...] = (
         _A.ABORT,
         "The budget ran out at only {percent}% done; abort, or extend the budget and retry if "
         "the goal is worth it.",
-        kinds=_set("budget_overflow"),
+        kinds=_kinds(K.BUDGET_OVERFLOW),
     ),
     Rule(
         "unknown-tool",
         _A.RETRY,
         "A recorded call names a tool the workers no longer register (a deploy removed or "
         "renamed it); deploy it and retry: the ledger row is intact.",
-        kinds=_set("unknown_tool"),
+        kinds=_kinds(K.UNKNOWN_TOOL),
     ),
     Rule(
         "unknown-fan-out",
         _A.RETRY,
         "The plan names a fan-out the workers do not register (a deploy removed or renamed "
         "it); deploy it and retry: the children already spawned are kept.",
-        kinds=_set("unknown_fan_out"),
+        kinds=_kinds(K.UNKNOWN_FAN_OUT),
     ),
     Rule(
         "child-failed",
         _A.ROLLBACK,
         "A child task ended without succeeding (aborted or rolled back), so this step cannot "
         "collect its results; roll back to undo the family's effects, or abort to keep them.",
-        kinds=_set("child_failed"),
+        kinds=_kinds(K.CHILD_FAILED),
         compensable=True,
         irreversible=False,
     ),
@@ -202,14 +210,14 @@ RULES: tuple[Rule, ...] = (
         _A.ABORT,
         "A child task ended without succeeding, so this step cannot collect its results; "
         "nothing here can be undone automatically: abort and settle the effects by hand.",
-        kinds=_set("child_failed"),
+        kinds=_kinds(K.CHILD_FAILED),
     ),
     Rule(
         "unknown-agent",
         _A.RETRY,
         "The agent is not registered on the workers (a deploy removed or renamed it); deploy "
         "it and retry: the checkpoint is intact.",
-        kinds=_set("unknown_agent"),
+        kinds=_kinds(K.UNKNOWN_AGENT),
     ),
     Rule(
         "model-transient",
@@ -234,7 +242,7 @@ RULES: tuple[Rule, ...] = (
         _A.RETRY,
         "The tool ran but returned output that cannot be stored ({kind}); fix the tool, then "
         "retry: its ledger row is resolved, so nothing runs twice behind your back.",
-        kinds=_set("output_invalid", "tool_error"),
+        kinds=_kinds(K.OUTPUT_INVALID, K.TOOL_ERROR),
         layers=_set("tool"),
     ),
     Rule(
@@ -242,7 +250,7 @@ RULES: tuple[Rule, ...] = (
         _A.ABORT,
         "The model server refused the request itself (4xx); a retry would send the same "
         "request, so fix the model settings (name, key, adapter) and retry, or abort.",
-        kinds=_set("bad_request"),
+        kinds=_kinds(K.BAD_REQUEST),
         layers=_set("model"),
     ),
     Rule(
@@ -250,27 +258,27 @@ RULES: tuple[Rule, ...] = (
         _A.RETRY,
         "The model's reply was malformed (attempt {attempts} of {attempt_cap}); retry with a "
         "repair prompt.",
-        kinds=_set("output_invalid"),
+        kinds=_kinds(K.OUTPUT_INVALID),
     ),
     Rule(
         "context-overflow",
         _A.RETRY,
         "The conversation outgrew the model's context window; retry with earlier work summarized.",
-        kinds=_set("context_overflow"),
+        kinds=_kinds(K.CONTEXT_OVERFLOW),
     ),
     Rule(
         "tool-rate-limited",
         _A.RETRY,
         "The service is throttling calls; retry after its Retry-After with the same "
         "idempotency key: nothing runs twice.",
-        kinds=_set("rate_limited"),
+        kinds=_kinds(K.RATE_LIMITED),
         layers=_set("tool"),
     ),
     Rule(
         "tool-unreachable-read",
         _A.RETRY,
         "A low-risk call ({kind}) did not complete; repeating it changes nothing remotely.",
-        kinds=_set("timeout", "unavailable"),
+        kinds=_kinds(K.TIMEOUT, K.UNAVAILABLE),
         layers=_set("tool"),
         risks=frozenset({Risk.LOW}),
     ),
@@ -279,7 +287,7 @@ RULES: tuple[Rule, ...] = (
         _A.RETRY,
         "The {side_effect} call failed after it was sent ({kind}); the probe or the "
         "service's key dedup rules out a double effect, so retry with the same key.",
-        kinds=_set("timeout", "unavailable"),
+        kinds=_kinds(K.TIMEOUT, K.UNAVAILABLE),
         layers=_set("tool"),
     ),
     Rule(
@@ -287,14 +295,14 @@ RULES: tuple[Rule, ...] = (
         _A.RETRY,
         "The service answered in an unexpected shape; upgrade the tool adapter, then retry: "
         "the same key makes the service replay rather than act twice.",
-        kinds=_set("schema_mismatch"),
+        kinds=_kinds(K.SCHEMA_MISMATCH),
     ),
     Rule(
         "tool-forbidden",
         _A.RETRY,
         "The service refused the call for lack of permission; grant the scope or reroute, "
         "then retry.",
-        kinds=_set("authorization_gap"),
+        kinds=_kinds(K.AUTHORIZATION_GAP),
         layers=_set("tool"),
     ),
     Rule(
@@ -302,21 +310,21 @@ RULES: tuple[Rule, ...] = (
         _A.RETRY,
         "The agent kept proposing the same action; edit the plan or the step's "
         "instructions, then retry.",
-        kinds=_set("planning_loop"),
+        kinds=_kinds(K.PLANNING_LOOP),
     ),
     Rule(
         "low-confidence",
         _A.RETRY,
         "The model's confidence stayed below the agent's floor for several steps in a row "
         "(confidence collapse); add guidance to the step, then retry.",
-        kinds=_set("low_confidence"),
+        kinds=_kinds(K.LOW_CONFIDENCE),
     ),
     Rule(
         "rejected-undo",
         _A.ROLLBACK,
         "The service rejected the recorded request ({kind}) and a retry would send it again; "
         "undo the effects so far and start over.",
-        kinds=_set("bad_request", "conflict"),
+        kinds=_kinds(K.BAD_REQUEST, K.CONFLICT),
         compensable=True,
         irreversible=False,
     ),
@@ -325,14 +333,14 @@ RULES: tuple[Rule, ...] = (
         _A.ABORT,
         "The service rejected the recorded request ({kind}) and a retry would send it again; "
         "abort and start over.",
-        kinds=_set("bad_request", "conflict"),
+        kinds=_kinds(K.BAD_REQUEST, K.CONFLICT),
     ),
     Rule(
         "retry-cap",
         _A.RETRY,
         "The step used up its {attempt_cap} attempts; read its last error and retry once the "
         "cause is fixed.",
-        kinds=_set("retry_cap"),
+        kinds=_kinds(K.RETRY_CAP),
     ),
     Rule(
         "default",

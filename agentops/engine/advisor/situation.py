@@ -9,7 +9,9 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from agentops.engine.errors import LAYER_KINDS
+from agentops.engine.errors import LAYER_KINDS, FailureKind
+
+K = FailureKind
 
 
 class Action(StrEnum):
@@ -49,28 +51,28 @@ KINDS: Mapping[str, frozenset[str]] = {
     str(layer): frozenset(str(k) for k in kinds) for layer, kinds in LAYER_KINDS.items()
 }
 
-TRANSIENT = frozenset({"rate_limited", "timeout", "unavailable"})
+TRANSIENT = frozenset({K.RATE_LIMITED, K.TIMEOUT, K.UNAVAILABLE})
 # Kinds the engine retries by itself until the step's cap; every other kind stops the task at once.
-AUTO_RETRIED = TRANSIENT | {"output_invalid", "context_overflow"}
+AUTO_RETRIED = TRANSIENT | {K.OUTPUT_INVALID, K.CONTEXT_OVERFLOW}
 # Failures of this run rather than of the world: a fresh start is a real alternative to repair.
 RESTARTABLE = frozenset(
     {
-        "output_invalid",
-        "context_overflow",
-        "planning_loop",
-        "low_confidence",
-        "bad_request",
-        "conflict",
-        "retry_cap",
+        K.OUTPUT_INVALID,
+        K.CONTEXT_OVERFLOW,
+        K.PLANNING_LOOP,
+        K.LOW_CONFIDENCE,
+        K.BAD_REQUEST,
+        K.CONFLICT,
+        K.RETRY_CAP,
     }
 )
 # Failures for which leaving a late read or notification undone is a fair trade.
-SKIPPABLE = (KINDS["tool"] - {"side_effect_unknown"}) | {
-    "output_invalid",
-    "context_overflow",
-    "planning_loop",
-    "low_confidence",
-    "retry_cap",
+SKIPPABLE = (KINDS["tool"] - {K.SIDE_EFFECT_UNKNOWN}) | {
+    K.OUTPUT_INVALID,
+    K.CONTEXT_OVERFLOW,
+    K.PLANNING_LOOP,
+    K.LOW_CONFIDENCE,
+    K.RETRY_CAP,
 }
 
 
