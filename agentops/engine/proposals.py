@@ -27,6 +27,7 @@ from agentops.engine.runstate import RunState
 from agentops.engine.transitions import Commit, EventSpec, fenced_commit
 from agentops.models import Step, ToolCall
 from agentops.states import LedgerStatus, Phase
+from policies.engine import Route
 
 
 @dataclass
@@ -154,7 +155,7 @@ class Proposals(RunState):
             routed.events.append(event)
             routed.fields.update(usage_fields)
             routed.proposal_runs = arguments is response.tool_calls[0]["arguments"]
-        if verdict.route == "gate" and not routing.approved(step, routed.digest, verdict):
+        if verdict.route == Route.GATE and not routing.approved(step, routed.digest, verdict):
             self._park_at_gate(routed)
             return None
         call = self._open_call(routed)
@@ -252,7 +253,7 @@ class Proposals(RunState):
                     step=step,
                     call=call,
                     verdict=verdict,
-                    sampled=verdict.route != "audit",
+                    sampled=verdict.route != Route.AUDIT,
                 )
         return call
 
