@@ -10,26 +10,34 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-# What a failure of each kind means, said of its subject (the service, the model, the task).
-KIND_LABELS: Mapping[str, str] = {
-    "authorization_gap": "refused: missing permission",
-    "rate_limited": "is throttling calls (429)",
-    "timeout": "did not answer in time",
-    "unavailable": "was unavailable",
-    "schema_mismatch": "answered in an unexpected shape",
-    "bad_request": "rejected the request as invalid",
-    "conflict": "reported a conflict with an earlier request",
-    "side_effect_unknown": "may or may not have acted: outcome unknown",
-    "output_invalid": "gave a malformed reply",
-    "context_overflow": "outgrew its context window",
-    "planning_loop": "kept proposing the same action",
-    "low_confidence": "was not confident enough to act",
-    "budget_overflow": "ran out of budget",
-    "process_crash": "crashed its worker repeatedly",
-    "retry_cap": "used up its attempts",
-    "unknown_agent": "uses an agent the workers do not know",
-    "unknown_tool": "uses a tool the workers do not know",
-    "checkpoint_mismatch": "has a checkpoint that disagrees with its log",
+from agentops.engine.errors import FailureKind
+
+K = FailureKind
+
+# What a failure of each kind means, said of its subject (the service, the model, the task). Every
+# kind has one (tests/agentops/test_failure_kinds.py).
+KIND_LABELS: Mapping[FailureKind, str] = {
+    K.AUTHORIZATION_GAP: "refused: missing permission",
+    K.RATE_LIMITED: "is throttling calls (429)",
+    K.TIMEOUT: "did not answer in time",
+    K.UNAVAILABLE: "was unavailable",
+    K.SCHEMA_MISMATCH: "answered in an unexpected shape",
+    K.BAD_REQUEST: "rejected the request as invalid",
+    K.CONFLICT: "reported a conflict with an earlier request",
+    K.SIDE_EFFECT_UNKNOWN: "may or may not have acted: outcome unknown",
+    K.OUTPUT_INVALID: "gave a malformed reply",
+    K.CONTEXT_OVERFLOW: "outgrew its context window",
+    K.PLANNING_LOOP: "kept proposing the same action",
+    K.LOW_CONFIDENCE: "was not confident enough to act",
+    K.BUDGET_OVERFLOW: "ran out of budget",
+    K.PROCESS_CRASH: "crashed its worker repeatedly",
+    K.RETRY_CAP: "used up its attempts",
+    K.UNKNOWN_AGENT: "uses an agent the workers do not know",
+    K.UNKNOWN_TOOL: "uses a tool the workers do not know",
+    K.CHECKPOINT_MISMATCH: "has a checkpoint that disagrees with its log",
+    K.TOOL_ERROR: "failed inside its tool (an unexpected error)",
+    K.CHILD_FAILED: "has a child task that ended without succeeding",
+    K.UNKNOWN_FAN_OUT: "uses a fan-out the workers do not know",
 }
 
 EVENT_LABELS: Mapping[str, str] = {
@@ -72,13 +80,21 @@ EVENT_LABELS: Mapping[str, str] = {
 _SERVICE = re.compile(r"^([a-z_]+)\.[a-z_]+ ")
 
 
+def kind_label(kind: str) -> str:
+    """The words for a stored failure kind; a kind this code does not record reads as itself."""
+    try:
+        return KIND_LABELS[FailureKind(kind)]
+    except (KeyError, ValueError):
+        return kind.replace("_", " ") or "failed"
+
+
 def failure_label(failure: Any) -> str:
     """`The hotels service refused: missing permission`, from a stored failure dict."""
     if not isinstance(failure, Mapping):
         return ""
     kind = str(failure.get("kind") or "")
     layer = str(failure.get("layer") or "")
-    said = KIND_LABELS.get(kind, kind.replace("_", " ") or "failed")
+    said = kind_label(kind)
     if layer == "tool":
         found = _SERVICE.match(str(failure.get("message") or ""))
         subject = f"The {found.group(1)} service" if found else "The service"

@@ -16,6 +16,7 @@ from decimal import Decimal
 from django.conf import settings
 from django.db.models import Count, Q, QuerySet, Sum
 
+from agentops.engine.errors import FailureKind
 from agentops.models import Task
 from agentops.states import TERMINAL, TaskStatus
 
@@ -50,10 +51,10 @@ def agent_names() -> list[str]:
 # The four ways a task stops between start and finish (seed 000), by the failure kinds that
 # record them. Other kinds are not one of the four.
 SEED_MODES: dict[str, str] = {
-    "budget_overflow": "duration overflow",
-    "authorization_gap": "authorization gap",
-    "context_overflow": "context exhaustion",
-    "low_confidence": "confidence collapse",
+    FailureKind.BUDGET_OVERFLOW: "duration overflow",
+    FailureKind.AUTHORIZATION_GAP: "authorization gap",
+    FailureKind.CONTEXT_OVERFLOW: "context exhaustion",
+    FailureKind.LOW_CONFIDENCE: "confidence collapse",
 }
 # Settled tasks have an outcome a person can judge: ended, or stopped for a person.
 SETTLED = frozenset({*TERMINAL, TaskStatus.NEEDS_ATTENTION})

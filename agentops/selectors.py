@@ -28,7 +28,7 @@ from agentops.engine.advisor import (
     preview,
     situation_from,
 )
-from agentops.engine.errors import UnknownTool
+from agentops.engine.errors import FailureKind, UnknownTool
 from agentops.engine.jsonvalues import ARTIFACT_KEY, is_pointer
 from agentops.engine.planning import preview_skip_with_dependants
 from agentops.engine.registry import get_tool
@@ -327,7 +327,14 @@ def breakpoint_where(task: Task, stuck: Step | None, calls: list[ToolCall]) -> s
 
 
 # Failure kinds where the service answered and said no: the call ran and was refused.
-REFUSED_KINDS = frozenset({"authorization_gap", "bad_request", "conflict", "schema_mismatch"})
+REFUSED_KINDS = frozenset(
+    {
+        FailureKind.AUTHORIZATION_GAP,
+        FailureKind.BAD_REQUEST,
+        FailureKind.CONFLICT,
+        FailureKind.SCHEMA_MISMATCH,
+    }
+)
 
 
 def task_recovery(

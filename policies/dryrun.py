@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from policies.catalog import RecordedAction
-from policies.engine import ROUTES, PolicySpec, evaluate
+from policies.engine import PolicySpec, Route, evaluate
 
 DEFAULT_DECISION_SECONDS = 120.0
 
@@ -91,7 +91,7 @@ class DryRunResult:
 
 
 def _lanes(counter: Counter[str]) -> dict[str, int]:
-    lanes = {route: counter.get(route, 0) for route in ROUTES}
+    lanes = {route.value: counter.get(route, 0) for route in Route}
     lanes.update({k: v for k, v in counter.items() if k not in lanes})
     return lanes
 
@@ -114,9 +114,9 @@ def dry_run(spec: PolicySpec, history: Iterable[RecordedAction], *, days: int) -
             moves.setdefault((record.routed, verdict.route), Counter())[verdict.rule] += 1
     decided = [r.decided_seconds for r in records if r.decided_seconds is not None]
     median = float(statistics.median(decided)) if decided else DEFAULT_DECISION_SECONDS
-    gates_before = before.get("gate", 0) / days
-    gates_after = after.get("gate", 0) / days
-    order = {route: i for i, route in enumerate(ROUTES)}
+    gates_before = before.get(Route.GATE, 0) / days
+    gates_after = after.get(Route.GATE, 0) / days
+    order = {route.value: i for i, route in enumerate(Route)}
     return DryRunResult(
         days=days,
         total=len(records),

@@ -13,9 +13,38 @@ import hashlib
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from enum import EnumType, StrEnum
 from typing import Any
 
-ROUTES = ("auto", "audit", "gate", "deny")
+
+class _Choices(EnumType):
+    """Django's `choices` and `values` on a plain str enum, so the evaluator's `Route` is the
+    model's, the form's and the API's too while this module imports nothing of Django."""
+
+    @property
+    def choices(cls) -> list[tuple[str, str]]:
+        return [(value, value) for value in cls.values]
+
+    @property
+    def values(cls) -> list[str]:
+        members: dict[str, StrEnum] = dict(cls.__members__)
+        return [member.value for member in members.values()]
+
+
+class Route(StrEnum, metaclass=_Choices):
+    """The lane an action takes, in order of how freely it runs: the one list of routes (the
+    evaluator, `PolicyRule.route`, the forms and the API use it; stored as these strings)."""
+
+    AUTO = "auto"
+    AUDIT = "audit"
+    GATE = "gate"
+    DENY = "deny"
+
+
+# The routes in lane order (Route's members), for callers that iterate or sample them.
+ROUTES: tuple[Route, ...] = tuple(Route)
+# The lanes whose calls run at once (an audit looks at them afterwards).
+RUNS_NOW = frozenset({Route.AUTO, Route.AUDIT})
 TIMEOUT_ACTIONS = ("reject", "escalate")
 # Used when an unknown tool is forced out of `auto` and the policy's default rule is no gate.
 FALLBACK_GATE = {
@@ -89,10 +118,10 @@ class Rule:
         )
 
     def effective_sample_rate(self) -> float:
-        if self.route not in ("auto", "audit"):
+        if self.route not in RUNS_NOW:
             return 0.0
         if self.sample_rate is None:
-            return 1.0 if self.route == "audit" else 0.0
+            return 1.0 if self.route == Route.AUDIT else 0.0
         return min(max(float(self.sample_rate), 0.0), 1.0)
 
     def gate_settings(self) -> dict[str, Any]:
@@ -162,7 +191,7 @@ class Verdict:
 
     def queues_audit(self, key: str) -> bool:
         """Whether this decision also gets an audit item; deterministic in `key` (a step id)."""
-        return self.route in ("auto", "audit") and sampled(self.sample_rate, key)
+        return self.route in RUNS_NOW and sampled(self.sample_rate, key)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -284,14 +313,14 @@ def evaluate(spec: PolicySpec, action: Action) -> Verdict:
         reasons = [f"rule {position} '{rule.name}' is the first that matches"]
         reasons.extend(_why(rule, action, sensitive))
         route = rule.route
-        gate = rule.gate_settings() if route == "gate" else None
+        gate = rule.gate_settings() if route == Route.GATE else None
         sample_rate = rule.effective_sample_rate()
-        if route == "auto" and action.side_effect is None:
+        if route == Route.AUTO and action.side_effect is None:
             reasons.append(
                 f"tool {action.tool} is not in the tool catalog, and an unknown tool is never "
                 "auto: gated instead"
             )
-            route, sample_rate, gate = "gate", 0.0, _fallback_gate(spec)
+            route, sample_rate, gate = Route.GATE, 0.0, _fallback_gate(spec)
         return Verdict(
             route=route,
             rule=rule.name,
@@ -302,7 +331,7 @@ def evaluate(spec: PolicySpec, action: Action) -> Verdict:
             version_id=spec.version_id,
         )
     return Verdict(
-        route="gate",
+        route=Route.GATE,
         rule="(no rule matched)",
         reasons=("no rule matched and the policy has no default rule: gated",),
         version=spec.version,
@@ -312,7 +341,7 @@ def evaluate(spec: PolicySpec, action: Action) -> Verdict:
 
 
 def _fallback_gate(spec: PolicySpec) -> dict[str, Any]:
-    default = next((r for r in spec.rules if r.is_default and r.route == "gate"), None)
+    default = next((r for r in spec.rules if r.is_default and r.route == Route.GATE), None)
     return default.gate_settings() if default is not None else dict(FALLBACK_GATE)
 
 
@@ -409,8 +438,8 @@ def _check_rule(
         )
     elif rule.name in seen:
         error("duplicate_name", "has the same name as an earlier rule: names must be unique")
-    if rule.route not in ROUTES:
-        error("invalid_route", f"has route {rule.route!r}; use one of {', '.join(ROUTES)}")
+    if rule.route not in Route.values:
+        error("invalid_route", f"has route {rule.route!r}; use one of {', '.join(Route)}")
     if rule.is_default and rule.has_criteria():
         error(
             "default_has_criteria",
@@ -459,7 +488,7 @@ def _check_rule(
                 "unknown_class",
                 f"names unknown side-effect class {name!r}; known: {', '.join(sorted(classes))}",
             )
-    if rule.route == "gate":
+    if rule.route == Route.GATE:
         if rule.timeout_seconds is None:
             error("gate_without_timeout", "is a gate without a timeout")
         elif rule.timeout_seconds <= 0:
@@ -478,9 +507,9 @@ def _check_rule(
             error(
                 "escalate_without_group", "escalates on timeout but names no group to escalate to"
             )
-    if rule.route in ("gate", "deny") and rule.sample_rate:
+    if rule.route in (Route.GATE, Route.DENY) and rule.sample_rate:
         warning("sample_rate_ignored", f"is a {rule.route} rule: its sample rate is ignored")
-    if rule.route == "auto" and rule.unknown_tool:
+    if rule.route == Route.AUTO and rule.unknown_tool:
         warning(
             "unknown_tool_auto",
             "sends unknown tools to auto, which the engine never allows: they are gated instead",

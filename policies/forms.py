@@ -12,7 +12,8 @@ from typing import Any, cast
 from django import forms
 
 from policies import catalog
-from policies.models import PolicyRule, Route, TimeoutAction
+from policies.engine import Route
+from policies.models import PolicyRule, TimeoutAction
 
 EDITED_CHOICES = [("", "either"), ("yes", "edited by a human"), ("no", "not edited")]
 DAYS_CHOICES = [(1, "1 day"), (7, "7 days"), (14, "14 days"), (30, "30 days"), (90, "90 days")]
@@ -120,7 +121,7 @@ class RuleForm(forms.Form):
         data["edited"] = {"": None, "yes": True, "no": False}[data["edited"] or ""]
         data["timeout_action"] = data["timeout_action"] or TimeoutAction.REJECT
         data.pop("insert_before", None)
-        if data.get("route") == "gate":
+        if data.get("route") == Route.GATE:
             # A gate is decided by operators unless the rule names another group; the timeout
             # comes pre-filled in the form (an explicitly cleared one is a validation error).
             data["approver_group"] = data.get("approver_group") or "operators"

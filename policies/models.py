@@ -12,19 +12,14 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
+from policies.engine import Route as Route
+
 
 class VersionStatus(models.TextChoices):
     DRAFT = "draft", "draft"
     PUBLISHED = "published", "published"
     # A draft its author gave up on: kept (its change log points at it), never editable again.
     DISCARDED = "discarded", "discarded"
-
-
-class Route(models.TextChoices):
-    AUTO = "auto", "auto"
-    AUDIT = "audit", "audit"
-    GATE = "gate", "gate"
-    DENY = "deny", "deny"
 
 
 class TimeoutAction(models.TextChoices):

@@ -22,7 +22,7 @@ from policies.defaults import (
     DEFAULT_RULES,
     DEFAULT_SENSITIVE_SYSTEMS,
 )
-from policies.engine import ROUTES, TIMEOUT_ACTIONS
+from policies.engine import TIMEOUT_ACTIONS, Route
 from policies.errors import (
     PolicyError,
     PolicyImmutable,
@@ -124,8 +124,8 @@ def rule_fields_clean(fields: Mapping[str, Any]) -> dict[str, Any]:
             out[key] = None if value is None or value == "" else bool(value)
         else:
             out[key] = str(value or "").strip()
-    if "route" in out and out["route"] not in ROUTES:
-        raise PolicyError(f"route must be one of {', '.join(ROUTES)}")
+    if "route" in out and out["route"] not in Route.values:
+        raise PolicyError(f"route must be one of {', '.join(Route)}")
     if "timeout_action" in out:
         out["timeout_action"] = out["timeout_action"] or "reject"
         if out["timeout_action"] not in TIMEOUT_ACTIONS:

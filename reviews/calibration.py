@@ -19,6 +19,7 @@ from django.db.models import QuerySet
 from agentops.metrics import Window
 from agentops.models import AuditItem, ToolCall
 from agentops.states import AuditStatus
+from policies.engine import RUNS_NOW
 
 # Calibration: a lane whose flag rate reaches this, over at least this many reviewed items, gets
 # a proposal whose threshold catches at least this share of the flagged items.
@@ -185,7 +186,7 @@ def _steps_below(window: Window, *, rule: str, agent: str, tool: str, below: flo
         tool=tool,
         task__agent=agent,
         step__policy_rule=rule,
-        step__route__in=("auto", "audit"),
+        step__route__in=RUNS_NOW,
     ).values_list("step_id", "step__model_response")
     steps = {step: _confidence_of(response) for step, response in calls}
     return sum(1 for conf in steps.values() if conf is not None and conf < below)

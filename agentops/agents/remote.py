@@ -10,7 +10,7 @@ from typing import Any
 
 import httpx
 
-from agentops.engine.errors import ToolFailure
+from agentops.engine.errors import FailureKind, ToolFailure
 from agentops.engine.registry import ToolContext
 from agentops.engine.retry_after import retry_after_seconds
 
@@ -27,14 +27,14 @@ def post(
     except httpx.TimeoutException:
         raise ToolFailure(
             f"{service}.{operation} timed out after {ctx.timeout:g} s",
-            kind="timeout",
+            kind=FailureKind.TIMEOUT,
             retryable=True,
             detail={"maybe_executed": True},
         ) from None
     except httpx.TransportError as exc:
         raise ToolFailure(
             f"{service}.{operation} unreachable: {exc}",
-            kind="unavailable",
+            kind=FailureKind.UNAVAILABLE,
             retryable=True,
             detail={"maybe_executed": False},
         ) from None
@@ -44,7 +44,7 @@ def post(
         # ledger probes for it instead of trusting this body.
         raise ToolFailure(
             f"{service}.{operation} answered another request (key {answered[:40]})",
-            kind="unavailable",
+            kind=FailureKind.UNAVAILABLE,
             retryable=True,
             detail={"maybe_executed": True},
         )
@@ -58,13 +58,14 @@ def probe(ctx: ToolContext, service: str, operation: str) -> dict[str, Any] | No
         response = ctx.http.get(url, timeout=ctx.timeout)
     except httpx.HTTPError as exc:
         raise ToolFailure(
-            f"probe of {service}.{operation} failed: {exc}", kind="unavailable"
+            f"probe of {service}.{operation} failed: {exc}", kind=FailureKind.UNAVAILABLE
         ) from None
     if response.status_code == 404:
         return None
     if response.status_code != 200:
         raise ToolFailure(
-            f"probe of {service}.{operation} answered {response.status_code}", kind="unavailable"
+            f"probe of {service}.{operation} answered {response.status_code}",
+            kind=FailureKind.UNAVAILABLE,
         )
     answer: dict[str, Any] | None = response.json()["response"]
     return answer
@@ -78,31 +79,31 @@ def _checked(
     if status == 429:
         raise ToolFailure(
             f"{name} rate limited (429)",
-            kind="rate_limited",
+            kind=FailureKind.RATE_LIMITED,
             retryable=True,
             retry_after=retry_after_seconds(response.headers),
         )
     if status in (401, 403):
         raise ToolFailure(
             f"{name} refused: {status} {_message(response)}",
-            kind="authorization_gap",
+            kind=FailureKind.AUTHORIZATION_GAP,
             retryable=False,
         )
     if status == 409:
         raise ToolFailure(
-            f"{name} conflict: {_message(response)}", kind="conflict", retryable=False
+            f"{name} conflict: {_message(response)}", kind=FailureKind.CONFLICT, retryable=False
         )
     if status >= 500:
         raise ToolFailure(
             f"{name} answered {status}",
-            kind="unavailable",
+            kind=FailureKind.UNAVAILABLE,
             retryable=True,
             detail={"maybe_executed": True},
         )
     if status >= 400:
         raise ToolFailure(
             f"{name} rejected the request: {status} {_message(response)}",
-            kind="bad_request",
+            kind=FailureKind.BAD_REQUEST,
             retryable=False,
         )
     try:
@@ -112,7 +113,7 @@ def _checked(
     if not isinstance(data, dict) or any(key not in data for key in expect):
         raise ToolFailure(
             f"{name} answered in an unexpected shape (expected keys {', '.join(expect)})",
-            kind="schema_mismatch",
+            kind=FailureKind.SCHEMA_MISMATCH,
             retryable=False,
             detail={"maybe_executed": True, "body": response.text[:500]},
         )

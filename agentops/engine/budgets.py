@@ -14,7 +14,7 @@ from typing import Any
 from django.conf import settings
 from django.utils import timezone
 
-from agentops.engine.errors import OrchestrationFailure
+from agentops.engine.errors import FailureKind, OrchestrationFailure
 from agentops.engine.jsonvalues import loaded
 from agentops.engine.ledger import arguments_digest
 from agentops.engine.model import ModelResponse
@@ -67,13 +67,13 @@ def check_budgets(task: Task, *, worked: Callable[[], float] | None = None) -> N
     if task.token_budget is not None and task.tokens_used >= task.token_budget:
         raise OrchestrationFailure(
             f"token budget used up ({task.tokens_used} of {task.token_budget})",
-            kind="budget_overflow",
+            kind=FailureKind.BUDGET_OVERFLOW,
             detail={"budget": "tokens"},
         )
     if task.cost_budget is not None and task.cost_used >= task.cost_budget:
         raise OrchestrationFailure(
             f"cost budget used up ({task.cost_used:.4f} of {task.cost_budget})",
-            kind="budget_overflow",
+            kind=FailureKind.BUDGET_OVERFLOW,
             detail={"budget": "cost"},
         )
     if task.wall_time_budget_seconds and task.started_at:
@@ -81,7 +81,7 @@ def check_budgets(task: Task, *, worked: Callable[[], float] | None = None) -> N
         if elapsed > task.wall_time_budget_seconds:
             raise OrchestrationFailure(
                 f"wall-time budget used up ({elapsed:.0f} s of {task.wall_time_budget_seconds} s)",
-                kind="budget_overflow",
+                kind=FailureKind.BUDGET_OVERFLOW,
                 detail={"budget": "wall_time"},
             )
 
@@ -106,7 +106,7 @@ def check_loop(
         raise OrchestrationFailure(
             f"{tool.name} was proposed with the same arguments in {earlier + 1} steps "
             f"(loop threshold {threshold})",
-            kind="planning_loop",
+            kind=FailureKind.PLANNING_LOOP,
         )
 
 
@@ -134,6 +134,6 @@ def check_confidence(agent: Agent, steps: list[Step], step: Step, response: Mode
         raise OrchestrationFailure(
             f"confidence collapse: the model's confidence stayed below {floor:g} for "
             f"{len(run)} consecutive steps (latest {run[0]:g}; threshold {needed})",
-            kind="low_confidence",
+            kind=FailureKind.LOW_CONFIDENCE,
             detail={"floor": floor, "steps": len(run), "confidences": run[::-1]},
         )

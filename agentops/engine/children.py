@@ -28,7 +28,7 @@ from agentops.engine import gates
 from agentops.engine.checkpoints import snapshot_write
 from agentops.engine.crashpoints import crashpoint
 from agentops.engine.dispatch import task_enqueue
-from agentops.engine.errors import OrchestrationFailure
+from agentops.engine.errors import FailureKind, OrchestrationFailure
 from agentops.engine.jsonvalues import loaded
 from agentops.engine.tasks import task_create
 from agentops.engine.transitions import (
@@ -102,7 +102,7 @@ def fan_out_run(*, lease: Lease, task: Task, step: Step, steps: list[Step]) -> C
         raise OrchestrationFailure(
             f"child task {failed[0].pk} ({failed[0].agent}) ended {failed[0].status}: "
             "the fan-out step cannot collect its result",
-            kind="child_failed",
+            kind=FailureKind.CHILD_FAILED,
             retryable=False,
             detail={"children": [{"task": c.pk, "status": c.status} for c in failed]},
         )
@@ -131,13 +131,15 @@ def _spawn_and_park(*, lease: Lease, task: Task, step: Step, steps: list[Step]) 
         fn = _FAN_OUTS[name]
     except KeyError:
         raise OrchestrationFailure(
-            f"fan-out {name!r} is not registered", kind="unknown_fan_out", retryable=False
+            f"fan-out {name!r} is not registered", kind=FailureKind.UNKNOWN_FAN_OUT, retryable=False
         ) from None
     outputs = {s.ordinal: loaded(s.output) for s in steps if s.output is not None}
     specs = fn(task.input, outputs)
     if not specs:
         raise OrchestrationFailure(
-            f"fan-out {name!r} produced no child tasks", kind="output_invalid", retryable=False
+            f"fan-out {name!r} produced no child tasks",
+            kind=FailureKind.OUTPUT_INVALID,
+            retryable=False,
         )
     with transaction.atomic():
         created = [

@@ -189,21 +189,22 @@ class StepFailure(AgentOpsError):
     """
 
     layer = "orchestration"
-    kind = "unavailable"
+    kind: FailureKind = FailureKind.UNAVAILABLE
     retryable = False
 
     def __init__(
         self,
         message: str,
         *,
-        kind: str | None = None,
+        kind: FailureKind | None = None,
         retryable: bool | None = None,
         retry_after: float | None = None,
         detail: dict[str, Any] | None = None,
     ) -> None:
         super().__init__(message)
         if kind is not None:
-            self.kind = FailureKind(kind).value
+            # Checked at run time too: a kind read back from a stored failure is a plain str.
+            self.kind = FailureKind(kind)
         if retryable is not None:
             self.retryable = retryable
         self.retry_after = retry_after
@@ -214,7 +215,7 @@ class StepFailure(AgentOpsError):
         # body): whatever it holds, the failure is stored, so the stop says why.
         return {
             "layer": self.layer,
-            "kind": self.kind,
+            "kind": self.kind.value,
             "nature": nature_of(self.kind),
             "mode": mode_of(self.kind, self.detail),
             "message": storable_texts(redacted(str(self)[:2000])),

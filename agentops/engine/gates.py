@@ -27,7 +27,7 @@ from django.db.models import QuerySet
 from django.utils import timezone
 
 from agentops.engine.dispatch import task_enqueue
-from agentops.engine.errors import TransitionRefused
+from agentops.engine.errors import FailureKind, TransitionRefused
 from agentops.engine.jsonvalues import loaded, redacted
 from agentops.engine.registry import Tool
 from agentops.engine.transitions import (
@@ -291,7 +291,7 @@ def task_gate_rejected(*, task_id: int, step_id: int, feedback: str, actor: User
     if times >= threshold:
         failure = {
             "layer": "orchestration",
-            "kind": "planning_loop",
+            "kind": FailureKind.PLANNING_LOOP.value,
             "nature": "logic",
             "message": f"{tool} was rejected {times} times with the same arguments "
             f"(threshold {threshold}); a person decides how to go on",

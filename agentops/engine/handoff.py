@@ -19,7 +19,7 @@ from django.db import transaction
 
 from agentops.engine.checkpoints import snapshot_write
 from agentops.engine.crashpoints import crashpoint
-from agentops.engine.errors import OrchestrationFailure, UnknownAgent
+from agentops.engine.errors import FailureKind, OrchestrationFailure, UnknownAgent
 from agentops.engine.planning import plan_check
 from agentops.engine.registry import Agent, get_agent, plan_for, step_spec
 from agentops.engine.transitions import EventSpec, Lease, fenced_write
@@ -47,7 +47,9 @@ def handoff_run(*, lease: Lease, task: Task, step: Step, steps: list[Step]) -> H
     try:
         receiving = get_agent(name)
     except UnknownAgent as exc:
-        raise OrchestrationFailure(str(exc), kind="unknown_agent", retryable=False) from None
+        raise OrchestrationFailure(
+            str(exc), kind=FailureKind.UNKNOWN_AGENT, retryable=False
+        ) from None
     if task.agent == receiving.name:
         # Recorded by an earlier holder that died before completing the step.
         output = _recorded_output(task)

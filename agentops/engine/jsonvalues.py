@@ -21,7 +21,7 @@ from django.conf import settings
 from django.core.files.base import ContentFile
 from django.core.files.storage import FileSystemStorage, default_storage
 
-from agentops.engine.errors import NotSerializable, StepFailure
+from agentops.engine.errors import FailureKind, NotSerializable, StepFailure
 
 # Redaction is a part of the save path; it lives in its own module and is named here too.
 from agentops.engine.redaction import REDACTED as REDACTED
@@ -134,7 +134,9 @@ def output_checked(value: Any, *, path: str, failure: type[StepFailure], source:
     try:
         return validated(value, path)
     except NotSerializable as exc:
-        raise failure(f"{source} cannot be stored: {exc}", kind="output_invalid") from None
+        raise failure(
+            f"{source} cannot be stored: {exc}", kind=FailureKind.OUTPUT_INVALID
+        ) from None
 
 
 def _normalized(value: Any) -> Any:

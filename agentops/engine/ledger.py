@@ -14,7 +14,7 @@ from typing import Any
 
 from django.conf import settings
 
-from agentops.engine.errors import StepFailure, ToolFailure
+from agentops.engine.errors import FailureKind, StepFailure, ToolFailure
 from agentops.engine.jsonvalues import Encoded, encoded, exact_json, output_checked, redacted
 from agentops.engine.registry import Tool, ToolContext
 from agentops.states import LedgerStatus
@@ -70,7 +70,7 @@ def checked_result(tool: Tool, result: Any) -> tuple[dict[str, Any], Encoded]:
     if not isinstance(result, dict):
         raise ToolFailure(
             f"{tool.name} returned {type(result).__name__}, expected a JSON object",
-            kind="output_invalid",
+            kind=FailureKind.OUTPUT_INVALID,
         )
     output_checked(
         result, path=f"{tool.name}.result", failure=ToolFailure, source=f"{tool.name}'s output"
@@ -80,7 +80,8 @@ def checked_result(tool: Tool, result: Any) -> tuple[dict[str, Any], Encoded]:
     limit = settings.AGENTOPS["TOOL_RESULT_MAX_BYTES"]
     if size > limit:
         raise ToolFailure(
-            f"{tool.name} returned {size} bytes of output (limit {limit})", kind="output_invalid"
+            f"{tool.name} returned {size} bytes of output (limit {limit})",
+            kind=FailureKind.OUTPUT_INVALID,
         )
     tool.check_result(result, text=known.data)
     return result, known
@@ -114,7 +115,7 @@ def invoke(tool: Tool, ctx: ToolContext, arguments: dict[str, Any]) -> Outcome:
     except Exception as exc:  # a tool's bug must end its step, not crash the worker
         bug = ToolFailure(
             f"{tool.name} raised {type(exc).__name__}: {exc}",
-            kind="tool_error",
+            kind=FailureKind.TOOL_ERROR,
             retryable=False,
             detail={"maybe_executed": True},
         )
@@ -152,7 +153,8 @@ def reconcile(
             if found is not None:
                 # The effect happened. If the remote answered in a shape the tool does not
                 # understand, the step still stops for a person (who upgrades the adapter).
-                stop = cause if cause is not None and cause.kind == "schema_mismatch" else None
+                mismatch = cause is not None and cause.kind == FailureKind.SCHEMA_MISMATCH
+                stop = cause if mismatch else None
                 return Outcome(
                     LedgerStatus.SUCCEEDED,
                     result=found,
@@ -163,16 +165,17 @@ def reconcile(
                 # A pending row left by a dead worker, and the remote has no such effect:
                 # the call never landed, so make it now (with the same key).
                 return invoke(tool, ctx, arguments)
-            cause.retryable = cause.kind != "tool_error"  # a bug does not go away by itself
+            # A bug does not go away by itself.
+            cause.retryable = cause.kind != FailureKind.TOOL_ERROR
             return Outcome(LedgerStatus.FAILED, failure=cause, how="probe found no effect")
     if tool.idempotent_remote or tool.side_effect == "read":
         if cause is None:
             return invoke(tool, ctx, arguments)
-        cause.retryable = cause.kind != "tool_error"
+        cause.retryable = cause.kind != FailureKind.TOOL_ERROR
         return Outcome(LedgerStatus.FAILED, failure=cause, how="remote deduplicates by key")
     unknown = ToolFailure(
         f"{tool.name}: cannot tell whether the effect happened (no probe, no key support)",
-        kind="side_effect_unknown",
+        kind=FailureKind.SIDE_EFFECT_UNKNOWN,
         retryable=False,
         detail={"cause": cause.as_failure() if cause else None},
     )

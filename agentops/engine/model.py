@@ -23,7 +23,7 @@ import openai
 from django.conf import settings
 from openai.types.chat import ChatCompletion, ChatCompletionMessageFunctionToolCall
 
-from agentops.engine.errors import ModelFailure
+from agentops.engine.errors import FailureKind, ModelFailure
 from agentops.engine.jsonvalues import (
     canonical_json,
     is_pointer,
@@ -150,7 +150,9 @@ def parse_response(raw: str, *, usage: dict[str, int]) -> ModelResponse:
     try:
         data = json_parsed(raw)
     except (TypeError, ValueError) as exc:
-        raise ModelFailure(f"model output is not JSON: {exc}", kind="output_invalid") from None
+        raise ModelFailure(
+            f"model output is not JSON: {exc}", kind=FailureKind.OUTPUT_INVALID
+        ) from None
     return response_from(data, usage=usage)
 
 
@@ -166,7 +168,7 @@ def response_from(data: Any, *, usage: dict[str, int]) -> ModelResponse:
     could not store (`checked_reply`), is ModelFailure(output_invalid). Every reply of every
     adapter passes here, so what a response holds is storable as is."""
     if not isinstance(data, dict):
-        raise ModelFailure("model output is not a JSON object", kind="output_invalid")
+        raise ModelFailure("model output is not a JSON object", kind=FailureKind.OUTPUT_INVALID)
     checked_reply(data)
     calls = data.get("tool_calls") or []
     if not isinstance(calls, list) or not all(
@@ -176,23 +178,27 @@ def response_from(data: Any, *, usage: dict[str, int]) -> ModelResponse:
         and isinstance(c.get("id", ""), str)
         for c in calls
     ):
-        raise ModelFailure("model output has malformed tool_calls", kind="output_invalid")
+        raise ModelFailure("model output has malformed tool_calls", kind=FailureKind.OUTPUT_INVALID)
     if len(calls) > 1:
         raise ModelFailure(
-            "model proposed more than one tool call in a step", kind="output_invalid"
+            "model proposed more than one tool call in a step", kind=FailureKind.OUTPUT_INVALID
         )
     confidence = data.get("confidence")
     if confidence is not None and not (
         isinstance(confidence, (int, float)) and 0 <= confidence <= 1
     ):
-        raise ModelFailure("model confidence must be a number in [0, 1]", kind="output_invalid")
+        raise ModelFailure(
+            "model confidence must be a number in [0, 1]", kind=FailureKind.OUTPUT_INVALID
+        )
     plan = data.get("plan")
     if plan is not None and not (
         isinstance(plan, list)
         and plan
         and all(isinstance(p, dict) and p.get("title") for p in plan)
     ):
-        raise ModelFailure("model plan must be a non-empty list of steps", kind="output_invalid")
+        raise ModelFailure(
+            "model plan must be a non-empty list of steps", kind=FailureKind.OUTPUT_INVALID
+        )
     return ModelResponse(
         text=str(data.get("text") or ""),
         tool_calls=[
@@ -231,7 +237,7 @@ class ScriptedModel:
         self._maybe_fail(request)
         agent = get_agent(request.agent)
         if agent.script is None:
-            raise ModelFailure(f"agent {agent.name} has no script", kind="unavailable")
+            raise ModelFailure(f"agent {agent.name} has no script", kind=FailureKind.UNAVAILABLE)
         # A script's reply is a Python value: what cannot be stored cannot be sent either, and
         # fails the step with its path like any model's reply (see `response_from`).
         reply = checked_reply(agent.script(request))
@@ -250,13 +256,15 @@ class ScriptedModel:
             return
         fault = faults[request.attempt - 1]
         if fault == "429":
-            raise ModelFailure("model rate limited (429)", kind="rate_limited", retry_after=1.0)
+            raise ModelFailure(
+                "model rate limited (429)", kind=FailureKind.RATE_LIMITED, retry_after=1.0
+            )
         if fault == "timeout":
-            raise ModelFailure("model call timed out", kind="timeout")
+            raise ModelFailure("model call timed out", kind=FailureKind.TIMEOUT)
         if fault == "5xx":
-            raise ModelFailure("model server error (503)", kind="unavailable")
+            raise ModelFailure("model server error (503)", kind=FailureKind.UNAVAILABLE)
         if fault == "context_overflow":
-            raise ModelFailure("context window exceeded", kind="context_overflow")
+            raise ModelFailure("context window exceeded", kind=FailureKind.CONTEXT_OVERFLOW)
         if fault == "invalid_json":
             parse_response('{"tool_calls": [{"name": ', usage={})
 
@@ -342,30 +350,30 @@ def _is_context_error(exc: openai.APIStatusError) -> bool:
 def model_failure(exc: openai.OpenAIError) -> ModelFailure:
     """Map an SDK error onto the engine's failure kinds."""
     if isinstance(exc, openai.APITimeoutError):
-        return ModelFailure("model call timed out", kind="timeout")
+        return ModelFailure("model call timed out", kind=FailureKind.TIMEOUT)
     if isinstance(exc, openai.APIConnectionError):
-        return ModelFailure(f"model server unreachable: {exc}", kind="unavailable")
+        return ModelFailure(f"model server unreachable: {exc}", kind=FailureKind.UNAVAILABLE)
     if isinstance(exc, openai.APIStatusError):
         status = exc.status_code
         if status == 429:
             return ModelFailure(
                 "model rate limited (429)",
-                kind="rate_limited",
+                kind=FailureKind.RATE_LIMITED,
                 retry_after=retry_after_seconds(exc.response.headers),
             )
         if status >= 500:
-            return ModelFailure(f"model server error ({status})", kind="unavailable")
+            return ModelFailure(f"model server error ({status})", kind=FailureKind.UNAVAILABLE)
         if _is_context_error(exc):
             return ModelFailure(
                 f"context window exceeded ({status}): {_detail(exc)[:300]}",
-                kind="context_overflow",
+                kind=FailureKind.CONTEXT_OVERFLOW,
             )
         return ModelFailure(
             f"model request refused ({status}): {_detail(exc)[:500]}",
-            kind="bad_request",
+            kind=FailureKind.BAD_REQUEST,
             retryable=False,
         )
-    return ModelFailure(f"unexpected model response: {exc}", kind="output_invalid")
+    return ModelFailure(f"unexpected model response: {exc}", kind=FailureKind.OUTPUT_INVALID)
 
 
 @dataclass(frozen=True)
@@ -425,15 +433,16 @@ class OpenAICompatibleModel:
             raise model_failure(exc) from None
         except ValueError as exc:  # a 200 whose body is not JSON
             raise ModelFailure(
-                f"the model server's answer is not JSON: {exc}", kind="output_invalid"
+                f"the model server's answer is not JSON: {exc}", kind=FailureKind.OUTPUT_INVALID
             ) from None
         except RecursionError:  # a 200 whose body is nested too deeply for json to read
             raise ModelFailure(
-                "the model server's answer is nested too deeply to read", kind="output_invalid"
+                "the model server's answer is nested too deeply to read",
+                kind=FailureKind.OUTPUT_INVALID,
             ) from None
         if not isinstance(completion, ChatCompletion):
             raise ModelFailure(
-                "the model server did not answer with a completion", kind="output_invalid"
+                "the model server did not answer with a completion", kind=FailureKind.OUTPUT_INVALID
             )
         return Exchange(completion=completion, seconds=time.monotonic() - started)
 
@@ -443,7 +452,9 @@ class OpenAICompatibleModel:
             calls = [_function_call(c) for c in message.tool_calls or []]
             content = message.content or ""
         except (AttributeError, IndexError, TypeError, ValueError) as exc:
-            raise ModelFailure(f"unexpected model response: {exc}", kind="output_invalid") from None
+            raise ModelFailure(
+                f"unexpected model response: {exc}", kind=FailureKind.OUTPUT_INVALID
+            ) from None
         reply: dict[str, Any] = {"text": content, "tool_calls": calls}
         if content.lstrip().startswith("{"):
             # Plain text that merely starts with a brace stays text.

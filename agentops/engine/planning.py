@@ -17,7 +17,7 @@ from typing import Any, Protocol, TypeVar
 
 from agentops.engine import context as ctxbuild
 from agentops.engine.advisor import Preview
-from agentops.engine.errors import ModelFailure
+from agentops.engine.errors import FailureKind, ModelFailure
 from agentops.engine.leases import Heartbeat
 from agentops.engine.model import ModelRequest, get_model_adapter
 from agentops.engine.registry import Agent, get_tool
@@ -50,7 +50,7 @@ def plan_propose(*, agent: Agent, task: Task, beat: Heartbeat) -> list[Step]:
     with beat.call():
         response = get_model_adapter(agent).complete(request)
     if not response.plan:
-        raise ModelFailure("the model returned no plan", kind="output_invalid")
+        raise ModelFailure("the model returned no plan", kind=FailureKind.OUTPUT_INVALID)
     return [
         Step(task=task, ordinal=i, title=str(p["title"])[:200], spec={"tool": p.get("tool")})
         for i, p in enumerate(response.plan)

@@ -15,7 +15,7 @@ from typing import Any
 
 from django.conf import settings
 
-from agentops.engine.errors import ModelFailure
+from agentops.engine.errors import FailureKind, ModelFailure
 from agentops.engine.jsonvalues import json_parsed
 from agentops.engine.model import (
     OpenAICompatibleModel,
@@ -148,13 +148,13 @@ def _explain(failure: ModelFailure, report: Report) -> str:
         else "the first request (with a tool offered)"
     )
     timeout = settings.AGENTOPS["MODEL_TIMEOUT_SECONDS"]
-    hints = {
-        "unavailable": f"is the server running at {report.server}?",
-        "timeout": f"no answer within {timeout:g} s (AGENTOPS_MODEL_TIMEOUT_SECONDS)",
-        "rate_limited": "the server is rate limiting; try again later",
-        "bad_request": "the server refused the request shape (tool messages, tool_call_id or "
-        "the tools parameter), or the model name or API key is wrong",
-        "context_overflow": "the model's context window is too small even for this check",
-        "output_invalid": "the server's answer is not a chat completion",
+    hints: dict[FailureKind, str] = {
+        FailureKind.UNAVAILABLE: f"is the server running at {report.server}?",
+        FailureKind.TIMEOUT: f"no answer within {timeout:g} s (AGENTOPS_MODEL_TIMEOUT_SECONDS)",
+        FailureKind.RATE_LIMITED: "the server is rate limiting; try again later",
+        FailureKind.BAD_REQUEST: "the server refused the request shape (tool messages, "
+        "tool_call_id or the tools parameter), or the model name or API key is wrong",
+        FailureKind.CONTEXT_OVERFLOW: "the model's context window is too small even for this check",
+        FailureKind.OUTPUT_INVALID: "the server's answer is not a chat completion",
     }
     return f"{step} failed: {failure} ({hints.get(failure.kind, failure.kind)})"

@@ -26,6 +26,7 @@ import pydantic
 from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError
 
 from agentops.engine.errors import (
+    FailureKind,
     ModelFailure,
     OrchestrationFailure,
     ToolFailure,
@@ -113,7 +114,8 @@ class Tool:
             )
         except ValidationError as exc:
             raise ModelFailure(
-                f"tool {self.name}: {contract_errors(exc, 'arguments')}", kind="output_invalid"
+                f"tool {self.name}: {contract_errors(exc, 'arguments')}",
+                kind=FailureKind.OUTPUT_INVALID,
             ) from None
 
     def check_result(self, result: Any, *, text: bytes | None = None) -> None:
@@ -129,7 +131,7 @@ class Tool:
             raise ToolFailure(
                 f"{self.name} returned a result that breaks its declared schema: "
                 f"{contract_errors(exc, 'result')}",
-                kind="schema_mismatch",
+                kind=FailureKind.SCHEMA_MISMATCH,
                 retryable=False,
             ) from None
 
@@ -317,7 +319,8 @@ def registered_tool(name: str) -> Tool:
         return get_tool(name)
     except UnknownTool as exc:
         raise OrchestrationFailure(
-            f"{exc}: the tool of a recorded call is no longer registered", kind="unknown_tool"
+            f"{exc}: the tool of a recorded call is no longer registered",
+            kind=FailureKind.UNKNOWN_TOOL,
         ) from None
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from django.conf import settings
 
 from agentops.engine import children
-from agentops.engine.errors import OrchestrationFailure, StepFailure
+from agentops.engine.errors import FailureKind, OrchestrationFailure, StepFailure
 from agentops.engine.registry import Tool
 from agentops.models import Step, Task, ToolCall
 from agentops.outages import exponential_backoff
@@ -57,7 +57,7 @@ def cap_failure(task: Task, step: Step) -> StepFailure:
     return OrchestrationFailure(
         f"step {step.ordinal + 1} was attempted {step.attempts} times (cap "
         f"{task.step_retry_cap}); last failure: {last.get('message', unfinished)}",
-        kind=last.get("kind", "retry_cap"),
+        kind=FailureKind(last.get("kind", FailureKind.RETRY_CAP)),
         retryable=False,
         detail={"step": step.ordinal, "last_failure": last or None},
     )

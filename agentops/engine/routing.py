@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentops.engine.errors import OrchestrationFailure
+from agentops.engine.errors import FailureKind, OrchestrationFailure
 from agentops.engine.registry import Tool
 from agentops.models import Step, Task
 from agentops.states import Phase
 from policies import catalog
-from policies.engine import Action, Verdict
+from policies.engine import Action, Route, Verdict
 from policies.selectors import policy_evaluate
 from policies.services import policy_version_ensure_active
 
@@ -92,10 +92,10 @@ def verdict_for(
             edited=edited,
         ),
     )
-    if verdict.route == "deny":
+    if verdict.route == Route.DENY:
         raise OrchestrationFailure(
             f"policy denies {tool.name}: {'; '.join(verdict.reasons)}",
-            kind="authorization_gap",
+            kind=FailureKind.AUTHORIZATION_GAP,
             detail={"rule": verdict.rule, "policy_version": verdict.version},
         )
     return verdict
@@ -109,7 +109,7 @@ def approved(step: Step, digest: str, verdict: Verdict) -> bool:
         approval
         and approval.get("args_digest") == digest
         and approval.get("policy_version_id") == verdict.version_id
-        and (verdict.route != "gate" or approval.get("rule") == verdict.rule)
+        and (verdict.route != Route.GATE or approval.get("rule") == verdict.rule)
     )
 
 
@@ -138,4 +138,4 @@ def routed_payload(*, tool: Tool, verdict: Verdict, digest: str) -> dict[str, An
 def audited(verdict: Verdict, step: Step) -> bool:
     """The call gets an audit item: the audit lane, or a sampled share of `auto` (decided
     deterministically from the step id)."""
-    return verdict.route == "audit" or verdict.queues_audit(str(step.pk))
+    return verdict.route == Route.AUDIT or verdict.queues_audit(str(step.pk))

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 from django.db import transaction
 
 from agentops.engine.gates import DEFAULT_GATE_TIMEOUT_SECONDS
+from policies.engine import Route
 from policies.models import Policy, PolicyVersion
 from policies.selectors import policy_version_active
 from policies.services import policy_draft_create, policy_rule_add
@@ -21,7 +22,7 @@ if TYPE_CHECKING:
 def _gate_settings_of(draft: PolicyVersion) -> dict[str, Any]:
     """Who decides the proposed gate and when it times out: as the draft's default rule says
     (or its first gate rule; else operators, one hour, reject)."""
-    gates = draft.rules.filter(route="gate").order_by("-is_default", "position")
+    gates = draft.rules.filter(route=Route.GATE).order_by("-is_default", "position")
     model = gates.first()
     if model is None or not model.approver_group:
         return {
@@ -63,7 +64,7 @@ def calibration_draft_create(
             author=actor,
             fields={
                 "name": f"calibrated: gate {tool} for {agent} below {threshold:.2f}",
-                "route": "gate",
+                "route": Route.GATE.value,
                 "tools": [tool],
                 "agents": [agent],
                 "confidence_below": threshold,

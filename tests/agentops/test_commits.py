@@ -1,4 +1,4 @@
-"""The one-statement commit (`transitions.Commit`): every write in it is fenced, a refused part
+"""The one-statement commit (`commit.Commit`): every write in it is fenced, a refused part
 undoes all of it, and it is one round trip outside a transaction."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pytest
 from django.db import connection
 from django.db.models.functions import Now
 
-from agentops.engine import transitions
+from agentops.engine import commit as commit_module
 from agentops.engine.errors import CheckpointMismatch, LeaseLost
 from agentops.engine.jsonvalues import loaded
 from agentops.engine.transitions import (
@@ -162,7 +162,7 @@ def offloading(redis_clean, settings, tmp_path, monkeypatch):  # type: ignore[no
     task, lease = claimed()
     step = Step.objects.get(task=task, ordinal=0)
     reserved = artifact_id_reserved()
-    monkeypatch.setattr(transitions, "artifact_id_reserved", lambda: reserved)
+    monkeypatch.setattr(commit_module, "artifact_id_reserved", lambda: reserved)
     return task, lease, step, reserved
 
 

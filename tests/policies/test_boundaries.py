@@ -36,6 +36,7 @@ def test_evaluator_dry_run_and_diff_do_not_touch_django(name: str) -> None:
         "collections",
         "collections.abc",
         "dataclasses",
+        "enum",
         "typing",
         "policies.engine",
         "policies.catalog",

@@ -22,7 +22,8 @@ A temporary replication slot keeps those segments until they are read.
 Each run starts with one unmeasured warm-up pair, and runs with DEBUG off and the worker's heap
 settings (`engine/heap.py`), as workers do. The command deletes its tasks, their artifact files
 and the floor table. Performance belongs here, printed as figures; tests only check that the
-command runs and what it counts.
+command runs and what it counts. The WAL and the statements are read by `wal.py`; the medians,
+ratios and printed table are `checkpoint_report.py`'s.
 """
 
 from __future__ import annotations
@@ -30,16 +31,13 @@ from __future__ import annotations
 import json
 import os
 import queue
-import re
 import statistics
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Sequence
 from contextlib import ExitStack, suppress
-from dataclasses import dataclass, field
 from itertools import pairwise
 from pathlib import Path
 from typing import IO, Any, NoReturn, cast
@@ -48,7 +46,7 @@ import django_rq
 import psycopg
 from django.conf import settings
 from django.core.management.base import CommandError
-from django.db import connection, transaction
+from django.db import connection
 from django.test.utils import override_settings
 from rq.exceptions import NoSuchJobError
 from rq.job import Job
@@ -56,6 +54,13 @@ from rq.worker import Worker
 
 from agentops.agents.bench import bench_script
 from agentops.dburl import database_url
+from agentops.dev.benchmarks.checkpoint_report import (
+    Pair,
+    _median,
+    _report,
+    _round,
+    ratio_to_floor,
+)
 from agentops.dev.benchmarks.peers import PEERS
 from agentops.dev.benchmarks.tasks import (
     bench_tasks_delete,
@@ -64,6 +69,7 @@ from agentops.dev.benchmarks.tasks import (
     raw_postgres,
     scratch_database_name,
 )
+from agentops.dev.benchmarks.wal import StatementCounter, WalReader
 from agentops.engine import heap
 from agentops.engine.dispatch import job_id_for
 from agentops.engine.model import ModelRequest
@@ -84,174 +90,6 @@ ANSWER_SECONDS = 600
 # What a peer's process inherits of ours (no secrets, no tracing settings), and the heap.
 PEER_ENVIRONMENT = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR")
 OWNER = "bench"
-WRITE = re.compile(
-    r"\s*(INSERT|UPDATE|DELETE)\b|\s*WITH\b.*\b(INSERT|UPDATE|DELETE)\b", re.I | re.S
-)
-BLOCK_REF = re.compile(r"rel \d+/(\d+)/(\d+)")
-
-
-@dataclass(frozen=True)
-class WalRecord:
-    start: int
-    end: int
-    xid: int
-    resource_manager: str
-    record_type: str
-    length: int
-    fpi: int
-    relations: frozenset[tuple[int, int]]
-
-
-@dataclass
-class WalWindow:
-    """The WAL a run wrote to this database, read back from the server."""
-
-    records: list[WalRecord]
-
-    @property
-    def bytes(self) -> int:
-        return sum(r.length for r in self.records)
-
-    @property
-    def record_bytes(self) -> int:
-        """Bytes without full-page images: those depend on when the last checkpoint ran (other
-        databases on the cluster trigger them), not on what the step wrote."""
-        return self.bytes - self.fpi_bytes
-
-    @property
-    def fpi_bytes(self) -> int:
-        return sum(r.fpi for r in self.records)
-
-    def commits(self) -> list[WalRecord]:
-        return [
-            r
-            for r in self.records
-            if r.resource_manager == "Transaction" and r.record_type.startswith("COMMIT")
-        ]
-
-    def between(self, after: int, upto: int) -> WalWindow:
-        return WalWindow([r for r in self.records if after <= r.start < upto])
-
-
-class WalReader:
-    """LSNs and WAL records of this database, through a raw autocommit connection."""
-
-    def __init__(self, raw: psycopg.Connection) -> None:
-        self.raw = raw
-        raw.execute("CREATE EXTENSION IF NOT EXISTS pg_walinspect")
-        row = raw.execute(
-            "SELECT oid FROM pg_database WHERE datname = current_database()"
-        ).fetchone()
-        assert row is not None
-        self.dboid = int(row[0])
-        self.note = ""
-        # A checkpoint (ours or another database's) may recycle the segments before we read
-        # them; a temporary slot keeps them until this session ends.
-        try:
-            raw.execute(
-                "SELECT pg_create_physical_replication_slot(%s, true, true)",
-                (f"agentops_bench_{os.getpid()}",),
-            )
-        except psycopg.Error as exc:
-            self.note = (
-                f"no replication slot ({exc.diag.message_primary}): a checkpoint during the "
-                "run may make its WAL unreadable"
-            )
-
-    @classmethod
-    def open(cls, raw: psycopg.Connection) -> tuple[WalReader | None, str]:
-        try:
-            reader = cls(raw)
-        except psycopg.Error as exc:
-            return (
-                None,
-                f"bytes not measured: pg_walinspect unavailable ({exc.diag.message_primary})",
-            )
-        return reader, reader.note
-
-    def lsn(self, *, flushed: bool = False) -> int:
-        """Where the next record goes; with `flushed`, how far the WAL is on disk (this ends a
-        window: our commits are flushed before they return, and WAL can only be read up to it)."""
-        function = "pg_current_wal_flush_lsn" if flushed else "pg_current_wal_insert_lsn"
-        row = self.raw.execute(f"SELECT {function}() - '0/0'::pg_lsn").fetchone()
-        assert row is not None
-        return int(row[0])
-
-    def filenode(self, table: str) -> int:
-        row = self.raw.execute("SELECT pg_relation_filenode(%s::regclass)", (table,)).fetchone()
-        assert row is not None
-        return int(row[0])
-
-    def window(self, start: int, end: int) -> WalWindow:
-        """Records in [start, end) that touch this database, plus every record (commits, locks)
-        of the transactions that do."""
-        rows = self.raw.execute(
-            "SELECT start_lsn - '0/0'::pg_lsn, end_lsn - '0/0'::pg_lsn, xid::text::bigint,"
-            " resource_manager, record_type, record_length, fpi_length, coalesce(block_ref, '')"
-            " FROM pg_get_wal_records_info(%s::pg_lsn, %s::pg_lsn)",
-            (_lsn_text(start), _lsn_text(end)),
-        ).fetchall()
-        records = [
-            WalRecord(
-                start=int(a),
-                end=int(b),
-                xid=int(xid),
-                resource_manager=rm,
-                record_type=kind,
-                length=int(length),
-                fpi=int(fpi or 0),
-                relations=frozenset((int(db), int(rel)) for db, rel in BLOCK_REF.findall(refs)),
-            )
-            for a, b, xid, rm, kind, length, fpi, refs in rows
-        ]
-        touching = {
-            r.xid for r in records if r.xid and any(db == self.dboid for db, _ in r.relations)
-        }
-        return WalWindow(
-            [
-                r
-                for r in records
-                if any(db == self.dboid for db, _ in r.relations) or (r.xid and r.xid in touching)
-            ]
-        )
-
-
-def _lsn_text(position: int) -> str:
-    return f"{position >> 32:X}/{position & 0xFFFFFFFF:X}"
-
-
-class StatementCounter:
-    """Django execute wrapper: counts statements and committed write transactions.
-
-    A write (including a data-modifying WITH) inside an atomic block registers one on_commit
-    callback for that transaction (gone if it rolls back); in autocommit mode it is a commit of
-    its own.
-    """
-
-    def __init__(self) -> None:
-        self.statements = 0
-        self.commits = 0
-
-    def _committed(self) -> None:
-        self.commits += 1
-
-    def __call__(
-        self,
-        execute: Callable[..., Any],
-        sql: str,
-        params: Any,
-        many: bool,
-        context: dict[str, Any],
-    ) -> Any:
-        self.statements += 1
-        result = execute(sql, params, many, context)
-        if WRITE.match(sql):
-            conn = context["connection"]
-            if not conn.in_atomic_block:
-                self.commits += 1
-            elif not any(func == self._committed for _, func, _ in conn.run_on_commit):
-                transaction.on_commit(self._committed, using=conn.alias)
-        return result
 
 
 class Floor:
@@ -275,31 +113,6 @@ class Floor:
         self.raw.execute(f"DROP TABLE IF EXISTS {FLOOR_TABLE}")
 
 
-@dataclass
-class Pair:
-    """One repeat: a floor run and a task run, with what the WAL and the hook saw."""
-
-    task_id: int
-    task_seconds: float
-    task_cpu_seconds: float
-    floor_seconds: float
-    floor_rows: int
-    statements: int
-    hook_commits: int
-    task_wal: tuple[int, int] | None = None
-    floor_wal: tuple[int, int] | None = None
-    figures: dict[str, Any] = field(default_factory=dict)
-
-
-def _median(values: Sequence[float | None]) -> float | None:
-    present = [v for v in values if v is not None]
-    return statistics.median(present) if present else None
-
-
-def _round(value: float | None, digits: int = 3) -> float | None:
-    return None if value is None else round(value, digits)
-
-
 def step_arguments(steps: int, payload_kb: int, step: int) -> dict[str, Any]:
     """The tool arguments the bench agent's own script proposes at `step`."""
     request = ModelRequest(
@@ -313,12 +126,6 @@ def step_arguments(steps: int, payload_kb: int, step: int) -> dict[str, Any]:
         task_input={"steps": steps, "payload_kb": payload_kb},
     )
     return dict(bench_script(request)["tool_calls"][0]["arguments"])
-
-
-def ratio_to_floor(task_ms: list[float], floor_ms: list[float]) -> float | None:
-    """The median of the per-pair ratios (each pair's run over its own floor), ours and the
-    peers' alike: drift on a shared machine hits both sides of each ratio."""
-    return _round(_median([t / f for t, f in zip(task_ms, floor_ms, strict=True)]), 2)
 
 
 def floor_rows(arguments: list[dict[str, Any]]) -> list[str]:
@@ -695,103 +502,3 @@ def _drop_job(task_id: int) -> None:
 def _database_url() -> str:
     """DATABASE_URL for a child process, pointing at the database this process uses."""
     return database_url(connection.settings_dict)
-
-
-def _report(pairs: list[Pair], *, steps: int, payload_kb: int, notes: list[str]) -> dict[str, Any]:
-    def per_step_ms(seconds: float, count: int) -> float:
-        return seconds * 1000 / count
-
-    def figure(key: str) -> float | None:
-        return _median([p.figures.get(key) for p in pairs])
-
-    task_ms = [per_step_ms(p.task_seconds, steps) for p in pairs]
-    floor_ms = [per_step_ms(p.floor_seconds, p.floor_rows) for p in pairs]
-    if all("wal_commits" in p.figures for p in pairs):
-        commits = _median([p.figures["wal_commits"] / steps for p in pairs])
-        source = "WAL commit records"
-    else:
-        commits = _median([p.hook_commits / steps for p in pairs])
-        source = "statement hook"
-    for p in pairs:
-        if "interval_note" in p.figures:
-            notes.append(f"task {p.task_id}: {p.figures['interval_note']}")
-    first, last = figure("bytes_per_step_first"), figure("bytes_per_step_last")
-    return {
-        "benchmark": "checkpoint",
-        "backend": connection.vendor,
-        "steps": steps,
-        "payload_kb": payload_kb,
-        "repeat": len(pairs),
-        "per_step_ms": _round(_median(task_ms)),
-        "floor_per_step_ms": _round(_median(floor_ms)),
-        "ratio_to_floor": ratio_to_floor(task_ms, floor_ms),
-        "bytes_per_step_first": _round(first, 0),
-        "bytes_per_step_last": _round(last, 0),
-        "last_to_first": _round(last / first if first and last else None, 2),
-        "client_cpu_ms_per_step": _round(
-            _median([per_step_ms(p.task_cpu_seconds, steps) for p in pairs])
-        ),
-        "commits_per_step": _round(commits, 2),
-        "commits_source": source,
-        "statements_per_step": _round(_median([p.statements / steps for p in pairs]), 1),
-        "wal_bytes_per_step": _round(figure("wal_bytes_per_step"), 0),
-        "wal_fpi_bytes_per_step": _round(figure("wal_fpi_bytes_per_step"), 0),
-        "fpi_bytes_per_step_first": _round(figure("fpi_bytes_per_step_first"), 0),
-        "fpi_bytes_per_step_last": _round(figure("fpi_bytes_per_step_last"), 0),
-        "floor_bytes_per_step": _round(figure("floor_bytes_per_step"), 0),
-        "runs": [
-            {
-                "task_ms_per_step": _round(t),
-                "client_cpu_ms_per_step": _round(per_step_ms(p.task_cpu_seconds, steps)),
-                "floor_ms_per_step": _round(f),
-                "statements": p.statements,
-                "hook_commits": p.hook_commits,
-                **{k: _round(v, 1) if isinstance(v, float) else v for k, v in p.figures.items()},
-            }
-            for p, t, f in zip(pairs, task_ms, floor_ms, strict=True)
-        ],
-        "notes": notes,
-    }
-
-
-def checkpoint_table(report: dict[str, Any]) -> str:
-    keys = [
-        "per_step_ms",
-        "client_cpu_ms_per_step",
-        "floor_per_step_ms",
-        "ratio_to_floor",
-        "bytes_per_step_first",
-        "bytes_per_step_last",
-        "last_to_first",
-        "commits_per_step",
-        "statements_per_step",
-        "wal_bytes_per_step",
-        "floor_bytes_per_step",
-    ]
-    lines = [
-        f"checkpoint bench: {report['steps']} steps, {report['payload_kb']} KB payload, "
-        f"{report['backend']}, median of {report['repeat']}",
-        *(f"  {key:<22} {report[key]}" for key in keys),
-        *(
-            f"  {key:<22} {report[key]}"
-            for key in ("dispatch_ms_per_job", "worker_ms_per_job", "in_process_ms_per_job")
-            if key in report
-        ),
-        f"  commits from {report['commits_source']}",
-        *(
-            f"  peer {peer['peer']:<17} ratio_to_floor {peer['ratio_to_floor']:<6} "
-            f"per_step_ms {peer['per_step_ms']:<7} client_cpu_ms_per_step "
-            f"{peer['client_cpu_ms_per_step']:<7} ({peer['version']})"
-            for peer in report.get("peers", [])
-        ),
-        *(
-            [
-                f"  ratio_to_best_peer     {report['ratio_to_best_peer']} ({report['best_peer']}); "
-                f"per_step_to_best_peer {report['per_step_to_best_peer']}"
-            ]
-            if "peers" in report
-            else []
-        ),
-        *(f"  note: {note}" for note in [*report["notes"], report.get("dispatch_note")] if note),
-    ]
-    return "\n".join(lines)

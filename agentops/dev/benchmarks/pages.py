@@ -42,13 +42,13 @@ from django.test import Client
 from django.test.utils import override_settings
 from django.urls import reverse
 
-from agentops.dev.benchmarks.checkpoint import StatementCounter
 from agentops.dev.benchmarks.tasks import (
     database_drop,
     database_recreate,
     raw_postgres,
     scratch_database_name,
 )
+from agentops.dev.benchmarks.wal import StatementCounter
 from agentops.models import AuditItem, Event, Gate, Step, Task, ToolCall
 from agentops.states import (
     TERMINAL,

@@ -15,7 +15,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from policies import catalog
 from policies.dryrun import dry_run_text
-from policies.engine import evaluate
+from policies.engine import RUNS_NOW, evaluate
 from policies.errors import PolicyNotFound
 from policies.models import PolicyVersion
 from policies.selectors import policy_spec_for, policy_version_active, policy_version_dry_run
@@ -85,7 +85,7 @@ class Command(BaseCommand):
         for reason in verdict.reasons:
             self.stdout.write(f"  - {reason}")
         self.stdout.write(f"version: {verdict.version} (policy {policy})")
-        if verdict.route in ("auto", "audit"):
+        if verdict.route in RUNS_NOW:
             self.stdout.write(f"sample rate: {verdict.sample_rate:g}")
         if verdict.gate:
             gate = verdict.gate

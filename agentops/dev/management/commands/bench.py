@@ -13,7 +13,8 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from agentops.dev.benchmarks.checkpoint import checkpoint, checkpoint_table
+from agentops.dev.benchmarks.checkpoint import checkpoint
+from agentops.dev.benchmarks.checkpoint_report import checkpoint_table
 from agentops.dev.benchmarks.memory import memory, memory_table
 from agentops.dev.benchmarks.pages import pages, pages_table
 from agentops.dev.benchmarks.throughput import throughput

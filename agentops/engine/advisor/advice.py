@@ -1,0 +1,74 @@
+"""The recovery advisor's recommendation for a `Situation`: the first matching row of `RULES`,
+one rationale, and the options a person may choose (the recommended one first).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from agentops.engine.advisor.rules import RULES
+from agentops.engine.advisor.situation import Action, Band, Situation
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    """The advised action, why (one line), the actions a person may choose, and the row used."""
+
+    action: Action
+    rationale: str
+    options: tuple[Action, ...]
+    rule: str
+
+
+def options_for(action: Action, situation: Situation) -> tuple[Action, ...]:
+    """What a person may choose, the recommended action first.
+
+    While an effect is unconfirmed only confirm and abort make sense: retry and skip would
+    pass over it and rollback cannot compensate what may not have happened. Rollback is offered
+    only when there is something to compensate.
+    """
+    if action is Action.CONFIRM:
+        return (Action.CONFIRM, Action.ABORT)
+    if situation.rolling_back:
+        return (Action.ROLLBACK, Action.ABORT)
+    offered = [Action.RETRY, Action.SKIP, Action.ROLLBACK, Action.ABORT]
+    if not situation.compensable:
+        offered.remove(Action.ROLLBACK)
+    return (action, *[a for a in offered if a is not action])
+
+
+def _after_failed_retry(situation: Situation) -> tuple[Action, str, str]:
+    """What to recommend instead of a retry that a person already tried and that failed the same
+    way: undo when everything can be undone, skip a late read or notification, else abort (or
+    escalate the cause first)."""
+    times = situation.failed_retries
+    said = f"A manual retry already failed the same way ({situation.kind.replace('_', ' ')}, "
+    said += f"{times} time{'s' if times != 1 else ''}); another retry would likely fail again. "
+    if situation.compensable and not situation.irreversible:
+        return Action.ROLLBACK, "retry-failed-undo", said + "Undo the effects so far and end it."
+    if situation.side_effect in {"read", "notify"} and situation.band is Band.LATE:
+        return Action.SKIP, "retry-failed-skip", said + "Skip the step and do it by hand."
+    return (
+        Action.ABORT,
+        "retry-failed",
+        said + "Escalate the cause to the service's owner, or abort.",
+    )
+
+
+def advise(situation: Situation) -> Recommendation:
+    """The first row of `RULES` that matches `situation`, as a recommendation; a retry that a
+    person already tried and that failed the same way is not recommended again."""
+    rule = next(r for r in RULES if r.matches(situation))
+    action, name = rule.action, rule.name
+    rationale = rule.rationale.format(**situation.facts())
+    if action is Action.RETRY and situation.failed_retries > 0 and not situation.rolling_back:
+        action, name, rationale = _after_failed_retry(situation)
+    return Recommendation(
+        action=action,
+        rationale=rationale,
+        options=options_for(action, situation),
+        rule=name,
+    )
+
+
+# -- previews ----------------------------------------------------------------------------------

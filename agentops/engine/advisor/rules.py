@@ -1,0 +1,351 @@
+"""The recovery advisor's one table (`RULES`): the first row matching a `Situation` says what a
+person should do with a stopped task, and why. docs/recovery.md renders it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from agentops.engine.advisor.situation import (
+    RESTARTABLE,
+    SKIPPABLE,
+    TRANSIENT,
+    Action,
+    Band,
+    Risk,
+    Situation,
+)
+from agentops.engine.errors import FailureKind
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One row of the table. A condition left as None matches anything."""
+
+    name: str
+    action: Action
+    rationale: str
+    kinds: frozenset[str] | None = None
+    layers: frozenset[str] | None = None
+    risks: frozenset[Risk] | None = None
+    side_effects: frozenset[str] | None = None
+    band: Band | None = None
+    stuck: bool | None = None
+    task_cap_reached: bool | None = None
+    compensable: bool | None = None
+    irreversible: bool | None = None
+    rolling_back: bool | None = None
+
+    def matches(self, s: Situation) -> bool:
+        return (
+            (self.kinds is None or s.kind in self.kinds)
+            and (self.layers is None or s.layer in self.layers)
+            and (self.risks is None or s.risk in self.risks)
+            and (self.side_effects is None or s.side_effect in self.side_effects)
+            and (self.band is None or s.band == self.band)
+            and (self.stuck is None or s.stuck == self.stuck)
+            and (self.task_cap_reached is None or s.task_cap_reached == self.task_cap_reached)
+            and (self.compensable is None or s.compensable == self.compensable)
+            and (self.irreversible is None or s.irreversible == self.irreversible)
+            and (self.rolling_back is None or s.rolling_back == self.rolling_back)
+        )
+
+
+def _set(*values: str) -> frozenset[str]:
+    return frozenset(values)
+
+
+def _kinds(*kinds: FailureKind) -> frozenset[FailureKind]:
+    """A row's failure kinds: members of the one enum, so a row cannot name a kind that is not
+    recorded (mypy checks it)."""
+    return frozenset(kinds)
+
+
+_A = Action
+K = FailureKind
+# First match wins; the last row matches everything. docs/recovery.md renders this table.
+RULES: tuple[Rule, ...] = (
+    Rule(
+        "rollback-unfinished",
+        _A.ROLLBACK,
+        "A rollback stopped part-way; fix the cause and roll back again, or abort: moving "
+        "forward would redo what was already undone.",
+        rolling_back=True,
+    ),
+    Rule(
+        "side-effect-unknown",
+        _A.CONFIRM,
+        "A call may have taken effect and the service cannot be asked; confirm whether it "
+        "happened before anything else runs.",
+        kinds=_kinds(K.SIDE_EFFECT_UNKNOWN),
+    ),
+    Rule(
+        "checkpoint-mismatch",
+        _A.ABORT,
+        "The checkpoint disagrees with the event log, so resuming could act on a wrong state; "
+        "abort and check the ledger by hand.",
+        kinds=_kinds(K.CHECKPOINT_MISMATCH),
+    ),
+    Rule(
+        "crash-resume",
+        _A.RETRY,
+        "The worker died mid-task; resume from the last checkpoint: completed steps and "
+        "recorded effects are not repeated.",
+        kinds=_kinds(K.PROCESS_CRASH),
+        task_cap_reached=False,
+    ),
+    Rule(
+        "crash-loop-late",
+        _A.RETRY,
+        "The task crashed its worker {recoveries} times, but {percent}% is done; fix the cause "
+        "(memory, time limit) and resume rather than start over.",
+        kinds=_kinds(K.PROCESS_CRASH),
+        band=Band.LATE,
+    ),
+    Rule(
+        "crash-loop-undo",
+        _A.ROLLBACK,
+        "The task crashed its worker {recoveries} times (cap {recovery_cap}) at {percent}% "
+        "done; undo its effects and start again once the cause is fixed.",
+        kinds=_kinds(K.PROCESS_CRASH),
+        compensable=True,
+        irreversible=False,
+    ),
+    Rule(
+        "crash-loop",
+        _A.ABORT,
+        "The task crashed its worker {recoveries} times (cap {recovery_cap}) at {percent}% "
+        "done; another resume would likely crash again, so abort and restart once fixed.",
+        kinds=_kinds(K.PROCESS_CRASH),
+    ),
+    Rule(
+        "policy-deny-undo",
+        _A.ROLLBACK,
+        "The policy forbids this action, so a retry would be denied again; undo the effects so "
+        "far and end the task, or change the policy first.",
+        kinds=_kinds(K.AUTHORIZATION_GAP),
+        layers=_set("orchestration"),
+        compensable=True,
+        irreversible=False,
+    ),
+    Rule(
+        "policy-deny",
+        _A.ABORT,
+        "The policy forbids this action, so a retry would be denied again; abort, or change "
+        "the policy and then retry.",
+        kinds=_kinds(K.AUTHORIZATION_GAP),
+        layers=_set("orchestration"),
+    ),
+    Rule(
+        "early-undo-restart",
+        _A.ROLLBACK,
+        "Only {percent}% done and everything so far can be undone ({kind}); roll back and "
+        "start a new task rather than repair this one.",
+        kinds=RESTARTABLE,
+        stuck=True,
+        band=Band.EARLY,
+        compensable=True,
+        irreversible=False,
+    ),
+    Rule(
+        "early-restart",
+        _A.ABORT,
+        "Only {percent}% done and nothing to undo ({kind}); abort and start a new task rather "
+        "than repair this one.",
+        kinds=RESTARTABLE,
+        stuck=True,
+        band=Band.EARLY,
+        compensable=False,
+        irreversible=False,
+    ),
+    Rule(
+        "budget-late",
+        _A.RETRY,
+        "The budget ran out at {percent}% done; extend it and resume: finishing is cheaper "
+        "than starting over.",
+        kinds=_kinds(K.BUDGET_OVERFLOW),
+        band=Band.LATE,
+    ),
+    Rule(
+        "budget-undo",
+        _A.ROLLBACK,
+        "The budget ran out at only {percent}% done; undo the effects so far, or extend the "
+        "budget and retry if the goal is worth it.",
+        kinds=_kinds(K.BUDGET_OVERFLOW),
+        compensable=True,
+        irreversible=False,
+    ),
+    Rule(
+        "budget",
+        _A.ABORT,
+        "The budget ran out at only {percent}% done; abort, or extend the budget and retry if "
+        "the goal is worth it.",
+        kinds=_kinds(K.BUDGET_OVERFLOW),
+    ),
+    Rule(
+        "unknown-tool",
+        _A.RETRY,
+        "A recorded call names a tool the workers no longer register (a deploy removed or "
+        "renamed it); deploy it and retry: the ledger row is intact.",
+        kinds=_kinds(K.UNKNOWN_TOOL),
+    ),
+    Rule(
+        "unknown-fan-out",
+        _A.RETRY,
+        "The plan names a fan-out the workers do not register (a deploy removed or renamed "
+        "it); deploy it and retry: the children already spawned are kept.",
+        kinds=_kinds(K.UNKNOWN_FAN_OUT),
+    ),
+    Rule(
+        "child-failed",
+        _A.ROLLBACK,
+        "A child task ended without succeeding (aborted or rolled back), so this step cannot "
+        "collect its results; roll back to undo the family's effects, or abort to keep them.",
+        kinds=_kinds(K.CHILD_FAILED),
+        compensable=True,
+        irreversible=False,
+    ),
+    Rule(
+        "child-failed-irreversible",
+        _A.ABORT,
+        "A child task ended without succeeding, so this step cannot collect its results; "
+        "nothing here can be undone automatically: abort and settle the effects by hand.",
+        kinds=_kinds(K.CHILD_FAILED),
+    ),
+    Rule(
+        "unknown-agent",
+        _A.RETRY,
+        "The agent is not registered on the workers (a deploy removed or renamed it); deploy "
+        "it and retry: the checkpoint is intact.",
+        kinds=_kinds(K.UNKNOWN_AGENT),
+    ),
+    Rule(
+        "model-transient",
+        _A.RETRY,
+        "The model provider failed transiently ({kind}, attempt {attempts} of {attempt_cap}); "
+        "retry with backoff: only this model call is repeated.",
+        kinds=TRANSIENT,
+        layers=_set("model"),
+    ),
+    Rule(
+        "late-skip",
+        _A.SKIP,
+        "At {percent}% done a failing {side_effect} step ({kind}) should not hold the task; "
+        "skip it and do it by hand, or retry once the cause is fixed.",
+        kinds=SKIPPABLE,
+        side_effects=_set("read", "notify"),
+        band=Band.LATE,
+        stuck=True,
+    ),
+    Rule(
+        "tool-output-invalid",
+        _A.RETRY,
+        "The tool ran but returned output that cannot be stored ({kind}); fix the tool, then "
+        "retry: its ledger row is resolved, so nothing runs twice behind your back.",
+        kinds=_kinds(K.OUTPUT_INVALID, K.TOOL_ERROR),
+        layers=_set("tool"),
+    ),
+    Rule(
+        "model-refused",
+        _A.ABORT,
+        "The model server refused the request itself (4xx); a retry would send the same "
+        "request, so fix the model settings (name, key, adapter) and retry, or abort.",
+        kinds=_kinds(K.BAD_REQUEST),
+        layers=_set("model"),
+    ),
+    Rule(
+        "output-invalid",
+        _A.RETRY,
+        "The model's reply was malformed (attempt {attempts} of {attempt_cap}); retry with a "
+        "repair prompt.",
+        kinds=_kinds(K.OUTPUT_INVALID),
+    ),
+    Rule(
+        "context-overflow",
+        _A.RETRY,
+        "The conversation outgrew the model's context window; retry with earlier work summarized.",
+        kinds=_kinds(K.CONTEXT_OVERFLOW),
+    ),
+    Rule(
+        "tool-rate-limited",
+        _A.RETRY,
+        "The service is throttling calls; retry after its Retry-After with the same "
+        "idempotency key: nothing runs twice.",
+        kinds=_kinds(K.RATE_LIMITED),
+        layers=_set("tool"),
+    ),
+    Rule(
+        "tool-unreachable-read",
+        _A.RETRY,
+        "A low-risk call ({kind}) did not complete; repeating it changes nothing remotely.",
+        kinds=_kinds(K.TIMEOUT, K.UNAVAILABLE),
+        layers=_set("tool"),
+        risks=frozenset({Risk.LOW}),
+    ),
+    Rule(
+        "tool-unreachable-write",
+        _A.RETRY,
+        "The {side_effect} call failed after it was sent ({kind}); the probe or the "
+        "service's key dedup rules out a double effect, so retry with the same key.",
+        kinds=_kinds(K.TIMEOUT, K.UNAVAILABLE),
+        layers=_set("tool"),
+    ),
+    Rule(
+        "schema-mismatch",
+        _A.RETRY,
+        "The service answered in an unexpected shape; upgrade the tool adapter, then retry: "
+        "the same key makes the service replay rather than act twice.",
+        kinds=_kinds(K.SCHEMA_MISMATCH),
+    ),
+    Rule(
+        "tool-forbidden",
+        _A.RETRY,
+        "The service refused the call for lack of permission; grant the scope or reroute, "
+        "then retry.",
+        kinds=_kinds(K.AUTHORIZATION_GAP),
+        layers=_set("tool"),
+    ),
+    Rule(
+        "planning-loop",
+        _A.RETRY,
+        "The agent kept proposing the same action; edit the plan or the step's "
+        "instructions, then retry.",
+        kinds=_kinds(K.PLANNING_LOOP),
+    ),
+    Rule(
+        "low-confidence",
+        _A.RETRY,
+        "The model's confidence stayed below the agent's floor for several steps in a row "
+        "(confidence collapse); add guidance to the step, then retry.",
+        kinds=_kinds(K.LOW_CONFIDENCE),
+    ),
+    Rule(
+        "rejected-undo",
+        _A.ROLLBACK,
+        "The service rejected the recorded request ({kind}) and a retry would send it again; "
+        "undo the effects so far and start over.",
+        kinds=_kinds(K.BAD_REQUEST, K.CONFLICT),
+        compensable=True,
+        irreversible=False,
+    ),
+    Rule(
+        "rejected",
+        _A.ABORT,
+        "The service rejected the recorded request ({kind}) and a retry would send it again; "
+        "abort and start over.",
+        kinds=_kinds(K.BAD_REQUEST, K.CONFLICT),
+    ),
+    Rule(
+        "retry-cap",
+        _A.RETRY,
+        "The step used up its {attempt_cap} attempts; read its last error and retry once the "
+        "cause is fixed.",
+        kinds=_kinds(K.RETRY_CAP),
+    ),
+    Rule(
+        "default",
+        _A.ABORT,
+        "Unrecognised failure ({layer}: {kind}); inspect the step's error and abort unless "
+        "you know a retry is safe.",
+    ),
+)

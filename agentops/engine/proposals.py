@@ -1,0 +1,284 @@
+"""The proposal path of a step: the model call, the proposal it returns, the checks on it
+(arguments fit the tool, no planning loop, confidence), its route, and the commit of its outcome
+with the model result: a `pending` ledger row, or a gate that parks the task.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+from django.conf import settings
+from django.db.models import F
+
+from agentops import prometheus
+from agentops.engine import budgets, gates, routing
+from agentops.engine.checkpoints import snapshot_write
+from agentops.engine.crashpoints import crashpoint
+from agentops.engine.errors import FailureKind, ModelFailure, UnknownTool
+from agentops.engine.jsonvalues import Encoded, is_pointer, redacted
+from agentops.engine.ledger import arguments_encoded, idempotency_key
+from agentops.engine.model import ModelRequest, ModelResponse, get_model_adapter, record_pointing_at
+from agentops.engine.registry import Tool, get_tool
+from agentops.engine.routing import Verdict
+from agentops.engine.runstate import RunState
+from agentops.engine.transitions import Commit, EventSpec, fenced_commit
+from agentops.models import Step, ToolCall
+from agentops.states import LedgerStatus, Phase
+from policies.engine import Route
+
+
+@dataclass
+class Routed:
+    """A proposed call with its verdict, and the task writes (the model result, if new) that
+    commit with it: a gate, or a `pending` ledger row."""
+
+    step: Step
+    tool: Tool
+    arguments: dict[str, Any]
+    edited: bool
+    verdict: Verdict
+    digest: str
+    # The arguments serialized once (the digest above is its sha256).
+    known: Encoded
+    events: list[EventSpec] = field(default_factory=list)
+    fields: dict[str, Any] = field(default_factory=lambda: {"phase": Phase.BEFORE_TOOL_CALL})
+    response_record: dict[str, Any] | None = None
+    # The arguments to run are the model's proposal itself (no person's approval replaced
+    # them): the record can point at their artifact.
+    proposal_runs: bool = False
+
+
+class Proposals(RunState):
+    """The proposal path of a task run (mixed into `TaskRun`)."""
+
+    def _ask_model(self, step: Step) -> ModelResponse:
+        budgets.check_budgets(self.task, worked=self._worked_seconds)
+        request = ModelRequest(
+            agent=self.agent.name,
+            task_id=self.task.pk,
+            step=step.ordinal,
+            step_title=step.title,
+            attempt=step.attempts,
+            messages=self.messages,
+            tools=[get_tool(name).schema() for name in self.agent.tools],
+            task_input=self.task.input,
+            prompt_estimate=self.prompt_estimate,
+        )
+        with self.beat.call(), prometheus.timed("model"):
+            response = get_model_adapter(self.agent).complete(request)
+        # Recorded next to the provider's count, so later prompts calibrate the estimate.
+        record = response.as_record()
+        record["usage"] = {**response.usage, "prompt_estimate": self.prompt_estimate}
+        # Model output is untrusted: a leaked credential must not reach the database (nor run).
+        # What the database cannot store failed in the adapter (`model.response_from`).
+        return ModelResponse.from_record(redacted(record))
+
+    def _worked_seconds(self) -> float:
+        """`budgets.worked_seconds`, read from the event log once per claim, then advanced by
+        the run's own clock: while it holds the lease, the task is running."""
+        if self.worked_at is None:
+            self.worked_at = (budgets.worked_seconds(self.task.pk), time.monotonic())
+        base, since = self.worked_at
+        return base + time.monotonic() - since
+
+    def _model_result(
+        self, step: Step, response: ModelResponse
+    ) -> tuple[EventSpec, dict[str, Any], Any]:
+        """The model_result event, the task's usage increments and the record to store (offload
+        it inside the caller's transaction, so an artifact row commits with its pointer)."""
+        record = response.as_record()
+        usage = response.usage
+        tokens = int(usage.get("prompt_tokens", 0)) + int(usage.get("completion_tokens", 0))
+        cost = Decimal(tokens) * Decimal(str(settings.AGENTOPS["COST_PER_1K_TOKENS"])) / 1000
+        calls = response.tool_calls
+        event = EventSpec(
+            "agentops.step.model_result",
+            step=step.ordinal,
+            payload={
+                "usage": usage,
+                "confidence": response.confidence,
+                "tool": calls[0]["name"] if calls else None,
+                "phase": Phase.MODEL_RESULT,
+            },
+        )
+        self.task.tokens_used += tokens
+        self.task.cost_used += cost
+        usage_fields = {
+            "tokens_used": F("tokens_used") + tokens,
+            "cost_used": F("cost_used") + cost,
+        }
+        return event, usage_fields, record
+
+    def _record_text_reply(self, step: Step, response: ModelResponse) -> None:
+        event, usage_fields, record = self._model_result(step, response)
+        with fenced_commit(self.lease, [event], phase=Phase.MODEL_RESULT, **usage_fields) as commit:
+            stored = commit.offloaded(record, path="step.model_response", task_id=self.task.pk)
+            commit.step_update(step, model_response=stored)
+        step.model_response = stored
+        crashpoint("after_model_result", step=step.ordinal)
+
+    def _route(
+        self, step: Step, response: ModelResponse, tool: Tool, *, record: bool
+    ) -> ToolCall | None:
+        """Route the proposed action and commit the outcome with the model result (if new):
+        a `pending` ledger row (auto, audit: plus an audit item), or a gate that parks the task
+        (returns None). A denied action raises authorization_gap."""
+        arguments, edited = routing.effective_arguments(step, tool, response.tool_calls[0])
+        # Serialized and digested once: the contract check, the loop check, the ledger key, the
+        # gate binding and the arguments' artifact all use it.
+        known = arguments_encoded(arguments)
+        digest = known.sha256
+        if record:
+            self._check_proposal(step, response, tool, arguments, known)
+        verdict = routing.verdict_for(
+            task=self.task,
+            tool=tool,
+            arguments=arguments,
+            step=step.ordinal,
+            confidence=response.confidence,
+            edited=edited,
+        )
+        routed = Routed(
+            step=step,
+            tool=tool,
+            arguments=arguments,
+            edited=edited,
+            verdict=verdict,
+            digest=digest,
+            known=known,
+        )
+        if record:
+            event, usage_fields, routed.response_record = self._model_result(step, response)
+            routed.events.append(event)
+            routed.fields.update(usage_fields)
+            routed.proposal_runs = arguments is response.tool_calls[0]["arguments"]
+        if verdict.route == Route.GATE and not routing.approved(step, routed.digest, verdict):
+            self._park_at_gate(routed)
+            return None
+        call = self._open_call(routed)
+        if record:
+            crashpoint("after_model_result", step=step.ordinal)
+        crashpoint("after_pending", step=step.ordinal)
+        self.fresh_calls.add(call.pk)
+        # The arguments just stored (perhaps as an artifact) are run from memory, not read back.
+        self.call_arguments[call.pk] = routed.arguments
+        self.calls[call.pk] = call
+        self.proposals.setdefault((tool.name, routed.digest), set()).add(step.pk)
+        return call
+
+    def _check_proposal(
+        self,
+        step: Step,
+        response: ModelResponse,
+        tool: Tool,
+        arguments: dict[str, Any],
+        known: Encoded,
+    ) -> None:
+        """Checks on a new proposal, before it is routed: its arguments fit the tool, it is not
+        a planning loop, and the model's confidence has not collapsed."""
+        tool.check_arguments(arguments, text=known.data if known.exact else None)
+        budgets.check_loop(self.proposals, step, tool, arguments, digest=known.sha256)
+        budgets.check_confidence(self.agent, self.steps, step, response)
+
+    def _park_at_gate(self, routed: Routed) -> None:
+        """Commit the gate, the routing (and model result) and the `await_approval` transition
+        together, with a snapshot: the job ends and no worker waits for the decision."""
+        step = routed.step
+        payload = routing.routed_payload(
+            tool=routed.tool, verdict=routed.verdict, digest=routed.digest
+        )
+        events = [
+            *routed.events,
+            EventSpec("agentops.step.gated", step=step.ordinal, payload=payload),
+        ]
+        with fenced_commit(
+            self.lease, events, transition="await_approval", **routed.fields
+        ) as commit:
+            self._store_step(
+                commit, step, routing.step_routing(routed.verdict), routed.response_record
+            )
+            # The gate's rows commit with the step's.
+            commit.in_transaction()
+            gates.gate_open(
+                task=self.task,
+                step=step,
+                tool=routed.tool,
+                arguments=routed.arguments,
+                args_digest=routed.digest,
+                verdict=routed.verdict,
+                edited=routed.edited,
+            )
+            snapshot_write(task_id=self.task.pk, seq=commit.seq)
+
+    def _open_call(self, routed: Routed) -> ToolCall:
+        """Commit the `pending` ledger row (and an audit item when the call is audited) with the
+        routing and the model result, before the tool runs."""
+        step, tool, verdict = routed.step, routed.tool, routed.verdict
+        key = idempotency_key(
+            task_id=self.task.pk, step_id=step.pk, tool=tool.name, args_digest=routed.digest
+        )
+        payload = routing.routed_payload(tool=tool, verdict=verdict, digest=routed.digest)
+        event = EventSpec(
+            "agentops.ledger.pending",
+            step=step.ordinal,
+            payload={**payload, "key": key},
+            fold={"ledger": {key: LedgerStatus.PENDING}},
+        )
+        with fenced_commit(self.lease, [*routed.events, event], **routed.fields) as commit:
+            args = commit.offloaded(
+                routed.arguments, path="tool_call.args", task_id=self.task.pk, known=routed.known
+            )
+            record = routed.response_record
+            if record is not None and routed.proposal_runs and is_pointer(args):
+                # The proposal is stored once: the step's record points at the row's artifact.
+                record = record_pointing_at(record, args)
+            self._store_step(commit, step, routing.step_routing(verdict), record)
+            call = commit.call_create(
+                task=self.task,
+                step=step,
+                tool=tool.name,
+                side_effect=tool.side_effect,
+                args=args,
+                args_digest=routed.digest,
+                idempotency_key=key,
+            )
+            if routing.audited(verdict, step):
+                # The audit item names the new row: it commits with it.
+                commit.in_transaction()
+                gates.audit_item_create(
+                    task=self.task,
+                    step=step,
+                    call=call,
+                    verdict=verdict,
+                    sampled=verdict.route != Route.AUDIT,
+                )
+        return call
+
+    def _store_step(
+        self,
+        commit: Commit,
+        step: Step,
+        fields: dict[str, Any],
+        response_record: dict[str, Any] | None,
+    ) -> None:
+        """Write the routing fields (and a new model response) on the step, in `commit`."""
+        if response_record is not None:
+            fields["model_response"] = commit.offloaded(
+                response_record, path="step.model_response", task_id=self.task.pk
+            )
+            step.model_response = fields["model_response"]
+        commit.step_update(step, **fields)
+
+    def _proposed_tool(self, name: str) -> Tool:
+        if name not in self.agent.tools:
+            raise ModelFailure(
+                f"the model proposed tool {name!r}, which agent {self.agent.name} does not have",
+                kind=FailureKind.OUTPUT_INVALID,
+            )
+        try:
+            return get_tool(name)
+        except UnknownTool as exc:
+            raise ModelFailure(str(exc), kind=FailureKind.OUTPUT_INVALID) from None

@@ -1,0 +1,64 @@
+"""What a task run holds while it advances a task (`RunState`), shared by the runner's step loop
+(`engine.runner.TaskRun`), its commits (`engine.stepcommits`) and its proposal path
+(`engine.proposals`), and what running one step produced (`StepResult`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from agentops.engine import context as ctxbuild
+from agentops.engine.errors import StepFailure
+from agentops.engine.leases import Heartbeat
+from agentops.engine.ledger import Outcome
+from agentops.engine.registry import Agent, Tool
+from agentops.engine.transitions import Lease
+from agentops.models import Step, Task, ToolCall
+
+
+@dataclass
+class StepResult:
+    """What running a step produced: an output, or a failure (with the ledger outcome if any)."""
+
+    output: dict[str, Any] | None = None
+    call: ToolCall | None = None
+    outcome: Outcome | None = None
+    failure: StepFailure | None = None
+    tool: Tool | None = None
+    # The step's action waits at a gate: the task is parked and the job ends.
+    parked: bool = False
+
+
+@dataclass
+class RunState:
+    """The state of one claim's run: the lease, the rows as the run last wrote them, and what
+    this slice's prompts made. `TaskRun` adds the step loop, `StepCommits` and `Proposals` the
+    commits and the proposal path."""
+
+    lease: Lease
+    http: httpx.Client
+    beat: Heartbeat
+    # The row as the claim left it.
+    task: Task
+    agent: Agent = field(init=False)
+    steps: list[Step] = field(init=False)
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    # The estimate of `messages` made while building them (recorded next to reported usage).
+    prompt_estimate: int = 0
+    resumed_at: str | None = None
+    fresh_calls: set[int] = field(default_factory=set)
+    # (tool, args digest) -> the steps that proposed it: loop detection without a query per step.
+    proposals: dict[tuple[str, str], set[int]] = field(default_factory=dict)
+    # Tokens of completed steps that this resume does not spend again (recorded with the next
+    # step's start).
+    tokens_saved: int = 0
+    # The task's ledger rows by id, as this run last wrote them (the in-memory snapshot's).
+    calls: dict[int, ToolCall] = field(default_factory=dict)
+    call_arguments: dict[int, dict[str, Any]] = field(default_factory=dict)
+    # Worked seconds at the first budget check of this claim, and the monotonic clock then.
+    worked_at: tuple[float, float] | None = None
+    # What this slice's prompts made, for its next prompts (bounded by bytes; see `advance`).
+    prompts: ctxbuild.PromptCache = field(default_factory=ctxbuild.PromptCache)

@@ -1,0 +1,342 @@
+"""The runner's commits: each phase's writes assembled into one fenced commit.
+
+A step's start (its prompt built, its row moved along `start`), its completion with what comes
+next (the next step's start, a yield or the task's success, a snapshot when due) and a failure
+(park for a retry or stop for a person). `TaskRun` runs the loop and calls these.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import F
+from django.db.models.functions import Now
+
+from agentops.engine import context as ctxbuild
+from agentops.engine import retries
+from agentops.engine.checkpoints import snapshot_state, snapshot_write
+from agentops.engine.crashpoints import crashpoint
+from agentops.engine.dispatch import task_enqueue
+from agentops.engine.errors import FailureKind, StepFailure
+from agentops.engine.jsonvalues import offloaded
+from agentops.engine.registry import Tool
+from agentops.engine.runstate import RunState, StepResult
+from agentops.engine.transitions import (
+    Commit,
+    EventSpec,
+    call_as,
+    db_time_after,
+    fenced_commit,
+    fenced_write,
+    ledger_transition,
+    step_as_done,
+    step_as_started,
+    step_transition,
+    task_as,
+)
+from agentops.models import Step, ToolCall
+from agentops.states import STEP_DONE, STEP_TRANSITIONS, LedgerStatus, Phase, StepStatus
+
+
+class StepCommits(RunState):
+    """The commits of a task run (mixed into `TaskRun`)."""
+
+    # -- phase 1: before_model_call -----------------------------------------------------------
+
+    def _begin_events(
+        self, step: Step, steps: list[Step] | None = None
+    ) -> tuple[list[EventSpec], dict[str, Any]]:
+        """Events and task fields that start `step`. Builds the step's prompt as a side effect,
+        from `steps` (default: the run's view of the steps)."""
+        overflowed = (step.error or {}).get("kind") == FailureKind.CONTEXT_OVERFLOW
+        view = self.steps if steps is None else steps
+        built = ctxbuild.build_context(
+            agent=self.agent,
+            task=self.task,
+            steps=view,
+            scale=ctxbuild.calibration(view, before=step),
+            current=step,
+            resumed_at=self.resumed_at,
+            notes=self._notes(step),
+            # After a context overflow, summarize more of the earlier work, in half the budget.
+            recent=1 if overflowed else None,
+            budget=ctxbuild.budget_for(self.agent) // 2 if overflowed else None,
+            cache=self.prompts,
+        )
+        self.messages = built.messages
+        self.prompt_estimate = built.estimate
+        attempt = step.attempts + 1
+        payload: dict[str, Any] = {
+            "attempt": attempt,
+            "prompt_digest": built.digest,
+            "phase": Phase.BEFORE_MODEL_CALL,
+            "model_response_recorded": step.model_response is not None,
+            "context": {
+                "tokens_estimate": built.tokens,
+                "budget": built.budget,
+                "summarized_steps": built.summarized,
+                "over_budget": built.over_budget,
+                "scale": built.scale,
+            },
+        }
+        fields: dict[str, Any] = {"current_step": step.ordinal, "phase": Phase.BEFORE_MODEL_CALL}
+        if self.tokens_saved:
+            payload["tokens_saved_by_resume"] = self.tokens_saved
+            fields["tokens_saved"] = F("tokens_saved") + self.tokens_saved
+            self.tokens_saved = 0
+        event = EventSpec(
+            STEP_TRANSITIONS["start"].event,
+            step=step.ordinal,
+            payload=payload,
+            fold={"steps": {str(step.ordinal): StepStatus.RUNNING}, "current_step": step.ordinal},
+        )
+        return [event], fields
+
+    def _begin_rows(self, commit: Commit, step: Step, events: list[EventSpec]) -> None:
+        """Start the step's row in `commit`; a step that cannot start refuses the commit
+        (CheckpointMismatch)."""
+        commit.step(
+            step,
+            "start",
+            required=True,
+            attempts=step.attempts + 1,
+            prompt_digest=events[0].payload["prompt_digest"],
+            started_at=Now(),
+            error=None,
+        )
+
+    def _notes(self, step: Step) -> list[str]:
+        """Reviewers' notes on the step, plus a repair note when its last reply was invalid."""
+        notes = [n for n in (step.spec.get("notes") or []) if isinstance(n, str)]
+        last = step.error or {}
+        if last.get("kind") == FailureKind.OUTPUT_INVALID:
+            notes.append(
+                f"Your previous reply for this step was rejected: {last.get('message', '')}. "
+                "Answer with one JSON object and at most one tool call whose arguments fit "
+                "the tool's parameters."
+            )
+        return notes
+
+    # -- phases 4-5: after_tool_call, step_complete --------------------------------------------
+
+    def _complete(
+        self,
+        step: Step,
+        result: StepResult,
+        *,
+        begin: Step | None = None,
+        then: Literal["succeed", "yield"] | None = None,
+    ) -> None:
+        """Commit the tool outcome and the step's completion with what comes next: the next
+        step's start (`begin`), or the task's transition `then` (a yield at the end of the slice,
+        or its success), or nothing (the loop goes on in this slice)."""
+        crashpoint("after_tool_call", step=step.ordinal)
+        call, outcome = result.call, result.outcome
+        record_outcome = (
+            call is not None and outcome is not None and call.status != LedgerStatus.SUCCEEDED
+        )
+        events: list[EventSpec] = []
+        if record_outcome:
+            assert call is not None and outcome is not None
+            events.append(
+                EventSpec(
+                    "agentops.ledger.succeeded",
+                    step=step.ordinal,
+                    payload={
+                        "key": call.idempotency_key,
+                        "how": outcome.how,
+                        "phase": Phase.AFTER_TOOL_CALL,
+                    },
+                    fold={"ledger": {call.idempotency_key: LedgerStatus.SUCCEEDED}},
+                )
+            )
+        progress = (
+            begin.ordinal
+            if begin
+            else (self.task.step_count if then == "succeed" else step.ordinal + 1)
+        )
+        events.append(
+            EventSpec(
+                STEP_TRANSITIONS["succeed"].event,
+                step=step.ordinal,
+                payload={"phase": Phase.STEP_COMPLETE},
+                fold={"steps": {str(step.ordinal): StepStatus.SUCCEEDED}, "current_step": progress},
+            )
+        )
+        fields: dict[str, Any] = {"current_step": progress, "phase": Phase.STEP_COMPLETE}
+        transition = then
+        with fenced_commit(self.lease, events, transition=transition, **fields) as commit:
+            output = commit.offloaded(
+                result.output,
+                path="step.output",
+                task_id=self.task.pk,
+                known=outcome.known
+                if outcome is not None and result.output is outcome.result
+                else None,
+            )
+            done = step_as_done(step, output=output)
+            view = [done if s.id == step.id else s for s in self.steps]
+            begin_events: list[EventSpec] = []
+            if begin is not None:
+                # Same commit, no external call in between: the next step starts here, with a
+                # prompt built from this step as it reads once committed.
+                begin_events, begin_fields = self._begin_events(begin, steps=view)
+                commit.events.extend(begin_events)
+                commit.fields.update(begin_fields)
+            if record_outcome:
+                assert call is not None and outcome is not None
+                # The step's output is the tool's result: one stored copy (one artifact) serves
+                # both rows.
+                stored = (
+                    output
+                    if result.output is outcome.result
+                    else commit.offloaded(
+                        outcome.result, path="tool_call.result", task_id=self.task.pk
+                    )
+                )
+                commit.ledger(call, LedgerStatus.SUCCEEDED, result=stored)
+            commit.step(step, "succeed", finished_at=Now(), output=output)
+            if begin is not None:
+                self._begin_rows(commit, begin, begin_events)
+            if transition == "succeed" or self._snapshot_due(view):
+                commit.snapshot(
+                    self._snapshot_state(
+                        status=commit.fields.get("status", self.task.status),
+                        current_step=progress,
+                        steps=view,
+                        started=begin,
+                        succeeded_call=call if record_outcome else None,
+                    )
+                )
+            # Nothing is sent before the block ends: a worker killed here commits nothing.
+            crashpoint("inside_step_complete", step=step.ordinal)
+        if transition == "yield":
+            task_enqueue(self.task.pk, token=commit.seq)
+
+    def _finish(self) -> None:
+        """Every step is done (e.g. the last one was skipped by a person): the task succeeds."""
+        event = EventSpec("agentops.task.completed", fold={"current_step": self.task.step_count})
+        with transaction.atomic():
+            seq = fenced_write(
+                self.lease,
+                [event],
+                transition="succeed",
+                current_step=self.task.step_count,
+                phase=Phase.STEP_COMPLETE,
+            )
+            snapshot_write(task_id=self.task.pk, seq=seq)
+
+    def _snapshot_state(
+        self,
+        *,
+        status: str,
+        current_step: int,
+        steps: list[Step],
+        started: Step | None,
+        succeeded_call: ToolCall | None,
+    ) -> dict[str, Any]:
+        """The snapshot of the rows as this commit leaves them, from the rows the run holds:
+        while the lease is ours nobody else writes them (an outside write bumps the epoch, and
+        then the commit carrying this snapshot writes nothing)."""
+        if started is not None:
+            running = step_as_started(started)
+            steps = [running if s.pk == started.pk else s for s in steps]
+        calls = [
+            call_as(call, LedgerStatus.SUCCEEDED)
+            if succeeded_call is not None and pk == succeeded_call.pk
+            else call
+            for pk, call in sorted(self.calls.items())
+        ]
+        return snapshot_state(
+            task_as(self.task, status=status, current_step=current_step), steps, calls
+        )
+
+    def _snapshot_due(self, steps: list[Step]) -> bool:
+        """Every SNAPSHOT_EVERY completed steps (counted in `steps`, the rows as the commit
+        leaves them); for long plans every tenth of the plan, since a snapshot grows with the
+        plan and its cost per step must not."""
+        every = max(int(settings.AGENTOPS["SNAPSHOT_EVERY"]), -(-self.task.step_count // 10))
+        done = sum(1 for s in steps if s.status in STEP_DONE)
+        return done % every == 0
+
+    # -- failures -----------------------------------------------------------------------------
+
+    def _fail(self, step: Step, result: StepResult) -> str:
+        """Record the step's failure; park for a retry when allowed, else stop for a person."""
+        failure = result.failure
+        assert failure is not None
+        call, outcome = result.call, result.outcome
+        record_outcome = call is not None and outcome is not None and call.status != outcome.status
+        events: list[EventSpec] = []
+        if record_outcome:
+            assert call is not None and outcome is not None
+            events.append(
+                EventSpec(
+                    f"agentops.ledger.{outcome.status}",
+                    step=step.ordinal,
+                    payload={
+                        "key": call.idempotency_key,
+                        "how": outcome.how,
+                        "phase": Phase.AFTER_TOOL_CALL,
+                    },
+                    fold={"ledger": {call.idempotency_key: outcome.status}},
+                )
+            )
+        events.append(
+            EventSpec(
+                STEP_TRANSITIONS["fail"].event,
+                step=step.ordinal,
+                payload={"failure": failure.as_failure(), "attempt": step.attempts},
+                fold={"steps": {str(step.ordinal): StepStatus.FAILED}},
+            )
+        )
+        with transaction.atomic():
+            verdict, seq = self._park_or_stop_writes(
+                failure, attempts=step.attempts, events=events, tool=result.tool
+            )
+            if record_outcome:
+                assert call is not None and outcome is not None
+                ledger_transition(
+                    call_id=call.pk,
+                    target=outcome.status,
+                    error=failure.as_failure(),
+                    result=offloaded(outcome.result, path="tool_call.result", task_id=self.task.pk),
+                )
+            step_transition(step=step, name="fail", error=failure.as_failure(), finished_at=Now())
+            snapshot_write(task_id=self.task.pk, seq=seq)
+        return verdict
+
+    def _park_or_stop_writes(
+        self,
+        failure: StepFailure,
+        *,
+        attempts: int,
+        events: list[EventSpec],
+        tool: Tool | None = None,
+    ) -> tuple[str, int]:
+        """Fenced task write that parks for a retry or stops; the caller writes the snapshot
+        once the step and ledger rows are updated in the same transaction."""
+        delay = retries.retry_delay(failure, attempts=attempts, task=self.task, tool=tool)
+        retry = delay is not None
+        fields: dict[str, Any] = {"failure": failure.as_failure()}
+        if delay is not None:
+            fields["next_run_at"] = db_time_after(delay)
+            fields["failure"]["retry_in_seconds"] = round(delay, 3)
+        seq = fenced_write(
+            self.lease, events, transition="schedule_retry" if retry else "stop", **fields
+        )
+        return ("retry scheduled" if retry else "stopped"), seq
+
+    def _park_or_stop(self, failure: StepFailure, *, attempts: int) -> str:
+        event = EventSpec("agentops.task.failed", payload={"failure": failure.as_failure()})
+        with transaction.atomic():
+            verdict, seq = self._park_or_stop_writes(failure, attempts=attempts, events=[event])
+            snapshot_write(task_id=self.lease.task_id, seq=seq)
+        return verdict
+
+    def _stop(self, failure: StepFailure) -> str:
+        """Stop the task (needs_attention) for a reason outside any one step's attempt."""
+        failure.retryable = False
+        return self._park_or_stop(failure, attempts=0)
