@@ -36,7 +36,7 @@ from ninja.openapi.schema import OpenAPISchema
 from ninja.security import HttpBearer
 
 from agentops import throttle
-from agentops.engine.errors import AgentOpsError, StartRefused
+from agentops.engine import AgentOpsError, StartRefused
 from agentops.models import AuditItem, Gate, Task
 from agentops.selectors import tasks_visible_to
 from agentops.services import START_TASK, task_create

@@ -11,8 +11,7 @@ class ReviewsConfig(AppConfig):
         # The engine calls this app only through the hooks registered here; it imports nothing
         # of `reviews`.
         from agentops import prometheus, task_page
-        from agentops.engine.gates import gate_hook_register
-        from agentops.engine.sweeper import sweep_hook_register
+        from agentops.engine import gate_hook_register, sweep_hook_register
         from reviews import roles  # noqa: F401  (registers every app's permissions)
         from reviews.metrics import review_state_metrics
         from reviews.notifications import notifications_sweep

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from django.db import transaction
 
-from agentops.engine.gates import DEFAULT_GATE_TIMEOUT_SECONDS
+from agentops.engine import DEFAULT_GATE_TIMEOUT_SECONDS
 from policies.engine import GateSettings
 from policies.models import Policy, PolicyVersion
 from policies.selectors import policy_version_active

@@ -1,5 +1,5 @@
 """Interventions on stopped tasks (retry, skip, rollback, abort) and confirmations of ledger
-calls whose outcome is unknown. They wrap the agentops services, check the operator role first
+calls whose outcome is unknown. They wrap the engine's commands, check the operator role first
 and log the Decision in the same transaction.
 """
 
@@ -9,16 +9,8 @@ from typing import TYPE_CHECKING
 
 from django.db import transaction
 
-from agentops.models import Event, Step, Task, ToolCall
-from agentops.selectors import task_recovery
-from agentops.services import (
-    TransitionRefused,
-    ledger_confirm,
-    task_abort,
-    task_retry,
-    task_rollback,
-    task_skip_step,
-)
+from agentops.engine import INTERVENTIONS, intervention_recovery, ledger_confirm
+from agentops.models import Task, ToolCall
 from reviews.services._common import (
     ReviewError,
     claim_check_or_take_over,
@@ -29,13 +21,6 @@ from reviews.states import VIA_UNKNOWN, Via
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
-
-INTERVENTIONS = {
-    "retry": task_retry,
-    "skip": task_skip_step,
-    "rollback": task_rollback,
-    "abort": task_abort,
-}
 
 
 def intervention_apply(
@@ -63,22 +48,11 @@ def intervention_apply(
             .select_related("policy_version")
             .get(pk=task_id)
         )
-        steps = list(Step.objects.filter(task=task).order_by("ordinal"))
-        calls = list(ToolCall.objects.filter(task=task).defer("args", "result").order_by("id"))
-        events = list(
-            Event.objects.filter(
-                task=task, action__in=("agentops.step.reset", "agentops.step.failed")
-            ).order_by("seq")
-        )
-        recovery = task_recovery(task, steps, calls, events)
-        if recovery is None:
-            raise TransitionRefused(f"task {task_id} is {task.status}; there is nothing to recover")
+        recovery = intervention_recovery(task)
         claim_check_or_take_over(task_id=task_id, actor=actor, take_over=take_over, via=via)
-        if action not in recovery.recommendation.options:
-            raise ReviewError(
-                f"{action} is not an option for this task now; choose one of "
-                f"{', '.join(recovery.recommendation.options)}"
-            )
+        refusal = recovery.refusal(action)
+        if refusal is not None:
+            raise ReviewError(refusal)
         INTERVENTIONS[action](task_id=task_id, actor=actor, reason=reason)
         preview = recovery.previews.get(action)
         decision_record(
