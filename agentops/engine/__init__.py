@@ -5,8 +5,8 @@ its modules are private to `agentops`. The surface, by what a caller does with i
 
 - commands, each one transaction of its own (a savepoint of the caller's): start a task
   (`task_create`), decide a gate (`gate_decide` with a `GateDecision`), control a task
-  (`task_control`: pause, resume, cancel), intervene on a stopped task (`INTERVENTIONS`: retry,
-  skip, rollback, abort, checked against `intervention_recovery`), confirm a call whose outcome
+  (`task_control`: pause, resume, cancel), intervene on a stopped task (`task_intervene`: retry,
+  skip, rollback, abort, when the advisor offers it now), confirm a call whose outcome
   is unknown (`ledger_confirm`) and change budgets or input (`task_modify`);
 - read models: the recovery of a stopped task (`task_recovery`, `Recovery`, `Preview`), what
   stopping at a gate would do (`stop_previews`), a tool's facts (`tool_facts`), the registered
@@ -60,9 +60,11 @@ from agentops.engine.interventions import (
     CONTROLS,
     INTERVENTIONS,
     MODIFIABLE,
+    InterventionRefused,
     ledger_confirm,
     task_abort,
     task_control,
+    task_intervene,
     task_modify,
     task_pause,
     task_resume,
@@ -99,6 +101,7 @@ __all__ = [
     "GateDecided",
     "GateDecision",
     "GateNotOpen",
+    "InterventionRefused",
     "NotSerializable",
     "OneApprover",
     "Preview",
@@ -132,6 +135,7 @@ __all__ = [
     "task_create",
     "task_gate_approved",
     "task_gate_rejected",
+    "task_intervene",
     "task_modify",
     "task_pause",
     "task_recovery",

@@ -9,13 +9,14 @@ commit. Who may make a move, and the log of who did, belong to the room above
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from django.db import transaction
 from django.utils import timezone
 
 from agentops.engine import children
-from agentops.engine.errors import TransitionRefused
+from agentops.engine.errors import AgentOpsError, TransitionRefused
 from agentops.engine.gates import (
     resume_events_enqueue,
     resume_or_refuse,
@@ -24,7 +25,7 @@ from agentops.engine.gates import (
 )
 from agentops.engine.jsonvalues import redacted, validated
 from agentops.engine.planning import dependants
-from agentops.engine.recovery import stuck_step_load
+from agentops.engine.recovery import Recovery, intervention_recovery, stuck_step_load
 from agentops.engine.registry import get_agent
 from agentops.engine.transitions import (
     EventSpec,
@@ -268,6 +269,48 @@ INTERVENTIONS = {
     "rollback": task_rollback,
     "abort": task_abort,
 }
+
+
+class InterventionRefused(AgentOpsError):
+    """The intervention is not one the advisor offers for the task now; the message names the
+    options that are."""
+
+
+# The caller's own checks on the locked task (its room's claims): raises to refuse, before
+# anything moves.
+TaskCheck = Callable[[Task], None]
+
+
+def _no_check(task: Task) -> None:
+    return None
+
+
+def task_intervene(
+    *, task_id: int, action: str, actor: User, reason: str = "", check: TaskCheck = _no_check
+) -> tuple[Task, Recovery]:
+    """Apply intervention `action` (retry, skip, rollback, abort) to a stopped task, if the
+    advisor offers it for the task now; returns the task as it was (locked, with its policy
+    version) and the recovery it was judged by, for the caller's log in the same transaction.
+
+    Raises TransitionRefused when the task is no longer stopped (someone acted first) and
+    InterventionRefused when `action` is not an option now; `check` runs on the locked task in
+    between (as before: the task's state is refused first, the person next, the option last).
+    """
+    if action not in INTERVENTIONS:
+        raise ValueError(f"unknown intervention {action!r}")
+    with transaction.atomic():
+        task = (
+            Task.objects.select_for_update(of=("self",))
+            .select_related("policy_version")
+            .get(pk=task_id)
+        )
+        recovery = intervention_recovery(task)
+        check(task)
+        refusal = recovery.refusal(action)
+        if refusal is not None:
+            raise InterventionRefused(refusal)
+        INTERVENTIONS[action](task_id=task_id, actor=actor, reason=reason)
+    return task, recovery
 
 
 def task_control(*, task_id: int, action: str, actor: User, reason: str = "") -> Task:

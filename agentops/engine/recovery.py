@@ -28,10 +28,14 @@ from agentops.engine.errors import TransitionRefused, UnknownTool
 from agentops.engine.planning import preview_skip_with_dependants
 from agentops.engine.registry import get_tool
 from agentops.models import Event, Step, Task, ToolCall
-from agentops.states import LedgerStatus, StepStatus, TaskMode, TaskStatus
+from agentops.states import STEP_TRANSITIONS, LedgerStatus, StepStatus, TaskMode, TaskStatus
 
 # The statuses of the step a stopped task is stuck on: failed, or left running by a worker.
 STUCK = frozenset({StepStatus.FAILED, StepStatus.RUNNING})
+# The events the recovery reads, by the step transitions that write them.
+STARTED = STEP_TRANSITIONS["start"].event
+FAILED = STEP_TRANSITIONS["fail"].event
+RESET = STEP_TRANSITIONS["reset"].event
 # Failure kinds where the service answered and said no: the call ran and was refused.
 REFUSED_KINDS = frozenset({"authorization_gap", "bad_request", "conflict", "schema_mismatch"})
 # What stopping a task at its gate can do (the gate panel's "reject and stop").
@@ -138,9 +142,9 @@ def retries_failed_again(events: list[Event], *, ordinal: int, kind: str) -> int
         if event.step_ordinal != ordinal:
             continue
         payload = event.payload or {}
-        if event.action == "agentops.step.reset" and payload.get("intervention") == "retry":
+        if event.action == RESET and payload.get("intervention") == "retry":
             waiting = True
-        elif event.action == "agentops.step.failed" and waiting:
+        elif event.action == FAILED and waiting:
             waiting = False
             if (payload.get("failure") or {}).get("kind") == kind:
                 count += 1
@@ -149,9 +153,7 @@ def retries_failed_again(events: list[Event], *, ordinal: int, kind: str) -> int
 
 def step_attempts_total(events: list[Event], *, ordinal: int) -> int:
     """Every start of step `ordinal`, across manual retries (its `attempts` counts one round)."""
-    return sum(
-        1 for e in events if e.step_ordinal == ordinal and e.action == "agentops.step.started"
-    )
+    return sum(1 for e in events if e.step_ordinal == ordinal and e.action == STARTED)
 
 
 def breakpoint_where(task: Task, stuck: Step | None, calls: list[ToolCall]) -> str:
@@ -249,11 +251,7 @@ def intervention_recovery(task: Task) -> Recovery:
     lock, so the options cannot change before the intervention is applied."""
     steps = list(Step.objects.filter(task=task).order_by("ordinal"))
     calls = list(ToolCall.objects.filter(task=task).defer("args", "result").order_by("id"))
-    events = list(
-        Event.objects.filter(
-            task=task, action__in=("agentops.step.reset", "agentops.step.failed")
-        ).order_by("seq")
-    )
+    events = list(Event.objects.filter(task=task, action__in=(RESET, FAILED)).order_by("seq"))
     recovery = task_recovery(task, steps, calls, events)
     if recovery is None:
         raise TransitionRefused(f"task {task.pk} is {task.status}; there is nothing to recover")

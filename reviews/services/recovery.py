@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from django.db import transaction
 
-from agentops.engine import INTERVENTIONS, intervention_recovery, ledger_confirm
+from agentops.engine import INTERVENTIONS, InterventionRefused, ledger_confirm, task_intervene
 from agentops.models import Task, ToolCall
 from reviews.services._common import (
     ReviewError,
@@ -34,26 +34,26 @@ def intervention_apply(
 ) -> None:
     """Apply retry / skip / rollback / abort to a stopped task and log the decision.
 
-    Only an option the recovery advisor offers for the task's current state is accepted. The
-    intervention and its Decision commit together; a task that is no longer stopped (someone
+    The engine applies it (`task_intervene`: only an option the recovery advisor offers for the
+    task's current state), after the claim check on the locked task. The intervention and its
+    Decision commit together; a task that is no longer stopped (someone
     acted first) raises TransitionRefused and nothing is written.
     """
     if action not in INTERVENTIONS:
         raise ReviewError(f"unknown intervention {action!r}")
     operator_check(user=actor)
     reason = reason.strip()
+
+    def check(task: Task) -> None:
+        claim_check_or_take_over(task_id=task.pk, actor=actor, take_over=take_over, via=via)
+
     with transaction.atomic():
-        task = (
-            Task.objects.select_for_update(of=("self",))
-            .select_related("policy_version")
-            .get(pk=task_id)
-        )
-        recovery = intervention_recovery(task)
-        claim_check_or_take_over(task_id=task_id, actor=actor, take_over=take_over, via=via)
-        refusal = recovery.refusal(action)
-        if refusal is not None:
-            raise ReviewError(refusal)
-        INTERVENTIONS[action](task_id=task_id, actor=actor, reason=reason)
+        try:
+            task, recovery = task_intervene(
+                task_id=task_id, action=action, actor=actor, reason=reason, check=check
+            )
+        except InterventionRefused as exc:
+            raise ReviewError(str(exc)) from None
         preview = recovery.previews.get(action)
         decision_record(
             action=f"reviews.intervention.{action}",

@@ -1,6 +1,6 @@
 """Operator controls on a running task (pause, resume, cancel, modify) and the stopped-task SLA
 sweep that escalates tasks left stopped too long. Each control checks the role, then wraps one
-agentops service and logs its Decision in the same transaction.
+engine command and logs its Decision in the same transaction.
 """
 
 from __future__ import annotations
