@@ -3,7 +3,8 @@
 Each selector runs a fixed number of queries whatever the size of the task (explicit
 select_related/prefetch_related, events capped at the newest EVENT_LIMIT), so a page that polls
 every second costs the same at step 2 and at step 200. Previews of stored JSON are plain strings;
-templates autoescape them like any other untrusted text.
+templates autoescape them like any other untrusted text. The recovery of a stopped task is the
+engine's rule (`agentops.engine.recovery`): these reads load its rows and call it.
 """
 
 from __future__ import annotations
