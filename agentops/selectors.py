@@ -3,7 +3,8 @@
 Each selector runs a fixed number of queries whatever the size of the task (explicit
 select_related/prefetch_related, events capped at the newest EVENT_LIMIT), so a page that polls
 every second costs the same at step 2 and at step 200. Previews of stored JSON are plain strings;
-templates autoescape them like any other untrusted text.
+templates autoescape them like any other untrusted text. The recovery of a stopped task is the
+engine's rule (`agentops.engine.recovery`): these reads load its rows and call it.
 """
 
 from __future__ import annotations
@@ -18,23 +19,12 @@ from typing import TYPE_CHECKING, Any
 from django.db.models import Count, F, IntegerField, OuterRef, Prefetch, QuerySet, Subquery
 from django.db.models.functions import Coalesce, Least
 
-from agentops.engine.advisor import (
-    Action,
-    LedgerView,
-    Preview,
-    Recommendation,
-    StepView,
-    advise,
-    preview,
-    situation_from,
-)
-from agentops.engine.errors import FailureKind, UnknownTool
+from agentops.engine.advisor import Recommendation
 from agentops.engine.jsonvalues import ARTIFACT_KEY, is_pointer
-from agentops.engine.planning import preview_skip_with_dependants
-from agentops.engine.registry import get_tool
+from agentops.engine.recovery import Recovery, step_attempts_total, task_recovery
 from agentops.family import Family, has_fan_out_step, task_family
 from agentops.models import Artifact, Event, Step, Task, ToolCall
-from agentops.states import TERMINAL, LedgerStatus, TaskMode, TaskStatus
+from agentops.states import TERMINAL, LedgerStatus, TaskStatus
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
@@ -234,180 +224,6 @@ def task_get_detail(*, task_id: int, viewer: User) -> TaskDetail:
         # Seqs are gapless from 1, so the last one is the count.
         events_total=task.last_seq,
         attempts=sum(s.attempts_total for s in steps),  # type: ignore[attr-defined]
-    )
-
-
-@dataclass(frozen=True)
-class Recovery:
-    """What the advisor recommends for a stopped task, and what each option would do."""
-
-    recommendation: Recommendation
-    previews: dict[str, Preview]
-    stuck_step: Step | None
-    breakpoint: str
-    # Every attempt of the stuck step, manual retries included (`stuck_step.attempts` counts
-    # the current round against the cap), and the manual retries that failed the same way.
-    attempts_total: int = 0
-    failed_retries: int = 0
-
-
-@dataclass(frozen=True)
-class ToolFacts:
-    """What the registry says about a tool: what running (or approving) its call sets in motion."""
-
-    name: str
-    known: bool
-    side_effect: str
-    systems: tuple[str, ...]
-    idempotent_remote: bool
-    compensate_with: str | None
-
-    @property
-    def compensable(self) -> bool:
-        return self.compensate_with is not None
-
-
-def tool_facts(name: str, *, recorded_side_effect: str = "") -> ToolFacts:
-    """The registered tool's facts; an unknown tool (no longer registered) is known by the side
-    effect its ledger row recorded, else "unknown"."""
-    try:
-        tool = get_tool(name)
-    except UnknownTool:
-        return ToolFacts(name, False, recorded_side_effect or "unknown", (), False, None)
-    return ToolFacts(
-        name, True, tool.side_effect, tool.systems, tool.idempotent_remote, tool.compensate_with
-    )
-
-
-def retries_failed_again(events: list[Event], *, ordinal: int, kind: str) -> int:
-    """How many manual retries of step `ordinal` ended in a failure of the same `kind`: each
-    retry (a step reset by the retry intervention) is judged by the step's next failure."""
-    count, waiting = 0, False
-    for event in sorted(events, key=lambda e: e.seq):
-        if event.step_ordinal != ordinal:
-            continue
-        payload = event.payload or {}
-        if event.action == "agentops.step.reset" and payload.get("intervention") == "retry":
-            waiting = True
-        elif event.action == "agentops.step.failed" and waiting:
-            waiting = False
-            if (payload.get("failure") or {}).get("kind") == kind:
-                count += 1
-    return count
-
-
-def step_attempts_total(events: list[Event], *, ordinal: int) -> int:
-    """Every start of step `ordinal`, across manual retries (its `attempts` counts one round)."""
-    return sum(
-        1 for e in events if e.step_ordinal == ordinal and e.action == "agentops.step.started"
-    )
-
-
-def breakpoint_where(task: Task, stuck: Step | None, calls: list[ToolCall]) -> str:
-    """Where the task really stopped relative to its tool call: before it (nothing sent), during
-    it (outcome unknown), or after it (refused or failed, with why)."""
-    if stuck is None:
-        phase = task.get_phase_display() if task.phase else "not started"
-        return phase.lower()
-    live = [c for c in calls if c.step_id == stuck.pk and c.compensation_of_id is None]
-    if not live:
-        return "before the tool call: nothing was sent"
-    last = live[-1]
-    failure = task.failure if isinstance(task.failure, dict) else {}
-    kind = str(failure.get("kind") or "").replace("_", " ")
-    if last.status == LedgerStatus.EXECUTED_UNKNOWN:
-        return "during the tool call: sent, outcome unknown"
-    if last.status == LedgerStatus.PENDING:
-        return "during the tool call: sent, outcome not recorded yet"
-    if last.status == LedgerStatus.FAILED:
-        if failure.get("kind") in REFUSED_KINDS:
-            return f"after the tool call: the service refused it ({kind})"
-        return f"after the tool call: it failed ({kind or 'error'}), no effect recorded"
-    return "after the tool call: it succeeded, the step did not complete"
-
-
-# Failure kinds where the service answered and said no: the call ran and was refused.
-REFUSED_KINDS = frozenset(
-    {
-        FailureKind.AUTHORIZATION_GAP,
-        FailureKind.BAD_REQUEST,
-        FailureKind.CONFLICT,
-        FailureKind.SCHEMA_MISMATCH,
-    }
-)
-
-
-def task_recovery(
-    task: Task, steps: list[Step], calls: Sequence[ToolCall], events: list[Event] | None = None
-) -> Recovery | None:
-    """Advise on a task stopped in needs_attention, from rows already loaded by the caller.
-
-    `events` (the task's newest events) let the advisor see manual retries that already failed
-    the same way, and count every attempt of the stuck step."""
-    if task.status != TaskStatus.NEEDS_ATTENTION or not isinstance(task.failure, dict):
-        return None
-    stuck = next((s for s in steps if s.status in {"failed", "running"}), None)
-    stuck_calls = [c for c in calls if stuck is not None and c.step_id == stuck.pk]
-    side_effect = stuck_calls[-1].side_effect if stuck_calls else None
-    if side_effect is None and stuck is not None and stuck.spec.get("tool"):
-        stuck_tool = tool_facts(stuck.spec["tool"])
-        side_effect = stuck_tool.side_effect if stuck_tool.known else None
-    ledger = []
-    for call in calls:
-        facts = tool_facts(call.tool, recorded_side_effect=call.side_effect)
-        ledger.append(
-            LedgerView(
-                key=call.idempotency_key,
-                tool=call.tool,
-                status=call.status,
-                side_effect=facts.side_effect if facts.known else call.side_effect,
-                compensable=facts.compensable,
-                compensates=None
-                if call.compensation_of_id is None
-                else str(call.compensation_of_id),
-            )
-        )
-    views = [StepView(s.ordinal, s.title, s.status) for s in steps]
-    kind = str(task.failure.get("kind") or "")
-    failed_retries = (
-        retries_failed_again(events, ordinal=stuck.ordinal, kind=kind)
-        if events is not None and stuck is not None
-        else 0
-    )
-    situation = situation_from(
-        failure=task.failure,
-        side_effect=side_effect,
-        steps=views,
-        ledger=ledger,
-        step_attempts=stuck.attempts if stuck else 0,
-        step_retry_cap=task.step_retry_cap,
-        task_recoveries=task.recoveries,
-        task_recovery_cap=task.recovery_cap,
-        rolling_back=task.mode == TaskMode.ROLLBACK,
-        failed_retries=failed_retries,
-    )
-    recommendation = advise(situation)
-    previews = {
-        str(option): preview(option, views, ledger)
-        for option in recommendation.options
-        if option != Action.CONFIRM
-    }
-    if stuck is not None and "skip" in previews:
-        previews["skip"] = preview_skip_with_dependants(previews["skip"], steps, stuck.ordinal)
-    position = stuck.ordinal + 1 if stuck else min(task.current_step + 1, task.step_count)
-    total = (
-        step_attempts_total(events, ordinal=stuck.ordinal)
-        if events is not None and stuck is not None
-        else (stuck.attempts if stuck else 0)
-    )
-    where = breakpoint_where(task, stuck, list(calls))
-    return Recovery(
-        recommendation=recommendation,
-        previews=previews,
-        stuck_step=stuck,
-        breakpoint=f"step {position} of {task.step_count}, {where}",
-        attempts_total=max(total, stuck.attempts if stuck else 0),
-        failed_retries=failed_retries,
     )
 
 

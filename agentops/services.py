@@ -1,277 +1,35 @@
-"""Writes that people and scripts make on tasks. Each service owns its transaction.
+"""Writes that people and scripts make on tasks, named for the callers in `agentops` (its views
+and forms, the development tooling).
 
-The runner's own writes live in `agentops.engine`; these are the entry points from outside the
-worker: create a task, pause it, resume it, abort it. Jobs are enqueued on commit. The engine
-owns task creation (`engine.tasks`) and the moves a gate decision makes (`engine.gates`), since
-it creates tasks and expires gates itself; they are named here too, for the callers outside it.
-Calls go down only: the engine imports nothing of this module.
+The writes are the engine's commands, behind its front door (`agentops.engine`): task creation
+(`engine.tasks`), the moves a gate decision makes (`engine.gates`), and the people's moves on a
+task (`engine.interventions`: pause, resume, abort, retry, skip, rollback, confirm, modify).
+Each owns its transaction and enqueues jobs on commit. Calls go down only: the engine imports
+nothing of this module.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
-from django.db import transaction
-from django.utils import timezone
-
-from agentops.engine import children
-from agentops.engine.errors import TransitionRefused
-from agentops.engine.gates import (
+from agentops.engine import (
+    MODIFIABLE,
+    START_TASK,
+    TransitionRefused,
+    ledger_confirm,
     reject_loop_threshold,
-    resume_events_enqueue,
-    resume_or_refuse,
-    step_reset_or_refuse,
+    task_abort,
+    task_create,
     task_gate_approved,
     task_gate_rejected,
-    transition_or_refuse,
+    task_modify,
+    task_pause,
+    task_resume,
+    task_retry,
+    task_rollback,
+    task_skip_step,
 )
-from agentops.engine.jsonvalues import redacted, validated
-from agentops.engine.planning import dependants
-from agentops.engine.registry import get_agent
-from agentops.engine.tasks import START_TASK, task_create
-from agentops.engine.transitions import (
-    EventSpec,
-    ledger_transition,
-    step_transition,
-    task_append_event,
-)
-from agentops.models import Step, Task, ToolCall
-from agentops.states import STEP_TRANSITIONS, LedgerStatus, StepStatus, TaskMode, TaskStatus
-
-if TYPE_CHECKING:
-    from django.contrib.auth.models import User
-
-
-def _check_forward(task_id: int, action: str) -> None:
-    """Retry, skip and confirm move a task forward: refused while a rollback is unfinished."""
-    mode = Task.objects.filter(pk=task_id).values_list("mode", flat=True).first()
-    if mode == TaskMode.ROLLBACK:
-        raise TransitionRefused(
-            f"task {task_id} is rolling back; {action} would run it forward again: "
-            "roll back again or abort"
-        )
-
-
-def _stopped_step(task_id: int) -> Step | None:
-    """The step a stopped task is stuck on: the first one that is failed or left running."""
-    return (
-        Step.objects.filter(task_id=task_id, status__in=[StepStatus.FAILED, StepStatus.RUNNING])
-        .order_by("ordinal")
-        .first()
-    )
-
-
-def task_pause(*, task_id: int, actor: User, reason: str = "") -> None:
-    """Park a task for a person: any worker holding it loses its lease at its next write."""
-    with transaction.atomic():
-        children.children_lock(task_id)
-        transition_or_refuse(task_id, "pause", actor=actor, reason=reason)
-        children.children_propagate(parent_id=task_id, name="pause", actor=actor, reason=reason)
-
-
-def task_resume(*, task_id: int, actor: User, reason: str = "") -> None:
-    """Bring a parked task back to the queue, in the mode it was in, and enqueue a job for it.
-    A gate it was waiting at is withdrawn (the runner routes the step again)."""
-    with transaction.atomic():
-        children.children_lock(task_id)
-        resume_or_refuse(task_id, actor=actor, reason=reason)
-        children.children_propagate(parent_id=task_id, name="resume", actor=actor, reason=reason)
-        resume_events_enqueue(task_id, actor=actor, events=[])
-
-
-def task_retry(*, task_id: int, actor: User | None, reason: str = "") -> None:
-    """Run the stopped step again with fresh attempts (same idempotency keys, so no effect
-    repeats); a task stopped at the recovery cap gets its recoveries back too."""
-    with transaction.atomic():
-        _check_forward(task_id, "retry")
-        resume_or_refuse(task_id, recoveries=0, actor=actor, reason=reason)
-        step = _stopped_step(task_id)
-        events = []
-        if step is not None:
-            step_reset_or_refuse(step, attempts=0, error=None)
-            events.append(
-                EventSpec(
-                    STEP_TRANSITIONS["reset"].event,
-                    step=step.ordinal,
-                    payload={"intervention": "retry"},
-                    fold={"steps": {str(step.ordinal): StepStatus.PENDING}},
-                )
-            )
-        resume_events_enqueue(task_id, actor=actor, events=events)
-
-
-def task_skip_step(*, task_id: int, actor: User, reason: str = "") -> None:
-    """Mark the stopped step skipped (its output stays empty) and continue with the next one."""
-    with transaction.atomic():
-        _check_forward(task_id, "skip")
-        step = _stopped_step(task_id)
-        if step is None:
-            raise TransitionRefused(f"task {task_id} has no stopped step to skip")
-        resume_or_refuse(task_id, actor=actor, reason=reason)
-        step_transition(step=step, name="skip", error=None, finished_at=timezone.now())
-        events = [
-            EventSpec(
-                STEP_TRANSITIONS["skip"].event,
-                step=step.ordinal,
-                payload={"reason": redacted(reason)},
-                fold={"steps": {str(step.ordinal): StepStatus.SKIPPED}},
-            )
-        ]
-        # A step that depends on the skipped one can never get its output: skipped with it.
-        plan = list(Step.objects.filter(task_id=task_id).order_by("ordinal"))
-        for dependant in (s for s in plan if s.ordinal in dependants(plan, step.ordinal)):
-            if step_transition(step=dependant, name="skip", error=None, finished_at=timezone.now()):
-                events.append(
-                    EventSpec(
-                        STEP_TRANSITIONS["skip"].event,
-                        step=dependant.ordinal,
-                        payload={"reason": f"depends on skipped step {step.ordinal + 1}"},
-                        fold={"steps": {str(dependant.ordinal): StepStatus.SKIPPED}},
-                    )
-                )
-        resume_events_enqueue(task_id, actor=actor, events=events)
-
-
-def task_rollback(*, task_id: int, actor: User | None, reason: str = "") -> None:
-    """Have a worker undo the task's effects (compensations in reverse order), then end it
-    `rolled_back`. Effects without a compensating tool are reported, not undone."""
-    with transaction.atomic():
-        children.children_lock(task_id)
-        resume_or_refuse(task_id, actor=actor, reason=reason, mode=TaskMode.ROLLBACK)
-        # Unfinished children stop here; the parent's rollback compensates their effects too.
-        children.children_propagate(parent_id=task_id, name="abort", actor=actor, reason=reason)
-        resume_events_enqueue(
-            task_id,
-            actor=actor,
-            events=[
-                EventSpec("agentops.task.rollback_requested", payload={"reason": redacted(reason)})
-            ],
-        )
-
-
-def task_abort(*, task_id: int, actor: User, reason: str = "") -> None:
-    """End the task now. Effects already made stay made (they are listed on the task page)."""
-    with transaction.atomic():
-        children.children_lock(task_id)
-        transition_or_refuse(task_id, "abort", actor=actor, reason=reason)
-        children.children_propagate(parent_id=task_id, name="abort", actor=actor, reason=reason)
-
-
-def ledger_confirm(*, call_id: int, executed: bool, actor: User, reason: str = "") -> None:
-    """Record a person's answer for an `executed_unknown` call, and let the task go on.
-
-    Executed: the call counts as succeeded and the step completes with it. Not executed: the call
-    is failed, and the task's next run calls the tool again with the same key.
-    """
-    with transaction.atomic():
-        call = ToolCall.objects.select_related("step").get(pk=call_id)
-        target = LedgerStatus.SUCCEEDED if executed else LedgerStatus.FAILED
-        if call.status != LedgerStatus.EXECUTED_UNKNOWN:
-            raise TransitionRefused(f"tool call {call_id} is {call.status}, not executed_unknown")
-        _check_forward(call.task_id, "confirming")
-        status = Task.objects.filter(pk=call.task_id).values_list("status", flat=True).get()
-        if status != TaskStatus.NEEDS_ATTENTION:
-            raise TransitionRefused(f"task {call.task_id} is {status}, not stopped for a person")
-        resume_or_refuse(call.task_id, actor=actor, reason=reason)
-        answer = {
-            "confirmed_by": getattr(actor, "username", "") or "unknown",
-            "executed": executed,
-            "reason": redacted(reason),
-        }
-        fields = {"result": {"confirmed": answer}} if executed else {"error": {"confirmed": answer}}
-        ledger_transition(call_id=call.pk, target=target, **fields)
-        step_reset_or_refuse(call.step, attempts=0, error=None)
-        resume_events_enqueue(
-            call.task_id,
-            actor=actor,
-            events=[
-                EventSpec(
-                    f"agentops.ledger.confirmed_{'executed' if executed else 'not_executed'}",
-                    step=call.step.ordinal,
-                    payload={"key": call.idempotency_key, **answer},
-                    fold={"ledger": {call.idempotency_key: target}},
-                ),
-                EventSpec(
-                    STEP_TRANSITIONS["reset"].event,
-                    step=call.step.ordinal,
-                    payload={"intervention": "confirm"},
-                    fold={"steps": {str(call.step.ordinal): StepStatus.PENDING}},
-                ),
-            ],
-        )
-
-
-# Budgets a person may change on a running or paused task.
-BUDGET_FIELDS = ("token_budget", "cost_budget", "wall_time_budget_seconds")
-MODIFIABLE = frozenset(
-    {TaskStatus.QUEUED, TaskStatus.RUNNING, TaskStatus.RETRY_SCHEDULED, TaskStatus.PAUSED}
-)
-
-
-def task_modify(
-    *,
-    task_id: int,
-    actor: User,
-    budgets: dict[str, Any] | None = None,
-    input_changes: dict[str, Any] | None = None,
-    reason: str = "",
-) -> dict[str, Any]:
-    """Change a task's budgets and the input fields its agent declares editable.
-
-    A task a worker may hold is first paused (the worker stops at its next checkpoint, before it
-    could act on the old values) and then resumed with the new values, so no worker ever runs
-    with a row that changed under it; a paused task stays paused. The changed input is validated
-    like any input, and the next step is routed by the policy with it. Returns what changed
-    ({field: [before, after]}). Raises TransitionRefused for a task in another status and
-    ValueError for a field that may not be changed.
-    """
-    budgets = {k: v for k, v in (budgets or {}).items() if k in BUDGET_FIELDS}
-    with transaction.atomic():
-        task = Task.objects.select_for_update().get(pk=task_id)
-        if task.status not in MODIFIABLE:
-            raise TransitionRefused(f"task {task_id} is {task.status}; it cannot be modified")
-        editable = set(get_agent(task.agent).editable_input)
-        unknown = sorted(set(input_changes or {}) - editable)
-        if unknown:
-            raise ValueError(
-                f"input: {', '.join(unknown)} may not be changed (editable: "
-                f"{', '.join(sorted(editable)) or 'none'})"
-            )
-        new_input = validated({**task.input, **(input_changes or {})}, "input")
-        changes: dict[str, Any] = {
-            name: [str(getattr(task, name)), str(value)]
-            for name, value in budgets.items()
-            if getattr(task, name) != value
-        }
-        changes.update(
-            {
-                f"input.{k}": [task.input.get(k), v]
-                for k, v in (input_changes or {}).items()
-                if task.input.get(k) != v
-            }
-        )
-        if not changes:
-            return {}
-        fields = {**budgets, "input": new_input}
-        if task.status == TaskStatus.PAUSED:
-            task_append_event(
-                task_id=task_id,
-                event=EventSpec("agentops.task.modified", payload={"changes": changes}),
-                actor=actor,
-                **fields,
-            )
-            return changes
-        transition_or_refuse(task_id, "pause", actor=actor, reason="modify")
-        resume_or_refuse(task_id, actor=actor, reason=reason, **fields)
-        resume_events_enqueue(
-            task_id,
-            actor=actor,
-            events=[EventSpec("agentops.task.modified", payload={"changes": changes})],
-        )
-    return changes
-
 
 __all__ = [
+    "MODIFIABLE",
     "START_TASK",
     "TransitionRefused",
     "ledger_confirm",

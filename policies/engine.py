@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from enum import EnumType, StrEnum
 from typing import Any
 
@@ -46,13 +46,29 @@ ROUTES: tuple[Route, ...] = tuple(Route)
 # The lanes whose calls run at once (an audit looks at them afterwards).
 RUNS_NOW = frozenset({Route.AUTO, Route.AUDIT})
 TIMEOUT_ACTIONS = ("reject", "escalate")
+
+
+@dataclass(frozen=True)
+class GateSettings:
+    """Who decides a gate a rule opens and what happens when nobody does in time: the approver
+    group, the timeout (None: the engine's default), the timeout action (`reject` or `escalate`)
+    and the group it escalates to. It travels unchanged from the rule to the `Gate` row
+    (`agentops.engine.gates.gate_open` fills an empty field with the engine's default)."""
+
+    approver_group: str = ""
+    timeout_seconds: int | None = None
+    timeout_action: str = "reject"
+    escalate_to: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        """The settings as JSON (a verdict's record, the `policy` command's output)."""
+        return asdict(self)
+
+
 # Used when an unknown tool is forced out of `auto` and the policy's default rule is no gate.
-FALLBACK_GATE = {
-    "approver_group": "operators",
-    "timeout_seconds": 3600,
-    "timeout_action": "reject",
-    "escalate_to": "",
-}
+FALLBACK_GATE = GateSettings(
+    approver_group="operators", timeout_seconds=3600, timeout_action="reject", escalate_to=""
+)
 
 
 @dataclass(frozen=True)
@@ -124,13 +140,13 @@ class Rule:
             return 1.0 if self.route == Route.AUDIT else 0.0
         return min(max(float(self.sample_rate), 0.0), 1.0)
 
-    def gate_settings(self) -> dict[str, Any]:
-        return {
-            "approver_group": self.approver_group,
-            "timeout_seconds": self.timeout_seconds,
-            "timeout_action": self.timeout_action,
-            "escalate_to": self.escalate_to,
-        }
+    def gate_settings(self) -> GateSettings:
+        return GateSettings(
+            approver_group=self.approver_group,
+            timeout_seconds=self.timeout_seconds,
+            timeout_action=self.timeout_action,
+            escalate_to=self.escalate_to,
+        )
 
     def describe(self) -> str:
         """The rule's criteria in words, for pages, diffs and reasons."""
@@ -186,7 +202,7 @@ class Verdict:
     reasons: tuple[str, ...]
     version: int | None
     sample_rate: float = 0.0
-    gate: dict[str, Any] | None = None
+    gate: GateSettings | None = None
     version_id: int | None = None
 
     def queues_audit(self, key: str) -> bool:
@@ -201,7 +217,7 @@ class Verdict:
             "version": self.version,
             "version_id": self.version_id,
             "sample_rate": self.sample_rate,
-            "gate": dict(self.gate) if self.gate is not None else None,
+            "gate": self.gate.as_dict() if self.gate is not None else None,
         }
 
 
@@ -340,9 +356,9 @@ def evaluate(spec: PolicySpec, action: Action) -> Verdict:
     )
 
 
-def _fallback_gate(spec: PolicySpec) -> dict[str, Any]:
+def _fallback_gate(spec: PolicySpec) -> GateSettings:
     default = next((r for r in spec.rules if r.is_default and r.route == Route.GATE), None)
-    return default.gate_settings() if default is not None else dict(FALLBACK_GATE)
+    return default.gate_settings() if default is not None else FALLBACK_GATE
 
 
 # -- validation -----------------------------------------------------------------------------------

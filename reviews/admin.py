@@ -15,7 +15,7 @@ from django.db.models import Model, QuerySet
 from django.http import HttpRequest
 
 from agentops.admin import TaskAdmin, ToolCallAdmin
-from agentops.engine.errors import AgentOpsError
+from agentops.engine import AgentOpsError
 from agentops.models import Task, ToolCall
 from agentops.web import ReadOnlyAdmin, request_user
 from reviews.models import Decision, Delivery, NotificationRoute, WebhookEndpoint

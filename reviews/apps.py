@@ -11,8 +11,7 @@ class ReviewsConfig(AppConfig):
         # The engine calls this app only through the hooks registered here; it imports nothing
         # of `reviews`.
         from agentops import prometheus, task_page
-        from agentops.engine.gates import gate_hook_register
-        from agentops.engine.sweeper import sweep_hook_register
+        from agentops.engine import gate_hook_register, sweep_hook_register
         from agentops.web import permissions_register
         from reviews import roles
         from reviews.metrics import review_state_metrics

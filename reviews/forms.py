@@ -19,7 +19,7 @@ from django.core.exceptions import ValidationError
 from django.db.models import QuerySet
 from django.utils import timezone
 
-from agentops.engine.jsonvalues import validated
+from agentops.engine import validated
 from agentops.metrics import Window
 from agentops.states import AuditStatus
 from agentops.web import JSONObjectField

@@ -35,9 +35,7 @@ from django.db.models.functions import Cast, Concat
 from django.urls import reverse
 from django.utils import timezone
 
-from agentops.engine.dispatch import job_waiting
-from agentops.engine.jsonvalues import redacted
-from agentops.engine.outbound import outbound_check
+from agentops.engine import job_waiting, outbound_check, redacted
 from agentops.logs import job_meta
 from agentops.models import Event, Gate, Task
 from agentops.states import GateStatus, TaskStatus

@@ -25,6 +25,7 @@ from django.contrib.auth.backends import ModelBackend
 from rules.permissions import perm_exists
 from rules.predicates import Predicate
 
+from agentops.engine import approval_kind_of
 from agentops.web import role
 from policies.permissions import is_policy_admin
 from reviews.states import Role
@@ -80,9 +81,10 @@ def gate_decider_refusal(gate: Gate, user: User) -> str | None:
         return "you started this task, so someone else must decide its gates"
     if user.is_superuser:
         return None
-    if gate.approver_group in group_names(user) and user.has_perm("reviews.decide_gate"):
-        return None
-    return f"only members of {gate.approver_group!r} may decide this gate"
+    if not user.has_perm("reviews.decide_gate"):
+        return f"only members of {gate.approver_group!r} may decide this gate"
+    # Who of the approver group, and how many, decide: the gate's approval kind says.
+    return approval_kind_of(gate).may_decide(gate, user=user, groups=group_names(user))
 
 
 class PermissionRowsBackend(ModelBackend):

@@ -11,8 +11,7 @@ from typing import Any
 from django.http import HttpRequest
 from django.template.loader import render_to_string
 
-from agentops.engine.errors import UnknownAgent
-from agentops.engine.registry import get_agent
+from agentops.engine import UnknownAgent, get_agent
 from agentops.models import Task
 from agentops.services import MODIFIABLE
 from agentops.states import TaskStatus

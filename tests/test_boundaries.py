@@ -277,6 +277,88 @@ def test_the_engine_imports_nothing_above_it() -> None:
     assert {name: found for name, found in offenders.items() if found} == {}
 
 
+# The engine's front door: the apps above `agentops` use the engine only through the package
+# `agentops.engine` (its `__init__` names what it exposes in `__all__`); its modules are private.
+FRONT_DOOR = "agentops.engine"
+THROUGH_THE_FRONT_DOOR = ("reviews", "policies")
+
+
+def engine_back_doors(
+    name: str, path: Path, modules: dict[str, Path], *, door: str = FRONT_DOOR
+) -> set[str]:
+    """The modules under `door` that module `name` imports (lazy imports count), and the names
+    it imports from `door` that the door does not expose (`__all__` of its `__init__`)."""
+    exposed = set(_dunder_all(modules[door]))
+    found = {
+        imported
+        for imported in module_imports(name, path, modules)
+        if imported.startswith(f"{door}.")
+    }
+    tree = ast.parse(path.read_text(), filename=str(path))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module == door and not node.level:
+            found.update(
+                f"{door}.{alias.name}" for alias in node.names if alias.name not in exposed
+            )
+    return found
+
+
+def _dunder_all(path: Path) -> list[str]:
+    """The names a module lists in its `__all__` (a literal list or tuple of strings)."""
+    for node in ast.parse(path.read_text(), filename=str(path)).body:
+        if isinstance(node, ast.Assign) and any(
+            isinstance(target, ast.Name) and target.id == "__all__" for target in node.targets
+        ):
+            return [
+                str(item.value)
+                for item in getattr(node.value, "elts", [])
+                if isinstance(item, ast.Constant)
+            ]
+    return []
+
+
+def test_reviews_and_policies_use_the_engine_only_through_its_front_door() -> None:
+    modules = project_modules(ROOT, APPS)
+    above = {
+        name: path for name, path in modules.items() if name.split(".")[0] in THROUGH_THE_FRONT_DOOR
+    }
+    offenders = {
+        name: sorted(found)
+        for name, path in sorted(above.items())
+        if (found := engine_back_doors(name, path, modules))
+    }
+
+    assert len(above) > 50 and len(_dunder_all(modules[FRONT_DOOR])) > 20
+    assert offenders == {}
+
+
+def test_the_front_door_scan_sees_engine_modules_and_names_the_door_does_not_expose(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "app" / "engine").mkdir(parents=True)
+    (tmp_path / "app" / "__init__.py").write_text("")
+    (tmp_path / "app" / "engine" / "__init__.py").write_text(
+        "from app.engine.gates import gate_decide, gate_transition\n__all__ = ['gate_decide']\n"
+    )
+    (tmp_path / "app" / "engine" / "gates.py").write_text("")
+    (tmp_path / "app" / "engine" / "sweeper.py").write_text("")
+    (tmp_path / "room.py").write_text(
+        "from app.engine import gate_decide, gate_transition\n"
+        "from app.engine import sweeper\n"
+        "def f():\n    from app.engine.gates import gate_transition\n"
+        "    import app.engine.gates\n"
+    )
+    modules = {**project_modules(tmp_path, ["app"]), "room": tmp_path / "room.py"}
+
+    assert engine_back_doors("room", tmp_path / "room.py", modules, door="app.engine") == {
+        "app.engine.gate_transition",
+        "app.engine.gates",
+        "app.engine.sweeper",
+    }
+    (tmp_path / "room.py").write_text("from app.engine import gate_decide\n")
+    assert engine_back_doors("room", tmp_path / "room.py", modules, door="app.engine") == set()
+
+
 def test_no_module_of_the_project_takes_part_in_an_import_cycle() -> None:
     graph = import_graph(ROOT, APPS)
 

@@ -1,0 +1,148 @@
+"""The engine's front door: what the other apps use of it, and nothing else.
+
+`reviews` and `policies` import the engine only from here (`tests/test_boundaries.py` says so);
+its modules are private to `agentops`. The surface, by what a caller does with it:
+
+- commands, each one transaction of its own (a savepoint of the caller's): start a task
+  (`task_create`), decide a gate (`gate_decide` with a `GateDecision`), control a task
+  (`task_control`: pause, resume, cancel), intervene on a stopped task (`task_intervene`: retry,
+  skip, rollback, abort, when the advisor offers it now), confirm a call whose outcome
+  is unknown (`ledger_confirm`) and change budgets or input (`task_modify`);
+- read models: the recovery of a stopped task (`task_recovery`, `Recovery`, `Preview`), what
+  stopping at a gate would do (`stop_previews`), a tool's facts (`tool_facts`), the registered
+  agents and tools (`get_agent`, `get_tool`) and a gate's approval kind (`approval_kind_of`);
+- the errors callers catch, the hooks other apps register in their `AppConfig.ready()`
+  (`gate_hook_register`, `sweep_hook_register`, `approval_kind_register`), and the few value
+  helpers callers need to store and show what the engine stores (`digest`, `redacted`,
+  `validated`, `loaded`, `is_pointer`).
+
+Modules inside the engine never import from this package (only from each other), so importing
+any of them loads this door without a cycle.
+"""
+
+from __future__ import annotations
+
+from agentops.engine.advisor import Preview, Recommendation
+from agentops.engine.approvals import (
+    Approval,
+    ApprovalKind,
+    OneApprover,
+    approval_kind_of,
+    approval_kind_register,
+)
+from agentops.engine.decisions import (
+    STOP_OUTCOMES,
+    Choice,
+    DecisionRefused,
+    GateDecided,
+    GateDecision,
+    GateNotOpen,
+    gate_decide,
+)
+from agentops.engine.dispatch import job_waiting
+from agentops.engine.errors import (
+    AgentOpsError,
+    NotSerializable,
+    StartRefused,
+    StepFailure,
+    TransitionRefused,
+    UnknownAgent,
+    UnknownTool,
+)
+from agentops.engine.gates import (
+    DEFAULT_GATE_TIMEOUT_SECONDS,
+    gate_hook_register,
+    reject_loop_threshold,
+    task_gate_approved,
+    task_gate_rejected,
+)
+from agentops.engine.interventions import (
+    CONTROLS,
+    INTERVENTIONS,
+    MODIFIABLE,
+    InterventionRefused,
+    ledger_confirm,
+    task_abort,
+    task_control,
+    task_intervene,
+    task_modify,
+    task_pause,
+    task_resume,
+    task_retry,
+    task_rollback,
+    task_skip_step,
+)
+from agentops.engine.jsonvalues import digest, is_pointer, loaded, redacted, validated
+from agentops.engine.outbound import outbound_check
+from agentops.engine.recovery import (
+    Recovery,
+    ToolFacts,
+    intervention_recovery,
+    stop_previews,
+    task_recovery,
+    tool_facts,
+)
+from agentops.engine.registry import get_agent, get_tool
+from agentops.engine.sweeper import sweep_hook_register
+from agentops.engine.tasks import START_TASK, task_create
+
+__all__ = [
+    "CONTROLS",
+    "DEFAULT_GATE_TIMEOUT_SECONDS",
+    "INTERVENTIONS",
+    "MODIFIABLE",
+    "START_TASK",
+    "STOP_OUTCOMES",
+    "AgentOpsError",
+    "Approval",
+    "ApprovalKind",
+    "Choice",
+    "DecisionRefused",
+    "GateDecided",
+    "GateDecision",
+    "GateNotOpen",
+    "InterventionRefused",
+    "NotSerializable",
+    "OneApprover",
+    "Preview",
+    "Recommendation",
+    "Recovery",
+    "StartRefused",
+    "StepFailure",
+    "ToolFacts",
+    "TransitionRefused",
+    "UnknownAgent",
+    "UnknownTool",
+    "approval_kind_of",
+    "approval_kind_register",
+    "digest",
+    "gate_decide",
+    "gate_hook_register",
+    "get_agent",
+    "get_tool",
+    "intervention_recovery",
+    "is_pointer",
+    "job_waiting",
+    "ledger_confirm",
+    "loaded",
+    "outbound_check",
+    "redacted",
+    "reject_loop_threshold",
+    "stop_previews",
+    "sweep_hook_register",
+    "task_abort",
+    "task_control",
+    "task_create",
+    "task_gate_approved",
+    "task_gate_rejected",
+    "task_intervene",
+    "task_modify",
+    "task_pause",
+    "task_recovery",
+    "task_resume",
+    "task_retry",
+    "task_rollback",
+    "task_skip_step",
+    "tool_facts",
+    "validated",
+]

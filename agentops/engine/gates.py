@@ -39,7 +39,7 @@ from agentops.engine.transitions import (
 from agentops.models import AuditItem, Event, Gate, Step, Task, ToolCall
 from agentops.states import GATE_TRANSITIONS, GateStatus, StepStatus
 from policies.catalog import amount_of
-from policies.engine import Verdict
+from policies.engine import GateSettings, Verdict
 
 DEFAULT_GATE_TIMEOUT_SECONDS = 3600
 
@@ -73,8 +73,8 @@ def gate_open(
     edited: bool,
 ) -> Gate:
     """Open the gate a task parks on. Caller (the runner) holds the transaction and the lease."""
-    settings = verdict.gate or {}
-    timeout = int(settings.get("timeout_seconds") or DEFAULT_GATE_TIMEOUT_SECONDS)
+    settings = verdict.gate or GateSettings()
+    timeout = int(settings.timeout_seconds or DEFAULT_GATE_TIMEOUT_SECONDS)
     confidence = (loaded(step.model_response) or {}).get("confidence")
     return Gate.objects.create(
         task=task,
@@ -90,9 +90,9 @@ def gate_open(
         policy_version_number=verdict.version,
         rule=verdict.rule,
         reasons=list(verdict.reasons),
-        approver_group=settings.get("approver_group") or "operators",
-        timeout_action=settings.get("timeout_action") or "reject",
-        escalate_to=settings.get("escalate_to") or "",
+        approver_group=settings.approver_group or "operators",
+        timeout_action=settings.timeout_action or "reject",
+        escalate_to=settings.escalate_to or "",
         due_at=timezone.now() + timedelta(seconds=timeout),
     )
 

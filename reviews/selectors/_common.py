@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from agentops.engine.jsonvalues import is_pointer
+from agentops.engine import is_pointer
 from agentops.models import Task
 from agentops.selectors import json_preview
 from reviews.models import Claim

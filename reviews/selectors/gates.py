@@ -13,12 +13,18 @@ from typing import TYPE_CHECKING, Any
 from django.core.exceptions import ObjectDoesNotExist
 from django.db.models import F
 
-from agentops.engine.advisor import LedgerView, Preview, StepView, preview
-from agentops.engine.errors import UnknownTool
-from agentops.engine.jsonvalues import loaded
-from agentops.engine.registry import get_tool
+from agentops.engine import (
+    Preview,
+    ToolFacts,
+    UnknownTool,
+    approval_kind_of,
+    get_tool,
+    loaded,
+    stop_previews,
+    tool_facts,
+)
 from agentops.models import Gate, Step, Task, ToolCall
-from agentops.selectors import StepRow, ToolFacts, mark_compensated, step_row, tool_facts
+from agentops.selectors import StepRow, mark_compensated, step_row
 from agentops.states import GateStatus, LedgerStatus
 from reviews.selectors._common import _holder, pretty_json
 
@@ -126,31 +132,11 @@ class GatePanel:
 
     @property
     def is_open(self) -> bool:
-        return self.gate.status == GateStatus.OPEN
+        return approval_kind_of(self.gate).is_open(self.gate)
 
     @property
     def changed(self) -> bool:
         return bool(self.diff) and any(row.change != "same" for row in self.diff or [])
-
-
-def _stop_previews(calls: Sequence[ToolCall], steps: list[Step]) -> dict[str, Preview]:
-    ledger = []
-    for call in calls:
-        facts = tool_facts(call.tool, recorded_side_effect=call.side_effect)
-        ledger.append(
-            LedgerView(
-                key=call.idempotency_key,
-                tool=call.tool,
-                status=call.status,
-                side_effect=facts.side_effect,
-                compensable=facts.compensate_with is not None,
-                compensates=None
-                if call.compensation_of_id is None
-                else str(call.compensation_of_id),
-            )
-        )
-    views = [StepView(s.ordinal, s.title, s.status) for s in steps]
-    return {option: preview(option, views, ledger) for option in ("abort", "rollback")}
 
 
 def gate_get_panel(*, gate_id: int) -> GatePanel:
@@ -197,6 +183,6 @@ def gate_get_panel(*, gate_id: int) -> GatePanel:
         diff=diff,
         executed=executed,
         executed_json=executed_json,
-        stop_previews=_stop_previews(calls, steps) if gate.status == GateStatus.OPEN else None,
+        stop_previews=stop_previews(calls, steps) if gate.status == GateStatus.OPEN else None,
         checks=gate_checks(gate, calls),
     )

@@ -7,9 +7,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from agentops.engine.advisor import Preview
+from agentops.engine import Preview, Recovery
 from agentops.models import Event, Step, Task, ToolCall
-from agentops.selectors import Recovery, TaskDetail, json_preview, task_get_detail
+from agentops.selectors import TaskDetail, json_preview, task_get_detail
 from agentops.states import LedgerStatus, TaskStatus
 from reviews.models import Claim, Decision
 from reviews.selectors._common import TASK_LOG_LIMIT, pretty_json

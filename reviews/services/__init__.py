@@ -1,15 +1,16 @@
 """Every write of human review: gate decisions, audit reviews, inbox claims, the decision log.
 Each public service owns its transaction.
 
-Gates and audit items are engine state: the runner opens and queues them
-(`agentops.engine.gates`), and this module changes them only through the engine's functions
-(`gate_transition`) and the task services. The sweeper tells the hooks registered here what a
-timeout did to a gate (`gate_timeout_logged`), and runs the stopped-task SLA as a sweep hook.
+Gates and audit items are engine state: the runner opens and queues them, and this package
+changes them only through the engine's commands behind its front door (`agentops.engine`:
+`gate_decide`, the task controls and interventions), adding the roles, the claims and the
+decision log. The sweeper tells the hooks registered here what a timeout did to a gate
+(`gate_timeout_logged`), and runs the stopped-task SLA as a sweep hook.
 
 Check functions (`gate_check_decider`, `operator_check`) are separate from do functions; a gate
 is locked (`select_for_update`) before it is decided, so a double click or two operators at once
 make one decision, and the loser gets GateAlreadyDecided. Interventions on stopped tasks and
-confirmations of unknown calls wrap the agentops services, check the role, and log the Decision
+confirmations of unknown calls wrap the engine's commands, check the role, and log the Decision
 in the same transaction.
 
 The writes live in one module per sub-domain (`claims`, `gates`, `audit`, `recovery`, `tasks`,
@@ -19,6 +20,7 @@ re-exports their public names, so callers import from `reviews.services`.
 
 from __future__ import annotations
 
+from agentops.engine import INTERVENTIONS, STOP_OUTCOMES
 from reviews.services._common import (
     GateAlreadyDecided,
     HeldByOther,
@@ -32,7 +34,6 @@ from reviews.services.audit import audit_item_review, audit_items_bulk_review
 from reviews.services.calibration import calibration_draft_create
 from reviews.services.claims import claim_assign, claim_release, claim_take
 from reviews.services.gates import (
-    STOP_OUTCOMES,
     BulkResult,
     gate_approve,
     gate_check_decider,
@@ -48,7 +49,7 @@ from reviews.services.notifications import (
     notification_preference_get,
     notification_preference_save,
 )
-from reviews.services.recovery import INTERVENTIONS, intervention_apply, ledger_call_confirm
+from reviews.services.recovery import intervention_apply, ledger_call_confirm
 from reviews.services.tasks import (
     TASK_CONTROLS,
     stopped_tasks_escalate_overdue,

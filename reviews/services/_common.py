@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from django.utils import timezone
 
-from agentops.engine.jsonvalues import redacted
+from agentops.engine import redacted
 from reviews.models import Claim, Decision
 from reviews.states import Via
 

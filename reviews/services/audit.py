@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from django.db import transaction
 from django.utils import timezone
 
-from agentops.engine.jsonvalues import redacted
+from agentops.engine import redacted
 from agentops.models import AuditItem
 from agentops.states import AuditStatus
 from reviews.services._common import NotAllowed, ReviewError, decision_record

@@ -4,12 +4,12 @@ suggest. It only creates a draft; publishing stays a policy admin's act.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from django.db import transaction
 
-from agentops.engine.gates import DEFAULT_GATE_TIMEOUT_SECONDS
-from policies.engine import Route
+from agentops.engine import DEFAULT_GATE_TIMEOUT_SECONDS
+from policies.engine import GateSettings, Route
 from policies.models import Policy, PolicyVersion
 from policies.selectors import policy_version_active
 from policies.services import policy_draft_create, policy_rule_add
@@ -19,23 +19,23 @@ if TYPE_CHECKING:
     from django.contrib.auth.models import User
 
 
-def _gate_settings_of(draft: PolicyVersion) -> dict[str, Any]:
+def _gate_settings_of(draft: PolicyVersion) -> GateSettings:
     """Who decides the proposed gate and when it times out: as the draft's default rule says
     (or its first gate rule; else operators, one hour, reject)."""
     gates = draft.rules.filter(route=Route.GATE).order_by("-is_default", "position")
     model = gates.first()
     if model is None or not model.approver_group:
-        return {
-            "approver_group": "operators",
-            "timeout_seconds": DEFAULT_GATE_TIMEOUT_SECONDS,
-            "timeout_action": "reject",
-        }
-    return {
-        "approver_group": model.approver_group,
-        "timeout_seconds": model.timeout_seconds or DEFAULT_GATE_TIMEOUT_SECONDS,
-        "timeout_action": model.timeout_action,
-        "escalate_to": model.escalate_to,
-    }
+        return GateSettings(
+            approver_group="operators",
+            timeout_seconds=DEFAULT_GATE_TIMEOUT_SECONDS,
+            timeout_action="reject",
+        )
+    return GateSettings(
+        approver_group=model.approver_group,
+        timeout_seconds=model.timeout_seconds or DEFAULT_GATE_TIMEOUT_SECONDS,
+        timeout_action=model.timeout_action,
+        escalate_to=model.escalate_to,
+    )
 
 
 def calibration_draft_create(
@@ -68,7 +68,7 @@ def calibration_draft_create(
                 "tools": [tool],
                 "agents": [agent],
                 "confidence_below": threshold,
-                **_gate_settings_of(draft),
+                **_gate_settings_of(draft).as_dict(),
             },
             position=before if before is not None else 0,
         )

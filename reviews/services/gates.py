@@ -1,7 +1,8 @@
 """Gate decisions: approve, edit and approve, reject, reject and stop, bulk approval, and the
-log line of a gate the sweeper timed out. A gate is locked (`select_for_update`) and checked against
-the digest the person saw before it is decided, so two clicks make one decision; the engine's
-`gate_transition` changes it, never this module directly.
+log line of a gate the sweeper timed out. A decision is one engine command (`gate_decide`: the
+gate locked and checked against the digest the person saw, so two clicks make one decision); this
+module adds what is the people's: the role and the separation of duties, the claim, the required
+reason, and the decision log, in the same transaction.
 """
 
 from __future__ import annotations
@@ -11,20 +12,21 @@ from typing import TYPE_CHECKING, Any
 
 from django.db import transaction
 
-from agentops.engine.errors import StepFailure, UnknownTool
-from agentops.engine.gates import gate_transition
-from agentops.engine.jsonvalues import digest, redacted, validated
-from agentops.engine.registry import get_tool
+from agentops.engine import (
+    Choice,
+    DecisionRefused,
+    GateDecided,
+    GateDecision,
+    GateNotOpen,
+    gate_decide,
+)
 from agentops.models import Gate
-from agentops.services import task_abort, task_gate_approved, task_gate_rejected, task_rollback
-from agentops.states import GateStatus, TaskStatus
 from reviews.roles import gate_decider_refusal
 from reviews.services._common import (
     GateAlreadyDecided,
     HeldByOther,
     NotAllowed,
     ReviewError,
-    _label,
     claim_check_or_take_over,
     decision_record,
 )
@@ -41,90 +43,50 @@ def gate_check_decider(*, gate: Gate, user: User) -> None:
         raise NotAllowed(refusal)
 
 
-def _locked_open_gate(gate_id: int, *, seen_digest: str | None) -> Gate:
-    gate = Gate.objects.select_for_update().select_related("task", "step").get(pk=gate_id)
-    if gate.status != GateStatus.OPEN:
-        raise GateAlreadyDecided(f"this gate is already {gate.get_status_display().lower()}")
-    if gate.task.status != TaskStatus.AWAITING_APPROVAL:
-        raise GateAlreadyDecided("the task is no longer waiting at this gate")
-    if seen_digest is not None and seen_digest != gate.args_digest:
-        raise GateAlreadyDecided("the proposed action changed since you opened it; review again")
-    return gate
-
-
-def _close(gate: Gate, name: str, *, actor: User, feedback: str = "", **fields: Any) -> None:
-    """Close `gate` along the engine's gate transition `name`. Caller holds the gate's row lock
-    (so it is open: `_locked_open_gate`) and the transaction."""
-    if not gate_transition(gate_id=gate.pk, name=name, actor=actor, feedback=feedback, **fields):
-        raise GateAlreadyDecided("this gate was decided meanwhile")
-
-
-def _approval(
-    gate: Gate, arguments: dict[str, Any], *, edited: bool, actor: User
-) -> dict[str, Any]:
-    return {
-        "gate": gate.pk,
-        "tool": gate.tool,
-        "arguments": arguments,
-        "args_digest": digest(arguments),
-        "policy_version_id": gate.policy_version_id,
-        "rule": gate.rule,
-        "edited": edited,
-        "by": _label(actor),
-    }
-
-
-def _approve(
-    gate: Gate,
+def _decide(
+    gate_id: int,
+    decision: GateDecision,
     *,
     actor: User,
-    arguments: dict[str, Any],
-    edited: bool,
-    reason: str,
-    action: str,
+    seen_digest: str | None,
+    take_over: bool,
     via: Via,
-    bulk: bool = False,
-) -> None:
-    """Close `gate` as approved, resume its task with the approval, and log the decision.
+) -> GateDecided:
+    """Have the engine decide the gate, after the decider and claim checks on the locked gate.
+    Caller holds the transaction (the decision log joins it)."""
 
-    Caller holds the transaction and the gate's row lock, and has checked the decider.
-    """
-    approval = _approval(gate, arguments, edited=edited, actor=actor)
-    # The gate keeps what was proposed (`arguments`) and records what was approved, so its page
-    # shows both, their digests and who edited: the ledger runs `approved_arguments`.
-    _close(
-        gate,
-        "approve",
-        actor=actor,
-        feedback=reason,
-        approved_arguments=arguments,
-        approved_digest=approval["args_digest"],
-        edited=edited,
-    )
-    task_gate_approved(task_id=gate.task_id, step_id=gate.step_id, approval=approval, actor=actor)
+    def check(gate: Gate) -> None:
+        gate_check_decider(gate=gate, user=actor)
+        claim_check_or_take_over(task_id=gate.task_id, actor=actor, take_over=take_over, via=via)
+
+    try:
+        return gate_decide(
+            gate_id=gate_id, decision=decision, actor=actor, seen_digest=seen_digest, check=check
+        )
+    except GateNotOpen as exc:
+        raise GateAlreadyDecided(str(exc)) from None
+    except DecisionRefused as exc:
+        raise ReviewError(str(exc)) from None
+
+
+def _approved_logged(
+    decided: GateDecided, *, actor: User, reason: str, action: str, via: Via, bulk: bool = False
+) -> None:
+    gate, approval = decided.gate, decided.approval or {}
+    proposed = {"arguments": approval.get("arguments"), "proposed": gate.arguments}
     _gate_logged(
         gate,
         action=action,
         actor=actor,
         reason=reason,
-        after_digest=approval["args_digest"],
+        after_digest=approval.get("args_digest", ""),
         detail={
-            **({"arguments": arguments, "proposed": gate.arguments} if edited else {}),
+            **(proposed if approval.get("edited") else {}),
             **({"bulk": True} if bulk else {}),
         }
         or None,
         via=via,
     )
-
-
-def _reject(gate: Gate, *, actor: User, feedback: str, action: str, via: Via) -> None:
-    """Close `gate` as rejected, send the feedback to the agent, log the decision.
-
-    Caller holds the transaction and the gate's row lock.
-    """
-    _close(gate, "reject", actor=actor, feedback=feedback)
-    task_gate_rejected(task_id=gate.task_id, step_id=gate.step_id, feedback=feedback, actor=actor)
-    _gate_logged(gate, action=action, actor=actor, reason=feedback, via=via)
 
 
 def _gate_logged(
@@ -178,18 +140,16 @@ def gate_approve(
     the policy version; the runner checks both again right before the call. `bulk` marks the
     decision as one of a bulk approval (reviewer-quality figures count them)."""
     with transaction.atomic():
-        gate = _locked_open_gate(gate_id, seen_digest=seen_digest)
-        gate_check_decider(gate=gate, user=actor)
-        claim_check_or_take_over(task_id=gate.task_id, actor=actor, take_over=take_over, via=via)
-        _approve(
-            gate,
+        decided = _decide(
+            gate_id,
+            GateDecision(Choice.APPROVE, reason=reason),
             actor=actor,
-            arguments=gate.arguments,
-            edited=gate.edited,
-            reason=reason,
-            action="reviews.gate.approved",
-            bulk=bulk,
+            seen_digest=seen_digest,
+            take_over=take_over,
             via=via,
+        )
+        _approved_logged(
+            decided, actor=actor, reason=reason, action="reviews.gate.approved", via=via, bulk=bulk
         )
 
 
@@ -205,26 +165,16 @@ def gate_edit_and_approve(
 ) -> None:
     """Approve with edited arguments. The edited action is evaluated again by the runner; a
     stricter verdict (another gate rule, or deny) opens a new gate or stops the task."""
-    if not isinstance(arguments, dict):
-        raise ReviewError("the edited arguments must be a JSON object")
-    arguments = redacted(validated(arguments, "arguments"))
     with transaction.atomic():
-        gate = _locked_open_gate(gate_id, seen_digest=seen_digest)
-        gate_check_decider(gate=gate, user=actor)
-        claim_check_or_take_over(task_id=gate.task_id, actor=actor, take_over=take_over, via=via)
-        try:
-            get_tool(gate.tool).check_arguments(arguments)
-        except (StepFailure, UnknownTool) as exc:
-            raise ReviewError(str(exc)) from None
-        _approve(
-            gate,
+        decided = _decide(
+            gate_id,
+            GateDecision(Choice.EDIT, reason=reason, arguments=arguments),
             actor=actor,
-            arguments=arguments,
-            edited=True,
-            reason=reason,
-            action="reviews.gate.edited",
+            seen_digest=seen_digest,
+            take_over=take_over,
             via=via,
         )
+        _approved_logged(decided, actor=actor, reason=reason, action="reviews.gate.edited", via=via)
 
 
 def gate_reject(
@@ -242,19 +192,17 @@ def gate_reject(
     if not feedback:
         raise ReviewError("say why: the agent re-plans from your feedback")
     with transaction.atomic():
-        gate = _locked_open_gate(gate_id, seen_digest=seen_digest)
-        gate_check_decider(gate=gate, user=actor)
-        claim_check_or_take_over(task_id=gate.task_id, actor=actor, take_over=take_over, via=via)
-        _reject(
-            gate,
+        decided = _decide(
+            gate_id,
+            GateDecision(Choice.REJECT, reason=feedback),
             actor=actor,
-            feedback=feedback,
-            action="reviews.gate.rejected",
+            seen_digest=seen_digest,
+            take_over=take_over,
             via=via,
         )
-
-
-STOP_OUTCOMES = {"abort": task_abort, "rollback": task_rollback}
+        _gate_logged(
+            decided.gate, action="reviews.gate.rejected", actor=actor, reason=feedback, via=via
+        )
 
 
 def gate_reject_and_stop(
@@ -270,19 +218,18 @@ def gate_reject_and_stop(
     """Reject the gated action and end the task: `abort` keeps the effects made so far,
     `rollback` has a worker undo them (compensations in reverse order) and end it rolled back.
     Nothing of the gated action is sent. The gate, the task and the decision commit together."""
-    if outcome not in STOP_OUTCOMES:
-        raise ReviewError("choose abort (keep the effects) or rollback (undo them)")
     reason = reason.strip()
-    if not reason:
-        raise ReviewError("say why the task stops")
     with transaction.atomic():
-        gate = _locked_open_gate(gate_id, seen_digest=seen_digest)
-        gate_check_decider(gate=gate, user=actor)
-        claim_check_or_take_over(task_id=gate.task_id, actor=actor, take_over=take_over, via=via)
-        _close(gate, "reject", actor=actor, feedback=reason, stopped_with=outcome)
-        STOP_OUTCOMES[outcome](task_id=gate.task_id, actor=actor, reason=reason)
+        decided = _decide(
+            gate_id,
+            GateDecision(Choice.STOP, reason=reason, outcome=outcome),
+            actor=actor,
+            seen_digest=seen_digest,
+            take_over=take_over,
+            via=via,
+        )
         _gate_logged(
-            gate,
+            decided.gate,
             action="reviews.gate.rejected_and_stopped",
             actor=actor,
             reason=reason,

@@ -1,5 +1,5 @@
 """Interventions on stopped tasks (retry, skip, rollback, abort) and confirmations of ledger
-calls whose outcome is unknown. They wrap the agentops services, check the operator role first
+calls whose outcome is unknown. They wrap the engine's commands, check the operator role first
 and log the Decision in the same transaction.
 """
 
@@ -9,16 +9,8 @@ from typing import TYPE_CHECKING
 
 from django.db import transaction
 
-from agentops.models import Event, Step, Task, ToolCall
-from agentops.selectors import task_recovery
-from agentops.services import (
-    TransitionRefused,
-    ledger_confirm,
-    task_abort,
-    task_retry,
-    task_rollback,
-    task_skip_step,
-)
+from agentops.engine import INTERVENTIONS, InterventionRefused, ledger_confirm, task_intervene
+from agentops.models import Task, ToolCall
 from reviews.services._common import (
     ReviewError,
     claim_check_or_take_over,
@@ -29,13 +21,6 @@ from reviews.states import VIA_UNKNOWN, Via
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
-
-INTERVENTIONS = {
-    "retry": task_retry,
-    "skip": task_skip_step,
-    "rollback": task_rollback,
-    "abort": task_abort,
-}
 
 
 def intervention_apply(
@@ -49,37 +34,26 @@ def intervention_apply(
 ) -> None:
     """Apply retry / skip / rollback / abort to a stopped task and log the decision.
 
-    Only an option the recovery advisor offers for the task's current state is accepted. The
-    intervention and its Decision commit together; a task that is no longer stopped (someone
+    The engine applies it (`task_intervene`: only an option the recovery advisor offers for the
+    task's current state), after the claim check on the locked task. The intervention and its
+    Decision commit together; a task that is no longer stopped (someone
     acted first) raises TransitionRefused and nothing is written.
     """
     if action not in INTERVENTIONS:
         raise ReviewError(f"unknown intervention {action!r}")
     operator_check(user=actor)
     reason = reason.strip()
+
+    def check(task: Task) -> None:
+        claim_check_or_take_over(task_id=task.pk, actor=actor, take_over=take_over, via=via)
+
     with transaction.atomic():
-        task = (
-            Task.objects.select_for_update(of=("self",))
-            .select_related("policy_version")
-            .get(pk=task_id)
-        )
-        steps = list(Step.objects.filter(task=task).order_by("ordinal"))
-        calls = list(ToolCall.objects.filter(task=task).defer("args", "result").order_by("id"))
-        events = list(
-            Event.objects.filter(
-                task=task, action__in=("agentops.step.reset", "agentops.step.failed")
-            ).order_by("seq")
-        )
-        recovery = task_recovery(task, steps, calls, events)
-        if recovery is None:
-            raise TransitionRefused(f"task {task_id} is {task.status}; there is nothing to recover")
-        claim_check_or_take_over(task_id=task_id, actor=actor, take_over=take_over, via=via)
-        if action not in recovery.recommendation.options:
-            raise ReviewError(
-                f"{action} is not an option for this task now; choose one of "
-                f"{', '.join(recovery.recommendation.options)}"
+        try:
+            task, recovery = task_intervene(
+                task_id=task_id, action=action, actor=actor, reason=reason, check=check
             )
-        INTERVENTIONS[action](task_id=task_id, actor=actor, reason=reason)
+        except InterventionRefused as exc:
+            raise ReviewError(str(exc)) from None
         preview = recovery.previews.get(action)
         decision_record(
             action=f"reviews.intervention.{action}",

@@ -1,6 +1,6 @@
 """Operator controls on a running task (pause, resume, cancel, modify) and the stopped-task SLA
 sweep that escalates tasks left stopped too long. Each control checks the role, then wraps one
-agentops service and logs its Decision in the same transaction.
+engine command and logs its Decision in the same transaction.
 """
 
 from __future__ import annotations
@@ -11,10 +11,8 @@ from typing import TYPE_CHECKING, Any
 from django.db import transaction
 from django.utils import timezone
 
-from agentops.engine.children import children_lock
-from agentops.engine.jsonvalues import digest
+from agentops.engine import digest, task_control, task_modify
 from agentops.models import Task
-from agentops.services import TransitionRefused, task_abort, task_modify, task_pause, task_resume
 from agentops.states import TaskStatus
 from reviews.models import Claim, Decision
 from reviews.services._common import ReviewError, decision_record, operator_check
@@ -23,10 +21,11 @@ from reviews.states import VIA_SYSTEM, VIA_UNKNOWN, Via
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
 
+# The decision each control of the engine (`agentops.engine.CONTROLS`) is logged as.
 TASK_CONTROLS = {
-    "pause": (task_pause, "reviews.task.paused"),
-    "resume": (task_resume, "reviews.task.resumed"),
-    "cancel": (task_abort, "reviews.task.cancelled"),
+    "pause": "reviews.task.paused",
+    "resume": "reviews.task.resumed",
+    "cancel": "reviews.task.cancelled",
 }
 
 
@@ -44,23 +43,13 @@ def task_control_apply(
     if action not in TASK_CONTROLS:
         raise ReviewError(f"unknown action {action!r}")
     operator_check(user=actor)
-    apply, logged = TASK_CONTROLS[action]
     reason = reason.strip()
     with transaction.atomic():
-        # The engine's lock order: a task's children before the task (the services below
-        # propagate pause, resume and cancel to them).
-        children_lock(task_id)
-        task = (
-            Task.objects.select_for_update(of=("self",))
-            .select_related("policy_version")
-            .get(pk=task_id)
-        )
-        if action == "resume" and task.status != TaskStatus.PAUSED:
-            raise TransitionRefused(f"task {task_id} is {task.status}, not paused")
+        # The engine locks the task (its children first) and returns it as it was before.
+        task = task_control(task_id=task_id, action=action, actor=actor, reason=reason)
         before = task.status
-        apply(task_id=task_id, actor=actor, reason=reason)
         decision_record(
-            action=logged,
+            action=TASK_CONTROLS[action],
             actor=actor,
             task_id=task_id,
             subject=f"task {task_id}: {action}",

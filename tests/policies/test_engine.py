@@ -4,7 +4,7 @@ validation messages, sampling."""
 from __future__ import annotations
 
 import math
-from dataclasses import replace
+from dataclasses import FrozenInstanceError, replace
 
 import pytest
 from hypothesis import assume, given, settings
@@ -14,6 +14,7 @@ from policies.defaults import DEFAULT_RULES, DEFAULT_SENSITIVE_SYSTEMS
 from policies.engine import (
     ROUTES,
     Action,
+    GateSettings,
     PolicySpec,
     Rule,
     ToolInfo,
@@ -87,12 +88,21 @@ def test_verdict_carries_sample_rate_and_gate_settings() -> None:
     assert (read.sample_rate, read.gate) == (0.05, None)
     assert (audit.sample_rate, audit.gate) == (1.0, None)
     assert gate.sample_rate == 0.0
-    assert gate.gate == {
+    assert gate.gate is not None and gate.gate.as_dict() == {
         "approver_group": "operators",
         "timeout_seconds": 3600,
         "timeout_action": "reject",
         "escalate_to": "",
     }
+
+
+def test_gate_settings_are_a_frozen_value_from_the_rule() -> None:
+    rule = Rule("big", "gate", approver_group="leads", timeout_seconds=60, escalate_to="heads")
+    verdict = evaluate(PolicySpec(version=1, rules=(rule,)), act("issue_refund", "financial"))
+
+    assert verdict.gate == GateSettings("leads", 60, "reject", "heads")
+    with pytest.raises(FrozenInstanceError):
+        verdict.gate.approver_group = "anyone"  # type: ignore[misc]
 
 
 def test_reasons_name_the_rule_and_the_facts() -> None:
@@ -118,7 +128,7 @@ def test_unknown_tool_matched_by_an_auto_rule_is_gated_with_a_reason() -> None:
 
     assert verdict.route == "gate"
     assert verdict.rule == "anything goes"
-    assert verdict.gate is not None and verdict.gate["approver_group"] == "leads"
+    assert verdict.gate is not None and verdict.gate.approver_group == "leads"
     assert "an unknown tool is never auto" in verdict.reasons[-1]
 
 
@@ -289,7 +299,7 @@ def test_unknown_tool_is_never_auto(spec: PolicySpec, action: Action) -> None:
 
     assert verdict.route != "auto"
     if verdict.route == "gate":
-        assert verdict.gate is not None and verdict.gate["timeout_seconds"]
+        assert verdict.gate is not None and verdict.gate.timeout_seconds
 
 
 @given(st.floats(min_value=0, max_value=1e6, allow_nan=False))

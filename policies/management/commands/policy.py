@@ -89,10 +89,10 @@ class Command(BaseCommand):
             self.stdout.write(f"sample rate: {verdict.sample_rate:g}")
         if verdict.gate:
             gate = verdict.gate
-            target = f" to {gate['escalate_to']}" if gate["timeout_action"] == "escalate" else ""
+            target = f" to {gate.escalate_to}" if gate.timeout_action == "escalate" else ""
             self.stdout.write(
-                f"gate: approver group {gate['approver_group']}, timeout "
-                f"{gate['timeout_seconds']} s, then {gate['timeout_action']}{target}"
+                f"gate: approver group {gate.approver_group}, timeout "
+                f"{gate.timeout_seconds} s, then {gate.timeout_action}{target}"
             )
 
     def _dry_run(self, *, draft: int, days: int, as_json: bool, **_: Any) -> None:

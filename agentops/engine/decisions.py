@@ -1,0 +1,205 @@
+"""A gate decision as one engine command: `gate_decide` approves (as proposed or with edited
+arguments), rejects, or rejects and ends the task.
+
+Under the gate's row lock it checks the gate is still open and is the one the person saw (its
+arguments' digest), lets the caller's room run its own checks (`check`: the role, the claim),
+validates edited arguments against the tool, asks the gate's approval kind whether the approvals
+satisfy it, closes the gate along `GATE_TRANSITIONS` and makes the task's move (resume with the
+approval, re-plan from the feedback, abort or roll back). Two clicks make one decision: the
+second finds the gate closed (GateNotOpen). The people's room (`reviews.services.gates`) wraps
+it with its log of who decided, in the same transaction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any
+
+from django.db import transaction
+
+from agentops.engine.approvals import Approval, approval_kind_of
+from agentops.engine.errors import AgentOpsError, StepFailure, UnknownTool
+from agentops.engine.gates import gate_transition, task_gate_approved, task_gate_rejected
+from agentops.engine.interventions import task_abort, task_rollback
+from agentops.engine.jsonvalues import digest, redacted, validated
+from agentops.engine.registry import get_tool
+from agentops.models import Gate
+from agentops.states import TaskStatus
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
+
+
+class GateNotOpen(AgentOpsError):
+    """The gate was decided first (or expired), its task moved on, or its action changed since
+    the person saw it: nothing was decided."""
+
+
+class DecisionRefused(AgentOpsError):
+    """The decision itself cannot be taken (edited arguments the tool refuses, an unknown way
+    to stop, no reason given); the message says why, for the person."""
+
+
+class Choice(StrEnum):
+    APPROVE = "approve"
+    EDIT = "edit"  # approve with edited arguments
+    REJECT = "reject"  # the agent re-plans the step from the feedback
+    STOP = "stop"  # reject and end the task (`outcome`: abort or rollback)
+
+
+# How "reject and stop" ends the task: abort keeps the effects, rollback undoes them.
+STOP_OUTCOMES = {"abort": task_abort, "rollback": task_rollback}
+
+
+@dataclass(frozen=True)
+class GateDecision:
+    """What a person decided on a gate. `reason` is the feedback of a rejection and the why of
+    the others; `arguments` the edited arguments (EDIT); `outcome` abort or rollback (STOP)."""
+
+    choice: Choice
+    reason: str = ""
+    arguments: Any = None
+    outcome: str = ""
+
+
+@dataclass(frozen=True)
+class GateDecided:
+    """What the decision did: the gate as it was when decided (locked), the approval (None for a
+    rejection) and whether it closed the gate (an approval kind may want more approvals)."""
+
+    gate: Gate
+    approval: dict[str, Any] | None
+    closed: bool
+
+
+# The caller's own checks on the locked, open gate (its room's roles and claims): raises to
+# refuse, before anything moves.
+GateCheck = Callable[[Gate], None]
+
+
+def _no_check(gate: Gate) -> None:
+    return None
+
+
+def gate_decide(
+    *,
+    gate_id: int,
+    decision: GateDecision,
+    actor: User,
+    seen_digest: str | None,
+    check: GateCheck = _no_check,
+) -> GateDecided:
+    """Decide gate `gate_id` as `decision` says, in one transaction (a savepoint of the caller's).
+
+    Raises GateNotOpen when it is no longer open for this decision and DecisionRefused when the
+    decision cannot be taken; whatever `check` raises refuses it too.
+    """
+    arguments = _edited(decision) if decision.choice == Choice.EDIT else None
+    if decision.choice == Choice.STOP:
+        _check_stop(decision)
+    with transaction.atomic():
+        gate = _locked_open_gate(gate_id, seen_digest=seen_digest)
+        check(gate)
+        if decision.choice == Choice.STOP:
+            _close(
+                gate, "reject", actor=actor, feedback=decision.reason, stopped_with=decision.outcome
+            )
+            STOP_OUTCOMES[decision.outcome](
+                task_id=gate.task_id, actor=actor, reason=decision.reason
+            )
+            return GateDecided(gate=gate, approval=None, closed=True)
+        if decision.choice == Choice.REJECT:
+            _close(gate, "reject", actor=actor, feedback=decision.reason)
+            task_gate_rejected(
+                task_id=gate.task_id, step_id=gate.step_id, feedback=decision.reason, actor=actor
+            )
+            return GateDecided(gate=gate, approval=None, closed=True)
+        if arguments is not None:
+            try:
+                get_tool(gate.tool).check_arguments(arguments)
+            except (StepFailure, UnknownTool) as exc:
+                raise DecisionRefused(str(exc)) from None
+        return _approve(
+            gate,
+            actor=actor,
+            arguments=gate.arguments if arguments is None else arguments,
+            edited=gate.edited if arguments is None else True,
+            reason=decision.reason,
+        )
+
+
+def _edited(decision: GateDecision) -> dict[str, Any]:
+    if not isinstance(decision.arguments, dict):
+        raise DecisionRefused("the edited arguments must be a JSON object")
+    edited: dict[str, Any] = redacted(validated(decision.arguments, "arguments"))
+    return edited
+
+
+def _check_stop(decision: GateDecision) -> None:
+    if decision.outcome not in STOP_OUTCOMES:
+        raise DecisionRefused("choose abort (keep the effects) or rollback (undo them)")
+    if not decision.reason:
+        raise DecisionRefused("say why the task stops")
+
+
+def _locked_open_gate(gate_id: int, *, seen_digest: str | None) -> Gate:
+    gate = Gate.objects.select_for_update().select_related("task", "step").get(pk=gate_id)
+    if not approval_kind_of(gate).is_open(gate):
+        raise GateNotOpen(f"this gate is already {gate.get_status_display().lower()}")
+    if gate.task.status != TaskStatus.AWAITING_APPROVAL:
+        raise GateNotOpen("the task is no longer waiting at this gate")
+    if seen_digest is not None and seen_digest != gate.args_digest:
+        raise GateNotOpen("the proposed action changed since you opened it; review again")
+    return gate
+
+
+def _close(gate: Gate, name: str, *, actor: User, feedback: str = "", **fields: Any) -> None:
+    """Close `gate` along the gate transition `name`. Caller holds the gate's row lock (so it is
+    open: `_locked_open_gate`) and the transaction."""
+    if not gate_transition(gate_id=gate.pk, name=name, actor=actor, feedback=feedback, **fields):
+        raise GateNotOpen("this gate was decided meanwhile")
+
+
+def _approval(
+    gate: Gate, arguments: dict[str, Any], *, edited: bool, actor: User
+) -> dict[str, Any]:
+    return {
+        "gate": gate.pk,
+        "tool": gate.tool,
+        "arguments": arguments,
+        "args_digest": digest(arguments),
+        "policy_version_id": gate.policy_version_id,
+        "rule": gate.rule,
+        "edited": edited,
+        "by": getattr(actor, "username", "") or "system",
+    }
+
+
+def _approve(
+    gate: Gate, *, actor: User, arguments: dict[str, Any], edited: bool, reason: str
+) -> GateDecided:
+    """Count the approval with the gate's kind; once satisfied, close the gate as approved and
+    resume the task with the approval. Caller holds the transaction and the gate's row lock."""
+    approval = _approval(gate, arguments, edited=edited, actor=actor)
+    kind = approval_kind_of(gate)
+    given = Approval(
+        by=approval["by"], user_id=getattr(actor, "pk", None), args_digest=approval["args_digest"]
+    )
+    if not kind.is_satisfied(gate, (*kind.approvals_of(gate), given)):
+        kind.approval_record(gate, given)
+        return GateDecided(gate=gate, approval=approval, closed=False)
+    # The gate keeps what was proposed (`arguments`) and records what was approved, so its page
+    # shows both, their digests and who edited: the ledger runs `approved_arguments`.
+    _close(
+        gate,
+        "approve",
+        actor=actor,
+        feedback=reason,
+        approved_arguments=arguments,
+        approved_digest=approval["args_digest"],
+        edited=edited,
+    )
+    task_gate_approved(task_id=gate.task_id, step_id=gate.step_id, approval=approval, actor=actor)
+    return GateDecided(gate=gate, approval=approval, closed=True)
