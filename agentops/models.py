@@ -349,8 +349,12 @@ class Gate(models.Model):
     reasons = models.JSONField(default=list)
     approver_group = models.CharField(max_length=150, default="operators")
     # Who, and how many, must approve: the name of its strategy class in
-    # `agentops.engine.approvals` (so far the one kind: one person of the approver group).
-    approval_kind = models.CharField(max_length=40, default="one_approver")
+    # `agentops.engine.approvals` (so far the one kind: one person of the approver group). The
+    # database holds the default too, so a row written without the column (a worker of the
+    # previous release during a deploy, a bulk insert) is of that kind.
+    approval_kind = models.CharField(
+        max_length=40, default="one_approver", db_default="one_approver"
+    )
     timeout_action = models.CharField(max_length=16, default="reject")
     escalate_to = models.CharField(max_length=150, blank=True)
     due_at = models.DateTimeField()

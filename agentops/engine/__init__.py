@@ -16,75 +16,164 @@ its modules are private to `agentops`. The surface, by what a caller does with i
   helpers callers need to store and show what the engine stores (`digest`, `redacted`,
   `validated`, `loaded`, `is_pointer`).
 
-Modules inside the engine never import from this package (only from each other), so importing
-any of them loads this door without a cycle.
+Modules inside the engine never import from this package (only from each other), and the door
+loads each name on first use: importing one engine module (its errors, its JSON values, as a
+process that has not set Django up does) loads that module alone, not the engine and its models.
 """
 
 from __future__ import annotations
 
-from agentops.engine.advisor import Preview, Recommendation
-from agentops.engine.approvals import (
-    Approval,
-    ApprovalKind,
-    OneApprover,
-    approval_kind_of,
-    approval_kind_register,
-)
-from agentops.engine.decisions import (
-    STOP_OUTCOMES,
-    Choice,
-    DecisionRefused,
-    GateDecided,
-    GateDecision,
-    GateNotOpen,
-    gate_decide,
-)
-from agentops.engine.dispatch import job_waiting
-from agentops.engine.errors import (
-    AgentOpsError,
-    NotSerializable,
-    StartRefused,
-    StepFailure,
-    TransitionRefused,
-    UnknownAgent,
-    UnknownTool,
-)
-from agentops.engine.gates import (
-    DEFAULT_GATE_TIMEOUT_SECONDS,
-    gate_hook_register,
-    reject_loop_threshold,
-    task_gate_approved,
-    task_gate_rejected,
-)
-from agentops.engine.interventions import (
-    CONTROLS,
-    INTERVENTIONS,
-    MODIFIABLE,
-    InterventionRefused,
-    ledger_confirm,
-    task_abort,
-    task_control,
-    task_intervene,
-    task_modify,
-    task_pause,
-    task_resume,
-    task_retry,
-    task_rollback,
-    task_skip_step,
-)
-from agentops.engine.jsonvalues import digest, is_pointer, loaded, redacted, validated
-from agentops.engine.outbound import outbound_check
-from agentops.engine.recovery import (
-    Recovery,
-    ToolFacts,
-    intervention_recovery,
-    stop_previews,
-    task_recovery,
-    tool_facts,
-)
-from agentops.engine.registry import get_agent, get_tool
-from agentops.engine.sweeper import sweep_hook_register
-from agentops.engine.tasks import START_TASK, task_create
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from agentops.engine.advisor import Preview, Recommendation
+    from agentops.engine.approvals import (
+        Approval,
+        ApprovalKind,
+        OneApprover,
+        approval_kind_of,
+        approval_kind_register,
+    )
+    from agentops.engine.decisions import (
+        STOP_OUTCOMES,
+        Choice,
+        DecisionRefused,
+        GateDecided,
+        GateDecision,
+        GateNotOpen,
+        gate_decide,
+    )
+    from agentops.engine.dispatch import job_waiting
+    from agentops.engine.errors import (
+        AgentOpsError,
+        NotSerializable,
+        StartRefused,
+        StepFailure,
+        TransitionRefused,
+        UnknownAgent,
+        UnknownTool,
+    )
+    from agentops.engine.gates import (
+        DEFAULT_GATE_TIMEOUT_SECONDS,
+        gate_hook_register,
+        reject_loop_threshold,
+        task_gate_approved,
+        task_gate_rejected,
+    )
+    from agentops.engine.interventions import (
+        CONTROLS,
+        INTERVENTIONS,
+        MODIFIABLE,
+        InterventionRefused,
+        ledger_confirm,
+        task_abort,
+        task_control,
+        task_intervene,
+        task_modify,
+        task_pause,
+        task_resume,
+        task_retry,
+        task_rollback,
+        task_skip_step,
+    )
+    from agentops.engine.jsonvalues import digest, is_pointer, loaded, redacted, validated
+    from agentops.engine.outbound import outbound_check
+    from agentops.engine.recovery import (
+        Recovery,
+        ToolFacts,
+        intervention_recovery,
+        stop_previews,
+        task_recovery,
+        tool_facts,
+    )
+    from agentops.engine.registry import get_agent, get_tool
+    from agentops.engine.sweeper import sweep_hook_register
+    from agentops.engine.tasks import START_TASK, task_create
+
+# Each name the door exposes and the module it lives in, loaded on first use (`__getattr__`
+# below); the imports under TYPE_CHECKING say the same for mypy, `__all__` for readers and
+# the boundary test (tests/test_boundaries.py checks the three agree).
+_HOMES: dict[str, tuple[str, ...]] = {
+    "agentops.engine.advisor": (
+        "Preview",
+        "Recommendation",
+    ),
+    "agentops.engine.approvals": (
+        "Approval",
+        "ApprovalKind",
+        "OneApprover",
+        "approval_kind_of",
+        "approval_kind_register",
+    ),
+    "agentops.engine.decisions": (
+        "STOP_OUTCOMES",
+        "Choice",
+        "DecisionRefused",
+        "GateDecided",
+        "GateDecision",
+        "GateNotOpen",
+        "gate_decide",
+    ),
+    "agentops.engine.dispatch": ("job_waiting",),
+    "agentops.engine.errors": (
+        "AgentOpsError",
+        "NotSerializable",
+        "StartRefused",
+        "StepFailure",
+        "TransitionRefused",
+        "UnknownAgent",
+        "UnknownTool",
+    ),
+    "agentops.engine.gates": (
+        "DEFAULT_GATE_TIMEOUT_SECONDS",
+        "gate_hook_register",
+        "reject_loop_threshold",
+        "task_gate_approved",
+        "task_gate_rejected",
+    ),
+    "agentops.engine.interventions": (
+        "CONTROLS",
+        "INTERVENTIONS",
+        "MODIFIABLE",
+        "InterventionRefused",
+        "ledger_confirm",
+        "task_abort",
+        "task_control",
+        "task_intervene",
+        "task_modify",
+        "task_pause",
+        "task_resume",
+        "task_retry",
+        "task_rollback",
+        "task_skip_step",
+    ),
+    "agentops.engine.jsonvalues": (
+        "digest",
+        "is_pointer",
+        "loaded",
+        "redacted",
+        "validated",
+    ),
+    "agentops.engine.outbound": ("outbound_check",),
+    "agentops.engine.recovery": (
+        "Recovery",
+        "ToolFacts",
+        "intervention_recovery",
+        "stop_previews",
+        "task_recovery",
+        "tool_facts",
+    ),
+    "agentops.engine.registry": (
+        "get_agent",
+        "get_tool",
+    ),
+    "agentops.engine.sweeper": ("sweep_hook_register",),
+    "agentops.engine.tasks": (
+        "START_TASK",
+        "task_create",
+    ),
+}
 
 __all__ = [
     "CONTROLS",
@@ -146,3 +235,14 @@ __all__ = [
     "tool_facts",
     "validated",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """Load what the door exposes on first use (PEP 562): importing one engine module (its
+    errors, its JSON values) does not load the whole engine and its models."""
+    for module, names in _HOMES.items():
+        if name in names:
+            value = getattr(import_module(module), name)
+            globals()[name] = value
+            return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -25,7 +25,7 @@ from policies.services import policy_version_ensure_active
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
 
-# Registered with the other role permissions in `reviews.roles`; asked through Django here.
+# Declared by `agentops.permissions` (the task starters' role); asked through Django here.
 START_TASK = "agentops.start_task"
 
 

@@ -13,6 +13,8 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name="gate",
             name="approval_kind",
-            field=models.CharField(default="one_approver", max_length=40),
+            field=models.CharField(
+                db_default="one_approver", default="one_approver", max_length=40
+            ),
         ),
     ]
