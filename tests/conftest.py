@@ -263,7 +263,11 @@ def wait_for(
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     """On the embedded servers (no DATABASE_URL / REDIS_URL), stop those this run started, and
-    say so: a server that was already running (`make run`'s, say) is left as it was."""
+    say so: a server that was already running (`make run`'s, say) is left as it was. Under
+    xdist only the controller does: it loaded the settings (and so started the servers, under
+    `embedded`'s lock) before it started the workers, which only reuse them."""
+    if hasattr(config, "workerinput"):
+        return
     from agentops.dev import embedded
 
     started = embedded.started_here(settings.DATA_DIR / "embedded")
