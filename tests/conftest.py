@@ -144,6 +144,26 @@ def every_stop_says_why(request: pytest.FixtureRequest) -> Iterator[None]:
         pytest.fail(f"tasks stopped without a recorded reason: {silent}", pytrace=False)
 
 
+@pytest.fixture(autouse=True)
+def code_commits_run_their_callbacks(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[None]:
+    """In a rollback-isolated test, `transaction.on_commit` callbacks run when the code's own
+    transaction would have committed (tests/rollback.py); a transactional test commits for real."""
+    marker = request.node.get_closest_marker("django_db")
+    if (
+        marker is None
+        or marker.kwargs.get("transaction")
+        or "transactional_db" in request.fixturenames
+    ):
+        yield
+        return
+    from tests.rollback import code_commits
+
+    with code_commits(monkeypatch):
+        yield
+
+
 @pytest.fixture(scope="session")
 def sim_server(
     django_db_setup: Any, django_db_blocker: Any, tmp_path_factory: Any
@@ -184,6 +204,20 @@ def sim_server(
     yield base
     os.killpg(child.pid, signal.SIGKILL)
     child.wait()
+
+
+@pytest.fixture
+def sim(settings: Any, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The simulated services in this process (tests/simulated.py), reached by the engine's own
+    HTTP client: a test that kills no process uses them instead of `sim_server` and stays
+    rollback-isolated. Yields their base URL."""
+    from agentops.engine import runner
+    from tests.simulated import BASE_URL, sim_client
+
+    settings.AGENTOPS = {**settings.AGENTOPS, "SIM_BASE_URL": BASE_URL}
+    timeout = settings.AGENTOPS["TOOL_TIMEOUT_SECONDS"]
+    monkeypatch.setattr(runner, "http_client", lambda: sim_client(timeout))
+    return BASE_URL
 
 
 @pytest.fixture(autouse=True)
