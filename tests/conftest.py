@@ -112,6 +112,31 @@ def silent_stops() -> list[tuple[int, Any]]:
     )
 
 
+# The tiers that start real processes (and are left out of `make test-fast`).
+PROCESS_TIERS = ("browser", "crash", "install", "outage")
+
+
+def truncates(item: pytest.Item) -> bool:
+    """Whether `item` commits for real and truncates every table after it (a transactional
+    test: `django_db(transaction=True)`, or a live server's)."""
+    marker = item.get_closest_marker("django_db")
+    fixtures = set(getattr(item, "fixturenames", ()))
+    return bool(marker and marker.kwargs.get("transaction")) or bool(
+        fixtures & {"transactional_db", "live_server"}
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark the tests that truncate (`-m truncates` lists them; every other test is rolled back),
+    and under xdist (`--dist loadgroup`) run a module's process-tier tests on one worker, in
+    order: never two of them at once from one module (they share its module-scoped servers)."""
+    for item in items:
+        if truncates(item):
+            item.add_marker(pytest.mark.truncates)
+        if any(item.get_closest_marker(tier) for tier in PROCESS_TIERS) or truncates(item):
+            item.add_marker(pytest.mark.xdist_group(f"processes:{item.nodeid.split('::')[0]}"))
+
+
 # Fixtures that give a test the database (besides the django_db marker).
 _DB_FIXTURES = ("db", "transactional_db", "django_db_reset_sequences", "live_server")
 
