@@ -19,7 +19,7 @@ from agentops.engine.transitions import task_claim_row
 from agentops.models import Event, Step, Task
 from agentops.services import task_create
 from agentops.states import TaskStatus
-from tests.agentops.test_runner import refund, run_until_parked_or_done
+from tests.builders import refund, run_until_parked_or_done
 from tests.conftest import record_clock_moved
 
 pytestmark = pytest.mark.django_db

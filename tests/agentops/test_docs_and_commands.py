@@ -14,7 +14,7 @@ from agentops.dev.sim.models import Effect
 from agentops.models import Task
 from agentops.services import task_create
 from agentops.states import TaskStatus
-from tests.agentops.test_runner import run_until_parked_or_done
+from tests.builders import run_until_parked_or_done
 from tests.conftest import database_url
 
 pytestmark = pytest.mark.django_db

@@ -13,7 +13,7 @@ from agentops.dev.sim.models import Effect
 from agentops.models import Event, Task, ToolCall
 from agentops.services import task_create
 from agentops.states import LedgerStatus, StepStatus, TaskStatus
-from tests.agentops.test_runner import run_until_parked_or_done
+from tests.builders import run_until_parked_or_done
 from tests.conftest import wait_for
 
 pytestmark = pytest.mark.django_db

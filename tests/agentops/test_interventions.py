@@ -24,7 +24,7 @@ from agentops.services import (
 )
 from agentops.states import LedgerStatus, StepStatus, TaskStatus
 from reviews.models import Decision
-from tests.agentops.test_runner import run_until_parked_or_done
+from tests.builders import run_until_parked_or_done
 
 pytestmark = pytest.mark.django_db
 

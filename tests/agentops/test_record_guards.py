@@ -11,7 +11,7 @@ from django.db.utils import DatabaseError
 from agentops.models import AuditItem, Event, Gate, Snapshot, Step, Task, ToolCall
 from agentops.retention import tasks_erase
 from agentops.states import TaskStatus
-from tests.agentops.test_runner import refund, run_until_parked_or_done
+from tests.builders import refund, run_until_parked_or_done
 from tests.reviews.builders import audited_refund, gated_refund
 
 pytestmark = pytest.mark.django_db

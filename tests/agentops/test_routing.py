@@ -33,7 +33,7 @@ from reviews.services import (
     gate_edit_and_approve,
     gate_reject,
 )
-from tests.agentops.test_runner import run_until_parked_or_done
+from tests.builders import run_until_parked_or_done
 
 pytestmark = pytest.mark.django_db
 

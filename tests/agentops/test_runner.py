@@ -28,29 +28,11 @@ from tests.agentops.test_jsonvalues import (
     storable,
     with_unstorable_parts,
 )
+from tests.builders import refund, run_until_parked_or_done
 from tests.conftest import silent_stops
 
 pytestmark = pytest.mark.django_db
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def refund(**input_overrides) -> Task:
-    return task_create(
-        agent="refund", goal="Refund order A1001", input={"order_id": "A1001", **input_overrides}
-    )
-
-
-def run_until_parked_or_done(task: Task, *, max_jobs: int = 20) -> Task:
-    """Advance like a worker would, making scheduled retries due at once."""
-    for _ in range(max_jobs):
-        task.refresh_from_db()
-        if task.status == TaskStatus.RETRY_SCHEDULED:
-            Task.objects.filter(pk=task.pk).update(next_run_at=timezone.now())
-        elif task.status not in {TaskStatus.QUEUED, TaskStatus.RUNNING}:
-            return task
-        task_advance(task_id=task.pk, owner="test")
-    task.refresh_from_db()
-    return task
 
 
 def actions(task: Task) -> list[str]:

@@ -25,7 +25,7 @@ from agentops.services import (
     task_skip_step,
 )
 from agentops.states import LedgerStatus, StepStatus, TaskStatus
-from tests.agentops.test_runner import run_until_parked_or_done
+from tests.builders import run_until_parked_or_done
 from tests.conftest import wait_for
 from tests.statuses import status_walk
 

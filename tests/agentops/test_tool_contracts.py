@@ -18,7 +18,7 @@ from agentops.engine.registry import Agent, PlanStep, ToolContext, register_agen
 from agentops.models import Event, Step, Task, ToolCall
 from agentops.services import task_create, task_retry
 from agentops.states import LedgerStatus, StepStatus, TaskStatus
-from tests.agentops.test_runner import run_until_parked_or_done
+from tests.builders import run_until_parked_or_done
 
 CALLS: dict[str, int] = {}
 

@@ -20,7 +20,7 @@ from agentops.states import GateStatus, TaskStatus
 from reviews.api import api
 from reviews.models import Decision
 from reviews.tokens import api_token_create, api_token_revoke
-from tests.agentops.test_runner import run_until_parked_or_done
+from tests.builders import run_until_parked_or_done
 from tests.reviews.builders import gated_refund, open_gate, stopped_trip
 
 pytestmark = pytest.mark.django_db

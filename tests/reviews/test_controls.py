@@ -17,7 +17,7 @@ from agentops.services import task_create
 from agentops.states import AuditStatus, GateStatus, TaskStatus
 from reviews.models import Claim, Decision
 from reviews.services import claim_take
-from tests.agentops.test_runner import run_until_parked_or_done
+from tests.builders import run_until_parked_or_done
 from tests.reviews.builders import audited_refund, client_for, gated_refund, open_gate, stopped_trip
 
 pytestmark = pytest.mark.django_db

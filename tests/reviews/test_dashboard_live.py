@@ -15,7 +15,7 @@ from agentops.states import TaskStatus
 from reviews.calibration import confidence_bucket
 from reviews.metrics import figures_collect
 from reviews.services import audit_item_review, gate_approve
-from tests.agentops.test_runner import run_until_parked_or_done
+from tests.builders import run_until_parked_or_done
 from tests.reviews.builders import audited_refund, gated_refund, open_gate, stopped_trip
 
 pytestmark = pytest.mark.django_db

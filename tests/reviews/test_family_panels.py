@@ -10,8 +10,8 @@ from agentops.dev.sim.services import fault_set
 from agentops.models import Task
 from agentops.services import task_create, task_retry
 from agentops.states import TaskStatus
-from tests.agentops.test_runner import run_until_parked_or_done
 from tests.agentops.test_subtasks import run_family
+from tests.builders import run_until_parked_or_done
 from tests.reviews.builders import client_for
 
 pytestmark = pytest.mark.django_db

@@ -17,7 +17,7 @@ from django.urls import reverse
 from agentops.models import Gate, Step, ToolCall
 from agentops.states import GateStatus, LedgerStatus, TaskStatus
 from reviews.models import Decision
-from tests.agentops.test_runner import run_until_parked_or_done
+from tests.builders import run_until_parked_or_done
 from tests.reviews.builders import client_for, effects, gated_refund, gated_trip, open_gate
 
 pytestmark = pytest.mark.django_db

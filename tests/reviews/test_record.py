@@ -20,7 +20,7 @@ from agentops.services import task_create
 from agentops.states import GateStatus, TaskStatus
 from reviews.models import Decision
 from reviews.services import gate_reject, ledger_call_confirm
-from tests.agentops.test_runner import run_until_parked_or_done
+from tests.builders import run_until_parked_or_done
 from tests.reviews.builders import (
     client_for,
     effects,

@@ -12,7 +12,7 @@ from django.urls import reverse
 from agentops.models import Event, ToolCall
 from agentops.states import LedgerStatus, StepStatus, TaskStatus
 from reviews.models import Decision
-from tests.agentops.test_runner import run_until_parked_or_done
+from tests.builders import run_until_parked_or_done
 from tests.reviews.builders import client_for, effects, stopped_trip, unknown_refund
 
 pytestmark = pytest.mark.django_db

@@ -31,7 +31,7 @@ from reviews.models import NotificationRoute, WebhookEndpoint
 from reviews.notifications import notifications_sweep
 from reviews.services import audit_item_review, gate_reject
 from reviews.tokens import api_token_create
-from tests.agentops.test_runner import run_until_parked_or_done
+from tests.builders import run_until_parked_or_done
 from tests.reviews.builders import client_for, open_gate
 from tests.reviews.test_notifications import (  # noqa: F401 (the fixtures mailbox, receiver)
     SECRET,

@@ -20,7 +20,7 @@ from agentops.states import StepStatus, TaskStatus
 from reviews.models import Decision
 from reviews.services import decision_record
 from reviews.states import VIA_SYSTEM
-from tests.agentops.test_runner import refund, run_until_parked_or_done
+from tests.builders import refund, run_until_parked_or_done
 
 pytestmark = pytest.mark.django_db
 

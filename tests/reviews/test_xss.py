@@ -24,7 +24,7 @@ from agentops.models import AuditItem, Gate, Task
 from agentops.services import task_create
 from agentops.states import GateStatus, TaskStatus
 from reviews.services import audit_item_review, gate_reject
-from tests.agentops.test_runner import run_until_parked_or_done
+from tests.builders import run_until_parked_or_done
 from tests.reviews.builders import client_for, open_gate
 
 pytestmark = pytest.mark.django_db
