@@ -130,6 +130,18 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """Mark the tests that truncate (`-m truncates` lists them; every other test is rolled back),
     and under xdist (`--dist loadgroup`) run a module's process-tier tests on one worker, in
     order: never two of them at once from one module (they share its module-scoped servers)."""
+    committing = [
+        item.nodeid
+        for item in items
+        if {"sim_server", "processes"} & set(getattr(item, "fixturenames", ()))
+        and not truncates(item)
+    ]
+    if committing:
+        # Their rows are committed by another process and outlive the test's rollback.
+        raise pytest.UsageError(
+            "tests using the real simulated services or processes must be transactional "
+            "(or use the in-process `sim`): " + ", ".join(committing)
+        )
     for item in items:
         if truncates(item):
             item.add_marker(pytest.mark.truncates)

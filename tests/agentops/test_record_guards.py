@@ -18,7 +18,7 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def finished(sim_server, redis_clean) -> Task:
+def finished(sim, redis_clean) -> Task:
     task = run_until_parked_or_done(refund())
     assert task.status == TaskStatus.SUCCEEDED
     return task
@@ -48,7 +48,7 @@ def test_the_database_refuses_deleting_a_row_of_the_record(finished, table, mode
     assert model.objects.filter(pk=row.pk).exists()
 
 
-def test_the_database_refuses_deleting_a_gate_or_an_audit_item(sim_server, redis_clean):
+def test_the_database_refuses_deleting_a_gate_or_an_audit_item(sim, redis_clean):
     gate = Gate.objects.get(task=gated_refund())
     item = AuditItem.objects.filter(task=audited_refund()).first()
     assert gate is not None and item is not None
