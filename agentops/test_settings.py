@@ -53,3 +53,7 @@ if XDIST_WORKER and os.environ.get("AGENTOPS_TEST_REDIS_WORKER") != XDIST_WORKER
 os.environ.setdefault("AGENTOPS_EMBEDDED_REDIS_DB", "15")
 
 from agentops.settings import *  # noqa: E402, F403
+
+# The tests create many users (several per test, a role each): a fast password hasher instead of
+# PBKDF2's million rounds. Only the test settings; production keeps Django's default.
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
