@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 DEV := AGENTOPS_DEV=1
 
-.PHONY: run test install lint deploy-check bench peers-venv bench-peers
+.PHONY: run test test-fast install lint deploy-check bench peers-venv bench-peers
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -18,8 +18,18 @@ install: $(VENV)/.installed
 run: install
 	$(DEV) $(PY) manage.py runstack
 
+# The suite on parallel pytest-xdist workers, each with a test database and a Redis database of
+# its own (agentops/test_settings.py). A module's tests that start real processes (crash, outage,
+# browser, install, and every test that truncates) run on one worker, in turn (tests/conftest.py).
+TEST_WORKERS ?= 3
+PYTEST := DJANGO_ALLOW_ASYNC_UNSAFE=true $(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup
+
 test: install peers-venv
-	DJANGO_ALLOW_ASYNC_UNSAFE=true $(PY) -m pytest $(PYTEST_ARGS)
+	$(PYTEST) $(PYTEST_ARGS)
+
+# Everything but the process tiers: the rollback-isolated tests, for a quick check while working.
+test-fast: install
+	$(PYTEST) -m "not (truncates or browser or crash or install or outage)" $(PYTEST_ARGS)
 
 # makemigrations --check and mypy (django-stubs) load the settings but need no server: without
 # DATABASE_URL / REDIS_URL any URL will do (and no embedded server is started for them).

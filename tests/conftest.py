@@ -112,6 +112,43 @@ def silent_stops() -> list[tuple[int, Any]]:
     )
 
 
+# The tiers that start real processes (and are left out of `make test-fast`).
+PROCESS_TIERS = ("browser", "crash", "install", "outage")
+
+
+def truncates(item: pytest.Item) -> bool:
+    """Whether `item` commits for real and truncates every table after it (a transactional
+    test: `django_db(transaction=True)`, or a live server's)."""
+    marker = item.get_closest_marker("django_db")
+    fixtures = set(getattr(item, "fixturenames", ()))
+    return bool(marker and marker.kwargs.get("transaction")) or bool(
+        fixtures & {"transactional_db", "live_server"}
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark the tests that truncate (`-m truncates` lists them; every other test is rolled back),
+    and under xdist (`--dist loadgroup`) run a module's process-tier tests on one worker, in
+    order: never two of them at once from one module (they share its module-scoped servers)."""
+    committing = [
+        item.nodeid
+        for item in items
+        if {"sim_server", "processes"} & set(getattr(item, "fixturenames", ()))
+        and not truncates(item)
+    ]
+    if committing:
+        # Their rows are committed by another process and outlive the test's rollback.
+        raise pytest.UsageError(
+            "tests using the real simulated services or processes must be transactional "
+            "(or use the in-process `sim`): " + ", ".join(committing)
+        )
+    for item in items:
+        if truncates(item):
+            item.add_marker(pytest.mark.truncates)
+        if any(item.get_closest_marker(tier) for tier in PROCESS_TIERS) or truncates(item):
+            item.add_marker(pytest.mark.xdist_group(f"processes:{item.nodeid.split('::')[0]}"))
+
+
 # Fixtures that give a test the database (besides the django_db marker).
 _DB_FIXTURES = ("db", "transactional_db", "django_db_reset_sequences", "live_server")
 
@@ -142,6 +179,26 @@ def every_stop_says_why(request: pytest.FixtureRequest) -> Iterator[None]:
         return  # the test left its transaction aborted (a refused statement): it rolls back
     if silent:
         pytest.fail(f"tasks stopped without a recorded reason: {silent}", pytrace=False)
+
+
+@pytest.fixture(autouse=True)
+def code_commits_run_their_callbacks(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[None]:
+    """In a rollback-isolated test, `transaction.on_commit` callbacks run when the code's own
+    transaction would have committed (tests/rollback.py); a transactional test commits for real."""
+    marker = request.node.get_closest_marker("django_db")
+    if (
+        marker is None
+        or marker.kwargs.get("transaction")
+        or "transactional_db" in request.fixturenames
+    ):
+        yield
+        return
+    from tests.rollback import code_commits
+
+    with code_commits(monkeypatch):
+        yield
 
 
 @pytest.fixture(scope="session")
@@ -184,6 +241,20 @@ def sim_server(
     yield base
     os.killpg(child.pid, signal.SIGKILL)
     child.wait()
+
+
+@pytest.fixture
+def sim(settings: Any, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The simulated services in this process (tests/simulated.py), reached by the engine's own
+    HTTP client: a test that kills no process uses them instead of `sim_server` and stays
+    rollback-isolated. Yields their base URL."""
+    from agentops.engine import runner
+    from tests.simulated import BASE_URL, sim_client
+
+    settings.AGENTOPS = {**settings.AGENTOPS, "SIM_BASE_URL": BASE_URL}
+    timeout = settings.AGENTOPS["TOOL_TIMEOUT_SECONDS"]
+    monkeypatch.setattr(runner, "http_client", lambda: sim_client(timeout))
+    return BASE_URL
 
 
 @pytest.fixture(autouse=True)
@@ -263,7 +334,11 @@ def wait_for(
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     """On the embedded servers (no DATABASE_URL / REDIS_URL), stop those this run started, and
-    say so: a server that was already running (`make run`'s, say) is left as it was."""
+    say so: a server that was already running (`make run`'s, say) is left as it was. Under
+    xdist only the controller does: it loaded the settings (and so started the servers, under
+    `embedded`'s lock) before it started the workers, which only reuse them."""
+    if hasattr(config, "workerinput"):
+        return
     from agentops.dev import embedded
 
     started = embedded.started_here(settings.DATA_DIR / "embedded")

@@ -19,10 +19,10 @@ from agentops.engine.transitions import task_claim_row
 from agentops.models import Event, Step, Task
 from agentops.services import task_create
 from agentops.states import TaskStatus
-from tests.agentops.test_runner import refund, run_until_parked_or_done
+from tests.builders import refund, run_until_parked_or_done
 from tests.conftest import record_clock_moved
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = pytest.mark.django_db
 
 
 def test_a_task_gets_the_default_wall_time_budget(settings):
@@ -33,9 +33,7 @@ def test_a_task_gets_the_default_wall_time_budget(settings):
     assert explicit.wall_time_budget_seconds == 20 and explicit.cost_budget == Decimal("0.5")
 
 
-def test_running_past_the_time_budget_stops_the_task_with_mode_duration(
-    sim_server, redis_clean, settings
-):
+def test_running_past_the_time_budget_stops_the_task_with_mode_duration(sim, redis_clean, settings):
     settings.AGENTOPS = {**settings.AGENTOPS, "SLICE_SECONDS": 0.0}
     task = task_create(
         agent="refund", goal="Refund", input={"order_id": "A1001"}, wall_time_budget_seconds=60
@@ -55,7 +53,7 @@ def test_running_past_the_time_budget_stops_the_task_with_mode_duration(
     assert "wall-time budget used up" in task.failure["message"]
 
 
-def test_using_up_the_token_budget_stops_the_task_with_mode_budget(sim_server, redis_clean):
+def test_using_up_the_token_budget_stops_the_task_with_mode_budget(sim, redis_clean):
     task = task_create(agent="refund", goal="Refund", input={"order_id": "A1001"}, token_budget=1)
 
     task = run_until_parked_or_done(task)
@@ -65,7 +63,7 @@ def test_using_up_the_token_budget_stops_the_task_with_mode_budget(sim_server, r
     assert Step.objects.filter(task=task, status="succeeded").count() == 1
 
 
-def test_the_cost_budget_is_checked_too(sim_server, redis_clean):
+def test_the_cost_budget_is_checked_too(sim, redis_clean):
     task = task_create(
         agent="refund", goal="Refund", input={"order_id": "A1001"}, cost_budget="0.000001"
     )
@@ -102,7 +100,7 @@ def test_budgets_can_be_set_in_the_start_form(django_user_model):
 
 
 def test_confidence_below_the_floor_for_n_steps_in_a_row_is_a_confidence_collapse(
-    sim_server, redis_clean, settings
+    sim, redis_clean, settings
 ):
     settings.AGENTOPS = {
         **settings.AGENTOPS,
@@ -119,7 +117,7 @@ def test_confidence_below_the_floor_for_n_steps_in_a_row_is_a_confidence_collaps
     assert Step.objects.filter(task=task, status="succeeded").count() == 2
 
 
-def test_a_single_low_confidence_action_goes_to_a_gate_not_a_collapse(sim_server, redis_clean):
+def test_a_single_low_confidence_action_goes_to_a_gate_not_a_collapse(sim, redis_clean):
     task = run_until_parked_or_done(refund(confidence=0.5))
 
     assert task.status == TaskStatus.AWAITING_APPROVAL
@@ -127,7 +125,7 @@ def test_a_single_low_confidence_action_goes_to_a_gate_not_a_collapse(sim_server
 
 
 def test_the_context_stays_under_its_budget_by_summarizing_older_work_first(
-    sim_server, redis_clean, settings
+    sim, redis_clean, settings
 ):
     task = run_until_parked_or_done(refund())
     steps = list(Step.objects.filter(task=task).order_by("ordinal"))
@@ -148,7 +146,7 @@ def test_the_context_stays_under_its_budget_by_summarizing_older_work_first(
 
 
 def test_the_runner_records_the_estimate_and_keeps_prompts_under_a_small_window(
-    sim_server, redis_clean, settings
+    sim, redis_clean, settings
 ):
     settings.AGENTOPS = {
         **settings.AGENTOPS,
@@ -168,9 +166,7 @@ def test_the_runner_records_the_estimate_and_keeps_prompts_under_a_small_window(
     assert started[-1]["summarized_steps"] >= 1
 
 
-def test_the_estimate_is_calibrated_by_the_providers_reported_usage(
-    sim_server, redis_clean, settings
-):
+def test_the_estimate_is_calibrated_by_the_providers_reported_usage(sim, redis_clean, settings):
     task = run_until_parked_or_done(refund())
     steps = list(Step.objects.filter(task=task).order_by("ordinal"))
     usage = steps[3].model_response["usage"]
@@ -200,7 +196,7 @@ def test_the_estimate_is_calibrated_by_the_providers_reported_usage(
 
 
 def test_waiting_for_a_person_does_not_count_against_the_time_budget(
-    sim_server, redis_clean, settings, django_user_model
+    sim, redis_clean, settings, django_user_model
 ):
     from reviews.services import gate_approve
     from tests.reviews.builders import open_gate

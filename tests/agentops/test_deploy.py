@@ -14,10 +14,12 @@ import os
 import re
 import secrets
 import shlex
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections import Counter
@@ -439,7 +441,18 @@ def test_a_job_a_request_enqueued_carries_its_request_id_into_the_worker_log(
 # -- the embedded PostgreSQL server -------------------------------------------------------------
 
 
-def test_without_database_url_the_settings_start_an_embedded_postgresql(tmp_path):
+@pytest.fixture
+def short_tmp_path() -> Iterator[Path]:
+    """A temporary directory with a short path: a Unix socket's path has at most 107 bytes, and
+    under xdist pytest's `tmp_path` is long enough that the embedded PostgreSQL would put its
+    socket elsewhere."""
+    path = Path(tempfile.mkdtemp(prefix="agentops-", dir="/tmp"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def test_without_database_url_the_settings_start_an_embedded_postgresql(short_tmp_path):
+    tmp_path = short_tmp_path
     env = {
         key: value
         for key, value in os.environ.items()

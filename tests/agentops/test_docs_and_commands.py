@@ -14,14 +14,14 @@ from agentops.dev.sim.models import Effect
 from agentops.models import Task
 from agentops.services import task_create
 from agentops.states import TaskStatus
-from tests.agentops.test_runner import run_until_parked_or_done
+from tests.builders import run_until_parked_or_done
 from tests.conftest import database_url
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = pytest.mark.django_db
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_the_worked_example_in_docs_agents_md_runs(sim_server, redis_clean):
+def test_the_worked_example_in_docs_agents_md_runs(sim, redis_clean):
     text = (ROOT / "docs" / "agents.md").read_text()
     example = re.search(r"```python\n(# agentops/agents/shipping.py\n.*?)```", text, re.S)
     assert example, "docs/agents.md lost its worked example"
@@ -36,6 +36,7 @@ def test_the_worked_example_in_docs_agents_md_runs(sim_server, redis_clean):
     assert email.request["body"] == "Your parcel is delivered."
 
 
+@pytest.mark.django_db(transaction=True)  # the scenario's own worker reads committed rows
 def test_demo_scenario_runs_end_to_end_with_real_processes(sim_server, redis_clean, monkeypatch):
     monkeypatch.setenv("DATABASE_URL", database_url())
     out = StringIO()

@@ -29,7 +29,7 @@ from agentops.states import GATE_TRANSITIONS, GateStatus, TaskStatus
 from policies.catalog import amount_of
 from tests.reviews.builders import gated_refund, open_gate
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = pytest.mark.django_db
 
 
 def test_every_gate_transition_leaves_open():
@@ -42,7 +42,7 @@ def test_every_gate_transition_leaves_open():
     }
 
 
-def test_a_gate_is_decided_once(sim_server, redis_clean):
+def test_a_gate_is_decided_once(sim, redis_clean):
     gate = open_gate(gated_refund())
 
     assert gate_transition(gate_id=gate.pk, name="approve", feedback="fine") is True
@@ -54,7 +54,7 @@ def test_a_gate_is_decided_once(sim_server, redis_clean):
     assert gate.decided_at is not None
 
 
-def test_a_gate_transition_sets_the_status_itself(sim_server, redis_clean):
+def test_a_gate_transition_sets_the_status_itself(sim, redis_clean):
     gate = open_gate(gated_refund())
 
     with pytest.raises(ValueError, match="sets the status"):
@@ -63,7 +63,7 @@ def test_a_gate_transition_sets_the_status_itself(sim_server, redis_clean):
     assert Gate.objects.get(pk=gate.pk).status == GateStatus.OPEN
 
 
-def test_the_sweeper_tells_the_gate_hooks_what_a_timeout_did(sim_server, redis_clean, monkeypatch):
+def test_the_sweeper_tells_the_gate_hooks_what_a_timeout_did(sim, redis_clean, monkeypatch):
     task = gated_refund()
     told: list[tuple[int, str]] = []
 
@@ -83,7 +83,7 @@ def test_the_sweeper_tells_the_gate_hooks_what_a_timeout_did(sim_server, redis_c
 
 
 def test_the_task_page_shows_the_registered_sections_escaping_plain_text(
-    sim_server, redis_clean, admin_client, monkeypatch
+    sim, redis_clean, admin_client, monkeypatch
 ):
     task = gated_refund()
 
@@ -98,7 +98,7 @@ def test_the_task_page_shows_the_registered_sections_escaping_plain_text(
 
 
 def test_the_task_page_shows_the_review_section_registered_by_reviews(
-    sim_server, redis_clean, admin_client
+    sim, redis_clean, admin_client
 ):
     task = gated_refund()
 

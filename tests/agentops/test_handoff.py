@@ -13,10 +13,10 @@ from agentops.dev.sim.models import Effect
 from agentops.models import Event, Task, ToolCall
 from agentops.services import task_create
 from agentops.states import LedgerStatus, StepStatus, TaskStatus
-from tests.agentops.test_runner import run_until_parked_or_done
+from tests.builders import run_until_parked_or_done
 from tests.conftest import wait_for
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = pytest.mark.django_db
 
 
 def triage() -> Task:
@@ -66,9 +66,7 @@ def assert_handed_over_once(task: Task) -> None:
     assert max(row["n"] for row in per_key) == 1
 
 
-def test_triage_hands_over_to_refund_which_starts_from_the_recorded_progress(
-    sim_server, redis_clean
-):
+def test_triage_hands_over_to_refund_which_starts_from_the_recorded_progress(sim, redis_clean):
     task = triage()
     pinned = task.policy_version_id
 
@@ -86,7 +84,7 @@ def test_triage_hands_over_to_refund_which_starts_from_the_recorded_progress(
     assert all(key.startswith(f"t{task.pk}-") for key in keys)
 
 
-def test_the_timeline_shows_the_handoff(sim_server, redis_clean, client, django_user_model):
+def test_the_timeline_shows_the_handoff(sim, redis_clean, client, django_user_model):
     from django.contrib.auth.models import Permission
 
     task = run_until_parked_or_done(triage())
@@ -103,6 +101,7 @@ def test_the_timeline_shows_the_handoff(sim_server, redis_clean, client, django_
 
 
 @pytest.mark.crash
+@pytest.mark.django_db(transaction=True)
 def test_worker_killed_right_after_the_handoff_does_not_hand_over_twice(processes):
     task = triage()
     victim = processes.worker(crash_at="after_handoff@2")

@@ -24,9 +24,9 @@ from agentops.services import (
 )
 from agentops.states import LedgerStatus, StepStatus, TaskStatus
 from reviews.models import Decision
-from tests.agentops.test_runner import run_until_parked_or_done
+from tests.builders import run_until_parked_or_done
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
@@ -48,7 +48,7 @@ def effects(service: str, operation: str) -> int:
     return Effect.objects.filter(service=service, operation=operation).count()
 
 
-def test_a_partial_trip_stops_with_the_flight_booked_and_a_recommendation(sim_server, redis_clean):
+def test_a_partial_trip_stops_with_the_flight_booked_and_a_recommendation(sim, redis_clean):
     task = stopped_trip()
 
     assert ToolCall.objects.get(task=task, tool="book_flight").status == LedgerStatus.SUCCEEDED
@@ -59,7 +59,7 @@ def test_a_partial_trip_stops_with_the_flight_booked_and_a_recommendation(sim_se
     assert "rollback" in recommendation.options  # the flight can be cancelled
 
 
-def test_rollback_cancels_the_flight_once_and_ends_rolled_back(sim_server, redis_clean, operator):
+def test_rollback_cancels_the_flight_once_and_ends_rolled_back(sim, redis_clean, operator):
     task = stopped_trip()
 
     task_rollback(task_id=task.pk, actor=operator, reason="customer cancelled")
@@ -79,7 +79,7 @@ def test_rollback_cancels_the_flight_once_and_ends_rolled_back(sim_server, redis
     assert run_until_parked_or_done(task).status == TaskStatus.ROLLED_BACK  # a no-op now
 
 
-def test_rollback_compensates_in_reverse_order(sim_server, redis_clean, operator):
+def test_rollback_compensates_in_reverse_order(sim, redis_clean, operator):
     fault_set(service="email", operation="send", mode="forbidden", count=1)
     task = run_until_parked_or_done(
         task_create(agent="trip", goal="Trip", input={"traveller": "Ada"})
@@ -96,7 +96,7 @@ def test_rollback_compensates_in_reverse_order(sim_server, redis_clean, operator
     assert cancelled == ["hotels", "flights"]
 
 
-def test_rollback_lists_effects_that_cannot_be_undone(sim_server, redis_clean, operator):
+def test_rollback_lists_effects_that_cannot_be_undone(sim, redis_clean, operator):
     fault_set(service="email", operation="send", mode="forbidden", count=1)
     task = run_until_parked_or_done(
         task_create(agent="refund", goal="Refund", input={"order_id": "A1001"})
@@ -112,7 +112,7 @@ def test_rollback_lists_effects_that_cannot_be_undone(sim_server, redis_clean, o
     assert effects("payments", "refund") == 1
 
 
-def test_skip_marks_the_step_skipped_and_the_task_goes_on(sim_server, redis_clean, operator):
+def test_skip_marks_the_step_skipped_and_the_task_goes_on(sim, redis_clean, operator):
     task = stopped_trip()
 
     task_skip_step(task_id=task.pk, actor=operator, reason="hotel booked by phone")
@@ -124,7 +124,7 @@ def test_skip_marks_the_step_skipped_and_the_task_goes_on(sim_server, redis_clea
     assert Event.objects.get(task=task, action="agentops.step.skipped").actor == operator
 
 
-def test_retry_runs_the_stopped_step_again_with_fresh_attempts(sim_server, redis_clean, operator):
+def test_retry_runs_the_stopped_step_again_with_fresh_attempts(sim, redis_clean, operator):
     task = stopped_trip()
     step = Step.objects.get(task=task, ordinal=2)
     key = ToolCall.objects.get(step=step).idempotency_key
@@ -141,7 +141,7 @@ def test_retry_runs_the_stopped_step_again_with_fresh_attempts(sim_server, redis
     assert effects("flights", "book") == 1 and effects("hotels", "book") == 1
 
 
-def test_abort_ends_the_task_and_keeps_its_effects(sim_server, redis_clean, operator):
+def test_abort_ends_the_task_and_keeps_its_effects(sim, redis_clean, operator):
     task = stopped_trip()
 
     task_abort(task_id=task.pk, actor=operator, reason="not needed")
@@ -168,7 +168,7 @@ def unknown_refund() -> Task:
 
 
 def test_confirming_an_unknown_call_as_executed_completes_without_calling_again(
-    sim_server, redis_clean, operator, settings
+    sim, redis_clean, operator, settings
 ):
     settings.AGENTOPS = {**settings.AGENTOPS, "TOOL_TIMEOUT_SECONDS": 0.8}
     task = run_until_parked_or_done(unknown_refund())
@@ -189,7 +189,7 @@ def test_confirming_an_unknown_call_as_executed_completes_without_calling_again(
 
 
 def test_confirming_an_unknown_call_as_not_executed_calls_it_again_with_the_same_key(
-    sim_server, redis_clean, operator, settings
+    sim, redis_clean, operator, settings
 ):
     settings.AGENTOPS = {**settings.AGENTOPS, "TOOL_TIMEOUT_SECONDS": 0.8}
     fault_set(
@@ -214,7 +214,7 @@ def test_confirming_an_unknown_call_as_not_executed_calls_it_again_with_the_same
     assert effects("payments", "refund_legacy") == 1
 
 
-def test_the_database_refuses_an_illegal_ledger_transition(sim_server, redis_clean):
+def test_the_database_refuses_an_illegal_ledger_transition(sim, redis_clean):
     task = run_until_parked_or_done(
         task_create(agent="refund", goal="Refund", input={"order_id": "A1001"})
     )
@@ -233,7 +233,7 @@ def test_the_database_refuses_an_illegal_ledger_transition(sim_server, redis_cle
     assert call.status == LedgerStatus.COMPENSATED
 
 
-def test_interventions_are_usable_from_the_admin(sim_server, redis_clean, admin_client, admin_user):
+def test_interventions_are_usable_from_the_admin(sim, redis_clean, admin_client, admin_user):
     task = stopped_trip()
     done = run_until_parked_or_done(
         task_create(agent="refund", goal="done", input={"order_id": "A1001"})
@@ -257,7 +257,7 @@ def test_interventions_are_usable_from_the_admin(sim_server, redis_clean, admin_
 
 
 def test_aborting_a_task_at_a_gate_withdraws_the_gate_and_the_sweep_goes_on(
-    sim_server, redis_clean, operator
+    sim, redis_clean, operator
 ):
     from datetime import timedelta
 
@@ -279,7 +279,7 @@ def test_aborting_a_task_at_a_gate_withdraws_the_gate_and_the_sweep_goes_on(
 
 
 def test_an_unfinished_rollback_can_only_be_rolled_back_again_or_aborted(
-    sim_server, redis_clean, operator
+    sim, redis_clean, operator
 ):
     fault_set(service="email", operation="send", mode="forbidden", count=1)
     fault_set(service="flights", operation="cancel", mode="forbidden", count=1)

@@ -29,7 +29,8 @@ from agentops.engine.model import (
 from agentops.engine.retry_after import retry_after_seconds
 from agentops.services import task_create
 from tests.agentops.test_jsonvalues import ON_THE_WIRE, json_objects, with_unstorable_parts
-from tests.agentops.test_runner import assert_stopped_by_the_reply, run_until_parked_or_done
+from tests.agentops.test_runner import assert_stopped_by_the_reply
+from tests.builders import run_until_parked_or_done
 from tests.strict_openai import (
     Refused,
     StrictServer,

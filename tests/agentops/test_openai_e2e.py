@@ -142,7 +142,7 @@ def test_a_refund_resumes_after_a_sigkill_mid_task_with_the_same_call_ids(
 
 def test_an_agent_names_its_own_adapter_and_model(sim_server, redis_clean, strict, settings):
     from agentops.engine.registry import Agent, get_agent, register_agent
-    from tests.agentops.test_runner import run_until_parked_or_done
+    from tests.builders import run_until_parked_or_done
 
     refund = get_agent("refund")
     register_agent(
@@ -175,7 +175,7 @@ def test_an_agent_names_its_own_adapter_and_model(sim_server, redis_clean, stric
 def test_a_context_length_refusal_is_retried_with_a_shorter_context(
     sim_server, redis_clean, strict, settings
 ):
-    from tests.agentops.test_runner import run_until_parked_or_done
+    from tests.builders import run_until_parked_or_done
 
     settings.AGENTOPS = {
         **settings.AGENTOPS,
@@ -210,7 +210,7 @@ def test_a_context_length_refusal_is_retried_with_a_shorter_context(
 def test_model_output_the_database_cannot_store_is_output_invalid_not_a_crash(
     sim_server, redis_clean, strict, settings
 ):
-    from tests.agentops.test_runner import run_until_parked_or_done
+    from tests.builders import run_until_parked_or_done
 
     settings.AGENTOPS = {
         **settings.AGENTOPS,

@@ -11,14 +11,14 @@ from django.db.utils import DatabaseError
 from agentops.models import AuditItem, Event, Gate, Snapshot, Step, Task, ToolCall
 from agentops.retention import tasks_erase
 from agentops.states import TaskStatus
-from tests.agentops.test_runner import refund, run_until_parked_or_done
+from tests.builders import refund, run_until_parked_or_done
 from tests.reviews.builders import audited_refund, gated_refund
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def finished(sim_server, redis_clean) -> Task:
+def finished(sim, redis_clean) -> Task:
     task = run_until_parked_or_done(refund())
     assert task.status == TaskStatus.SUCCEEDED
     return task
@@ -48,7 +48,7 @@ def test_the_database_refuses_deleting_a_row_of_the_record(finished, table, mode
     assert model.objects.filter(pk=row.pk).exists()
 
 
-def test_the_database_refuses_deleting_a_gate_or_an_audit_item(sim_server, redis_clean):
+def test_the_database_refuses_deleting_a_gate_or_an_audit_item(sim, redis_clean):
     gate = Gate.objects.get(task=gated_refund())
     item = AuditItem.objects.filter(task=audited_refund()).first()
     assert gate is not None and item is not None

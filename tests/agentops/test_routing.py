@@ -33,9 +33,9 @@ from reviews.services import (
     gate_edit_and_approve,
     gate_reject,
 )
-from tests.agentops.test_runner import run_until_parked_or_done
+from tests.builders import run_until_parked_or_done
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = pytest.mark.django_db
 
 LARGE_ORDER = "B2002"  # 108 EUR: above the default policy's 100 EUR threshold
 
@@ -75,7 +75,7 @@ def custom_policy(name: str, rules: list[dict]) -> int:
 
 
 def test_the_default_policy_routes_reads_auto_payments_audit_and_gates_large_ones(
-    sim_server, redis_clean, requester
+    sim, redis_clean, requester
 ):
     small = run_until_parked_or_done(
         task_create(agent="refund", goal="Refund A1001", input={"order_id": "A1001"})
@@ -100,7 +100,7 @@ def test_the_default_policy_routes_reads_auto_payments_audit_and_gates_large_one
     assert Effect.objects.filter(service="payments").count() == 1  # only the small refund
 
 
-def test_approving_a_gate_executes_the_call_once(sim_server, redis_clean, requester, operator):
+def test_approving_a_gate_executes_the_call_once(sim, redis_clean, requester, operator):
     task, gate = gated_refund(requester)
 
     gate_approve(gate_id=gate.pk, actor=operator, seen_digest=gate.args_digest)
@@ -115,6 +115,8 @@ def test_approving_a_gate_executes_the_call_once(sim_server, redis_clean, reques
     assert Decision.objects.filter(action="reviews.gate.approved").count() == 1
 
 
+# Two threads, two connections: each must see the other's committed decision.
+@pytest.mark.django_db(transaction=True)
 def test_two_operators_deciding_at_once_make_one_decision(
     sim_server, redis_clean, requester, operator, django_user_model
 ):
@@ -148,7 +150,7 @@ def test_two_operators_deciding_at_once_make_one_decision(
 
 
 def test_the_person_who_started_the_task_cannot_approve_its_gate(
-    sim_server, redis_clean, requester, operator
+    sim, redis_clean, requester, operator
 ):
     _, gate = gated_refund(operator)
 
@@ -159,7 +161,7 @@ def test_the_person_who_started_the_task_cannot_approve_its_gate(
     assert Gate.objects.get(pk=gate.pk).status == GateStatus.OPEN
 
 
-def test_a_stale_view_of_the_action_cannot_approve_it(sim_server, redis_clean, requester, operator):
+def test_a_stale_view_of_the_action_cannot_approve_it(sim, redis_clean, requester, operator):
     _, gate = gated_refund(requester)
 
     with pytest.raises(GateAlreadyDecided, match="changed since you opened it"):
@@ -168,7 +170,7 @@ def test_a_stale_view_of_the_action_cannot_approve_it(sim_server, redis_clean, r
 
 
 def test_rejecting_sends_feedback_to_the_agent_which_replans(
-    sim_server, redis_clean, requester, operator, tmp_path, monkeypatch
+    sim, redis_clean, requester, operator, tmp_path, monkeypatch
 ):
     task, gate = gated_refund(requester)
 
@@ -188,7 +190,7 @@ def test_rejecting_sends_feedback_to_the_agent_which_replans(
     assert Event.objects.get(task=task, action="agentops.step.rejected").actor == operator
 
 
-def test_an_edited_action_is_evaluated_again(sim_server, redis_clean, requester, operator):
+def test_an_edited_action_is_evaluated_again(sim, redis_clean, requester, operator):
     task, gate = gated_refund(requester)
     edited = {**gate.arguments, "amount": 50.0}
 
@@ -209,7 +211,7 @@ def test_an_edited_action_is_evaluated_again(sim_server, redis_clean, requester,
     assert decision.before_digest == gate.args_digest != decision.after_digest
 
 
-def test_a_stricter_verdict_after_an_edit_gates_again(sim_server, redis_clean, requester, operator):
+def test_a_stricter_verdict_after_an_edit_gates_again(sim, redis_clean, requester, operator):
     custom_policy(
         "edits-reviewed",
         [
@@ -262,7 +264,7 @@ def test_a_stricter_verdict_after_an_edit_gates_again(sim_server, redis_clean, r
     assert Effect.objects.get(service="payments").request["amount"] == 90.0
 
 
-def test_a_denied_action_stops_the_step_with_an_authorization_gap(sim_server, redis_clean):
+def test_a_denied_action_stops_the_step_with_an_authorization_gap(sim, redis_clean):
     custom_policy(
         "no-refunds",
         [
@@ -281,7 +283,7 @@ def test_a_denied_action_stops_the_step_with_an_authorization_gap(sim_server, re
     assert not Effect.objects.filter(service="payments").exists()
 
 
-def test_an_overdue_gate_takes_its_timeout_action(sim_server, redis_clean, requester):
+def test_an_overdue_gate_takes_its_timeout_action(sim, redis_clean, requester):
     custom_policy(
         "escalating",
         [
@@ -321,6 +323,7 @@ def test_an_overdue_gate_takes_its_timeout_action(sim_server, redis_clean, reque
     ]
 
 
+@pytest.mark.django_db(transaction=True)
 def test_publishing_while_steps_are_routed_changes_no_task_already_created(processes):
     pinned = policy_version_ensure_active()
     early = [
@@ -368,7 +371,7 @@ def test_secrets_are_redacted_before_they_are_stored():
     assert clean["note"] == f"use {REDACTED} or {REDACTED} please"
 
 
-def test_a_secret_in_a_tool_result_is_stored_redacted(sim_server, redis_clean):
+def test_a_secret_in_a_tool_result_is_stored_redacted(sim, redis_clean):
     task = run_until_parked_or_done(
         task_create(
             agent="refund",

@@ -28,36 +28,18 @@ from tests.agentops.test_jsonvalues import (
     storable,
     with_unstorable_parts,
 )
+from tests.builders import refund, run_until_parked_or_done
 from tests.conftest import silent_stops
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = pytest.mark.django_db
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def refund(**input_overrides) -> Task:
-    return task_create(
-        agent="refund", goal="Refund order A1001", input={"order_id": "A1001", **input_overrides}
-    )
-
-
-def run_until_parked_or_done(task: Task, *, max_jobs: int = 20) -> Task:
-    """Advance like a worker would, making scheduled retries due at once."""
-    for _ in range(max_jobs):
-        task.refresh_from_db()
-        if task.status == TaskStatus.RETRY_SCHEDULED:
-            Task.objects.filter(pk=task.pk).update(next_run_at=timezone.now())
-        elif task.status not in {TaskStatus.QUEUED, TaskStatus.RUNNING}:
-            return task
-        task_advance(task_id=task.pk, owner="test")
-    task.refresh_from_db()
-    return task
 
 
 def actions(task: Task) -> list[str]:
     return list(Event.objects.filter(task=task).order_by("seq").values_list("action", flat=True))
 
 
-def test_a_step_records_every_phase_in_order_with_gapless_seq(sim_server, redis_clean):
+def test_a_step_records_every_phase_in_order_with_gapless_seq(sim, redis_clean):
     task = run_until_parked_or_done(refund())
 
     assert task.status == TaskStatus.SUCCEEDED
@@ -81,7 +63,7 @@ def test_a_step_records_every_phase_in_order_with_gapless_seq(sim_server, redis_
     assert task.tokens_used > 0
 
 
-def test_a_rate_limited_model_call_parks_for_a_retry_and_then_succeeds(sim_server, redis_clean):
+def test_a_rate_limited_model_call_parks_for_a_retry_and_then_succeeds(sim, redis_clean):
     task = refund(model_faults={"1": ["429"]})
 
     task_advance(task_id=task.pk, owner="test")
@@ -96,7 +78,7 @@ def test_a_rate_limited_model_call_parks_for_a_retry_and_then_succeeds(sim_serve
     assert Step.objects.get(task=task, ordinal=1).attempts == 2
 
 
-def test_invalid_model_output_is_retried_until_the_cap_then_stops(sim_server, redis_clean):
+def test_invalid_model_output_is_retried_until_the_cap_then_stops(sim, redis_clean):
     task = refund(model_faults={"2": ["invalid_json", "timeout", "invalid_json", "timeout"]})
 
     task = run_until_parked_or_done(task)
@@ -111,7 +93,7 @@ def test_invalid_model_output_is_retried_until_the_cap_then_stops(sim_server, re
 
 
 def test_a_step_with_a_recorded_response_never_asks_the_model_again(
-    sim_server, redis_clean, tmp_path, monkeypatch
+    sim, redis_clean, tmp_path, monkeypatch
 ):
     log = tmp_path / "calls.jsonl"
     monkeypatch.setenv("AGENTOPS_MODEL_CALL_LOG", str(log))
@@ -130,7 +112,7 @@ def test_a_step_with_a_recorded_response_never_asks_the_model_again(
     assert len({t.idempotency_key for t in tries}) == 1
 
 
-def test_resume_rebuilds_the_context_with_a_checkpoint_note(sim_server, redis_clean, settings):
+def test_resume_rebuilds_the_context_with_a_checkpoint_note(sim, redis_clean, settings):
     settings.AGENTOPS = {**settings.AGENTOPS, "SLICE_SECONDS": 0.0}
     task = refund()
 
@@ -158,7 +140,7 @@ def test_resume_rebuilds_the_context_with_a_checkpoint_note(sim_server, redis_cl
     assert messages[-1]["content"].startswith("Now do step 3 of 5")
 
 
-def test_pause_revokes_the_lease_and_resume_enqueues_a_job(sim_server, redis_clean):
+def test_pause_revokes_the_lease_and_resume_enqueues_a_job(sim, redis_clean):
     task = refund()
     queue = django_rq.get_queue("default")
     queue.empty()
@@ -172,7 +154,7 @@ def test_pause_revokes_the_lease_and_resume_enqueues_a_job(sim_server, redis_cle
     assert run_until_parked_or_done(task).status == TaskStatus.SUCCEEDED
 
 
-def test_a_duplicated_job_is_a_no_op(sim_server, redis_clean):
+def test_a_duplicated_job_is_a_no_op(sim, redis_clean):
     task = run_until_parked_or_done(refund())
     events = Event.objects.filter(task=task).count()
 
@@ -399,7 +381,7 @@ register_agent(
 )
 
 
-def test_an_agent_without_a_fixed_plan_gets_its_plan_from_the_model(sim_server, redis_clean):
+def test_an_agent_without_a_fixed_plan_gets_its_plan_from_the_model(sim, redis_clean):
     task = task_create(agent="test_planner", goal="Check order A1001")
     assert task.step_count == 0
 
@@ -410,7 +392,7 @@ def test_an_agent_without_a_fixed_plan_gets_its_plan_from_the_model(sim_server, 
     assert Step.objects.get(task=task, ordinal=1).output == {"text": "Order A1001 is delivered."}
 
 
-def test_a_proposed_tool_the_agent_does_not_have_is_invalid_output(sim_server, redis_clean):
+def test_a_proposed_tool_the_agent_does_not_have_is_invalid_output(sim, redis_clean):
     register_agent(
         Agent(
             name="test_rogue",
@@ -429,7 +411,7 @@ def test_a_proposed_tool_the_agent_does_not_have_is_invalid_output(sim_server, r
     assert not ToolCall.objects.filter(task=task).exists()
 
 
-def test_a_token_budget_stops_the_task(sim_server, redis_clean):
+def test_a_token_budget_stops_the_task(sim, redis_clean):
     task = run_until_parked_or_done(
         task_create(agent="refund", goal="Refund", input={"order_id": "A1001"}, token_budget=1)
     )
@@ -449,7 +431,7 @@ def test_retry_backoff_grows_and_honours_retry_after(settings):
     assert timedelta(seconds=backoff_seconds(20, None)) <= timedelta(seconds=75)
 
 
-def test_the_same_action_proposed_again_and_again_stops_as_a_planning_loop(sim_server, redis_clean):
+def test_the_same_action_proposed_again_and_again_stops_as_a_planning_loop(sim, redis_clean):
     register_agent(
         Agent(
             name="test_looper",

@@ -25,11 +25,11 @@ from agentops.services import (
     task_skip_step,
 )
 from agentops.states import LedgerStatus, StepStatus, TaskStatus
-from tests.agentops.test_runner import run_until_parked_or_done
+from tests.builders import run_until_parked_or_done
 from tests.conftest import wait_for
 from tests.statuses import status_walk
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = pytest.mark.django_db
 
 
 def procurement(**input_overrides) -> Task:
@@ -89,7 +89,7 @@ def test_dependants_are_transitive():
     assert dependants(steps, 2) == []
 
 
-def test_skipping_a_step_skips_the_steps_that_depend_on_it(sim_server, redis_clean):
+def test_skipping_a_step_skips_the_steps_that_depend_on_it(sim, redis_clean):
     fault_set(service="flights", operation="book", mode="forbidden", count=1)
     task = run_until_parked_or_done(task_create(agent="trip", goal="Trip to Rome", input={}))
     assert task.status == TaskStatus.NEEDS_ATTENTION
@@ -115,7 +115,7 @@ def test_skipping_a_step_skips_the_steps_that_depend_on_it(sim_server, redis_cle
 # -- fan-out, in process ---------------------------------------------------------------------------
 
 
-def test_fan_out_spawns_pinned_children_and_parks_without_a_lease(sim_server, redis_clean):
+def test_fan_out_spawns_pinned_children_and_parks_without_a_lease(sim, redis_clean):
     parent = run_until_parked_or_done(procurement())
 
     assert parent.status == TaskStatus.AWAITING_CHILDREN
@@ -128,9 +128,7 @@ def test_fan_out_spawns_pinned_children_and_parks_without_a_lease(sim_server, re
     assert all(c.status == TaskStatus.QUEUED for c in children)
 
 
-def test_the_last_child_wakes_the_parent_once_and_it_orders_from_the_cheapest(
-    sim_server, redis_clean
-):
+def test_the_last_child_wakes_the_parent_once_and_it_orders_from_the_cheapest(sim, redis_clean):
     parent = run_family(procurement())
 
     assert parent.status == TaskStatus.SUCCEEDED, parent.failure
@@ -145,7 +143,7 @@ def test_the_last_child_wakes_the_parent_once_and_it_orders_from_the_cheapest(
     assert completions(parent) == {0: 1, 1: 1, 2: 1}
 
 
-def test_a_failed_child_stops_only_itself_and_its_retry_resumes_the_parent(sim_server, redis_clean):
+def test_a_failed_child_stops_only_itself_and_its_retry_resumes_the_parent(sim, redis_clean):
     fault_set(service="suppliers", operation="quote", mode="forbidden", count=1)
     parent = run_family(procurement())
 
@@ -168,7 +166,7 @@ def test_a_failed_child_stops_only_itself_and_its_retry_resumes_the_parent(sim_s
     assert len(quotes_per_key()) == 3
 
 
-def test_pause_and_resume_propagate_to_children_and_abort_ends_them(sim_server, redis_clean):
+def test_pause_and_resume_propagate_to_children_and_abort_ends_them(sim, redis_clean):
     parent = run_until_parked_or_done(procurement())
     children = Task.objects.filter(parent=parent)
 
@@ -188,9 +186,7 @@ def test_pause_and_resume_propagate_to_children_and_abort_ends_them(sim_server, 
     assert propagated.count() == 3
 
 
-def test_rollback_of_a_parent_compensates_its_order_and_reaches_the_children(
-    sim_server, redis_clean
-):
+def test_rollback_of_a_parent_compensates_its_order_and_reaches_the_children(sim, redis_clean):
     fault_set(service="email", operation="send", mode="forbidden", count=1)
     parent = run_family(procurement())
     assert parent.status == TaskStatus.NEEDS_ATTENTION
@@ -207,7 +203,7 @@ def test_rollback_of_a_parent_compensates_its_order_and_reaches_the_children(
     assert finished.payload["not_undone"] == []
 
 
-def test_sweeper_wakes_a_parent_whose_children_are_all_done(sim_server, redis_clean):
+def test_sweeper_wakes_a_parent_whose_children_are_all_done(sim, redis_clean):
     from agentops.engine.children import parents_wake_stranded
 
     parent = run_until_parked_or_done(procurement())
@@ -243,6 +239,7 @@ def assert_family_finished_once(parent: Task) -> None:
 
 
 @pytest.mark.crash
+@pytest.mark.django_db(transaction=True)
 def test_children_run_in_parallel_on_real_workers(processes):
     Fault.objects.create(
         service="suppliers", operation="quote", mode=FaultMode.SLOW, delay_seconds=3.0
@@ -279,6 +276,7 @@ def test_children_run_in_parallel_on_real_workers(processes):
     # held nothing: the children are queued and the parent waits without a lease).
     [("after_pending@0", 1), ("after_tool_call@0", 1), ("after_fan_out@0", 0)],
 )
+@pytest.mark.django_db(transaction=True)
 def test_worker_killed_while_children_run_each_child_completes_once(
     processes, crash_at, recoveries
 ):
@@ -298,6 +296,7 @@ def test_worker_killed_while_children_run_each_child_completes_once(
 
 
 @pytest.mark.crash
+@pytest.mark.django_db(transaction=True)
 def test_worker_killed_while_the_parent_collects_completes_the_step_once(processes):
     parent = procurement()
     victim = processes.worker(crash_at="fan_out_collected@0")
@@ -313,6 +312,7 @@ def test_worker_killed_while_the_parent_collects_completes_the_step_once(process
     assert Step.objects.get(task=parent, ordinal=0).attempts == 3  # spawn, collect, collect
 
 
+@pytest.mark.django_db(transaction=True)  # the scenario's own worker reads committed rows
 def test_demo_scenario_fanout_one_child_fails_retries_the_child_alone(
     sim_server, redis_clean, monkeypatch
 ):
@@ -401,9 +401,7 @@ def _register_booking_family() -> None:
     )
 
 
-def test_rollback_of_a_parent_compensates_its_childrens_effects_in_reverse_order(
-    sim_server, redis_clean
-):
+def test_rollback_of_a_parent_compensates_its_childrens_effects_in_reverse_order(sim, redis_clean):
     _register_booking_family()
     fault_set(service="email", operation="send", mode="forbidden", count=1)
     parent = run_family(task_create(agent="test_bookings", goal="Two flights", input={}))

@@ -18,7 +18,7 @@ from agentops.engine.registry import Agent, PlanStep, ToolContext, register_agen
 from agentops.models import Event, Step, Task, ToolCall
 from agentops.services import task_create, task_retry
 from agentops.states import LedgerStatus, StepStatus, TaskStatus
-from tests.agentops.test_runner import run_until_parked_or_done
+from tests.builders import run_until_parked_or_done
 
 CALLS: dict[str, int] = {}
 
@@ -167,7 +167,7 @@ def run(tool_name: str) -> tuple[Task, Step, ToolCall]:
     return task, step, calls[0]
 
 
-@pytest.mark.django_db(transaction=True)
+@pytest.mark.django_db
 def test_a_read_tool_returning_a_set_fails_its_step_with_output_invalid_and_a_resolved_row():
     CALLS.clear()
 
@@ -184,7 +184,7 @@ def test_a_read_tool_returning_a_set_fails_its_step_with_output_invalid_and_a_re
     assert Event.objects.filter(task=task, action="agentops.ledger.failed").count() == 1
 
 
-@pytest.mark.django_db(transaction=True)
+@pytest.mark.django_db
 def test_a_write_tool_returning_a_set_is_recorded_as_run_and_a_retry_does_not_pass_it_on(
     django_user_model,
 ):
@@ -213,7 +213,7 @@ def test_a_write_tool_returning_a_set_is_recorded_as_run_and_a_retry_does_not_pa
     assert ToolCall.objects.filter(task=task).count() == 1
 
 
-@pytest.mark.django_db(transaction=True)
+@pytest.mark.django_db
 def test_a_result_that_breaks_the_declared_schema_is_schema_mismatch():
     _task, step, call = run("bad_receipt")
 
@@ -223,7 +223,7 @@ def test_a_result_that_breaks_the_declared_schema_is_schema_mismatch():
     assert call.status == LedgerStatus.FAILED
 
 
-@pytest.mark.django_db(transaction=True)
+@pytest.mark.django_db
 def test_a_result_above_the_size_limit_is_output_invalid(settings):
     settings.AGENTOPS = {**settings.AGENTOPS, "TOOL_RESULT_MAX_BYTES": 1000}
 
@@ -234,7 +234,7 @@ def test_a_result_above_the_size_limit_is_output_invalid(settings):
     assert call.status == LedgerStatus.FAILED
 
 
-@pytest.mark.django_db(transaction=True)
+@pytest.mark.django_db
 def test_a_tool_that_raises_ends_its_step_not_the_worker():
     task, step, call = run("crashes")
 

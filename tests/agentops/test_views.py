@@ -1,7 +1,7 @@
 """The agentops pages at HTTP level: login, the task list, the start form and the live task page.
 
 Tasks are made by the real service and moved by real transitions or by the real runner against
-the simulated services (`sim_server`); nothing assigns a status here.
+the simulated services (`sim`); nothing assigns a status here.
 """
 
 from __future__ import annotations
@@ -323,9 +323,9 @@ def test_task_page_for_an_unknown_id_is_404(operator_client: Any) -> None:
     assert response.status_code == 404
 
 
-@pytest.mark.django_db(transaction=True)
+@pytest.mark.django_db
 def test_task_page_shows_steps_ledger_and_events_of_a_finished_run(
-    operator_client: Any, sim_server: str, redis_clean: None
+    operator_client: Any, sim: str, redis_clean: None
 ) -> None:
     task = run_until_parked(make_task())
     assert task.status == TaskStatus.SUCCEEDED
@@ -429,9 +429,9 @@ def test_task_page_query_count_does_not_grow_with_events(
     assert len(fragment.captured_queries) == 8  # the polled fragment: no navigation roles
 
 
-@pytest.mark.django_db(transaction=True)
+@pytest.mark.django_db
 def test_task_page_shows_the_failure_of_a_stopped_task(
-    operator_client: Any, sim_server: str, redis_clean: None
+    operator_client: Any, sim: str, redis_clean: None
 ) -> None:
     task = run_until_parked(make_task(order_id="<script>alert(1)</script>"))
     assert task.status == TaskStatus.NEEDS_ATTENTION
@@ -446,9 +446,9 @@ def test_task_page_shows_the_failure_of_a_stopped_task(
     assert "Next run" not in html
 
 
-@pytest.mark.django_db(transaction=True)
+@pytest.mark.django_db
 def test_task_page_shows_the_next_run_of_a_scheduled_retry(
-    operator_client: Any, sim_server: str, redis_clean: None
+    operator_client: Any, sim: str, redis_clean: None
 ) -> None:
     Fault.objects.create(
         service="orders", operation="lookup", mode=FaultMode.ERROR_BEFORE, remaining=1
@@ -464,9 +464,9 @@ def test_task_page_shows_the_next_run_of_a_scheduled_retry(
     assert f'<time datetime="{task.next_run_at.isoformat()}">' in html
 
 
-@pytest.mark.django_db(transaction=True)
+@pytest.mark.django_db
 def test_untrusted_goal_and_tool_output_render_escaped(
-    operator_client: Any, sim_server: str, redis_clean: None
+    operator_client: Any, sim: str, redis_clean: None
 ) -> None:
     task = run_until_parked(make_task(goal=f"Refund {HOSTILE}", reason=HOSTILE))
     eligibility = Step.objects.get(task=task, ordinal=1)

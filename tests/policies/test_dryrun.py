@@ -240,7 +240,7 @@ def test_dry_run_command_rejects_unknown_draft() -> None:
 
 
 @pytest.mark.django_db
-def test_hook_turns_routed_steps_into_history(sim_server: str) -> None:
+def test_hook_turns_routed_steps_into_history(sim: str) -> None:
     from agentops import policy_hooks
     from agentops.engine.registry import get_tool
     from agentops.engine.runner import task_advance

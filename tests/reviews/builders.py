@@ -16,7 +16,7 @@ from agentops.services import task_create
 from agentops.states import GateStatus, TaskStatus
 from reviews.models import Decision, Delivery, Notice, WebhookEndpoint
 from reviews.states import Channel, DecisionChannel, NoticeEvent
-from tests.agentops.test_runner import run_until_parked_or_done
+from tests.builders import run_until_parked_or_done
 from tests.statuses import status_walk
 
 

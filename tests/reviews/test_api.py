@@ -20,10 +20,10 @@ from agentops.states import GateStatus, TaskStatus
 from agentops.tokens import api_token_create, api_token_revoke
 from agentops.urls import api
 from reviews.models import Decision
-from tests.agentops.test_runner import run_until_parked_or_done
+from tests.builders import run_until_parked_or_done
 from tests.reviews.builders import gated_refund, open_gate, stopped_trip
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = pytest.mark.django_db
 
 
 def api_client(user: Any) -> Client:
@@ -36,7 +36,7 @@ def post(client: Client, path: str, body: dict[str, Any]) -> Any:
 
 
 def test_a_gate_approved_through_the_api_runs_and_the_log_names_the_tokens_user(
-    sim_server, redis_clean, operator, starter
+    sim, redis_clean, operator, starter
 ):
     task = gated_refund(created_by=starter)
     gate = open_gate(task)
@@ -56,7 +56,7 @@ def test_a_gate_approved_through_the_api_runs_and_the_log_names_the_tokens_user(
 
 
 def test_a_stale_digest_or_a_second_decision_gets_409_and_changes_nothing(
-    sim_server, redis_clean, operator
+    sim, redis_clean, operator
 ):
     gate = open_gate(gated_refund())
     client = api_client(operator)
@@ -71,9 +71,7 @@ def test_a_stale_digest_or_a_second_decision_gets_409_and_changes_nothing(
     assert Decision.objects.filter(action__startswith="reviews.gate.").count() == 1
 
 
-def test_the_starter_cannot_approve_their_own_gate_through_the_api(
-    sim_server, redis_clean, starter
-):
+def test_the_starter_cannot_approve_their_own_gate_through_the_api(sim, redis_clean, starter):
     gate = open_gate(gated_refund(created_by=starter))
 
     response = post(
@@ -84,7 +82,7 @@ def test_the_starter_cannot_approve_their_own_gate_through_the_api(
     assert Gate.objects.get(pk=gate.pk).status == GateStatus.OPEN
 
 
-def test_reject_and_edit_go_through_the_same_services(sim_server, redis_clean, operator):
+def test_reject_and_edit_go_through_the_same_services(sim, redis_clean, operator):
     rejected = open_gate(gated_refund(order_id="B2002"))
     edited = open_gate(gated_refund(order_id="B2002", goal="second"))
     client = api_client(operator)
@@ -116,9 +114,7 @@ def test_reject_and_edit_go_through_the_same_services(sim_server, redis_clean, o
     assert actions == ["reviews.gate.edited", "reviews.gate.rejected"]
 
 
-def test_a_task_started_through_the_api_belongs_to_the_tokens_user(
-    sim_server, redis_clean, starter
-):
+def test_a_task_started_through_the_api_belongs_to_the_tokens_user(sim, redis_clean, starter):
     client = api_client(starter)
 
     created = post(
@@ -137,9 +133,7 @@ def test_a_task_started_through_the_api_belongs_to_the_tokens_user(
     assert Task.objects.count() == 1
 
 
-def test_the_api_takes_budgets_and_refuses_what_postgresql_cannot_store(
-    sim_server, redis_clean, starter
-):
+def test_the_api_takes_budgets_and_refuses_what_postgresql_cannot_store(sim, redis_clean, starter):
     client = api_client(starter)
 
     created = post(
@@ -384,7 +378,7 @@ def test_every_api_operation_is_in_the_access_table():
 
 
 def test_each_role_gets_exactly_the_api_access_the_table_gives(
-    sim_server, redis_clean, operator, auditor, policy_admin, starter
+    sim, redis_clean, operator, auditor, policy_admin, starter
 ):
     task = gated_refund(created_by=starter)
     gate = open_gate(task)
@@ -496,7 +490,7 @@ def test_an_unknown_status_is_a_422_that_names_the_allowed_values(operator):
 
 
 def test_a_caller_without_the_role_gets_403_before_the_body_is_read(
-    sim_server, redis_clean, operator, auditor
+    sim, redis_clean, operator, auditor
 ):
     gate = open_gate(gated_refund())
     auditor_client, operator_client = api_client(auditor), api_client(operator)
@@ -523,9 +517,7 @@ def test_a_caller_without_the_role_gets_403_before_the_body_is_read(
     assert Gate.objects.get(pk=gate.pk).status == GateStatus.OPEN
 
 
-def test_api_decisions_are_logged_with_the_api_channel_and_the_token(
-    sim_server, redis_clean, operator
-):
+def test_api_decisions_are_logged_with_the_api_channel_and_the_token(sim, redis_clean, operator):
     gate = open_gate(gated_refund())
     row, token = api_token_create(user=operator, name="chat bot")
     client = Client(HTTP_AUTHORIZATION=f"Bearer {token}")

@@ -47,7 +47,7 @@ from reviews.notifications import delivery_send, notices_find, webhook_body
 from reviews.selectors import pretty_json
 from reviews.services import gate_approve, task_control_apply
 from reviews.states import Channel, WebhookFormat
-from tests.agentops.test_runner import run_until_parked_or_done
+from tests.builders import run_until_parked_or_done
 from tests.reviews.builders import client_for, open_gate
 from tests.reviews.history import T0, make_call, make_gate, make_step, make_task
 

@@ -26,14 +26,14 @@ from reviews.services import audit_item_review
 from reviews.views import csv_safe
 from tests.reviews.builders import audited_refund, client_for, stopped_trip
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = pytest.mark.django_db
 
 
 def item_ids(page: str) -> set[int]:
     return {int(n) for n in re.findall(r'<tr id="audit-(\d+)">', page)}
 
 
-def test_the_queue_shows_each_item_with_its_context(sim_server, redis_clean, auditor):
+def test_the_queue_shows_each_item_with_its_context(sim, redis_clean, auditor):
     task = audited_refund(goal="Refund A1001: parcel damaged")
     refund = AuditItem.objects.get(task=task, tool="issue_refund")
 
@@ -47,9 +47,7 @@ def test_the_queue_shows_each_item_with_its_context(sim_server, redis_clean, aud
     assert "small payment" in row and ">audit<" in row and "To review" in row
 
 
-def test_the_queue_filters_by_agent_tool_rule_lane_status_and_date(
-    sim_server, redis_clean, auditor
-):
+def test_the_queue_filters_by_agent_tool_rule_lane_status_and_date(sim, redis_clean, auditor):
     refund_task = audited_refund()
     stopped_trip()
     items = {(i.agent, i.tool): i for i in AuditItem.objects.all()}
@@ -77,7 +75,7 @@ def test_the_queue_filters_by_agent_tool_rule_lane_status_and_date(
     assert ids(agent="no-such-agent") == every
 
 
-def test_an_auditor_flags_a_row_in_place_and_a_flag_needs_a_note(sim_server, redis_clean, auditor):
+def test_an_auditor_flags_a_row_in_place_and_a_flag_needs_a_note(sim, redis_clean, auditor):
     audited_refund()
     item = AuditItem.objects.get(tool="issue_refund")
     client = client_for(auditor)
@@ -104,9 +102,7 @@ def test_an_auditor_flags_a_row_in_place_and_a_flag_needs_a_note(sim_server, red
     assert decision.reason == "refund before tracking"
 
 
-def test_without_htmx_a_verdict_redirects_and_an_error_renders_the_item(
-    sim_server, redis_clean, auditor
-):
+def test_without_htmx_a_verdict_redirects_and_an_error_renders_the_item(sim, redis_clean, auditor):
     audited_refund()
     item = AuditItem.objects.get(tool="issue_refund")
     client = client_for(auditor)
@@ -122,7 +118,7 @@ def test_without_htmx_a_verdict_redirects_and_an_error_renders_the_item(
     assert item.status == AuditStatus.OK
 
 
-def test_operators_read_the_queue_but_cannot_review(sim_server, redis_clean, operator):
+def test_operators_read_the_queue_but_cannot_review(sim, redis_clean, operator):
     audited_refund()
     item = AuditItem.objects.get(tool="issue_refund")
     client = client_for(operator)
@@ -136,9 +132,7 @@ def test_operators_read_the_queue_but_cannot_review(sim_server, redis_clean, ope
     assert item.status == AuditStatus.PENDING
 
 
-def test_the_csv_export_has_the_filtered_rows_and_no_live_formulas(
-    sim_server, redis_clean, auditor
-):
+def test_the_csv_export_has_the_filtered_rows_and_no_live_formulas(sim, redis_clean, auditor):
     audited_refund(goal='=HYPERLINK("http://evil.example","click")')
     audited_refund(goal="+1 refund for @support")
     email = AuditItem.objects.filter(tool="email_customer").first()
@@ -182,7 +176,7 @@ def test_csv_cells_that_start_a_formula_get_a_leading_quote():
 
 
 def test_pages_of_the_queue_follow_the_export_order_without_counting(
-    sim_server, redis_clean, auditor, django_assert_num_queries
+    sim, redis_clean, auditor, django_assert_num_queries
 ):
     audited_refund()
     audited_refund(goal="Refund order A1002")
@@ -219,7 +213,7 @@ def test_pages_of_the_queue_follow_the_export_order_without_counting(
 
 
 def test_the_audit_csv_for_excel_starts_with_a_byte_order_mark_and_keeps_accents(
-    sim_server, redis_clean, auditor
+    sim, redis_clean, auditor
 ):
     audited_refund(goal="Remboursement du café")
     client = client_for(auditor)

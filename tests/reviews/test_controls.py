@@ -17,10 +17,10 @@ from agentops.services import task_create
 from agentops.states import AuditStatus, GateStatus, TaskStatus
 from reviews.models import Claim, Decision
 from reviews.services import claim_take
-from tests.agentops.test_runner import run_until_parked_or_done
+from tests.builders import run_until_parked_or_done
 from tests.reviews.builders import audited_refund, client_for, gated_refund, open_gate, stopped_trip
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = pytest.mark.django_db
 
 
 def queued_refund(*, created_by: Any = None, **input_extra: Any) -> Task:
@@ -37,7 +37,7 @@ def control(client: Any, task: Task, action: str, **data: Any) -> Any:
 
 
 def test_pause_resume_cancel_a_queued_task_each_logged_once_and_replays_refused(
-    sim_server, redis_clean, operator, starter
+    sim, redis_clean, operator, starter
 ):
     task = queued_refund(created_by=starter)
     client = client_for(operator)
@@ -62,7 +62,7 @@ def test_pause_resume_cancel_a_queued_task_each_logged_once_and_replays_refused(
     assert Decision.objects.get(action="reviews.task.paused").reason == "checking"
 
 
-def test_a_paused_task_holds_no_worker_and_resumes_where_it_was(sim_server, redis_clean, operator):
+def test_a_paused_task_holds_no_worker_and_resumes_where_it_was(sim, redis_clean, operator):
     task = queued_refund()
     client = client_for(operator)
     control(client, task, "pause")
@@ -73,7 +73,7 @@ def test_a_paused_task_holds_no_worker_and_resumes_where_it_was(sim_server, redi
 
 
 def test_pausing_a_gated_task_withdraws_its_gate_and_resume_gates_again(
-    sim_server, redis_clean, operator, starter
+    sim, redis_clean, operator, starter
 ):
     task = gated_refund(created_by=starter)
     gate = open_gate(task)
@@ -90,7 +90,7 @@ def test_pausing_a_gated_task_withdraws_its_gate_and_resume_gates_again(
 
 
 def test_the_task_page_offers_only_the_controls_its_status_allows(
-    sim_server, redis_clean, operator, auditor
+    sim, redis_clean, operator, auditor
 ):
     task = queued_refund()
     page = client_for(operator).get(reverse("agentops:task_detail", args=[task.pk]))
@@ -106,7 +106,7 @@ def test_the_task_page_offers_only_the_controls_its_status_allows(
 
 
 def test_modify_changes_budgets_and_editable_input_and_refuses_other_fields(
-    sim_server, redis_clean, operator
+    sim, redis_clean, operator
 ):
     task = queued_refund()
     client = client_for(operator)
@@ -136,7 +136,7 @@ def test_modify_changes_budgets_and_editable_input_and_refuses_other_fields(
 
 
 def test_modifying_a_queued_task_pauses_and_resumes_it_through_the_transition_table(
-    sim_server, redis_clean, operator
+    sim, redis_clean, operator
 ):
     task = queued_refund()
     client_for(operator).post(
@@ -154,7 +154,7 @@ def test_modifying_a_queued_task_pauses_and_resumes_it_through_the_transition_ta
 
 
 def test_deciding_an_item_someone_else_holds_asks_to_take_it_over(
-    sim_server, redis_clean, operator, operator2, starter
+    sim, redis_clean, operator, operator2, starter
 ):
     gate = open_gate(gated_refund(created_by=starter))
     claim_take(task_id=gate.task_id, actor=operator2)
@@ -179,7 +179,7 @@ def test_deciding_an_item_someone_else_holds_asks_to_take_it_over(
 
 
 def test_assign_to_a_colleague_who_then_sees_it_under_mine(
-    sim_server, redis_clean, operator, operator2, starter
+    sim, redis_clean, operator, operator2, starter
 ):
     task = gated_refund(created_by=starter)
     other = gated_refund(created_by=starter, order_id="E5005")
@@ -198,7 +198,7 @@ def test_assign_to_a_colleague_who_then_sees_it_under_mine(
 
 
 def test_gates_the_viewer_may_not_decide_are_marked_and_left_out_of_bulk_selection(
-    sim_server, redis_clean, operator, starter
+    sim, redis_clean, operator, starter
 ):
     own = open_gate(gated_refund(created_by=operator))
     theirs = open_gate(gated_refund(created_by=starter, order_id="E5005"))
@@ -211,9 +211,7 @@ def test_gates_the_viewer_may_not_decide_are_marked_and_left_out_of_bulk_selecti
     assert "not yours to decide" in row[:2500] and f'id="claim-gate-{own.pk}"' not in row[:2500]
 
 
-def test_inbox_filters_live_in_the_url_and_narrow_the_list(
-    sim_server, redis_clean, operator, starter
-):
+def test_inbox_filters_live_in_the_url_and_narrow_the_list(sim, redis_clean, operator, starter):
     refund = gated_refund(created_by=starter)
     trip = stopped_trip(created_by=starter)
     client = client_for(operator)
@@ -230,9 +228,7 @@ def test_inbox_filters_live_in_the_url_and_narrow_the_list(
     assert 'hx-get="/review/?agent=trip"' in polled.content.decode()
 
 
-def test_the_inbox_shows_due_and_waiting_in_separate_columns(
-    sim_server, redis_clean, operator, starter
-):
+def test_the_inbox_shows_due_and_waiting_in_separate_columns(sim, redis_clean, operator, starter):
     gated_refund(created_by=starter)
     stopped_trip(created_by=starter)
 
@@ -244,7 +240,7 @@ def test_the_inbox_shows_due_and_waiting_in_separate_columns(
 
 
 def test_bulk_mark_ok_in_the_audit_queue_is_post_redirect_get_and_logged_once(
-    sim_server, redis_clean, auditor
+    sim, redis_clean, auditor
 ):
     audited_refund()
     ids = list(AuditItem.objects.values_list("pk", flat=True))
@@ -260,9 +256,7 @@ def test_bulk_mark_ok_in_the_audit_queue_is_post_redirect_get_and_logged_once(
     assert Decision.objects.filter(action="reviews.audit.ok").count() == len(ids)
 
 
-def test_the_decision_log_exports_as_csv_with_formulas_defused(
-    sim_server, redis_clean, operator, starter
-):
+def test_the_decision_log_exports_as_csv_with_formulas_defused(sim, redis_clean, operator, starter):
     gate = open_gate(gated_refund(created_by=starter))
     client = client_for(operator)
     client.post(
@@ -279,7 +273,7 @@ def test_the_decision_log_exports_as_csv_with_formulas_defused(
     assert (rows[0]["channel"], rows[0]["api_token"]) == ("browser", "")
 
 
-def test_a_cut_paste_is_too_large_not_invalid_json(sim_server, redis_clean, operator, starter):
+def test_a_cut_paste_is_too_large_not_invalid_json(sim, redis_clean, operator, starter):
     gate = open_gate(gated_refund(created_by=starter))
     client = client_for(operator)
     page = client.get(reverse("reviews:gate", args=[gate.pk])).content.decode()
@@ -297,7 +291,7 @@ def test_a_cut_paste_is_too_large_not_invalid_json(sim_server, redis_clean, oper
 
 
 def test_admin_budget_edits_go_through_the_service_and_never_save_the_row(
-    sim_server, redis_clean, admin_client, admin_user
+    sim, redis_clean, admin_client, admin_user
 ):
     task = queued_refund()
     Task.objects.filter(pk=task.pk).update(tokens_used=123)
@@ -321,7 +315,7 @@ def test_admin_budget_edits_go_through_the_service_and_never_save_the_row(
 
 
 def test_a_stopped_task_past_its_sla_is_escalated_once_and_released(
-    sim_server, redis_clean, operator, starter
+    sim, redis_clean, operator, starter
 ):
     from datetime import timedelta
 
@@ -344,7 +338,7 @@ def test_a_stopped_task_past_its_sla_is_escalated_once_and_released(
 
 
 def test_confirming_an_unknown_call_someone_else_holds_asks_to_take_it_over(
-    sim_server, redis_clean, operator, operator2, starter, settings
+    sim, redis_clean, operator, operator2, starter, settings
 ):
     from agentops.models import ToolCall
     from tests.reviews.builders import unknown_refund

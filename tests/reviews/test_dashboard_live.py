@@ -15,10 +15,10 @@ from agentops.states import TaskStatus
 from reviews.calibration import confidence_bucket
 from reviews.metrics import figures_collect
 from reviews.services import audit_item_review, gate_approve
-from tests.agentops.test_runner import run_until_parked_or_done
+from tests.builders import run_until_parked_or_done
 from tests.reviews.builders import audited_refund, gated_refund, open_gate, stopped_trip
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = pytest.mark.django_db
 
 
 def step_tokens(step: Step) -> int:
@@ -26,7 +26,7 @@ def step_tokens(step: Step) -> int:
     return usage["prompt_tokens"] + usage["completion_tokens"]
 
 
-def test_figures_from_history_the_engine_wrote(sim_server, redis_clean, operator, auditor, starter):
+def test_figures_from_history_the_engine_wrote(sim, redis_clean, operator, auditor, starter):
     window = Window(
         since=timezone.now() - timedelta(hours=1), until=timezone.now() + timedelta(hours=1)
     )
@@ -73,9 +73,7 @@ def test_figures_from_history_the_engine_wrote(sim_server, redis_clean, operator
     assert row.confidence["flagged"] == {confidence_bucket(confidence): 1}
 
 
-def test_bulk_approvals_are_marked_in_the_log_and_counted(
-    sim_server, redis_clean, operator, starter
-):
+def test_bulk_approvals_are_marked_in_the_log_and_counted(sim, redis_clean, operator, starter):
     from reviews.metrics import reviewer_quality
     from reviews.services import gates_bulk_approve
 

@@ -30,7 +30,7 @@ from tests.reviews.builders import (
     stopped_trip,
 )
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = pytest.mark.django_db
 
 
 def logged_actions(page: str) -> list[str]:
@@ -38,7 +38,7 @@ def logged_actions(page: str) -> list[str]:
 
 
 @pytest.fixture
-def decisions(sim_server, redis_clean, operator, auditor, policy_admin, starter) -> dict[str, Any]:
+def decisions(sim, redis_clean, operator, auditor, policy_admin, starter) -> dict[str, Any]:
     gated = gated_refund(created_by=starter)
     gate = open_gate(gated)
     gate_approve(gate_id=gate.pk, actor=operator, seen_digest=gate.args_digest, reason="ok")
@@ -96,7 +96,7 @@ def test_the_htmx_filter_answers_with_the_table_only(decisions, operator):
 
 
 def test_the_task_page_shows_its_decisions_and_the_panel_to_open(
-    sim_server, redis_clean, operator, starter
+    sim, redis_clean, operator, starter
 ):
     task = gated_refund(created_by=starter)
     gate = open_gate(task)
@@ -114,7 +114,7 @@ def test_the_task_page_shows_its_decisions_and_the_panel_to_open(
 
 
 def test_a_stopped_task_page_links_to_its_recovery_panel(
-    sim_server, redis_clean, operator, django_user_model
+    sim, redis_clean, operator, django_user_model
 ):
     task = stopped_trip()
     plain = django_user_model.objects.create_user(username="pat", password="pw-for-tests")

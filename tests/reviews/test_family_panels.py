@@ -10,11 +10,11 @@ from agentops.dev.sim.services import fault_set
 from agentops.models import Task
 from agentops.services import task_create, task_retry
 from agentops.states import TaskStatus
-from tests.agentops.test_runner import run_until_parked_or_done
 from tests.agentops.test_subtasks import run_family
+from tests.builders import run_until_parked_or_done
 from tests.reviews.builders import client_for
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = pytest.mark.django_db
 
 
 def parent_with_a_stopped_child(created_by) -> tuple[Task, Task]:
@@ -33,7 +33,7 @@ def parent_with_a_stopped_child(created_by) -> tuple[Task, Task]:
 
 
 def test_the_parents_panel_names_the_child_that_stopped_and_links_its_recovery(
-    sim_server, redis_clean, operator, starter
+    sim, redis_clean, operator, starter
 ):
     parent, child = parent_with_a_stopped_child(starter)
     client = client_for(operator)
@@ -50,7 +50,7 @@ def test_the_parents_panel_names_the_child_that_stopped_and_links_its_recovery(
 
 
 def test_the_task_page_shows_the_tree_with_the_states_of_the_children(
-    sim_server, redis_clean, operator, starter
+    sim, redis_clean, operator, starter
 ):
     parent, child = parent_with_a_stopped_child(starter)
     client = client_for(operator)
@@ -67,7 +67,7 @@ def test_the_task_page_shows_the_tree_with_the_states_of_the_children(
 
 
 def test_the_skip_preview_names_the_dependants_that_are_skipped_too(
-    sim_server, redis_clean, operator, starter
+    sim, redis_clean, operator, starter
 ):
     fault_set(service="flights", operation="book", mode="forbidden", count=1)
     task = run_until_parked_or_done(

@@ -17,10 +17,10 @@ from django.urls import reverse
 from agentops.models import Gate, Step, ToolCall
 from agentops.states import GateStatus, LedgerStatus, TaskStatus
 from reviews.models import Decision
-from tests.agentops.test_runner import run_until_parked_or_done
+from tests.builders import run_until_parked_or_done
 from tests.reviews.builders import client_for, effects, gated_refund, gated_trip, open_gate
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = pytest.mark.django_db
 
 
 def approve(client: Any, gate: Gate, *, digest: str | None = None, reason: str = "") -> Any:
@@ -31,7 +31,7 @@ def approve(client: Any, gate: Gate, *, digest: str | None = None, reason: str =
 
 
 def test_a_trip_gated_on_a_fare_with_no_currency_renders_in_the_inbox_and_its_panel(
-    sim_server, redis_clean, operator, auditor, starter
+    sim, redis_clean, operator, auditor, starter
 ):
     gate = open_gate(gated_trip(created_by=starter))
     assert gate.arguments["amount"] == 472 and "currency" not in gate.arguments
@@ -48,7 +48,7 @@ def test_a_trip_gated_on_a_fare_with_no_currency_renders_in_the_inbox_and_its_pa
 
 
 def test_the_panel_shows_the_canonical_action_why_and_what_each_choice_does(
-    sim_server, redis_clean, operator, starter
+    sim, redis_clean, operator, starter
 ):
     gate = open_gate(gated_refund(created_by=starter, goal="Refund B2002: never arrived"))
 
@@ -68,9 +68,7 @@ def test_the_panel_shows_the_canonical_action_why_and_what_each_choice_does(
     assert 'disabled aria-describedby="decide-refusal"' not in page
 
 
-def test_approving_runs_the_call_once_and_the_task_completes(
-    sim_server, redis_clean, operator, starter
-):
+def test_approving_runs_the_call_once_and_the_task_completes(sim, redis_clean, operator, starter):
     task = gated_refund(created_by=starter)
     gate = open_gate(task)
 
@@ -90,7 +88,7 @@ def test_approving_runs_the_call_once_and_the_task_completes(
 
 
 def test_a_replayed_approval_gets_409_with_the_current_state_and_runs_nothing_twice(
-    sim_server, redis_clean, operator, operator2, starter
+    sim, redis_clean, operator, operator2, starter
 ):
     task = gated_refund(created_by=starter)
     gate = open_gate(task)
@@ -110,6 +108,8 @@ def test_a_replayed_approval_gets_409_with_the_current_state_and_runs_nothing_tw
     assert effects("payments", "refund") == 1
 
 
+# Two threads, two connections: each must see the other's committed decision.
+@pytest.mark.django_db(transaction=True)
 def test_two_operators_at_once_make_one_decision(
     sim_server, redis_clean, operator, operator2, starter
 ):
@@ -139,9 +139,7 @@ def test_two_operators_at_once_make_one_decision(
     assert effects("payments", "refund") == 1
 
 
-def test_the_creator_sees_disabled_buttons_and_a_forced_post_is_refused(
-    sim_server, redis_clean, starter
-):
+def test_the_creator_sees_disabled_buttons_and_a_forced_post_is_refused(sim, redis_clean, starter):
     gate = open_gate(gated_refund(created_by=starter))
     client = client_for(starter)
 
@@ -161,9 +159,7 @@ def test_the_creator_sees_disabled_buttons_and_a_forced_post_is_refused(
     assert not Decision.objects.exists()
 
 
-def test_a_stale_seen_digest_gets_409_and_changes_nothing(
-    sim_server, redis_clean, operator, starter
-):
+def test_a_stale_seen_digest_gets_409_and_changes_nothing(sim, redis_clean, operator, starter):
     gate = open_gate(gated_refund(created_by=starter))
 
     response = approve(client_for(operator), gate, digest="0" * 64)
@@ -175,7 +171,7 @@ def test_a_stale_seen_digest_gets_409_and_changes_nothing(
     assert not Decision.objects.exists()
 
 
-def test_a_post_without_the_seen_digest_is_a_form_error(sim_server, redis_clean, operator, starter):
+def test_a_post_without_the_seen_digest_is_a_form_error(sim, redis_clean, operator, starter):
     gate = open_gate(gated_refund(created_by=starter))
 
     response = client_for(operator).post(reverse("reviews:gate_approve", args=[gate.pk]), {})
@@ -186,7 +182,7 @@ def test_a_post_without_the_seen_digest_is_a_form_error(sim_server, redis_clean,
 
 
 def test_reject_needs_feedback_which_the_agent_gets_when_it_re_plans(
-    sim_server, redis_clean, operator, starter
+    sim, redis_clean, operator, starter
 ):
     task = gated_refund(created_by=starter)
     gate = open_gate(task)
@@ -215,7 +211,7 @@ def test_reject_needs_feedback_which_the_agent_gets_when_it_re_plans(
 
 
 def test_edit_and_approve_keeps_bad_input_and_re_evaluates_the_policy(
-    sim_server, redis_clean, operator, starter
+    sim, redis_clean, operator, starter
 ):
     task = gated_refund(created_by=starter)
     gate = open_gate(task)
@@ -253,7 +249,7 @@ def test_edit_and_approve_keeps_bad_input_and_re_evaluates_the_policy(
 
 
 def test_an_edit_under_the_same_rule_runs_exactly_the_approved_arguments(
-    sim_server, redis_clean, operator, starter
+    sim, redis_clean, operator, starter
 ):
     task = gated_refund(created_by=starter)
     gate = open_gate(task)
@@ -277,7 +273,7 @@ def test_an_edit_under_the_same_rule_runs_exactly_the_approved_arguments(
 
 
 def test_bulk_approve_applies_item_by_item_with_a_result_per_gate(
-    sim_server, redis_clean, operator, starter
+    sim, redis_clean, operator, starter
 ):
     first = open_gate(gated_refund(created_by=starter, order_id="B2002"))
     second = open_gate(gated_refund(created_by=starter, order_id="E5005"))
@@ -315,9 +311,7 @@ def test_bulk_approve_applies_item_by_item_with_a_result_per_gate(
     assert Decision.objects.filter(reason="batch of large refunds").count() == 2
 
 
-def test_bulk_approve_refuses_a_selection_that_mixes_rules(
-    sim_server, redis_clean, operator, starter
-):
+def test_bulk_approve_refuses_a_selection_that_mixes_rules(sim, redis_clean, operator, starter):
     large = open_gate(gated_refund(created_by=starter))
     # Low model confidence gates the very first step under another rule.
     unsure = open_gate(gated_refund(created_by=starter, order_id="A1001", confidence=0.5))
@@ -335,7 +329,7 @@ def test_bulk_approve_refuses_a_selection_that_mixes_rules(
 
 
 def test_bulk_approve_with_a_stale_digest_leaves_that_gate_open(
-    sim_server, redis_clean, operator, starter
+    sim, redis_clean, operator, starter
 ):
     gate = open_gate(gated_refund(created_by=starter))
 
@@ -350,7 +344,7 @@ def test_bulk_approve_with_a_stale_digest_leaves_that_gate_open(
 
 
 def test_the_gate_panel_costs_the_same_queries_at_any_step(
-    sim_server, redis_clean, operator, starter, django_assert_num_queries
+    sim, redis_clean, operator, starter, django_assert_num_queries
 ):
     early = open_gate(gated_refund(created_by=starter, order_id="A1001", confidence=0.5))
     late = open_gate(gated_refund(created_by=starter))

@@ -14,7 +14,7 @@ from agentops.models import Gate
 from reviews.models import Claim
 from tests.reviews.builders import client_for, gated_refund, open_gate, stopped_trip
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = pytest.mark.django_db
 
 
 def row_ids(page: str) -> list[str]:
@@ -22,7 +22,7 @@ def row_ids(page: str) -> list[str]:
 
 
 def test_the_inbox_lists_stopped_tasks_and_gates_by_due_time_with_time_left(
-    sim_server, redis_clean, operator, starter
+    sim, redis_clean, operator, starter
 ):
     trip = stopped_trip(created_by=starter)
     later = open_gate(gated_refund(created_by=starter, order_id="B2002"))
@@ -43,7 +43,7 @@ def test_the_inbox_lists_stopped_tasks_and_gates_by_due_time_with_time_left(
 
 
 def test_a_new_item_takes_its_slot_by_time_and_the_others_keep_their_order(
-    sim_server, redis_clean, operator, starter
+    sim, redis_clean, operator, starter
 ):
     first = open_gate(gated_refund(created_by=starter, order_id="B2002"))
     second = open_gate(gated_refund(created_by=starter, order_id="E5005"))
@@ -58,7 +58,7 @@ def test_a_new_item_takes_its_slot_by_time_and_the_others_keep_their_order(
 
 
 def test_the_polled_fragment_is_the_tbody_with_out_of_band_counts(
-    sim_server, redis_clean, operator, starter
+    sim, redis_clean, operator, starter
 ):
     gate = open_gate(gated_refund(created_by=starter))
 
@@ -73,9 +73,7 @@ def test_the_polled_fragment_is_the_tbody_with_out_of_band_counts(
     assert 'id="inbox-summary"' in fragment
 
 
-def test_claim_and_release_show_who_holds_an_item(
-    sim_server, redis_clean, operator, operator2, starter
-):
+def test_claim_and_release_show_who_holds_an_item(sim, redis_clean, operator, operator2, starter):
     task = gated_refund(created_by=starter)
     mine, theirs = client_for(operator), client_for(operator2)
 
@@ -98,7 +96,7 @@ def test_claim_and_release_show_who_holds_an_item(
     assert not Claim.objects.filter(task=task).exists()
 
 
-def test_a_release_never_redirects_off_site(sim_server, redis_clean, operator, starter):
+def test_a_release_never_redirects_off_site(sim, redis_clean, operator, starter):
     task = gated_refund(created_by=starter)
 
     response = client_for(operator).post(
@@ -108,7 +106,7 @@ def test_a_release_never_redirects_off_site(sim_server, redis_clean, operator, s
     assert response["Location"] == reverse("reviews:inbox")
 
 
-def test_an_auditor_reads_the_inbox_without_controls(sim_server, redis_clean, auditor, starter):
+def test_an_auditor_reads_the_inbox_without_controls(sim, redis_clean, auditor, starter):
     gate = open_gate(gated_refund(created_by=starter))
 
     page = client_for(auditor).get(reverse("reviews:inbox")).content.decode()
@@ -127,7 +125,7 @@ def _inbox_queries(client: Any, django_assert_num_queries: Any) -> None:
 
 
 def test_the_inbox_costs_the_same_queries_for_one_item_or_many(
-    sim_server, redis_clean, operator, starter, django_assert_num_queries
+    sim, redis_clean, operator, starter, django_assert_num_queries
 ):
     client = client_for(operator)
     stopped_trip(created_by=starter)
@@ -155,7 +153,7 @@ def test_a_poll_after_the_session_ended_sends_the_whole_page_to_log_in(client):
 
 
 def test_each_row_links_its_own_item_and_selects_its_holder_in_the_assign_menu(
-    sim_server, redis_clean, operator, operator2, starter
+    sim, redis_clean, operator, operator2, starter
 ):
     trip = stopped_trip(created_by=starter)
     held = gated_refund(created_by=starter, order_id="B2002")
@@ -188,7 +186,7 @@ def test_each_row_links_its_own_item_and_selects_its_holder_in_the_assign_menu(
 
 
 def test_a_gate_is_decidable_only_by_a_member_of_its_group_who_may_decide(
-    sim_server, redis_clean, operator, auditor, starter
+    sim, redis_clean, operator, auditor, starter
 ):
     from reviews.selectors import inbox_list
 

@@ -50,7 +50,7 @@ from reviews.states import Channel, DeliveryStatus, NoticeEvent
 from tests.conftest import wait_for
 from tests.reviews.builders import client_for, due_delivery, gated_refund, stopped_trip
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = pytest.mark.django_db
 
 SECRET = "shared-secret-for-tests"
 
@@ -173,7 +173,7 @@ def signature_ok(headers: dict[str, str], body: bytes) -> bool:
 
 
 def test_a_gate_opening_sends_one_email_and_one_signed_webhook_with_a_working_link(
-    sim_server, redis_clean, mailbox, receiver, operator, operator2, starter
+    sim, redis_clean, mailbox, receiver, operator, operator2, starter
 ):
     with_email(operator, operator2, starter)
     endpoint = WebhookEndpoint.objects.create(name="chat", url=receiver.url, secret=SECRET)
@@ -201,7 +201,7 @@ def test_a_gate_opening_sends_one_email_and_one_signed_webhook_with_a_working_li
 
 
 def test_without_a_route_the_gates_approver_group_is_emailed_but_not_the_starter(
-    sim_server, redis_clean, mailbox, operator, starter, auditor
+    sim, redis_clean, mailbox, operator, starter, auditor
 ):
     with_email(operator, starter, auditor)
     gated_refund(created_by=starter)
@@ -213,7 +213,7 @@ def test_without_a_route_the_gates_approver_group_is_emailed_but_not_the_starter
 
 
 def test_a_rule_route_sends_that_rules_gates_to_its_group(
-    sim_server, redis_clean, mailbox, operator, auditor
+    sim, redis_clean, mailbox, operator, auditor
 ):
     with_email(operator, auditor)
     task = gated_refund()
@@ -228,7 +228,7 @@ def test_a_rule_route_sends_that_rules_gates_to_its_group(
 
 
 def test_a_failing_receiver_is_retried_then_marked_failed_without_blocking_email(
-    sim_server, redis_clean, mailbox, receiver, operator
+    sim, redis_clean, mailbox, receiver, operator
 ):
     with_email(operator)
     receiver.status = 500
@@ -252,9 +252,7 @@ def test_a_failing_receiver_is_retried_then_marked_failed_without_blocking_email
     assert send_all() == []  # a failed delivery is not sent again
 
 
-def test_a_failed_attempt_waits_out_its_backoff(
-    sim_server, redis_clean, mailbox, receiver, settings
-):
+def test_a_failed_attempt_waits_out_its_backoff(sim, redis_clean, mailbox, receiver, settings):
     settings.AGENTOPS = {**settings.AGENTOPS, "NOTIFY_BACKOFF_SECONDS": 60.0}
     receiver.status = 503
     endpoint = WebhookEndpoint.objects.create(name="slow", url=receiver.url, secret=SECRET)
@@ -270,7 +268,7 @@ def test_a_failed_attempt_waits_out_its_backoff(
 
 
 def test_preferences_choose_events_and_quiet_hours_hold_email_back(
-    sim_server, redis_clean, mailbox, operator, operator2
+    sim, redis_clean, mailbox, operator, operator2
 ):
     with_email(operator, operator2)
     NotificationPreference.objects.create(user=operator, events=[NoticeEvent.TASK_STOPPED])
@@ -291,7 +289,7 @@ def test_preferences_choose_events_and_quiet_hours_hold_email_back(
     assert mailbox == []
 
 
-def test_a_gate_near_its_timeout_is_announced_once(sim_server, redis_clean, mailbox, operator):
+def test_a_gate_near_its_timeout_is_announced_once(sim, redis_clean, mailbox, operator):
     with_email(operator)
     task = gated_refund()
     Gate.objects.filter(task=task).update(due_at=timezone.now() + timedelta(minutes=5))
@@ -304,7 +302,7 @@ def test_a_gate_near_its_timeout_is_announced_once(sim_server, redis_clean, mail
 
 
 def test_a_stopped_task_is_announced_with_a_link_to_its_recovery_panel(
-    sim_server, redis_clean, mailbox, operator
+    sim, redis_clean, mailbox, operator
 ):
     with_email(operator)
     task = stopped_trip()
@@ -320,7 +318,7 @@ def test_a_stopped_task_is_announced_with_a_link_to_its_recovery_panel(
 
 
 def test_links_are_built_when_the_message_is_sent_from_the_public_url_then(
-    sim_server, redis_clean, mailbox, operator, settings
+    sim, redis_clean, mailbox, operator, settings
 ):
     with_email(operator)
     gate = Gate.objects.get(task=gated_refund())
@@ -334,7 +332,7 @@ def test_links_are_built_when_the_message_is_sent_from_the_public_url_then(
     assert f"Open it: http://127.0.0.1:8123/review/gates/{gate.pk}\n" in message.body
 
 
-def test_a_slack_body_escapes_what_the_goal_says(sim_server, redis_clean, mailbox, receiver):
+def test_a_slack_body_escapes_what_the_goal_says(sim, redis_clean, mailbox, receiver):
     endpoint = WebhookEndpoint.objects.create(
         name="slack", url=receiver.url, secret=SECRET, body_format="slack"
     )
@@ -352,6 +350,7 @@ def test_a_slack_body_escapes_what_the_goal_says(sim_server, redis_clean, mailbo
     assert signature_ok(headers, body)
 
 
+@pytest.mark.django_db(transaction=True)
 def test_the_sweeper_and_a_worker_deliver_a_notice_end_to_end(processes, tmp_path, operator):
     with_email(operator)
     mail_dir = tmp_path / "mail"
@@ -386,6 +385,8 @@ def smtp_to(settings: Any, hole: BlackHole, *, timeout: float) -> None:
     settings.EMAIL_TIMEOUT = timeout
 
 
+# The receiver looks from another connection: the attempt must be committed.
+@pytest.mark.django_db(transaction=True)
 def test_an_attempt_is_committed_before_the_request_and_holds_no_lock_while_it_waits(
     redis_clean, mailbox, receiver
 ):
@@ -548,6 +549,7 @@ def test_a_delivery_sent_from_inside_a_transaction_is_refused_before_anything_is
 
 
 @pytest.mark.parametrize("channel", [Channel.EMAIL, Channel.WEBHOOK])
+@pytest.mark.django_db(transaction=True)
 def test_a_receiver_that_never_answers_frees_the_worker_within_its_timeout_and_fails_at_the_cap(
     channel, processes, black_hole, operator
 ):
@@ -596,6 +598,7 @@ def test_a_receiver_that_never_answers_frees_the_worker_within_its_timeout_and_f
     assert "timed out" in delivery.last_error
 
 
+@pytest.mark.django_db(transaction=True)
 def test_a_worker_killed_mid_attempt_counts_it_and_the_jobs_timeout_ends_the_next_ones(
     processes, black_hole, operator
 ):

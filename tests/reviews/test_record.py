@@ -20,7 +20,7 @@ from agentops.services import task_create
 from agentops.states import GateStatus, TaskStatus
 from reviews.models import Decision
 from reviews.services import gate_reject, ledger_call_confirm
-from tests.agentops.test_runner import run_until_parked_or_done
+from tests.builders import run_until_parked_or_done
 from tests.reviews.builders import (
     client_for,
     effects,
@@ -30,7 +30,7 @@ from tests.reviews.builders import (
     unknown_refund,
 )
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = pytest.mark.django_db
 
 
 def edit(client: Any, gate: Gate, arguments: str, **extra: Any) -> Any:
@@ -44,7 +44,7 @@ EDITED = '{"order_id": "B2002", "amount": 90, "currency": "EUR"}'
 
 
 def test_edit_and_approve_records_proposed_approved_diff_and_what_the_ledger_ran(
-    sim_server, redis_clean, operator, starter
+    sim, redis_clean, operator, starter
 ):
     gate = open_gate(gated_refund(created_by=starter))
     client = client_for(operator)
@@ -77,7 +77,7 @@ def test_edit_and_approve_records_proposed_approved_diff_and_what_the_ledger_ran
 
 
 def test_the_dry_run_history_judges_an_edited_action_by_its_executed_arguments(
-    sim_server, redis_clean, operator, starter
+    sim, redis_clean, operator, starter
 ):
     gate = open_gate(gated_refund(created_by=starter))
     edit(client_for(operator), gate, EDITED)
@@ -94,7 +94,7 @@ def test_the_dry_run_history_judges_an_edited_action_by_its_executed_arguments(
 
 
 def test_the_refund_email_states_the_amount_the_ledger_refunded(
-    sim_server, redis_clean, operator, starter
+    sim, redis_clean, operator, starter
 ):
     gate = open_gate(gated_refund(created_by=starter))
     edit(client_for(operator), gate, EDITED)
@@ -106,7 +106,7 @@ def test_the_refund_email_states_the_amount_the_ledger_refunded(
 
 
 def test_a_reissued_legacy_call_keeps_one_truthful_audit_row(
-    sim_server, redis_clean, operator, starter, settings
+    sim, redis_clean, operator, starter, settings
 ):
     task = unknown_refund(settings, created_by=starter)
     call = ToolCall.objects.get(task=task, tool="issue_refund_legacy")
@@ -123,7 +123,7 @@ def test_a_reissued_legacy_call_keeps_one_truthful_audit_row(
 
 
 def test_a_rolled_back_step_reads_compensated_on_the_task_page_and_list(
-    sim_server, redis_clean, operator, starter
+    sim, redis_clean, operator, starter
 ):
     task = stopped_trip(created_by=starter)
     client = client_for(operator)
@@ -143,9 +143,7 @@ def test_a_rolled_back_step_reads_compensated_on_the_task_page_and_list(
     assert "1 compensated" in listing
 
 
-def test_the_breakpoint_says_the_call_ran_and_was_refused(
-    sim_server, redis_clean, operator, starter
-):
+def test_the_breakpoint_says_the_call_ran_and_was_refused(sim, redis_clean, operator, starter):
     task = stopped_trip(created_by=starter)
 
     page = client_for(operator).get(reverse("reviews:recover", args=[task.pk])).content.decode()
@@ -155,7 +153,7 @@ def test_the_breakpoint_says_the_call_ran_and_was_refused(
 
 
 def test_a_second_failed_retry_changes_the_recommendation_and_counts_every_attempt(
-    sim_server, redis_clean, operator, starter
+    sim, redis_clean, operator, starter
 ):
     task = stopped_trip(created_by=starter)
     # The hotel keeps refusing: both manual retries fail the same way.
@@ -190,9 +188,7 @@ def stop(client: Any, gate: Gate, outcome: str, **extra: Any) -> Any:
     return client.post(reverse("reviews:gate_reject_stop", args=[gate.pk]), data)
 
 
-def test_reject_and_stop_aborts_the_task_and_keeps_effects(
-    sim_server, redis_clean, operator, starter
-):
+def test_reject_and_stop_aborts_the_task_and_keeps_effects(sim, redis_clean, operator, starter):
     gate = open_gate(gated_refund(created_by=starter))
     client = client_for(operator)
     page = client.get(reverse("reviews:gate", args=[gate.pk])).content.decode()
@@ -213,9 +209,7 @@ def test_reject_and_stop_aborts_the_task_and_keeps_effects(
     assert effects("payments", "refund") == 0
 
 
-def test_reject_and_stop_with_rollback_undoes_the_effects(
-    sim_server, redis_clean, operator, starter
-):
+def test_reject_and_stop_with_rollback_undoes_the_effects(sim, redis_clean, operator, starter):
     trip = task_create(
         agent="trip",
         goal="Trip, hotel needs approval",
@@ -235,7 +229,7 @@ def test_reject_and_stop_with_rollback_undoes_the_effects(
 
 
 def test_the_same_action_rejected_twice_holds_the_task_for_a_person(
-    sim_server, redis_clean, operator, starter
+    sim, redis_clean, operator, starter
 ):
     task = gated_refund(created_by=starter)
     first = open_gate(task)
@@ -257,7 +251,7 @@ def test_the_same_action_rejected_twice_holds_the_task_for_a_person(
 
 
 def test_the_gate_shows_its_checks_against_earlier_results_before_the_arguments(
-    sim_server, redis_clean, operator, starter
+    sim, redis_clean, operator, starter
 ):
     within = open_gate(gated_refund(created_by=starter))
     above = open_gate(gated_refund(created_by=starter, order_id="E5005", amount=5000))
@@ -275,7 +269,7 @@ def test_the_gate_shows_its_checks_against_earlier_results_before_the_arguments(
 
 
 def test_an_artifact_opens_as_inert_text_for_readers_of_its_task(
-    sim_server, redis_clean, operator, starter, auditor, policy_admin
+    sim, redis_clean, operator, starter, auditor, policy_admin
 ):
     from agentops.engine.jsonvalues import ARTIFACT_KEY, offloaded
 

@@ -12,10 +12,10 @@ from django.urls import reverse
 from agentops.models import Event, ToolCall
 from agentops.states import LedgerStatus, StepStatus, TaskStatus
 from reviews.models import Decision
-from tests.agentops.test_runner import run_until_parked_or_done
+from tests.builders import run_until_parked_or_done
 from tests.reviews.builders import client_for, effects, stopped_trip, unknown_refund
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = pytest.mark.django_db
 
 
 def intervene(client: Any, task_id: int, action: str, reason: str = "") -> Any:
@@ -26,7 +26,7 @@ def intervene(client: Any, task_id: int, action: str, reason: str = "") -> Any:
 
 
 def test_the_panel_shows_four_blocks_first_then_the_options_with_their_consequences(
-    sim_server, redis_clean, operator, starter
+    sim, redis_clean, operator, starter
 ):
     task = stopped_trip(created_by=starter, goal="Trip to Lisbon for the offsite")
 
@@ -49,7 +49,7 @@ def test_the_panel_shows_four_blocks_first_then_the_options_with_their_consequen
 
 
 def test_rollback_from_the_panel_is_logged_and_cancels_the_flight_once(
-    sim_server, redis_clean, operator, starter
+    sim, redis_clean, operator, starter
 ):
     task = stopped_trip(created_by=starter)
 
@@ -75,9 +75,7 @@ def test_rollback_from_the_panel_is_logged_and_cancels_the_flight_once(
         ("abort", TaskStatus.ABORTED),
     ],
 )
-def test_each_intervention_writes_one_decision(
-    sim_server, redis_clean, operator, starter, action, status
-):
+def test_each_intervention_writes_one_decision(sim, redis_clean, operator, starter, action, status):
     task = stopped_trip(created_by=starter)
 
     response = intervene(client_for(operator), task.pk, action)
@@ -95,7 +93,7 @@ def test_each_intervention_writes_one_decision(
 
 
 def test_a_second_intervention_gets_409_and_no_decision(
-    sim_server, redis_clean, operator, operator2, starter
+    sim, redis_clean, operator, operator2, starter
 ):
     task = stopped_trip(created_by=starter)
     assert intervene(client_for(operator), task.pk, "abort").status_code == 302
@@ -110,7 +108,7 @@ def test_a_second_intervention_gets_409_and_no_decision(
 
 
 def test_an_option_the_advisor_does_not_offer_is_refused(
-    sim_server, redis_clean, operator, starter, settings
+    sim, redis_clean, operator, starter, settings
 ):
     task = unknown_refund(settings, created_by=starter)
 
@@ -124,7 +122,7 @@ def test_an_option_the_advisor_does_not_offer_is_refused(
 
 
 def test_an_unknown_call_shows_its_history_and_is_confirmed_once(
-    sim_server, redis_clean, operator, operator2, starter, settings
+    sim, redis_clean, operator, operator2, starter, settings
 ):
     task = unknown_refund(settings, created_by=starter)
     call = ToolCall.objects.get(task=task, tool="issue_refund_legacy")
@@ -154,7 +152,7 @@ def test_an_unknown_call_shows_its_history_and_is_confirmed_once(
     assert effects("payments", "refund_legacy") == 1
 
 
-def test_a_call_of_another_task_is_not_found(sim_server, redis_clean, operator, starter, settings):
+def test_a_call_of_another_task_is_not_found(sim, redis_clean, operator, starter, settings):
     unknown = unknown_refund(settings, created_by=starter)
     other = stopped_trip(created_by=starter)
     call = ToolCall.objects.get(task=unknown, tool="issue_refund_legacy")
@@ -167,7 +165,7 @@ def test_a_call_of_another_task_is_not_found(sim_server, redis_clean, operator, 
     assert not Decision.objects.exists()
 
 
-def test_an_auditor_reads_the_panel_but_cannot_intervene(sim_server, redis_clean, auditor, starter):
+def test_an_auditor_reads_the_panel_but_cannot_intervene(sim, redis_clean, auditor, starter):
     task = stopped_trip(created_by=starter)
     client = client_for(auditor)
 
@@ -183,7 +181,7 @@ def test_an_auditor_reads_the_panel_but_cannot_intervene(sim_server, redis_clean
 
 
 def test_rollback_and_abort_ask_again_with_the_preview_before_anything_changes(
-    sim_server, redis_clean, operator, starter
+    sim, redis_clean, operator, starter
 ):
     task = stopped_trip(created_by=starter)
     client = client_for(operator)

@@ -31,7 +31,7 @@ from agentops.tokens import api_token_create
 from reviews.models import NotificationRoute, WebhookEndpoint
 from reviews.notifications import notifications_sweep
 from reviews.services import audit_item_review, gate_reject
-from tests.agentops.test_runner import run_until_parked_or_done
+from tests.builders import run_until_parked_or_done
 from tests.reviews.builders import client_for, open_gate
 from tests.reviews.test_notifications import (  # noqa: F401 (the fixtures mailbox, receiver)
     SECRET,
@@ -42,7 +42,7 @@ from tests.reviews.test_notifications import (  # noqa: F401 (the fixtures mailb
 )
 from tests.secret_corpus import KEY_VALUES, TEXT_FORMS, leaks
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = pytest.mark.django_db
 
 ALL_TEXT = "\n".join(text for text, _ in TEXT_FORMS.values())
 
@@ -97,6 +97,7 @@ def page(user: Any, path: str) -> str:
     return html.unescape(body.decode())
 
 
+@pytest.mark.django_db(transaction=True)  # pg_dump, another process, reads what is stored
 def test_no_secret_of_the_corpus_is_stored_logged_rendered_exported_or_sent(
     sim_server,
     redis_clean,

@@ -20,7 +20,7 @@ from agentops.states import StepStatus, TaskStatus
 from reviews.models import Decision
 from reviews.services import decision_record
 from reviews.states import VIA_SYSTEM
-from tests.agentops.test_runner import refund, run_until_parked_or_done
+from tests.builders import refund, run_until_parked_or_done
 
 pytestmark = pytest.mark.django_db
 
@@ -64,7 +64,7 @@ def backdate(task: Task) -> None:
 
 
 def test_retention_archives_ten_thousand_tasks_removes_them_and_touches_nothing_else(
-    tmp_path, sim_server, redis_clean, settings, django_capture_on_commit_callbacks
+    tmp_path, sim, redis_clean, settings, django_capture_on_commit_callbacks
 ):
     settings.MEDIA_ROOT = tmp_path / "media"
     old_ids = finished_rows(10_000)

@@ -203,7 +203,7 @@ def test_the_access_table_walks_includes_and_skips_admin():
 
 
 @pytest.fixture
-def world(sim_server, redis_clean, groups, policy_admin, django_user_model) -> World:
+def world(sim, redis_clean, groups, policy_admin, django_user_model) -> World:
     starter = django_user_model.objects.create_user(username="stan", password="x")
     task = gated_refund(created_by=starter)
     stopped = stopped_trip(created_by=starter)
@@ -258,7 +258,7 @@ def state() -> tuple[int, ...]:
     )
 
 
-@pytest.mark.django_db(transaction=True)
+@pytest.mark.django_db
 def test_each_role_gets_exactly_the_access_the_table_gives(world, clients):
     failures = []
     before = state()
@@ -287,7 +287,7 @@ def test_each_role_gets_exactly_the_access_the_table_gives(world, clients):
     assert state() == before
 
 
-@pytest.mark.django_db(transaction=True)
+@pytest.mark.django_db
 def test_every_state_change_needs_a_csrf_token(
     world, operator, auditor, policy_admin, task_starter
 ):
@@ -316,7 +316,7 @@ def test_every_state_change_needs_a_csrf_token(
     assert state() == before
 
 
-@pytest.mark.django_db(transaction=True)
+@pytest.mark.django_db
 def test_a_post_with_the_csrf_header_is_accepted_like_htmx_sends_it(world, operator):
     client = client_for(operator, enforce_csrf_checks=True)
     page = client.get(reverse("reviews:inbox"))

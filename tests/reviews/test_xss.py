@@ -24,10 +24,10 @@ from agentops.models import AuditItem, Gate, Task
 from agentops.services import task_create
 from agentops.states import GateStatus, TaskStatus
 from reviews.services import audit_item_review, gate_reject
-from tests.agentops.test_runner import run_until_parked_or_done
+from tests.builders import run_until_parked_or_done
 from tests.reviews.builders import client_for, open_gate
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = pytest.mark.django_db
 
 PAYLOADS = [
     "<script>alert(1)</script>",
@@ -145,7 +145,7 @@ def shown_as_text(html: str, payload: str) -> bool:
 
 @pytest.mark.parametrize("payload", PAYLOADS)
 def test_hostile_text_is_inert_on_every_review_page(
-    payload, sim_server, redis_clean, operator, auditor, starter
+    payload, sim, redis_clean, operator, auditor, starter
 ):
     gated = run_until_parked_or_done(
         task_create(
