@@ -171,7 +171,7 @@ def test_the_log_and_its_csv_say_how_each_decision_came_in(db, operator):
     body = b"".join(client.get(reverse("reviews:decisions_csv")).streaming_content)
     rows = {row["actor"]: row for row in csv.DictReader(io.StringIO(body.decode()))}
 
-    cells = re.findall(r'<td class="nowrap small">([^<]+)</td>', page)
+    cells = re.findall(r'<td class="nowrap small channel">([^<]+)</td>', page)
     assert sorted(cells) == sorted(
         [
             "Browser",
