@@ -16,7 +16,17 @@ from datetime import datetime
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-from django.db.models import Count, F, IntegerField, OuterRef, Prefetch, QuerySet, Subquery
+from django.db.models import (
+    Count,
+    F,
+    IntegerField,
+    Max,
+    OuterRef,
+    Prefetch,
+    Q,
+    QuerySet,
+    Subquery,
+)
 from django.db.models.functions import Coalesce, Least
 
 from agentops.engine.advisor import Recommendation
@@ -24,7 +34,9 @@ from agentops.engine.jsonvalues import ARTIFACT_KEY, is_pointer
 from agentops.engine.recovery import Recovery, step_attempts_total, task_recovery
 from agentops.family import Family, has_fan_out_step, task_family
 from agentops.models import Artifact, Event, Step, Task, ToolCall
+from agentops.paging import Window
 from agentops.states import TERMINAL, LedgerStatus, TaskStatus
+from agentops.web import poll_version
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
@@ -76,6 +88,7 @@ def task_list_recent(*, status: str | None = None, viewer: User) -> QuerySet[Tas
             "step_count",
             "created_at",
             "updated_at",
+            "last_seq",
         )
         .order_by("-id")
     )
@@ -250,3 +263,78 @@ def artifact_get_visible(*, artifact_id: int, viewer: User) -> Artifact:
 def artifact_id_of(value: Any) -> int | None:
     """The artifact id of a stored pointer (None for an inline value)."""
     return int(value[ARTIFACT_KEY]) if is_pointer(value) else None
+
+
+# What the task list and the task page show of a task, as far as a poll must notice: every
+# commit and transition moves `last_seq` and `updated_at`, so steps, events and progress come
+# with them; the rest are the columns the pages print.
+_LIST_STATE = ("id", "status", "phase", "current_step", "step_count", "last_seq", "updated_at")
+_PAGE_STATE = (
+    *_LIST_STATE,
+    *("mode", "claims", "recoveries", "recovery_cap", "step_retry_cap", "tokens_used"),
+    *("tokens_saved", "token_budget", "cost_used", "cost_budget", "wall_time_budget_seconds"),
+    *("next_run_at", "failure", "parent_id"),
+)
+
+
+def task_list_page_version(page: Window[Task], *, status: str | None, viewer: User) -> str:
+    """The version (agentops.web.poll_version) of a page of the task list, from the rows it
+    shows and whether a next page exists: the same whether the page is rendered or only read."""
+    rows = [
+        (*(getattr(task, name) for name in _LIST_STATE), getattr(task, "compensated_calls", 0))
+        for task in page.object_list
+    ]
+    return poll_version("task_list", viewer.pk, status or "", page.number, page.has_next, rows)
+
+
+def task_detail_version(detail: TaskDetail, *, viewer: User) -> str:
+    """The version of the live part of a task page, from the loaded detail: the task's state, its
+    ledger rows (count and newest change) and its family's states."""
+    task = detail.task
+    calls = detail.tool_calls
+    family = detail.family
+    members = [] if family is None else [*filter(None, [family.parent]), *family.children]
+    return _task_detail_digest(
+        viewer=viewer,
+        task=tuple(getattr(task, name) for name in _PAGE_STATE),
+        calls=(len(calls), max((call.updated_at for call in calls), default=None)),
+        family=sorted(tuple(getattr(m.task, name) for name in _LIST_STATE) for m in members),
+    )
+
+
+def task_detail_version_read(*, task_id: int, viewer: User) -> str | None:
+    """`task_detail_version` read cheaply for a poll (two short queries, whatever the number of
+    tasks or steps), or None when `viewer` may not see the task (the page answers 404 then)."""
+    newest_call = (
+        ToolCall.objects.filter(task=OuterRef("pk"))
+        .order_by()
+        .values("task")
+        .annotate(n=Count("*"), newest=Max("updated_at"))
+    )
+    row = (
+        tasks_visible_to(viewer)
+        .filter(pk=task_id)
+        .annotate(
+            call_count=Coalesce(Subquery(newest_call.values("n")), 0),
+            call_newest=Subquery(newest_call.values("newest")),
+        )
+        .values_list(*_PAGE_STATE, "call_count", "call_newest")
+        .first()
+    )
+    if row is None:
+        return None
+    state, calls = row[: len(_PAGE_STATE)], row[len(_PAGE_STATE) :]
+    parent_id = state[_PAGE_STATE.index("parent_id")]
+    family = Task.objects.filter(Q(parent_id=task_id) | Q(pk=parent_id or 0))
+    return _task_detail_digest(
+        viewer=viewer,
+        task=tuple(state),
+        calls=tuple(calls),
+        family=sorted(family.values_list(*_LIST_STATE)),
+    )
+
+
+def _task_detail_digest(
+    *, viewer: User, task: tuple[Any, ...], calls: tuple[Any, ...], family: list[Any]
+) -> str:
+    return poll_version("task_detail", viewer.pk, task, calls, family)

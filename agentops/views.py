@@ -3,7 +3,10 @@
 Views are thin: parse with a form, read with a selector, write with one service. Each page also
 serves its htmx fragment (a partial of the same template) from the same URL, through
 `agentops.web.render_page`. The polled task fragment answers 286 once the task is terminal, which
-stops the polling. Starting a task needs `agentops.start_task` (the task-starter role).
+stops the polling. A poll whose fragment already shows the current version
+(`task_list_page_version`, `task_detail_version`) gets an empty 204 instead
+(`agentops.web.poll_unchanged`). Starting a task needs `agentops.start_task` (the task-starter
+role).
 """
 
 from __future__ import annotations
@@ -25,12 +28,21 @@ from agentops.engine.errors import StartRefused, UnknownAgent
 from agentops.forms import TaskFilterForm, TaskStartForm
 from agentops.models import Task
 from agentops.paging import window
-from agentops.selectors import artifact_get_visible, task_get_detail, task_list_recent
+from agentops.selectors import (
+    artifact_get_visible,
+    task_detail_version,
+    task_detail_version_read,
+    task_get_detail,
+    task_list_page_version,
+    task_list_recent,
+)
 from agentops.services import task_create
 from agentops.web import (
     AuthenticatedHttpRequest,
     login_required,
     permission_required,
+    poll_sent,
+    poll_unchanged,
     render_page,
     wants_fragment,
 )
@@ -48,11 +60,17 @@ def task_list(request: AuthenticatedHttpRequest) -> HttpResponse:
         page=request.GET.get("page"),
         size=PAGE_SIZE,
     )
+    # The page's one query is the poll's too: what is skipped when nothing changed is the render.
+    version = task_list_page_version(page, status=status or None, viewer=request.user)
+    unchanged = poll_unchanged(request, version)
+    if unchanged is not None:
+        return unchanged
     context: dict[str, Any] = {
         "form": form,
         "page": page,
         "status": status,
         "filter_query": urlencode({"status": status}) if status else "",
+        "poll_version": version,
     }
     return render_page(request, "agentops/task_list.html", context, fragment="task_table")
 
@@ -90,11 +108,20 @@ def task_new(request: AuthenticatedHttpRequest) -> HttpResponse:
 @login_required
 @require_GET
 def task_detail(request: AuthenticatedHttpRequest, task_id: int) -> HttpResponse:
+    if poll_sent(request):
+        version = task_detail_version_read(task_id=task_id, viewer=request.user)
+        unchanged = poll_unchanged(request, version) if version is not None else None
+        if unchanged is not None:
+            return unchanged
     try:
         detail = task_get_detail(task_id=task_id, viewer=request.user)
     except Task.DoesNotExist:
         raise Http404(f"no task {task_id}") from None
-    context: dict[str, Any] = {"detail": detail, "task": detail.task}
+    context: dict[str, Any] = {
+        "detail": detail,
+        "task": detail.task,
+        "poll_version": task_detail_version(detail, viewer=request.user),
+    }
     fragment = wants_fragment(request)
     if not fragment:
         # Other apps' sections (the review section of `reviews`), registered with the page.

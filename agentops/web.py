@@ -9,6 +9,8 @@ its own permissions with `role` and `permissions_register` (`policies.permission
 A page and its htmx fragment are one template: `render_page` renders `"<page>#<fragment>"` for
 htmx and the whole page otherwise, and the response always varies on HX-Request so that no cache
 hands a fragment to a full-page load.
+A polled fragment carries the version of what it shows (`poll_version`); a poll that sends it back
+unchanged gets `poll_unchanged`'s empty 204, which htmx does not swap (docs/architecture.md).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from django.http import HttpRequest, HttpResponse
 from django.http.response import HttpResponseBase
 from django.shortcuts import render
 from django.utils.cache import patch_vary_headers
+from django.utils.crypto import salted_hmac
 from django_htmx.http import HttpResponseClientRedirect
 from django_htmx.middleware import HtmxDetails
 from rules.permissions import add_perm
@@ -86,6 +89,38 @@ def render_page(
     file) when htmx asks for it; the response varies on HX-Request either way."""
     name = f"{template}#{fragment}" if fragment and wants_fragment(request) else template
     return varying(render(request, name, context, status=status))
+
+
+# The header a polled fragment sends back with the version it shows (its `hx-headers`).
+POLL_VERSION_HEADER = "X-Poll-Version"
+
+
+def poll_version(*parts: Any) -> str:
+    """A short digest of `parts`: everything a polled fragment shows, read cheaply (timestamps,
+    sequence numbers, ids, the viewer and the query), so that any change the reader would see
+    changes the version. Never a secret: it says only "same as before" to whoever holds it."""
+    text = "\0".join(repr(part) for part in parts)
+    return salted_hmac("agentops.web.poll_version", text).hexdigest()[:24]
+
+
+def poll_sent(request: HttpRequest) -> bool:
+    """Whether `request` is a poll carrying the version its fragment shows (worth reading the
+    version cheaply before loading the page)."""
+    return request.method == "GET" and POLL_VERSION_HEADER in request.headers
+
+
+def poll_unchanged(request: HttpRequest, version: str) -> HttpResponse | None:
+    """The answer to a poll that already shows `version`: 204 No Content, no body (htmx leaves
+    the fragment as it is), or None when the fragment must be rendered. Only a GET fragment
+    request counts; the view's login and role checks have run before (a 204 tells nothing to
+    someone who may not read the page, since they never reach this)."""
+    if request.method != "GET" or not wants_fragment(request):
+        return None
+    if request.headers.get(POLL_VERSION_HEADER) != version:
+        return None
+    response = HttpResponse(status=204)
+    patch_vary_headers(response, ("HX-Request", POLL_VERSION_HEADER))
+    return response
 
 
 def permission_required(

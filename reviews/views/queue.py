@@ -1,5 +1,6 @@
 """The inbox page (the polled queue of open gates and stopped tasks), its bulk approval, and the
-claims on its items (claim, assign, release).
+claims on its items (claim, assign, release). A poll of the inbox rows that already show the
+current version (`_inbox_version`) gets an empty 204 and no render (agentops.web.poll_unchanged).
 """
 
 from __future__ import annotations
@@ -15,9 +16,25 @@ from django.urls import reverse
 from django.utils.html import format_html_join
 from django.views.decorators.http import require_GET, require_POST
 
-from agentops.web import AuthenticatedHttpRequest, render_page, wants_fragment
+from agentops.models import Gate
+from agentops.templatetags.agentops_tags import gate_money
+from agentops.web import (
+    AuthenticatedHttpRequest,
+    poll_unchanged,
+    poll_version,
+    render_page,
+    wants_fragment,
+)
 from reviews.forms import AssignForm, BulkApproveForm, InboxFilterForm
-from reviews.selectors import InboxItem, inbox_filter_choices, inbox_list, operators_list
+from reviews.selectors import (
+    Inbox,
+    InboxFilters,
+    InboxItem,
+    inbox_counts,
+    inbox_filter_choices,
+    inbox_list,
+    operators_list,
+)
 from reviews.services import (
     BulkResult,
     ReviewError,
@@ -27,6 +44,7 @@ from reviews.services import (
     gates_bulk_approve,
 )
 from reviews.states import VIA_BROWSER
+from reviews.templatetags.reviews_tags import overdue, time_left, waited
 from reviews.views._common import OPERATE, _back, _task_or_404, operator_required, reader_required
 
 BULK_RESULTS = "reviews_bulk_results"
@@ -94,6 +112,69 @@ def _inbox_rows(items: Iterable[InboxItem], *, assignees: list[Any]) -> list[_In
     return rows
 
 
+def _inbox_version(
+    request: AuthenticatedHttpRequest,
+    inbox: Inbox,
+    *,
+    filters: InboxFilters,
+    can_decide: bool,
+    assignees: list[Any],
+) -> str:
+    """What the polled inbox rows show, as a version (agentops.web.poll_version), from what the
+    page already read: each item as its row prints it, the relative times as printed (so a
+    countdown still ticks: a row under a minute old or due changes each poll, an older one each
+    minute), the counts, the assign menu, the viewer and their role, the filters and the page.
+    With filters on, the navigation count is the unfiltered total: two more counts then."""
+    rows = [
+        (
+            item.dom_id,
+            item.task.pk,
+            item.task.agent,
+            item.task.goal,
+            item.failure_kind,
+            item.task.failure if item.gate is None else None,
+            item.holder.pk if item.holder is not None else None,
+            item.holder.get_username() if item.holder is not None else None,
+            item.unknown_call,
+            item.decidable,
+            item.timeout_action,
+            _gate_state(item.gate),
+            time_left(item.deadline),
+            overdue(item.deadline),
+            waited(item.since),
+        )
+        for item in inbox.page.object_list
+    ]
+    return poll_version(
+        "inbox",
+        request.user.pk,
+        can_decide,
+        [(person.pk, person.get_username()) for person in assignees],
+        filters,
+        inbox.page.number,
+        inbox.page.has_next,
+        inbox.gate_count,
+        inbox.stopped_count,
+        inbox_counts() if filters.active and can_decide else None,
+        rows,
+    )
+
+
+def _gate_state(gate: Gate | None) -> tuple[Any, ...] | None:
+    if gate is None:
+        return None
+    return (
+        gate.pk,
+        gate.tool,
+        gate.args_digest,
+        gate.edited,
+        gate.amount,
+        gate.rule,
+        gate.policy_version_number,
+        gate_money(gate),
+    )
+
+
 def _inbox_response(
     request: AuthenticatedHttpRequest,
     *,
@@ -110,6 +191,13 @@ def _inbox_response(
     query = {k: v for k, v in request.GET.items() if k != "page" and v}
     can_decide = request.user.has_perm(OPERATE)
     assignees = operators_list() if can_decide else []
+    version = _inbox_version(
+        request, inbox, filters=filters, can_decide=can_decide, assignees=assignees
+    )
+    if not message and results is None and bulk_form is None:
+        unchanged = poll_unchanged(request, version)
+        if unchanged is not None:
+            return unchanged
     context = {
         "inbox": inbox,
         "page": page,
@@ -125,6 +213,7 @@ def _inbox_response(
         "bulk_form": bulk_form or BulkApproveForm(),
         "message": message,
         "assignees": assignees,
+        "poll_version": version,
     }
     return render_page(request, "reviews/inbox.html", context, fragment="inbox_rows", status=status)
 

@@ -229,6 +229,12 @@ def test_bench_pages_seeds_a_scratch_database_and_reports_every_page(redis_clean
         assert page["status"] == 200, name
         assert page["queries"] > 0 and page["queries_constant"], name
         assert page["bytes"] > 1000, name
+    # Each polled page's poll that finds nothing new: an empty 204, under a kilobyte on the wire.
+    assert list(report["unchanged_polls"]) == ["inbox", "task_list", "task_page"]
+    for name, poll in report["unchanged_polls"].items():
+        assert poll["status"] == 204, name
+        assert 0 < poll["bytes"] <= 1024 and poll["queries_constant"], name
+        assert 0 < poll["queries"] <= 12, name
     # The scratch database is gone and nothing was written to this one.
     assert not Task.objects.exists()
     with connection.cursor() as cursor:

@@ -17,7 +17,8 @@ the role that reads it: the inbox (and its 5-second poll) as an operator, the au
 auditor, a task page, a gate panel and the task list as an operator. After a few unmeasured
 warm-up requests, every request is timed; the report gives p50 and p95 in milliseconds, the
 queries each request ran (the same for every repeat, or the report says so) and the response
-bytes. Performance belongs here, printed as figures; the tests check that it runs and counts.
+bytes; then each polled page's unchanged poll (`agentops.dev.benchmarks.polls`). Performance
+belongs here, printed as figures; the tests check that it runs and counts.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from django.test import Client
 from django.test.utils import override_settings
 from django.urls import reverse
 
+from agentops.dev.benchmarks.polls import unchanged_polls, unchanged_polls_lines
 from agentops.dev.benchmarks.tasks import (
     database_drop,
     database_recreate,
@@ -568,6 +570,7 @@ def pages(*, tasks: int, repeat: int, keep: bool = False) -> dict[str, Any]:
                 )
                 for name, url, role, headers in plan
             ]
+            polls = unchanged_polls(clients["operator"], measure=measure_page, repeat=repeat)
     return {
         "benchmark": "pages",
         "tasks": tasks,
@@ -575,6 +578,7 @@ def pages(*, tasks: int, repeat: int, keep: bool = False) -> dict[str, Any]:
         "database": database,
         "seeded": counts,
         "pages": {f.name: asdict(f) for f in figures},
+        "unchanged_polls": {f.name: asdict(f) for f in polls},
     }
 
 
@@ -591,7 +595,6 @@ def pages_table(report: dict[str, Any]) -> str:
         constant = "" if page["queries_constant"] else " (varies)"
         lines.append(
             f"  {name:<12} {page['p50_ms']:>8} {page['p95_ms']:>8} {page['cpu_p50_ms']:>8}"
-            f" {page['queries']:>8}"
-            f" {page['bytes']:>9}{constant}"
+            f" {page['queries']:>8} {page['bytes']:>9}{constant}"
         )
-    return "\n".join(lines)
+    return "\n".join([*lines, *unchanged_polls_lines(report)])

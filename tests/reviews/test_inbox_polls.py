@@ -1,0 +1,166 @@
+"""The polled inbox answers "nothing changed" (an empty 204) when the rows it shows are the same,
+and its rows again after every kind of change they show (agentops.web.poll_unchanged)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.test import Client
+from django.urls import reverse
+from django.utils import timezone
+
+from agentops.models import Gate
+from agentops.web import POLL_VERSION_HEADER
+from reviews.services import claim_release, claim_take, gate_approve
+from tests.reviews.builders import client_for, gated_refund, open_gate, stopped_trip
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+INBOX = "/review/"
+
+
+@pytest.fixture(autouse=True)
+def still_clock(monkeypatch: Any) -> None:
+    """Time stands still in these tests: the rows print relative times ("waiting 12 s"), which
+    would otherwise change between two requests and rightly make the second one a change."""
+    now = timezone.now()
+    monkeypatch.setattr(timezone, "now", lambda: now)
+
+
+def version_of(fragment: str) -> str:
+    """The version a rendered inbox (page or rows) carries in its hx-headers."""
+    found = re.search(r'"X-Poll-Version": "([0-9a-f]+)"', fragment)
+    assert found, "the polled rows carry their version"
+    return found.group(1)
+
+
+def poll(client: Client, version: str, url: str = INBOX) -> Any:
+    return client.get(url, HTTP_HX_REQUEST="true", **{"HTTP_X_POLL_VERSION": version})
+
+
+def test_a_poll_with_the_current_version_gets_an_empty_204_in_few_queries(
+    sim_server, redis_clean, operator, starter, django_assert_max_num_queries
+):
+    gate = open_gate(gated_refund(created_by=starter))
+    stopped_trip(created_by=starter)
+    client = client_for(operator)
+    page = client.get(INBOX).content.decode()
+    assert f"gate-{gate.pk}" in page
+
+    # session, user, roles, the lists and their counts, the operators: no render.
+    with django_assert_max_num_queries(10):
+        unchanged = poll(client, version_of(page))
+
+    assert unchanged.status_code == 204
+    assert unchanged.content == b""
+    assert POLL_VERSION_HEADER in unchanged["Vary"]
+
+
+def test_a_poll_with_an_old_or_no_version_gets_the_rows(sim_server, redis_clean, operator, starter):
+    open_gate(gated_refund(created_by=starter))
+    client = client_for(operator)
+
+    without = client.get(INBOX, HTTP_HX_REQUEST="true")
+    stale = poll(client, "0" * 24)
+
+    assert without.status_code == 200 and 'id="inbox-rows"' in without.content.decode()
+    assert stale.status_code == 200 and 'id="inbox-rows"' in stale.content.decode()
+
+
+def test_a_full_page_load_is_never_an_empty_answer(sim_server, redis_clean, operator, starter):
+    open_gate(gated_refund(created_by=starter))
+    client = client_for(operator)
+    version = version_of(client.get(INBOX).content.decode())
+
+    reload = client.get(INBOX, **{"HTTP_X_POLL_VERSION": version})
+
+    assert reload.status_code == 200 and "<html" in reload.content.decode()
+
+
+def _changed(client: Client, version: str, expect: Callable[[str], bool]) -> None:
+    answer = poll(client, version)
+    assert answer.status_code == 200
+    fragment = answer.content.decode()
+    assert expect(fragment), fragment[:400]
+    assert version_of(fragment) != version
+    assert poll(client, version_of(fragment)).status_code == 204
+
+
+def test_a_new_gate_comes_back(sim_server, redis_clean, operator, starter):
+    client = client_for(operator)
+    version = version_of(client.get(INBOX).content.decode())
+
+    gate = open_gate(gated_refund(created_by=starter, order_id="B2002"))
+
+    _changed(client, version, lambda rows: f'id="gate-{gate.pk}"' in rows)
+
+
+def test_a_decided_gate_leaves(sim_server, redis_clean, operator, starter):
+    gate = open_gate(gated_refund(created_by=starter))
+    client = client_for(operator)
+    version = version_of(client.get(INBOX).content.decode())
+
+    gate_approve(gate_id=gate.pk, actor=operator, seen_digest=gate.args_digest)
+
+    _changed(client, version, lambda rows: f'id="gate-{gate.pk}"' not in rows)
+
+
+def test_a_new_stopped_task_comes_back(sim_server, redis_clean, operator, starter):
+    client = client_for(operator)
+    version = version_of(client.get(INBOX).content.decode())
+
+    trip = stopped_trip(created_by=starter)
+
+    _changed(client, version, lambda rows: f'id="task-{trip.pk}"' in rows)
+
+
+def test_a_claim_taken_and_released_comes_back(
+    sim_server, redis_clean, operator, operator2, starter
+):
+    task = gated_refund(created_by=starter)
+    client = client_for(operator)
+    version = version_of(client.get(INBOX).content.decode())
+
+    claim_take(task_id=task.pk, actor=operator2)
+    _changed(client, version, lambda rows: "<td>otto</td>" in rows)
+
+    held = version_of(client.get(INBOX).content.decode())
+    claim_release(task_id=task.pk, actor=operator2)
+    _changed(client, held, lambda rows: "nobody" in rows)
+
+
+def test_the_countdown_still_ticks(sim_server, redis_clean, operator, starter, monkeypatch):
+    gate = open_gate(gated_refund(created_by=starter))
+    client = client_for(operator)
+    Gate.objects.filter(pk=gate.pk).update(due_at=timezone.now() + timedelta(minutes=30))
+    page = client.get(INBOX).content.decode()
+    assert ">30 min left<" in re.sub(r">\s+", ">", page)
+    sooner = ">28 min left<"
+
+    still = timezone.now
+    monkeypatch.setattr(timezone, "now", lambda: still() + timedelta(minutes=2))
+
+    _changed(client, version_of(page), lambda rows: sooner in re.sub(r">\s+", ">", rows))
+
+
+def test_the_version_is_the_viewers_own(sim_server, redis_clean, operator, auditor, starter):
+    open_gate(gated_refund(created_by=starter))
+    operators_version = version_of(client_for(operator).get(INBOX).content.decode())
+
+    # The same rows shown to an auditor have no controls: a version is never another's.
+    answer = poll(client_for(auditor), operators_version)
+
+    assert answer.status_code == 200
+    assert "Claim</button>" not in answer.content.decode()
+
+
+@pytest.mark.django_db
+def test_a_poll_without_a_session_is_sent_to_log_in_whatever_version_it_sends(client):
+    answer = poll(client, "0" * 24)
+
+    assert answer.status_code == 200
+    assert answer["HX-Redirect"] == f"{reverse('login')}?next=/review/"
