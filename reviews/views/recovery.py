@@ -10,9 +10,10 @@ from django.views.decorators.http import require_GET, require_POST
 
 from agentops.models import Task, ToolCall
 from agentops.services import TransitionRefused
+from agentops.states import LedgerStatus
 from agentops.web import AuthenticatedHttpRequest
 from reviews.forms import ConfirmForm, InterventionForm
-from reviews.selectors import task_get_recovery_panel
+from reviews.selectors import call_repeat_unprotected, task_get_recovery_panel
 from reviews.services import (
     HeldByOther,
     NotAllowed,
@@ -24,6 +25,11 @@ from reviews.states import VIA_BROWSER
 from reviews.views._common import operator_required, reader_required
 
 CONFIRMED_INTERVENTIONS = frozenset({"rollback", "abort"})
+UNPROTECTED_REPEAT = (
+    "This tool does not honour idempotency keys: calling it again is not protected by a key, "
+    "and if the call did happen its effect happens twice. Tick that you are sure it did not "
+    "happen, then answer again."
+)
 
 
 def _render_recovery(
@@ -100,6 +106,12 @@ def call_confirm(request: AuthenticatedHttpRequest, task_id: int, call_id: int) 
         return _render_recovery(
             request, task_id, alert="Choose whether the effect happened.", status=400
         )
+    if not form.cleaned_data["executed"] and not form.cleaned_data["sure"]:
+        call = ToolCall.objects.filter(
+            pk=call_id, task_id=task_id, status=LedgerStatus.EXECUTED_UNKNOWN
+        ).first()
+        if call is not None and call_repeat_unprotected(call):
+            return _render_recovery(request, task_id, alert=UNPROTECTED_REPEAT, status=400)
     try:
         ledger_call_confirm(
             task_id=task_id,

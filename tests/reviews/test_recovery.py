@@ -154,6 +154,30 @@ def test_an_unknown_call_shows_its_history_and_is_confirmed_once(
     assert effects("payments", "refund_legacy") == 1
 
 
+def test_did_not_happen_on_a_tool_that_ignores_keys_says_so_and_asks_to_be_sure(
+    sim_server, redis_clean, operator, starter, settings
+):
+    # issue_refund_legacy does not honour idempotency keys: a second call may refund twice.
+    task = unknown_refund(settings, created_by=starter)
+    call = ToolCall.objects.get(task=task, tool="issue_refund_legacy")
+    client = client_for(operator)
+
+    page = client.get(reverse("reviews:recover", args=[task.pk])).content.decode()
+    assert "does not honour idempotency keys" in page and 'name="sure"' in page
+    assert "again with the same key" not in page
+
+    url = reverse("reviews:call_confirm", args=[task.pk, call.pk])
+    refused = client.post(url, {"executed": "no"})
+    assert refused.status_code == 400
+    assert "not protected by a key" in refused.content.decode()
+    assert not Decision.objects.exists()
+    call.refresh_from_db()
+    assert call.status == LedgerStatus.EXECUTED_UNKNOWN
+
+    assert client.post(url, {"executed": "no", "sure": "on"}).status_code == 302
+    assert Decision.objects.get().detail["executed"] is False
+
+
 def test_a_call_of_another_task_is_not_found(sim_server, redis_clean, operator, starter, settings):
     unknown = unknown_refund(settings, created_by=starter)
     other = stopped_trip(created_by=starter)
