@@ -15,7 +15,12 @@ from policies.catalog import RecordedAction
 from policies.engine import Action
 from policies.models import Policy, PolicyChange, PolicyRule, PolicyVersion, VersionStatus
 from policies.selectors import policy_version_active
-from policies.services import policy_draft_create, policy_publish, policy_rule_delete
+from policies.services import (
+    policy_draft_create,
+    policy_publish,
+    policy_rule_add,
+    policy_rule_delete,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -220,9 +225,12 @@ def test_missing_default_and_shadowing_are_shown(
     policy_rule_delete(
         rule=PolicyRule.objects.get(version=draft, name="default"), author=policy_admin
     )
-    admin_client.post(
-        reverse("policies:rule_add", args=[draft.pk]),
-        {"name": "emails", "route": "auto", "tools": "email_customer"},
+    # Placed last on purpose (a new rule's default place is where it is reached).
+    policy_rule_add(
+        draft=draft,
+        author=policy_admin,
+        fields={"name": "emails", "route": "auto", "tools": ["email_customer"]},
+        position=7,
     )
 
     body = admin_client.get(reverse("policies:version_detail", args=[draft.pk])).content.decode()
