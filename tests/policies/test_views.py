@@ -242,6 +242,24 @@ def test_missing_default_and_shadowing_are_shown(
     ) in body
 
 
+def test_a_refused_publish_shows_the_messages_text_not_their_repr(
+    admin_client: Client, draft: PolicyVersion, policy_admin: Any, tools: Any
+) -> None:
+    policy_rule_delete(
+        rule=PolicyRule.objects.get(version=draft, name="default"), author=policy_admin
+    )
+
+    response = admin_client.post(
+        reverse("policies:version_publish", args=[draft.pk]),
+        {"change_note": "x", "confirm": "on"},
+    )
+
+    body = response.content.decode()
+    assert response.status_code == 400
+    assert "Error: the policy has no default rule" in body
+    assert "ValidationMessage(" not in body and "level=" not in body
+
+
 def test_duplicate_rule_name_is_a_form_error(
     admin_client: Client, draft: PolicyVersion, tools: Any
 ) -> None:
