@@ -4,6 +4,7 @@ confirmation first) and the confirmation of a ledger call whose outcome is unkno
 
 from __future__ import annotations
 
+from django.contrib import messages
 from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
@@ -25,6 +26,13 @@ from reviews.states import VIA_BROWSER
 from reviews.views._common import operator_required, reader_required
 
 CONFIRMED_INTERVENTIONS = frozenset({"rollback", "abort"})
+# The confirmation line after an intervention, like the other task actions'.
+INTERVENED = {
+    "retry": "Task #{task_id}: the step is retried.",
+    "skip": "Task #{task_id}: the step is skipped and the task goes on.",
+    "rollback": "Task #{task_id}: rolling back its effects.",
+    "abort": "Task #{task_id} aborted.",
+}
 UNPROTECTED_REPEAT = (
     "This tool does not honour idempotency keys: calling it again is not protected by a key, "
     "and if the call did happen its effect happens twice. Tick that you are sure it did not "
@@ -95,6 +103,7 @@ def intervention(request: AuthenticatedHttpRequest, task_id: int) -> HttpRespons
         return _render_recovery(request, task_id, form=form, alert=str(exc), status=409)
     except ReviewError as exc:
         return _render_recovery(request, task_id, form=form, alert=str(exc), status=400)
+    messages.success(request, INTERVENED[form.cleaned_data["action"]].format(task_id=task_id))
     return redirect("agentops:task_detail", task_id=task_id)
 
 

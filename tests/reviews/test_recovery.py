@@ -7,6 +7,7 @@ import re
 from typing import Any
 
 import pytest
+from django.contrib.messages import get_messages
 from django.urls import reverse
 
 from agentops.models import Event, ToolCall
@@ -152,6 +153,22 @@ def test_an_unknown_call_shows_its_history_and_is_confirmed_once(
     call.refresh_from_db()
     assert call.status == LedgerStatus.SUCCEEDED
     assert effects("payments", "refund_legacy") == 1
+
+
+@pytest.mark.parametrize(
+    ("action", "line"),
+    [("retry", "the step is retried"), ("skip", "is skipped"), ("rollback", "rolling back")],
+)
+def test_an_intervention_confirms_what_it_did_with_a_message(
+    sim_server, redis_clean, operator, starter, action, line
+):
+    task = stopped_trip(created_by=starter)
+
+    response = intervene(client_for(operator), task.pk, action)
+
+    assert response.status_code == 302
+    shown = [str(m) for m in get_messages(response.wsgi_request)]
+    assert len(shown) == 1 and f"Task #{task.pk}" in shown[0] and line in shown[0]
 
 
 def test_did_not_happen_on_a_tool_that_ignores_keys_says_so_and_asks_to_be_sure(
