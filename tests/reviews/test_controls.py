@@ -365,9 +365,7 @@ def test_confirming_an_unknown_call_someone_else_holds_asks_to_take_it_over(
     assert actions == ["reviews.claim.taken_over", "reviews.ledger.confirmed"]
 
 
-def test_an_empty_task_list_says_when_tasks_exist_that_the_role_may_not_see(
-    starter, policy_admin
-):
+def test_an_empty_task_list_says_when_tasks_exist_that_the_role_may_not_see(starter, policy_admin):
     task_create(agent="refund", goal="Refund order A1001", input={"order_id": "A1001"})
 
     page = client_for(policy_admin).get(reverse("agentops:task_list")).content.decode()
