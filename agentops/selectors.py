@@ -45,6 +45,8 @@ EVENT_LIMIT = 200
 PREVIEW_CHARS = 160
 # Statuses in which a task has stopped on a failure that a person should read.
 STOPPED = frozenset({TaskStatus.NEEDS_ATTENTION, TaskStatus.RETRY_SCHEDULED})
+# The event of the abort transition; its payload says when a person cancelled the task.
+ABORTED_EVENT = "agentops.task.aborted"
 
 
 def json_preview(value: Any, *, limit: int = PREVIEW_CHARS) -> str:
@@ -136,6 +138,16 @@ class TaskDetail:
     @property
     def is_terminal(self) -> bool:
         return self.task.status in TERMINAL
+
+    @property
+    def status_label(self) -> str:
+        """The status as people name it: an aborted task a person cancelled is "Cancelled"
+        (its `agentops.task.aborted` event says so; the stored status stays `aborted`)."""
+        if self.task.status == TaskStatus.ABORTED:
+            ended = next((r.event for r in self.events if r.event.action == ABORTED_EVENT), None)
+            if ended is not None and (ended.payload or {}).get("cancelled"):
+                return "Cancelled"
+        return str(self.task.get_status_display())
 
     @property
     def failure(self) -> dict[str, Any] | None:

@@ -71,6 +71,8 @@ def task_list(request: AuthenticatedHttpRequest) -> HttpResponse:
         "status": status,
         "filter_query": urlencode({"status": status}) if status else "",
         "poll_version": version,
+        # An empty list says whether there are tasks this role may not see (one query, if empty).
+        "hidden_tasks": not page.object_list and not status and Task.objects.exists(),
     }
     return render_page(request, "agentops/task_list.html", context, fragment="task_table")
 

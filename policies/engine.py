@@ -410,20 +410,21 @@ def validate(
         out.extend(_check_rule(rules, i, known_tools, classes, seen))
         seen.add(rule.name)
     for j, later in enumerate(rules):
-        for i in range(j):
-            if _superset(rules[i], later, known_tools, sensitive):
-                out.append(
-                    _msg(
-                        "error",
-                        "shadowed",
-                        rules,
-                        j,
-                        f"is never reached: rule {i + 1} '{rules[i].name}' matches every action it "
-                        "matches",
-                    )
-                )
-                break
+        if (i := reached_position(rules[:j], later, known_tools, sensitive)) < j:
+            text = (
+                f"is never reached: rule {i + 1} '{rules[i].name}' matches every action it matches"
+            )
+            out.append(_msg("error", "shadowed", rules, j, text))
     return sorted(out, key=lambda m: (m.position or 0, m.code))
+
+
+def reached_position(
+    rules: Sequence[Rule], new: Rule, tools: Mapping[str, ToolInfo] | None, sensitive: Sequence[str]
+) -> int:
+    """The last 0-based place among `rules` where `new` is still reached (first match wins): just
+    before the first rule that matches every action it matches, else after the last rule."""
+    found = (i for i, r in enumerate(rules) if _superset(r, new, tools, tuple(sensitive)))
+    return next(found, len(rules))
 
 
 def _msg(level: str, code: str, rules: Sequence[Rule], i: int, text: str) -> ValidationMessage:

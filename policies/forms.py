@@ -61,7 +61,7 @@ class RuleForm(forms.Form):
         required=False, max_length=150, help_text="The group a timed-out gate escalates to."
     )
 
-    # Where a new rule goes: before rule N (1-based), or "" for just before the default rule.
+    # Where a new rule goes: before rule N (1-based), or "" for where it is reached.
     insert_before = forms.TypedChoiceField(
         required=False, coerce=int, empty_value=None, label="Position"
     )
@@ -78,12 +78,12 @@ class RuleForm(forms.Form):
             del self.fields["insert_before"]
         else:
             cast(forms.ChoiceField, self.fields["insert_before"]).choices = [
-                ("", "Just before the default rule (first match wins: move it up if needed)"),
+                ("", "Where it is reached: before the first rule that catches its actions"),
                 *[(str(n), f"Before rule {n}") for n in range(1, rule_count + 1)],
             ]
 
     def position(self) -> int | None:
-        """The 0-based insert position chosen, or None for the default place."""
+        """The 0-based insert position chosen, or None for where the rule is reached."""
         chosen = self.cleaned_data.get("insert_before")
         return chosen - 1 if chosen else None
 

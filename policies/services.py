@@ -15,6 +15,7 @@ from django.db import transaction
 from django.db.models import Case, F, Max, Value, When
 from django.utils import timezone
 
+from policies import catalog
 from policies.defaults import (
     DEFAULT_CHANGE_NOTE,
     DEFAULT_POLICY_DESCRIPTION,
@@ -22,7 +23,7 @@ from policies.defaults import (
     DEFAULT_RULES,
     DEFAULT_SENSITIVE_SYSTEMS,
 )
-from policies.engine import TIMEOUT_ACTIONS, Route
+from policies.engine import TIMEOUT_ACTIONS, Route, reached_position
 from policies.errors import (
     PolicyError,
     PolicyImmutable,
@@ -31,7 +32,12 @@ from policies.errors import (
     RuleConflict,
 )
 from policies.models import Policy, PolicyChange, PolicyRule, PolicyVersion, VersionStatus
-from policies.selectors import policy_version_active, policy_version_validate
+from policies.selectors import (
+    policy_spec_of,
+    policy_version_active,
+    policy_version_validate,
+    rule_from_row,
+)
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
@@ -271,8 +277,9 @@ def policy_draft_settings_update(
 def policy_rule_add(
     *, draft: PolicyVersion, author: User, fields: Mapping[str, Any], position: int | None = None
 ) -> PolicyRule:
-    """Insert a rule at `position` (0-based). By default it goes last, or just before the
-    default rule when the draft ends with one, so appending keeps the default last."""
+    """Insert a rule at `position` (0-based). By default it goes where it is reached: just
+    before the first rule that matches every action it matches (first match wins), which is the
+    default rule when no earlier rule does, so the default stays last."""
     values = rule_fields_clean(fields)
     if "name" not in values or "route" not in values:
         raise PolicyError("a rule needs a name and a route")
@@ -281,8 +288,7 @@ def policy_rule_add(
         _ensure_unique_name(locked, values["name"])
         ids = _ordered_ids(locked)
         if position is None:
-            last = PolicyRule.objects.filter(version=locked).order_by("-position").first()
-            position = len(ids) - 1 if last is not None and last.is_default else len(ids)
+            position = _reached_position(locked, values)
         position = max(0, min(position, len(ids)))
         _renumber(locked, [*ids[:position], None, *ids[position:]])
         rule = PolicyRule.objects.create(version=locked, position=position, **values)
@@ -294,6 +300,14 @@ def policy_rule_add(
             detail={"rule": rule.name, "position": position + 1, "fields": _rule_values(rule)},
         )
     return rule
+
+
+def _reached_position(draft: PolicyVersion, values: Mapping[str, Any]) -> int:
+    """Where a new rule with `values` is reached in `draft` (see `reached_position`)."""
+    spec = policy_spec_of(draft)
+    tools = catalog.known_tools() if catalog.is_registered() else None
+    new = rule_from_row(PolicyRule(**values))
+    return reached_position(spec.rules, new, tools, spec.sensitive_systems)
 
 
 def policy_rule_update(*, rule: PolicyRule, author: User, fields: Mapping[str, Any]) -> PolicyRule:

@@ -127,7 +127,8 @@ def _version_context(
         "rows": [
             RuleRow(row, rule_from_row(row), by_position.get(row.position + 1, [])) for row in rows
         ],
-        "messages": messages,
+        # Not "messages": that name is the messages framework's, which base.html shows as text.
+        "validation": messages,
         "general_messages": by_position.get(0, []),
         "errors": [m for m in messages if m.is_error],
         "form": form or RuleForm(rule_count=len(rows)),

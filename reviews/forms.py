@@ -225,6 +225,10 @@ class ConfirmForm(forms.Form):
         coerce=lambda value: value == "yes",
         label="Did the effect happen?",
     )
+    # Asked only for a tool that ignores idempotency keys: calling it again may act twice.
+    sure = forms.BooleanField(
+        required=False, label="I am sure it did not happen: calling again is not protected by a key"
+    )
     reason = forms.CharField(
         required=False,
         max_length=NOTE_MAX,

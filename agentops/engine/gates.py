@@ -16,7 +16,7 @@ same transaction, so the people's decision log records it once.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
@@ -182,9 +182,16 @@ def gates_withdraw(*, task_id: int, because: str) -> int:
 
 
 def transition_or_refuse(
-    task_id: int, name: str, *, actor: User | None, reason: str = "", **fields: Any
+    task_id: int,
+    name: str,
+    *,
+    actor: User | None,
+    reason: str = "",
+    said: Mapping[str, Any] | None = None,
+    **fields: Any,
 ) -> int:
     """Apply an unfenced transition or raise TransitionRefused; returns the task's last seq.
+    `said` adds to the transition event's payload (how a person named the move).
 
     Caller holds the transaction.
     """
@@ -192,7 +199,7 @@ def transition_or_refuse(
         task_id=task_id,
         name=name,
         actor=actor,
-        payload={"reason": redacted(reason)} if reason else {},
+        payload={**({"reason": redacted(reason)} if reason else {}), **(said or {})},
         **fields,
     )
     if not moved:

@@ -140,9 +140,19 @@ def task_rollback(*, task_id: int, actor: User | None, reason: str = "") -> None
 
 def task_abort(*, task_id: int, actor: User, reason: str = "") -> None:
     """End the task now. Effects already made stay made (they are listed on the task page)."""
+    _abort(task_id=task_id, actor=actor, reason=reason, said=None)
+
+
+def task_cancel(*, task_id: int, actor: User, reason: str = "") -> None:
+    """A person's Cancel of a task that is not stopped: an abort (the status stays `aborted`)
+    whose event says `cancelled`, so the task page calls it "Cancelled"."""
+    _abort(task_id=task_id, actor=actor, reason=reason, said={"cancelled": True})
+
+
+def _abort(*, task_id: int, actor: User, reason: str, said: dict[str, bool] | None) -> None:
     with transaction.atomic():
         children.children_lock(task_id)
-        transition_or_refuse(task_id, "abort", actor=actor, reason=reason)
+        transition_or_refuse(task_id, "abort", actor=actor, reason=reason, said=said)
         children.children_propagate(parent_id=task_id, name="abort", actor=actor, reason=reason)
 
 
@@ -261,7 +271,7 @@ def task_modify(
 
 
 # The controls of a task that is not stopped, by the name people use: pause, resume, cancel.
-CONTROLS = {"pause": task_pause, "resume": task_resume, "cancel": task_abort}
+CONTROLS = {"pause": task_pause, "resume": task_resume, "cancel": task_cancel}
 # The interventions on a stopped task, by name (the recovery advisor offers them).
 INTERVENTIONS = {
     "retry": task_retry,

@@ -62,6 +62,7 @@ from reviews.selectors.recovery import (
     OptionView,
     RecoveryPanel,
     UnknownCall,
+    call_repeat_unprotected,
     task_get_recovery_panel,
 )
 from reviews.selectors.tasks import task_controls_for, task_exists, task_open_gate_id
@@ -96,6 +97,7 @@ __all__ = [
     "audit_item_list",
     "audit_item_page",
     "audit_pending_count",
+    "call_repeat_unprotected",
     "decision_list_for_task",
     "decision_log_iter",
     "decision_log_list",

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from agentops.engine import Preview, Recovery
+from agentops.engine import Preview, Recovery, tool_facts
 from agentops.models import Event, Step, Task, ToolCall
 from agentops.selectors import TaskDetail, json_preview, task_get_detail
 from agentops.states import LedgerStatus, TaskStatus
@@ -33,6 +33,20 @@ class UnknownCall:
     call: ToolCall
     arguments_json: str
     history: list[Event]
+
+    @property
+    def repeat_unprotected(self) -> bool:
+        """See `call_repeat_unprotected`: the panel says so and asks the person to be sure."""
+        return call_repeat_unprotected(self.call)
+
+
+def call_repeat_unprotected(call: ToolCall) -> bool:
+    """True when calling the tool again is not protected by the idempotency key: the registry
+    does not say its remote honours keys (and it does more than read), or the tool is no longer
+    registered. "It did not happen" then re-issues the call, and a wrong answer makes the effect
+    twice (a refund paid twice), so the person must say they are sure."""
+    facts = tool_facts(call.tool, recorded_side_effect=call.side_effect)
+    return not (facts.known and (facts.idempotent_remote or facts.side_effect == "read"))
 
 
 @dataclass(frozen=True)

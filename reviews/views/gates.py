@@ -16,7 +16,7 @@ from agentops.models import Gate
 from agentops.services import TransitionRefused
 from agentops.web import AuthenticatedHttpRequest
 from reviews.forms import ApproveForm, EditApproveForm, RejectForm, RejectStopForm
-from reviews.selectors import GatePanel, gate_get_panel
+from reviews.selectors import GatePanel, gate_get_panel, task_open_gate_id
 from reviews.services import (
     GateAlreadyDecided,
     HeldByOther,
@@ -74,6 +74,8 @@ def _render_gate(
         "alert": alert,
         "forms": forms,
         "held_by_other": panel.holder is not None and panel.holder.pk != request.user.pk,
+        # A stale tab: the gate open on the task now (after a re-plan), to link to it.
+        "open_gate_id": None if panel.is_open else task_open_gate_id(task_id=panel.task.pk),
     }
     return render(request, "reviews/gate_panel.html", context, status=status)
 

@@ -4,15 +4,17 @@ confirmation first) and the confirmation of a ledger call whose outcome is unkno
 
 from __future__ import annotations
 
+from django.contrib import messages
 from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
 from agentops.models import Task, ToolCall
 from agentops.services import TransitionRefused
+from agentops.states import LedgerStatus
 from agentops.web import AuthenticatedHttpRequest
 from reviews.forms import ConfirmForm, InterventionForm
-from reviews.selectors import task_get_recovery_panel
+from reviews.selectors import call_repeat_unprotected, task_get_recovery_panel
 from reviews.services import (
     HeldByOther,
     NotAllowed,
@@ -24,6 +26,18 @@ from reviews.states import VIA_BROWSER
 from reviews.views._common import operator_required, reader_required
 
 CONFIRMED_INTERVENTIONS = frozenset({"rollback", "abort"})
+# The confirmation line after an intervention, like the other task actions'.
+INTERVENED = {
+    "retry": "Task #{task_id}: the step is retried.",
+    "skip": "Task #{task_id}: the step is skipped and the task goes on.",
+    "rollback": "Task #{task_id}: rolling back its effects.",
+    "abort": "Task #{task_id} aborted.",
+}
+UNPROTECTED_REPEAT = (
+    "This tool does not honour idempotency keys: calling it again is not protected by a key, "
+    "and if the call did happen its effect happens twice. Tick that you are sure it did not "
+    "happen, then answer again."
+)
 
 
 def _render_recovery(
@@ -89,6 +103,7 @@ def intervention(request: AuthenticatedHttpRequest, task_id: int) -> HttpRespons
         return _render_recovery(request, task_id, form=form, alert=str(exc), status=409)
     except ReviewError as exc:
         return _render_recovery(request, task_id, form=form, alert=str(exc), status=400)
+    messages.success(request, INTERVENED[form.cleaned_data["action"]].format(task_id=task_id))
     return redirect("agentops:task_detail", task_id=task_id)
 
 
@@ -100,6 +115,12 @@ def call_confirm(request: AuthenticatedHttpRequest, task_id: int, call_id: int) 
         return _render_recovery(
             request, task_id, alert="Choose whether the effect happened.", status=400
         )
+    if not form.cleaned_data["executed"] and not form.cleaned_data["sure"]:
+        call = ToolCall.objects.filter(
+            pk=call_id, task_id=task_id, status=LedgerStatus.EXECUTED_UNKNOWN
+        ).first()
+        if call is not None and call_repeat_unprotected(call):
+            return _render_recovery(request, task_id, alert=UNPROTECTED_REPEAT, status=400)
     try:
         ledger_call_confirm(
             task_id=task_id,

@@ -377,6 +377,37 @@ def test_situation_from_views_counts_progress_and_effects():
     assert advise(situation).rule == "tool-unreachable-write"
 
 
+def test_an_action_reviewers_rejected_twice_is_not_recommended_for_retry():
+    # The failure engine/gates.py records when reviewers reject the same action twice.
+    loop = {
+        "layer": "orchestration",
+        "kind": "planning_loop",
+        "retryable": False,
+        "detail": {"args_digest": "d", "rejections": 2},
+    }
+
+    def advised(ledger):
+        return advise(
+            situation_from(
+                failure=loop,
+                side_effect="financial",
+                steps=TRIP_STEPS,
+                ledger=ledger,
+                step_attempts=0,
+                step_retry_cap=3,
+                task_recoveries=0,
+                task_recovery_cap=5,
+            )
+        )
+
+    stuck = advised(TRIP_LEDGER)
+    assert (stuck.action, stuck.rule) == (Action.ABORT, "people-rejected")
+    assert "rejected this action 2 times" in stuck.rationale
+    assert Action.RETRY in stuck.options
+    undoable = advised(tuple(row for row in TRIP_LEDGER if row.compensable))
+    assert (undoable.action, undoable.rule) == (Action.ROLLBACK, "people-rejected-undo")
+
+
 def test_situation_from_a_capped_step_judges_the_layer_of_its_last_failure():
     capped = {
         "layer": "orchestration",

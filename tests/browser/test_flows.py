@@ -490,7 +490,7 @@ def test_cancel_a_queued_task(page: Page, live_server: Any, processes: Processes
     cancel = page.locator("#cancel-form")
     cancel.get_by_label("The task ends now; effects made stay").check()
     cancel.get_by_role("button", name="Cancel").click()
-    expect(task_status(page)).to_have_text("Aborted")
+    expect(task_status(page)).to_have_text("Cancelled")
     run_workers(processes)
     page.wait_for_timeout(2000)
 

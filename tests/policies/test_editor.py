@@ -40,6 +40,33 @@ def test_a_new_rule_goes_where_the_admin_says_it_is_reached(
     assert names(draft)[1] == "emails gated"
 
 
+def test_a_new_rule_at_the_default_position_is_reached_and_the_default_stays_last(
+    admin_client: Client, draft: PolicyVersion, tools: Any
+) -> None:
+    # "read" (rule 7) sends every read to auto: a narrower read rule must go before it.
+    admin_client.post(
+        reverse("policies:rule_add", args=[draft.pk]),
+        {
+            "name": "supplier reads",
+            "route": "gate",
+            "side_effects": "read",
+            "systems": "suppliers",
+            "insert_before": "",
+        },
+    )
+    # A rule no earlier rule covers still goes just before the default rule.
+    admin_client.post(
+        reverse("policies:rule_add", args=[draft.pk]),
+        {"name": "writes audited", "route": "audit", "side_effects": "write"},
+    )
+
+    order = names(draft)
+    assert order.index("supplier reads") == order.index("read") - 1
+    assert order[-2:] == ["writes audited", "default"]
+    page = admin_client.get(reverse("policies:version_detail", args=[draft.pk])).content.decode()
+    assert "never reached" not in page
+
+
 def test_a_gate_rule_gets_operators_as_approvers_by_default_and_others_no_gate_fields(
     admin_client: Client, draft: PolicyVersion, tools: Any
 ) -> None:

@@ -329,6 +329,7 @@ def test_publish_refuses_an_invalid_draft_with_every_message(
         draft=draft,
         author=author,
         fields={"name": "emails", "route": "auto", "tools": ["email_customer"]},
+        position=8,  # after "notification", on purpose: it is shadowed
     )
     policy_rule_delete(rule=PolicyRule.objects.get(version=draft, name="default"), author=author)
 

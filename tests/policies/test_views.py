@@ -15,7 +15,12 @@ from policies.catalog import RecordedAction
 from policies.engine import Action
 from policies.models import Policy, PolicyChange, PolicyRule, PolicyVersion, VersionStatus
 from policies.selectors import policy_version_active
-from policies.services import policy_draft_create, policy_publish, policy_rule_delete
+from policies.services import (
+    policy_draft_create,
+    policy_publish,
+    policy_rule_add,
+    policy_rule_delete,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -220,9 +225,12 @@ def test_missing_default_and_shadowing_are_shown(
     policy_rule_delete(
         rule=PolicyRule.objects.get(version=draft, name="default"), author=policy_admin
     )
-    admin_client.post(
-        reverse("policies:rule_add", args=[draft.pk]),
-        {"name": "emails", "route": "auto", "tools": "email_customer"},
+    # Placed last on purpose (a new rule's default place is where it is reached).
+    policy_rule_add(
+        draft=draft,
+        author=policy_admin,
+        fields={"name": "emails", "route": "auto", "tools": ["email_customer"]},
+        position=7,
     )
 
     body = admin_client.get(reverse("policies:version_detail", args=[draft.pk])).content.decode()
@@ -232,6 +240,24 @@ def test_missing_default_and_shadowing_are_shown(
         "rule 8 &#x27;emails&#x27; is never reached: rule 6 &#x27;notification&#x27; "
         "matches every action it matches"
     ) in body
+
+
+def test_a_refused_publish_shows_the_messages_text_not_their_repr(
+    admin_client: Client, draft: PolicyVersion, policy_admin: Any, tools: Any
+) -> None:
+    policy_rule_delete(
+        rule=PolicyRule.objects.get(version=draft, name="default"), author=policy_admin
+    )
+
+    response = admin_client.post(
+        reverse("policies:version_publish", args=[draft.pk]),
+        {"change_note": "x", "confirm": "on"},
+    )
+
+    body = response.content.decode()
+    assert response.status_code == 400
+    assert "Error: the policy has no default rule" in body
+    assert "ValidationMessage(" not in body and "level=" not in body
 
 
 def test_duplicate_rule_name_is_a_form_error(

@@ -357,3 +357,32 @@ def test_confirming_an_unknown_call_someone_else_holds_asks_to_take_it_over(
 
     actions = list(Decision.objects.order_by("id").values_list("action", flat=True))
     assert actions == ["reviews.claim.taken_over", "reviews.ledger.confirmed"]
+
+
+def test_an_empty_task_list_says_when_tasks_exist_that_the_role_may_not_see(starter, policy_admin):
+    task_create(agent="refund", goal="Refund order A1001", input={"order_id": "A1001"})
+
+    page = client_for(policy_admin).get(reverse("agentops:task_list")).content.decode()
+
+    assert "No tasks you can see." in page and "No tasks yet." not in page
+
+
+def test_a_cancelled_task_reads_cancelled_and_an_aborted_one_aborted(
+    sim, redis_clean, operator, starter
+):
+    cancelled = queued_refund(created_by=starter)
+    client = client_for(operator)
+    assert control(client, cancelled, "cancel", confirm="on").status_code == 302
+    stopped = stopped_trip(created_by=starter)
+    aborted = client.post(
+        reverse("reviews:intervention", args=[stopped.pk]), {"action": "abort", "confirmed": "True"}
+    )
+    assert aborted.status_code == 302
+
+    def badge(task: Task) -> str:
+        page = client.get(reverse("agentops:task_detail", args=[task.pk])).content.decode()
+        return page.split("<dt>Status</dt>", 1)[1].split("</dd>", 1)[0]
+
+    assert Task.objects.get(pk=cancelled.pk).status == TaskStatus.ABORTED  # stored value kept
+    assert "Cancelled" in badge(cancelled) and "Aborted" not in badge(cancelled)
+    assert "Aborted" in badge(stopped) and "Cancelled" not in badge(stopped)

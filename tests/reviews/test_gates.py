@@ -159,6 +159,23 @@ def test_the_creator_sees_disabled_buttons_and_a_forced_post_is_refused(sim, red
     assert not Decision.objects.exists()
 
 
+def test_a_stale_tab_409_links_to_the_gate_open_now(sim, redis_clean, operator, starter):
+    task = gated_refund(created_by=starter)
+    first = open_gate(task)
+    client = client_for(operator)
+    rejected = client.post(
+        reverse("reviews:gate_reject", args=[first.pk]),
+        {"seen_digest": first.args_digest, "feedback": "try again"},
+    )
+    assert rejected.status_code == 302
+    second = open_gate(run_until_parked_or_done(task))
+
+    stale = approve(client, first)
+
+    assert stale.status_code == 409
+    assert f'href="{reverse("reviews:gate", args=[second.pk])}"' in stale.content.decode()
+
+
 def test_a_stale_seen_digest_gets_409_and_changes_nothing(sim, redis_clean, operator, starter):
     gate = open_gate(gated_refund(created_by=starter))
 

@@ -202,3 +202,30 @@ def test_a_gate_is_decidable_only_by_a_member_of_its_group_who_may_decide(
     assert not decidable(type(operator).objects.get(pk=operator.pk))  # not in "auditors"
     Gate.objects.filter(pk=gate.pk).update(approver_group="operators")
     assert decidable(type(operator).objects.get(pk=operator.pk))
+
+
+def _luminance(hex_colour: str) -> float:
+    channels = [int(hex_colour[i : i + 2], 16) / 255 for i in (1, 3, 5)]
+    linear = [c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4 for c in channels]
+    return 0.2126 * linear[0] + 0.7152 * linear[1] + 0.0722 * linear[2]
+
+
+def _contrast(a: str, b: str) -> float:
+    high, low = sorted((_luminance(a), _luminance(b)), reverse=True)
+    return (high + 0.05) / (low + 0.05)
+
+
+def test_rows_not_yours_to_decide_keep_their_text_at_wcag_aa_contrast():
+    from pathlib import Path
+
+    css = (Path(__file__).resolve().parents[2] / "static" / "css" / "app.css").read_text()
+    colours = dict(re.findall(r"--([a-z-]+):\s*(#[0-9a-f]{6});", css))
+    row = re.search(r"tr\.not-yours\s*\{([^}]*)\}", css)
+    assert row is not None
+    # An opacity below 1 blends the text into the page: axe-core counted 26 failures.
+    opacity = re.search(r"opacity:\s*([0-9.]+)", row.group(1))
+    assert opacity is None or float(opacity.group(1)) >= 1
+    background = re.search(r"background:\s*var\(--([a-z-]+)\)", row.group(1))
+    fill = colours[background.group(1)] if background else colours["surface"]
+    for text in ("text", "muted", "warn", "accent", "danger"):
+        assert _contrast(colours[text], fill) >= 4.5, text

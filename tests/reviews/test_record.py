@@ -250,6 +250,21 @@ def test_the_same_action_rejected_twice_holds_the_task_for_a_person(
     assert Gate.objects.filter(task=task, status=GateStatus.OPEN).count() == 0
 
 
+def test_after_reviewers_rejected_twice_the_advisor_does_not_recommend_retry(
+    sim, redis_clean, operator, starter
+):
+    task = gated_refund(created_by=starter)
+    gate_reject(gate_id=open_gate(task).pk, actor=operator, seen_digest=None, feedback="stop")
+    task = run_until_parked_or_done(task)
+    gate_reject(gate_id=open_gate(task).pk, actor=operator, seen_digest=None, feedback="stop")
+
+    recovery = task_get_detail(task_id=task.pk, viewer=operator).recovery
+
+    assert recovery is not None
+    assert recovery.recommendation.action != "retry"
+    assert recovery.recommendation.rule.startswith("people-rejected")
+
+
 def test_the_gate_shows_its_checks_against_earlier_results_before_the_arguments(
     sim, redis_clean, operator, starter
 ):

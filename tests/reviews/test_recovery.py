@@ -7,6 +7,7 @@ import re
 from typing import Any
 
 import pytest
+from django.contrib.messages import get_messages
 from django.urls import reverse
 
 from agentops.models import Event, ToolCall
@@ -150,6 +151,46 @@ def test_an_unknown_call_shows_its_history_and_is_confirmed_once(
     call.refresh_from_db()
     assert call.status == LedgerStatus.SUCCEEDED
     assert effects("payments", "refund_legacy") == 1
+
+
+@pytest.mark.parametrize(
+    ("action", "line"),
+    [("retry", "the step is retried"), ("skip", "is skipped"), ("rollback", "rolling back")],
+)
+def test_an_intervention_confirms_what_it_did_with_a_message(
+    sim, redis_clean, operator, starter, action, line
+):
+    task = stopped_trip(created_by=starter)
+
+    response = intervene(client_for(operator), task.pk, action)
+
+    assert response.status_code == 302
+    shown = [str(m) for m in get_messages(response.wsgi_request)]
+    assert len(shown) == 1 and f"Task #{task.pk}" in shown[0] and line in shown[0]
+
+
+def test_did_not_happen_on_a_tool_that_ignores_keys_says_so_and_asks_to_be_sure(
+    sim, redis_clean, operator, starter, settings
+):
+    # issue_refund_legacy does not honour idempotency keys: a second call may refund twice.
+    task = unknown_refund(settings, created_by=starter)
+    call = ToolCall.objects.get(task=task, tool="issue_refund_legacy")
+    client = client_for(operator)
+
+    page = client.get(reverse("reviews:recover", args=[task.pk])).content.decode()
+    assert "does not honour idempotency keys" in page and 'name="sure"' in page
+    assert "again with the same key" not in page
+
+    url = reverse("reviews:call_confirm", args=[task.pk, call.pk])
+    refused = client.post(url, {"executed": "no"})
+    assert refused.status_code == 400
+    assert "not protected by a key" in refused.content.decode()
+    assert not Decision.objects.exists()
+    call.refresh_from_db()
+    assert call.status == LedgerStatus.EXECUTED_UNKNOWN
+
+    assert client.post(url, {"executed": "no", "sure": "on"}).status_code == 302
+    assert Decision.objects.get().detail["executed"] is False
 
 
 def test_a_call_of_another_task_is_not_found(sim, redis_clean, operator, starter, settings):

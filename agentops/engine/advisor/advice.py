@@ -55,14 +55,34 @@ def _after_failed_retry(situation: Situation) -> tuple[Action, str, str]:
     )
 
 
+def _after_people_rejected(situation: Situation) -> tuple[Action, str, str]:
+    """What to recommend instead of a retry when reviewers rejected the step's action again and
+    again: a retry has the agent propose it once more, against the people who said no. Undo when
+    everything can be undone, else abort."""
+    times = situation.rejected_by_people
+    said = f"Reviewers rejected this action {times} time{'s' if times != 1 else ''}; a retry "
+    said += "would have the agent propose it again. "
+    if situation.compensable and not situation.irreversible:
+        return Action.ROLLBACK, "people-rejected-undo", said + "Undo the effects so far and end it."
+    return (
+        Action.ABORT,
+        "people-rejected",
+        said + "Abort, or edit the step's instructions first if the task should go on.",
+    )
+
+
 def advise(situation: Situation) -> Recommendation:
     """The first row of `RULES` that matches `situation`, as a recommendation; a retry that a
-    person already tried and that failed the same way is not recommended again."""
+    person already tried and that failed the same way, or whose action reviewers kept
+    rejecting, is not recommended again."""
     rule = next(r for r in RULES if r.matches(situation))
     action, name = rule.action, rule.name
     rationale = rule.rationale.format(**situation.facts())
-    if action is Action.RETRY and situation.failed_retries > 0 and not situation.rolling_back:
-        action, name, rationale = _after_failed_retry(situation)
+    if action is Action.RETRY and not situation.rolling_back:
+        if situation.rejected_by_people > 0:
+            action, name, rationale = _after_people_rejected(situation)
+        elif situation.failed_retries > 0:
+            action, name, rationale = _after_failed_retry(situation)
     return Recommendation(
         action=action,
         rationale=rationale,

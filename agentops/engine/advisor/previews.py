@@ -151,6 +151,8 @@ def situation_from(
     detail = failure.get("detail")
     last = detail.get("last_failure") if isinstance(detail, Mapping) else None
     layer = last.get("layer") if isinstance(last, Mapping) else None
+    # A reject loop records how often reviewers rejected the action (engine/gates.py).
+    rejections = detail.get("rejections") if isinstance(detail, Mapping) else None
     return Situation(
         kind=str(failure.get("kind") or "unknown"),
         layer=str(layer or failure.get("layer") or "orchestration"),
@@ -164,4 +166,5 @@ def situation_from(
         irreversible=any(not e.compensable for e in effects),
         rolling_back=rolling_back,
         failed_retries=failed_retries,
+        rejected_by_people=rejections if isinstance(rejections, int) else 0,
     )

@@ -111,6 +111,8 @@ class Situation:
     rolling_back: bool = False
     # Manual retries of this step that already ended in this same failure kind.
     failed_retries: int = 0
+    # How many times reviewers rejected the stuck step's action at its gate (a reject loop).
+    rejected_by_people: int = 0
 
     @property
     def risk(self) -> Risk:
@@ -146,4 +148,5 @@ class Situation:
             "recoveries": self.task_recoveries,
             "recovery_cap": self.task_recovery_cap,
             "failed_retries": self.failed_retries,
+            "rejected_by_people": self.rejected_by_people,
         }
