@@ -334,11 +334,14 @@ def test_a_policy_admin_publishes_a_rule_and_the_next_task_is_gated_by_it(
     form.get_by_label("Timeout seconds", exact=True).fill("3600")
     form.get_by_role("button", name="Add rule").click()
     rules = page.locator("#draft-editor tbody tr")
-    expect(rules.nth(7)).to_contain_text(rule)
-    # First match wins: the new rule must come before "notification", which audits emails.
-    page.get_by_role("button", name="Move rule 8 up").click()
-    expect(rules.nth(6)).to_contain_text(rule)
-    page.get_by_role("button", name="Move rule 7 up").click()
+    # First match wins: a new rule is placed where it is reached, before "notification", which
+    # audits emails (at the end it would never be reached).
+    expect(rules.nth(5)).to_contain_text(rule)
+    expect(rules.nth(6)).to_contain_text("notification")
+    # The person can still move it; moved up and back down, it is where it was.
+    page.get_by_role("button", name="Move rule 6 up").click()
+    expect(rules.nth(4)).to_contain_text(rule)
+    page.get_by_role("button", name="Move rule 5 down").click()
     expect(rules.nth(5)).to_contain_text(rule)
     expect(rules.nth(6)).to_contain_text("notification")
     expect(page.get_by_text("No problems found: this draft can be published.")).to_be_visible()
