@@ -2,8 +2,7 @@
 
 `transitions.fenced_commit` makes one; the block filling it adds step and ledger transitions, a new
 ledger row, a snapshot and artifact rows, and the commit sends them as one statement (its SQL is
-built by `engine.statements`). The copies at the end (`step_as_done` ...) are rows as a commit will
-leave them, for the runner to build on before it sends.
+built by `engine.statements`).
 """
 
 from __future__ import annotations
@@ -11,7 +10,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
 import psycopg
 from django.conf import settings
@@ -411,44 +410,3 @@ class Commit:
                     atomic.__exit__(None, None, None)
                 else:
                     atomic.__exit__(kind, error, trace)
-
-
-M = TypeVar("M", bound=models.Model)
-
-
-def _copied(instance: M) -> M:
-    """`copy.copy(instance)`: the same state (`Model.__getstate__`, which copies `_state`),
-    without the unpickling Django's `__reduce__` sends a copy through."""
-    new = instance.__class__.__new__(instance.__class__)
-    new.__dict__.update(instance.__getstate__())
-    return new
-
-
-def step_as_done(step: Step, *, output: Any) -> Step:
-    """A copy of `step` as it will read once its `succeed` commits: the runner builds the next
-    step's prompt from it before the one write that completes this step and starts the next."""
-    done = _copied(step)
-    done.status = STEP_TRANSITIONS["succeed"].target
-    done.output = output
-    return done
-
-
-def step_as_started(step: Step) -> Step:
-    """A copy of `step` as it will read once its `start` commits."""
-    started = _copied(step)
-    started.status = STEP_TRANSITIONS["start"].target
-    return started
-
-
-def call_as(call: ToolCall, target: str) -> ToolCall:
-    """A copy of a ledger row as it will read once its move to `target` commits."""
-    moved = _copied(call)
-    moved.status = target
-    return moved
-
-
-def task_as(task: Task, *, status: str, current_step: int) -> Task:
-    """A copy of the task as it will read once a commit that sets these fields commits."""
-    moved = _copied(task)
-    moved.status, moved.current_step = status, current_step
-    return moved

@@ -15,7 +15,7 @@ import functools
 import logging
 import time
 from datetime import timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from django.conf import settings
 from django.contrib.auth.models import User
@@ -29,10 +29,6 @@ from agentops.engine.commit import STATUS_FIELD, TASK_OWNED_FIELDS, _refuse_owne
 from agentops.engine.commit import Commit as Commit
 from agentops.engine.commit import EventSpec as EventSpec
 from agentops.engine.commit import Lease as Lease
-from agentops.engine.commit import call_as as call_as
-from agentops.engine.commit import step_as_done as step_as_done
-from agentops.engine.commit import step_as_started as step_as_started
-from agentops.engine.commit import task_as as task_as
 from agentops.engine.dispatch import task_enqueue
 from agentops.engine.statements import _json_text, _one_of, _prepared_cursor
 from agentops.engine.statements import artifact_id_reserved as artifact_id_reserved
@@ -349,3 +345,47 @@ def ledger_transition(*, call_id: int, target: str, **fields: Any) -> bool:
         status=target, updated_at=Now(), **fields
     )
     return bool(updated)
+
+
+# -- rows as a commit will leave them: the runner builds on them before it sends ------------
+
+
+M = TypeVar("M", bound=models.Model)
+
+
+def _copied(instance: M) -> M:
+    """`copy.copy(instance)`: the same state (`Model.__getstate__`, which copies `_state`),
+    without the unpickling Django's `__reduce__` sends a copy through."""
+    new = instance.__class__.__new__(instance.__class__)
+    new.__dict__.update(instance.__getstate__())
+    return new
+
+
+def step_as_done(step: Step, *, output: Any) -> Step:
+    """A copy of `step` as it will read once its `succeed` commits: the runner builds the next
+    step's prompt from it before the one write that completes this step and starts the next."""
+    done = _copied(step)
+    done.status = STEP_TRANSITIONS["succeed"].target
+    done.output = output
+    return done
+
+
+def step_as_started(step: Step) -> Step:
+    """A copy of `step` as it will read once its `start` commits."""
+    started = _copied(step)
+    started.status = STEP_TRANSITIONS["start"].target
+    return started
+
+
+def call_as(call: ToolCall, target: str) -> ToolCall:
+    """A copy of a ledger row as it will read once its move to `target` commits."""
+    moved = _copied(call)
+    moved.status = target
+    return moved
+
+
+def task_as(task: Task, *, status: str, current_step: int) -> Task:
+    """A copy of the task as it will read once a commit that sets these fields commits."""
+    moved = _copied(task)
+    moved.status, moved.current_step = status, current_step
+    return moved

@@ -20,8 +20,6 @@ APPS = ("agentops", "policies", "reviews")
 # path -> the functions allowed to write a status there (None: the whole module).
 STATUS_WRITERS: dict[str, frozenset[str] | None] = {
     "agentops/engine/transitions.py": None,
-    # The lease holder's one-statement commit, split out of the transition code.
-    "agentops/engine/commit.py": None,
     "policies/services.py": frozenset({"policy_draft_discard", "_publish_locked"}),
     "agentops/engine/gates.py": frozenset({"_gates_moved"}),
     "reviews/services/audit.py": frozenset({"audit_item_review"}),
