@@ -30,8 +30,8 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
+from contextlib import AbstractContextManager, nullcontext
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -153,14 +153,16 @@ def _task_parent(task: Task) -> Context:
 
 # -- spans of the engine ------------------------------------------------------------------------
 
+# A block in a span, or, with tracing off, in nothing (one shared object: no cost per step).
+SpanBlock = AbstractContextManager["Span | None"]
+_OFF: SpanBlock = nullcontext(None)
 
-@contextmanager
-def slice_span(task: Task, *, enqueued_by: object = None) -> Iterator[Span | None]:
+
+def slice_span(task: Task, *, enqueued_by: object = None) -> SpanBlock:
     """The span of one worker slice of `task`, linked to the context that enqueued its job
     (`enqueued_by`, a traceparent) when that is not the task's own trace."""
     if _tracer is None:
-        yield None
-        return
+        return _OFF
     from opentelemetry import trace
     from opentelemetry.trace import Link, SpanKind
 
@@ -170,7 +172,7 @@ def slice_span(task: Task, *, enqueued_by: object = None) -> Iterator[Span | Non
     own = trace.get_current_span(parent).get_span_context()
     if enqueuer is not None and enqueuer.trace_id != own.trace_id:
         links.append(Link(enqueuer, {"agentops.link": "enqueued_by"}))
-    with _tracer.start_as_current_span(
+    return _tracer.start_as_current_span(
         f"invoke_agent {task.agent}",
         context=parent,
         kind=SpanKind.CONSUMER,
@@ -182,8 +184,7 @@ def slice_span(task: Task, *, enqueued_by: object = None) -> Iterator[Span | Non
             "agentops.task.claims": task.claims,
             "agentops.task.recoveries": task.recoveries,
         },
-    ) as span:
-        yield span
+    )
 
 
 def slice_outcome(span: Span | None, outcome: str) -> None:
@@ -191,31 +192,26 @@ def slice_outcome(span: Span | None, outcome: str) -> None:
         span.set_attribute("agentops.slice.outcome", outcome)
 
 
-@contextmanager
-def step_span(step: Step) -> Iterator[Span | None]:
+def step_span(step: Step) -> SpanBlock:
     if _tracer is None:
-        yield None
-        return
-    with _tracer.start_as_current_span(
+        return _OFF
+    return _tracer.start_as_current_span(
         f"agentops.step {step.ordinal}",
         attributes={
             "agentops.step.ordinal": step.ordinal,
             "agentops.step.title": step.title,
             "agentops.step.attempt": step.attempts,
         },
-    ) as span:
-        yield span
+    )
 
 
-@contextmanager
-def model_span(model: str, provider: str) -> Iterator[Span | None]:
+def model_span(model: str, provider: str) -> SpanBlock:
     """A model call: `usage_record` adds what the provider counted once it answered."""
     if _tracer is None:
-        yield None
-        return
+        return _OFF
     from opentelemetry.trace import SpanKind
 
-    with _tracer.start_as_current_span(
+    return _tracer.start_as_current_span(
         f"chat {model}",
         kind=SpanKind.CLIENT,
         attributes={
@@ -223,8 +219,7 @@ def model_span(model: str, provider: str) -> Iterator[Span | None]:
             "gen_ai.provider.name": provider,
             "gen_ai.request.model": model,
         },
-    ) as span:
-        yield span
+    )
 
 
 def usage_record(span: Span | None, usage: Mapping[str, Any]) -> None:
@@ -234,16 +229,14 @@ def usage_record(span: Span | None, usage: Mapping[str, Any]) -> None:
     span.set_attribute("gen_ai.usage.output_tokens", int(usage.get("completion_tokens") or 0))
 
 
-@contextmanager
-def tool_span(call: ToolCall, *, lane: str, how: str) -> Iterator[Span | None]:
+def tool_span(call: ToolCall, *, lane: str, how: str) -> SpanBlock:
     """A tool call through the ledger: `how` says whether it runs now (`invoke`) or is
     reconciled after an earlier holder left it pending (`reconcile`)."""
     if _tracer is None:
-        yield None
-        return
+        return _OFF
     from opentelemetry.trace import SpanKind
 
-    with _tracer.start_as_current_span(
+    return _tracer.start_as_current_span(
         f"execute_tool {call.tool}",
         kind=SpanKind.CLIENT,
         attributes={
@@ -254,8 +247,7 @@ def tool_span(call: ToolCall, *, lane: str, how: str) -> Iterator[Span | None]:
             "agentops.idempotency_key": call.idempotency_key,
             "agentops.ledger.how": how,
         },
-    ) as span:
-        yield span
+    )
 
 
 def tool_outcome(span: Span | None, status: str) -> None:
