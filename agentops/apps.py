@@ -8,6 +8,11 @@ class AgentopsConfig(AppConfig):
     verbose_name = "Agent operations"
 
     def ready(self) -> None:
+        # Before the request handler loads its middleware: tracing the web tier adds one.
+        from agentops import tracing
+
+        tracing.configure()
+
         from agentops.permissions import PERMISSIONS
         from agentops.web import permissions_register
 

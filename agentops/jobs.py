@@ -1,7 +1,8 @@
 """RQ entry points. A job carries a task id and nothing else; the runner does the work.
 
 The job's meta may carry the id of the request that enqueued it: the job's log lines carry it
-too, and each job ends with one line saying what it did.
+too, and each job ends with one line saying what it did. It may carry that request's trace
+context too: the slice's span links to it (`agentops.tracing`).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import socket
 from rq import get_current_job
 
 from agentops.logs import job_request_context
+from agentops.tracing import TRACEPARENT
 
 logger = logging.getLogger(__name__)
 
@@ -24,6 +26,11 @@ def task_advance(task_id: int) -> str:
     job = get_current_job()
     owner = f"{socket.gethostname()}:{os.getpid()}:{job.id if job else '-'}"
     with job_request_context():
-        outcome = advance(task_id=int(task_id), owner=owner)
+        enqueued_by = job.meta.get(TRACEPARENT) if job else None
+        outcome = advance(
+            task_id=int(task_id),
+            owner=owner,
+            enqueued_by=enqueued_by if isinstance(enqueued_by, str) else None,
+        )
         logger.info("job %s: %s", job.id if job else "-", outcome, extra={"task_id": task_id})
     return outcome

@@ -79,6 +79,10 @@ class Task(models.Model):
         "Step", null=True, blank=True, on_delete=models.CASCADE, related_name="child_tasks"
     )
     fanout_index = models.PositiveIntegerField(null=True, blank=True, editable=False)
+    # The W3C traceparent the task's trace hangs from (`agentops.tracing`; "" with tracing off).
+    trace_context = models.CharField(
+        max_length=55, blank=True, default="", db_default="", editable=False
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now_add=True, editable=False)
     # When the task entered its status (for a stopped task: since when it waits for a person).

@@ -3,7 +3,8 @@
 The job id is `advance-<task>-<last_seq>`: two enqueues for the same task state collapse into one
 job, and a job already waiting in the queue is not enqueued again. A duplicate that slips through
 is harmless: its claim finds the task leased or not claimable and it returns. The job's meta
-carries the id of the request that enqueued it (an id, for the worker's log lines).
+carries the id of the request that enqueued it (an id, for the worker's log lines) and its
+trace context (the worker's slice links to it: `agentops.tracing`).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from rq.exceptions import NoSuchJobError
 from rq.job import Job, JobStatus
 from rq.queue import Queue
 
+from agentops import tracing
 from agentops.logs import job_meta
 
 logger = logging.getLogger(__name__)
@@ -51,7 +53,7 @@ def enqueue_now(task_id: int, *, token: int) -> bool:
         "agentops.jobs.task_advance",
         task_id,
         job_id=job_id,
-        meta=job_meta(),
+        meta={**job_meta(), **tracing.job_meta()},
         result_ttl=300,
         failure_ttl=86400,
         job_timeout=3600,

@@ -13,7 +13,7 @@ from typing import Any
 from django.conf import settings
 from django.db.models import F
 
-from agentops import prometheus
+from agentops import prometheus, tracing
 from agentops.engine import budgets, gates, routing
 from agentops.engine.checkpoints import snapshot_write
 from agentops.engine.crashpoints import crashpoint
@@ -67,8 +67,14 @@ class Proposals(RunState):
             task_input=self.task.input,
             prompt_estimate=self.prompt_estimate,
         )
-        with self.beat.call(), prometheus.timed("model"):
-            response = get_model_adapter(self.agent).complete(request)
+        adapter = get_model_adapter(self.agent)
+        with (
+            self.beat.call(),
+            prometheus.timed("model"),
+            tracing.model_span(adapter.model, adapter.name) as span,
+        ):
+            response = adapter.complete(request)
+            tracing.usage_record(span, response.usage)
         # Recorded next to the provider's count, so later prompts calibrate the estimate.
         record = response.as_record()
         record["usage"] = {**response.usage, "prompt_estimate": self.prompt_estimate}
@@ -155,9 +161,12 @@ class Proposals(RunState):
             routed.events.append(event)
             routed.fields.update(usage_fields)
             routed.proposal_runs = arguments is response.tool_calls[0]["arguments"]
-        if verdict.route == Route.GATE and not routing.approved(step, routed.digest, verdict):
-            self._park_at_gate(routed)
-            return None
+        if verdict.route == Route.GATE:
+            if not routing.approved(step, routed.digest, verdict):
+                self._park_at_gate(routed)
+                tracing.event_add("agentops.gate.opened", {"agentops.policy.rule": verdict.rule})
+                return None
+            tracing.event_add("agentops.gate.decided", {"agentops.policy.rule": verdict.rule})
         call = self._open_call(routed)
         if record:
             crashpoint("after_model_result", step=step.ordinal)

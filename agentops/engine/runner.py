@@ -27,7 +27,7 @@ import httpx
 from django.conf import settings
 from django.db import transaction
 
-from agentops import prometheus
+from agentops import prometheus, tracing
 from agentops.engine import budgets, children, gates, handoff, planning, retries, rows
 from agentops.engine.checkpoints import checkpoint_verify
 from agentops.engine.crashpoints import crashpoint
@@ -63,19 +63,23 @@ from agentops.states import STEP_DONE, TASK_TRANSITIONS, LedgerStatus, Phase, St
 logger = logging.getLogger(__name__)
 
 
-def task_advance(*, task_id: int, owner: str) -> str:
-    """Claim the task and advance it for one time slice. Returns what happened, for logs."""
+def task_advance(*, task_id: int, owner: str, enqueued_by: str | None = None) -> str:
+    """Claim the task and advance it for one time slice. Returns what happened, for logs.
+    `enqueued_by` is the trace context of what enqueued the job (the slice's span links it)."""
     claimed = task_claim_row(task_id=task_id, owner=owner)
     if claimed is None:
         return "not claimable"
     lease, task = claimed
     crashpoint("after_claim")
-    try:
-        with task_context(task_id=task_id), Heartbeat(lease, armed=False) as beat:
-            return TaskRun(lease=lease, http=http_client(), beat=beat, task=task).advance()
-    except LeaseLost as lost:
-        logger.warning("stopping: %s", lost)
-        return "lease lost"
+    with tracing.slice_span(task, enqueued_by=enqueued_by) as span:
+        try:
+            with task_context(task_id=task_id), Heartbeat(lease, armed=False) as beat:
+                outcome = TaskRun(lease=lease, http=http_client(), beat=beat, task=task).advance()
+        except LeaseLost as lost:
+            logger.warning("stopping: %s", lost)
+            outcome = "lease lost"
+        tracing.slice_outcome(span, outcome)
+        return outcome
 
 
 def task_steps(task_id: int) -> list[Step]:
@@ -251,6 +255,10 @@ class TaskRun(StepCommits, Proposals):
 
     def _run_step(self, step: Step) -> StepResult:
         task_context_step(step.ordinal)
+        with tracing.step_span(step):
+            return self._step_result(step)
+
+    def _step_result(self, step: Step) -> StepResult:
         try:
             if handoff.is_handoff(step):
                 handed = handoff.handoff_run(
@@ -375,11 +383,22 @@ class TaskRun(StepCommits, Proposals):
             base_url=settings.AGENTOPS["SIM_BASE_URL"].rstrip("/"),
             timeout=settings.AGENTOPS["TOOL_TIMEOUT_SECONDS"],
         )
-        with self.beat.call(), prometheus.timed("tool"):
-            if call.pk in self.fresh_calls:
-                return invoke(tool, ctx, arguments)
+        fresh = call.pk in self.fresh_calls
+        with (
+            self.beat.call(),
+            prometheus.timed("tool"),
+            tracing.tool_span(
+                call, lane=step.route, how="invoke" if fresh else "reconcile"
+            ) as span,
+        ):
             # A `pending` row from an earlier holder: the call may have reached the remote.
-            return reconcile(tool, ctx, arguments, cause=None)
+            outcome = (
+                invoke(tool, ctx, arguments)
+                if fresh
+                else reconcile(tool, ctx, arguments, cause=None)
+            )
+            tracing.tool_outcome(span, outcome.status)
+            return outcome
 
     # -- the plan -------------------------------------------------------------------------------
 

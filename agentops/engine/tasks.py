@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 from django.conf import settings
 from django.db import transaction
 
+from agentops import tracing
 from agentops.engine.checkpoints import snapshot_state
 from agentops.engine.dispatch import task_enqueue
 from agentops.engine.errors import StartRefused
@@ -98,6 +99,7 @@ def task_create(
             ),
             step_retry_cap=step_retry_cap or conf["STEP_RETRY_CAP"],
             recovery_cap=recovery_cap if recovery_cap is not None else conf["TASK_RECOVERY_CAP"],
+            trace_context=tracing.task_trace_context(parent),
         )
         steps = Step.objects.bulk_create(
             Step(
