@@ -126,10 +126,28 @@ def truncates(item: pytest.Item) -> bool:
     )
 
 
+def heavy_first(items: list[pytest.Item]) -> None:
+    """Among the truncating tests (pytest-django orders them after the rolled-back ones), put
+    the process tiers first: the longest tests start early and the run ends on short ones."""
+    places = [n for n, item in enumerate(items) if truncates(item)]
+    ordered = sorted(
+        (items[n] for n in places),
+        key=lambda item: not any(item.get_closest_marker(tier) for tier in PROCESS_TIERS),
+    )
+    for n, item in zip(places, ordered, strict=True):
+        items[n] = item
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Mark the tests that truncate (`-m truncates` lists them; every other test is rolled back),
-    and under xdist (`--dist loadgroup`) run a module's process-tier tests on one worker, in
-    order: never two of them at once from one module (they share its module-scoped servers)."""
+    """Mark the tests that truncate (`-m truncates` lists them; every other test is rolled back)
+    and put the longest of them first.
+
+    Under xdist each test goes to the next free worker, in this order, a process-tier test too:
+    every worker has its own database, Redis database, simulated services and Chromium, and a
+    test its own processes, ports and files. (No test is pinned to a worker with `xdist_group`:
+    on pytest 9.2 xdist 3.8's `--dist loadgroup` ignores the mark, pytest-xdist issue #1386, so
+    the per-module groups this hook used to add never took effect.) The order is kept: a
+    worker runs every rolled-back test it gets before any test that empties the database."""
     committing = [
         item.nodeid
         for item in items
@@ -145,8 +163,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if truncates(item):
             item.add_marker(pytest.mark.truncates)
-        if any(item.get_closest_marker(tier) for tier in PROCESS_TIERS) or truncates(item):
-            item.add_marker(pytest.mark.xdist_group(f"processes:{item.nodeid.split('::')[0]}"))
+    heavy_first(items)
 
 
 # What the post_migrate signal after a flush makes again, row for row: kept instead.
