@@ -18,16 +18,21 @@ install: $(VENV)/.installed
 run: install
 	$(DEV) $(PY) manage.py runstack
 
-# The suite on parallel pytest-xdist workers, each with a test database and a Redis database of
-# its own (agentops/test_settings.py). A module's tests that start real processes (crash, outage,
-# browser, install, and every test that truncates) run on one worker, in turn (tests/conftest.py).
+# The suite on parallel pytest-xdist workers, each with a test database, a Redis database, simulated
+# services and Chromium of its own (agentops/test_settings.py). Each test goes to the next free
+# worker in collection order: on each worker the rolled-back tests run first, then the ones that
+# empty the database, the process tiers (crash, outage, browser, install) first among those
+# (tests/conftest.py). (`--dist loadgroup` would keep an `xdist_group` on one worker; on pytest 9.2
+# xdist 3.8 ignores the mark, pytest-xdist #1386, and the suite sets none.) Three workers on two
+# cores: a process-tier test mostly waits on its workers, which a third pytest worker fills.
 TEST_WORKERS ?= 3
 PYTEST := DJANGO_ALLOW_ASYNC_UNSAFE=true $(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup
 
 test: install peers-venv
 	$(PYTEST) $(PYTEST_ARGS)
 
-# Everything but the process tiers: the rollback-isolated tests, for a quick check while working.
+# Everything but the process tiers and the tests that empty the database: the rollback-isolated
+# tests, for a quick check while working.
 test-fast: install
 	$(PYTEST) -m "not (truncates or browser or crash or install or outage)" $(PYTEST_ARGS)
 

@@ -4,6 +4,8 @@ Both adapters return raw output that goes through the same parser, so a scripted
 fault exercises exactly the path a real model's broken output takes. Adapters raise ModelFailure
 with a kind (rate_limited, timeout, unavailable, output_invalid, context_overflow, bad_request).
 The SDK client never retries (`max_retries=0`): retries are the engine's, persisted and counted.
+The SDK is imported when the OpenAI adapter is first used, not with this module: importing it is
+about half of a worker's start-up, and a process on the scripted model never needs it.
 Every tool call carries an id, recorded with the step's model response, so a context rebuilt after
 a crash answers the same ids.
 """
@@ -19,9 +21,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-import openai
 from django.conf import settings
-from openai.types.chat import ChatCompletion, ChatCompletionMessageFunctionToolCall
 
 from agentops.engine.errors import FailureKind, ModelFailure
 from agentops.engine.jsonvalues import (
@@ -35,6 +35,9 @@ from agentops.engine.jsonvalues import (
 from agentops.engine.retry_after import retry_after_seconds
 
 if TYPE_CHECKING:
+    import openai
+    from openai.types.chat import ChatCompletion
+
     from agentops.engine.registry import Agent
 
 
@@ -323,6 +326,8 @@ def wire_tools(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
 @functools.cache
 def _client(base_url: str, api_key: str, timeout: float) -> openai.OpenAI:
     """One SDK client per configuration and process (session state, never persisted)."""
+    import openai
+
     return openai.OpenAI(
         base_url=base_url, api_key=api_key or "not-set", timeout=timeout, max_retries=0
     )
@@ -349,6 +354,8 @@ def _is_context_error(exc: openai.APIStatusError) -> bool:
 
 def model_failure(exc: openai.OpenAIError) -> ModelFailure:
     """Map an SDK error onto the engine's failure kinds."""
+    import openai
+
     if isinstance(exc, openai.APITimeoutError):
         return ModelFailure("model call timed out", kind=FailureKind.TIMEOUT)
     if isinstance(exc, openai.APIConnectionError):
@@ -386,6 +393,8 @@ class Exchange:
 
 def _function_call(call: object) -> dict[str, Any]:
     """One tool call of a completion as the runner reads it; only function calls are tools."""
+    from openai.types.chat import ChatCompletionMessageFunctionToolCall
+
     if not isinstance(call, ChatCompletionMessageFunctionToolCall):
         raise ValueError(f"a {getattr(call, 'type', '?')} tool call is not a function call")
     return {
@@ -421,6 +430,9 @@ class OpenAICompatibleModel:
         json_output: bool = False,
     ) -> Exchange:
         """One request; SDK errors become ModelFailure with the engine's kinds."""
+        import openai
+        from openai.types.chat import ChatCompletion
+
         params: dict[str, Any] = {"model": self.model, "messages": wire_messages(messages)}
         if tools:
             params["tools"] = wire_tools(tools)

@@ -8,6 +8,9 @@ request shape.
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -31,6 +34,7 @@ from agentops.services import task_create
 from tests.agentops.test_jsonvalues import ON_THE_WIRE, json_objects, with_unstorable_parts
 from tests.agentops.test_runner import assert_stopped_by_the_reply
 from tests.builders import run_until_parked_or_done
+from tests.conftest import ROOT
 from tests.strict_openai import (
     Refused,
     StrictServer,
@@ -547,3 +551,22 @@ def test_a_tool_service_retry_after_as_an_http_date_is_a_wait_not_a_crash():
 
     assert failure.value.kind == "rate_limited"
     assert 15 <= failure.value.retry_after <= 21
+
+
+def test_a_worker_starts_without_importing_the_openai_sdk():
+    # The SDK is about half of a process's start-up; workers on the scripted model never use it.
+    code = (
+        "import django, sys; django.setup(); "
+        "import agentops.management.commands.worker, agentops.management.commands.sweeper, "
+        "agentops.jobs; print('openai' in sys.modules)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        env={**os.environ, "DJANGO_SETTINGS_MODULE": "agentops.settings"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "False"

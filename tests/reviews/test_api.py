@@ -21,7 +21,8 @@ from agentops.tokens import api_token_create, api_token_revoke
 from agentops.urls import api
 from reviews.models import Decision
 from tests.builders import run_until_parked_or_done
-from tests.reviews.builders import gated_refund, open_gate, stopped_trip
+from tests.factories import gated_refund_row, stopped_trip_row
+from tests.reviews.builders import gated_refund, open_gate
 
 pytestmark = pytest.mark.django_db
 
@@ -71,8 +72,8 @@ def test_a_stale_digest_or_a_second_decision_gets_409_and_changes_nothing(
     assert Decision.objects.filter(action__startswith="reviews.gate.").count() == 1
 
 
-def test_the_starter_cannot_approve_their_own_gate_through_the_api(sim, redis_clean, starter):
-    gate = open_gate(gated_refund(created_by=starter))
+def test_the_starter_cannot_approve_their_own_gate_through_the_api(redis_clean, starter):
+    gate = open_gate(gated_refund_row(created_by=starter))
 
     response = post(
         api_client(starter), f"/gates/{gate.pk}/approve", {"seen_digest": gate.args_digest}
@@ -378,11 +379,11 @@ def test_every_api_operation_is_in_the_access_table():
 
 
 def test_each_role_gets_exactly_the_api_access_the_table_gives(
-    sim, redis_clean, operator, auditor, policy_admin, starter
+    redis_clean, operator, auditor, policy_admin, starter
 ):
-    task = gated_refund(created_by=starter)
+    task = gated_refund_row(created_by=starter)
     gate = open_gate(task)
-    stopped_trip(created_by=starter)
+    stopped_trip_row(created_by=starter)
     clients = {
         OPERATOR: api_client(operator),
         AUDITOR: api_client(auditor),
@@ -489,10 +490,8 @@ def test_an_unknown_status_is_a_422_that_names_the_allowed_values(operator):
     assert client.get("/api/v1/gates", {"status": "approved"}).status_code == 200
 
 
-def test_a_caller_without_the_role_gets_403_before_the_body_is_read(
-    sim, redis_clean, operator, auditor
-):
-    gate = open_gate(gated_refund())
+def test_a_caller_without_the_role_gets_403_before_the_body_is_read(redis_clean, operator, auditor):
+    gate = open_gate(gated_refund_row())
     auditor_client, operator_client = api_client(auditor), api_client(operator)
 
     answers = {

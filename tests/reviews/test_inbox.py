@@ -1,4 +1,6 @@
-"""The operator inbox at HTTP level: what waits, in a stable order, who holds it, live counts."""
+"""The operator inbox at HTTP level: what waits, in a stable order, who holds it, live counts.
+
+Its tasks are rows (tests/factories.py): the inbox reads what waits, whatever made it."""
 
 from __future__ import annotations
 
@@ -12,7 +14,8 @@ from django.utils import timezone
 
 from agentops.models import Gate
 from reviews.models import Claim
-from tests.reviews.builders import client_for, gated_refund, open_gate, stopped_trip
+from tests.factories import gated_refund_row, stopped_trip_row
+from tests.reviews.builders import client_for, open_gate
 
 pytestmark = pytest.mark.django_db
 
@@ -22,11 +25,11 @@ def row_ids(page: str) -> list[str]:
 
 
 def test_the_inbox_lists_stopped_tasks_and_gates_by_due_time_with_time_left(
-    sim, redis_clean, operator, starter
+    redis_clean, operator, starter
 ):
-    trip = stopped_trip(created_by=starter)
-    later = open_gate(gated_refund(created_by=starter, order_id="B2002"))
-    sooner = open_gate(gated_refund(created_by=starter, order_id="E5005"))
+    trip = stopped_trip_row(created_by=starter)
+    later = open_gate(gated_refund_row(created_by=starter, order_id="B2002"))
+    sooner = open_gate(gated_refund_row(created_by=starter, order_id="E5005"))
     Gate.objects.filter(pk=sooner.pk).update(due_at=timezone.now() + timedelta(minutes=10))
 
     response = client_for(operator).get(reverse("reviews:inbox"))
@@ -43,24 +46,22 @@ def test_the_inbox_lists_stopped_tasks_and_gates_by_due_time_with_time_left(
 
 
 def test_a_new_item_takes_its_slot_by_time_and_the_others_keep_their_order(
-    sim, redis_clean, operator, starter
+    redis_clean, operator, starter
 ):
-    first = open_gate(gated_refund(created_by=starter, order_id="B2002"))
-    second = open_gate(gated_refund(created_by=starter, order_id="E5005"))
+    first = open_gate(gated_refund_row(created_by=starter, order_id="B2002"))
+    second = open_gate(gated_refund_row(created_by=starter, order_id="E5005"))
     client = client_for(operator)
     before = row_ids(client.get(reverse("reviews:inbox")).content.decode())
 
-    third = open_gate(gated_refund(created_by=starter, order_id="C3003"))
+    third = open_gate(gated_refund_row(created_by=starter, order_id="C3003"))
     after = row_ids(client.get(reverse("reviews:inbox"), HTTP_HX_REQUEST="true").content.decode())
 
     assert before == [f"gate-{first.pk}", f"gate-{second.pk}"]
     assert after == [*before, f"gate-{third.pk}"]
 
 
-def test_the_polled_fragment_is_the_tbody_with_out_of_band_counts(
-    sim, redis_clean, operator, starter
-):
-    gate = open_gate(gated_refund(created_by=starter))
+def test_the_polled_fragment_is_the_tbody_with_out_of_band_counts(redis_clean, operator, starter):
+    gate = open_gate(gated_refund_row(created_by=starter))
 
     response = client_for(operator).get(reverse("reviews:inbox"), HTTP_HX_REQUEST="true")
 
@@ -73,8 +74,8 @@ def test_the_polled_fragment_is_the_tbody_with_out_of_band_counts(
     assert 'id="inbox-summary"' in fragment
 
 
-def test_claim_and_release_show_who_holds_an_item(sim, redis_clean, operator, operator2, starter):
-    task = gated_refund(created_by=starter)
+def test_claim_and_release_show_who_holds_an_item(redis_clean, operator, operator2, starter):
+    task = gated_refund_row(created_by=starter)
     mine, theirs = client_for(operator), client_for(operator2)
 
     claimed = mine.post(reverse("reviews:claim", args=[task.pk]), HTTP_HX_REQUEST="true")
@@ -96,8 +97,8 @@ def test_claim_and_release_show_who_holds_an_item(sim, redis_clean, operator, op
     assert not Claim.objects.filter(task=task).exists()
 
 
-def test_a_release_never_redirects_off_site(sim, redis_clean, operator, starter):
-    task = gated_refund(created_by=starter)
+def test_a_release_never_redirects_off_site(redis_clean, operator, starter):
+    task = gated_refund_row(created_by=starter)
 
     response = client_for(operator).post(
         reverse("reviews:release", args=[task.pk]), {"next": "https://evil.example/"}
@@ -106,8 +107,8 @@ def test_a_release_never_redirects_off_site(sim, redis_clean, operator, starter)
     assert response["Location"] == reverse("reviews:inbox")
 
 
-def test_an_auditor_reads_the_inbox_without_controls(sim, redis_clean, auditor, starter):
-    gate = open_gate(gated_refund(created_by=starter))
+def test_an_auditor_reads_the_inbox_without_controls(redis_clean, auditor, starter):
+    gate = open_gate(gated_refund_row(created_by=starter))
 
     page = client_for(auditor).get(reverse("reviews:inbox")).content.decode()
 
@@ -125,19 +126,19 @@ def _inbox_queries(client: Any, django_assert_num_queries: Any) -> None:
 
 
 def test_the_inbox_costs_the_same_queries_for_one_item_or_many(
-    sim, redis_clean, operator, starter, django_assert_num_queries
+    redis_clean, operator, starter, django_assert_num_queries
 ):
     client = client_for(operator)
-    stopped_trip(created_by=starter)
+    stopped_trip_row(created_by=starter)
     client.get(reverse("reviews:inbox"))
     _inbox_queries(client, django_assert_num_queries)
 
-    gated_refund(created_by=starter, order_id="B2002")
+    gated_refund_row(created_by=starter, order_id="B2002")
     _inbox_queries(client, django_assert_num_queries)
 
-    task = gated_refund(created_by=starter, order_id="E5005")
-    gated_refund(created_by=starter, order_id="C3003")
-    stopped_trip(created_by=starter)
+    task = gated_refund_row(created_by=starter, order_id="E5005")
+    gated_refund_row(created_by=starter, order_id="C3003")
+    stopped_trip_row(created_by=starter)
     client.post(reverse("reviews:claim", args=[task.pk]))
 
     _inbox_queries(client, django_assert_num_queries)
@@ -153,11 +154,11 @@ def test_a_poll_after_the_session_ended_sends_the_whole_page_to_log_in(client):
 
 
 def test_each_row_links_its_own_item_and_selects_its_holder_in_the_assign_menu(
-    sim, redis_clean, operator, operator2, starter
+    redis_clean, operator, operator2, starter
 ):
-    trip = stopped_trip(created_by=starter)
-    held = gated_refund(created_by=starter, order_id="B2002")
-    free = gated_refund(created_by=starter, order_id="E5005")
+    trip = stopped_trip_row(created_by=starter)
+    held = gated_refund_row(created_by=starter, order_id="B2002")
+    free = gated_refund_row(created_by=starter, order_id="E5005")
     Claim.objects.create(task=held, user=operator2)
 
     page = client_for(operator).get(reverse("reviews:inbox")).content.decode()
@@ -186,11 +187,11 @@ def test_each_row_links_its_own_item_and_selects_its_holder_in_the_assign_menu(
 
 
 def test_a_gate_is_decidable_only_by_a_member_of_its_group_who_may_decide(
-    sim, redis_clean, operator, auditor, starter
+    redis_clean, operator, auditor, starter
 ):
     from reviews.selectors import inbox_list
 
-    gate = open_gate(gated_refund(created_by=starter))
+    gate = open_gate(gated_refund_row(created_by=starter))
     # An auditor in the approver group still lacks the permission to decide gates.
     Gate.objects.filter(pk=gate.pk).update(approver_group="auditors")
 

@@ -1,5 +1,8 @@
 """The polled inbox answers "nothing changed" (an empty 204) when the rows it shows are the same,
-and its rows again after every kind of change they show (agentops.web.poll_unchanged)."""
+and its rows again after every kind of change they show (agentops.web.poll_unchanged).
+
+The inbox's tasks are rows (tests/factories.py), and the tests are rolled back: what a poll
+shows is read in the request's own connection, no other process is involved."""
 
 from __future__ import annotations
 
@@ -16,9 +19,10 @@ from django.utils import timezone
 from agentops.models import Gate
 from agentops.web import POLL_VERSION_HEADER
 from reviews.services import claim_release, claim_take, gate_approve
-from tests.reviews.builders import client_for, gated_refund, open_gate, stopped_trip
+from tests.factories import gated_refund_row, stopped_trip_row
+from tests.reviews.builders import client_for, open_gate
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = pytest.mark.django_db
 
 INBOX = "/review/"
 
@@ -43,10 +47,10 @@ def poll(client: Client, version: str, url: str = INBOX) -> Any:
 
 
 def test_a_poll_with_the_current_version_gets_an_empty_204_in_few_queries(
-    sim_server, redis_clean, operator, starter, django_assert_max_num_queries
+    redis_clean, operator, starter, django_assert_max_num_queries
 ):
-    gate = open_gate(gated_refund(created_by=starter))
-    stopped_trip(created_by=starter)
+    gate = open_gate(gated_refund_row(created_by=starter))
+    stopped_trip_row(created_by=starter)
     client = client_for(operator)
     page = client.get(INBOX).content.decode()
     assert f"gate-{gate.pk}" in page
@@ -60,8 +64,8 @@ def test_a_poll_with_the_current_version_gets_an_empty_204_in_few_queries(
     assert POLL_VERSION_HEADER in unchanged["Vary"]
 
 
-def test_a_poll_with_an_old_or_no_version_gets_the_rows(sim_server, redis_clean, operator, starter):
-    open_gate(gated_refund(created_by=starter))
+def test_a_poll_with_an_old_or_no_version_gets_the_rows(redis_clean, operator, starter):
+    open_gate(gated_refund_row(created_by=starter))
     client = client_for(operator)
 
     without = client.get(INBOX, HTTP_HX_REQUEST="true")
@@ -71,8 +75,8 @@ def test_a_poll_with_an_old_or_no_version_gets_the_rows(sim_server, redis_clean,
     assert stale.status_code == 200 and 'id="inbox-rows"' in stale.content.decode()
 
 
-def test_a_full_page_load_is_never_an_empty_answer(sim_server, redis_clean, operator, starter):
-    open_gate(gated_refund(created_by=starter))
+def test_a_full_page_load_is_never_an_empty_answer(redis_clean, operator, starter):
+    open_gate(gated_refund_row(created_by=starter))
     client = client_for(operator)
     version = version_of(client.get(INBOX).content.decode())
 
@@ -90,17 +94,17 @@ def _changed(client: Client, version: str, expect: Callable[[str], bool]) -> Non
     assert poll(client, version_of(fragment)).status_code == 204
 
 
-def test_a_new_gate_comes_back(sim_server, redis_clean, operator, starter):
+def test_a_new_gate_comes_back(redis_clean, operator, starter):
     client = client_for(operator)
     version = version_of(client.get(INBOX).content.decode())
 
-    gate = open_gate(gated_refund(created_by=starter, order_id="B2002"))
+    gate = open_gate(gated_refund_row(created_by=starter, order_id="B2002"))
 
     _changed(client, version, lambda rows: f'id="gate-{gate.pk}"' in rows)
 
 
-def test_a_decided_gate_leaves(sim_server, redis_clean, operator, starter):
-    gate = open_gate(gated_refund(created_by=starter))
+def test_a_decided_gate_leaves(redis_clean, operator, starter):
+    gate = open_gate(gated_refund_row(created_by=starter))
     client = client_for(operator)
     version = version_of(client.get(INBOX).content.decode())
 
@@ -109,19 +113,17 @@ def test_a_decided_gate_leaves(sim_server, redis_clean, operator, starter):
     _changed(client, version, lambda rows: f'id="gate-{gate.pk}"' not in rows)
 
 
-def test_a_new_stopped_task_comes_back(sim_server, redis_clean, operator, starter):
+def test_a_new_stopped_task_comes_back(redis_clean, operator, starter):
     client = client_for(operator)
     version = version_of(client.get(INBOX).content.decode())
 
-    trip = stopped_trip(created_by=starter)
+    trip = stopped_trip_row(created_by=starter)
 
     _changed(client, version, lambda rows: f'id="task-{trip.pk}"' in rows)
 
 
-def test_a_claim_taken_and_released_comes_back(
-    sim_server, redis_clean, operator, operator2, starter
-):
-    task = gated_refund(created_by=starter)
+def test_a_claim_taken_and_released_comes_back(redis_clean, operator, operator2, starter):
+    task = gated_refund_row(created_by=starter)
     client = client_for(operator)
     version = version_of(client.get(INBOX).content.decode())
 
@@ -133,8 +135,8 @@ def test_a_claim_taken_and_released_comes_back(
     _changed(client, held, lambda rows: "nobody" in rows)
 
 
-def test_the_countdown_still_ticks(sim_server, redis_clean, operator, starter, monkeypatch):
-    gate = open_gate(gated_refund(created_by=starter))
+def test_the_countdown_still_ticks(redis_clean, operator, starter, monkeypatch):
+    gate = open_gate(gated_refund_row(created_by=starter))
     client = client_for(operator)
     Gate.objects.filter(pk=gate.pk).update(due_at=timezone.now() + timedelta(minutes=30))
     page = client.get(INBOX).content.decode()
@@ -147,8 +149,8 @@ def test_the_countdown_still_ticks(sim_server, redis_clean, operator, starter, m
     _changed(client, version_of(page), lambda rows: sooner in re.sub(r">\s+", ">", rows))
 
 
-def test_the_version_is_the_viewers_own(sim_server, redis_clean, operator, auditor, starter):
-    open_gate(gated_refund(created_by=starter))
+def test_the_version_is_the_viewers_own(redis_clean, operator, auditor, starter):
+    open_gate(gated_refund_row(created_by=starter))
     operators_version = version_of(client_for(operator).get(INBOX).content.decode())
 
     # The same rows shown to an auditor have no controls: a version is never another's.
