@@ -204,7 +204,10 @@ class TaskRun(StepCommits, Proposals):
         try:
             checkpoint_verify(task, self.steps, calls)
         except CheckpointMismatch as exc:
-            return self._stop(OrchestrationFailure(str(exc), kind=FailureKind.CHECKPOINT_MISMATCH))
+            return self._stop(
+                OrchestrationFailure(str(exc), kind=FailureKind.CHECKPOINT_MISMATCH),
+                snapshot=False,
+            )
         return None
 
     def _tokens_saved_by_resume(self) -> int:
