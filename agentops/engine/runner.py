@@ -376,7 +376,7 @@ class TaskRun(StepCommits, Proposals):
             step=step.ordinal,
             http=self.http,
             base_url=settings.AGENTOPS["SIM_BASE_URL"].rstrip("/"),
-            timeout=settings.AGENTOPS["TOOL_TIMEOUT_SECONDS"],
+            timeout=tool.timeout_or(settings.AGENTOPS["TOOL_TIMEOUT_SECONDS"]),
         )
         with self.beat.call(), prometheus.timed("tool"):
             if call.pk in self.fresh_calls:
