@@ -67,6 +67,7 @@ DECISION_ACTIONS = [
             ("reviews.task.resumed", "resumed"),
             ("reviews.task.cancelled", "cancelled"),
             ("reviews.task.modified", "budgets or input changed"),
+            ("reviews.task.restored", "restored from its log"),
         ],
     ),
     (

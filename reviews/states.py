@@ -51,6 +51,8 @@ class DecisionChannel(models.TextChoices):
     EMAIL_LINK = "email_link", "Email link"
     # The sweeper and management commands: no person, no interface.
     SYSTEM = "system", "System"
+    # A person at the command line (`manage.py checkpoint restore --by NAME`).
+    COMMAND = "command", "Command line"
     # Decisions logged before the channel was recorded (the log is append-only: never backfilled).
     UNKNOWN = "unknown", "Unknown"
 
@@ -72,5 +74,6 @@ class Via:
 
 VIA_BROWSER = Via(DecisionChannel.BROWSER)
 VIA_SYSTEM = Via(DecisionChannel.SYSTEM)
+VIA_COMMAND = Via(DecisionChannel.COMMAND)
 # A service called without saying how (a shell, a test) logs `unknown` rather than a guess.
 VIA_UNKNOWN = Via(DecisionChannel.UNKNOWN)

@@ -26,7 +26,10 @@ def lookup_order(call: ToolContext, *, order_id: str) -> dict[str, Any]:
     )
 
 
-@tool(side_effect="read", systems=("eligibility",))
+# Its own retry policy and deadline: the eligibility service answers in well under a second or
+# not at all, so each request gets 3 s (not the global AGENTOPS_TOOL_TIMEOUT_SECONDS) and a
+# failed check is tried again after 0.5 s, 1 s ... (not the global backoff base).
+@tool(side_effect="read", systems=("eligibility",), timeout=3.0, backoff_base=0.5)
 def check_eligibility(call: ToolContext, *, order_id: str, reason: str) -> dict[str, Any]:
     """Check whether the order may be refunded for this reason."""
     return remote.post(
@@ -44,7 +47,9 @@ def track_shipment(call: ToolContext, *, order_id: str) -> dict[str, Any]:
     return remote.post(call, "logistics", "track", {"order_id": order_id}, expect=("status",))
 
 
-@tool(side_effect="financial", systems=("payments",), idempotent_remote=True)
+# Money: one retry (with the same key) at most, then a person decides; the task's cap applies
+# when it is lower.
+@tool(side_effect="financial", systems=("payments",), idempotent_remote=True, max_attempts=2)
 def issue_refund(
     call: ToolContext, *, order_id: str, amount: float, currency: str
 ) -> dict[str, Any]:

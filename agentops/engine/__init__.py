@@ -7,10 +7,12 @@ its modules are private to `agentops`. The surface, by what a caller does with i
   (`task_create`), decide a gate (`gate_decide` with a `GateDecision`), control a task
   (`task_control`: pause, resume, cancel), intervene on a stopped task (`task_intervene`: retry,
   skip, rollback, abort, when the advisor offers it now), confirm a call whose outcome
-  is unknown (`ledger_confirm`) and change budgets or input (`task_modify`);
+  is unknown (`ledger_confirm`), change budgets or input (`task_modify`) and rebuild a stopped
+  task's rows from its log (`task_restore`);
 - read models: the recovery of a stopped task (`task_recovery`, `Recovery`, `Preview`), what
   stopping at a gate would do (`stop_previews`), a tool's facts (`tool_facts`), the registered
-  agents and tools (`get_agent`, `get_tool`) and a gate's approval kind (`approval_kind_of`);
+  agents and tools (`get_agent`, `get_tool`), a gate's approval kind (`approval_kind_of`) and
+  a task's rows against the fold of its log (`checkpoint_read`, `CheckpointComparison`);
 - the errors callers catch, the hooks other apps register in their `AppConfig.ready()`
   (`gate_hook_register`, `sweep_hook_register`, `approval_kind_register`), and the few value
   helpers callers need to store and show what the engine stores (`digest`, `redacted`,
@@ -35,6 +37,7 @@ if TYPE_CHECKING:
         approval_kind_of,
         approval_kind_register,
     )
+    from agentops.engine.checkpoints import CheckpointComparison, CheckpointDifference
     from agentops.engine.decisions import (
         STOP_OUTCOMES,
         Choice,
@@ -88,6 +91,7 @@ if TYPE_CHECKING:
         tool_facts,
     )
     from agentops.engine.registry import get_agent, get_tool
+    from agentops.engine.restore import checkpoint_read, task_restore
     from agentops.engine.sweeper import sweep_hook_register
     from agentops.engine.tasks import START_TASK, task_create
 
@@ -105,6 +109,10 @@ _HOMES: dict[str, tuple[str, ...]] = {
         "OneApprover",
         "approval_kind_of",
         "approval_kind_register",
+    ),
+    "agentops.engine.checkpoints": (
+        "CheckpointComparison",
+        "CheckpointDifference",
     ),
     "agentops.engine.decisions": (
         "STOP_OUTCOMES",
@@ -168,6 +176,10 @@ _HOMES: dict[str, tuple[str, ...]] = {
         "get_agent",
         "get_tool",
     ),
+    "agentops.engine.restore": (
+        "checkpoint_read",
+        "task_restore",
+    ),
     "agentops.engine.sweeper": ("sweep_hook_register",),
     "agentops.engine.tasks": (
         "START_TASK",
@@ -185,6 +197,8 @@ __all__ = [
     "AgentOpsError",
     "Approval",
     "ApprovalKind",
+    "CheckpointComparison",
+    "CheckpointDifference",
     "Choice",
     "DecisionRefused",
     "GateDecided",
@@ -204,6 +218,7 @@ __all__ = [
     "UnknownTool",
     "approval_kind_of",
     "approval_kind_register",
+    "checkpoint_read",
     "digest",
     "gate_decide",
     "gate_hook_register",
@@ -228,6 +243,7 @@ __all__ = [
     "task_modify",
     "task_pause",
     "task_recovery",
+    "task_restore",
     "task_resume",
     "task_retry",
     "task_rollback",

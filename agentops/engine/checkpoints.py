@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from agentops.engine.crashpoints import crashpoint
@@ -81,22 +82,78 @@ def fold(state: dict[str, Any], changes: Iterable[dict[str, Any] | None]) -> dic
     return folded
 
 
-def checkpoint_verify(task: Task, steps: list[Step], calls: list[ToolCall]) -> int:
-    """Fold the latest snapshot with the events after it; raise CheckpointMismatch if the rows
-    disagree. Returns the snapshot's seq."""
+@dataclass(frozen=True)
+class CheckpointDifference:
+    """One place where the rows disagree with the log: `field` is `status`, `current_step`,
+    `steps.<ordinal>` or `ledger.<idempotency key>`; a value is None where that side has none
+    (a ledger row the log records as failed, or never recorded)."""
+
+    field: str
+    rows: Any
+    log: Any
+
+    def __str__(self) -> str:
+        return f"{self.field}: rows say {_said(self.rows)}, the log says {_said(self.log)}"
+
+
+@dataclass(frozen=True)
+class CheckpointComparison:
+    """The latest snapshot (its seq) folded with the `events` after it, against the rows."""
+
+    task_id: int
+    seq: int
+    events: int
+    folded: dict[str, Any]
+    differences: tuple[CheckpointDifference, ...]
+
+    def __str__(self) -> str:
+        return (
+            f"task {self.task_id}: snapshot #{self.seq} + {self.events} events disagree with "
+            f"the rows on {', '.join(sorted({d.field.split('.')[0] for d in self.differences}))}"
+        )
+
+
+def checkpoint_compare(
+    task: Task, steps: list[Step], calls: list[ToolCall]
+) -> CheckpointComparison:
+    """Fold the latest snapshot with the events after it and compare the result with the rows.
+    Raises CheckpointMismatch when the task has no snapshot."""
     found = prepared_rows(_latest_snapshot_and_folds(), [task.pk])
     if not found:
         raise CheckpointMismatch(f"task {task.pk} has no snapshot")
     seq, state, changes, events = found[0]
     expected = fold(json.loads(state), json.loads(changes) if changes is not None else [])
     actual = progress_state(task, steps, calls)
-    if expected != actual:
-        differences = sorted(key for key in expected if expected[key] != actual.get(key))
-        raise CheckpointMismatch(
-            f"task {task.pk}: snapshot #{seq} + {events} events disagree with the rows on "
-            f"{', '.join(differences)}"
+    differences: list[CheckpointDifference] = [
+        CheckpointDifference(key, actual[key], expected[key])
+        for key in ("status", "current_step")
+        if expected[key] != actual[key]
+    ]
+    for group in ("steps", "ledger"):
+        mine, logged = actual[group], expected[group]
+        differences.extend(
+            CheckpointDifference(f"{group}.{key}", mine.get(key), logged.get(key))
+            for key in sorted(mine.keys() | logged.keys(), key=_ordinal_first)
+            if mine.get(key) != logged.get(key)
         )
-    return int(seq)
+    return CheckpointComparison(task.pk, int(seq), int(events), expected, tuple(differences))
+
+
+def checkpoint_verify(task: Task, steps: list[Step], calls: list[ToolCall]) -> int:
+    """Fold the latest snapshot with the events after it; raise CheckpointMismatch if the rows
+    disagree. Returns the snapshot's seq."""
+    comparison = checkpoint_compare(task, steps, calls)
+    if comparison.differences:
+        raise CheckpointMismatch(str(comparison))
+    return comparison.seq
+
+
+def _ordinal_first(key: str) -> tuple[int, str]:
+    return (int(key), "") if key.isdigit() else (-1, key)
+
+
+def _said(value: Any) -> str:
+    return "nothing" if value is None else str(value)
 
 
 @functools.cache

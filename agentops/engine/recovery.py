@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from agentops.engine import retries
 from agentops.engine.advisor import (
     Action,
     LedgerView,
@@ -221,7 +222,7 @@ def task_recovery(
         steps=views,
         ledger=ledger,
         step_attempts=stuck.attempts if stuck else 0,
-        step_retry_cap=task.step_retry_cap,
+        step_retry_cap=retries.attempt_cap(task, retries.step_tool(stuck) if stuck else None),
         task_recoveries=task.recoveries,
         task_recovery_cap=task.recovery_cap,
         rolling_back=task.mode == TaskMode.ROLLBACK,

@@ -69,14 +69,22 @@ class Tool:
     compensate_with: str | None = None
     compensation_args: CompensationArgs | None = None
     # The tool's own retry policy: at most this many attempts of a step that calls it (the
-    # task's cap applies too), and the backoff base in seconds (None: the global setting).
+    # task's cap applies too: the lower wins, `retries.attempt_cap`), and the backoff base in
+    # seconds (None: the global setting).
     max_attempts: int | None = None
     backoff_base: float | None = None
+    # The deadline of each HTTP request the tool (and its probe) makes, in seconds (None:
+    # AGENTOPS_TOOL_TIMEOUT_SECONDS). The runner hands it to the tool as `ToolContext.timeout`.
+    timeout: float | None = None
     # Evidence for a reviewer: checks of the proposed arguments against earlier tool results of
     # the task, shown at the top of a gate (label, fn(arguments, results by tool) -> (ok, why)).
     checks: list[tuple[str, Check]] = field(default_factory=list)
     # The declared shape of the tool's result (pydantic model, TypedDict, ...); None: any object.
     result_type: Any = None
+
+    def timeout_or(self, default: float) -> float:
+        """The tool's own deadline, or `default` (the setting) when it declares none."""
+        return default if self.timeout is None else self.timeout
 
     def parameters(self) -> dict[str, type]:
         """Keyword-only parameters of the tool function and their annotated types."""
@@ -245,11 +253,19 @@ def tool(
     compensate_with: str | None = None,
     max_attempts: int | None = None,
     backoff_base: float | None = None,
+    timeout: float | None = None,
     result: Any = None,
 ) -> Callable[[Callable[..., dict[str, Any]]], Tool]:
-    """Register a function as a tool."""
+    """Register a function as a tool. `max_attempts`, `backoff_base` and `timeout` are its own
+    retry policy and deadline (None: the task's cap and the settings)."""
     if side_effect not in SIDE_EFFECT_CLASSES:
         raise ValueError(f"side_effect must be one of {SIDE_EFFECT_CLASSES}")
+    if max_attempts is not None and max_attempts < 1:
+        raise ValueError(f"max_attempts must be at least 1, not {max_attempts}")
+    if backoff_base is not None and backoff_base < 0:
+        raise ValueError(f"backoff_base must be zero or more seconds, not {backoff_base:g}")
+    if timeout is not None and not timeout > 0:
+        raise ValueError(f"timeout must be more than zero seconds, not {timeout:g}")
 
     def register(fn: Callable[..., dict[str, Any]]) -> Tool:
         spec = Tool(
@@ -262,6 +278,7 @@ def tool(
             compensate_with=compensate_with,
             max_attempts=max_attempts,
             backoff_base=backoff_base,
+            timeout=timeout,
             result_type=result if result is not None else _declared_result(fn),
         )
         spec.arguments_model  # noqa: B018 - build (and check) the contract at registration

@@ -9,8 +9,8 @@ from __future__ import annotations
 from django.conf import settings
 
 from agentops.engine import children
-from agentops.engine.errors import FailureKind, OrchestrationFailure, StepFailure
-from agentops.engine.registry import Tool
+from agentops.engine.errors import FailureKind, OrchestrationFailure, StepFailure, UnknownTool
+from agentops.engine.registry import Tool, get_tool
 from agentops.models import Step, Task, ToolCall
 from agentops.outages import exponential_backoff
 from agentops.states import LedgerStatus
@@ -24,24 +24,48 @@ def backoff_seconds(attempt: int, retry_after: float | None, base: float | None 
     return max(delay, retry_after or 0.0)
 
 
+def attempt_cap(task: Task, tool: Tool | None) -> int:
+    """How many tries a step that calls `tool` gets: the task's cap, or the tool's own
+    (`max_attempts`) when it declares a lower one."""
+    cap = task.step_retry_cap
+    if tool is not None and tool.max_attempts is not None:
+        cap = min(cap, tool.max_attempts)
+    return cap
+
+
+def step_tool(step: Step) -> Tool | None:
+    """The registered tool a step calls: the one its recorded model response proposed (the
+    refund's plan names `issue_refund`, the model may call `issue_refund_legacy`), else its
+    plan's; None for a step without one (or a tool this deploy does not register: the step
+    stops for that on its own)."""
+    name = None
+    if isinstance(step.model_response, dict):
+        calls = step.model_response.get("tool_calls") or []
+        name = calls[0].get("name") if calls and isinstance(calls[0], dict) else None
+    name = name or (step.spec or {}).get("tool")
+    if not isinstance(name, str):
+        return None
+    try:
+        return get_tool(name)
+    except UnknownTool:
+        return None
+
+
 def retry_delay(
     failure: StepFailure, *, attempts: int, task: Task, tool: Tool | None = None
 ) -> float | None:
     """Seconds to wait before the next try of a step that failed after `attempts` tries, or
     None when it is not retried (the failure is not retryable, or the step is at its cap: the
-    task's, or the tool's own if lower)."""
-    cap = task.step_retry_cap
-    if tool is not None and tool.max_attempts is not None:
-        cap = min(cap, tool.max_attempts)
-    if not (failure.retryable and attempts < cap):
+    task's, or the tool's own if lower). The tool's `backoff_base` replaces the setting's."""
+    if not (failure.retryable and attempts < attempt_cap(task, tool)):
         return None
     return backoff_seconds(attempts, failure.retry_after, tool.backoff_base if tool else None)
 
 
 def at_cap(task: Task, step: Step) -> bool:
-    """The step has had all its tries. A fan-out step is claimed again each time its children
-    wake it; its children have their own caps."""
-    return step.attempts >= task.step_retry_cap and not children.is_fan_out(step)
+    """The step has had all its tries (`attempt_cap`: its tool's own cap counts). A fan-out
+    step is claimed again each time its children wake it; its children have their own caps."""
+    return step.attempts >= attempt_cap(task, step_tool(step)) and not children.is_fan_out(step)
 
 
 def cap_failure(task: Task, step: Step) -> StepFailure:
@@ -54,12 +78,15 @@ def cap_failure(task: Task, step: Step) -> StepFailure:
         "none recorded: the last try did not finish (its worker stopped mid-step: killed, out "
         "of memory, or an error in the worker's log)"
     )
+    tool = step_tool(step)
+    cap = attempt_cap(task, tool)
+    whose = f"tool {tool.name}'s own cap" if tool and cap < task.step_retry_cap else "cap"
     return OrchestrationFailure(
-        f"step {step.ordinal + 1} was attempted {step.attempts} times (cap "
-        f"{task.step_retry_cap}); last failure: {last.get('message', unfinished)}",
+        f"step {step.ordinal + 1} was attempted {step.attempts} times ({whose} {cap}); last "
+        f"failure: {last.get('message', unfinished)}",
         kind=FailureKind(last.get("kind", FailureKind.RETRY_CAP)),
         retryable=False,
-        detail={"step": step.ordinal, "last_failure": last or None},
+        detail={"step": step.ordinal, "last_failure": last or None, "attempt_cap": cap},
     )
 
 

@@ -115,7 +115,7 @@ class Rollback:
             step=call.step.ordinal,
             http=self.http,
             base_url=settings.AGENTOPS["SIM_BASE_URL"].rstrip("/"),
-            timeout=settings.AGENTOPS["TOOL_TIMEOUT_SECONDS"],
+            timeout=compensating.timeout_or(settings.AGENTOPS["TOOL_TIMEOUT_SECONDS"]),
         )
         with self.beat.call():
             if fresh:

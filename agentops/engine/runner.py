@@ -208,7 +208,10 @@ class TaskRun(StepCommits, Proposals):
         try:
             checkpoint_verify(task, self.steps, calls)
         except CheckpointMismatch as exc:
-            return self._stop(OrchestrationFailure(str(exc), kind=FailureKind.CHECKPOINT_MISMATCH))
+            return self._stop(
+                OrchestrationFailure(str(exc), kind=FailureKind.CHECKPOINT_MISMATCH),
+                snapshot=False,
+            )
         return None
 
     def _tokens_saved_by_resume(self) -> int:
@@ -381,7 +384,7 @@ class TaskRun(StepCommits, Proposals):
             step=step.ordinal,
             http=self.http,
             base_url=settings.AGENTOPS["SIM_BASE_URL"].rstrip("/"),
-            timeout=settings.AGENTOPS["TOOL_TIMEOUT_SECONDS"],
+            timeout=tool.timeout_or(settings.AGENTOPS["TOOL_TIMEOUT_SECONDS"]),
         )
         fresh = call.pk in self.fresh_calls
         with (

@@ -329,14 +329,17 @@ class StepCommits(RunState):
         )
         return ("retry scheduled" if retry else "stopped"), seq
 
-    def _park_or_stop(self, failure: StepFailure, *, attempts: int) -> str:
+    def _park_or_stop(self, failure: StepFailure, *, attempts: int, snapshot: bool = True) -> str:
         event = EventSpec("agentops.task.failed", payload={"failure": failure.as_failure()})
         with transaction.atomic():
             verdict, seq = self._park_or_stop_writes(failure, attempts=attempts, events=[event])
-            snapshot_write(task_id=self.lease.task_id, seq=seq)
+            if snapshot:
+                snapshot_write(task_id=self.lease.task_id, seq=seq)
         return verdict
 
-    def _stop(self, failure: StepFailure) -> str:
-        """Stop the task (needs_attention) for a reason outside any one step's attempt."""
+    def _stop(self, failure: StepFailure, *, snapshot: bool = True) -> str:
+        """Stop the task (needs_attention) for a reason outside any one step's attempt. Without
+        `snapshot` (rows that disagree with the log) no snapshot blesses the rows as they are:
+        the fold a restore rebuilds them from stays the log's."""
         failure.retryable = False
-        return self._park_or_stop(failure, attempts=0)
+        return self._park_or_stop(failure, attempts=0, snapshot=snapshot)

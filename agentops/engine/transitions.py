@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 
 from django.conf import settings
 from django.contrib.auth.models import User
-from django.db import models
+from django.db import connection, models
 from django.db.models import F, QuerySet
 from django.db.models.functions import Now
 
@@ -345,6 +345,35 @@ def ledger_transition(*, call_id: int, target: str, **fields: Any) -> bool:
         status=target, updated_at=Now(), **fields
     )
     return bool(updated)
+
+
+def rows_restore(
+    *,
+    task_id: int,
+    current_step: int | None,
+    steps: dict[int, str],
+    calls: dict[int, str],
+    event: EventSpec,
+    actor: User | None,
+) -> int:
+    """Write the statuses a restore from the log decided (`engine/restore.py`): step statuses by
+    ordinal, ledger statuses by row id, the progress pointer, and `event`. Caller holds the
+    transaction and the task's row lock, and has checked that the task is stopped.
+
+    These are not moves along the tables but the rows put back to what the log recorded, so
+    the database's transition triggers accept any pair for this task's rows while the
+    transaction says it is restoring it (`agentops.restoring`, migration 0019), and only then."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT set_config('agentops.restoring', %s, true)", [str(task_id)])
+        for ordinal, status in steps.items():
+            Step.objects.filter(task_id=task_id, ordinal=ordinal).update(status=status)
+        for call_id, status in calls.items():
+            ToolCall.objects.filter(task_id=task_id, pk=call_id).update(
+                status=status, updated_at=Now()
+            )
+        cursor.execute("SELECT set_config('agentops.restoring', '', true)")
+    fields = {} if current_step is None else {"current_step": current_step}
+    return task_append_event(task_id=task_id, event=event, actor=actor, **fields)
 
 
 # -- rows as a commit will leave them: the runner builds on them before it sends ------------

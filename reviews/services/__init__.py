@@ -49,7 +49,11 @@ from reviews.services.notifications import (
     notification_preference_get,
     notification_preference_save,
 )
-from reviews.services.recovery import intervention_apply, ledger_call_confirm
+from reviews.services.recovery import (
+    intervention_apply,
+    ledger_call_confirm,
+    task_restore_from_log,
+)
 from reviews.services.tasks import (
     TASK_CONTROLS,
     stopped_tasks_escalate_overdue,
@@ -93,4 +97,5 @@ __all__ = [
     "stopped_tasks_sweep",
     "task_control_apply",
     "task_modify_apply",
+    "task_restore_from_log",
 ]

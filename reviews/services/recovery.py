@@ -1,6 +1,6 @@
-"""Interventions on stopped tasks (retry, skip, rollback, abort) and confirmations of ledger
-calls whose outcome is unknown. They wrap the engine's commands, check the operator role first
-and log the Decision in the same transaction.
+"""Interventions on stopped tasks (retry, skip, rollback, abort), confirmations of ledger
+calls whose outcome is unknown and restores of a stopped task's rows from its log. They wrap the
+engine's commands, check the operator role first and log the Decision in the same transaction.
 """
 
 from __future__ import annotations
@@ -9,7 +9,14 @@ from typing import TYPE_CHECKING
 
 from django.db import transaction
 
-from agentops.engine import INTERVENTIONS, InterventionRefused, ledger_confirm, task_intervene
+from agentops.engine import (
+    INTERVENTIONS,
+    CheckpointComparison,
+    InterventionRefused,
+    ledger_confirm,
+    task_intervene,
+    task_restore,
+)
 from agentops.models import Task, ToolCall
 from reviews.services._common import (
     ReviewError,
@@ -109,3 +116,38 @@ def ledger_call_confirm(
             detail={"call": call.pk, "key": call.idempotency_key, "executed": executed},
             via=via,
         )
+
+
+def task_restore_from_log(
+    *, task_id: int, actor: User, reason: str, via: Via = VIA_UNKNOWN
+) -> CheckpointComparison:
+    """Rebuild a stopped task's statuses and progress pointer from its latest snapshot and the
+    events after it (`agentops.engine.task_restore`), and log who did it and why.
+
+    Operators only, with a reason. The restore, its `agentops.task.restored` event and the
+    Decision (`reviews.task.restored`, with the differences mended) commit together; a refusal
+    (not stopped, nothing to restore, a row the log names is gone) writes nothing.
+    """
+    operator_check(user=actor)
+    reason = reason.strip()
+    if not reason:
+        raise ReviewError("say why the rows are restored from the log (a reason is required)")
+    with transaction.atomic():
+        try:
+            comparison = task_restore(task_id=task_id, actor=actor, reason=reason)
+        except InterventionRefused as exc:
+            raise ReviewError(str(exc)) from None
+        decision_record(
+            action="reviews.task.restored",
+            actor=actor,
+            task_id=task_id,
+            subject=(f"task {task_id}: {len(comparison.differences)} rows restored from its log"),
+            reason=reason,
+            detail={
+                "snapshot_seq": comparison.seq,
+                "events_folded": comparison.events,
+                "differences": [str(d) for d in comparison.differences],
+            },
+            via=via,
+        )
+    return comparison

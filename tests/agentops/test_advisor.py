@@ -32,7 +32,7 @@ ROW_CASES: dict[str, tuple[Situation, Action]] = {
         S("side_effect_unknown", "orchestration", "financial", 0.6, compensable=True),
         Action.CONFIRM,
     ),
-    "checkpoint-mismatch": (S("checkpoint_mismatch", "orchestration", None, 0.9), Action.ABORT),
+    "checkpoint-mismatch": (S("checkpoint_mismatch", "orchestration", None, 0.9), Action.RETRY),
     "crash-resume": (
         S("process_crash", "orchestration", "write", 0.1, task_recoveries=2),
         Action.RETRY,

@@ -27,11 +27,13 @@ WORKER_ENV = {"AGENTOPS_TOOL_TIMEOUT_SECONDS": "0.8"}
 DELAY = {"timeout_before": 1.2, "execute_then_timeout": 1.2, "slow": 0.3, "429": 0.0}
 
 # mode: (task status, ledger status of the live row, refund attempts, effects, failure kind)
+# `issue_refund` declares its own cap of 2 tries (docs/agents.md); the legacy tool has the
+# task's 3.
 KEYED = {
     "ok": (TaskStatus.SUCCEEDED, LedgerStatus.SUCCEEDED, 1, 1, None),
-    "429": (TaskStatus.NEEDS_ATTENTION, None, 3, 0, "rate_limited"),
-    "5xx_before": (TaskStatus.NEEDS_ATTENTION, None, 3, 0, "unavailable"),
-    "timeout_before": (TaskStatus.NEEDS_ATTENTION, None, 3, 0, "timeout"),
+    "429": (TaskStatus.NEEDS_ATTENTION, None, 2, 0, "rate_limited"),
+    "5xx_before": (TaskStatus.NEEDS_ATTENTION, None, 2, 0, "unavailable"),
+    "timeout_before": (TaskStatus.NEEDS_ATTENTION, None, 2, 0, "timeout"),
     "execute_then_timeout": (TaskStatus.SUCCEEDED, LedgerStatus.SUCCEEDED, 1, 1, None),
     "execute_then_5xx": (TaskStatus.SUCCEEDED, LedgerStatus.SUCCEEDED, 1, 1, None),
     "slow": (TaskStatus.SUCCEEDED, LedgerStatus.SUCCEEDED, 1, 1, None),

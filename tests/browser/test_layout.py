@@ -1,5 +1,5 @@
-"""The inbox at phone width: it fits the viewport (no horizontal scroll of the page); a wide
-table scrolls inside its own box."""
+"""The inbox at phone widths (390 px, 375 px): it fits the viewport (no horizontal scroll of the
+page), a wide table scrolls inside its own box, and axe-core finds no serious violation there."""
 
 from __future__ import annotations
 
@@ -9,13 +9,14 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from agentops.services import task_create
+from tests.browser.axe import axe_violations
 from tests.browser.conftest import login
 from tests.browser.test_flows import open_gate_of, run_workers
 from tests.conftest import Processes
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
-PHONE = {"width": 375, "height": 800}
+PHONES = ({"width": 390, "height": 844}, {"width": 375, "height": 800})
 # On failure: the first elements sticking out of the viewport outside a scroll box.
 WIDEST = """() => [...document.querySelectorAll('body *')]
   .filter(e => e.getBoundingClientRect().right > innerWidth + 1 && !e.closest('.table-scroll'))
@@ -31,10 +32,12 @@ def test_the_inbox_fits_a_phone_width(
     )
     gate = open_gate_of(refund)
     login(page, live_server, "olga")
-    page.set_viewport_size(PHONE)
 
-    page.goto("/review/")
-    expect(page.locator(f"#gate-{gate.pk}")).to_be_attached()
+    for phone in PHONES:
+        page.set_viewport_size(phone)
+        page.goto("/review/")
+        expect(page.locator(f"#gate-{gate.pk}")).to_be_attached()
 
-    width = page.evaluate("() => document.scrollingElement.scrollWidth")
-    assert width <= PHONE["width"], page.evaluate(WIDEST)
+        width = page.evaluate("() => document.scrollingElement.scrollWidth")
+        assert width <= phone["width"], (phone, page.evaluate(WIDEST))
+        assert axe_violations(page) == [], phone

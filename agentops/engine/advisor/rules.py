@@ -81,9 +81,10 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "checkpoint-mismatch",
-        _A.ABORT,
-        "The checkpoint disagrees with the event log, so resuming could act on a wrong state; "
-        "abort and check the ledger by hand.",
+        _A.RETRY,
+        "The rows disagree with the event log, so resuming as is could act on a wrong state; "
+        "see where (manage.py checkpoint verify), rebuild them from the log (manage.py "
+        "checkpoint restore), then retry; abort if the log itself is wrong.",
         kinds=_kinds(K.CHECKPOINT_MISMATCH),
     ),
     Rule(

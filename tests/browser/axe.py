@@ -1,0 +1,41 @@
+"""axe-core in the browser tests: run the vendored engine on a page and keep the violations
+that block people (impact critical or serious).
+
+axe-core is vendored under tests/browser/vendor/axe-core (version and licence in its README):
+the tests inject it into the page under test with Playwright, so no CDN is reached at test time
+and the product never serves it. Every rule axe runs by default applies (WCAG 2.0, 2.1 and 2.2
+A and AA, and best practices); none is disabled.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from playwright.sync_api import Page
+
+AXE = Path(__file__).parent / "vendor" / "axe-core" / "axe.min.js"
+AXE_VERSION = "4.14.1"
+BLOCKING = ("critical", "serious")
+
+
+def axe_violations(page: Page) -> list[dict[str, Any]]:
+    """The critical and serious violations axe finds on the page as it is now."""
+    if not page.evaluate("() => typeof window.axe !== 'undefined'"):
+        page.add_script_tag(path=str(AXE))
+    assert page.evaluate("() => axe.version") == AXE_VERSION
+    result = page.evaluate("async () => await axe.run(document, {resultTypes: ['violations']})")
+    return [v for v in result["violations"] if v["impact"] in BLOCKING]
+
+
+def described(violations: list[dict[str, Any]], *, limit: int = 3) -> list[str]:
+    """One line per violation and up to `limit` of its elements, with axe's own summary."""
+    lines = []
+    for violation in violations:
+        lines.append(f"{violation['impact']} {violation['id']}: {violation['help']}")
+        for node in violation["nodes"][:limit]:
+            summary = " ".join((node.get("failureSummary") or "").split())
+            lines.append(f"    {' '.join(node['target'])}: {summary[:300]}")
+        if len(violation["nodes"]) > limit:
+            lines.append(f"    ... and {len(violation['nodes']) - limit} more")
+    return lines

@@ -1,0 +1,165 @@
+"""Every page, as every role sees it, passes axe-core with no critical or serious violation.
+
+The rows come from the real engine, in-process against the simulated services (`sim`): a refund
+waiting at a gate, a trip stopped with its flight booked, refunds that went through with audit
+items, a decided gate in the decision log, and a policy draft. Then each role signs in through
+the login form and opens every page of the product (a page a role may not open shows it the 403
+or 404 page, which is checked too) and axe runs on it as it loaded.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from playwright.sync_api import Browser, expect
+
+from agentops.models import Gate
+from agentops.states import GateStatus
+from policies.models import Policy
+from policies.selectors import policy_version_active
+from policies.services import policy_draft_create
+from reviews.services import gate_approve
+from tests.browser.axe import axe_violations, described
+from tests.browser.conftest import ACTION_TIMEOUT_MS, VIEWPORT, login
+from tests.reviews.builders import audited_refund, gated_refund, stopped_trip
+from tests.reviews.conftest import make_user
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+# The roles of reviews/roles.py, policies/permissions.py and agentops/permissions.py, plus a
+# signed-in user with none of them (a viewer), and nobody signed in.
+ROLES = {
+    "operator": ("olga", ("operators",)),
+    "operator who starts tasks": ("stan", ("operators", "task starters")),
+    "auditor": ("audrey", ("auditors",)),
+    "policy admin": ("paula", ("policy admins", "task starters")),
+    "viewer": ("vic", ()),
+    "anonymous": (None, ()),
+}
+
+
+POLICY_PAGES = {"policies", "policy", "published version", "draft", "dry run", "diff"}
+REVIEW_PAGES = {"inbox", "audit queue", "gate panel", "recovery panel"}
+TASK_PAGES = {"task at a gate", "stopped task", "finished task"}
+# The pages each role is refused (403) or not shown (404: tasks that are not theirs); every
+# other page answers 200, so each page is checked as some role uses it.
+REFUSED = {
+    "operator": POLICY_PAGES | {"start a task", "missing page"},
+    "operator who starts tasks": POLICY_PAGES | {"missing page"},
+    "auditor": POLICY_PAGES | {"start a task", "missing page"},
+    "policy admin": REVIEW_PAGES | TASK_PAGES | {"missing page"},
+    "viewer": POLICY_PAGES
+    | REVIEW_PAGES
+    | TASK_PAGES
+    | {"start a task", "dashboard", "decision log", "missing page"},
+    # Nobody signed in: every page sends them to the login form.
+    "anonymous": set(),
+}
+
+
+@pytest.fixture
+def pages(roles: None, sim: str, django_user_model: Any) -> dict[str, str]:
+    """The product's pages over rows the engine made; name -> path."""
+    users = {
+        name: make_user(django_user_model, username, *groups)
+        for name, (username, groups) in ROLES.items()
+        if username is not None
+    }
+    stan, olga, paula = users["operator who starts tasks"], users["operator"], users["policy admin"]
+    gated = gated_refund(created_by=stan)
+    decided = gated_refund(created_by=stan, order_id="B2002", goal="Refund order B2002 again")
+    decided_gate = Gate.objects.get(task=decided, status=GateStatus.OPEN)
+    gate_approve(
+        gate_id=decided_gate.pk, actor=olga, seen_digest=decided_gate.args_digest, reason="ok"
+    )
+    stopped = stopped_trip(created_by=stan)
+    done = audited_refund(created_by=stan)
+    policy = Policy.objects.get(name="default")
+    active = policy_version_active(policy.name)
+    assert active is not None
+    draft = policy_draft_create(policy=policy, author=paula)
+    gate = Gate.objects.get(task=gated, status=GateStatus.OPEN)
+    return {
+        "login": "/login/",
+        "task list": "/",
+        "start a task": "/tasks/new",
+        "task at a gate": f"/tasks/{gated.pk}",
+        "stopped task": f"/tasks/{stopped.pk}",
+        "finished task": f"/tasks/{done.pk}",
+        "inbox": "/review/",
+        "gate panel": f"/review/gates/{gate.pk}",
+        "recovery panel": f"/review/tasks/{stopped.pk}/recover",
+        "audit queue": "/review/audit",
+        "decision log": "/review/decisions",
+        "account": "/review/account",
+        "dashboard": "/review/dashboard",
+        "policies": "/policies/",
+        "policy": f"/policies/{policy.pk}/",
+        "published version": f"/policies/versions/{active.pk}/",
+        "draft": f"/policies/versions/{draft.pk}/",
+        "dry run": f"/policies/versions/{draft.pk}/dry-run",
+        "diff": f"/policies/{policy.pk}/diff",
+        "missing page": "/tasks/999999",
+    }
+
+
+@pytest.mark.parametrize("role", list(ROLES))
+def test_every_page_has_no_serious_accessibility_violation(
+    chromium: Browser, live_server: Any, pages: dict[str, str], role: str
+):
+    context = chromium.new_context(viewport=VIEWPORT, base_url=live_server.url)
+    context.set_default_timeout(ACTION_TIMEOUT_MS)
+    page = context.new_page()
+    username = ROLES[role][0]
+    if username is not None:
+        login(page, live_server, username)
+    found: list[str] = []
+    statuses: dict[str, int] = {}
+    try:
+        for name, path in pages.items():
+            response = page.goto(path)
+            assert response is not None
+            statuses[name] = response.status
+            if username is None:
+                assert page.url.startswith(f"{live_server.url}/login/"), page.url
+            page.wait_for_load_state("networkidle")
+            # Folded details (the recovery panel's, the task page's) are checked open too.
+            page.evaluate("() => document.querySelectorAll('details').forEach(d => d.open = true)")
+            violations = axe_violations(page)
+            if violations:
+                found.append(f"{name} ({path}, {page.url}):")
+                found.extend(f"  {line}" for line in described(violations))
+    finally:
+        context.close()
+    assert not found, f"axe-core, as {role}:\n" + "\n".join(found)
+    assert {name for name, status in statuses.items() if status != 200} == REFUSED[role]
+
+
+def test_forms_showing_their_errors_have_no_serious_accessibility_violation(
+    chromium: Browser, live_server: Any, roles: None, django_user_model: Any
+):
+    make_user(django_user_model, "stan", "operators", "task starters")
+    context = chromium.new_context(viewport=VIEWPORT, base_url=live_server.url)
+    context.set_default_timeout(ACTION_TIMEOUT_MS)
+    page = context.new_page()
+    found: list[str] = []
+    try:
+        # A wrong password: the login form's error.
+        page.goto("/login/")
+        page.get_by_label("Username").fill("stan")
+        page.get_by_label("Password").fill("not the password")
+        page.get_by_role("button", name="Log in").click()
+        expect(page.get_by_role("alert").first).to_be_visible()
+        found.extend(described(axe_violations(page)))
+        # The start form sent with input that is not JSON: its field errors, swapped by htmx.
+        login(page, live_server, "stan")
+        page.goto("/tasks/new")
+        page.get_by_label("Goal").fill("Refund order A1001")
+        page.get_by_label("Input").fill("{not json")
+        page.get_by_role("button", name="Start task").click()
+        expect(page.locator(".error p").first).to_be_visible()
+        found.extend(described(axe_violations(page)))
+    finally:
+        context.close()
+    assert not found, "\n".join(found)
