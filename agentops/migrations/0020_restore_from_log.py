@@ -71,7 +71,7 @@ LEDGER = ("agentops_toolcall", "ledger", "tool call", LEDGER_PAIRS)
 
 
 class Migration(migrations.Migration):
-    dependencies = [("agentops", "0018_gate_approval_kind")]
+    dependencies = [("agentops", "0019_task_trace_context")]
     operations = [
         migrations.RunSQL(_function(*STEP, restoring=True), _function(*STEP, restoring=False)),
         migrations.RunSQL(_function(*LEDGER, restoring=True), _function(*LEDGER, restoring=False)),
