@@ -411,6 +411,9 @@ AGENTOPS: dict[str, Any] = {
     "SLACK_SIGNING_SECRET": os.environ.get("AGENTOPS_SLACK_SIGNING_SECRET", ""),
     "SLACK_API_URL": env_url("AGENTOPS_SLACK_API_URL", "https://slack.com/api"),
     "SLACK_TIMEOUT_SECONDS": env_float("AGENTOPS_SLACK_TIMEOUT_SECONDS", 2.5),
+    # Gate emails carry Approve and Reject links, signed for their recipient, usable once, for
+    # this long (reviews.email_actions); 0: no action links.
+    "EMAIL_ACTION_MAX_AGE_SECONDS": env_int("AGENTOPS_EMAIL_ACTION_MAX_AGE_SECONDS", 86400),
     # Web (gunicorn's gevent workers): requests that may use the database at once per process,
     # each through one persistent connection; a request waits this long for one, then 503.
     "WEB_SLOTS": env_int("AGENTOPS_WEB_SLOTS", 4),

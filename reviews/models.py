@@ -287,3 +287,17 @@ class SlackRequest(models.Model):
 
     def __str__(self) -> str:
         return f"Slack request {self.signature[:16]}… at {self.received_at}"
+
+
+class EmailActionUse(models.Model):
+    """An email action link that was used (its token's sha256): a link decides once. Written in
+    the transaction of the decision it made, so a refused decision leaves the link usable."""
+
+    token_digest = models.CharField(max_length=64, unique=True)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    gate_id_ref = models.BigIntegerField()
+    action = models.CharField(max_length=10)
+    used_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"{self.action} link of gate {self.gate_id_ref} used by {self.user_id}"

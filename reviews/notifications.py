@@ -1,6 +1,7 @@
 """Notifications: people hear where they work that a gate opened, that a gate nears its timeout,
-or that a task stopped for a human, by email, by signed webhook and by Slack message (Approve and
-Reject buttons on gates: `reviews.slack`), with a link to the panel.
+or that a task stopped for a human, by email (with Approve and Reject links on gates:
+`reviews.email_actions`), by signed webhook and by Slack message (Approve and Reject buttons on
+gates: `reviews.slack`), with a link to the panel.
 
 The database is the truth here too. `notifications_sweep()` runs inside every sweep: it finds what
 happened from the rows (so nothing is lost when a process dies between the event and the
@@ -29,7 +30,6 @@ import django_rq
 import httpx
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.core.mail import send_mail
 from django.db import IntegrityError, transaction
 from django.db.models import CharField, Exists, OuterRef, Q, Subquery, Value
 from django.db.models.functions import Cast, Concat
@@ -40,6 +40,7 @@ from agentops.engine import job_waiting, outbound_check, redacted
 from agentops.logs import job_meta
 from agentops.models import Event, Gate, Task
 from agentops.states import GateStatus, TaskStatus
+from reviews.email_actions import notice_email
 from reviews.links import public_link
 from reviews.models import Delivery, Notice, NotificationPreference, NotificationRoute
 from reviews.services import delivery_attempt_begin, delivery_attempt_record
@@ -374,14 +375,7 @@ def _attempt_failed(delivery_id: int, attempt: int, error: str) -> str:
 def _send(delivery: Delivery) -> None:
     outbound_check(f"notification delivery {delivery.pk}")
     if delivery.channel == Channel.EMAIL:
-        notice = delivery.notice
-        assert delivery.user is not None, "an email delivery has a recipient"
-        send_mail(
-            subject=f"[agentops] {notice.get_event_display()}: task {notice.task_id}",
-            message=f"{notice.text}\n\nOpen it: {notice_link(notice)}\n",
-            from_email=None,
-            recipient_list=[delivery.user.email],
-        )
+        notice_email(delivery, notice_link(delivery.notice)).send()
         return
     if delivery.channel == Channel.SLACK:
         slack_notice_post(delivery, notice_link(delivery.notice))

@@ -22,6 +22,7 @@ from agentops.tokens import api_token_create
 from policies.models import Policy, PolicyChange, PolicyRule, PolicyVersion
 from policies.selectors import policy_version_active
 from policies.services import policy_draft_create
+from reviews.email_actions import email_action_token
 from reviews.models import Claim, Decision, SlackIdentity
 from reviews.roles import group_names
 from reviews.services.slack import slack_link_token
@@ -53,6 +54,7 @@ class World:
     rule: PolicyRule
     token: int
     slack_link: str
+    email_action: str
 
 
 @dataclass(frozen=True)
@@ -168,6 +170,11 @@ ACCESS: dict[str, Access] = {
     # Linking one's Slack account from the link the Slack app sent (GET shows, POST links).
     "reviews:slack_link": Access(FORM, SIGNED_IN, kwargs=lambda w: {"token": w.slack_link}),
     "reviews:slack_unlink": Access(POST, SIGNED_IN),
+    # A gate email's action link is the operator's (who was emailed): GET confirms, POST decides;
+    # anyone else's answers 403.
+    "reviews:email_action": Access(
+        FORM, frozenset({OPERATOR}), kwargs=lambda w: {"token": w.email_action}
+    ),
     # Slack's interaction endpoint: no session opens it; POST only, verified by Slack's signature
     # (tests/reviews/test_slack.py).
     "reviews:slack_interactions": Access(TOKEN, frozenset(), public=True, denied=405),
@@ -211,7 +218,7 @@ def test_the_access_table_walks_includes_and_skips_admin():
 
 
 @pytest.fixture
-def world(sim, redis_clean, groups, policy_admin, django_user_model) -> World:
+def world(sim, redis_clean, groups, policy_admin, operator, django_user_model) -> World:
     starter = django_user_model.objects.create_user(username="stan", password="x")
     task = gated_refund(created_by=starter)
     stopped = stopped_trip(created_by=starter)
@@ -229,6 +236,7 @@ def world(sim, redis_clean, groups, policy_admin, django_user_model) -> World:
         rule=PolicyRule.objects.filter(version=draft).order_by("position").first(),
         token=api_token_create(user=starter, name="stan's")[0].pk,
         slack_link=slack_link_token(team_id="T0ROLES", slack_user_id="U0ROLES"),
+        email_action=email_action_token(gate=open_gate(task), user=operator, action="approve"),
     )
 
 
