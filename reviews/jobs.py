@@ -14,11 +14,9 @@ def delivery_send(delivery_id: int) -> str:
         return send(delivery_id=int(delivery_id))
 
 
-def slack_message_update(gate_id: int, channel: str, ts: str, late_slack_user: str = "") -> str:
-    """Show a gate's outcome on its Slack message (retried by RQ when Slack is unreachable)."""
-    from reviews.slack import gate_message_update
+def slack_message_update(message_id: int) -> str:
+    """Show a gate's state on its Slack message (a no-op when it shows it already)."""
+    from reviews.slack import slack_message_update as update
 
     with job_request_context():
-        return gate_message_update(
-            gate_id=int(gate_id), channel=channel, ts=ts, late_slack_user=late_slack_user
-        )
+        return update(message_id=int(message_id))

@@ -289,6 +289,37 @@ class SlackRequest(models.Model):
         return f"Slack request {self.signature[:16]}… at {self.received_at}"
 
 
+class SlackMessage(models.Model):
+    """A gate's message in a Slack channel (posted by a Slack delivery), kept so the message can
+    follow the gate: `shown` is the gate status it shows. When the gate is decided (from Slack,
+    the product, the API or its timeout), or a click came late (`pending`), the sweep enqueues an
+    update (`chat.update`); each attempt is claimed and counted before it is sent, like a
+    delivery's, retried with backoff, and given up at the notification attempt cap."""
+
+    gate = models.ForeignKey(
+        "agentops.Gate", on_delete=models.CASCADE, related_name="slack_messages"
+    )
+    channel = models.CharField(max_length=20)
+    ts = models.CharField(max_length=32)
+    shown = models.CharField(max_length=16, default="open")
+    # Set when the message must be rendered again although the gate's status did not change (a
+    # late click: its note), cleared by the update that shows it.
+    pending = models.BooleanField(default=False)
+    late_slack_user = models.CharField(max_length=20, blank=True)
+    attempts = models.PositiveSmallIntegerField(default=0)
+    attempt_started_at = models.DateTimeField(null=True, blank=True)
+    next_attempt_at = models.DateTimeField(auto_now_add=True)
+    last_error = models.TextField(blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["channel", "ts"], name="reviews_slackmessage_once")
+        ]
+
+    def __str__(self) -> str:
+        return f"gate {self.gate_id} in Slack {self.channel} at {self.ts}"
+
+
 class EmailActionUse(models.Model):
     """An email action link that was used (its token's sha256): a link decides once. Written in
     the transaction of the decision it made, so a refused decision leaves the link usable."""

@@ -3,10 +3,14 @@ Slack Web API calls that post and update them, and the job that shows a decision
 message. The inbound half (signed button clicks) is `reviews.slack_interactions`.
 
 Every Web API call (`slack_call`) is made with no transaction open (`outbound_check`) and waits
-at most `AGENTOPS_SLACK_TIMEOUT_SECONDS`; the posts of notices are deliveries (retried with backoff
-like email and webhooks, `reviews.notifications`), and an update after a click is an RQ job that
-carries ids only and renders the message from the gate as it is when it runs, so a retried or
-duplicated update shows the same truth.
+at most `AGENTOPS_SLACK_TIMEOUT_SECONDS`. The posts of notices are deliveries (retried with backoff
+like email and webhooks, `reviews.notifications`). A posted gate message is kept
+(`SlackMessage`) and follows its gate: once the gate is decided (from Slack, the product, the API
+or its timeout), the sweep finds the message stale and a job (`slack_message_update`, the
+message's id only) renders it from the gate as it is then and sends `chat.update`; a click
+enqueues that job at once. Each attempt is claimed before it is sent and recorded after, retried
+with backoff up to the notification attempt cap, so a retried or duplicated update shows the same
+truth.
 
 Untrusted text (the goal, tool arguments, reasons, names) is escaped for Slack's mrkdwn (`&`, `<`,
 `>`) before it goes into a message, so it can neither form a link nor mention anyone, and is cut
@@ -17,19 +21,28 @@ from __future__ import annotations
 
 import json
 import logging
+import math
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 import django_rq
 import httpx
 from django.conf import settings
 from django.urls import reverse
-from rq import Retry
 
-from agentops.engine import outbound_check
+from agentops.engine import job_waiting, outbound_check, redacted
 from agentops.logs import job_meta
 from agentops.models import Gate
 from agentops.states import GateStatus
 from reviews.links import public_link
+from reviews.models import SlackMessage
+from reviews.services.slack import (
+    slack_message_attempt_begin,
+    slack_message_attempt_record,
+    slack_message_mark,
+    slack_message_record,
+    slack_messages_stale,
+)
 from reviews.states import NoticeEvent
 
 if TYPE_CHECKING:
@@ -50,9 +63,6 @@ HEADER_TEXT_MAX = 150
 FALLBACK_TEXT_MAX = 3000
 MODAL_TITLE_MAX = 24
 REASON_MAX = 3000
-
-# Retries of an update after a click: a Slack outage of a minute or so leaves no stale message.
-UPDATE_RETRY = Retry(max=4, interval=[2, 5, 15, 60])
 
 
 class SlackError(Exception):
@@ -344,35 +354,95 @@ def slack_notice_post(delivery: Delivery, link: str) -> str:
             **message,
         },
     )
-    return str(answer.get("ts", ""))
+    ts = str(answer.get("ts", ""))
+    notice = delivery.notice
+    if notice.gate_id is not None and ts:
+        slack_message_record(gate_id=notice.gate_id, channel=delivery.slack_channel, ts=ts)
+    return ts
 
 
-def gate_message_update(*, gate_id: int, channel: str, ts: str, late_slack_user: str = "") -> str:
-    """Show the gate as it is now on its Slack message (chat.update): the job after a click."""
-    gate = Gate.objects.select_related("task", "decided_by").get(pk=gate_id)
-    message = gate_outcome_message(gate, late_slack_user=late_slack_user)
-    slack_call("chat.update", {"channel": channel, "ts": ts, **message})
-    return f"updated gate {gate_id} in {channel}"
+def _attempt_window() -> timedelta:
+    """How long an update attempt may take before it counts as abandoned: the job's deadline and
+    the sweeper's grace."""
+    return timedelta(seconds=_job_timeout() + _conf("SWEEP_GRACE_SECONDS"))
 
 
-def gate_message_update_enqueue(
-    *, gate_id: int, channel: str, ts: str, late_slack_user: str = ""
-) -> None:
-    """Enqueue the update of a gate's message (after the decision committed). A lost enqueue
-    (Redis down) leaves the message as it was: the decision stands and a later click says it is
-    decided."""
+def _job_timeout() -> int:
+    """The update job's RQ timeout: room for its one Web API call."""
+    seconds: float = _conf("SLACK_TIMEOUT_SECONDS")
+    return max(5, math.ceil(seconds * 2) + 1)
+
+
+def slack_message_update(*, message_id: int) -> str:
+    """Show a kept gate message's gate as it is now (chat.update): the job. The attempt is
+    claimed and counted first (committed), the call made with no transaction open, and the
+    outcome recorded: shown, or tried again by a later sweep after a backoff that doubles, up to
+    the notification attempt cap."""
+    cap = _conf("NOTIFY_MAX_ATTEMPTS")
+    attempt = slack_message_attempt_begin(message_id=message_id, window=_attempt_window(), cap=cap)
+    if attempt is None:
+        return "nothing to update"
+    message = SlackMessage.objects.select_related("gate__task", "gate__decided_by").get(
+        pk=message_id
+    )
+    gate = message.gate
+    content = gate_outcome_message(gate, late_slack_user=message.late_slack_user)
     try:
-        django_rq.get_queue("default").enqueue(
-            "reviews.jobs.slack_message_update",
-            gate_id,
-            channel,
-            ts,
-            late_slack_user,
-            meta=job_meta(),
-            retry=UPDATE_RETRY,
-            result_ttl=300,
-            failure_ttl=86400,
-            job_timeout=max(5, int(_conf("SLACK_TIMEOUT_SECONDS") * 2) + 1),
+        slack_call("chat.update", {"channel": message.channel, "ts": message.ts, **content})
+    except Exception as error:
+        backoff = _conf("NOTIFY_BACKOFF_SECONDS") * 2 ** (attempt - 1)
+        slack_message_attempt_record(
+            message_id=message_id,
+            attempt=attempt,
+            error=str(redacted(f"{error.__class__.__name__}: {error}")),
+            backoff=backoff,
+        )
+        logger.warning(
+            "Slack update of message %s attempt %s failed: %s", message_id, attempt, error
+        )
+        if isinstance(error, (SlackError, httpx.HTTPError, OSError)):
+            return f"attempt {attempt} failed"
+        raise
+    slack_message_attempt_record(message_id=message_id, attempt=attempt, shown=gate.status)
+    return f"updated gate {gate.pk} in {message.channel}"
+
+
+def _enqueue(message_id: int, attempts: int) -> bool:
+    queue = django_rq.get_queue("default")
+    job_id = f"slack-update-{message_id}-{attempts}"
+    if job_waiting(queue, job_id):
+        return False
+    queue.enqueue(
+        "reviews.jobs.slack_message_update",
+        message_id,
+        job_id=job_id,
+        meta=job_meta(),
+        result_ttl=300,
+        failure_ttl=86400,
+        job_timeout=_job_timeout(),
+    )
+    return True
+
+
+def slack_message_follow(*, gate_id: int, channel: str, ts: str, late_slack_user: str = "") -> None:
+    """After a click (the decision committed): have the message show the gate now, with the late
+    clicker's note when there is one. The update is enqueued at once; if that enqueue is lost
+    (Redis away), the sweep finds the message stale and enqueues it."""
+    message_id = slack_message_mark(
+        gate_id=gate_id, channel=channel, ts=ts, late_slack_user=late_slack_user
+    )
+    try:
+        _enqueue(
+            message_id, SlackMessage.objects.values_list("attempts", flat=True).get(pk=message_id)
         )
     except Exception:
-        logger.exception("could not enqueue the Slack update of gate %s", gate_id)
+        logger.exception("could not enqueue the Slack update of message %s", message_id)
+
+
+def slack_messages_sweep() -> int:
+    """The sweeper's hook: enqueue an update of every kept gate message that no longer shows its
+    gate (decided anywhere, or a late click to show), due and not in flight; returns how many."""
+    if not slack_configured():
+        return 0
+    stale = slack_messages_stale(window=_attempt_window(), cap=_conf("NOTIFY_MAX_ATTEMPTS"))
+    return sum(_enqueue(pk, attempts) for pk, attempts in stale.values_list("pk", "attempts"))

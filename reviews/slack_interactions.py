@@ -9,9 +9,9 @@ of now, and its signature never seen before (`slack_request_record`: a replay is
   linked it on their account page; an unlinked user gets a modal with a link to do that;
 - the decision is `gate_approve` / `gate_reject` (roles, separation of duties, the claim, the
   digest the message showed, one decision however many clicks), logged with channel `slack`;
-- the message is then updated by a job (`gate_message_update`): the outcome, or "already decided
-  by X" for a click that came late. A refusal (not allowed, someone else's claim, a stale digest)
-  is shown to the clicker alone, in a modal, and decides nothing.
+- the message is then updated by a job (`slack_message_update`): the outcome, or "already
+  decided by X" for a click that came late. A refusal (not allowed, someone else's claim, a
+  stale digest) is shown to the clicker alone, in a modal, and decides nothing.
 
 Modals are opened in the request (`views.open`: the click's `trigger_id` is valid for three
 seconds), outside any transaction and within the Web API deadline.
@@ -50,10 +50,10 @@ from reviews.slack import (
     REJECT,
     REJECT_VIEW,
     SlackError,
-    gate_message_update_enqueue,
     notice_modal,
     reject_modal,
     slack_call,
+    slack_message_follow,
 )
 from reviews.states import VIA_SLACK
 
@@ -227,9 +227,7 @@ def _button(payload: dict[str, Any]) -> Answer:
         _modal_open(trigger_id, notice_modal("Not found", f"There is no gate {gate_id}."))
         return Answer()
     if gate.status != GateStatus.OPEN:
-        gate_message_update_enqueue(
-            gate_id=gate_id, channel=channel, ts=ts, late_slack_user=slack_user_id
-        )
+        slack_message_follow(gate_id=gate_id, channel=channel, ts=ts, late_slack_user=slack_user_id)
         return Answer()
     refusal = gate_decider_refusal(gate, user)
     if refusal is not None:
@@ -255,14 +253,12 @@ def _approve(
         _modal_open(trigger_id, notice_modal("Not found", f"There is no gate {gate_id}."))
         return Answer()
     except GateAlreadyDecided:
-        gate_message_update_enqueue(
-            gate_id=gate_id, channel=channel, ts=ts, late_slack_user=slack_user_id
-        )
+        slack_message_follow(gate_id=gate_id, channel=channel, ts=ts, late_slack_user=slack_user_id)
         return Answer()
     except (ReviewError, TransitionRefused) as exc:
         _modal_open(trigger_id, _refusal_modal(gate_id, str(exc)))
         return Answer()
-    gate_message_update_enqueue(gate_id=gate_id, channel=channel, ts=ts)
+    slack_message_follow(gate_id=gate_id, channel=channel, ts=ts)
     return Answer()
 
 
@@ -297,11 +293,9 @@ def _reject_submitted(payload: dict[str, Any]) -> Answer:
     except Gate.DoesNotExist:
         return _errors(f"there is no gate {gate_id}")
     except GateAlreadyDecided as exc:
-        gate_message_update_enqueue(
-            gate_id=gate_id, channel=channel, ts=ts, late_slack_user=slack_user_id
-        )
+        slack_message_follow(gate_id=gate_id, channel=channel, ts=ts, late_slack_user=slack_user_id)
         return _errors(str(exc))
     except (ReviewError, TransitionRefused) as exc:
         return _errors(str(exc))
-    gate_message_update_enqueue(gate_id=gate_id, channel=channel, ts=ts)
+    slack_message_follow(gate_id=gate_id, channel=channel, ts=ts)
     return Answer()

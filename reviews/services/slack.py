@@ -1,6 +1,7 @@
 """Writes behind Slack: linking a person's Slack account to their product account (from a signed
-link the Slack app sent to that Slack user), unlinking it, and the record of accepted interaction
-requests that refuses a replay.
+link the Slack app sent to that Slack user), unlinking it, the record of accepted interaction
+requests that refuses a replay, and the gate messages kept so they follow their gate (each update
+attempt claimed before it is sent and recorded after, like a delivery's).
 """
 
 from __future__ import annotations
@@ -10,9 +11,10 @@ from typing import TYPE_CHECKING
 
 from django.core import signing
 from django.db import IntegrityError, transaction
+from django.db.models import F, Q, QuerySet
 from django.utils import timezone
 
-from reviews.models import SlackIdentity, SlackRequest
+from reviews.models import SlackIdentity, SlackMessage, SlackRequest
 from reviews.services._common import ReviewError
 
 if TYPE_CHECKING:
@@ -83,3 +85,74 @@ def slack_request_record(*, signature: str) -> bool:
     except IntegrityError:
         return False
     return True
+
+
+# -- gate messages in Slack -----------------------------------------------------------------------
+
+
+def slack_message_record(*, gate_id: int, channel: str, ts: str) -> SlackMessage:
+    """Keep a posted gate message, showing the gate open, so it can follow the gate."""
+    message, _ = SlackMessage.objects.get_or_create(
+        channel=channel, ts=ts, defaults={"gate_id": gate_id}
+    )
+    return message
+
+
+def slack_message_mark(*, gate_id: int, channel: str, ts: str, late_slack_user: str = "") -> int:
+    """Ask for the message to be rendered again now (after a click), with the late clicker's note
+    when there is one; returns the message's id. A message not kept yet is kept from here."""
+    message, _ = SlackMessage.objects.update_or_create(
+        channel=channel,
+        ts=ts,
+        defaults={"pending": True, "next_attempt_at": timezone.now()},
+        create_defaults={"gate_id": gate_id, "pending": True},
+    )
+    if late_slack_user:
+        SlackMessage.objects.filter(pk=message.pk).update(late_slack_user=late_slack_user)
+    return message.pk
+
+
+def slack_messages_stale(*, window: timedelta, cap: int) -> QuerySet[SlackMessage]:
+    """Messages that show something else than their gate (or wait to show a late click), due,
+    with no attempt in flight (or one abandoned `window` ago), and fewer than `cap` attempts."""
+    now = timezone.now()
+    return SlackMessage.objects.filter(
+        Q(pending=True) | ~Q(shown=F("gate__status")),
+        Q(attempt_started_at=None) | Q(attempt_started_at__lt=now - window),
+        next_attempt_at__lte=now,
+        attempts__lt=cap,
+    )
+
+
+def slack_message_attempt_begin(*, message_id: int, window: timedelta, cap: int) -> int | None:
+    """Claim and count an attempt at updating a stale message, committed before it is sent;
+    the attempt's number, or None when there is nothing to do (or another attempt is in
+    flight)."""
+    with transaction.atomic():
+        claimed = (
+            slack_messages_stale(window=window, cap=cap)
+            .filter(pk=message_id)
+            .update(attempts=F("attempts") + 1, attempt_started_at=timezone.now())
+        )
+        if not claimed:
+            return None
+        return SlackMessage.objects.values_list("attempts", flat=True).get(pk=message_id)
+
+
+def slack_message_attempt_record(
+    *, message_id: int, attempt: int, shown: str = "", error: str = "", backoff: float = 0.0
+) -> bool:
+    """Record attempt `attempt`: shown (`shown`, the gate status the message shows now), or
+    failed with `error` and tried again after `backoff` seconds. Fenced by the attempt's number."""
+    fence = SlackMessage.objects.filter(pk=message_id, attempts=attempt)
+    if shown:
+        updated = fence.update(
+            shown=shown, pending=False, attempts=0, attempt_started_at=None, last_error=""
+        )
+    else:
+        updated = fence.update(
+            attempt_started_at=None,
+            last_error=error[:1000],
+            next_attempt_at=timezone.now() + timedelta(seconds=backoff),
+        )
+    return bool(updated)

@@ -20,10 +20,19 @@ from django.urls import reverse
 
 from agentops.models import Gate
 from agentops.states import GateStatus
-from reviews.models import Claim, Decision, Delivery, NotificationRoute, SlackIdentity
+from reviews.models import (
+    Claim,
+    Decision,
+    Delivery,
+    NotificationRoute,
+    SlackIdentity,
+    SlackMessage,
+)
 from reviews.notifications import delivery_send, notices_find
+from reviews.services import gate_approve
 from reviews.services.slack import slack_identity_link, slack_link_token
-from reviews.states import Channel, DeliveryStatus
+from reviews.slack import slack_messages_sweep
+from reviews.states import VIA_BROWSER, Channel, DeliveryStatus
 from tests import slack_api
 from tests.reviews.builders import client_for, gated_refund, open_gate
 from tests.slack_api import CHANNEL, TEAM_ID, StandInSlack, signed
@@ -66,7 +75,6 @@ def run_jobs() -> list[Any]:
     results = []
     for job in queue.get_jobs():
         if job.func_name == "reviews.jobs.slack_message_update":
-            assert job.retries_left == 4
             results.append(job.perform())
             queue.remove(job)
     return results
@@ -333,3 +341,54 @@ def test_a_tampered_link_links_nothing(operator):
 
     assert response.status_code == 400
     assert not SlackIdentity.objects.exists()
+
+
+def test_a_gate_decided_elsewhere_is_shown_on_its_message_by_the_sweep(
+    sim, redis_clean, slack, operator2
+):
+    gate, message = gate_posted(slack)
+    assert slack_messages_sweep() == 0  # the message shows the open gate
+
+    gate_approve(gate_id=gate.pk, actor=operator2, seen_digest=gate.args_digest, via=VIA_BROWSER)
+    enqueued = slack_messages_sweep()
+    again = slack_messages_sweep()  # the job waits in the queue: not enqueued twice
+
+    assert (enqueued, again) == (1, 0)
+    assert run_jobs() == [f"updated gate {gate.pk} in {CHANNEL}"]
+    assert "Approved* by otto" in message.block_text()
+    assert message.action_ids() == ["gate_open"]
+    assert SlackMessage.objects.get().shown == GateStatus.APPROVED
+    assert slack_messages_sweep() == 0
+
+
+def test_an_update_slack_refuses_is_retried_then_given_up_at_the_cap(
+    sim, redis_clean, slack, operator, settings
+):
+    settings.AGENTOPS = {**settings.AGENTOPS, "NOTIFY_MAX_ATTEMPTS": 3}
+    gate, message = gate_posted(slack)
+    link(operator, "U0OLGA")
+    slack.outage_status = 503
+
+    post(slack.click(message, "gate_approve", user="U0OLGA"))
+    first = run_jobs()
+    kept = SlackMessage.objects.get()
+    slack_messages_sweep()
+    second = run_jobs()
+    slack.outage_status = 0
+    slack_messages_sweep()
+    third = run_jobs()
+
+    assert Gate.objects.get(pk=gate.pk).status == GateStatus.APPROVED  # the decision stands
+    assert (first, second) == (["attempt 1 failed"], ["attempt 2 failed"])
+    assert "HTTPStatusError" in kept.last_error and kept.shown == GateStatus.OPEN
+    assert third == [f"updated gate {gate.pk} in {CHANNEL}"]
+    assert "Approved* by olga" in message.block_text()
+
+    # A message that keeps failing is given up at the cap: the sweep stops enqueuing it.
+    SlackMessage.objects.update(shown=GateStatus.OPEN)
+    slack.outage_status = 503
+    for _ in range(3):
+        slack_messages_sweep()
+        run_jobs()
+    assert SlackMessage.objects.get().attempts == 3
+    assert slack_messages_sweep() == 0
