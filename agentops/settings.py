@@ -404,6 +404,16 @@ AGENTOPS: dict[str, Any] = {
     "NOTIFY_BACKOFF_SECONDS": env_float("AGENTOPS_NOTIFY_BACKOFF_SECONDS", 30.0),
     "WEBHOOK_TIMEOUT_SECONDS": env_float("AGENTOPS_WEBHOOK_TIMEOUT_SECONDS", 5.0),
     "NOTIFY_ATTEMPT_TIMEOUT_SECONDS": env_float("AGENTOPS_NOTIFY_ATTEMPT_TIMEOUT_SECONDS", 30.0),
+    # Slack app (reviews.slack): the bot token posts and updates gate messages through the Web
+    # API, the signing secret verifies button clicks; unset, Slack routes are not sent and the
+    # interaction endpoint answers 404. Each Web API call waits at most SLACK_TIMEOUT_SECONDS.
+    "SLACK_BOT_TOKEN": os.environ.get("AGENTOPS_SLACK_BOT_TOKEN", ""),
+    "SLACK_SIGNING_SECRET": os.environ.get("AGENTOPS_SLACK_SIGNING_SECRET", ""),
+    "SLACK_API_URL": env_url("AGENTOPS_SLACK_API_URL", "https://slack.com/api"),
+    "SLACK_TIMEOUT_SECONDS": env_float("AGENTOPS_SLACK_TIMEOUT_SECONDS", 2.5),
+    # Gate emails carry Approve and Reject links, signed for their recipient, usable once, for
+    # this long (reviews.email_actions); 0: no action links.
+    "EMAIL_ACTION_MAX_AGE_SECONDS": env_int("AGENTOPS_EMAIL_ACTION_MAX_AGE_SECONDS", 86400),
     # Web (gunicorn's gevent workers): requests that may use the database at once per process,
     # each through one persistent connection; a request waits this long for one, then 503.
     "WEB_SLOTS": env_int("AGENTOPS_WEB_SLOTS", 4),

@@ -192,13 +192,22 @@ class WebhookEndpointAdmin(admin.ModelAdmin):
 
 @admin.register(NotificationRoute)
 class NotificationRouteAdmin(admin.ModelAdmin):
-    list_display = ("id", "rule", "event", "group", "endpoint")
+    list_display = ("id", "rule", "event", "group", "endpoint", "slack_channel")
     list_filter = ("event",)
 
 
 @admin.register(Delivery)
 class DeliveryAdmin(admin.ModelAdmin):
-    list_display = ("id", "notice", "channel", "user", "endpoint", "status", "attempts")
+    list_display = (
+        "id",
+        "notice",
+        "channel",
+        "user",
+        "endpoint",
+        "slack_channel",
+        "status",
+        "attempts",
+    )
     list_filter = ("status", "channel")
     readonly_fields = [f.name for f in Delivery._meta.fields]
 

@@ -17,11 +17,13 @@ class ReviewsConfig(AppConfig):
         from reviews.metrics import review_state_metrics
         from reviews.notifications import notifications_sweep
         from reviews.services import gate_timeout_logged, stopped_tasks_sweep
+        from reviews.slack import slack_messages_sweep
         from reviews.task_page import task_review_section
 
         permissions_register(roles.PERMISSIONS)
         gate_hook_register(gate_timeout_logged)
         sweep_hook_register(stopped_tasks_sweep)
         sweep_hook_register(notifications_sweep)
+        sweep_hook_register(slack_messages_sweep)
         task_page.section_register(task_review_section)
         prometheus.collector_register("reviews.state", review_state_metrics)

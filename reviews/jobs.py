@@ -12,3 +12,11 @@ def delivery_send(delivery_id: int) -> str:
 
     with job_request_context():
         return send(delivery_id=int(delivery_id))
+
+
+def slack_message_update(message_id: int) -> str:
+    """Show a gate's state on its Slack message (a no-op when it shows it already)."""
+    from reviews.slack import slack_message_update as update
+
+    with job_request_context():
+        return update(message_id=int(message_id))

@@ -10,6 +10,7 @@ the record survives the user's deletion.
 from __future__ import annotations
 
 from django.conf import settings
+from django.core.validators import RegexValidator
 from django.db import models
 from django.db.models import Q
 
@@ -116,17 +117,24 @@ class NotificationRoute(models.Model):
     endpoint = models.ForeignKey(
         WebhookEndpoint, null=True, blank=True, on_delete=models.CASCADE, related_name="routes"
     )
+    slack_channel = models.CharField(
+        max_length=20,
+        blank=True,
+        validators=[RegexValidator(r"^[CGD][A-Z0-9]{2,19}$", "a Slack channel ID, like C0123ABCD")],
+        help_text="Slack channel ID (C0123ABCD) the app's bot posts to, with Approve and Reject "
+        "buttons on gates; the bot must be in the channel",
+    )
 
     class Meta:
         constraints = [
             models.CheckConstraint(
-                condition=Q(group__isnull=False) | Q(endpoint__isnull=False),
+                condition=Q(group__isnull=False) | Q(endpoint__isnull=False) | ~Q(slack_channel=""),
                 name="reviews_notificationroute_has_target",
             )
         ]
 
     def __str__(self) -> str:
-        target = self.group or self.endpoint
+        target = self.group or self.endpoint or f"Slack {self.slack_channel}"
         return f"{self.event or 'any event'} of {self.rule or 'any rule'} → {target}"
 
 
@@ -191,6 +199,8 @@ class Delivery(models.Model):
     endpoint = models.ForeignKey(
         WebhookEndpoint, null=True, blank=True, on_delete=models.CASCADE, related_name="deliveries"
     )
+    # A Slack delivery's channel ID (chat.postMessage), empty for the other channels.
+    slack_channel = models.CharField(max_length=20, blank=True)
     status = models.CharField(
         max_length=8, choices=DeliveryStatus.choices, default=DeliveryStatus.PENDING
     )
@@ -215,8 +225,15 @@ class Delivery(models.Model):
                 condition=Q(endpoint__isnull=False),
                 name="reviews_delivery_once_per_endpoint",
             ),
+            models.UniqueConstraint(
+                fields=["notice", "slack_channel"],
+                condition=~Q(slack_channel=""),
+                name="reviews_delivery_once_per_slack_channel",
+            ),
             models.CheckConstraint(
-                condition=Q(user__isnull=False) ^ Q(endpoint__isnull=False),
+                condition=Q(user__isnull=False, endpoint__isnull=True, slack_channel="")
+                | Q(user__isnull=True, endpoint__isnull=False, slack_channel="")
+                | (Q(user__isnull=True, endpoint__isnull=True) & ~Q(slack_channel="")),
                 name="reviews_delivery_one_recipient",
             ),
             models.CheckConstraint(
@@ -233,4 +250,85 @@ class Delivery(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.notice} → {self.user or self.endpoint} ({self.status})"
+        recipient = self.user or self.endpoint or f"Slack {self.slack_channel}"
+        return f"{self.notice} → {recipient} ({self.status})"
+
+
+class SlackIdentity(models.Model):
+    """A product user's Slack account (workspace and member ID), linked by the person from a
+    signed link the Slack app sent to that Slack user, confirmed on their account page. A click in
+    Slack acts as this user; a Slack display name never maps to anyone."""
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="slack_identity"
+    )
+    team_id = models.CharField(max_length=20)
+    slack_user_id = models.CharField(max_length=20)
+    linked_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["team_id", "slack_user_id"], name="reviews_slackidentity_one_user"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user} is Slack {self.slack_user_id} in {self.team_id}"
+
+
+class SlackRequest(models.Model):
+    """A Slack interaction request already accepted, by its signature: the same signed request
+    seen again (a replay within the five minutes its timestamp is accepted) is refused. Rows
+    older than that window are deleted as new ones come in."""
+
+    signature = models.CharField(max_length=80, unique=True)
+    received_at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    def __str__(self) -> str:
+        return f"Slack request {self.signature[:16]}… at {self.received_at}"
+
+
+class SlackMessage(models.Model):
+    """A gate's message in a Slack channel (posted by a Slack delivery), kept so the message can
+    follow the gate: `shown` is the gate status it shows. When the gate is decided (from Slack,
+    the product, the API or its timeout), or a click came late (`pending`), the sweep enqueues an
+    update (`chat.update`); each attempt is claimed and counted before it is sent, like a
+    delivery's, retried with backoff, and given up at the notification attempt cap."""
+
+    gate = models.ForeignKey(
+        "agentops.Gate", on_delete=models.CASCADE, related_name="slack_messages"
+    )
+    channel = models.CharField(max_length=20)
+    ts = models.CharField(max_length=32)
+    shown = models.CharField(max_length=16, default="open")
+    # Set when the message must be rendered again although the gate's status did not change (a
+    # late click: its note), cleared by the update that shows it.
+    pending = models.BooleanField(default=False)
+    late_slack_user = models.CharField(max_length=20, blank=True)
+    attempts = models.PositiveSmallIntegerField(default=0)
+    attempt_started_at = models.DateTimeField(null=True, blank=True)
+    next_attempt_at = models.DateTimeField(auto_now_add=True)
+    last_error = models.TextField(blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["channel", "ts"], name="reviews_slackmessage_once")
+        ]
+
+    def __str__(self) -> str:
+        return f"gate {self.gate_id} in Slack {self.channel} at {self.ts}"
+
+
+class EmailActionUse(models.Model):
+    """An email action link that was used (its token's sha256): a link decides once. Written in
+    the transaction of the decision it made, so a refused decision leaves the link usable."""
+
+    token_digest = models.CharField(max_length=64, unique=True)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    gate_id_ref = models.BigIntegerField()
+    action = models.CharField(max_length=10)
+    used_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"{self.action} link of gate {self.gate_id_ref} used by {self.user_id}"

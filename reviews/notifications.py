@@ -1,5 +1,7 @@
 """Notifications: people hear where they work that a gate opened, that a gate nears its timeout,
-or that a task stopped for a human, by email and by signed webhook, with a link to the panel.
+or that a task stopped for a human, by email (with Approve and Reject links on gates:
+`reviews.email_actions`), by signed webhook and by Slack message (Approve and Reject buttons on
+gates: `reviews.slack`), with a link to the panel.
 
 The database is the truth here too. `notifications_sweep()` runs inside every sweep: it finds what
 happened from the rows (so nothing is lost when a process dies between the event and the
@@ -28,7 +30,6 @@ import django_rq
 import httpx
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.core.mail import send_mail
 from django.db import IntegrityError, transaction
 from django.db.models import CharField, Exists, OuterRef, Q, Subquery, Value
 from django.db.models.functions import Cast, Concat
@@ -39,8 +40,11 @@ from agentops.engine import job_waiting, outbound_check, redacted
 from agentops.logs import job_meta
 from agentops.models import Event, Gate, Task
 from agentops.states import GateStatus, TaskStatus
+from reviews.email_actions import notice_email
+from reviews.links import public_link
 from reviews.models import Delivery, Notice, NotificationPreference, NotificationRoute
 from reviews.services import delivery_attempt_begin, delivery_attempt_record
+from reviews.slack import SlackError, mrkdwn_escape, slack_notice_post
 from reviews.states import Channel, DeliveryStatus, NoticeEvent, Role, WebhookFormat
 
 if TYPE_CHECKING:
@@ -53,11 +57,6 @@ STOP_EVENT = "agentops.task.stopped"
 
 def _conf(name: str) -> Any:
     return settings.AGENTOPS[name]
-
-
-def public_link(path: str) -> str:
-    """An absolute link for a message read outside the product (AGENTOPS_PUBLIC_URL)."""
-    return f"{_conf('PUBLIC_URL').rstrip('/')}{path}"
 
 
 def notice_link(notice: Notice) -> str:
@@ -167,6 +166,7 @@ def _deliveries_create(notice: Notice) -> None:
     routes = _routes(notice)
     groups = {route.group.name for route in routes if route.group is not None}
     endpoints = {route.endpoint for route in routes if route.endpoint and route.endpoint.active}
+    slack_channels = {route.slack_channel for route in routes if route.slack_channel}
     if not routes:
         groups = {_default_group(notice)}
     now = timezone.now()
@@ -190,6 +190,12 @@ def _deliveries_create(notice: Notice) -> None:
     rows += [
         Delivery(notice=notice, channel=Channel.WEBHOOK, endpoint=endpoint, next_attempt_at=now)
         for endpoint in sorted(endpoints, key=lambda e: e.pk)
+    ]
+    rows += [
+        Delivery(
+            notice=notice, channel=Channel.SLACK, slack_channel=slack_channel, next_attempt_at=now
+        )
+        for slack_channel in sorted(slack_channels)
     ]
     Delivery.objects.bulk_create(rows)
 
@@ -316,7 +322,7 @@ def delivery_send(*, delivery_id: int) -> str:
     ).get(pk=delivery_id)
     try:
         _send(delivery)
-    except (httpx.HTTPError, OSError, DeliveryRefused) as error:
+    except (httpx.HTTPError, OSError, DeliveryRefused, SlackError) as error:
         return _attempt_failed(delivery_id, attempt, _error_text(error))
     except Exception as error:
         # Anything else that ends the attempt (the job's timeout, a backend's own error) is
@@ -369,14 +375,10 @@ def _attempt_failed(delivery_id: int, attempt: int, error: str) -> str:
 def _send(delivery: Delivery) -> None:
     outbound_check(f"notification delivery {delivery.pk}")
     if delivery.channel == Channel.EMAIL:
-        notice = delivery.notice
-        assert delivery.user is not None, "an email delivery has a recipient"
-        send_mail(
-            subject=f"[agentops] {notice.get_event_display()}: task {notice.task_id}",
-            message=f"{notice.text}\n\nOpen it: {notice_link(notice)}\n",
-            from_email=None,
-            recipient_list=[delivery.user.email],
-        )
+        notice_email(delivery, notice_link(delivery.notice)).send()
+        return
+    if delivery.channel == Channel.SLACK:
+        slack_notice_post(delivery, notice_link(delivery.notice))
         return
     endpoint = delivery.endpoint
     assert endpoint is not None, "a webhook delivery has an endpoint"
@@ -407,17 +409,12 @@ def webhook_signature(secret: str, timestamp: str, body: bytes) -> str:
     return hmac.new(secret.encode(), message, hashlib.sha256).hexdigest()
 
 
-def _slack_escape(text: str) -> str:
-    # Slack's mrkdwn control characters: untrusted text must not form links or mentions.
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-
-
 def webhook_body(delivery: Delivery) -> dict[str, Any]:
     notice = delivery.notice
     assert delivery.endpoint is not None, "a webhook delivery has an endpoint"
     if delivery.endpoint.body_format == WebhookFormat.SLACK:
         return {
-            "text": f"{_slack_escape(notice.text)} <{notice_link(notice)}|Open in agentops>",
+            "text": f"{mrkdwn_escape(notice.text)} <{notice_link(notice)}|Open in agentops>",
         }
     return {
         "event": notice.event,

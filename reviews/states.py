@@ -30,6 +30,9 @@ class NoticeEvent(models.TextChoices):
 class Channel(models.TextChoices):
     EMAIL = "email", "Email"
     WEBHOOK = "webhook", "Webhook"
+    # A message the Slack app's bot posts to a channel (chat.postMessage), with Approve and
+    # Reject buttons on gate notices (`reviews.slack`).
+    SLACK = "slack", "Slack"
 
 
 class DeliveryStatus(models.TextChoices):
@@ -48,7 +51,11 @@ class DecisionChannel(models.TextChoices):
 
     BROWSER = "browser", "Browser"
     API = "api", "API"
-    EMAIL_LINK = "email_link", "Email link"
+    # A button of a gate message in Slack (`reviews.slack`), by the product user linked to the
+    # Slack user who clicked.
+    SLACK = "slack", "Slack"
+    # A signed action link of a gate email, confirmed on its page (`reviews.email_actions`).
+    EMAIL = "email", "Email link"
     # The sweeper and management commands: no person, no interface.
     SYSTEM = "system", "System"
     # A person at the command line (`manage.py checkpoint restore --by NAME`).
@@ -73,6 +80,8 @@ class Via:
 
 
 VIA_BROWSER = Via(DecisionChannel.BROWSER)
+VIA_SLACK = Via(DecisionChannel.SLACK)
+VIA_EMAIL = Via(DecisionChannel.EMAIL)
 VIA_SYSTEM = Via(DecisionChannel.SYSTEM)
 VIA_COMMAND = Via(DecisionChannel.COMMAND)
 # A service called without saying how (a shell, a test) logs `unknown` rather than a guess.

@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.urls import path
 
 from reviews import dashboard, views
+from reviews.views import email_actions, slack
 
 app_name = "reviews"
 urlpatterns = [
@@ -46,6 +47,12 @@ urlpatterns = [
         views.api_token_revoke_view,
         name="api_token_revoke",
     ),
+    path("account/slack/link/<str:token>", slack.slack_link, name="slack_link"),
+    path("account/slack/unlink", slack.slack_unlink, name="slack_unlink"),
+    # An Approve or Reject link of a gate email: GET confirms, POST decides.
+    path("email-actions/<str:token>", email_actions.email_action, name="email_action"),
+    # Slack's Interactivity Request URL: signed by Slack, so no session and no CSRF token.
+    path("slack/interactions", slack.slack_interactions, name="slack_interactions"),
     path("dashboard", dashboard.dashboard, name="dashboard"),
     path("dashboard/drafts", dashboard.calibration_draft, name="calibration_draft"),
 ]

@@ -1,5 +1,5 @@
-"""A person's account page: notification preferences, recent deliveries and API tokens (created
-once, shown once, revocable).
+"""A person's account page: notification preferences, recent deliveries, the linked Slack account
+(`reviews.views.slack`) and API tokens (created once, shown once, revocable).
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 from agentops.tokens import api_token_create, api_token_revoke
 from agentops.web import AuthenticatedHttpRequest, login_required
 from reviews.forms import ApiTokenForm, NotificationPreferenceForm
+from reviews.models import SlackIdentity
 from reviews.selectors import api_token_list, delivery_list_for
 from reviews.services import notification_preference_get, notification_preference_save
 
@@ -41,6 +42,7 @@ def _account_page(
         "token_form": token_form or ApiTokenForm(),
         "tokens": api_token_list(user=request.user),
         "deliveries": delivery_list_for(user=request.user),
+        "slack_identity": SlackIdentity.objects.filter(user=request.user).first(),
     }
     return render(request, "reviews/account.html", context, status=status)
 

@@ -22,8 +22,10 @@ from agentops.tokens import api_token_create
 from policies.models import Policy, PolicyChange, PolicyRule, PolicyVersion
 from policies.selectors import policy_version_active
 from policies.services import policy_draft_create
-from reviews.models import Claim, Decision
+from reviews.email_actions import email_action_token
+from reviews.models import Claim, Decision, SlackIdentity
 from reviews.roles import group_names
+from reviews.services.slack import slack_link_token
 from tests.reviews.builders import client_for, gated_refund, open_gate, stopped_trip
 
 ANONYMOUS, OPERATOR, AUDITOR, POLICY_ADMIN = "anonymous", "operator", "auditor", "policy admin"
@@ -51,6 +53,8 @@ class World:
     draft: PolicyVersion
     rule: PolicyRule
     token: int
+    slack_link: str
+    email_action: str
 
 
 @dataclass(frozen=True)
@@ -59,7 +63,7 @@ class Access:
     allowed: frozenset[str]
     # Anonymous users may use it too (the login and logout views).
     public: bool = False
-    kwargs: Callable[[World], dict[str, int]] = field(default=lambda w: {})
+    kwargs: Callable[[World], dict[str, Any]] = field(default=lambda w: {})
     # What a signed-in user outside `allowed` gets: 403, or 404 for an object outside their reach.
     denied: int = 403
 
@@ -163,6 +167,17 @@ ACCESS: dict[str, Access] = {
     "reviews:account": Access(FORM, SIGNED_IN),
     "reviews:api_token_new": Access(POST, SIGNED_IN),
     "reviews:api_token_revoke": Access(POST, SIGNED_IN, kwargs=lambda w: {"token_id": w.token}),
+    # Linking one's Slack account from the link the Slack app sent (GET shows, POST links).
+    "reviews:slack_link": Access(FORM, SIGNED_IN, kwargs=lambda w: {"token": w.slack_link}),
+    "reviews:slack_unlink": Access(POST, SIGNED_IN),
+    # A gate email's action link is the operator's (who was emailed): GET confirms, POST decides;
+    # anyone else's answers 403.
+    "reviews:email_action": Access(
+        FORM, frozenset({OPERATOR}), kwargs=lambda w: {"token": w.email_action}
+    ),
+    # Slack's interaction endpoint: no session opens it; POST only, verified by Slack's signature
+    # (tests/reviews/test_slack.py).
+    "reviews:slack_interactions": Access(TOKEN, frozenset(), public=True, denied=405),
     # The oversight dashboard is read by every role; only policy admins open proposed drafts.
     "reviews:dashboard": Access(PAGE, REVIEW_ROLES),
     "reviews:calibration_draft": Access(POST, ADMINS),
@@ -203,7 +218,7 @@ def test_the_access_table_walks_includes_and_skips_admin():
 
 
 @pytest.fixture
-def world(sim, redis_clean, groups, policy_admin, django_user_model) -> World:
+def world(sim, redis_clean, groups, policy_admin, operator, django_user_model) -> World:
     starter = django_user_model.objects.create_user(username="stan", password="x")
     task = gated_refund(created_by=starter)
     stopped = stopped_trip(created_by=starter)
@@ -220,6 +235,8 @@ def world(sim, redis_clean, groups, policy_admin, django_user_model) -> World:
         draft=draft,
         rule=PolicyRule.objects.filter(version=draft).order_by("position").first(),
         token=api_token_create(user=starter, name="stan's")[0].pk,
+        slack_link=slack_link_token(team_id="T0ROLES", slack_user_id="U0ROLES"),
+        email_action=email_action_token(gate=open_gate(task), user=operator, action="approve"),
     )
 
 
@@ -255,6 +272,7 @@ def state() -> tuple[int, ...]:
         PolicyChange.objects.count(),
         Task.objects.count(),
         AuditItem.objects.filter(status="pending").count(),
+        SlackIdentity.objects.count(),
     )
 
 

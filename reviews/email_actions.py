@@ -1,0 +1,205 @@
+"""Acting from the email: a gate email carries an Approve and a Reject link, each signed for its
+one recipient (Django's `TimestampSigner`: the gate, the user, the action and the digest of the
+arguments the email showed), usable once, for `AGENTOPS_EMAIL_ACTION_MAX_AGE_SECONDS`.
+
+A link opens a confirmation page after sign-in; a GET never decides. The POST (with its CSRF
+token) decides through the same command as the panel and the API (`gate_approve` /
+`gate_reject`: roles, separation of duties, the claim, the digest), with channel `email`, and
+records the link as used in the same transaction: a refused decision leaves the link usable, and
+a used link, an expired or tampered one, or someone else's decides nothing.
+
+The email itself: the plain text puts the notice on one line (a goal cannot fake a line of its
+own, such as another "Approve:" link), and the HTML alternative is a template with autoescape.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
+
+from django.conf import settings
+from django.core import signing
+from django.core.mail import EmailMultiAlternatives
+from django.db import IntegrityError, transaction
+from django.template.loader import render_to_string
+from django.urls import reverse
+from django.utils import timezone
+
+from agentops.models import Gate
+from agentops.states import GateStatus
+from reviews.links import public_link
+from reviews.models import EmailActionUse
+from reviews.services import NotAllowed, ReviewError, gate_approve, gate_reject
+from reviews.states import VIA_EMAIL
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
+
+    from reviews.models import Delivery
+
+SALT = "reviews.email_action"
+APPROVE, REJECT = "approve", "reject"
+ACTIONS = (APPROVE, REJECT)
+
+
+class LinkRefused(ReviewError):
+    """The link cannot act: tampered with, expired, or used already. `status` is the page's."""
+
+    def __init__(self, message: str, *, status: int) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+@dataclass(frozen=True)
+class EmailAction:
+    """What a link says: `user_id` may `action` gate `gate_id` as the email showed it
+    (`digest`)."""
+
+    gate_id: int
+    user_id: int
+    action: str
+    digest: str
+
+
+def _max_age() -> int:
+    seconds: int = settings.AGENTOPS["EMAIL_ACTION_MAX_AGE_SECONDS"]
+    return seconds
+
+
+def email_action_token(*, gate: Gate, user: User, action: str) -> str:
+    if action not in ACTIONS:
+        raise ValueError(f"unknown email action {action!r}")
+    payload = {"g": gate.pk, "u": user.pk, "a": action, "d": gate.args_digest}
+    return signing.TimestampSigner(salt=SALT).sign_object(payload)
+
+
+def email_action_link(*, gate: Gate, user: User, action: str) -> str:
+    token = email_action_token(gate=gate, user=user, action=action)
+    return public_link(reverse("reviews:email_action", args=[token]))
+
+
+def email_action_read(token: str) -> EmailAction:
+    """The action a token names; LinkRefused when it is tampered with or older than the limit."""
+    signer = signing.TimestampSigner(salt=SALT)
+    try:
+        found = signer.unsign_object(token, max_age=_max_age())
+    except signing.SignatureExpired:
+        raise LinkRefused(
+            "this link has expired: open the gate in agentops to decide it", status=410
+        ) from None
+    except signing.BadSignature:
+        raise LinkRefused(
+            "this link is not valid: use the one from the email", status=400
+        ) from None
+    if not isinstance(found, dict) or found.get("a") not in ACTIONS:
+        raise LinkRefused("this link is not valid: use the one from the email", status=400)
+    return EmailAction(int(found["g"]), int(found["u"]), str(found["a"]), str(found["d"]))
+
+
+def _digest(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def email_action_check(*, token: str, user: User) -> EmailAction:
+    """The action of a link `user` may use: LinkRefused (tampered, expired, used) or NotAllowed
+    (it was sent to someone else). Whether the gate may still be decided is the decision's."""
+    action = email_action_read(token)
+    if action.user_id != user.pk:
+        raise NotAllowed("this link was sent to someone else: open the gate in agentops")
+    if EmailActionUse.objects.filter(token_digest=_digest(token)).exists():
+        raise LinkRefused("this link was used already", status=410)
+    return action
+
+
+def email_action_take(*, token: str, user: User, reason: str) -> EmailAction:
+    """Decide the gate as the link says, as `user`, with channel `email`, and mark the link used,
+    in one transaction. Raises what `email_action_check` raises, and the decision's refusals
+    (GateAlreadyDecided, NotAllowed, HeldByOther, ReviewError)."""
+    action = email_action_check(token=token, user=user)
+    with transaction.atomic():
+        try:
+            with transaction.atomic():
+                EmailActionUse.objects.create(
+                    token_digest=_digest(token),
+                    user=user,
+                    gate_id_ref=action.gate_id,
+                    action=action.action,
+                )
+        except IntegrityError:
+            raise LinkRefused("this link was used already", status=410) from None
+        if action.action == APPROVE:
+            gate_approve(
+                gate_id=action.gate_id,
+                actor=user,
+                seen_digest=action.digest,
+                reason=reason,
+                via=VIA_EMAIL,
+            )
+        else:
+            gate_reject(
+                gate_id=action.gate_id,
+                actor=user,
+                seen_digest=action.digest,
+                feedback=reason,
+                via=VIA_EMAIL,
+            )
+    return action
+
+
+# -- the email ------------------------------------------------------------------------------------
+
+
+def one_line(text: str) -> str:
+    """`text` with every run of whitespace (line breaks included) as one space."""
+    return " ".join(text.split())
+
+
+@dataclass(frozen=True)
+class ActionLinks:
+    approve: str
+    reject: str
+    expires_at: datetime
+
+
+def _action_links(delivery: Delivery) -> ActionLinks | None:
+    """The Approve and Reject links of an email about an open gate, for its recipient."""
+    gate, user = delivery.notice.gate, delivery.user
+    if gate is None or user is None or gate.status != GateStatus.OPEN or not _max_age():
+        return None
+    return ActionLinks(
+        approve=email_action_link(gate=gate, user=user, action=APPROVE),
+        reject=email_action_link(gate=gate, user=user, action=REJECT),
+        expires_at=timezone.now() + timedelta(seconds=_max_age()),
+    )
+
+
+def notice_email_text(*, text: str, link: str, actions: ActionLinks | None) -> str:
+    body = f"{one_line(text)}\n\nOpen it: {link}\n"
+    if actions is not None:
+        body += (
+            f"\nApprove: {actions.approve}\nReject: {actions.reject}\n\n"
+            "Each link opens a page where you confirm (after signing in); it works once, for "
+            f"you only, until {actions.expires_at:%Y-%m-%d %H:%M %Z}.\n"
+        )
+    return body
+
+
+def notice_email(delivery: Delivery, link: str) -> EmailMultiAlternatives:
+    """The email of a delivery: the notice, its link, and for an open gate the action links, as
+    plain text with an HTML alternative."""
+    notice = delivery.notice
+    assert delivery.user is not None, "an email delivery has a recipient"
+    actions = _action_links(delivery)
+    message = EmailMultiAlternatives(
+        subject=f"[agentops] {notice.get_event_display()}: task {notice.task_id}",
+        body=notice_email_text(text=notice.text, link=link, actions=actions),
+        to=[delivery.user.email],
+    )
+    html = render_to_string(
+        "reviews/email/notice.html",
+        {"notice": notice, "gate": notice.gate, "link": link, "actions": actions},
+    )
+    message.attach_alternative(html, "text/html")
+    return message

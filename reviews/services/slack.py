@@ -1,0 +1,158 @@
+"""Writes behind Slack: linking a person's Slack account to their product account (from a signed
+link the Slack app sent to that Slack user), unlinking it, the record of accepted interaction
+requests that refuses a replay, and the gate messages kept so they follow their gate (each update
+attempt claimed before it is sent and recorded after, like a delivery's).
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import TYPE_CHECKING
+
+from django.core import signing
+from django.db import IntegrityError, transaction
+from django.db.models import F, Q, QuerySet
+from django.utils import timezone
+
+from reviews.models import SlackIdentity, SlackMessage, SlackRequest
+from reviews.services._common import ReviewError
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
+
+LINK_SALT = "reviews.slack.link"
+# A link to connect a Slack account works this long after the Slack app sent it.
+LINK_MAX_AGE_SECONDS = 15 * 60
+# Slack's window: a request whose timestamp is further than this from now is refused.
+REQUEST_WINDOW_SECONDS = 5 * 60
+
+
+def slack_link_token(*, team_id: str, slack_user_id: str) -> str:
+    """A signed, expiring token naming one Slack user, sent only to that user (in Slack): whoever
+    opens it signed in to the product links that Slack user to their account."""
+    signer = signing.TimestampSigner(salt=LINK_SALT)
+    return signer.sign_object({"team": team_id, "user": slack_user_id})
+
+
+def slack_link_read(token: str) -> tuple[str, str]:
+    """(team_id, slack_user_id) of a link token; ReviewError when it is tampered with or old."""
+    signer = signing.TimestampSigner(salt=LINK_SALT)
+    try:
+        found = signer.unsign_object(token, max_age=LINK_MAX_AGE_SECONDS)
+    except signing.SignatureExpired:
+        raise ReviewError(
+            "this link has expired: click a button in Slack again for a new one"
+        ) from None
+    except signing.BadSignature:
+        raise ReviewError("this link is not valid: open the one Slack sent you") from None
+    return str(found["team"]), str(found["user"])
+
+
+def slack_identity_link(*, user: User, token: str) -> SlackIdentity:
+    """Link the Slack user the token names to `user` (replacing `user`'s previous link). Refused
+    when that Slack user is linked to someone else: they unlink it first."""
+    team_id, slack_user_id = slack_link_read(token)
+    taken = SlackIdentity.objects.filter(team_id=team_id, slack_user_id=slack_user_id)
+    if taken.exclude(user=user).exists():
+        raise ReviewError("this Slack account is linked to another person; they must unlink it")
+    try:
+        with transaction.atomic():
+            SlackIdentity.objects.filter(user=user).delete()
+            return SlackIdentity.objects.create(
+                user=user, team_id=team_id, slack_user_id=slack_user_id
+            )
+    except IntegrityError:
+        raise ReviewError("this Slack account was just linked to another person") from None
+
+
+def slack_identity_unlink(*, user: User) -> bool:
+    """Remove `user`'s Slack link; False when there was none."""
+    deleted, _ = SlackIdentity.objects.filter(user=user).delete()
+    return bool(deleted)
+
+
+def slack_request_record(*, signature: str) -> bool:
+    """Record a verified interaction request by its signature, committed; False when it was
+    recorded before (a replay). Rows older than Slack's window go at the same time: a request that
+    old is refused by its timestamp anyway."""
+    now = timezone.now()
+    try:
+        with transaction.atomic():
+            SlackRequest.objects.filter(
+                received_at__lt=now - timedelta(seconds=2 * REQUEST_WINDOW_SECONDS)
+            ).delete()
+            SlackRequest.objects.create(signature=signature)
+    except IntegrityError:
+        return False
+    return True
+
+
+# -- gate messages in Slack -----------------------------------------------------------------------
+
+
+def slack_message_record(*, gate_id: int, channel: str, ts: str) -> SlackMessage:
+    """Keep a posted gate message, showing the gate open, so it can follow the gate."""
+    message, _ = SlackMessage.objects.get_or_create(
+        channel=channel, ts=ts, defaults={"gate_id": gate_id}
+    )
+    return message
+
+
+def slack_message_mark(*, gate_id: int, channel: str, ts: str, late_slack_user: str = "") -> int:
+    """Ask for the message to be rendered again now (after a click), with the late clicker's note
+    when there is one; returns the message's id. A message not kept yet is kept from here."""
+    message, _ = SlackMessage.objects.update_or_create(
+        channel=channel,
+        ts=ts,
+        defaults={"pending": True, "next_attempt_at": timezone.now()},
+        create_defaults={"gate_id": gate_id, "pending": True},
+    )
+    if late_slack_user:
+        SlackMessage.objects.filter(pk=message.pk).update(late_slack_user=late_slack_user)
+    return message.pk
+
+
+def slack_messages_stale(*, window: timedelta, cap: int) -> QuerySet[SlackMessage]:
+    """Messages that show something else than their gate (or wait to show a late click), due,
+    with no attempt in flight (or one abandoned `window` ago), and fewer than `cap` attempts."""
+    now = timezone.now()
+    return SlackMessage.objects.filter(
+        Q(pending=True) | ~Q(shown=F("gate__status")),
+        Q(attempt_started_at=None) | Q(attempt_started_at__lt=now - window),
+        next_attempt_at__lte=now,
+        attempts__lt=cap,
+    )
+
+
+def slack_message_attempt_begin(*, message_id: int, window: timedelta, cap: int) -> int | None:
+    """Claim and count an attempt at updating a stale message, committed before it is sent;
+    the attempt's number, or None when there is nothing to do (or another attempt is in
+    flight)."""
+    with transaction.atomic():
+        claimed = (
+            slack_messages_stale(window=window, cap=cap)
+            .filter(pk=message_id)
+            .update(attempts=F("attempts") + 1, attempt_started_at=timezone.now())
+        )
+        if not claimed:
+            return None
+        return SlackMessage.objects.values_list("attempts", flat=True).get(pk=message_id)
+
+
+def slack_message_attempt_record(
+    *, message_id: int, attempt: int, shown: str = "", error: str = "", backoff: float = 0.0
+) -> bool:
+    """Record attempt `attempt`: shown (`shown`, the gate status the message shows now), or
+    failed with `error` and tried again after `backoff` seconds. Fenced by the attempt's number."""
+    fence = SlackMessage.objects.filter(pk=message_id, attempts=attempt)
+    if shown:
+        updated = fence.update(
+            shown=shown, pending=False, attempts=0, attempt_started_at=None, last_error=""
+        )
+    else:
+        updated = fence.update(
+            attempt_started_at=None,
+            last_error=error[:1000],
+            next_attempt_at=timezone.now() + timedelta(seconds=backoff),
+        )
+    return bool(updated)

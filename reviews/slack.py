@@ -1,0 +1,448 @@
+"""Slack, the outbound half: gate notices as Block Kit messages with Approve and Reject, the
+Slack Web API calls that post and update them, and the job that shows a decision's outcome on its
+message. The inbound half (signed button clicks) is `reviews.slack_interactions`.
+
+Every Web API call (`slack_call`) is made with no transaction open (`outbound_check`) and waits
+at most `AGENTOPS_SLACK_TIMEOUT_SECONDS`. The posts of notices are deliveries (retried with backoff
+like email and webhooks, `reviews.notifications`). A posted gate message is kept
+(`SlackMessage`) and follows its gate: once the gate is decided (from Slack, the product, the API
+or its timeout), the sweep finds the message stale and a job (`slack_message_update`, the
+message's id only) renders it from the gate as it is then and sends `chat.update`; a click
+enqueues that job at once. Each attempt is claimed before it is sent and recorded after, retried
+with backoff up to the notification attempt cap, so a retried or duplicated update shows the same
+truth.
+
+Untrusted text (the goal, tool arguments, reasons, names) is escaped for Slack's mrkdwn (`&`, `<`,
+`>`) before it goes into a message, so it can neither form a link nor mention anyone, and is cut
+to Block Kit's limits without splitting an escape.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+import django_rq
+import httpx
+from django.conf import settings
+from django.urls import reverse
+
+from agentops.engine import job_waiting, outbound_check, redacted
+from agentops.logs import job_meta
+from agentops.models import Gate
+from agentops.states import GateStatus
+from reviews.links import public_link
+from reviews.models import SlackMessage
+from reviews.services.slack import (
+    slack_message_attempt_begin,
+    slack_message_attempt_record,
+    slack_message_mark,
+    slack_message_record,
+    slack_messages_stale,
+)
+from reviews.states import NoticeEvent
+
+if TYPE_CHECKING:
+    from reviews.models import Delivery, Notice
+
+logger = logging.getLogger(__name__)
+
+APPROVE = "gate_approve"
+REJECT = "gate_reject"
+OPEN = "gate_open"
+REJECT_VIEW = "gate_reject"
+REASON_BLOCK = "reason"
+REASON_INPUT = "reason_input"
+
+# Block Kit's limits (https://api.slack.com/reference/block-kit/blocks).
+SECTION_TEXT_MAX = 3000
+HEADER_TEXT_MAX = 150
+FALLBACK_TEXT_MAX = 3000
+MODAL_TITLE_MAX = 24
+REASON_MAX = 3000
+
+
+class SlackError(Exception):
+    """The Web API refused a call (`ok: false`, with its error) or answered no JSON."""
+
+
+def _conf(name: str) -> Any:
+    return settings.AGENTOPS[name]
+
+
+def slack_configured() -> bool:
+    return bool(_conf("SLACK_BOT_TOKEN"))
+
+
+# -- text -----------------------------------------------------------------------------------------
+
+
+def mrkdwn_escape(text: str) -> str:
+    """`text` as literal mrkdwn: Slack's three control characters as their entities, so untrusted
+    text cannot form a link (`<https://…|…>`) or a mention (`<!channel>`, `<@U…>`)."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def mrkdwn_fit(text: str, limit: int) -> str:
+    """`text` escaped and cut to at most `limit` characters (an ellipsis marks a cut), never in
+    the middle of an entity."""
+    escaped = mrkdwn_escape(text)
+    if len(escaped) <= limit:
+        return escaped
+    pieces: list[str] = []
+    size = 0
+    for char in text:
+        piece = mrkdwn_escape(char)
+        if size + len(piece) > limit - 1:
+            break
+        pieces.append(piece)
+        size += len(piece)
+    return "".join(pieces) + "…"
+
+
+def plain_fit(text: str, limit: int) -> str:
+    """Text for a `plain_text` object (not parsed for links or mentions), cut to `limit`."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _plain(text: str, limit: int = 75) -> dict[str, Any]:
+    return {"type": "plain_text", "text": plain_fit(text, limit), "emoji": False}
+
+
+def _mrkdwn(text: str) -> dict[str, Any]:
+    return {"type": "mrkdwn", "text": text, "verbatim": True}
+
+
+# -- messages -------------------------------------------------------------------------------------
+
+
+def _gate_blocks(gate: Gate, *, headline: str) -> list[dict[str, Any]]:
+    """The gate's header and what it asks: task, agent, rule, due time, goal and arguments."""
+    task = gate.task
+    facts = (
+        f"*Task {task.pk}* ({mrkdwn_escape(task.agent)}) · rule "
+        f"_{mrkdwn_escape(gate.rule)}_ · due {gate.due_at:%Y-%m-%d %H:%M %Z}"
+    )
+    if gate.amount is not None:
+        facts += f" · amount {gate.amount}"
+    goal = "*Goal:* " + mrkdwn_fit(task.goal, SECTION_TEXT_MAX - len(facts) - 20)
+    arguments = json.dumps(gate.arguments, indent=1, sort_keys=True, ensure_ascii=False)
+    return [
+        {"type": "header", "text": _plain(f"{headline}: {gate.tool}", HEADER_TEXT_MAX)},
+        {"type": "section", "text": _mrkdwn(f"{facts}\n{goal}")},
+        {
+            "type": "section",
+            "text": _mrkdwn(
+                "*Arguments*\n```" + mrkdwn_fit(arguments, SECTION_TEXT_MAX - 20) + "```"
+            ),
+        },
+    ]
+
+
+def _open_button(gate: Gate) -> dict[str, Any]:
+    return {
+        "type": "button",
+        "action_id": OPEN,
+        "text": _plain("Open in agentops"),
+        "url": public_link(reverse("reviews:gate", args=[gate.pk])),
+    }
+
+
+def button_value(gate: Gate) -> str:
+    """What a button carries back: the gate and the digest of the arguments the message shows
+    (the decision is refused if they are not what the gate holds)."""
+    return f"{gate.pk}:{gate.args_digest}"
+
+
+def gate_message(gate: Gate, *, event: str = NoticeEvent.GATE_OPENED) -> dict[str, Any]:
+    """The message of an open gate: what it asks, and Approve, Reject and Open buttons."""
+    headline = "Times out soon" if event == NoticeEvent.GATE_DUE_SOON else "Approval needed"
+    value = button_value(gate)
+    actions = {
+        "type": "actions",
+        "block_id": f"gate:{gate.pk}",
+        "elements": [
+            {
+                "type": "button",
+                "action_id": APPROVE,
+                "text": _plain("Approve"),
+                "style": "primary",
+                "value": value,
+                "confirm": {
+                    "title": _plain("Approve this action?", 100),
+                    "text": _plain(f"{gate.tool} runs with the arguments shown.", 300),
+                    "confirm": _plain("Approve", 30),
+                    "deny": _plain("Cancel", 30),
+                },
+            },
+            {
+                "type": "button",
+                "action_id": REJECT,
+                "text": _plain("Reject…"),
+                "style": "danger",
+                "value": value,
+            },
+            _open_button(gate),
+        ],
+    }
+    fallback = f"{headline}: {gate.tool} for task {gate.task_id}. Goal: {gate.task.goal}"
+    return {
+        "text": mrkdwn_fit(fallback, FALLBACK_TEXT_MAX),
+        "blocks": [*_gate_blocks(gate, headline=headline), actions],
+    }
+
+
+def _outcome_line(gate: Gate) -> str:
+    who = mrkdwn_escape(gate.decided_by.get_username()) if gate.decided_by else "nobody"
+    when = f"{gate.decided_at:%Y-%m-%d %H:%M %Z}" if gate.decided_at else ""
+    if gate.status == GateStatus.APPROVED:
+        return f":white_check_mark: *Approved* by {who} · {when}"
+    if gate.status == GateStatus.REJECTED:
+        reason = mrkdwn_fit(gate.feedback, SECTION_TEXT_MAX - 200)
+        return f":x: *Rejected* by {who} · {when}\n*Reason:* {reason}"
+    if gate.status == GateStatus.EXPIRED:
+        return f":hourglass: *Expired* (nobody decided in time) · {when}"
+    return ""
+
+
+def gate_outcome_message(gate: Gate, *, late_slack_user: str = "") -> dict[str, Any]:
+    """The message of a gate as it is now: decided (the outcome, and for a click that came after
+    the decision, "already decided by X"), or still open (the actionable message)."""
+    if gate.status == GateStatus.OPEN:
+        return gate_message(gate)
+    line = _outcome_line(gate)
+    if late_slack_user:
+        who = mrkdwn_escape(gate.decided_by.get_username()) if gate.decided_by else "the timeout"
+        line += f"\n_<@{late_slack_user}> clicked after it was already decided by {who}._"
+    return {
+        "text": mrkdwn_fit(
+            f"{gate.tool} for task {gate.task_id}: {gate.get_status_display()}", 300
+        ),
+        "blocks": [
+            *_gate_blocks(gate, headline=gate.get_status_display()),
+            {"type": "section", "text": _mrkdwn(line)},
+            {"type": "actions", "block_id": f"gate:{gate.pk}", "elements": [_open_button(gate)]},
+        ],
+    }
+
+
+def notice_message(notice: Notice, link: str) -> dict[str, Any]:
+    """A notice as a Slack message: an open gate's actionable message, or the notice's text with
+    a link (a stopped task, a gate decided before the message went out)."""
+    gate = notice.gate
+    if gate is not None:
+        return (
+            gate_outcome_message(gate)
+            if gate.status != GateStatus.OPEN
+            else (gate_message(gate, event=notice.event))
+        )
+    text = mrkdwn_fit(notice.text, SECTION_TEXT_MAX - 100)
+    return {
+        "text": text,
+        "blocks": [
+            {"type": "section", "text": _mrkdwn(text)},
+            {
+                "type": "actions",
+                "elements": [
+                    {"type": "button", "action_id": OPEN, "text": _plain("Open"), "url": link}
+                ],
+            },
+        ],
+    }
+
+
+def reject_modal(gate: Gate, *, channel: str, ts: str) -> dict[str, Any]:
+    """The modal that asks why (the agent re-plans from the reason); it remembers the gate, the
+    digest the message showed and the message to update."""
+    metadata = {"gate": gate.pk, "digest": gate.args_digest, "channel": channel, "ts": ts}
+    return {
+        "type": "modal",
+        "callback_id": REJECT_VIEW,
+        "private_metadata": json.dumps(metadata),
+        "title": _plain("Reject", MODAL_TITLE_MAX),
+        "submit": _plain("Reject", MODAL_TITLE_MAX),
+        "close": _plain("Cancel", MODAL_TITLE_MAX),
+        "blocks": [
+            {
+                "type": "section",
+                "text": _mrkdwn(
+                    f"Reject *{mrkdwn_escape(gate.tool)}* of task {gate.task_id}. "
+                    "The agent re-plans the step from your reason."
+                ),
+            },
+            {
+                "type": "input",
+                "block_id": REASON_BLOCK,
+                "label": _plain("Why?", 2000),
+                "element": {
+                    "type": "plain_text_input",
+                    "action_id": REASON_INPUT,
+                    "multiline": True,
+                    "max_length": REASON_MAX,
+                },
+            },
+        ],
+    }
+
+
+def notice_modal(title: str, text: str, *, link: str = "", link_label: str = "") -> dict[str, Any]:
+    """A modal that only tells the person something (why a click was refused), with an optional
+    link button."""
+    blocks: list[dict[str, Any]] = [
+        {"type": "section", "text": _mrkdwn(mrkdwn_fit(text, SECTION_TEXT_MAX))}
+    ]
+    if link:
+        blocks.append(
+            {
+                "type": "actions",
+                "elements": [
+                    {"type": "button", "action_id": OPEN, "text": _plain(link_label), "url": link}
+                ],
+            }
+        )
+    return {
+        "type": "modal",
+        "title": _plain(title, MODAL_TITLE_MAX),
+        "close": _plain("OK", MODAL_TITLE_MAX),
+        "blocks": blocks,
+    }
+
+
+# -- the Web API ----------------------------------------------------------------------------------
+
+
+def slack_call(method: str, payload: dict[str, Any]) -> dict[str, Any]:
+    """Call a Slack Web API method with the bot token, a JSON body and a deadline; returns the
+    answer, or raises SlackError (`ok: false`), httpx.HTTPError (network, timeout, non-2xx)."""
+    outbound_check(f"Slack {method}")
+    response = httpx.post(
+        f"{_conf('SLACK_API_URL')}/{method}",
+        content=json.dumps(payload).encode(),
+        headers={
+            "Authorization": f"Bearer {_conf('SLACK_BOT_TOKEN')}",
+            "Content-Type": "application/json; charset=utf-8",
+            "User-Agent": "agentops-slack",
+        },
+        timeout=_conf("SLACK_TIMEOUT_SECONDS"),
+        follow_redirects=False,
+    )
+    response.raise_for_status()
+    try:
+        answer: dict[str, Any] = response.json()
+    except ValueError:
+        raise SlackError(f"{method}: the answer is not JSON") from None
+    if not answer.get("ok"):
+        raise SlackError(f"{method}: {answer.get('error', 'no error named')}")
+    return answer
+
+
+def slack_notice_post(delivery: Delivery, link: str) -> str:
+    """Post a Slack delivery's notice to its channel (chat.postMessage); returns the message's
+    `ts`. A delivery's sender: retried with backoff when it raises."""
+    if not slack_configured():
+        raise SlackError("AGENTOPS_SLACK_BOT_TOKEN is not set")
+    message = notice_message(delivery.notice, link)
+    answer = slack_call(
+        "chat.postMessage",
+        {
+            "channel": delivery.slack_channel,
+            "unfurl_links": False,
+            "unfurl_media": False,
+            **message,
+        },
+    )
+    ts = str(answer.get("ts", ""))
+    notice = delivery.notice
+    if notice.gate_id is not None and ts:
+        slack_message_record(gate_id=notice.gate_id, channel=delivery.slack_channel, ts=ts)
+    return ts
+
+
+def _attempt_window() -> timedelta:
+    """How long an update attempt may take before it counts as abandoned: the job's deadline and
+    the sweeper's grace."""
+    return timedelta(seconds=_job_timeout() + _conf("SWEEP_GRACE_SECONDS"))
+
+
+def _job_timeout() -> int:
+    """The update job's RQ timeout: room for its one Web API call."""
+    seconds: float = _conf("SLACK_TIMEOUT_SECONDS")
+    return max(5, math.ceil(seconds * 2) + 1)
+
+
+def slack_message_update(*, message_id: int) -> str:
+    """Show a kept gate message's gate as it is now (chat.update): the job. The attempt is
+    claimed and counted first (committed), the call made with no transaction open, and the
+    outcome recorded: shown, or tried again by a later sweep after a backoff that doubles, up to
+    the notification attempt cap."""
+    cap = _conf("NOTIFY_MAX_ATTEMPTS")
+    attempt = slack_message_attempt_begin(message_id=message_id, window=_attempt_window(), cap=cap)
+    if attempt is None:
+        return "nothing to update"
+    message = SlackMessage.objects.select_related("gate__task", "gate__decided_by").get(
+        pk=message_id
+    )
+    gate = message.gate
+    content = gate_outcome_message(gate, late_slack_user=message.late_slack_user)
+    try:
+        slack_call("chat.update", {"channel": message.channel, "ts": message.ts, **content})
+    except Exception as error:
+        backoff = _conf("NOTIFY_BACKOFF_SECONDS") * 2 ** (attempt - 1)
+        slack_message_attempt_record(
+            message_id=message_id,
+            attempt=attempt,
+            error=str(redacted(f"{error.__class__.__name__}: {error}")),
+            backoff=backoff,
+        )
+        logger.warning(
+            "Slack update of message %s attempt %s failed: %s", message_id, attempt, error
+        )
+        if isinstance(error, (SlackError, httpx.HTTPError, OSError)):
+            return f"attempt {attempt} failed"
+        raise
+    slack_message_attempt_record(message_id=message_id, attempt=attempt, shown=gate.status)
+    return f"updated gate {gate.pk} in {message.channel}"
+
+
+def _enqueue(message_id: int, attempts: int) -> bool:
+    queue = django_rq.get_queue("default")
+    job_id = f"slack-update-{message_id}-{attempts}"
+    if job_waiting(queue, job_id):
+        return False
+    queue.enqueue(
+        "reviews.jobs.slack_message_update",
+        message_id,
+        job_id=job_id,
+        meta=job_meta(),
+        result_ttl=300,
+        failure_ttl=86400,
+        job_timeout=_job_timeout(),
+    )
+    return True
+
+
+def slack_message_follow(*, gate_id: int, channel: str, ts: str, late_slack_user: str = "") -> None:
+    """After a click (the decision committed): have the message show the gate now, with the late
+    clicker's note when there is one. The update is enqueued at once; if that enqueue is lost
+    (Redis away), the sweep finds the message stale and enqueues it."""
+    message_id = slack_message_mark(
+        gate_id=gate_id, channel=channel, ts=ts, late_slack_user=late_slack_user
+    )
+    try:
+        _enqueue(
+            message_id, SlackMessage.objects.values_list("attempts", flat=True).get(pk=message_id)
+        )
+    except Exception:
+        logger.exception("could not enqueue the Slack update of message %s", message_id)
+
+
+def slack_messages_sweep() -> int:
+    """The sweeper's hook: enqueue an update of every kept gate message that no longer shows its
+    gate (decided anywhere, or a late click to show), due and not in flight; returns how many."""
+    if not slack_configured():
+        return 0
+    stale = slack_messages_stale(window=_attempt_window(), cap=_conf("NOTIFY_MAX_ATTEMPTS"))
+    return sum(_enqueue(pk, attempts) for pk, attempts in stale.values_list("pk", "attempts"))

@@ -1,0 +1,301 @@
+"""Slack, the inbound half: a click on Approve or Reject in a gate message, and the reason typed
+in the Reject modal, turned into the same gate decision as the browser's and the API's.
+
+A request is accepted only when Slack signed it: `v0=` HMAC-SHA256 of `v0:<timestamp>:<body>`
+with the app's signing secret (`AGENTOPS_SLACK_SIGNING_SECRET`), its timestamp within five minutes
+of now, and its signature never seen before (`slack_request_record`: a replay is refused). Then:
+
+- the Slack user (workspace and member ID, never a display name) maps to the product user who
+  linked it on their account page; an unlinked user gets a modal with a link to do that;
+- the decision is `gate_approve` / `gate_reject` (roles, separation of duties, the claim, the
+  digest the message showed, one decision however many clicks), logged with channel `slack`;
+- the message is then updated by a job (`slack_message_update`): the outcome, or "already
+  decided by X" for a click that came late. A refusal (not allowed, someone else's claim, a
+  stale digest) is shown to the clicker alone, in a modal, and decides nothing.
+
+Modals are opened in the request (`views.open`: the click's `trigger_id` is valid for three
+seconds), outside any transaction and within the Web API deadline.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import logging
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import httpx
+from django.conf import settings
+from django.urls import reverse
+
+from agentops.models import Gate
+from agentops.services import TransitionRefused
+from agentops.states import GateStatus
+from reviews.links import public_link
+from reviews.models import SlackIdentity
+from reviews.roles import gate_decider_refusal
+from reviews.services import GateAlreadyDecided, ReviewError, gate_approve, gate_reject
+from reviews.services.slack import (
+    REQUEST_WINDOW_SECONDS,
+    slack_link_token,
+    slack_request_record,
+)
+from reviews.slack import (
+    APPROVE,
+    REASON_BLOCK,
+    REASON_INPUT,
+    REJECT,
+    REJECT_VIEW,
+    SlackError,
+    notice_modal,
+    reject_modal,
+    slack_call,
+    slack_message_follow,
+)
+from reviews.states import VIA_SLACK
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
+
+logger = logging.getLogger(__name__)
+
+
+class BadPayload(ValueError):
+    """The signed request is not an interaction this endpoint understands."""
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What the endpoint answers Slack: a status and, for a modal submission, a JSON body."""
+
+    status: int = 200
+    body: dict[str, Any] | None = None
+
+
+def slack_signature(secret: str, timestamp: str, body: bytes) -> str:
+    """Slack's request signature: `v0=` and the hex HMAC-SHA256 of `v0:<timestamp>:<body>`."""
+    message = b"v0:" + timestamp.encode() + b":" + body
+    return "v0=" + hmac.new(secret.encode(), message, hashlib.sha256).hexdigest()
+
+
+def signature_refusal(
+    *, secret: str, body: bytes, timestamp: str | None, signature: str | None, now: float
+) -> str | None:
+    """Why a request is not Slack's (no or bad signature, a timestamp outside the window), or
+    None when it is. The comparison takes constant time."""
+    if not timestamp or not signature:
+        return "unsigned: no X-Slack-Request-Timestamp or X-Slack-Signature"
+    if not timestamp.isdigit():
+        return "the timestamp is not a number of seconds"
+    if abs(now - int(timestamp)) > REQUEST_WINDOW_SECONDS:
+        return "the timestamp is more than five minutes from now"
+    if not hmac.compare_digest(slack_signature(secret, timestamp, body), signature):
+        return "the signature does not match"
+    return None
+
+
+def request_refusal(*, body: bytes, timestamp: str | None, signature: str | None) -> str | None:
+    """Why this request is refused (not signed by Slack, or a replay), or None. A request that
+    passes is recorded, committed, so the same request is refused the next time."""
+    refusal = signature_refusal(
+        secret=settings.AGENTOPS["SLACK_SIGNING_SECRET"],
+        body=body,
+        timestamp=timestamp,
+        signature=signature,
+        now=time.time(),
+    )
+    if refusal is None and not slack_request_record(signature=str(signature)):
+        refusal = "replayed: this signed request was received before"
+    return refusal
+
+
+# -- reading the payload --------------------------------------------------------------------------
+
+
+def _get(data: Any, *path: str) -> Any:
+    for key in path:
+        if not isinstance(data, dict) or key not in data:
+            raise BadPayload(f"no {'.'.join(path)} in the payload")
+        data = data[key]
+    return data
+
+
+def _text(data: Any, *path: str) -> str:
+    value = _get(data, *path)
+    if not isinstance(value, str):
+        raise BadPayload(f"{'.'.join(path)} is not text")
+    return value
+
+
+def _gate_and_digest(value: str) -> tuple[int, str]:
+    gate_id, _, digest = value.partition(":")
+    if not gate_id.isdigit() or not digest:
+        raise BadPayload(f"the button's value {value[:80]!r} names no gate")
+    return int(gate_id), digest
+
+
+def _slack_user(payload: dict[str, Any]) -> tuple[str, str]:
+    """(team_id, user_id) of whoever acted: IDs only, never a name."""
+    user_id = _text(payload, "user", "id")
+    team = payload.get("team")
+    team_id = team.get("id") if isinstance(team, dict) else None
+    return str(team_id or _text(payload, "user", "team_id")), user_id
+
+
+def _product_user(team_id: str, slack_user_id: str) -> User | None:
+    found = (
+        SlackIdentity.objects.select_related("user")
+        .filter(team_id=team_id, slack_user_id=slack_user_id, user__is_active=True)
+        .first()
+    )
+    return found.user if found else None
+
+
+# -- answering ------------------------------------------------------------------------------------
+
+
+def _modal_open(trigger_id: str, view: dict[str, Any]) -> None:
+    """Open a modal for the clicker; a failure is logged (the click decided nothing more)."""
+    try:
+        slack_call("views.open", {"trigger_id": trigger_id, "view": view})
+    except (SlackError, httpx.HTTPError) as exc:
+        logger.warning("Slack views.open failed: %s", exc)
+
+
+def _link_modal(team_id: str, slack_user_id: str) -> dict[str, Any]:
+    token = slack_link_token(team_id=team_id, slack_user_id=slack_user_id)
+    return notice_modal(
+        "Link your account",
+        "Your Slack account is not linked to an agentops account yet. Link it once, signed in "
+        "to agentops, then click again. (The link works for 15 minutes.)",
+        link=public_link(reverse("reviews:slack_link", args=[token])),
+        link_label="Link my account",
+    )
+
+
+def _refusal_modal(gate_id: int, reason: str) -> dict[str, Any]:
+    return notice_modal(
+        "Not decided",
+        f"Nothing was decided: {reason}.",
+        link=public_link(reverse("reviews:gate", args=[gate_id])),
+        link_label="Open in agentops",
+    )
+
+
+def interaction_handle(payload: dict[str, Any]) -> Answer:
+    """Act on one verified interaction: a button of a gate message, or the Reject modal's
+    submission. Other interactions (the Open link button) are acknowledged and ignored."""
+    kind = payload.get("type")
+    if kind == "block_actions":
+        return _button(payload)
+    if kind == "view_submission" and _get(payload, "view").get("callback_id") == REJECT_VIEW:
+        return _reject_submitted(payload)
+    return Answer()
+
+
+def _button(payload: dict[str, Any]) -> Answer:
+    actions = _get(payload, "actions")
+    if not isinstance(actions, list) or not actions or not isinstance(actions[0], dict):
+        raise BadPayload("no actions in the payload")
+    action_id = actions[0].get("action_id")
+    if action_id not in (APPROVE, REJECT):
+        return Answer()
+    gate_id, digest = _gate_and_digest(_text(actions[0], "value"))
+    channel = _text(payload, "container", "channel_id")
+    ts = _text(payload, "container", "message_ts")
+    trigger_id = _text(payload, "trigger_id")
+    team_id, slack_user_id = _slack_user(payload)
+    user = _product_user(team_id, slack_user_id)
+    if user is None:
+        _modal_open(trigger_id, _link_modal(team_id, slack_user_id))
+        return Answer()
+    if action_id == APPROVE:
+        return _approve(
+            gate_id,
+            digest,
+            user,
+            channel=channel,
+            ts=ts,
+            trigger_id=trigger_id,
+            slack_user_id=slack_user_id,
+        )
+    gate = Gate.objects.select_related("task").filter(pk=gate_id).first()
+    if gate is None:
+        _modal_open(trigger_id, notice_modal("Not found", f"There is no gate {gate_id}."))
+        return Answer()
+    if gate.status != GateStatus.OPEN:
+        slack_message_follow(gate_id=gate_id, channel=channel, ts=ts, late_slack_user=slack_user_id)
+        return Answer()
+    refusal = gate_decider_refusal(gate, user)
+    if refusal is not None:
+        _modal_open(trigger_id, _refusal_modal(gate_id, refusal))
+        return Answer()
+    _modal_open(trigger_id, reject_modal(gate, channel=channel, ts=ts))
+    return Answer()
+
+
+def _approve(
+    gate_id: int,
+    digest: str,
+    user: User,
+    *,
+    channel: str,
+    ts: str,
+    trigger_id: str,
+    slack_user_id: str,
+) -> Answer:
+    try:
+        gate_approve(gate_id=gate_id, actor=user, seen_digest=digest, via=VIA_SLACK)
+    except Gate.DoesNotExist:
+        _modal_open(trigger_id, notice_modal("Not found", f"There is no gate {gate_id}."))
+        return Answer()
+    except GateAlreadyDecided:
+        slack_message_follow(gate_id=gate_id, channel=channel, ts=ts, late_slack_user=slack_user_id)
+        return Answer()
+    except (ReviewError, TransitionRefused) as exc:
+        _modal_open(trigger_id, _refusal_modal(gate_id, str(exc)))
+        return Answer()
+    slack_message_follow(gate_id=gate_id, channel=channel, ts=ts)
+    return Answer()
+
+
+def _errors(message: str) -> Answer:
+    """Keep the modal open and show `message` under the reason."""
+    return Answer(body={"response_action": "errors", "errors": {REASON_BLOCK: message[:150]}})
+
+
+def _reject_submitted(payload: dict[str, Any]) -> Answer:
+    view = _get(payload, "view")
+    try:
+        metadata = json.loads(_text(view, "private_metadata"))
+    except ValueError:
+        raise BadPayload("the modal's metadata is not JSON") from None
+    gate_id = _get(metadata, "gate")
+    if not isinstance(gate_id, int):
+        raise BadPayload("the modal names no gate")
+    reason = _get(view, "state", "values", REASON_BLOCK, REASON_INPUT).get("value") or ""
+    team_id, slack_user_id = _slack_user(payload)
+    user = _product_user(team_id, slack_user_id)
+    if user is None:
+        return _errors("your Slack account is not linked to agentops any more")
+    channel, ts = _text(metadata, "channel"), _text(metadata, "ts")
+    try:
+        gate_reject(
+            gate_id=gate_id,
+            actor=user,
+            seen_digest=_text(metadata, "digest"),
+            feedback=str(reason),
+            via=VIA_SLACK,
+        )
+    except Gate.DoesNotExist:
+        return _errors(f"there is no gate {gate_id}")
+    except GateAlreadyDecided as exc:
+        slack_message_follow(gate_id=gate_id, channel=channel, ts=ts, late_slack_user=slack_user_id)
+        return _errors(str(exc))
+    except (ReviewError, TransitionRefused) as exc:
+        return _errors(str(exc))
+    slack_message_follow(gate_id=gate_id, channel=channel, ts=ts)
+    return Answer()
