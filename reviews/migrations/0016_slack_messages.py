@@ -8,7 +8,7 @@ class Migration(migrations.Migration):
 
     dependencies = [
         ('agentops', '0018_gate_approval_kind'),
-        ('reviews', '0014_email_action_links'),
+        ('reviews', '0015_email_action_links'),
     ]
 
     operations = [

@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('reviews', '0013_slack_approvals'),
+        ('reviews', '0014_slack_approvals'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 

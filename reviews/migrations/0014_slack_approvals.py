@@ -10,7 +10,7 @@ class Migration(migrations.Migration):
 
     dependencies = [
         ('auth', '0012_alter_user_first_name_max_length'),
-        ('reviews', '0012_api_token_to_agentops'),
+        ('reviews', '0013_decision_channel_command'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
@@ -53,7 +53,7 @@ class Migration(migrations.Migration):
         migrations.AlterField(
             model_name='decision',
             name='channel',
-            field=models.CharField(choices=[('browser', 'Browser'), ('api', 'API'), ('slack', 'Slack'), ('email', 'Email link'), ('system', 'System'), ('unknown', 'Unknown')], default='unknown', max_length=12),
+            field=models.CharField(choices=[('browser', 'Browser'), ('api', 'API'), ('slack', 'Slack'), ('email', 'Email link'), ('system', 'System'), ('command', 'Command line'), ('unknown', 'Unknown')], default='unknown', max_length=12),
         ),
         migrations.AlterField(
             model_name='delivery',
