@@ -14,22 +14,29 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import datetime
 from decimal import Decimal
-from typing import Any
+from typing import Any, Literal
 
+from django.utils import timezone
 from ninja import Router, Schema
 from ninja.errors import HttpError
 
 from agentops.api import ROLE, ApiRequest, Error, TaskOut, TokenAuth, page_of
-from agentops.models import AuditItem, Gate, Task
+from agentops.engine import TransitionRefused
+from agentops.models import AuditItem, Gate, ScopeGrant, Task
+from agentops.permissions import GRANT_SCOPES
 from agentops.states import AuditStatus, GateStatus, TaskStatus
 from policies.models import Route
+from reviews.selectors import scope_grants_for_task
 from reviews.services import (
     GateAlreadyDecided,
+    HeldByOther,
     NotAllowed,
     ReviewError,
     gate_approve,
     gate_edit_and_approve,
     gate_reject,
+    scope_grant_apply,
+    scope_grant_revoke_apply,
 )
 from reviews.states import Via
 
@@ -252,3 +259,111 @@ def list_audit_items(
 ) -> list[AuditItem]:
     items = AuditItem.objects.filter(status=status).order_by("created_at", "id")
     return page_of(items, limit, offset)
+
+
+# -- scope grants -------------------------------------------------------------------------------
+
+
+class GrantOut(Schema):
+    id: int
+    task_id: int | None
+    agent: str
+    scope: str
+    reason: str
+    granted_by: str
+    created_at: datetime
+    expires_at: datetime
+    revoked_at: datetime | None
+    revoked_by: str
+    revoke_reason: str
+    in_force: bool
+
+    @staticmethod
+    def resolve_granted_by(grant: ScopeGrant) -> str:
+        return grant.granted_by_label
+
+    @staticmethod
+    def resolve_revoked_by(grant: ScopeGrant) -> str:
+        return grant.revoked_by_label
+
+    @staticmethod
+    def resolve_in_force(grant: ScopeGrant) -> bool:
+        return grant.revoked_at is None and grant.expires_at > timezone.now()
+
+
+class GrantIn(Schema):
+    scope: str
+    minutes: int
+    to: Literal["task", "agent"] = "task"
+    reason: str
+
+
+class RevokeIn(Schema):
+    reason: str
+
+
+GRANTERS_ONLY = TokenAuth(GRANT_SCOPES, "granting scopes is for scope granters")
+GRANT_RESPONSES = {200: GrantOut, 400: Error, 404: Error, 409: Error, **ROLE}
+
+
+def _granted(apply: Callable[[], ScopeGrant]) -> ScopeGrant:
+    """Run a grant or revocation; the service's refusals become 404, 409, 403 and 400."""
+    try:
+        return apply()
+    except (Task.DoesNotExist, ScopeGrant.DoesNotExist):
+        raise HttpError(404, "no such task or grant") from None
+    except TransitionRefused as exc:
+        raise HttpError(409, str(exc)) from None
+    except HeldByOther as exc:
+        raise HttpError(409, str(exc)) from None
+    except NotAllowed as exc:
+        raise HttpError(403, str(exc)) from None
+    except ReviewError as exc:
+        raise HttpError(400, str(exc)) from None
+
+
+@router.get(
+    "/tasks/{task_id}/grants",
+    response={200: list[GrantOut], 404: Error, **ROLE},
+    summary="The scope grants of a task and of its agent, newest first",
+    auth=_readers_only("scope grants are"),
+)
+def list_grants(request: ApiRequest, task_id: int) -> list[ScopeGrant]:
+    task = Task.objects.filter(pk=task_id).first()
+    if task is None:
+        raise HttpError(404, f"no task {task_id}")
+    return [line.grant for line in scope_grants_for_task(task=task)]
+
+
+@router.post(
+    "/tasks/{task_id}/grants",
+    response=GRANT_RESPONSES,
+    summary="Grant the scope a service refused, for a bounded time; the step continues",
+    auth=GRANTERS_ONLY,
+)
+def grant_scope(request: ApiRequest, task_id: int, payload: GrantIn) -> ScopeGrant:
+    return _granted(
+        lambda: scope_grant_apply(
+            task_id=task_id,
+            scope=payload.scope,
+            minutes=payload.minutes,
+            to_agent=payload.to == "agent",
+            actor=request.user,
+            reason=payload.reason,
+            via=_via(request),
+        )
+    )
+
+
+@router.post(
+    "/grants/{grant_id}/revoke",
+    response=GRANT_RESPONSES,
+    summary="Revoke a scope grant in force",
+    auth=GRANTERS_ONLY,
+)
+def revoke_grant(request: ApiRequest, grant_id: int, payload: RevokeIn) -> ScopeGrant:
+    return _granted(
+        lambda: scope_grant_revoke_apply(
+            grant_id=grant_id, actor=request.user, reason=payload.reason, via=_via(request)
+        )
+    )

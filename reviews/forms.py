@@ -60,6 +60,15 @@ DECISION_ACTIONS = [
         ],
     ),
     (
+        "Scopes and questions",
+        [
+            ("reviews.scope", "every scope grant or revocation"),
+            ("reviews.scope.granted", "scope granted"),
+            ("reviews.scope.revoked", "grant revoked"),
+            ("reviews.question.answered", "agent's question answered"),
+        ],
+    ),
+    (
         "Tasks",
         [
             ("reviews.task", "every pause, resume, cancel or change"),

@@ -7,7 +7,8 @@ its modules are private to `agentops`. The surface, by what a caller does with i
   (`task_create`), decide a gate (`gate_decide` with a `GateDecision`), control a task
   (`task_control`: pause, resume, cancel), intervene on a stopped task (`task_intervene`: retry,
   skip, rollback, abort, when the advisor offers it now), confirm a call whose outcome
-  is unknown (`ledger_confirm`) and change budgets or input (`task_modify`);
+  is unknown (`ledger_confirm`), change budgets or input (`task_modify`) and grant a stopped
+  task the scope a service refused, or revoke the grant (`scope_grant`, `scope_grant_revoke`);
 - read models: the recovery of a stopped task (`task_recovery`, `Recovery`, `Preview`), what
   stopping at a gate would do (`stop_previews`), a tool's facts (`tool_facts`), the registered
   agents and tools (`get_agent`, `get_tool`) and a gate's approval kind (`approval_kind_of`);
@@ -61,6 +62,14 @@ if TYPE_CHECKING:
         task_gate_approved,
         task_gate_rejected,
     )
+    from agentops.engine.grants import (
+        GRANT_DURATIONS,
+        GRANT_MAX_MINUTES,
+        GrantRefused,
+        grants_in_force,
+        scope_grant,
+        scope_grant_revoke,
+    )
     from agentops.engine.interventions import (
         CONTROLS,
         INTERVENTIONS,
@@ -88,6 +97,7 @@ if TYPE_CHECKING:
         tool_facts,
     )
     from agentops.engine.registry import get_agent, get_tool
+    from agentops.engine.scopes import missing_scope_of
     from agentops.engine.sweeper import sweep_hook_register
     from agentops.engine.tasks import START_TASK, task_create
 
@@ -132,6 +142,14 @@ _HOMES: dict[str, tuple[str, ...]] = {
         "task_gate_approved",
         "task_gate_rejected",
     ),
+    "agentops.engine.grants": (
+        "GRANT_DURATIONS",
+        "GRANT_MAX_MINUTES",
+        "GrantRefused",
+        "grants_in_force",
+        "scope_grant",
+        "scope_grant_revoke",
+    ),
     "agentops.engine.interventions": (
         "CONTROLS",
         "INTERVENTIONS",
@@ -168,6 +186,7 @@ _HOMES: dict[str, tuple[str, ...]] = {
         "get_agent",
         "get_tool",
     ),
+    "agentops.engine.scopes": ("missing_scope_of",),
     "agentops.engine.sweeper": ("sweep_hook_register",),
     "agentops.engine.tasks": (
         "START_TASK",
@@ -178,6 +197,8 @@ _HOMES: dict[str, tuple[str, ...]] = {
 __all__ = [
     "CONTROLS",
     "DEFAULT_GATE_TIMEOUT_SECONDS",
+    "GRANT_DURATIONS",
+    "GRANT_MAX_MINUTES",
     "INTERVENTIONS",
     "MODIFIABLE",
     "START_TASK",
@@ -190,6 +211,7 @@ __all__ = [
     "GateDecided",
     "GateDecision",
     "GateNotOpen",
+    "GrantRefused",
     "InterventionRefused",
     "NotSerializable",
     "OneApprover",
@@ -209,14 +231,18 @@ __all__ = [
     "gate_hook_register",
     "get_agent",
     "get_tool",
+    "grants_in_force",
     "intervention_recovery",
     "is_pointer",
     "job_waiting",
     "ledger_confirm",
     "loaded",
+    "missing_scope_of",
     "outbound_check",
     "redacted",
     "reject_loop_threshold",
+    "scope_grant",
+    "scope_grant_revoke",
     "stop_previews",
     "sweep_hook_register",
     "task_abort",

@@ -42,6 +42,7 @@ from reviews.selectors.gates import (
     gate_checks,
     gate_get_panel,
 )
+from reviews.selectors.grants import GrantLine, scope_grants_for_task, scope_to_grant
 from reviews.selectors.inbox import (
     AGES,
     INBOX_ORDER,
@@ -82,6 +83,7 @@ __all__ = [
     "DecisionFilters",
     "DiffRow",
     "GatePanel",
+    "GrantLine",
     "Inbox",
     "InboxFilters",
     "InboxItem",
@@ -109,6 +111,8 @@ __all__ = [
     "inbox_list",
     "operators_list",
     "pretty_json",
+    "scope_grants_for_task",
+    "scope_to_grant",
     "stopped_sla_seconds",
     "task_controls_for",
     "task_exists",

@@ -43,6 +43,7 @@ from reviews.services.gates import (
     gate_timeout_logged,
     gates_bulk_approve,
 )
+from reviews.services.grants import grant_refusal, scope_grant_apply, scope_grant_revoke_apply
 from reviews.services.notifications import (
     delivery_attempt_begin,
     delivery_attempt_record,
@@ -84,11 +85,14 @@ __all__ = [
     "gate_reject_and_stop",
     "gate_timeout_logged",
     "gates_bulk_approve",
+    "grant_refusal",
     "intervention_apply",
     "ledger_call_confirm",
     "notification_preference_get",
     "notification_preference_save",
     "operator_check",
+    "scope_grant_apply",
+    "scope_grant_revoke_apply",
     "stopped_tasks_escalate_overdue",
     "stopped_tasks_sweep",
     "task_control_apply",

@@ -45,6 +45,7 @@ from reviews.views.gates import (
     gate_reject_stop_view,
     gate_reject_view,
 )
+from reviews.views.grants import scope_grant_view, scope_revoke_view
 from reviews.views.queue import BULK_RESULTS, assign, claim, gates_bulk_approve_view, inbox, release
 from reviews.views.recovery import (
     CONFIRMED_INTERVENTIONS,
@@ -93,6 +94,8 @@ __all__ = [
     "reader_required",
     "recovery_panel",
     "release",
+    "scope_grant_view",
+    "scope_revoke_view",
     "task_control",
     "task_modify_view",
 ]

@@ -12,10 +12,11 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db.models import Q
 
 from agentops.dev.devstack import Stack, free_port
+from agentops.dev.people import person_act
 from agentops.dev.scenarios import SCENARIOS, TOOL_TIMEOUT, Scenario, scenario_start
 from agentops.dev.sim.models import Effect
 from agentops.dev.sim.services import fault_reset
-from agentops.models import Task
+from agentops.models import ScopeGrant, Task
 from agentops.selectors import task_get_recovery
 from agentops.services import task_retry, task_rollback
 from agentops.states import TERMINAL, TaskStatus
@@ -53,6 +54,9 @@ class Command(BaseCommand):
             stopped = self._stopped_child(task)
             if scenario.then == "retry_child" and stopped is not None:
                 task_retry(task_id=stopped.pk, actor=None, reason=f"scenario {name}")
+                task = self._wait(task.pk, TERMINAL, timeout)
+            if scenario.then == "grant" and task.status == TaskStatus.NEEDS_ATTENTION:
+                person_act(stack, scenario, task)
                 task = self._wait(task.pk, TERMINAL, timeout)
         finally:
             stack.stop()
@@ -132,6 +136,20 @@ class Command(BaseCommand):
             ],
             "effects": dict(sorted(effects.items())),
             "effects_per_key_max": max(per_key.values(), default=0),
+            # Starts of each step (a step that ran once has 1): what a recovery ran again.
+            "step_starts": dict(
+                sorted(
+                    Counter(
+                        task.events.filter(action="agentops.step.started").values_list(
+                            "step_ordinal", flat=True
+                        )
+                    ).items()
+                )
+            ),
+            "grants": ScopeGrant.objects.filter(
+                Q(task=task)
+                | Q(task__isnull=True, agent=task.agent, created_at__gte=task.created_at)
+            ).count(),
         }
 
     def _print(self, report: dict[str, Any]) -> None:
@@ -153,3 +171,4 @@ class Command(BaseCommand):
             )
         self.stdout.write(f"  effects: {report['effects']}")
         self.stdout.write(f"  effects per key (max): {report['effects_per_key_max']}")
+        self.stdout.write(f"  step starts: {report['step_starts']}; grants: {report['grants']}")
