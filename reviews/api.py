@@ -21,7 +21,7 @@ from ninja import Router, Schema
 from ninja.errors import HttpError
 
 from agentops.api import ROLE, ApiRequest, Error, TaskOut, TokenAuth, page_of
-from agentops.engine import TransitionRefused
+from agentops.engine import QUESTION, TransitionRefused, question_of
 from agentops.models import AuditItem, Gate, ScopeGrant, Task
 from agentops.permissions import GRANT_SCOPES
 from agentops.states import AuditStatus, GateStatus, TaskStatus
@@ -35,6 +35,7 @@ from reviews.services import (
     gate_approve,
     gate_edit_and_approve,
     gate_reject,
+    question_answer_apply,
     scope_grant_apply,
     scope_grant_revoke_apply,
 )
@@ -366,4 +367,93 @@ def revoke_grant(request: ApiRequest, grant_id: int, payload: RevokeIn) -> Scope
         lambda: scope_grant_revoke_apply(
             grant_id=grant_id, actor=request.user, reason=payload.reason, via=_via(request)
         )
+    )
+
+
+# -- agents' questions --------------------------------------------------------------------------
+
+
+class QuestionOut(Schema):
+    id: int
+    task_id: int
+    status: GateStatus
+    question: str
+    options: list[str]
+    context: str
+    args_digest: str
+    approver_group: str
+    due_at: datetime
+    created_at: datetime
+    answered_at: datetime | None
+    answered_by: str | None
+    answer: str
+
+    @staticmethod
+    def resolve_question(gate: Gate) -> str:
+        return question_of(gate.arguments).question
+
+    @staticmethod
+    def resolve_options(gate: Gate) -> list[str]:
+        return list(question_of(gate.arguments).options)
+
+    @staticmethod
+    def resolve_context(gate: Gate) -> str:
+        return question_of(gate.arguments).context
+
+    @staticmethod
+    def resolve_answered_at(gate: Gate) -> datetime | None:
+        return gate.decided_at if gate.status == GateStatus.APPROVED else None
+
+    @staticmethod
+    def resolve_answered_by(gate: Gate) -> str | None:
+        answered = gate.status == GateStatus.APPROVED and gate.decided_by
+        return gate.decided_by.get_username() if answered and gate.decided_by else None
+
+    @staticmethod
+    def resolve_answer(gate: Gate) -> str:
+        return gate.feedback if gate.status == GateStatus.APPROVED else ""
+
+
+class AnswerIn(Schema):
+    seen_digest: str
+    answer: str = ""
+    choice: str = ""
+
+
+@router.get(
+    "/questions",
+    response={200: list[QuestionOut], **ROLE},
+    summary="Agents' questions to people, open ones by default",
+    auth=_readers_only("the review queues are"),
+)
+def list_questions(
+    request: ApiRequest, status: GateStatus = GateStatus.OPEN, limit: int = 50, offset: int = 0
+) -> list[Gate]:
+    questions = (
+        Gate.objects.filter(approval_kind=QUESTION, status=status)
+        .select_related("decided_by")
+        .order_by("due_at", "id")
+    )
+    return page_of(questions, limit, offset)
+
+
+@router.post(
+    "/questions/{gate_id}/answer",
+    response={200: QuestionOut, 400: Error, 404: Error, 409: Error, **ROLE},
+    summary="Answer an agent's question with text or one of its options; the task goes on",
+    auth=OPERATORS_ONLY,
+)
+def answer_question(request: ApiRequest, gate_id: int, payload: AnswerIn) -> Gate:
+    if not Gate.objects.filter(pk=gate_id, approval_kind=QUESTION).exists():
+        raise HttpError(404, f"no question {gate_id}")
+    return _decide(
+        gate_id,
+        lambda: question_answer_apply(
+            gate_id=gate_id,
+            actor=request.user,
+            seen_digest=payload.seen_digest,
+            text=payload.answer,
+            choice=payload.choice,
+            via=_via(request),
+        ),
     )

@@ -382,7 +382,12 @@ class AuditBulkForm(forms.Form):
         self.fields["item"].valid_value = lambda value: str(value).isdigit()  # type: ignore[attr-defined]
 
 
-INBOX_KINDS = [("", "Gates and stopped tasks"), ("gate", "Gates"), ("stopped", "Stopped tasks")]
+INBOX_KINDS = [
+    ("", "Gates, questions and stopped tasks"),
+    ("gate", "Gates"),
+    ("question", "Questions"),
+    ("stopped", "Stopped tasks"),
+]
 INBOX_SORTS = [
     ("due", "Due first"),
     ("waiting", "Waiting longest"),

@@ -16,9 +16,11 @@ from django.contrib.auth.models import Group, User
 from django.core.management.base import CommandError
 
 from agentops.dev.devstack import Stack, free_port, wait_until_answers
+from agentops.engine.questions import QUESTION
 from agentops.engine.scopes import missing_scope_of
-from agentops.models import Task
+from agentops.models import Gate, Task
 from agentops.permissions import SCOPE_GRANTERS
+from agentops.states import GateStatus
 from agentops.tokens import api_token_create
 
 if TYPE_CHECKING:
@@ -77,4 +79,12 @@ def person_act(stack: Stack, scenario: Scenario, task: Task) -> dict[str, Any]:
             username="scenario-granter", groups=(SCOPE_GRANTERS,), base_url=base
         )
         return granter.post(f"tasks/{task.pk}/grants", {"scope": scope, **scenario.person})
+    if scenario.then == "answer":
+        gate = Gate.objects.get(task=task, status=GateStatus.OPEN, approval_kind=QUESTION)
+        operator = person_with_token(
+            username="scenario-operator", groups=("operators",), base_url=base
+        )
+        return operator.post(
+            f"questions/{gate.pk}/answer", {"seen_digest": gate.args_digest, **scenario.person}
+        )
     raise CommandError(f"scenario {scenario.name}: no person acts on {scenario.then!r}")

@@ -127,6 +127,18 @@ SCENARIOS: dict[str, Scenario] = {
                 "reason": "The credit tool was added after the agent's credential was issued.",
             },
         ),
+        Scenario(
+            "ask-human",
+            "The refund_ask agent looks the order up and asks a person how much to refund (the "
+            "built-in ask_human tool, three options); the task waits in the question lane with "
+            "no worker held, an operator answers 'half' through the API, and the agent refunds "
+            "half and tells the customer.",
+            "refund_ask",
+            "Refund the damaged item of order A1001 (ask how much)",
+            {"order_id": "A1001", "note": "the lid is cracked"},
+            then="answer",
+            person={"choice": "half"},
+        ),
     ]
 }
 

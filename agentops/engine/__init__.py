@@ -8,7 +8,8 @@ its modules are private to `agentops`. The surface, by what a caller does with i
   (`task_control`: pause, resume, cancel), intervene on a stopped task (`task_intervene`: retry,
   skip, rollback, abort, when the advisor offers it now), confirm a call whose outcome
   is unknown (`ledger_confirm`), change budgets or input (`task_modify`) and grant a stopped
-  task the scope a service refused, or revoke the grant (`scope_grant`, `scope_grant_revoke`);
+  task the scope a service refused, or revoke the grant (`scope_grant`, `scope_grant_revoke`),
+  and answer an agent's question (`question_answer`; `question_of` reads what it asked);
 - read models: the recovery of a stopped task (`task_recovery`, `Recovery`, `Preview`), what
   stopping at a gate would do (`stop_previews`), a tool's facts (`tool_facts`), the registered
   agents and tools (`get_agent`, `get_tool`) and a gate's approval kind (`approval_kind_of`);
@@ -88,6 +89,13 @@ if TYPE_CHECKING:
     )
     from agentops.engine.jsonvalues import digest, is_pointer, loaded, redacted, validated
     from agentops.engine.outbound import outbound_check
+    from agentops.engine.questions import (
+        ASK_HUMAN,
+        QUESTION,
+        QuestionView,
+        question_answer,
+        question_of,
+    )
     from agentops.engine.recovery import (
         Recovery,
         ToolFacts,
@@ -182,6 +190,13 @@ _HOMES: dict[str, tuple[str, ...]] = {
         "task_recovery",
         "tool_facts",
     ),
+    "agentops.engine.questions": (
+        "ASK_HUMAN",
+        "QUESTION",
+        "QuestionView",
+        "question_answer",
+        "question_of",
+    ),
     "agentops.engine.registry": (
         "get_agent",
         "get_tool",
@@ -195,12 +210,14 @@ _HOMES: dict[str, tuple[str, ...]] = {
 }
 
 __all__ = [
+    "ASK_HUMAN",
     "CONTROLS",
     "DEFAULT_GATE_TIMEOUT_SECONDS",
     "GRANT_DURATIONS",
     "GRANT_MAX_MINUTES",
     "INTERVENTIONS",
     "MODIFIABLE",
+    "QUESTION",
     "START_TASK",
     "STOP_OUTCOMES",
     "AgentOpsError",
@@ -216,6 +233,7 @@ __all__ = [
     "NotSerializable",
     "OneApprover",
     "Preview",
+    "QuestionView",
     "Recommendation",
     "Recovery",
     "StartRefused",
@@ -239,6 +257,8 @@ __all__ = [
     "loaded",
     "missing_scope_of",
     "outbound_check",
+    "question_answer",
+    "question_of",
     "redacted",
     "reject_loop_threshold",
     "scope_grant",

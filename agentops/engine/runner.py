@@ -384,6 +384,7 @@ class TaskRun(StepCommits, Proposals):
             base_url=settings.AGENTOPS["SIM_BASE_URL"].rstrip("/"),
             timeout=settings.AGENTOPS["TOOL_TIMEOUT_SECONDS"],
             scopes=grants.scopes_held(self.task, self.agent),
+            answer=(step.approval or {}).get("answer"),
         )
         with self.beat.call(), prometheus.timed("tool"):
             if call.pk in self.fresh_calls:

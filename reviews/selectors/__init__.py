@@ -58,6 +58,7 @@ from reviews.selectors.inbox import (
     operators_list,
     stopped_sla_seconds,
 )
+from reviews.selectors.questions import QuestionPanel, question_get_panel
 from reviews.selectors.recovery import (
     InterventionLine,
     OptionView,
@@ -90,6 +91,7 @@ __all__ = [
     "InterventionLine",
     "LogEntry",
     "OptionView",
+    "QuestionPanel",
     "RecoveryPanel",
     "UnknownCall",
     "api_token_list",
@@ -111,6 +113,7 @@ __all__ = [
     "inbox_list",
     "operators_list",
     "pretty_json",
+    "question_get_panel",
     "scope_grants_for_task",
     "scope_to_grant",
     "stopped_sla_seconds",

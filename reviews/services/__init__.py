@@ -50,6 +50,7 @@ from reviews.services.notifications import (
     notification_preference_get,
     notification_preference_save,
 )
+from reviews.services.questions import question_answer_apply
 from reviews.services.recovery import intervention_apply, ledger_call_confirm
 from reviews.services.tasks import (
     TASK_CONTROLS,
@@ -91,6 +92,7 @@ __all__ = [
     "notification_preference_get",
     "notification_preference_save",
     "operator_check",
+    "question_answer_apply",
     "scope_grant_apply",
     "scope_grant_revoke_apply",
     "stopped_tasks_escalate_overdue",

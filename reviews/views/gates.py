@@ -12,6 +12,7 @@ from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
+from agentops.engine import QUESTION
 from agentops.models import Gate
 from agentops.services import TransitionRefused
 from agentops.web import AuthenticatedHttpRequest
@@ -83,6 +84,9 @@ def _render_gate(
 @reader_required
 @require_GET
 def gate_panel(request: AuthenticatedHttpRequest, gate_id: int) -> HttpResponse:
+    if Gate.objects.filter(pk=gate_id, approval_kind=QUESTION).exists():
+        # An agent's question is answered on its own page, not approved.
+        return redirect("reviews:question", gate_id=gate_id)
     return _render_gate(request, gate_id)
 
 
