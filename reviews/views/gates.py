@@ -50,6 +50,9 @@ def _render_gate(
 ) -> HttpResponse:
     panel = _gate_panel(gate_id)
     gate = panel.gate
+    if gate.approval_kind == QUESTION and request.method == "GET":
+        # An agent's question is answered on its own page, not approved.
+        return redirect("reviews:question", gate_id=gate_id)
     refusal = ""
     if panel.is_open:
         try:
@@ -84,9 +87,6 @@ def _render_gate(
 @reader_required
 @require_GET
 def gate_panel(request: AuthenticatedHttpRequest, gate_id: int) -> HttpResponse:
-    if Gate.objects.filter(pk=gate_id, approval_kind=QUESTION).exists():
-        # An agent's question is answered on its own page, not approved.
-        return redirect("reviews:question", gate_id=gate_id)
     return _render_gate(request, gate_id)
 
 
