@@ -14,22 +14,30 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import datetime
 from decimal import Decimal
-from typing import Any
+from typing import Any, Literal
 
+from django.utils import timezone
 from ninja import Router, Schema
 from ninja.errors import HttpError
 
 from agentops.api import ROLE, ApiRequest, Error, TaskOut, TokenAuth, page_of
-from agentops.models import AuditItem, Gate, Task
+from agentops.engine import QUESTION, TransitionRefused, question_of
+from agentops.models import AuditItem, Gate, ScopeGrant, Task
+from agentops.permissions import GRANT_SCOPES
 from agentops.states import AuditStatus, GateStatus, TaskStatus
 from policies.models import Route
+from reviews.selectors import scope_grants_for_task
 from reviews.services import (
     GateAlreadyDecided,
+    HeldByOther,
     NotAllowed,
     ReviewError,
     gate_approve,
     gate_edit_and_approve,
     gate_reject,
+    question_answer_apply,
+    scope_grant_apply,
+    scope_grant_revoke_apply,
 )
 from reviews.states import Via
 
@@ -252,3 +260,200 @@ def list_audit_items(
 ) -> list[AuditItem]:
     items = AuditItem.objects.filter(status=status).order_by("created_at", "id")
     return page_of(items, limit, offset)
+
+
+# -- scope grants -------------------------------------------------------------------------------
+
+
+class GrantOut(Schema):
+    id: int
+    task_id: int | None
+    agent: str
+    scope: str
+    reason: str
+    granted_by: str
+    created_at: datetime
+    expires_at: datetime
+    revoked_at: datetime | None
+    revoked_by: str
+    revoke_reason: str
+    in_force: bool
+
+    @staticmethod
+    def resolve_granted_by(grant: ScopeGrant) -> str:
+        return grant.granted_by_label
+
+    @staticmethod
+    def resolve_revoked_by(grant: ScopeGrant) -> str:
+        return grant.revoked_by_label
+
+    @staticmethod
+    def resolve_in_force(grant: ScopeGrant) -> bool:
+        return grant.revoked_at is None and grant.expires_at > timezone.now()
+
+
+class GrantIn(Schema):
+    scope: str
+    minutes: int
+    to: Literal["task", "agent"] = "task"
+    reason: str
+
+
+class RevokeIn(Schema):
+    reason: str
+
+
+GRANTERS_ONLY = TokenAuth(GRANT_SCOPES, "granting scopes is for scope granters")
+GRANT_RESPONSES = {200: GrantOut, 400: Error, 404: Error, 409: Error, **ROLE}
+
+
+def _granted(apply: Callable[[], ScopeGrant]) -> ScopeGrant:
+    """Run a grant or revocation; the service's refusals become 404, 409, 403 and 400."""
+    try:
+        return apply()
+    except (Task.DoesNotExist, ScopeGrant.DoesNotExist):
+        raise HttpError(404, "no such task or grant") from None
+    except TransitionRefused as exc:
+        raise HttpError(409, str(exc)) from None
+    except HeldByOther as exc:
+        raise HttpError(409, str(exc)) from None
+    except NotAllowed as exc:
+        raise HttpError(403, str(exc)) from None
+    except ReviewError as exc:
+        raise HttpError(400, str(exc)) from None
+
+
+@router.get(
+    "/tasks/{task_id}/grants",
+    response={200: list[GrantOut], 404: Error, **ROLE},
+    summary="The scope grants of a task and of its agent, newest first",
+    auth=_readers_only("scope grants are"),
+)
+def list_grants(request: ApiRequest, task_id: int) -> list[ScopeGrant]:
+    task = Task.objects.filter(pk=task_id).first()
+    if task is None:
+        raise HttpError(404, f"no task {task_id}")
+    return [line.grant for line in scope_grants_for_task(task=task)]
+
+
+@router.post(
+    "/tasks/{task_id}/grants",
+    response=GRANT_RESPONSES,
+    summary="Grant the scope a service refused, for a bounded time; the step continues",
+    auth=GRANTERS_ONLY,
+)
+def grant_scope(request: ApiRequest, task_id: int, payload: GrantIn) -> ScopeGrant:
+    return _granted(
+        lambda: scope_grant_apply(
+            task_id=task_id,
+            scope=payload.scope,
+            minutes=payload.minutes,
+            to_agent=payload.to == "agent",
+            actor=request.user,
+            reason=payload.reason,
+            via=_via(request),
+        )
+    )
+
+
+@router.post(
+    "/grants/{grant_id}/revoke",
+    response=GRANT_RESPONSES,
+    summary="Revoke a scope grant in force",
+    auth=GRANTERS_ONLY,
+)
+def revoke_grant(request: ApiRequest, grant_id: int, payload: RevokeIn) -> ScopeGrant:
+    return _granted(
+        lambda: scope_grant_revoke_apply(
+            grant_id=grant_id, actor=request.user, reason=payload.reason, via=_via(request)
+        )
+    )
+
+
+# -- agents' questions --------------------------------------------------------------------------
+
+
+class QuestionOut(Schema):
+    id: int
+    task_id: int
+    status: GateStatus
+    question: str
+    options: list[str]
+    context: str
+    args_digest: str
+    approver_group: str
+    due_at: datetime
+    created_at: datetime
+    answered_at: datetime | None
+    answered_by: str | None
+    answer: str
+
+    @staticmethod
+    def resolve_question(gate: Gate) -> str:
+        return question_of(gate.arguments).question
+
+    @staticmethod
+    def resolve_options(gate: Gate) -> list[str]:
+        return list(question_of(gate.arguments).options)
+
+    @staticmethod
+    def resolve_context(gate: Gate) -> str:
+        return question_of(gate.arguments).context
+
+    @staticmethod
+    def resolve_answered_at(gate: Gate) -> datetime | None:
+        return gate.decided_at if gate.status == GateStatus.APPROVED else None
+
+    @staticmethod
+    def resolve_answered_by(gate: Gate) -> str | None:
+        answered = gate.status == GateStatus.APPROVED and gate.decided_by
+        return gate.decided_by.get_username() if answered and gate.decided_by else None
+
+    @staticmethod
+    def resolve_answer(gate: Gate) -> str:
+        return gate.feedback if gate.status == GateStatus.APPROVED else ""
+
+
+class AnswerIn(Schema):
+    seen_digest: str
+    answer: str = ""
+    choice: str = ""
+
+
+@router.get(
+    "/questions",
+    response={200: list[QuestionOut], **ROLE},
+    summary="Agents' questions to people, open ones by default",
+    auth=_readers_only("the review queues are"),
+)
+def list_questions(
+    request: ApiRequest, status: GateStatus = GateStatus.OPEN, limit: int = 50, offset: int = 0
+) -> list[Gate]:
+    questions = (
+        Gate.objects.filter(approval_kind=QUESTION, status=status)
+        .select_related("decided_by")
+        .order_by("due_at", "id")
+    )
+    return page_of(questions, limit, offset)
+
+
+@router.post(
+    "/questions/{gate_id}/answer",
+    response={200: QuestionOut, 400: Error, 404: Error, 409: Error, **ROLE},
+    summary="Answer an agent's question with text or one of its options; the task goes on",
+    auth=OPERATORS_ONLY,
+)
+def answer_question(request: ApiRequest, gate_id: int, payload: AnswerIn) -> Gate:
+    if not Gate.objects.filter(pk=gate_id, approval_kind=QUESTION).exists():
+        raise HttpError(404, f"no question {gate_id}")
+    return _decide(
+        gate_id,
+        lambda: question_answer_apply(
+            gate_id=gate_id,
+            actor=request.user,
+            seen_digest=payload.seen_digest,
+            text=payload.answer,
+            choice=payload.choice,
+            via=_via(request),
+        ),
+    )

@@ -14,6 +14,7 @@ class ReviewsConfig(AppConfig):
         from agentops.engine import gate_hook_register, sweep_hook_register
         from agentops.web import permissions_register
         from reviews import roles
+        from reviews.grant_page import task_grants_section
         from reviews.metrics import review_state_metrics
         from reviews.notifications import notifications_sweep
         from reviews.services import gate_timeout_logged, stopped_tasks_sweep
@@ -26,4 +27,5 @@ class ReviewsConfig(AppConfig):
         sweep_hook_register(notifications_sweep)
         sweep_hook_register(slack_messages_sweep)
         task_page.section_register(task_review_section)
+        task_page.section_register(task_grants_section)
         prometheus.collector_register("reviews.state", review_state_metrics)

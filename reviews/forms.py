@@ -60,6 +60,15 @@ DECISION_ACTIONS = [
         ],
     ),
     (
+        "Scopes and questions",
+        [
+            ("reviews.scope", "every scope grant or revocation"),
+            ("reviews.scope.granted", "scope granted"),
+            ("reviews.scope.revoked", "grant revoked"),
+            ("reviews.question.answered", "agent's question answered"),
+        ],
+    ),
+    (
         "Tasks",
         [
             ("reviews.task", "every pause, resume, cancel or change"),
@@ -374,7 +383,12 @@ class AuditBulkForm(forms.Form):
         self.fields["item"].valid_value = lambda value: str(value).isdigit()  # type: ignore[attr-defined]
 
 
-INBOX_KINDS = [("", "Gates and stopped tasks"), ("gate", "Gates"), ("stopped", "Stopped tasks")]
+INBOX_KINDS = [
+    ("", "Gates, questions and stopped tasks"),
+    ("gate", "Gates"),
+    ("question", "Questions"),
+    ("stopped", "Stopped tasks"),
+]
 INBOX_SORTS = [
     ("due", "Due first"),
     ("waiting", "Waiting longest"),

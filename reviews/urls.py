@@ -16,6 +16,8 @@ urlpatterns = [
     path("gates/<int:gate_id>/reject", views.gate_reject_view, name="gate_reject"),
     path("gates/<int:gate_id>/edit", views.gate_edit_view, name="gate_edit"),
     path("gates/<int:gate_id>/reject-stop", views.gate_reject_stop_view, name="gate_reject_stop"),
+    path("questions/<int:gate_id>", views.question_panel, name="question"),
+    path("questions/<int:gate_id>/answer", views.question_answer_view, name="question_answer"),
     path("tasks/<int:task_id>/claim", views.claim, name="claim"),
     path("tasks/<int:task_id>/release", views.release, name="release"),
     path("tasks/<int:task_id>/assign", views.assign, name="assign"),
@@ -29,6 +31,8 @@ urlpatterns = [
     path("tasks/<int:task_id>/modify", views.task_modify_view, name="task_modify"),
     path("tasks/<int:task_id>/recover", views.recovery_panel, name="recover"),
     path("tasks/<int:task_id>/interventions", views.intervention, name="intervention"),
+    path("tasks/<int:task_id>/grants", views.scope_grant_view, name="scope_grant"),
+    path("grants/<int:grant_id>/revoke", views.scope_revoke_view, name="scope_revoke"),
     path(
         "tasks/<int:task_id>/calls/<int:call_id>/confirm",
         views.call_confirm,

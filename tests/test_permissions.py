@@ -57,6 +57,7 @@ def test_each_app_s_role_grants_its_permission_through_has_perm(django_user_mode
     grants = {
         policies_permissions.POLICY_ADMINS: "policies.edit_policy",
         agentops_permissions.TASK_STARTERS: "agentops.start_task",
+        agentops_permissions.SCOPE_GRANTERS: agentops_permissions.GRANT_SCOPES,
         "operators": "reviews.decide_gate",
     }
     for group, permission in grants.items():

@@ -1,5 +1,14 @@
-"""The agents this deployment registers. Importing the package registers them."""
+"""The agents this deployment registers. Importing the package registers them (and the engine's
+built-in tool `ask_human`, which `refund_ask` declares)."""
 
 from __future__ import annotations
 
-from agentops.agents import bench, procurement, refund, triage, trip  # noqa: F401
+from agentops.agents import (  # noqa: F401
+    bench,
+    goodwill,
+    procurement,
+    refund,
+    refund_ask,
+    triage,
+    trip,
+)

@@ -1,11 +1,16 @@
 """HTTP calls from tools to third-party services, with failures classified for the ledger.
 
-Every call carries the ledger's idempotency key. A timeout or a 5xx after the request was sent may
-have executed remotely (`maybe_executed`), so the ledger probes before anything is retried.
+Every call carries the ledger's idempotency key, and the OAuth scopes the call holds (the agent's
+credential and the grants in force, in `X-OAuth-Scopes`) when the agent declares scopes. A
+refusal for a missing scope (403 with `WWW-Authenticate: Bearer error="insufficient_scope",
+scope="..."`, RFC 6750) is an authorization gap that names the scope. A timeout or a 5xx after
+the request was sent may have executed remotely (`maybe_executed`), so the ledger probes before
+anything is retried.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import httpx
@@ -13,6 +18,11 @@ import httpx
 from agentops.engine.errors import FailureKind, ToolFailure
 from agentops.engine.registry import ToolContext
 from agentops.engine.retry_after import retry_after_seconds
+from agentops.engine.scopes import SCOPE
+
+SCOPES_HEADER = "X-OAuth-Scopes"
+# The scope a Bearer challenge names (RFC 6750 §3): `scope="a:b c:d"`.
+CHALLENGE_SCOPE = re.compile(r'scope="([^"]{1,200})"')
 
 
 def post(
@@ -20,10 +30,11 @@ def post(
 ) -> dict[str, Any]:
     """POST `body` to the service; return the JSON object, which must hold the `expect` keys."""
     url = f"{ctx.base_url}/{service}/{operation}"
+    headers = {"Idempotency-Key": ctx.idempotency_key}
+    if ctx.scopes is not None:
+        headers[SCOPES_HEADER] = " ".join(ctx.scopes)
     try:
-        response = ctx.http.post(
-            url, json=body, headers={"Idempotency-Key": ctx.idempotency_key}, timeout=ctx.timeout
-        )
+        response = ctx.http.post(url, json=body, headers=headers, timeout=ctx.timeout)
     except httpx.TimeoutException:
         raise ToolFailure(
             f"{service}.{operation} timed out after {ctx.timeout:g} s",
@@ -84,10 +95,12 @@ def _checked(
             retry_after=retry_after_seconds(response.headers),
         )
     if status in (401, 403):
+        scope = missing_scope(response)
         raise ToolFailure(
             f"{name} refused: {status} {_message(response)}",
             kind=FailureKind.AUTHORIZATION_GAP,
             retryable=False,
+            detail={"missing_scope": scope} if scope else None,
         )
     if status == 409:
         raise ToolFailure(
@@ -118,6 +131,18 @@ def _checked(
             detail={"maybe_executed": True, "body": response.text[:500]},
         )
     return data
+
+
+def missing_scope(response: httpx.Response) -> str | None:
+    """The one scope an `insufficient_scope` challenge names, if it is a well-formed scope."""
+    challenge = response.headers.get("WWW-Authenticate", "")
+    if "insufficient_scope" not in challenge:
+        return None
+    found = CHALLENGE_SCOPE.search(challenge)
+    scopes = found.group(1).split() if found else []
+    if len(scopes) != 1 or not SCOPE.fullmatch(scopes[0]):
+        return None
+    return scopes[0]
 
 
 def _message(response: httpx.Response) -> str:

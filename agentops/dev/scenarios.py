@@ -33,10 +33,14 @@ class Scenario:
     goal: str
     input: dict[str, Any]
     faults: tuple[Fault, ...] = ()
-    # What a person does once the task stops: nothing, "rollback", or "retry_child" (retry the
-    # child task that stopped, alone; the parent resumes when it succeeds).
-    then: Literal["rollback", "retry_child"] | None = None
+    # What a person does once the task stops: nothing, "rollback", "retry_child" (retry the
+    # child task that stopped, alone; the parent resumes when it succeeds), "grant" (grant the
+    # scope a service refused, through the API) or "answer" (answer the agent's question,
+    # through the API).
+    then: Literal["rollback", "retry_child", "grant", "answer"] | None = None
     env: dict[str, str] = field(default_factory=dict)
+    # What the person sends with `then` (the grant's duration, whom, why; the answer).
+    person: dict[str, Any] = field(default_factory=dict)
 
 
 # Tool calls time out after 2 s in scenarios, so "timeout" faults sleep a little longer.
@@ -106,6 +110,34 @@ SCENARIOS: dict[str, Scenario] = {
             {"item": "bolts", "quantity": 10, "suppliers": ["acme", "globex", "initech"]},
             faults=(Fault("suppliers.quote", "forbidden", count=1),),
             then="retry_child",
+        ),
+        Scenario(
+            "grant-scope",
+            "The goodwill agent's credential lacks payments:credit: the payments service refuses "
+            "the credit naming that scope, the task stops, a scope granter grants exactly that "
+            "scope to the task for 15 minutes (through the API, with a reason), and the step "
+            "continues under the grant; no other step runs again.",
+            "goodwill",
+            "Credit 10 EUR to the customer of order A1010 (late parcel)",
+            {"order_id": "A1010", "amount": 10},
+            then="grant",
+            person={
+                "minutes": 15,
+                "to": "task",
+                "reason": "The credit tool was added after the agent's credential was issued.",
+            },
+        ),
+        Scenario(
+            "ask-human",
+            "The refund_ask agent looks the order up and asks a person how much to refund (the "
+            "built-in ask_human tool, three options); the task waits in the question lane with "
+            "no worker held, an operator answers 'half' through the API, and the agent refunds "
+            "half and tells the customer.",
+            "refund_ask",
+            "Refund the damaged item of order A1001 (ask how much)",
+            {"order_id": "A1001", "note": "the lid is cracked"},
+            then="answer",
+            person={"choice": "half"},
         ),
     ]
 }

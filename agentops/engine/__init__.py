@@ -7,8 +7,10 @@ its modules are private to `agentops`. The surface, by what a caller does with i
   (`task_create`), decide a gate (`gate_decide` with a `GateDecision`), control a task
   (`task_control`: pause, resume, cancel), intervene on a stopped task (`task_intervene`: retry,
   skip, rollback, abort, when the advisor offers it now), confirm a call whose outcome
-  is unknown (`ledger_confirm`), change budgets or input (`task_modify`) and rebuild a stopped
-  task's rows from its log (`task_restore`);
+  is unknown (`ledger_confirm`), change budgets or input (`task_modify`), rebuild a stopped
+  task's rows from its log (`task_restore`), grant a stopped task the scope a service refused,
+  or revoke the grant (`scope_grant`, `scope_grant_revoke`), and answer an agent's question
+  (`question_answer`; `question_of` reads what it asked);
 - read models: the recovery of a stopped task (`task_recovery`, `Recovery`, `Preview`), what
   stopping at a gate would do (`stop_previews`), a tool's facts (`tool_facts`), the registered
   agents and tools (`get_agent`, `get_tool`), a gate's approval kind (`approval_kind_of`) and
@@ -64,6 +66,14 @@ if TYPE_CHECKING:
         task_gate_approved,
         task_gate_rejected,
     )
+    from agentops.engine.grants import (
+        GRANT_DURATIONS,
+        GRANT_MAX_MINUTES,
+        GrantRefused,
+        grants_in_force,
+        scope_grant,
+        scope_grant_revoke,
+    )
     from agentops.engine.interventions import (
         CONTROLS,
         INTERVENTIONS,
@@ -82,6 +92,13 @@ if TYPE_CHECKING:
     )
     from agentops.engine.jsonvalues import digest, is_pointer, loaded, redacted, validated
     from agentops.engine.outbound import outbound_check
+    from agentops.engine.questions import (
+        ASK_HUMAN,
+        QUESTION,
+        QuestionView,
+        question_answer,
+        question_of,
+    )
     from agentops.engine.recovery import (
         Recovery,
         ToolFacts,
@@ -92,6 +109,7 @@ if TYPE_CHECKING:
     )
     from agentops.engine.registry import get_agent, get_tool
     from agentops.engine.restore import checkpoint_read, task_restore
+    from agentops.engine.scopes import missing_scope_of
     from agentops.engine.sweeper import sweep_hook_register
     from agentops.engine.tasks import START_TASK, task_create
 
@@ -140,6 +158,14 @@ _HOMES: dict[str, tuple[str, ...]] = {
         "task_gate_approved",
         "task_gate_rejected",
     ),
+    "agentops.engine.grants": (
+        "GRANT_DURATIONS",
+        "GRANT_MAX_MINUTES",
+        "GrantRefused",
+        "grants_in_force",
+        "scope_grant",
+        "scope_grant_revoke",
+    ),
     "agentops.engine.interventions": (
         "CONTROLS",
         "INTERVENTIONS",
@@ -172,6 +198,13 @@ _HOMES: dict[str, tuple[str, ...]] = {
         "task_recovery",
         "tool_facts",
     ),
+    "agentops.engine.questions": (
+        "ASK_HUMAN",
+        "QUESTION",
+        "QuestionView",
+        "question_answer",
+        "question_of",
+    ),
     "agentops.engine.registry": (
         "get_agent",
         "get_tool",
@@ -180,6 +213,7 @@ _HOMES: dict[str, tuple[str, ...]] = {
         "checkpoint_read",
         "task_restore",
     ),
+    "agentops.engine.scopes": ("missing_scope_of",),
     "agentops.engine.sweeper": ("sweep_hook_register",),
     "agentops.engine.tasks": (
         "START_TASK",
@@ -188,10 +222,14 @@ _HOMES: dict[str, tuple[str, ...]] = {
 }
 
 __all__ = [
+    "ASK_HUMAN",
     "CONTROLS",
     "DEFAULT_GATE_TIMEOUT_SECONDS",
+    "GRANT_DURATIONS",
+    "GRANT_MAX_MINUTES",
     "INTERVENTIONS",
     "MODIFIABLE",
+    "QUESTION",
     "START_TASK",
     "STOP_OUTCOMES",
     "AgentOpsError",
@@ -204,10 +242,12 @@ __all__ = [
     "GateDecided",
     "GateDecision",
     "GateNotOpen",
+    "GrantRefused",
     "InterventionRefused",
     "NotSerializable",
     "OneApprover",
     "Preview",
+    "QuestionView",
     "Recommendation",
     "Recovery",
     "StartRefused",
@@ -224,14 +264,20 @@ __all__ = [
     "gate_hook_register",
     "get_agent",
     "get_tool",
+    "grants_in_force",
     "intervention_recovery",
     "is_pointer",
     "job_waiting",
     "ledger_confirm",
     "loaded",
+    "missing_scope_of",
     "outbound_check",
+    "question_answer",
+    "question_of",
     "redacted",
     "reject_loop_threshold",
+    "scope_grant",
+    "scope_grant_revoke",
     "stop_previews",
     "sweep_hook_register",
     "task_abort",

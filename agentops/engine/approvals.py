@@ -67,6 +67,13 @@ class ApprovalKind:
         """Whether `approvals` (the kept ones and the new one) let the gated action run."""
         raise NotImplementedError
 
+    def timeout_feedback(self, gate: Gate, waited: int) -> str:
+        """What the agent is told when nobody decided the gate in time (it re-plans the step)."""
+        return (
+            f"Nobody approved {gate.tool} within {waited} s, so it was rejected. "
+            "Propose a safer action or stop."
+        )
+
 
 class OneApprover(ApprovalKind):
     """One person of the gate's approver group decides (a superuser may decide any gate: the

@@ -26,6 +26,7 @@ from django.db import transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
+from agentops.engine.approvals import approval_kind_of
 from agentops.engine.dispatch import task_enqueue
 from agentops.engine.errors import FailureKind, TransitionRefused
 from agentops.engine.jsonvalues import loaded, redacted
@@ -71,8 +72,10 @@ def gate_open(
     args_digest: str,
     verdict: Verdict,
     edited: bool,
+    approval_kind: str = "one_approver",
 ) -> Gate:
-    """Open the gate a task parks on. Caller (the runner) holds the transaction and the lease."""
+    """Open the gate a task parks on (of `approval_kind`: who, and how many, decide it). Caller
+    (the runner) holds the transaction and the lease."""
     settings = verdict.gate or GateSettings()
     timeout = int(settings.timeout_seconds or DEFAULT_GATE_TIMEOUT_SECONDS)
     confidence = (loaded(step.model_response) or {}).get("confidence")
@@ -91,6 +94,7 @@ def gate_open(
         rule=verdict.rule,
         reasons=list(verdict.reasons),
         approver_group=settings.approver_group or "operators",
+        approval_kind=approval_kind,
         timeout_action=settings.timeout_action or "reject",
         escalate_to=settings.escalate_to or "",
         due_at=timezone.now() + timedelta(seconds=timeout),
@@ -381,10 +385,7 @@ def gates_expire_overdue(*, now: datetime | None = None) -> int:
                     detail={"from": gate.approver_group, "to": gate.escalate_to},
                 )
             else:
-                feedback = (
-                    f"Nobody approved {gate.tool} within {waited} s, so it was rejected. "
-                    "Propose a safer action or stop."
-                )
+                feedback = approval_kind_of(gate).timeout_feedback(gate, waited)
                 try:
                     with transaction.atomic():
                         gate_transition(gate_id=gate.pk, name="expire", feedback=feedback)

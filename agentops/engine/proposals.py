@@ -14,7 +14,7 @@ from django.conf import settings
 from django.db.models import F
 
 from agentops import prometheus, tracing
-from agentops.engine import budgets, gates, routing
+from agentops.engine import budgets, gates, questions, routing
 from agentops.engine.checkpoints import snapshot_write
 from agentops.engine.crashpoints import crashpoint
 from agentops.engine.errors import FailureKind, ModelFailure, UnknownTool
@@ -219,6 +219,9 @@ class Proposals(RunState):
                 args_digest=routed.digest,
                 verdict=routed.verdict,
                 edited=routed.edited,
+                approval_kind=questions.QUESTION
+                if questions.is_question(routed.tool)
+                else "one_approver",
             )
             snapshot_write(task_id=self.task.pk, seq=commit.seq)
 

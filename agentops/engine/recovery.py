@@ -28,6 +28,7 @@ from agentops.engine.advisor import (
 from agentops.engine.errors import FailureKind, TransitionRefused, UnknownTool
 from agentops.engine.planning import preview_skip_with_dependants
 from agentops.engine.registry import get_tool
+from agentops.engine.scopes import missing_scope_of
 from agentops.models import Event, Step, Task, ToolCall
 from agentops.states import STEP_TRANSITIONS, LedgerStatus, StepStatus, TaskMode, TaskStatus
 
@@ -227,6 +228,7 @@ def task_recovery(
         task_recovery_cap=task.recovery_cap,
         rolling_back=task.mode == TaskMode.ROLLBACK,
         failed_retries=failed_retries,
+        missing_scope=missing_scope_of(task.failure),
     )
     recommendation = advise(situation)
     previews = {

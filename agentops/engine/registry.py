@@ -55,6 +55,11 @@ class ToolContext:
     http: httpx.Client
     base_url: str
     timeout: float
+    # The OAuth scopes this call carries: the agent's declared scopes and the grants in force
+    # for the task (None: the agent declares none and calls with the unrestricted key).
+    scopes: tuple[str, ...] | None = None
+    # A person's answer to the question this call asks (the built-in `ask_human` tool).
+    answer: dict[str, Any] | None = None
 
 
 @dataclass
@@ -236,6 +241,9 @@ class Agent:
     extra: dict[str, Any] = field(default_factory=dict)
     # Input fields a person may change on a running or paused task (`task_modify`).
     editable_input: tuple[str, ...] = ()
+    # The OAuth scopes of the agent's credential (`service:operation`); None: it calls with the
+    # deployment's unrestricted key. A person may grant a missing one (`engine.grants`).
+    scopes: tuple[str, ...] | None = None
 
 
 _TOOLS: dict[str, Tool] = {}

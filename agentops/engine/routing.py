@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from agentops.engine import questions
 from agentops.engine.errors import FailureKind, OrchestrationFailure
 from agentops.engine.registry import Tool
 from agentops.models import Step, Task
@@ -98,6 +99,8 @@ def verdict_for(
             kind=FailureKind.AUTHORIZATION_GAP,
             detail={"rule": verdict.rule, "policy_version": verdict.version},
         )
+    if questions.is_question(tool):
+        return questions.question_verdict(verdict)
     return verdict
 
 

@@ -28,7 +28,16 @@ from django.conf import settings
 from django.db import transaction
 
 from agentops import prometheus, tracing
-from agentops.engine import budgets, children, gates, handoff, planning, retries, rows
+from agentops.engine import (
+    budgets,
+    children,
+    gates,
+    grants,
+    handoff,
+    planning,
+    retries,
+    rows,
+)
 from agentops.engine.checkpoints import checkpoint_verify
 from agentops.engine.crashpoints import crashpoint
 from agentops.engine.errors import (
@@ -385,6 +394,8 @@ class TaskRun(StepCommits, Proposals):
             http=self.http,
             base_url=settings.AGENTOPS["SIM_BASE_URL"].rstrip("/"),
             timeout=tool.timeout_or(settings.AGENTOPS["TOOL_TIMEOUT_SECONDS"]),
+            scopes=grants.scopes_held(self.task, self.agent),
+            answer=(step.approval or {}).get("answer"),
         )
         fresh = call.pk in self.fresh_calls
         with (

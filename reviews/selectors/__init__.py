@@ -42,6 +42,7 @@ from reviews.selectors.gates import (
     gate_checks,
     gate_get_panel,
 )
+from reviews.selectors.grants import GrantLine, scope_grants_for_task, scope_to_grant
 from reviews.selectors.inbox import (
     AGES,
     INBOX_ORDER,
@@ -57,6 +58,7 @@ from reviews.selectors.inbox import (
     operators_list,
     stopped_sla_seconds,
 )
+from reviews.selectors.questions import QuestionPanel, question_get_panel
 from reviews.selectors.recovery import (
     InterventionLine,
     OptionView,
@@ -82,12 +84,14 @@ __all__ = [
     "DecisionFilters",
     "DiffRow",
     "GatePanel",
+    "GrantLine",
     "Inbox",
     "InboxFilters",
     "InboxItem",
     "InterventionLine",
     "LogEntry",
     "OptionView",
+    "QuestionPanel",
     "RecoveryPanel",
     "UnknownCall",
     "api_token_list",
@@ -109,6 +113,9 @@ __all__ = [
     "inbox_list",
     "operators_list",
     "pretty_json",
+    "question_get_panel",
+    "scope_grants_for_task",
+    "scope_to_grant",
     "stopped_sla_seconds",
     "task_controls_for",
     "task_exists",

@@ -12,6 +12,7 @@ from django.conf import settings
 from django.db.models import Exists, OuterRef, Q, QuerySet
 from django.utils import timezone
 
+from agentops.engine import QUESTION, QuestionView, question_of
 from agentops.models import AuditItem, Gate, Task, ToolCall
 from agentops.paging import Window, window
 from agentops.states import AuditStatus, GateStatus, LedgerStatus, TaskStatus
@@ -50,7 +51,8 @@ AGES = {"15m": timedelta(minutes=15), "1h": timedelta(hours=1), "1d": timedelta(
 
 @dataclass(frozen=True)
 class InboxItem:
-    """One thing that waits for a person: an open gate, or a task stopped in needs_attention.
+    """One thing that waits for a person: an open gate (`kind` "gate"), an agent's question (an
+    open gate of the question kind, "question"), or a task stopped in needs_attention ("stopped").
 
     `due_at` orders the inbox: the gate's timeout, or for a stopped task the time it stopped.
     `since` is when it started waiting; `deadline` is when it is due (a gate's timeout, a stopped
@@ -90,6 +92,11 @@ class InboxItem:
             action = self.gate.timeout_action
             return f"{action} to {self.gate.escalate_to}" if self.gate.escalate_to else action
         return STOPPED_TIMEOUT_ACTION
+
+    @property
+    def question(self) -> QuestionView | None:
+        """What the agent asked, for a question."""
+        return question_of(self.gate.arguments) if self.kind == "question" and self.gate else None
 
     @property
     def failure_kind(self) -> str:
@@ -151,6 +158,10 @@ def _inbox_querysets(
         gates_qs = gates_qs.none()
         tasks_qs = tasks_qs.filter(failure__kind=filters.failure)
     if filters.kind == "gate":
+        gates_qs = gates_qs.exclude(approval_kind=QUESTION)
+        tasks_qs = tasks_qs.none()
+    elif filters.kind == "question":
+        gates_qs = gates_qs.filter(approval_kind=QUESTION)
         tasks_qs = tasks_qs.none()
     elif filters.kind == "stopped":
         gates_qs = gates_qs.none()
@@ -223,7 +234,14 @@ def inbox_list(
             .order_by(*task_order)[:reach]
         )
         items = [
-            InboxItem("gate", gate.task, gate, gate.due_at, _holder(gate.task)) for gate in gates
+            InboxItem(
+                "question" if gate.approval_kind == QUESTION else "gate",
+                gate.task,
+                gate,
+                gate.due_at,
+                _holder(gate.task),
+            )
+            for gate in gates
         ] + [
             InboxItem(
                 "stopped",

@@ -43,12 +43,14 @@ from reviews.services.gates import (
     gate_timeout_logged,
     gates_bulk_approve,
 )
+from reviews.services.grants import grant_refusal, scope_grant_apply, scope_grant_revoke_apply
 from reviews.services.notifications import (
     delivery_attempt_begin,
     delivery_attempt_record,
     notification_preference_get,
     notification_preference_save,
 )
+from reviews.services.questions import question_answer_apply
 from reviews.services.recovery import (
     intervention_apply,
     ledger_call_confirm,
@@ -88,11 +90,15 @@ __all__ = [
     "gate_reject_and_stop",
     "gate_timeout_logged",
     "gates_bulk_approve",
+    "grant_refusal",
     "intervention_apply",
     "ledger_call_confirm",
     "notification_preference_get",
     "notification_preference_save",
     "operator_check",
+    "question_answer_apply",
+    "scope_grant_apply",
+    "scope_grant_revoke_apply",
     "stopped_tasks_escalate_overdue",
     "stopped_tasks_sweep",
     "task_control_apply",

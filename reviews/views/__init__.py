@@ -45,6 +45,8 @@ from reviews.views.gates import (
     gate_reject_stop_view,
     gate_reject_view,
 )
+from reviews.views.grants import scope_grant_view, scope_revoke_view
+from reviews.views.questions import question_answer_view, question_panel
 from reviews.views.queue import BULK_RESULTS, assign, claim, gates_bulk_approve_view, inbox, release
 from reviews.views.recovery import (
     CONFIRMED_INTERVENTIONS,
@@ -90,9 +92,13 @@ __all__ = [
     "intervention",
     "log_reader_required",
     "operator_required",
+    "question_answer_view",
+    "question_panel",
     "reader_required",
     "recovery_panel",
     "release",
+    "scope_grant_view",
+    "scope_revoke_view",
     "task_control",
     "task_modify_view",
 ]

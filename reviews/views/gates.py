@@ -12,6 +12,7 @@ from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
+from agentops.engine import QUESTION
 from agentops.models import Gate
 from agentops.services import TransitionRefused
 from agentops.web import AuthenticatedHttpRequest
@@ -49,6 +50,9 @@ def _render_gate(
 ) -> HttpResponse:
     panel = _gate_panel(gate_id)
     gate = panel.gate
+    if gate.approval_kind == QUESTION and request.method == "GET":
+        # An agent's question is answered on its own page, not approved.
+        return redirect("reviews:question", gate_id=gate_id)
     refusal = ""
     if panel.is_open:
         try:

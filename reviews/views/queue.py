@@ -71,7 +71,16 @@ class _InboxRow:
 
 
 def _inbox_rows(items: Iterable[InboxItem], *, assignees: list[Any]) -> list[_InboxRow]:
-    names = ("gate", "recover", "release", "claim", "task_pause", "task_cancel", "assign")
+    names = (
+        "gate",
+        "question",
+        "recover",
+        "release",
+        "claim",
+        "task_pause",
+        "task_cancel",
+        "assign",
+    )
     url = {name: _url_maker(f"reviews:{name}") for name in names}
     url["task_detail"] = _url_maker("agentops:task_detail")
     options: dict[int | None, str] = {}
@@ -100,7 +109,7 @@ def _inbox_rows(items: Iterable[InboxItem], *, assignees: list[Any]) -> list[_In
             for name in ("task_detail", "release", "claim", "task_pause", "task_cancel", "assign")
         }
         if item.gate is not None:
-            links["gate"] = url["gate"](item.gate.pk)
+            links["gate"] = url["question" if item.kind == "question" else "gate"](item.gate.pk)
         else:
             links["recover"] = url["recover"](task_pk)
         holder_pk = item.holder.pk if item.holder is not None else None

@@ -14,6 +14,7 @@ from agentops.services import TransitionRefused
 from agentops.states import LedgerStatus
 from agentops.web import AuthenticatedHttpRequest
 from reviews.forms import ConfirmForm, InterventionForm
+from reviews.grant_forms import ScopeGrantForm
 from reviews.selectors import call_repeat_unprotected, task_get_recovery_panel
 from reviews.services import (
     HeldByOther,
@@ -24,6 +25,7 @@ from reviews.services import (
 )
 from reviews.states import VIA_BROWSER
 from reviews.views._common import operator_required, reader_required
+from reviews.views.grant_panel import grant_context
 
 CONFIRMED_INTERVENTIONS = frozenset({"rollback", "abort"})
 # The confirmation line after an intervention, like the other task actions'.
@@ -40,7 +42,7 @@ UNPROTECTED_REPEAT = (
 )
 
 
-def _render_recovery(
+def render_recovery(
     request: AuthenticatedHttpRequest,
     task_id: int,
     *,
@@ -48,6 +50,7 @@ def _render_recovery(
     alert: str = "",
     status: int = 200,
     confirming: str = "",
+    grant_form: ScopeGrantForm | None = None,
 ) -> HttpResponse:
     try:
         panel = task_get_recovery_panel(task_id=task_id, viewer=request.user)
@@ -62,6 +65,7 @@ def _render_recovery(
         "alert": alert,
         "held_by_other": panel.holder is not None and panel.holder.pk != request.user.pk,
         "confirming": next((o for o in panel.options if o.action == confirming), None),
+        **grant_context(panel.task, request.user, form=grant_form),
     }
     return render(request, "reviews/recovery_panel.html", context, status=status)
 
@@ -69,7 +73,7 @@ def _render_recovery(
 @reader_required
 @require_GET
 def recovery_panel(request: AuthenticatedHttpRequest, task_id: int) -> HttpResponse:
-    return _render_recovery(request, task_id)
+    return render_recovery(request, task_id)
 
 
 @operator_required
@@ -77,13 +81,13 @@ def recovery_panel(request: AuthenticatedHttpRequest, task_id: int) -> HttpRespo
 def intervention(request: AuthenticatedHttpRequest, task_id: int) -> HttpResponse:
     form = InterventionForm(request.POST, auto_id="recover_%s")
     if not form.is_valid():
-        return _render_recovery(request, task_id, form=form, status=400)
+        return render_recovery(request, task_id, form=form, status=400)
     if (
         form.cleaned_data["action"] in CONFIRMED_INTERVENTIONS
         and not form.cleaned_data["confirmed"]
     ):
         # Ending the task is asked again, with its preview, before anything changes.
-        return _render_recovery(request, task_id, form=form, confirming=form.cleaned_data["action"])
+        return render_recovery(request, task_id, form=form, confirming=form.cleaned_data["action"])
     try:
         intervention_apply(
             task_id=task_id,
@@ -96,13 +100,13 @@ def intervention(request: AuthenticatedHttpRequest, task_id: int) -> HttpRespons
     except Task.DoesNotExist:
         raise Http404(f"no task {task_id}") from None
     except TransitionRefused as exc:
-        return _render_recovery(request, task_id, alert=str(exc), status=409)
+        return render_recovery(request, task_id, alert=str(exc), status=409)
     except NotAllowed as exc:
-        return _render_recovery(request, task_id, alert=str(exc), status=403)
+        return render_recovery(request, task_id, alert=str(exc), status=403)
     except HeldByOther as exc:
-        return _render_recovery(request, task_id, form=form, alert=str(exc), status=409)
+        return render_recovery(request, task_id, form=form, alert=str(exc), status=409)
     except ReviewError as exc:
-        return _render_recovery(request, task_id, form=form, alert=str(exc), status=400)
+        return render_recovery(request, task_id, form=form, alert=str(exc), status=400)
     messages.success(request, INTERVENED[form.cleaned_data["action"]].format(task_id=task_id))
     return redirect("agentops:task_detail", task_id=task_id)
 
@@ -112,7 +116,7 @@ def intervention(request: AuthenticatedHttpRequest, task_id: int) -> HttpRespons
 def call_confirm(request: AuthenticatedHttpRequest, task_id: int, call_id: int) -> HttpResponse:
     form = ConfirmForm(request.POST)
     if not form.is_valid():
-        return _render_recovery(
+        return render_recovery(
             request, task_id, alert="Choose whether the effect happened.", status=400
         )
     if not form.cleaned_data["executed"] and not form.cleaned_data["sure"]:
@@ -120,7 +124,7 @@ def call_confirm(request: AuthenticatedHttpRequest, task_id: int, call_id: int) 
             pk=call_id, task_id=task_id, status=LedgerStatus.EXECUTED_UNKNOWN
         ).first()
         if call is not None and call_repeat_unprotected(call):
-            return _render_recovery(request, task_id, alert=UNPROTECTED_REPEAT, status=400)
+            return render_recovery(request, task_id, alert=UNPROTECTED_REPEAT, status=400)
     try:
         ledger_call_confirm(
             task_id=task_id,
@@ -134,9 +138,9 @@ def call_confirm(request: AuthenticatedHttpRequest, task_id: int, call_id: int) 
     except ToolCall.DoesNotExist:
         raise Http404(f"no call {call_id} in task {task_id}") from None
     except TransitionRefused as exc:
-        return _render_recovery(request, task_id, alert=str(exc), status=409)
+        return render_recovery(request, task_id, alert=str(exc), status=409)
     except NotAllowed as exc:
-        return _render_recovery(request, task_id, alert=str(exc), status=403)
+        return render_recovery(request, task_id, alert=str(exc), status=403)
     except HeldByOther as exc:
-        return _render_recovery(request, task_id, alert=str(exc), status=409)
+        return render_recovery(request, task_id, alert=str(exc), status=409)
     return redirect("agentops:task_detail", task_id=task_id)

@@ -120,6 +120,10 @@ ROW_CASES: dict[str, tuple[Situation, Action]] = {
         Action.RETRY,
     ),
     "schema-mismatch": (S("schema_mismatch", "tool", "write", 0.5), Action.RETRY),
+    "missing-scope": (
+        S("authorization_gap", "tool", "financial", 0.5, missing_scope="payments:credit"),
+        Action.GRANT,
+    ),
     "tool-forbidden": (S("authorization_gap", "tool", "financial", 0.5), Action.RETRY),
     "planning-loop": (S("planning_loop", "orchestration", "write", 0.8), Action.RETRY),
     "low-confidence": (S("low_confidence", "orchestration", "financial", 0.5), Action.RETRY),
@@ -461,16 +465,18 @@ def test_no_row_is_dead_every_row_is_the_first_match_of_some_recorded_failure():
                 compensable=effects[0],
                 irreversible=effects[1],
                 rolling_back=rolling_back,
+                missing_scope=scope,
             )
         ).rule
         for layer, kinds in KINDS.items()
-        for kind, progress, side_effect, capped, effects, rolling_back in product(
+        for kind, progress, side_effect, capped, effects, rolling_back, scope in product(
             kinds,
             (0.05, 0.5, 0.9),
             (None, "read", "notify", "write", "financial"),
             (False, True),
             ((False, False), (True, False), (True, True)),
             (False, True),
+            (None, "payments:credit"),
         )
     }
     assert hit == {rule.name for rule in RULES} - {"default"}

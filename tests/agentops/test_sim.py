@@ -325,7 +325,7 @@ def test_command_sets_lists_and_resets_faults():
     assert lines["hotels.book"][1:4] == ["execute_then_timeout", "every", "call"]
     assert lines["payments.refund_legacy"][-3:] == ["yes", "no", "no"]
     assert lines["orders.lookup"][1:] == ["ok", "-", "0", "no", "n/a", "n/a"]
-    assert len(lines) == 1 + 16  # 13 endpoints + suppliers quote, order, cancel
+    assert len(lines) == 1 + 17  # 14 endpoints + suppliers quote, order, cancel
 
     call_command("sim_fault", "--reset", "hotels.book", stdout=out)
     assert Fault.objects.get(service="hotels").mode == FaultMode.OK

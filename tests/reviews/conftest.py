@@ -16,6 +16,7 @@ from django.contrib.auth.models import Group, Permission
 REVIEW_GROUPS = importlib.import_module("reviews.migrations.0003_operator_and_auditor_groups")
 POLICY_GROUP = importlib.import_module("policies.migrations.0004_policy_admins_group")
 STARTER_GROUP = importlib.import_module("reviews.migrations.0008_task_starters_group")
+GRANTER_GROUP = importlib.import_module("agentops.migrations.0020_scope_granters_group")
 # Gates and audit items moved to agentops later, and their model permissions with them.
 MOVED = importlib.import_module("reviews.migrations.0007_gate_and_audititem_to_agentops").MOVED
 
@@ -38,6 +39,7 @@ def ensure_groups() -> dict[str, Group]:
     )
     groups[POLICY_GROUP.GROUP] = group
     groups[STARTER_GROUP.GROUP] = Group.objects.get_or_create(name=STARTER_GROUP.GROUP)[0]
+    groups[GRANTER_GROUP.GROUP] = Group.objects.get_or_create(name=GRANTER_GROUP.GROUP)[0]
     return groups
 
 
@@ -74,6 +76,12 @@ def starter(groups: Any, django_user_model: Any) -> Any:
 def task_starter(groups: Any, django_user_model: Any) -> Any:
     """Someone who may start tasks and holds no review role."""
     return make_user(django_user_model, "tess", "task starters")
+
+
+@pytest.fixture
+def granter(groups: Any, django_user_model: Any) -> Any:
+    """An operator who may also grant scopes."""
+    return make_user(django_user_model, "grace", "operators", "scope granters")
 
 
 @pytest.fixture

@@ -363,6 +363,12 @@ API_ACCESS: dict[tuple[str, str], set[str]] = {
     ("POST", "/gates/{gate_id}/reject"): {OPERATOR},
     ("POST", "/gates/{gate_id}/edit"): {OPERATOR},
     ("GET", "/audit"): READERS,
+    ("GET", "/questions"): READERS,
+    ("POST", "/questions/{gate_id}/answer"): {OPERATOR, STARTER},
+    # Granting scopes is the scope granters' (none of these roles): tests/reviews/test_grants.py.
+    ("GET", "/tasks/{task_id}/grants"): READERS,
+    ("POST", "/tasks/{task_id}/grants"): set(),
+    ("POST", "/grants/{grant_id}/revoke"): set(),
 }
 API_ACCESS_PATHS = {path for _, path in API_ACCESS}
 
@@ -406,7 +412,7 @@ def test_each_role_gets_exactly_the_api_access_the_table_gives(
     }
     failures = []
     for (method, template), allowed in API_ACCESS.items():
-        path = template.format(task_id=task.pk, gate_id=gate.pk)
+        path = template.format(task_id=task.pk, gate_id=gate.pk, grant_id=1)
         for role, client in clients.items():
             if method == "GET":
                 response = client.get(f"/api/v1{path}")
@@ -416,6 +422,11 @@ def test_each_role_gets_exactly_the_api_access_the_table_gives(
                 response = post(client, path, {"agent": "nope", "goal": "x"})
                 # A starter gets as far as the unknown agent (400); the others are refused first.
                 expected = {400} if role in allowed else {403}
+            elif template == "/questions/{gate_id}/answer":
+                # The gate is an approval, not a question: a caller allowed past the role is told
+                # there is no such question (the separation of duties is tested with questions).
+                response = post(client, path, body("answer", role))
+                expected = {404} if role in allowed else {403}
             else:
                 response = post(client, path, body(path.rsplit("/", 1)[1], role))
                 expected = {409} if role in allowed else {403}
@@ -548,6 +559,11 @@ def test_the_schema_has_readable_operation_ids_enums_and_every_error_it_answers(
         ("POST", "/gates/{gate_id}/reject"): "reject_gate",
         ("POST", "/gates/{gate_id}/edit"): "edit_gate",
         ("GET", "/audit"): "list_audit_items",
+        ("GET", "/questions"): "list_questions",
+        ("POST", "/questions/{gate_id}/answer"): "answer_question",
+        ("GET", "/tasks/{task_id}/grants"): "list_grants",
+        ("POST", "/tasks/{task_id}/grants"): "grant_scope",
+        ("POST", "/grants/{grant_id}/revoke"): "revoke_grant",
     }
     for (method, path), op in operations.items():
         declared = set(op["responses"])

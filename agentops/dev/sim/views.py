@@ -3,7 +3,11 @@
 Machine-to-machine JSON over HTTP, with no sessions or cookies (so no CSRF to check). Write
 endpoints honour `Idempotency-Key` (same key: the stored response and no new effect; same key with
 another body: 409), echo the key they answer in the response's `Idempotency-Key` header, and
-answer probes at `.../effects/<key>`. Faults set per endpoint apply first.
+answer probes at `.../effects/<key>`. A caller that presents a scoped token (its scopes in
+`X-OAuth-Scopes`, space-separated) may call only the endpoints whose scope it carries
+(`service:operation`); without one it calls as the deployment's unrestricted key. A missing
+scope is refused first, with 403 and `WWW-Authenticate: Bearer error="insufficient_scope",
+scope="..."` (RFC 6750), naming the one scope the call needs. Faults set per endpoint apply next.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from agentops.dev.sim.models import Effect, Fault, FaultMode
 from agentops.dev.sim.world import ENDPOINTS, BadRequest, Endpoint, NotFound
 
 DEFAULT_TIMEOUT_SLEEP = 30.0
+SCOPES_HEADER = "X-OAuth-Scopes"
 
 
 def _canonical(value: Any) -> Any:
@@ -115,6 +120,9 @@ def call(request: HttpRequest, service: str, operation: str) -> JsonResponse:
         return _error(400, "body is not JSON")
     if not isinstance(body, dict):
         return _error(400, "body must be a JSON object")
+    refused = _scope_refusal(request, ep)
+    if refused is not None:
+        return refused
     fault = fault_take(service, operation)
     mode = fault.mode if fault else FaultMode.OK
     delay = fault.delay_seconds if fault else 0.0
@@ -156,6 +164,23 @@ def call(request: HttpRequest, service: str, operation: str) -> JsonResponse:
     if answered_key:
         answer["Idempotency-Key"] = answered_key
     return answer
+
+
+def _scope_refusal(request: HttpRequest, ep: Endpoint) -> JsonResponse | None:
+    """403 naming the missing scope when the caller's scoped token lacks the endpoint's scope;
+    None when it carries it, or when the caller presents no scoped token."""
+    presented = request.headers.get(SCOPES_HEADER)
+    if presented is None or ep.scope in presented.split():
+        return None
+    response = JsonResponse(
+        {
+            "error": f"insufficient_scope: {ep.service}.{ep.operation} needs scope {ep.scope}",
+            "required_scope": ep.scope,
+        },
+        status=403,
+    )
+    response["WWW-Authenticate"] = f'Bearer error="insufficient_scope", scope="{ep.scope}"'
+    return response
 
 
 def _another_response(ep: Endpoint, sent_key: str) -> tuple[str, dict[str, Any]] | None:

@@ -31,6 +31,11 @@ class Endpoint:
     keys: bool
     probe: bool
 
+    @property
+    def scope(self) -> str:
+        """The OAuth scope a scoped token must carry to call this endpoint."""
+        return f"{self.service}:{self.operation}"
+
 
 ENDPOINTS: dict[tuple[str, str], Endpoint] = {}
 
@@ -131,6 +136,23 @@ def payments_charge(body: dict[str, Any]) -> dict[str, Any]:
         "charge_id": f"ch_{_number(str(reference) + str(amount), 10**8):08d}",
         "amount": amount,
         "status": "captured",
+    }
+
+
+@endpoint("payments", "credit", writes=True)
+def payments_credit(body: dict[str, Any]) -> dict[str, Any]:
+    """A goodwill store credit on the customer's account (at most half the order's amount)."""
+    order_id, amount = _require(body, "order_id", "amount")
+    data = order(order_id)
+    cap = round(data["amount"] / 2, 2)
+    if not isinstance(amount, (int, float)) or amount <= 0 or amount > cap:
+        raise BadRequest(f"credit amount must be in (0, {cap}]")
+    return {
+        "credit_id": f"cr_{_number(order_id + str(amount), 10**8):08d}",
+        "order_id": order_id,
+        "amount": amount,
+        "currency": data["currency"],
+        "status": "credited",
     }
 
 

@@ -32,6 +32,8 @@ def options_for(action: Action, situation: Situation) -> tuple[Action, ...]:
     if situation.rolling_back:
         return (Action.ROLLBACK, Action.ABORT)
     offered = [Action.RETRY, Action.SKIP, Action.ROLLBACK, Action.ABORT]
+    if action is Action.GRANT:
+        offered.insert(0, Action.GRANT)
     if not situation.compensable:
         offered.remove(Action.ROLLBACK)
     return (action, *[a for a in offered if a is not action])

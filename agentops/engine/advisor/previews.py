@@ -98,6 +98,12 @@ def preview(
     if option is Action.RETRY:
         runs = tuple(open_steps)
         summary = f"Runs steps {_titles(runs)}; keeps effects: {_keys(kept)}."
+    elif option is Action.GRANT:
+        runs = tuple(open_steps)
+        summary = (
+            f"Grants the missing scope, then runs steps {_titles(runs)} under it; keeps "
+            f"effects: {_keys(kept)}."
+        )
     elif option is Action.SKIP:
         skipped = tuple(open_steps[:1])
         runs = tuple(open_steps[1:])
@@ -140,6 +146,7 @@ def situation_from(
     task_recovery_cap: int,
     rolling_back: bool = False,
     failed_retries: int = 0,
+    missing_scope: str | None = None,
 ) -> Situation:
     """Build a Situation from a stored failure (`Task.failure` / `Step.error`) and the views.
 
@@ -167,4 +174,5 @@ def situation_from(
         rolling_back=rolling_back,
         failed_retries=failed_retries,
         rejected_by_people=rejections if isinstance(rejections, int) else 0,
+        missing_scope=missing_scope,
     )

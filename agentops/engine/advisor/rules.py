@@ -35,6 +35,8 @@ class Rule:
     compensable: bool | None = None
     irreversible: bool | None = None
     rolling_back: bool | None = None
+    # The service named the one scope it refused the call for.
+    scope_named: bool | None = None
 
     def matches(self, s: Situation) -> bool:
         return (
@@ -48,6 +50,7 @@ class Rule:
             and (self.compensable is None or s.compensable == self.compensable)
             and (self.irreversible is None or s.irreversible == self.irreversible)
             and (self.rolling_back is None or s.rolling_back == self.rolling_back)
+            and (self.scope_named is None or (s.missing_scope is not None) == self.scope_named)
         )
 
 
@@ -297,6 +300,16 @@ RULES: tuple[Rule, ...] = (
         "The service answered in an unexpected shape; upgrade the tool adapter, then retry: "
         "the same key makes the service replay rather than act twice.",
         kinds=_kinds(K.SCHEMA_MISMATCH),
+    ),
+    Rule(
+        "missing-scope",
+        _A.GRANT,
+        "The service refused the call for lack of scope {missing_scope}; grant exactly that "
+        "scope to this task for a bounded time, and the step continues under it (no other "
+        "step runs again).",
+        kinds=_kinds(K.AUTHORIZATION_GAP),
+        layers=_set("tool"),
+        scope_named=True,
     ),
     Rule(
         "tool-forbidden",

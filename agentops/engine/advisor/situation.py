@@ -20,6 +20,8 @@ class Action(StrEnum):
     ROLLBACK = "rollback"
     ABORT = "abort"
     CONFIRM = "confirm"
+    # Grant the scope a service refused the call for, then retry (`engine.grants`).
+    GRANT = "grant"
 
 
 class Risk(StrEnum):
@@ -113,6 +115,8 @@ class Situation:
     failed_retries: int = 0
     # How many times reviewers rejected the stuck step's action at its gate (a reject loop).
     rejected_by_people: int = 0
+    # The scope a service refused the call for, when it named one (`engine.grants`).
+    missing_scope: str | None = None
 
     @property
     def risk(self) -> Risk:
@@ -149,4 +153,5 @@ class Situation:
             "recovery_cap": self.task_recovery_cap,
             "failed_retries": self.failed_retries,
             "rejected_by_people": self.rejected_by_people,
+            "missing_scope": self.missing_scope or "",
         }

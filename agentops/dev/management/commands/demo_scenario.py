@@ -12,15 +12,19 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db.models import Q
 
 from agentops.dev.devstack import Stack, free_port
+from agentops.dev.people import person_act
 from agentops.dev.scenarios import SCENARIOS, TOOL_TIMEOUT, Scenario, scenario_start
 from agentops.dev.sim.models import Effect
 from agentops.dev.sim.services import fault_reset
-from agentops.models import Task
+from agentops.engine.questions import ASK_HUMAN, QUESTION
+from agentops.models import ScopeGrant, Task
 from agentops.selectors import task_get_recovery
 from agentops.services import task_retry, task_rollback
-from agentops.states import TERMINAL, TaskStatus
+from agentops.states import TERMINAL, LedgerStatus, TaskStatus
 
 SETTLED = {*TERMINAL, TaskStatus.NEEDS_ATTENTION}
+# A task waiting for a person's answer has settled too (the ask-human scenario answers it).
+ASKING = {*SETTLED, TaskStatus.AWAITING_APPROVAL}
 
 
 class Command(BaseCommand):
@@ -46,13 +50,19 @@ class Command(BaseCommand):
             task = scenario_start(name)
             stack.spawn("worker")
             stack.spawn("sweeper")
-            task = self._wait(task.pk, SETTLED, timeout)
+            task = self._wait(task.pk, ASKING if scenario.then == "answer" else SETTLED, timeout)
             if scenario.then == "rollback" and task.status == TaskStatus.NEEDS_ATTENTION:
                 task_rollback(task_id=task.pk, actor=None, reason=f"scenario {name}")
                 task = self._wait(task.pk, TERMINAL, timeout)
             stopped = self._stopped_child(task)
             if scenario.then == "retry_child" and stopped is not None:
                 task_retry(task_id=stopped.pk, actor=None, reason=f"scenario {name}")
+                task = self._wait(task.pk, TERMINAL, timeout)
+            if scenario.then == "grant" and task.status == TaskStatus.NEEDS_ATTENTION:
+                person_act(stack, scenario, task)
+                task = self._wait(task.pk, TERMINAL, timeout)
+            if scenario.then == "answer" and task.status == TaskStatus.AWAITING_APPROVAL:
+                person_act(stack, scenario, task)
                 task = self._wait(task.pk, TERMINAL, timeout)
         finally:
             stack.stop()
@@ -132,6 +142,28 @@ class Command(BaseCommand):
             ],
             "effects": dict(sorted(effects.items())),
             "effects_per_key_max": max(per_key.values(), default=0),
+            # Starts of each step (a step that ran once has 1): what a recovery ran again.
+            "step_starts": dict(
+                sorted(
+                    Counter(
+                        task.events.filter(action="agentops.step.started").values_list(
+                            "step_ordinal", flat=True
+                        )
+                    ).items()
+                )
+            ),
+            "grants": ScopeGrant.objects.filter(
+                Q(task=task)
+                | Q(task__isnull=True, agent=task.agent, created_at__gte=task.created_at)
+            ).count(),
+            # The agent's questions to people and the answers they gave (the tool's results).
+            "questions": task.gates.filter(approval_kind=QUESTION).count(),
+            "answers": [
+                (call.result or {}).get("answer")
+                for call in task.tool_calls.filter(
+                    tool=ASK_HUMAN, status=LedgerStatus.SUCCEEDED
+                ).order_by("id")
+            ],
         }
 
     def _print(self, report: dict[str, Any]) -> None:
@@ -153,3 +185,5 @@ class Command(BaseCommand):
             )
         self.stdout.write(f"  effects: {report['effects']}")
         self.stdout.write(f"  effects per key (max): {report['effects_per_key_max']}")
+        self.stdout.write(f"  step starts: {report['step_starts']}; grants: {report['grants']}")
+        self.stdout.write(f"  questions: {report['questions']}; answers: {report['answers']}")

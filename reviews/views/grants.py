@@ -1,0 +1,104 @@
+"""Scope grants from the browser: grant the scope a service refused (on the recovery panel) and
+revoke a grant (on the task page). POST only, with CSRF; the service checks the person again
+(the "grant scopes" permission, not the task's starter, the claim), so a forged request gets what
+the page would have refused.
+"""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.http import Http404, HttpResponse
+from django.shortcuts import redirect
+from django.urls import reverse
+from django.views.decorators.http import require_POST
+
+from agentops.models import ScopeGrant, Task
+from agentops.permissions import GRANT_SCOPES
+from agentops.services import TransitionRefused
+from agentops.web import AuthenticatedHttpRequest, permission_required
+from reviews.grant_forms import ScopeGrantForm, ScopeRevokeForm
+from reviews.services import (
+    HeldByOther,
+    NotAllowed,
+    ReviewError,
+    scope_grant_apply,
+    scope_grant_revoke_apply,
+)
+from reviews.states import VIA_BROWSER
+from reviews.views._common import _back
+from reviews.views.recovery import render_recovery
+
+granter_required = permission_required(
+    GRANT_SCOPES, refusal="only scope granters may grant or revoke scopes"
+)
+
+
+@granter_required
+@require_POST
+def scope_grant_view(request: AuthenticatedHttpRequest, task_id: int) -> HttpResponse:
+    form = ScopeGrantForm(request.POST, auto_id="grant_%s")
+    if not form.is_valid():
+        return render_recovery(request, task_id, grant_form=form, status=400)
+    data = form.cleaned_data
+    try:
+        grant = scope_grant_apply(
+            task_id=task_id,
+            scope=data["scope"],
+            minutes=data["minutes"],
+            to_agent=data["to"] == "agent",
+            actor=request.user,
+            reason=data["reason"],
+            take_over=data["take_over"],
+            via=VIA_BROWSER,
+        )
+    except Task.DoesNotExist:
+        raise Http404(f"no task {task_id}") from None
+    except TransitionRefused as exc:
+        return render_recovery(request, task_id, alert=str(exc), status=409)
+    except NotAllowed as exc:
+        return render_recovery(request, task_id, alert=str(exc), status=403)
+    except HeldByOther as exc:
+        return render_recovery(request, task_id, grant_form=form, alert=str(exc), status=409)
+    except ReviewError as exc:
+        return render_recovery(request, task_id, grant_form=form, alert=str(exc), status=400)
+    whom = "this task" if grant.task_id else f"every {grant.agent} task"
+    messages.success(
+        request,
+        f"Task #{task_id}: {grant.scope} granted to {whom} until "
+        f"{grant.expires_at:%Y-%m-%d %H:%M} UTC; the step continues under it.",
+    )
+    return redirect("agentops:task_detail", task_id=task_id)
+
+
+@granter_required
+@require_POST
+def scope_revoke_view(request: AuthenticatedHttpRequest, grant_id: int) -> HttpResponse:
+    grant = ScopeGrant.objects.filter(pk=grant_id).first()
+    if grant is None:
+        raise Http404(f"no grant {grant_id}")
+    back = _back_path(grant)
+    form = ScopeRevokeForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, "Nothing was revoked: say why the grant is revoked.")
+        return _back(request, back)
+    try:
+        scope_grant_revoke_apply(
+            grant_id=grant_id,
+            actor=request.user,
+            reason=form.cleaned_data["reason"],
+            via=VIA_BROWSER,
+        )
+    except NotAllowed as exc:
+        messages.error(request, str(exc))
+        return _back(request, back)
+    except ReviewError as exc:
+        messages.error(request, f"Nothing was revoked: {exc}")
+        return _back(request, back)
+    messages.success(request, f"Grant #{grant_id} ({grant.scope}) revoked.")
+    return _back(request, back)
+
+
+def _back_path(grant: ScopeGrant) -> str:
+    if grant.task_id is not None:
+        return reverse("agentops:task_detail", args=[grant.task_id])
+    return reverse("reviews:inbox")
