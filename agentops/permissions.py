@@ -3,7 +3,7 @@ permissions they grant.
 
 The task-starter role is membership of the "task starters" group (created by
 `reviews.0008_task_starters_group`): the start form, the API and `task_create`. The scope-granter
-role is membership of "scope granters" (`agentops.0020_scope_granters_group`): granting a task or
+role is membership of "scope granters" (`agentops.0022_scope_granters_group`): granting a task or
 an agent a scope a service refused, for a bounded time, and revoking grants (the recovery panel,
 the API, `reviews.services.grants`). The permissions are registered with django-rules from
 `AgentopsConfig.ready` and asked through Django (`permission_required`, `user.has_perm`).

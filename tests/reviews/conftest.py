@@ -16,7 +16,7 @@ from django.contrib.auth.models import Group, Permission
 REVIEW_GROUPS = importlib.import_module("reviews.migrations.0003_operator_and_auditor_groups")
 POLICY_GROUP = importlib.import_module("policies.migrations.0004_policy_admins_group")
 STARTER_GROUP = importlib.import_module("reviews.migrations.0008_task_starters_group")
-GRANTER_GROUP = importlib.import_module("agentops.migrations.0020_scope_granters_group")
+GRANTER_GROUP = importlib.import_module("agentops.migrations.0022_scope_granters_group")
 # Gates and audit items moved to agentops later, and their model permissions with them.
 MOVED = importlib.import_module("reviews.migrations.0007_gate_and_audititem_to_agentops").MOVED
 

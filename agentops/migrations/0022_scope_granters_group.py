@@ -17,7 +17,7 @@ def drop_group(apps, schema_editor):
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("agentops", "0019_scope_grant"),
+        ("agentops", "0021_scope_grant"),
         ("auth", "0012_alter_user_first_name_max_length"),
     ]
     operations = [migrations.RunPython(create_group, drop_group)]

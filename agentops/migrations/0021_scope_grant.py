@@ -9,7 +9,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('agentops', '0018_gate_approval_kind'),
+        ('agentops', '0020_restore_from_log'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
