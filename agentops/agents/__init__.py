@@ -2,4 +2,4 @@
 
 from __future__ import annotations
 
-from agentops.agents import bench, procurement, refund, triage, trip  # noqa: F401
+from agentops.agents import bench, mcpdemo, procurement, refund, triage, trip  # noqa: F401

@@ -19,7 +19,7 @@ import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any
+from typing import Any, Protocol
 
 import httpx
 import pydantic
@@ -77,6 +77,9 @@ class Tool:
     checks: list[tuple[str, Check]] = field(default_factory=list)
     # The declared shape of the tool's result (pydantic model, TypedDict, ...); None: any object.
     result_type: Any = None
+    # The digest of the tool's schema as its server lists it (MCP tools; "" for Python tools,
+    # whose schema changes only with a deploy).
+    schema_digest: str = ""
 
     def parameters(self) -> dict[str, type]:
         """Keyword-only parameters of the tool function and their annotated types."""
@@ -155,6 +158,11 @@ class Tool:
 
         return register
 
+    def step_fields(self, spec: dict[str, Any]) -> dict[str, Any]:
+        """Fields a step proposing this tool records besides its routing (`spec` is the step's
+        current spec): none for a Python tool; an MCP tool records its schema digest."""
+        return {}
+
     def schema(self) -> dict[str, Any]:
         """The function declaration the model sees: name, description, JSON-schema parameters.
 
@@ -228,12 +236,33 @@ class Agent:
     extra: dict[str, Any] = field(default_factory=dict)
     # Input fields a person may change on a running or paused task (`task_modify`).
     editable_input: tuple[str, ...] = ()
+    # MCP servers the agent takes tools from (`agentops.engine.mcptools.McpServer`), besides
+    # `tools`: their tools are listed by the worker that runs the task.
+    mcp_servers: tuple[ToolSource, ...] = ()
+
+
+class ToolSource(Protocol):
+    """Tools that are not Python functions of this deploy: an MCP server
+    (`agentops.engine.mcptools.McpServer`). Its tools are named `<name>__<tool>`."""
+
+    @property
+    def name(self) -> str: ...
+
+    def tool_names(self, *, refresh: bool = False) -> list[str]:
+        """The source's tools (listed from the source when `refresh` or never listed yet)."""
+        ...
+
+    def recorded(self, name: str) -> Tool | None:
+        """The tool as a recorded step saw it (no request to the source), or None."""
+        ...
 
 
 _TOOLS: dict[str, Tool] = {}
 # What the policy engine knows of each tool, kept beside _TOOLS (`tool_entries`).
 _TOOL_ENTRIES: dict[str, tuple[str, tuple[str, ...]]] = {}
 _AGENTS: dict[str, Agent] = {}
+# Tool sources by name: a tool `<source>__<tool>` missing from _TOOLS is looked up there.
+_SOURCES: dict[str, ToolSource] = {}
 
 
 def tool(
@@ -302,15 +331,42 @@ def step_spec(step: PlanStep) -> dict[str, Any]:
 def register_agent(agent: Agent) -> Agent:
     for tool_name in agent.tools:
         get_tool(tool_name)
+    for source in agent.mcp_servers:
+        known = _SOURCES.get(source.name)
+        if known is not None and known != source:
+            raise ValueError(f"tool source {source.name!r} is declared twice, differently")
+        _SOURCES[source.name] = source
     _AGENTS[agent.name] = agent
     return agent
+
+
+def tool_add(spec: Tool) -> None:
+    """Register (or replace) a tool that a source listed."""
+    _TOOLS[spec.name] = spec
+    _TOOL_ENTRIES[spec.name] = (spec.side_effect, tuple(spec.systems))
+
+
+def agent_tools(agent: Agent, *, refresh: bool = False) -> list[str]:
+    """The names of every tool the agent may use: its Python tools, then its sources' (listed
+    from each source when `refresh`, or when this process never listed it: an outbound call,
+    made outside any transaction)."""
+    names = list(agent.tools)
+    for source in agent.mcp_servers:
+        names.extend(source.tool_names(refresh=refresh))
+    return names
 
 
 def get_tool(name: str) -> Tool:
     try:
         return _TOOLS[name]
     except KeyError:
-        raise UnknownTool(name) from None
+        pass
+    source_name, separator, _ = name.partition("__")
+    source = _SOURCES.get(source_name) if separator else None
+    recorded = source.recorded(name) if source is not None else None
+    if recorded is None:
+        raise UnknownTool(name)
+    return recorded
 
 
 def registered_tool(name: str) -> Tool:
