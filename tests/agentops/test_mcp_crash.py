@@ -57,8 +57,10 @@ def settle(processes, task: Task) -> Task:
     processes.worker()
     processes.sweeper()
     wait_for(
-        lambda: Task.objects.get(pk=task.pk).status
-        in (TaskStatus.NEEDS_ATTENTION, TaskStatus.SUCCEEDED),
+        lambda: (
+            Task.objects.get(pk=task.pk).status
+            in (TaskStatus.NEEDS_ATTENTION, TaskStatus.SUCCEEDED)
+        ),
         timeout=WAIT,
         message="the task to end or stop after the takeover",
     )
