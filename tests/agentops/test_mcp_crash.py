@@ -148,3 +148,29 @@ def test_a_worker_killed_before_the_call_commits_once_after_the_person_says_it_d
     calls = ToolCall.objects.filter(task=task, tool="git__git_commit").order_by("id")
     assert [c.status for c in calls] == [LedgerStatus.FAILED, LedgerStatus.SUCCEEDED]
     assert len({c.idempotency_key for c in calls}) == 1
+
+
+def test_demo_scenario_mcp_git_commits_once_after_an_approval(sim_server, redis_clean, monkeypatch):
+    """`manage.py demo_scenario mcp-git --json`: real workers, the reference git server, an
+    approval; one commit, every MCP call in the ledger."""
+    import json
+    from io import StringIO
+
+    from django.core.management import call_command
+
+    from tests.conftest import database_url
+
+    monkeypatch.setenv("DATABASE_URL", database_url())
+    out = StringIO()
+
+    call_command("demo_scenario", "mcp-git", "--json", "--timeout", str(WAIT), stdout=out)
+
+    report = json.loads(out.getvalue())
+    assert report["task_status"] == TaskStatus.SUCCEEDED, report["failure"]
+    assert report["commits_made"] == 1
+    assert report["mcp_calls"] == 3
+    assert [(c["tool"], c["route"], c["status"]) for c in report["mcp_ledger"]] == [
+        ("git__git_status", "auto", "succeeded"),
+        ("git__git_commit", "gate", "succeeded"),
+        ("git__git_log", "auto", "succeeded"),
+    ]

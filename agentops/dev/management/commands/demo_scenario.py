@@ -11,16 +11,19 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db.models import Q
 
+from agentops.dev import mcpgit
 from agentops.dev.devstack import Stack, free_port
 from agentops.dev.scenarios import SCENARIOS, TOOL_TIMEOUT, Scenario, scenario_start
 from agentops.dev.sim.models import Effect
 from agentops.dev.sim.services import fault_reset
-from agentops.models import Task
+from agentops.engine import Choice, GateDecision, gate_decide
+from agentops.models import Gate, Task
 from agentops.selectors import task_get_recovery
 from agentops.services import task_retry, task_rollback
-from agentops.states import TERMINAL, TaskStatus
+from agentops.states import TERMINAL, GateStatus, TaskStatus
 
 SETTLED = {*TERMINAL, TaskStatus.NEEDS_ATTENTION}
+SETTLED_OR_GATED = {*SETTLED, TaskStatus.AWAITING_APPROVAL}
 
 
 class Command(BaseCommand):
@@ -41,11 +44,14 @@ class Command(BaseCommand):
             AGENTOPS_BACKOFF_BASE_SECONDS="0.5",
             AGENTOPS_SWEEP_INTERVAL_SECONDS="0.5",
         )
+        stack.env.update(scenario.env)
         try:
             stack.start_sim(free_port())
             task = scenario_start(name)
             stack.spawn("worker")
             stack.spawn("sweeper")
+            if scenario.then == "approve":
+                task = self._approve_gates(task.pk, timeout)
             task = self._wait(task.pk, SETTLED, timeout)
             if scenario.then == "rollback" and task.status == TaskStatus.NEEDS_ATTENTION:
                 task_rollback(task_id=task.pk, actor=None, reason=f"scenario {name}")
@@ -64,6 +70,24 @@ class Command(BaseCommand):
             self.stdout.write(json.dumps(report, indent=2))
         else:
             self._print(report)
+
+    def _approve_gates(self, task_id: int, timeout: float) -> Task:
+        """Approve each gate the task opens, as the demo's operator, until it settles."""
+        approver = mcpgit.demo_approver()
+        while True:
+            task = self._wait(task_id, SETTLED_OR_GATED, timeout)
+            if task.status != TaskStatus.AWAITING_APPROVAL:
+                return task
+            gate = Gate.objects.filter(task=task, status=GateStatus.OPEN).first()
+            if gate is None:
+                time.sleep(0.2)
+                continue
+            gate_decide(
+                gate_id=gate.pk,
+                decision=GateDecision(Choice.APPROVE, reason=f"scenario {task.agent}"),
+                actor=approver,
+                seen_digest=gate.args_digest,
+            )
 
     def _stopped_child(self, task: Task) -> Task | None:
         return task.children.filter(status=TaskStatus.NEEDS_ATTENTION).order_by("id").first()
@@ -132,6 +156,15 @@ class Command(BaseCommand):
             ],
             "effects": dict(sorted(effects.items())),
             "effects_per_key_max": max(per_key.values(), default=0),
+            **(self._mcp_report(task) if scenario.agent == "mcp_git" else {}),
+        }
+
+    def _mcp_report(self, task: Task) -> dict[str, Any]:
+        ledger = mcpgit.mcp_ledger(task)
+        return {
+            "mcp_calls": len(ledger),
+            "mcp_ledger": ledger,
+            "commits_made": mcpgit.commits_made(task),
         }
 
     def _print(self, report: dict[str, Any]) -> None:
@@ -153,3 +186,10 @@ class Command(BaseCommand):
             )
         self.stdout.write(f"  effects: {report['effects']}")
         self.stdout.write(f"  effects per key (max): {report['effects_per_key_max']}")
+        for call in report.get("mcp_ledger", []):
+            self.stdout.write(
+                f"  MCP call {call['tool']} ({call['side_effect']}, {call['route']}): "
+                f"{call['status']}"
+            )
+        if "commits_made" in report:
+            self.stdout.write(f"  commits made: {report['commits_made']}")
