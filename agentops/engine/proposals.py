@@ -65,6 +65,8 @@ class Proposals(RunState):
 
     def _ask_model(self, step: Step) -> ModelResponse:
         budgets.check_budgets(self.task, worked=self._worked_seconds)
+        with self.beat.call():  # listing an MCP server's tools may start it
+            tools = [get_tool(name).schema() for name in agent_tools(self.agent, refresh=True)]
         request = ModelRequest(
             agent=self.agent.name,
             task_id=self.task.pk,
@@ -72,7 +74,7 @@ class Proposals(RunState):
             step_title=step.title,
             attempt=step.attempts,
             messages=self.messages,
-            tools=[get_tool(name).schema() for name in agent_tools(self.agent, refresh=True)],
+            tools=tools,
             task_input=self.task.input,
             prompt_estimate=self.prompt_estimate,
         )

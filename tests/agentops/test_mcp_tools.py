@@ -11,6 +11,7 @@ import time
 import pytest
 from django.contrib.auth.models import Group, Permission
 
+from agentops.agents.mcpdemo import GIT
 from agentops.engine.errors import FailureKind
 from agentops.engine.jsonvalues import loaded
 from agentops.engine.mcpclient import connections
@@ -41,10 +42,12 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture(autouse=True)
-def fresh_servers():
-    """Each test starts and ends with no MCP server running and nothing listed. (In these
-    rollback-isolated tests the lease's heartbeat cannot see the task's row: tests whose calls
-    run long start their server before the task, as a warm worker has.)"""
+def fresh_servers(settings):
+    """Each test starts and ends with no MCP server running and nothing listed. The lease is
+    long: in these rollback-isolated tests the lease's heartbeat (another connection) cannot
+    see the task's row, and a server's start, inside the call it serves, can outlast a beat on
+    a busy machine (the crash tests run real workers with short leases)."""
+    settings.AGENTOPS = {**settings.AGENTOPS, "LEASE_SECONDS": 600.0}
     NOTES_FILE.unlink(missing_ok=True)
     SCHEMA_FILE.unlink(missing_ok=True)
     connections.close_all()
@@ -160,7 +163,6 @@ def test_git_writes_are_gated_by_the_default_policy_and_an_approved_commit_lands
 
 
 def test_git_tools_take_their_class_and_lane_from_their_annotations():
-    from agentops.agents.mcpdemo import GIT
     from agentops.engine.routing import route_action
     from policies import catalog
 
@@ -227,6 +229,7 @@ def test_arguments_are_checked_against_the_tools_input_schema():
 
 def test_a_tool_that_answers_is_error_fails_its_step_without_an_effect():
     policy = notes_policy({"name": "all notes", "route": "auto", "systems": ["notes"]})
+    discover(NOTES)
     task = run_until_parked_or_done(notes_task(("notes__fail_note", {"text": "x"}), policy=policy))
 
     assert task.status == TaskStatus.NEEDS_ATTENTION
@@ -288,6 +291,7 @@ def test_a_tool_changed_after_its_call_was_approved_is_not_called_and_the_change
     policy = notes_policy(
         {"name": "first note", "route": "auto", "systems": ["notes"], "step_at_most": 0}
     )
+    discover(NOTES)
     task = run_until_parked_or_done(
         notes_task(
             ("notes__add_note", {"text": "one"}),
@@ -361,3 +365,57 @@ def test_a_server_at_a_streamable_http_url_is_used_the_same_way(tmp_path):
     assert result["structured"] == {"result": "note 1 added"}
     assert notes.read_text() == "over http\n"
     assert tools["webnotes__count_notes"].side_effect == "read"
+
+
+# -- the web tier: tools from their records, no server ---------------------------------------------
+
+
+def test_the_gate_of_an_mcp_call_is_read_and_edited_from_the_record_without_a_server(
+    tmp_path, operator, client
+):
+    from agentops.engine import registry
+    from reviews.services import gate_edit_and_approve
+    from reviews.services.gates import ReviewError
+
+    repo = git_repository(tmp_path / "repo")
+    task = run_until_parked_or_done(
+        task_create(
+            agent="mcp_git", goal="Commit", input={"repo_path": str(repo), "message": "Changes"}
+        )
+    )
+    gate = Gate.objects.get(task=task, status=GateStatus.OPEN)
+    # A web process has listed nothing and starts no server: it reads the recorded tool.
+    connections.close_all()
+    connections.starts.clear()
+    for name in [n for n in registry._TOOLS if n.startswith("git__")]:
+        del registry._TOOLS[name]
+
+    client.force_login(operator)
+    page = client.get(f"/review/gates/{gate.pk}")
+    assert page.status_code == 200
+    assert "git__git_commit" in page.content.decode()
+    with pytest.raises(ReviewError, match=r"arguments\.message: 5 is not of type 'string'"):
+        gate_edit_and_approve(
+            gate_id=gate.pk,
+            actor=operator,
+            seen_digest=gate.args_digest,
+            arguments={"repo_path": str(repo), "message": 5},
+            reason="typo",
+        )
+    gate_edit_and_approve(
+        gate_id=gate.pk,
+        actor=operator,
+        seen_digest=gate.args_digest,
+        arguments={"repo_path": str(repo), "message": "Add the changelog (edited)"},
+        reason="clearer message",
+    )
+    assert registry.get_tool("git__git_commit").side_effect == "write"
+    assert connections.starts == {}
+
+    task = run_until_parked_or_done(task)
+    assert task.status == TaskStatus.SUCCEEDED, task.failure
+    assert commits(repo) == 2
+    assert (
+        "(edited)"
+        in loaded(ToolCall.objects.get(task=task, tool="git__git_log").result)["content"][0]["text"]
+    )
