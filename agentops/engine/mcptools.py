@@ -135,6 +135,25 @@ class McpServer:
             tool_add(tool)
         return tool
 
+    def recorded_names(self) -> list[str]:
+        """The server's tools that steps recorded, newest listing at most a minute old (the
+        policy editor's checks ask; steps are not indexed by tool, so the answer is kept)."""
+        import time
+
+        from agentops.models import Step
+
+        kept = _RECORDED_NAMES.get(self.name)
+        if kept is not None and time.monotonic() - kept[0] < RECORDED_NAMES_SECONDS:
+            return kept[1]
+        names = sorted(
+            str(name)
+            for name in Step.objects.filter(spec__tool_schema__server=self.name)
+            .values_list("spec__tool_schema__tool", flat=True)
+            .distinct()
+        )
+        _RECORDED_NAMES[self.name] = (time.monotonic(), names)
+        return names
+
     # -- connecting -------------------------------------------------------------------------
 
     @property
@@ -169,6 +188,11 @@ class McpServer:
 
     def where(self) -> str:
         return self.url or shlex.join(self.command)
+
+
+# server name -> (monotonic time, the tool names its steps recorded then).
+_RECORDED_NAMES: dict[str, tuple[float, list[str]]] = {}
+RECORDED_NAMES_SECONDS = 60.0
 
 
 @dataclass
@@ -340,8 +364,10 @@ def discover(server: McpServer) -> dict[str, McpTool]:
 
 
 def forget_discovered() -> None:
-    """Forget what this process listed (tests; the registry keeps the tools)."""
+    """Forget what this process listed and read of the records (tests; the registry keeps the
+    tools)."""
     _DISCOVERED.clear()
+    _RECORDED_NAMES.clear()
 
 
 # -- a changed schema ----------------------------------------------------------------------------

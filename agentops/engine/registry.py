@@ -12,13 +12,13 @@ prompt, the tools it may use and a plan (a fixed list of steps, or None when the
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import json
 import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from types import MappingProxyType
 from typing import Any, Protocol
 
 import httpx
@@ -256,6 +256,10 @@ class ToolSource(Protocol):
         """The tool as a recorded step saw it (no request to the source), or None."""
         ...
 
+    def recorded_names(self) -> list[str]:
+        """The names of the source's tools that steps recorded (no request to the source)."""
+        ...
+
 
 _TOOLS: dict[str, Tool] = {}
 # What the policy engine knows of each tool, kept beside _TOOLS (`tool_entries`).
@@ -391,10 +395,38 @@ def agents() -> list[Agent]:
     return sorted(_AGENTS.values(), key=lambda a: a.name)
 
 
+class _Entries(Mapping[str, tuple[str, tuple[str, ...]]]):
+    """`{name: (side_effect, systems)}` of every registered tool, and of every tool of a source
+    (an MCP server) that a step recorded, though this process never listed it: the web tier's
+    policy editor knows them too. A lookup reads the registry (routing looks up one entry per
+    proposed call); iterating (the editor's checks, cold) also asks the sources' records."""
+
+    def __getitem__(self, name: str) -> tuple[str, tuple[str, ...]]:
+        entry = _TOOL_ENTRIES.get(name)
+        if entry is None and name.partition("__")[0] in _SOURCES:
+            with contextlib.suppress(UnknownTool):
+                get_tool(name)  # registers the recorded tool
+            entry = _TOOL_ENTRIES.get(name)
+        if entry is None:
+            raise KeyError(name)
+        return entry
+
+    def __iter__(self) -> typing.Iterator[str]:
+        names = dict.fromkeys(_TOOL_ENTRIES)
+        for source in _SOURCES.values():
+            names.update(dict.fromkeys(source.recorded_names()))
+        return iter(list(names))
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+
+_ENTRIES = _Entries()
+
+
 def tool_entries() -> Mapping[str, tuple[str, tuple[str, ...]]]:
-    """`{name: (side_effect, systems)}` of every registered tool: a read-only view, not a copy
-    (routing looks up one entry per proposed call)."""
-    return MappingProxyType(_TOOL_ENTRIES)
+    """`{name: (side_effect, systems)}` of every known tool: a read-only view, not a copy."""
+    return _ENTRIES
 
 
 def tools() -> list[Tool]:

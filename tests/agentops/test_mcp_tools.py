@@ -20,6 +20,7 @@ from agentops.models import Event, Gate, Step, Task, ToolCall
 from agentops.selectors import task_get_recovery
 from agentops.services import task_create
 from agentops.states import GateStatus, LedgerStatus, StepStatus, TaskStatus
+from policies import catalog
 from policies.services import (
     policy_create,
     policy_draft_create,
@@ -387,8 +388,11 @@ def test_the_gate_of_an_mcp_call_is_read_and_edited_from_the_record_without_a_se
     # A web process has listed nothing and starts no server: it reads the recorded tool.
     connections.close_all()
     connections.starts.clear()
-    for name in [n for n in registry._TOOLS if n.startswith("git__")]:
-        del registry._TOOLS[name]
+    def forget_git_tools() -> None:
+        for name in [n for n in registry._TOOLS if n.startswith("git__")]:
+            del registry._TOOLS[name], registry._TOOL_ENTRIES[name]
+
+    forget_git_tools()
 
     client.force_login(operator)
     page = client.get(f"/review/gates/{gate.pk}")
@@ -410,6 +414,13 @@ def test_the_gate_of_an_mcp_call_is_read_and_edited_from_the_record_without_a_se
         reason="clearer message",
     )
     assert registry.get_tool("git__git_commit").side_effect == "write"
+    # The policy editor knows the recorded tools of the server (and no others).
+    forget_git_tools()
+    known = catalog.known_tools()
+    assert known["git__git_commit"].side_effect == "write"
+    assert known["git__git_status"].systems == ("git",)
+    assert "git__git_add" not in known
+    notes_policy({"name": "commits audited", "route": "audit", "tools": ["git__git_commit"]})
     assert connections.starts == {}
 
     task = run_until_parked_or_done(task)
