@@ -22,6 +22,7 @@ KIND_LABELS: Mapping[FailureKind, str] = {
     K.TIMEOUT: "did not answer in time",
     K.UNAVAILABLE: "was unavailable",
     K.SCHEMA_MISMATCH: "answered in an unexpected shape",
+    K.TOOL_SCHEMA_CHANGED: "changed a tool the task relies on (the call was not sent)",
     K.BAD_REQUEST: "rejected the request as invalid",
     K.CONFLICT: "reported a conflict with an earlier request",
     K.SIDE_EFFECT_UNKNOWN: "may or may not have acted: outcome unknown",

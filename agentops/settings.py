@@ -389,6 +389,8 @@ AGENTOPS: dict[str, Any] = {
     # Tools call the simulated third-party services at this base URL over real HTTP.
     "SIM_BASE_URL": os.environ.get("AGENTOPS_SIM_BASE_URL", "http://127.0.0.1:8000/sim"),
     "TOOL_TIMEOUT_SECONDS": env_float("AGENTOPS_TOOL_TIMEOUT_SECONDS", 10.0),
+    # An MCP server (agentops.engine.mcptools) must start (spawn and handshake) within this.
+    "MCP_START_TIMEOUT_SECONDS": env_float("AGENTOPS_MCP_START_TIMEOUT_SECONDS", 30.0),
     # The same action rejected at a gate this many times holds the task for a person.
     "REJECT_LOOP_THRESHOLD": env_int("AGENTOPS_REJECT_LOOP_THRESHOLD", 2),
     # A task stopped for a person is due this long after it stopped; past it, the sweeper

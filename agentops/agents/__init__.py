@@ -6,6 +6,7 @@ from __future__ import annotations
 from agentops.agents import (  # noqa: F401
     bench,
     goodwill,
+    mcpdemo,
     procurement,
     refund,
     refund_ask,

@@ -6,9 +6,11 @@ sees these situations on the first `make run`).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+from agentops.dev import mcpgit
 from agentops.dev.sim.services import fault_set
 from agentops.models import Task
 from agentops.services import task_create
@@ -35,12 +37,15 @@ class Scenario:
     faults: tuple[Fault, ...] = ()
     # What a person does once the task stops: nothing, "rollback", "retry_child" (retry the
     # child task that stopped, alone; the parent resumes when it succeeds), "grant" (grant the
-    # scope a service refused, through the API) or "answer" (answer the agent's question,
-    # through the API).
-    then: Literal["rollback", "retry_child", "grant", "answer"] | None = None
+    # scope a service refused, through the API), "answer" (answer the agent's question,
+    # through the API) or "approve" (approve each gate the task opens).
+    then: Literal["rollback", "retry_child", "grant", "answer", "approve"] | None = None
+    # Settings for the scenario's processes, over the demo's defaults.
     env: dict[str, str] = field(default_factory=dict)
     # What the person sends with `then` (the grant's duration, whom, why; the answer).
     person: dict[str, Any] = field(default_factory=dict)
+    # Builds what the task needs at its start (a temporary repository), merged into `input`.
+    prepare: Callable[[], dict[str, Any]] | None = None
 
 
 # Tool calls time out after 2 s in scenarios, so "timeout" faults sleep a little longer.
@@ -139,6 +144,19 @@ SCENARIOS: dict[str, Scenario] = {
             then="answer",
             person={"choice": "half"},
         ),
+        Scenario(
+            "mcp-git",
+            "An agent takes its tools from the reference MCP git server (mcp-server-git, "
+            "spawned by the worker): it reads the status (auto lane), its commit waits at a "
+            "gate (a write, by the default policy), an operator approves it, and it commits "
+            "exactly once, then reads the log.",
+            "mcp_git",
+            "Commit the staged changelog",
+            {},
+            then="approve",
+            env={"AGENTOPS_TOOL_TIMEOUT_SECONDS": "10"},
+            prepare=mcpgit.repository_prepare,
+        ),
     ]
 }
 
@@ -155,6 +173,10 @@ def scenario_start(name: str, *, created_by: User | None = None) -> Task:
             count=fault.count,
             delay=fault.delay,
         )
+    prepared = scenario.prepare() if scenario.prepare is not None else {}
     return task_create(
-        agent=scenario.agent, goal=scenario.goal, input=scenario.input, created_by=created_by
+        agent=scenario.agent,
+        goal=scenario.goal,
+        input={**scenario.input, **prepared},
+        created_by=created_by,
     )

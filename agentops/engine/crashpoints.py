@@ -25,6 +25,8 @@ POINTS = frozenset(
         "after_fan_out",
         "fan_out_collected",
         "after_handoff",
+        # An MCP server answered a call; the worker dies before the ledger records it.
+        "mcp_answered",
     }
 )
 

@@ -45,6 +45,8 @@ class FailureKind(StrEnum):
     CHECKPOINT_MISMATCH = "checkpoint_mismatch"
     CHILD_FAILED = "child_failed"  # a fan-out step's child task ended without succeeding
     UNKNOWN_FAN_OUT = "unknown_fan_out"  # a plan names a fan-out this deploy does not register
+    # An MCP server changed a tool (schema or hints) after the task recorded it; call not sent.
+    TOOL_SCHEMA_CHANGED = "tool_schema_changed"
 
 
 class Mode(StrEnum):
@@ -83,6 +85,7 @@ LAYER_KINDS: Mapping[str, frozenset[FailureKind]] = {
             K.BAD_REQUEST,
             K.SIDE_EFFECT_UNKNOWN,
             K.TOOL_ERROR,
+            K.TOOL_SCHEMA_CHANGED,
         }
     ),
     Layer.ORCHESTRATION: frozenset(

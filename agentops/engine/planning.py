@@ -20,7 +20,7 @@ from agentops.engine.advisor import Preview
 from agentops.engine.errors import FailureKind, ModelFailure
 from agentops.engine.leases import Heartbeat
 from agentops.engine.model import ModelRequest, get_model_adapter
-from agentops.engine.registry import Agent, get_tool
+from agentops.engine.registry import Agent, agent_tools, get_tool
 from agentops.models import Step, Task
 from agentops.states import STEP_DONE, StepStatus
 
@@ -36,6 +36,8 @@ S = TypeVar("S", bound=PlannedStep)
 
 def plan_propose(*, agent: Agent, task: Task, beat: Heartbeat) -> list[Step]:
     """Ask the model for a plan (agents without a fixed plan); its steps, not yet saved."""
+    with beat.call():  # listing an MCP server's tools may start it
+        tools = [get_tool(name).schema() for name in agent_tools(agent, refresh=True)]
     request = ModelRequest(
         agent=agent.name,
         task_id=task.pk,
@@ -45,7 +47,7 @@ def plan_propose(*, agent: Agent, task: Task, beat: Heartbeat) -> list[Step]:
         task_input=task.input,
         planning=True,
         messages=ctxbuild.build_messages(agent=agent, task=task, steps=[], current=None),
-        tools=[get_tool(name).schema() for name in agent.tools],
+        tools=tools,
     )
     with beat.call():
         response = get_model_adapter(agent).complete(request)

@@ -21,7 +21,7 @@ from agentops.engine.errors import FailureKind, ModelFailure, UnknownTool
 from agentops.engine.jsonvalues import Encoded, is_pointer, redacted
 from agentops.engine.ledger import arguments_encoded, idempotency_key
 from agentops.engine.model import ModelRequest, ModelResponse, get_model_adapter, record_pointing_at
-from agentops.engine.registry import Tool, get_tool
+from agentops.engine.registry import Tool, agent_tools, get_tool
 from agentops.engine.routing import Verdict
 from agentops.engine.runstate import RunState
 from agentops.engine.transitions import Commit, EventSpec, fenced_commit
@@ -51,11 +51,22 @@ class Routed:
     proposal_runs: bool = False
 
 
+def _step_routing(routed: Routed) -> dict[str, Any]:
+    """What the step records of its routed proposal: the verdict, and what the tool adds (an
+    MCP tool's schema digest and definition)."""
+    return {
+        **routing.step_routing(routed.verdict),
+        **routed.tool.step_fields(routed.step.spec or {}),
+    }
+
+
 class Proposals(RunState):
     """The proposal path of a task run (mixed into `TaskRun`)."""
 
     def _ask_model(self, step: Step) -> ModelResponse:
         budgets.check_budgets(self.task, worked=self._worked_seconds)
+        with self.beat.call():  # listing an MCP server's tools may start it
+            tools = [get_tool(name).schema() for name in agent_tools(self.agent, refresh=True)]
         request = ModelRequest(
             agent=self.agent.name,
             task_id=self.task.pk,
@@ -63,7 +74,7 @@ class Proposals(RunState):
             step_title=step.title,
             attempt=step.attempts,
             messages=self.messages,
-            tools=[get_tool(name).schema() for name in self.agent.tools],
+            tools=tools,
             task_input=self.task.input,
             prompt_estimate=self.prompt_estimate,
         )
@@ -206,9 +217,7 @@ class Proposals(RunState):
         with fenced_commit(
             self.lease, events, transition="await_approval", **routed.fields
         ) as commit:
-            self._store_step(
-                commit, step, routing.step_routing(routed.verdict), routed.response_record
-            )
+            self._store_step(commit, step, _step_routing(routed), routed.response_record)
             # The gate's rows commit with the step's.
             commit.in_transaction()
             gates.gate_open(
@@ -247,7 +256,7 @@ class Proposals(RunState):
             if record is not None and routed.proposal_runs and is_pointer(args):
                 # The proposal is stored once: the step's record points at the row's artifact.
                 record = record_pointing_at(record, args)
-            self._store_step(commit, step, routing.step_routing(verdict), record)
+            self._store_step(commit, step, _step_routing(routed), record)
             call = commit.call_create(
                 task=self.task,
                 step=step,
@@ -285,7 +294,7 @@ class Proposals(RunState):
         commit.step_update(step, **fields)
 
     def _proposed_tool(self, name: str) -> Tool:
-        if name not in self.agent.tools:
+        if name not in agent_tools(self.agent):
             raise ModelFailure(
                 f"the model proposed tool {name!r}, which agent {self.agent.name} does not have",
                 kind=FailureKind.OUTPUT_INVALID,

@@ -12,14 +12,14 @@ prompt, the tools it may use and a plan (a fixed list of steps, or None when the
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import json
 import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from types import MappingProxyType
-from typing import Any
+from typing import Any, Protocol
 
 import httpx
 import pydantic
@@ -86,6 +86,9 @@ class Tool:
     checks: list[tuple[str, Check]] = field(default_factory=list)
     # The declared shape of the tool's result (pydantic model, TypedDict, ...); None: any object.
     result_type: Any = None
+    # The digest of the tool's schema as its server lists it (MCP tools; "" for Python tools,
+    # whose schema changes only with a deploy).
+    schema_digest: str = ""
 
     def timeout_or(self, default: float) -> float:
         """The tool's own deadline, or `default` (the setting) when it declares none."""
@@ -168,6 +171,11 @@ class Tool:
 
         return register
 
+    def step_fields(self, spec: dict[str, Any]) -> dict[str, Any]:
+        """Fields a step proposing this tool records besides its routing (`spec` is the step's
+        current spec): none for a Python tool; an MCP tool records its schema digest."""
+        return {}
+
     def schema(self) -> dict[str, Any]:
         """The function declaration the model sees: name, description, JSON-schema parameters.
 
@@ -244,12 +252,37 @@ class Agent:
     # The OAuth scopes of the agent's credential (`service:operation`); None: it calls with the
     # deployment's unrestricted key. A person may grant a missing one (`engine.grants`).
     scopes: tuple[str, ...] | None = None
+    # MCP servers the agent takes tools from (`agentops.engine.mcptools.McpServer`), besides
+    # `tools`: their tools are listed by the worker that runs the task.
+    mcp_servers: tuple[ToolSource, ...] = ()
+
+
+class ToolSource(Protocol):
+    """Tools that are not Python functions of this deploy: an MCP server
+    (`agentops.engine.mcptools.McpServer`). Its tools are named `<name>__<tool>`."""
+
+    @property
+    def name(self) -> str: ...
+
+    def tool_names(self, *, refresh: bool = False) -> list[str]:
+        """The source's tools (listed from the source when `refresh` or never listed yet)."""
+        ...
+
+    def recorded(self, name: str) -> Tool | None:
+        """The tool as a recorded step saw it (no request to the source), or None."""
+        ...
+
+    def recorded_names(self) -> list[str]:
+        """The names of the source's tools that steps recorded (no request to the source)."""
+        ...
 
 
 _TOOLS: dict[str, Tool] = {}
 # What the policy engine knows of each tool, kept beside _TOOLS (`tool_entries`).
 _TOOL_ENTRIES: dict[str, tuple[str, tuple[str, ...]]] = {}
 _AGENTS: dict[str, Agent] = {}
+# Tool sources by name: a tool `<source>__<tool>` missing from _TOOLS is looked up there.
+_SOURCES: dict[str, ToolSource] = {}
 
 
 def tool(
@@ -327,15 +360,42 @@ def step_spec(step: PlanStep) -> dict[str, Any]:
 def register_agent(agent: Agent) -> Agent:
     for tool_name in agent.tools:
         get_tool(tool_name)
+    for source in agent.mcp_servers:
+        known = _SOURCES.get(source.name)
+        if known is not None and known != source:
+            raise ValueError(f"tool source {source.name!r} is declared twice, differently")
+        _SOURCES[source.name] = source
     _AGENTS[agent.name] = agent
     return agent
+
+
+def tool_add(spec: Tool) -> None:
+    """Register (or replace) a tool that a source listed."""
+    _TOOLS[spec.name] = spec
+    _TOOL_ENTRIES[spec.name] = (spec.side_effect, tuple(spec.systems))
+
+
+def agent_tools(agent: Agent, *, refresh: bool = False) -> list[str]:
+    """The names of every tool the agent may use: its Python tools, then its sources' (listed
+    from each source when `refresh`, or when this process never listed it: an outbound call,
+    made outside any transaction)."""
+    names = list(agent.tools)
+    for source in agent.mcp_servers:
+        names.extend(source.tool_names(refresh=refresh))
+    return names
 
 
 def get_tool(name: str) -> Tool:
     try:
         return _TOOLS[name]
     except KeyError:
-        raise UnknownTool(name) from None
+        pass
+    source_name, separator, _ = name.partition("__")
+    source = _SOURCES.get(source_name) if separator else None
+    recorded = source.recorded(name) if source is not None else None
+    if recorded is None:
+        raise UnknownTool(name)
+    return recorded
 
 
 def registered_tool(name: str) -> Tool:
@@ -360,10 +420,38 @@ def agents() -> list[Agent]:
     return sorted(_AGENTS.values(), key=lambda a: a.name)
 
 
+class _Entries(Mapping[str, tuple[str, tuple[str, ...]]]):
+    """`{name: (side_effect, systems)}` of every registered tool, and of every tool of a source
+    (an MCP server) that a step recorded, though this process never listed it: the web tier's
+    policy editor knows them too. A lookup reads the registry (routing looks up one entry per
+    proposed call); iterating (the editor's checks, cold) also asks the sources' records."""
+
+    def __getitem__(self, name: str) -> tuple[str, tuple[str, ...]]:
+        entry = _TOOL_ENTRIES.get(name)
+        if entry is None and name.partition("__")[0] in _SOURCES:
+            with contextlib.suppress(UnknownTool):
+                get_tool(name)  # registers the recorded tool
+            entry = _TOOL_ENTRIES.get(name)
+        if entry is None:
+            raise KeyError(name)
+        return entry
+
+    def __iter__(self) -> typing.Iterator[str]:
+        names = dict.fromkeys(_TOOL_ENTRIES)
+        for source in _SOURCES.values():
+            names.update(dict.fromkeys(source.recorded_names()))
+        return iter(list(names))
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+
+_ENTRIES = _Entries()
+
+
 def tool_entries() -> Mapping[str, tuple[str, tuple[str, ...]]]:
-    """`{name: (side_effect, systems)}` of every registered tool: a read-only view, not a copy
-    (routing looks up one entry per proposed call)."""
-    return MappingProxyType(_TOOL_ENTRIES)
+    """`{name: (side_effect, systems)}` of every known tool: a read-only view, not a copy."""
+    return _ENTRIES
 
 
 def tools() -> list[Tool]:

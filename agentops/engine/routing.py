@@ -135,6 +135,7 @@ def routed_payload(*, tool: Tool, verdict: Verdict, digest: str) -> dict[str, An
         "reasons": list(verdict.reasons),
         "args_digest": digest,
         "phase": Phase.BEFORE_TOOL_CALL,
+        **({"schema_digest": tool.schema_digest} if tool.schema_digest else {}),
     }
 
 

@@ -124,6 +124,7 @@ ROW_CASES: dict[str, tuple[Situation, Action]] = {
         S("authorization_gap", "tool", "financial", 0.5, missing_scope="payments:credit"),
         Action.GRANT,
     ),
+    "tool-schema-changed": (S("tool_schema_changed", "tool", "write", 0.5), Action.ABORT),
     "tool-forbidden": (S("authorization_gap", "tool", "financial", 0.5), Action.RETRY),
     "planning-loop": (S("planning_loop", "orchestration", "write", 0.8), Action.RETRY),
     "low-confidence": (S("low_confidence", "orchestration", "financial", 0.5), Action.RETRY),

@@ -312,6 +312,14 @@ RULES: tuple[Rule, ...] = (
         scope_named=True,
     ),
     Rule(
+        "tool-schema-changed",
+        _A.ABORT,
+        "The MCP server changed a tool after this task began relying on it, and the call was "
+        "not sent; review the change, then abort and start a new task under the new schema "
+        "(or skip the step if the task no longer needs the tool).",
+        kinds=_kinds(K.TOOL_SCHEMA_CHANGED),
+    ),
+    Rule(
         "tool-forbidden",
         _A.RETRY,
         "The service refused the call for lack of permission; grant the scope or reroute, "

@@ -11,20 +11,23 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db.models import Q
 
+from agentops.dev import mcpgit
 from agentops.dev.devstack import Stack, free_port
 from agentops.dev.people import person_act
 from agentops.dev.scenarios import SCENARIOS, TOOL_TIMEOUT, Scenario, scenario_start
 from agentops.dev.sim.models import Effect
 from agentops.dev.sim.services import fault_reset
+from agentops.engine import Choice, GateDecision, gate_decide
 from agentops.engine.questions import ASK_HUMAN, QUESTION
-from agentops.models import ScopeGrant, Task
+from agentops.models import Gate, ScopeGrant, Task
 from agentops.selectors import task_get_recovery
 from agentops.services import task_retry, task_rollback
-from agentops.states import TERMINAL, LedgerStatus, TaskStatus
+from agentops.states import TERMINAL, GateStatus, LedgerStatus, TaskStatus
 
 SETTLED = {*TERMINAL, TaskStatus.NEEDS_ATTENTION}
-# A task waiting for a person's answer has settled too (the ask-human scenario answers it).
-ASKING = {*SETTLED, TaskStatus.AWAITING_APPROVAL}
+# A task waiting at a gate has settled too, for a scenario whose person decides it (the
+# ask-human scenario answers the question; mcp-git approves the gated commit).
+SETTLED_OR_GATED = {*SETTLED, TaskStatus.AWAITING_APPROVAL}
 
 
 class Command(BaseCommand):
@@ -45,12 +48,17 @@ class Command(BaseCommand):
             AGENTOPS_BACKOFF_BASE_SECONDS="0.5",
             AGENTOPS_SWEEP_INTERVAL_SECONDS="0.5",
         )
+        stack.env.update(scenario.env)
         try:
             stack.start_sim(free_port())
             task = scenario_start(name)
             stack.spawn("worker")
             stack.spawn("sweeper")
-            task = self._wait(task.pk, ASKING if scenario.then == "answer" else SETTLED, timeout)
+            if scenario.then == "approve":
+                task = self._approve_gates(task.pk, timeout)
+            task = self._wait(
+                task.pk, SETTLED_OR_GATED if scenario.then == "answer" else SETTLED, timeout
+            )
             if scenario.then == "rollback" and task.status == TaskStatus.NEEDS_ATTENTION:
                 task_rollback(task_id=task.pk, actor=None, reason=f"scenario {name}")
                 task = self._wait(task.pk, TERMINAL, timeout)
@@ -74,6 +82,24 @@ class Command(BaseCommand):
             self.stdout.write(json.dumps(report, indent=2))
         else:
             self._print(report)
+
+    def _approve_gates(self, task_id: int, timeout: float) -> Task:
+        """Approve each gate the task opens, as the demo's operator, until it settles."""
+        approver = mcpgit.demo_approver()
+        while True:
+            task = self._wait(task_id, SETTLED_OR_GATED, timeout)
+            if task.status != TaskStatus.AWAITING_APPROVAL:
+                return task
+            gate = Gate.objects.filter(task=task, status=GateStatus.OPEN).first()
+            if gate is None:
+                time.sleep(0.2)
+                continue
+            gate_decide(
+                gate_id=gate.pk,
+                decision=GateDecision(Choice.APPROVE, reason=f"scenario {task.agent}"),
+                actor=approver,
+                seen_digest=gate.args_digest,
+            )
 
     def _stopped_child(self, task: Task) -> Task | None:
         return task.children.filter(status=TaskStatus.NEEDS_ATTENTION).order_by("id").first()
@@ -164,6 +190,15 @@ class Command(BaseCommand):
                     tool=ASK_HUMAN, status=LedgerStatus.SUCCEEDED
                 ).order_by("id")
             ],
+**(self._mcp_report(task) if scenario.agent == "mcp_git" else {}),
+        }
+
+    def _mcp_report(self, task: Task) -> dict[str, Any]:
+        ledger = mcpgit.mcp_ledger(task)
+        return {
+            "mcp_calls": len(ledger),
+            "mcp_ledger": ledger,
+            "commits_made": mcpgit.commits_made(task),
         }
 
     def _print(self, report: dict[str, Any]) -> None:
@@ -187,3 +222,10 @@ class Command(BaseCommand):
         self.stdout.write(f"  effects per key (max): {report['effects_per_key_max']}")
         self.stdout.write(f"  step starts: {report['step_starts']}; grants: {report['grants']}")
         self.stdout.write(f"  questions: {report['questions']}; answers: {report['answers']}")
+        for call in report.get("mcp_ledger", []):
+            self.stdout.write(
+                f"  MCP call {call['tool']} ({call['side_effect']}, {call['route']}): "
+                f"{call['status']}"
+            )
+        if "commits_made" in report:
+            self.stdout.write(f"  commits made: {report['commits_made']}")

@@ -1,0 +1,432 @@
+"""MCP tools under the ledger and the policy, against real servers: the reference
+`mcp-server-time` and `mcp-server-git` from PyPI, and the notes server of tests/ (the official
+SDK's `MCPServer`), each a real process spoken to over stdio (or streamable HTTP)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import pytest
+from django.contrib.auth.models import Group, Permission
+
+from agentops.agents.mcpdemo import GIT
+from agentops.engine.errors import FailureKind
+from agentops.engine.jsonvalues import loaded
+from agentops.engine.mcpclient import connections
+from agentops.engine.mcptools import discover, forget_discovered
+from agentops.models import Event, Gate, Step, Task, ToolCall
+from agentops.selectors import task_get_recovery
+from agentops.services import task_create
+from agentops.states import GateStatus, LedgerStatus, StepStatus, TaskStatus
+from policies import catalog
+from policies.services import (
+    policy_create,
+    policy_draft_create,
+    policy_publish,
+    policy_rule_add,
+)
+from reviews.services import gate_approve
+from tests.agentops.mcp_helpers import (
+    NOTES,
+    NOTES_FILE,
+    SCHEMA_FILE,
+    commits,
+    git_repository,
+    notes_written,
+    server_pids,
+)
+from tests.builders import run_until_parked_or_done
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def fresh_servers(settings):
+    """Each test starts and ends with no MCP server running and nothing listed. The lease is
+    long: in these rollback-isolated tests the lease's heartbeat (another connection) cannot
+    see the task's row, and a server's start, inside the call it serves, can outlast a beat on
+    a busy machine (the crash tests run real workers with short leases)."""
+    settings.AGENTOPS = {**settings.AGENTOPS, "LEASE_SECONDS": 600.0}
+    NOTES_FILE.unlink(missing_ok=True)
+    SCHEMA_FILE.unlink(missing_ok=True)
+    connections.close_all()
+    connections.starts.clear()
+    forget_discovered()
+    yield
+    connections.close_all()
+    forget_discovered()
+
+
+@pytest.fixture
+def operator(django_user_model):
+    user = django_user_model.objects.create_user(username="olga", password="x")
+    user.groups.add(Group.objects.get_or_create(name="operators")[0])
+    user.user_permissions.add(Permission.objects.get(codename="decide_gate"))
+    return user
+
+
+def notes_policy(*rules: dict) -> str:
+    """A published policy named `notes`: the given rules before the default (a gate)."""
+    policy = policy_create(name="notes")
+    draft = policy_draft_create(policy=policy, author=None)
+    for fields in [
+        *rules,
+        {
+            "name": "default",
+            "route": "gate",
+            "is_default": True,
+            "approver_group": "operators",
+            "timeout_seconds": 3600,
+        },
+    ]:
+        policy_rule_add(draft=draft, author=None, fields=fields)
+    policy_publish(draft=draft, author=None, change_note="test")
+    return "notes"
+
+
+def notes_task(*calls: tuple[str, dict], policy: str = "default") -> Task:
+    return task_create(
+        agent="mcp_notes_test",
+        goal="Keep notes",
+        input={"calls": [list(call) for call in calls]},
+        policy=policy,
+    )
+
+
+# -- mcp-server-time: read-only, auto lane ---------------------------------------------------------
+
+
+def test_the_time_server_is_discovered_and_its_read_only_tools_run_in_the_auto_lane():
+    task = run_until_parked_or_done(
+        task_create(agent="mcp_time", goal="What time is it?", input={"timezone": "Europe/Paris"})
+    )
+
+    assert task.status == TaskStatus.SUCCEEDED, task.failure
+    steps = list(Step.objects.filter(task=task).order_by("ordinal"))
+    assert [(s.route, s.policy_rule) for s in steps] == [("auto", "read"), ("auto", "read")]
+    calls = list(ToolCall.objects.filter(task=task).order_by("id"))
+    assert [(c.tool, c.side_effect, c.status) for c in calls] == [
+        ("time__get_current_time", "read", LedgerStatus.SUCCEEDED),
+        ("time__convert_time", "read", LedgerStatus.SUCCEEDED),
+    ]
+    now = loaded(calls[0].result)
+    assert now["structured"]["timezone"] == "Europe/Paris"
+    assert now["content"][0]["type"] == "text"
+    assert loaded(calls[1].result)["structured"]["target"]["timezone"] == "Asia/Tokyo"
+    # Each step records the schema digest (and the definition) of the tool it proposed.
+    for step in steps:
+        record = step.spec["tool_schema"]
+        assert record["server"] == "time" and len(record["digest"]) == 64
+        assert record["hints"]["readOnlyHint"] is True and "readOnlyHint" in record["hinted"]
+        assert record["definition"]["inputSchema"]["type"] == "object"
+    pending = Event.objects.filter(task=task, action="agentops.ledger.pending").order_by("seq")
+    assert [e.payload["schema_digest"] for e in pending] == [
+        s.spec["tool_schema"]["digest"] for s in steps
+    ]
+    # The server was started once, lazily, for the whole task.
+    assert connections.starts["time"] == 1
+
+
+# -- mcp-server-git: writes gated, an approved commit lands once -------------------------------
+
+
+def test_git_writes_are_gated_by_the_default_policy_and_an_approved_commit_lands_once(
+    tmp_path, operator
+):
+    repo = git_repository(tmp_path / "repo")
+    task = task_create(
+        agent="mcp_git",
+        goal="Commit the changelog",
+        input={"repo_path": str(repo), "message": "Add the changelog"},
+    )
+    task = run_until_parked_or_done(task)
+
+    assert task.status == TaskStatus.AWAITING_APPROVAL
+    gate = Gate.objects.get(task=task, status=GateStatus.OPEN)
+    assert (gate.tool, gate.rule) == ("git__git_commit", "default")
+    assert Step.objects.get(task=task, ordinal=0).route == "auto"  # git_status: a read
+    assert commits(repo) == 1 and not ToolCall.objects.filter(tool="git__git_commit").exists()
+
+    gate_approve(gate_id=gate.pk, actor=operator, seen_digest=gate.args_digest)
+    task = run_until_parked_or_done(task)
+
+    assert task.status == TaskStatus.SUCCEEDED, task.failure
+    assert commits(repo) == 2
+    commit = ToolCall.objects.get(task=task, tool="git__git_commit")
+    assert (commit.status, commit.side_effect) == (LedgerStatus.SUCCEEDED, "write")
+    log = loaded(ToolCall.objects.get(task=task, tool="git__git_log").result)
+    assert "Add the changelog" in log["content"][0]["text"]
+    # A second run of the finished task changes nothing.
+    run_until_parked_or_done(task)
+    assert commits(repo) == 2
+
+
+def test_git_tools_take_their_class_and_lane_from_their_annotations():
+    from agentops.engine.routing import route_action
+    from policies import catalog
+
+    tools = discover(GIT)
+    task = task_create(agent="mcp_git", goal="g", input={})
+
+    def lane(name: str) -> tuple[str, str, bool]:
+        verdict = route_action(task=task, action=catalog.action_for(tool=name))
+        return tools[name].side_effect, verdict.route, tools[name].idempotent_remote
+
+    assert lane("git__git_status") == ("read", "auto", True)
+    assert lane("git__git_log") == ("read", "auto", True)
+    assert lane("git__git_commit") == ("write", "gate", False)
+    assert lane("git__git_create_branch") == ("write", "gate", False)
+    assert lane("git__git_add") == ("write", "gate", True)  # idempotentHint: asked again safely
+    assert tools["git__git_reset"].hints["destructiveHint"] is True
+    assert tools["git__git_commit"].systems == ("git",)
+
+
+def test_absent_annotations_take_the_conservative_default_and_the_policy_overrides_per_tool():
+    tools = discover(NOTES)
+    slow = tools["notes__slow_note"]
+    assert slow.hinted == () and slow.side_effect == "write" and not slow.idempotent_remote
+    assert slow.hints == {
+        "readOnlyHint": False,
+        "destructiveHint": True,
+        "idempotentHint": False,
+        "openWorldHint": True,
+    }
+    assert tools["notes__count_notes"].side_effect == "read"
+
+    policy = notes_policy(
+        {"name": "notes may be added", "route": "auto", "tools": ["notes__add_note"]}
+    )
+    task = run_until_parked_or_done(
+        notes_task(
+            ("notes__add_note", {"text": "one"}),
+            ("notes__slow_note", {"text": "x", "seconds": 0}),
+            policy=policy,
+        )
+    )
+
+    assert task.status == TaskStatus.AWAITING_APPROVAL
+    routed = dict(Step.objects.filter(task=task).values_list("ordinal", "policy_rule"))
+    assert routed == {0: "notes may be added", 1: "default"}
+    assert notes_written() == ["one"]
+
+
+# -- arguments, errors, deadlines, restarts -------------------------------------------------------
+
+
+def test_arguments_are_checked_against_the_tools_input_schema():
+    from agentops.engine.errors import ModelFailure
+
+    tool = discover(NOTES)["notes__add_note"]
+    tool.check_arguments({"text": "ok"})
+    with pytest.raises(ModelFailure) as refused:
+        tool.check_arguments({"text": 3})
+    assert "arguments.text: 3 is not of type 'string'" in str(refused.value)
+    assert refused.value.kind == FailureKind.OUTPUT_INVALID
+    with pytest.raises(ModelFailure, match="'text' is a required property"):
+        tool.check_arguments({})
+
+
+def test_a_tool_that_answers_is_error_fails_its_step_without_an_effect():
+    policy = notes_policy({"name": "all notes", "route": "auto", "systems": ["notes"]})
+    discover(NOTES)
+    task = run_until_parked_or_done(notes_task(("notes__fail_note", {"text": "x"}), policy=policy))
+
+    assert task.status == TaskStatus.NEEDS_ATTENTION
+    assert task.failure["kind"] == FailureKind.TOOL_ERROR
+    assert "notes are closed: x" in task.failure["message"]
+    assert ToolCall.objects.get(task=task).status == LedgerStatus.FAILED
+
+
+def test_a_call_past_its_deadline_of_a_non_idempotent_tool_asks_did_it_happen():
+    policy = notes_policy({"name": "all notes", "route": "auto", "systems": ["notes"]})
+    discover(NOTES)
+    started = time.monotonic()
+    task = run_until_parked_or_done(
+        notes_task(("notes__slow_note", {"text": "late", "seconds": 6}), policy=policy)
+    )
+    took = time.monotonic() - started
+
+    assert task.status == TaskStatus.NEEDS_ATTENTION
+    assert task.failure["kind"] == FailureKind.SIDE_EFFECT_UNKNOWN
+    assert ToolCall.objects.get(task=task).status == LedgerStatus.EXECUTED_UNKNOWN
+    assert task_get_recovery(task_id=task.pk).action == "confirm"
+    assert took < 6, "the call was held to the server's 3 s deadline"
+    # The timed-out server was closed: the next request starts it afresh.
+    discover(NOTES)
+    assert connections.starts["notes"] == 2
+
+
+def test_a_server_that_died_is_started_again_on_the_next_request():
+    discover(NOTES)
+    (pid,) = server_pids()
+    os.kill(pid, signal.SIGKILL)
+    policy = notes_policy({"name": "all notes", "route": "auto", "systems": ["notes"]})
+
+    task = run_until_parked_or_done(
+        notes_task(("notes__add_note", {"text": "after"}), policy=policy)
+    )
+
+    assert task.status == TaskStatus.SUCCEEDED, task.failure
+    assert notes_written() == ["after"]
+    assert connections.starts["notes"] == 2
+    assert server_pids() != [pid]
+
+
+def test_servers_are_closed_on_exit():
+    discover(NOTES)
+    assert len(server_pids()) == 1
+
+    connections.close_all()
+
+    assert server_pids() == []
+
+
+# -- a schema that changes mid-task --------------------------------------------------------------
+
+
+def test_a_tool_changed_after_its_call_was_approved_is_not_called_and_the_change_is_named(
+    operator,
+):
+    policy = notes_policy(
+        {"name": "first note", "route": "auto", "systems": ["notes"], "step_at_most": 0}
+    )
+    discover(NOTES)
+    task = run_until_parked_or_done(
+        notes_task(
+            ("notes__add_note", {"text": "one"}),
+            ("notes__add_note", {"text": "two"}),
+            policy=policy,
+        )
+    )
+    assert task.status == TaskStatus.AWAITING_APPROVAL and notes_written() == ["one"]
+    gate = Gate.objects.get(task=task, status=GateStatus.OPEN)
+    gate_approve(gate_id=gate.pk, actor=operator, seen_digest=gate.args_digest)
+
+    # The server is upgraded while the task waits: it now requires a `pinned` argument.
+    SCHEMA_FILE.write_text("2")
+    for pid in server_pids():
+        os.kill(pid, signal.SIGKILL)
+    task = run_until_parked_or_done(task)
+
+    assert task.status == TaskStatus.NEEDS_ATTENTION
+    failure = task.failure
+    assert failure["kind"] == FailureKind.TOOL_SCHEMA_CHANGED
+    assert "argument 'pinned' added" in failure["message"]
+    assert "argument 'pinned' is now required" in failure["detail"]["changes"]
+    before = Step.objects.get(task=task, ordinal=0).spec["tool_schema"]["digest"]
+    assert failure["detail"]["recorded_digest"] == before != failure["detail"]["current_digest"]
+    assert notes_written() == ["one"]  # the approved call was never sent
+    assert ToolCall.objects.get(task=task, step__ordinal=1).status == LedgerStatus.FAILED
+    assert Step.objects.get(task=task, ordinal=1).status == StepStatus.FAILED
+    recovery = task_get_recovery(task_id=task.pk)
+    assert (recovery.rule, recovery.action) == ("tool-schema-changed", "abort")
+
+
+# -- streamable HTTP -----------------------------------------------------------------------------
+
+
+def test_a_server_at_a_streamable_http_url_is_used_the_same_way(tmp_path):
+    import socket
+    import subprocess
+    import sys
+
+    from agentops.engine.mcptools import McpServer
+    from agentops.engine.registry import ToolContext
+    from tests.agentops.mcp_helpers import NOTES_SERVER
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    notes = tmp_path / "web-notes.txt"
+    server = subprocess.Popen(
+        [sys.executable, str(NOTES_SERVER), "http", str(port)],
+        env={**os.environ, "NOTES_FILE": str(notes)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        web = McpServer(name="webnotes", url=f"http://127.0.0.1:{port}/mcp", start_timeout=20)
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                tools = discover(web)
+                break
+            except Exception:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.3)
+        ctx = ToolContext("k", task_id=0, step=0, http=None, base_url="", timeout=5)  # type: ignore[arg-type]
+        result = tools["webnotes__add_note"].fn(ctx, text="over http")
+    finally:
+        server.kill()
+        server.wait()
+
+    assert result["structured"] == {"result": "note 1 added"}
+    assert notes.read_text() == "over http\n"
+    assert tools["webnotes__count_notes"].side_effect == "read"
+
+
+# -- the web tier: tools from their records, no server ---------------------------------------------
+
+
+def test_the_gate_of_an_mcp_call_is_read_and_edited_from_the_record_without_a_server(
+    tmp_path, operator, client
+):
+    from agentops.engine import registry
+    from reviews.services import gate_edit_and_approve
+    from reviews.services.gates import ReviewError
+
+    repo = git_repository(tmp_path / "repo")
+    task = run_until_parked_or_done(
+        task_create(
+            agent="mcp_git", goal="Commit", input={"repo_path": str(repo), "message": "Changes"}
+        )
+    )
+    gate = Gate.objects.get(task=task, status=GateStatus.OPEN)
+    # A web process has listed nothing and starts no server: it reads the recorded tool.
+    connections.close_all()
+    connections.starts.clear()
+    def forget_git_tools() -> None:
+        for name in [n for n in registry._TOOLS if n.startswith("git__")]:
+            del registry._TOOLS[name], registry._TOOL_ENTRIES[name]
+
+    forget_git_tools()
+
+    client.force_login(operator)
+    page = client.get(f"/review/gates/{gate.pk}")
+    assert page.status_code == 200
+    assert "git__git_commit" in page.content.decode()
+    with pytest.raises(ReviewError, match=r"arguments\.message: 5 is not of type 'string'"):
+        gate_edit_and_approve(
+            gate_id=gate.pk,
+            actor=operator,
+            seen_digest=gate.args_digest,
+            arguments={"repo_path": str(repo), "message": 5},
+            reason="typo",
+        )
+    gate_edit_and_approve(
+        gate_id=gate.pk,
+        actor=operator,
+        seen_digest=gate.args_digest,
+        arguments={"repo_path": str(repo), "message": "Add the changelog (edited)"},
+        reason="clearer message",
+    )
+    assert registry.get_tool("git__git_commit").side_effect == "write"
+    # The policy editor knows the recorded tools of the server (and no others).
+    forget_git_tools()
+    known = catalog.known_tools()
+    assert known["git__git_commit"].side_effect == "write"
+    assert known["git__git_status"].systems == ("git",)
+    assert "git__git_add" not in known
+    notes_policy({"name": "commits audited", "route": "audit", "tools": ["git__git_commit"]})
+    assert connections.starts == {}
+
+    task = run_until_parked_or_done(task)
+    assert task.status == TaskStatus.SUCCEEDED, task.failure
+    assert commits(repo) == 2
+    assert (
+        "(edited)"
+        in loaded(ToolCall.objects.get(task=task, tool="git__git_log").result)["content"][0]["text"]
+    )
