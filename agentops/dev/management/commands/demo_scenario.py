@@ -190,7 +190,7 @@ class Command(BaseCommand):
                     tool=ASK_HUMAN, status=LedgerStatus.SUCCEEDED
                 ).order_by("id")
             ],
-**(self._mcp_report(task) if scenario.agent == "mcp_git" else {}),
+            **(self._mcp_report(task) if scenario.agent == "mcp_git" else {}),
         }
 
     def _mcp_report(self, task: Task) -> dict[str, Any]:
