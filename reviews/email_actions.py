@@ -88,11 +88,11 @@ def email_action_read(token: str) -> EmailAction:
         found = signer.unsign_object(token, max_age=_max_age())
     except signing.SignatureExpired:
         raise LinkRefused(
-            "this link has expired: open the gate in agentops to decide it", status=410
+            "this link has expired: open the gate in agentops to decide it", http_status=410
         ) from None
     except signing.BadSignature:
         raise LinkRefused(
-            "this link is not valid: use the one from the email", status=400
+            "this link is not valid: use the one from the email", http_status=400
         ) from None
     if not isinstance(found, dict) or found.get("a") not in ACTIONS:
         raise LinkRefused("this link is not valid: use the one from the email", http_status=400)
