@@ -45,11 +45,12 @@ ACTIONS = (APPROVE, REJECT)
 
 
 class LinkRefused(ReviewError):
-    """The link cannot act: tampered with, expired, or used already. `status` is the page's."""
+    """The link cannot act: tampered with, expired, or used already. `http_status` is the
+    page's."""
 
-    def __init__(self, message: str, *, status: int) -> None:
+    def __init__(self, message: str, *, http_status: int) -> None:
         super().__init__(message)
-        self.status = status
+        self.http_status = http_status
 
 
 @dataclass(frozen=True)
@@ -87,14 +88,14 @@ def email_action_read(token: str) -> EmailAction:
         found = signer.unsign_object(token, max_age=_max_age())
     except signing.SignatureExpired:
         raise LinkRefused(
-            "this link has expired: open the gate in agentops to decide it", status=410
+            "this link has expired: open the gate in agentops to decide it", http_status=410
         ) from None
     except signing.BadSignature:
         raise LinkRefused(
-            "this link is not valid: use the one from the email", status=400
+            "this link is not valid: use the one from the email", http_status=400
         ) from None
     if not isinstance(found, dict) or found.get("a") not in ACTIONS:
-        raise LinkRefused("this link is not valid: use the one from the email", status=400)
+        raise LinkRefused("this link is not valid: use the one from the email", http_status=400)
     return EmailAction(int(found["g"]), int(found["u"]), str(found["a"]), str(found["d"]))
 
 
@@ -109,7 +110,7 @@ def email_action_check(*, token: str, user: User) -> EmailAction:
     if action.user_id != user.pk:
         raise NotAllowed("this link was sent to someone else: open the gate in agentops")
     if EmailActionUse.objects.filter(token_digest=_digest(token)).exists():
-        raise LinkRefused("this link was used already", status=410)
+        raise LinkRefused("this link was used already", http_status=410)
     return action
 
 
@@ -128,7 +129,7 @@ def email_action_take(*, token: str, user: User, reason: str) -> EmailAction:
                     action=action.action,
                 )
         except IntegrityError:
-            raise LinkRefused("this link was used already", status=410) from None
+            raise LinkRefused("this link was used already", http_status=410) from None
         if action.action == APPROVE:
             gate_approve(
                 gate_id=action.gate_id,

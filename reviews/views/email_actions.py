@@ -75,7 +75,7 @@ def email_action(request: AuthenticatedHttpRequest, token: str) -> HttpResponse:
     try:
         action = email_action_check(token=token, user=request.user)
     except LinkRefused as exc:
-        return _page(request, error=str(exc), status=exc.status)
+        return _page(request, error=str(exc), status=exc.http_status)
     except NotAllowed as exc:
         return _page(request, error=str(exc), status=403)
     if request.method == "GET":
@@ -86,7 +86,7 @@ def email_action(request: AuthenticatedHttpRequest, token: str) -> HttpResponse:
     try:
         email_action_take(token=token, user=request.user, reason=form.cleaned_data["reason"])
     except LinkRefused as exc:
-        return _page(request, action=action, error=str(exc), status=exc.status)
+        return _page(request, action=action, error=str(exc), status=exc.http_status)
     except (GateAlreadyDecided, TransitionRefused) as exc:
         return _page(request, action=action, error=str(exc), status=409)
     except (NotAllowed, HeldByOther) as exc:
