@@ -388,6 +388,7 @@ def test_the_gate_of_an_mcp_call_is_read_and_edited_from_the_record_without_a_se
     # A web process has listed nothing and starts no server: it reads the recorded tool.
     connections.close_all()
     connections.starts.clear()
+
     def forget_git_tools() -> None:
         for name in [n for n in registry._TOOLS if n.startswith("git__")]:
             del registry._TOOLS[name], registry._TOOL_ENTRIES[name]
