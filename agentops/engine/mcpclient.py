@@ -183,6 +183,12 @@ class Connections:
             raise McpUnreachable(
                 f"{endpoint.key}: {what}: the connection broke ({type(error).__name__})", sent=True
             ) from None
+        except Exception as error:  # the SDK's other errors (a reply it cannot parse, a stream
+            # that ended): the request may have run; the connection is not trusted again.
+            self.drop(endpoint.key)
+            raise McpUnreachable(
+                f"{endpoint.key}: {what}: {type(error).__name__}: {_first_error(error)}", sent=True
+            ) from None
 
     # -- connections ---------------------------------------------------------------------------
 
