@@ -45,6 +45,8 @@ class FailureKind(StrEnum):
     CHECKPOINT_MISMATCH = "checkpoint_mismatch"
     CHILD_FAILED = "child_failed"  # a fan-out step's child task ended without succeeding
     UNKNOWN_FAN_OUT = "unknown_fan_out"  # a plan names a fan-out this deploy does not register
+    # The task's agent was re-declared (plan, tools or prompt) since the task pinned its version.
+    AGENT_CHANGED = "agent_changed"
 
 
 class Mode(StrEnum):
@@ -99,6 +101,7 @@ LAYER_KINDS: Mapping[str, frozenset[FailureKind]] = {
             K.SIDE_EFFECT_UNKNOWN,
             K.CHILD_FAILED,
             K.UNKNOWN_FAN_OUT,
+            K.AGENT_CHANGED,
         }
     ),
 }

@@ -61,6 +61,8 @@ class Proposals(RunState):
             task_id=self.task.pk,
             step=step.ordinal,
             step_title=step.title,
+            step_tool=(step.spec or {}).get("tool"),
+            instruction=str((step.spec or {}).get("instruction") or ""),
             attempt=step.attempts,
             messages=self.messages,
             tools=[get_tool(name).schema() for name in self.agent.tools],

@@ -83,6 +83,7 @@ ROW_CASES: dict[str, tuple[Situation, Action]] = {
         Action.ROLLBACK,
     ),
     "child-failed-irreversible": (S("child_failed", "orchestration", None, 0.3), Action.ABORT),
+    "agent-changed": (S("agent_changed", "orchestration", "write", 0.5), Action.RETRY),
     "unknown-agent": (S("unknown_agent", "orchestration", None, 0.5), Action.RETRY),
     "model-transient": (
         S("rate_limited", "model", "read", 0.9, step_attempts=3, step_retry_cap=3),

@@ -213,6 +213,14 @@ RULES: tuple[Rule, ...] = (
         kinds=_kinds(K.CHILD_FAILED),
     ),
     Rule(
+        "agent-changed",
+        _A.RETRY,
+        "The agent was re-declared while the task ran (its plan, tools or prompt changed); "
+        "read what changed, then retry to go on under the new declaration (each step records "
+        "its version), or abort to keep the old one's work as it is.",
+        kinds=_kinds(K.AGENT_CHANGED),
+    ),
+    Rule(
         "unknown-agent",
         _A.RETRY,
         "The agent is not registered on the workers (a deploy removed or renamed it); deploy "
