@@ -55,6 +55,7 @@ EVENT_LABELS: Mapping[str, str] = {
     "agentops.task.resumed": "Resumed",
     "agentops.task.aborted": "Ended (aborted)",
     "agentops.task.modified": "Budgets or input changed",
+    "agentops.task.plan_repaired": "Plan repaired",
     "agentops.task.agent_accepted": "Re-declared agent accepted",
     "agentops.task.failed": "Task failed",
     "agentops.task.completed": "All steps done",

@@ -28,6 +28,7 @@ urlpatterns = [
     path("tasks/<int:task_id>/modify", views.task_modify_view, name="task_modify"),
     path("tasks/<int:task_id>/recover", views.recovery_panel, name="recover"),
     path("tasks/<int:task_id>/interventions", views.intervention, name="intervention"),
+    path("tasks/<int:task_id>/plan", views.plan_repair, name="plan_repair"),
     path(
         "tasks/<int:task_id>/calls/<int:call_id>/confirm",
         views.call_confirm,

@@ -120,10 +120,17 @@ TRIP_TOOLS = ("search_flights", "book_flight", "book_hotel", "send_itinerary")
 
 
 def _hotel_named(instruction: str) -> str | None:
-    """A hotel id a person named in the step's instruction ("book hotel H7000 instead"), as a
-    model would read it."""
-    found = re.search(r"\b(H\d{3,})\b", instruction)
-    return found.group(1) if found else None
+    """The hotel a person told the step to book ("H0404 is full: book hotel H7000 instead"),
+    as a model would read it: the one after "book", else the last one named."""
+    wanted = re.search(r"\bbook (?:hotel )?(H\d{3,})\b", instruction, flags=re.IGNORECASE)
+    named = re.findall(r"\b(H\d{3,})\b", instruction)
+    return wanted.group(1) if wanted else (named[-1] if named else None)
+
+
+def _address_named(instruction: str) -> str | None:
+    """An email address a person named in the step's instruction ("copy office@example.com")."""
+    found = re.search(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+", instruction)
+    return found.group(0) if found else None
 
 
 def trip_script(request: ModelRequest) -> dict[str, Any]:
@@ -169,7 +176,9 @@ def trip_script(request: ModelRequest) -> dict[str, Any]:
     else:
         # The itinerary states what the ledger booked (edits at a gate included).
         flight = request.executed_arguments("book_flight")
-        hotel = request.executed_arguments("book_hotel")
+        # A hotel the service refused (or a hotel step replaced) booked nothing.
+        booked = request.latest_tool_result("hotel_id")
+        hotel = request.executed_arguments("book_hotel") if booked else {}
         stay = (
             f" and {hotel.get('nights', '?')} night(s) at hotel {hotel.get('hotel_id', '?')} are"
             if hotel
@@ -178,7 +187,7 @@ def trip_script(request: ModelRequest) -> dict[str, Any]:
         name, arguments = (
             "send_itinerary",
             {
-                "to": data.get("email", "ada@example.com"),
+                "to": _address_named(request.instruction) or data.get("email", "ada@example.com"),
                 "subject": "Your trip",
                 "body": f"Flight {flight.get('flight_id', '?')}{stay} booked for {traveller}.",
             },

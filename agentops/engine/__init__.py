@@ -7,7 +7,9 @@ its modules are private to `agentops`. The surface, by what a caller does with i
   (`task_create`), decide a gate (`gate_decide` with a `GateDecision`), control a task
   (`task_control`: pause, resume, cancel), intervene on a stopped task (`task_intervene`: retry,
   skip, rollback, abort, when the advisor offers it now), confirm a call whose outcome
-  is unknown (`ledger_confirm`) and change budgets or input (`task_modify`);
+  is unknown (`ledger_confirm`), change budgets or input (`task_modify`) and repair a stopped
+  task's plan (`task_plan_repair` with a `PlanEdit`; `plan_repair_options` and
+  `plan_repair_preview_load` say what it may change and what it would do);
 - read models: the recovery of a stopped task (`task_recovery`, `Recovery`, `Preview`), what
   stopping at a gate would do (`stop_previews`), a tool's facts (`tool_facts`), the registered
   agents and tools (`get_agent`, `get_tool`) and a gate's approval kind (`approval_kind_of`);
@@ -79,6 +81,7 @@ if TYPE_CHECKING:
     )
     from agentops.engine.jsonvalues import digest, is_pointer, loaded, redacted, validated
     from agentops.engine.outbound import outbound_check
+    from agentops.engine.planedit import PlanEdit, RepairPreview, RepairRefused, change_text
     from agentops.engine.recovery import (
         Recovery,
         ToolFacts,
@@ -88,6 +91,12 @@ if TYPE_CHECKING:
         tool_facts,
     )
     from agentops.engine.registry import get_agent, get_tool
+    from agentops.engine.repair import (
+        RepairOptions,
+        plan_repair_options,
+        plan_repair_preview_load,
+        task_plan_repair,
+    )
     from agentops.engine.sweeper import sweep_hook_register
     from agentops.engine.tasks import START_TASK, task_create
 
@@ -156,6 +165,12 @@ _HOMES: dict[str, tuple[str, ...]] = {
         "validated",
     ),
     "agentops.engine.outbound": ("outbound_check",),
+    "agentops.engine.planedit": (
+        "PlanEdit",
+        "RepairPreview",
+        "RepairRefused",
+        "change_text",
+    ),
     "agentops.engine.recovery": (
         "Recovery",
         "ToolFacts",
@@ -167,6 +182,12 @@ _HOMES: dict[str, tuple[str, ...]] = {
     "agentops.engine.registry": (
         "get_agent",
         "get_tool",
+    ),
+    "agentops.engine.repair": (
+        "RepairOptions",
+        "plan_repair_options",
+        "plan_repair_preview_load",
+        "task_plan_repair",
     ),
     "agentops.engine.sweeper": ("sweep_hook_register",),
     "agentops.engine.tasks": (
@@ -193,9 +214,13 @@ __all__ = [
     "InterventionRefused",
     "NotSerializable",
     "OneApprover",
+    "PlanEdit",
     "Preview",
     "Recommendation",
     "Recovery",
+    "RepairOptions",
+    "RepairPreview",
+    "RepairRefused",
     "StartRefused",
     "StepFailure",
     "ToolFacts",
@@ -204,6 +229,7 @@ __all__ = [
     "UnknownTool",
     "approval_kind_of",
     "approval_kind_register",
+    "change_text",
     "digest",
     "gate_decide",
     "gate_hook_register",
@@ -215,6 +241,8 @@ __all__ = [
     "ledger_confirm",
     "loaded",
     "outbound_check",
+    "plan_repair_options",
+    "plan_repair_preview_load",
     "redacted",
     "reject_loop_threshold",
     "stop_previews",
@@ -227,6 +255,7 @@ __all__ = [
     "task_intervene",
     "task_modify",
     "task_pause",
+    "task_plan_repair",
     "task_recovery",
     "task_resume",
     "task_retry",

@@ -49,6 +49,7 @@ from reviews.services.notifications import (
     notification_preference_get,
     notification_preference_save,
 )
+from reviews.services.plans import plan_repair_apply
 from reviews.services.recovery import intervention_apply, ledger_call_confirm
 from reviews.services.tasks import (
     TASK_CONTROLS,
@@ -89,6 +90,7 @@ __all__ = [
     "notification_preference_get",
     "notification_preference_save",
     "operator_check",
+    "plan_repair_apply",
     "stopped_tasks_escalate_overdue",
     "stopped_tasks_sweep",
     "task_control_apply",

@@ -45,6 +45,7 @@ from reviews.views.gates import (
     gate_reject_stop_view,
     gate_reject_view,
 )
+from reviews.views.plans import plan_repair
 from reviews.views.queue import BULK_RESULTS, assign, claim, gates_bulk_approve_view, inbox, release
 from reviews.views.recovery import (
     CONFIRMED_INTERVENTIONS,
@@ -90,6 +91,7 @@ __all__ = [
     "intervention",
     "log_reader_required",
     "operator_required",
+    "plan_repair",
     "reader_required",
     "recovery_panel",
     "release",

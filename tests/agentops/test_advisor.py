@@ -122,6 +122,7 @@ ROW_CASES: dict[str, tuple[Situation, Action]] = {
     ),
     "schema-mismatch": (S("schema_mismatch", "tool", "write", 0.5), Action.RETRY),
     "tool-forbidden": (S("authorization_gap", "tool", "financial", 0.5), Action.RETRY),
+    "plan-repair": (S("conflict", "tool", "financial", 0.5, repairable=True), Action.REPAIR),
     "planning-loop": (S("planning_loop", "orchestration", "write", 0.8), Action.RETRY),
     "low-confidence": (S("low_confidence", "orchestration", "financial", 0.5), Action.RETRY),
     "rejected-undo": (
@@ -462,15 +463,17 @@ def test_no_row_is_dead_every_row_is_the_first_match_of_some_recorded_failure():
                 compensable=effects[0],
                 irreversible=effects[1],
                 rolling_back=rolling_back,
+                repairable=repairable,
             )
         ).rule
         for layer, kinds in KINDS.items()
-        for kind, progress, side_effect, capped, effects, rolling_back in product(
+        for kind, progress, side_effect, capped, effects, rolling_back, repairable in product(
             kinds,
             (0.05, 0.5, 0.9),
             (None, "read", "notify", "write", "financial"),
             (False, True),
             ((False, False), (True, False), (True, True)),
+            (False, True),
             (False, True),
         )
     }

@@ -29,6 +29,11 @@ def options_for(action: Action, situation: Situation) -> tuple[Action, ...]:
     """
     if action is Action.CONFIRM:
         return (Action.CONFIRM, Action.ABORT)
+    if action is Action.REPAIR:
+        offered = [Action.RETRY, Action.SKIP, Action.ROLLBACK, Action.ABORT]
+        if not situation.compensable:
+            offered.remove(Action.ROLLBACK)
+        return (Action.REPAIR, *offered)
     if situation.rolling_back:
         return (Action.ROLLBACK, Action.ABORT)
     offered = [Action.RETRY, Action.SKIP, Action.ROLLBACK, Action.ABORT]

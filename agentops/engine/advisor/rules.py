@@ -35,6 +35,7 @@ class Rule:
     compensable: bool | None = None
     irreversible: bool | None = None
     rolling_back: bool | None = None
+    repairable: bool | None = None
 
     def matches(self, s: Situation) -> bool:
         return (
@@ -48,6 +49,7 @@ class Rule:
             and (self.compensable is None or s.compensable == self.compensable)
             and (self.irreversible is None or s.irreversible == self.irreversible)
             and (self.rolling_back is None or s.rolling_back == self.rolling_back)
+            and (self.repairable is None or s.repairable == self.repairable)
         )
 
 
@@ -312,6 +314,16 @@ RULES: tuple[Rule, ...] = (
         "then retry.",
         kinds=_kinds(K.AUTHORIZATION_GAP),
         layers=_set("tool"),
+    ),
+    Rule(
+        "plan-repair",
+        _A.REPAIR,
+        "The agent's approach is what failed ({kind}), and a retry would repeat it; repair the "
+        "plan (tell the step what to do differently, add or remove a step, or switch "
+        "strategy), then retry: completed steps and their effects stay as they are.",
+        kinds=_kinds(K.PLANNING_LOOP, K.LOW_CONFIDENCE, K.CONFLICT, K.BAD_REQUEST),
+        layers=_set("tool", "orchestration"),
+        repairable=True,
     ),
     Rule(
         "planning-loop",

@@ -20,6 +20,9 @@ class Action(StrEnum):
     ROLLBACK = "rollback"
     ABORT = "abort"
     CONFIRM = "confirm"
+    # Change the plan (a step's instruction, a step added or removed, another strategy), then
+    # retry: not an intervention of its own, the recovery panel's plan-repair form.
+    REPAIR = "repair"
 
 
 class Risk(StrEnum):
@@ -113,6 +116,9 @@ class Situation:
     failed_retries: int = 0
     # How many times reviewers rejected the stuck step's action at its gate (a reject loop).
     rejected_by_people: int = 0
+    # The stuck step's instruction may change (nothing of it is recorded as run), or the plan
+    # has steps that have not started: the plan can be repaired (engine/planedit.py).
+    repairable: bool = False
 
     @property
     def risk(self) -> Risk:
