@@ -362,6 +362,8 @@ API_ACCESS: dict[tuple[str, str], set[str]] = {
     ("POST", "/gates/{gate_id}/reject"): {OPERATOR},
     ("POST", "/gates/{gate_id}/edit"): {OPERATOR},
     ("GET", "/audit"): READERS,
+    # No separation of duties here (as for interventions): the starter, an operator, may too.
+    ("POST", "/tasks/{task_id}/plan-repair"): {OPERATOR, STARTER},
 }
 API_ACCESS_PATHS = {path for _, path in API_ACCESS}
 
@@ -394,7 +396,12 @@ def test_each_role_gets_exactly_the_api_access_the_table_gives(
         # An allowed caller sends a stale digest and gets 409, not a decision; the starter sends
         # the real one, so that a missing separation-of-duties check would decide the gate.
         digest = gate.args_digest if role == STARTER else "0" * 64
-        extra = {"reject": {"feedback": "no"}, "edit": {"arguments": gate.arguments}}
+        extra = {
+            "reject": {"feedback": "no"},
+            "edit": {"arguments": gate.arguments},
+            # The task waits at its gate, not stopped: an allowed caller gets 409.
+            "plan-repair": {"op": "instruct", "step": 5, "instruction": "x", "reason": "r"},
+        }
         return {"seen_digest": digest, **extra.get(action, {})}
 
     schema = api.get_openapi_schema()
@@ -549,6 +556,7 @@ def test_the_schema_has_readable_operation_ids_enums_and_every_error_it_answers(
         ("POST", "/gates/{gate_id}/reject"): "reject_gate",
         ("POST", "/gates/{gate_id}/edit"): "edit_gate",
         ("GET", "/audit"): "list_audit_items",
+        ("POST", "/tasks/{task_id}/plan-repair"): "repair_plan",
     }
     for (method, path), op in operations.items():
         declared = set(op["responses"])
