@@ -192,6 +192,17 @@ def repair_targets(
     )
 
 
+def repair_fixes_the_stop(steps: Sequence[Step], live_call_steps: set[int]) -> bool:
+    """Whether a repair can change what happens next: the step the task is stuck on may get a
+    new instruction (nothing of it is recorded as run), or, with no stuck step, a step that has
+    not started may. The advisor recommends repair only then."""
+    stuck = _stuck(sorted(steps, key=lambda s: s.ordinal))
+    targets = repair_targets(steps, None, live_call_steps)
+    if stuck is not None:
+        return stuck.ordinal in targets.instructable
+    return bool(targets.instructable)
+
+
 def _drafts(steps: Sequence[Step]) -> list[Draft]:
     return [
         Draft(s.ordinal, s.title, dict(s.spec or {}), list(s.depends_on or []), s.status, row=s)

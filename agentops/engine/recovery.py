@@ -25,7 +25,7 @@ from agentops.engine.advisor import (
     situation_from,
 )
 from agentops.engine.errors import FailureKind, TransitionRefused, UnknownTool
-from agentops.engine.planedit import repair_targets
+from agentops.engine.planedit import repair_fixes_the_stop
 from agentops.engine.planning import preview_skip_with_dependants
 from agentops.engine.registry import get_tool
 from agentops.models import Event, Step, Task, ToolCall
@@ -235,7 +235,7 @@ def task_recovery(
         rolling_back=task.mode == TaskMode.ROLLBACK,
         failed_retries=failed_retries,
         repairable=not any(c.status == LedgerStatus.EXECUTED_UNKNOWN for c in calls)
-        and repair_targets(steps, None, live_call_steps(calls)).any,
+        and repair_fixes_the_stop(steps, live_call_steps(calls)),
     )
     recommendation = advise(situation)
     previews = {

@@ -297,3 +297,24 @@ def test_typed_instructions_are_redacted_before_they_are_stored(sim, redis_clean
 
     stored = Step.objects.get(task=task, ordinal=3).spec["instruction"]
     assert "abcdefghijklmnop1234" not in stored
+
+
+def test_repair_is_advised_only_when_it_can_change_the_stuck_step():
+    from django.utils import timezone
+
+    from agentops.engine.planedit import repair_fixes_the_stop, repair_targets
+
+    now = timezone.now()
+    steps = [
+        Step(
+            pk=1, ordinal=0, title="Done", status=StepStatus.SUCCEEDED, started_at=now, attempts=1
+        ),
+        Step(pk=2, ordinal=1, title="Stuck", status=StepStatus.FAILED, started_at=now, attempts=1),
+        Step(pk=3, ordinal=2, title="Next", status=StepStatus.PENDING),
+    ]
+
+    assert repair_fixes_the_stop(steps, live_call_steps=set())
+    # The stuck step's call is live (its proposal is fixed): new steps after it fix nothing.
+    assert not repair_fixes_the_stop(steps, live_call_steps={2})
+    targets = repair_targets(steps, None, {2})
+    assert (targets.instructable, targets.removable, targets.insert_at) == ((2,), (2,), (2, 3))
