@@ -39,6 +39,7 @@ KIND_LABELS: Mapping[FailureKind, str] = {
     K.TOOL_ERROR: "failed inside its tool (an unexpected error)",
     K.CHILD_FAILED: "has a child task that ended without succeeding",
     K.UNKNOWN_FAN_OUT: "uses a fan-out the workers do not know",
+    K.AGENT_CHANGED: "uses an agent that was re-declared since the task started",
 }
 
 EVENT_LABELS: Mapping[str, str] = {
@@ -55,6 +56,8 @@ EVENT_LABELS: Mapping[str, str] = {
     "agentops.task.resumed": "Resumed",
     "agentops.task.aborted": "Ended (aborted)",
     "agentops.task.modified": "Budgets or input changed",
+    "agentops.task.plan_repaired": "Plan repaired",
+    "agentops.task.agent_accepted": "Re-declared agent accepted",
     "agentops.task.failed": "Task failed",
     "agentops.task.completed": "All steps done",
     "agentops.task.rollback_requested": "Rollback requested",

@@ -56,6 +56,9 @@ class Task(models.Model):
     tokens_saved = models.PositiveBigIntegerField(default=0, editable=False)
 
     failure = models.JSONField(null=True, blank=True, editable=False)
+    # The version of the agent's declaration the task runs under (`engine/versions.py`): its
+    # digest and a short digest per part (plan, tools, prompts). Null: created before versions.
+    agent_version = models.JSONField(null=True, blank=True, editable=False)
     # The oversight policy version this task was created under; every step is routed by it.
     policy_version = models.ForeignKey(
         "policies.PolicyVersion",
@@ -149,6 +152,12 @@ class Step(models.Model):
     )
     attempts = models.PositiveIntegerField(default=0, editable=False)
     prompt_digest = models.CharField(max_length=64, blank=True, editable=False)
+    # Which declaration of the agent (its version digest) and which model ran the step's last
+    # attempt; blank for a step that never started (or started before versions were recorded).
+    # The database holds the default too: a worker of the previous release inserts steps
+    # without these columns during a deploy.
+    agent_version = models.CharField(max_length=64, blank=True, editable=False, db_default="")
+    model_name = models.CharField(max_length=100, blank=True, editable=False, db_default="")
     model_response = models.JSONField(null=True, blank=True, editable=False)
     output = models.JSONField(null=True, blank=True, editable=False)
     error = models.JSONField(null=True, blank=True, editable=False)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
@@ -117,6 +117,8 @@ class StepRow:
     output_preview: str
     error: dict[str, Any] | None
     output_artifact: int | None = None
+    # The step ran under another declaration of the agent than the step before it.
+    version_changed: bool = False
 
 
 @dataclass(frozen=True)
@@ -194,6 +196,19 @@ def step_row(step: Step, *, limit: int = PREVIEW_CHARS) -> StepRow:
     )
 
 
+def versions_marked(rows: list[StepRow]) -> list[StepRow]:
+    """Mark each step that ran under another version of the agent's declaration than the last
+    step before it that ran (steps that never started record none)."""
+    marked, previous = [], ""
+    for row in rows:
+        version = row.step.agent_version
+        if version and previous and version != previous:
+            row = replace(row, version_changed=True)
+        previous = version or previous
+        marked.append(row)
+    return marked
+
+
 def _event_row(event: Event) -> EventRow:
     # `fold` is the replay bookkeeping of checkpoints; the rest is what happened.
     payload = {k: v for k, v in (event.payload or {}).items() if k != "fold"}
@@ -243,7 +258,7 @@ def task_get_detail(*, task_id: int, viewer: User) -> TaskDetail:
         )
     return TaskDetail(
         task=task,
-        steps=[step_row(s) for s in steps],
+        steps=versions_marked([step_row(s) for s in steps]),
         tool_calls=task.call_list,
         events=[_event_row(e) for e in task.event_list],
         # Seqs are gapless from 1, so the last one is the count.

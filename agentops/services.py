@@ -3,7 +3,8 @@ and forms, the development tooling).
 
 The writes are the engine's commands, behind its front door (`agentops.engine`): task creation
 (`engine.tasks`), the moves a gate decision makes (`engine.gates`), and the people's moves on a
-task (`engine.interventions`: pause, resume, abort, retry, skip, rollback, confirm, modify).
+task (`engine.interventions`: pause, resume, abort, retry, skip, rollback, confirm, modify), and
+the repair of a stopped task's plan (`engine.repair`).
 Each owns its transaction and enqueues jobs on commit. Calls go down only: the engine imports
 nothing of this module.
 """
@@ -13,6 +14,7 @@ from __future__ import annotations
 from agentops.engine import (
     MODIFIABLE,
     START_TASK,
+    PlanEdit,
     TransitionRefused,
     ledger_confirm,
     reject_loop_threshold,
@@ -22,6 +24,7 @@ from agentops.engine import (
     task_gate_rejected,
     task_modify,
     task_pause,
+    task_plan_repair,
     task_resume,
     task_retry,
     task_rollback,
@@ -31,6 +34,7 @@ from agentops.engine import (
 __all__ = [
     "MODIFIABLE",
     "START_TASK",
+    "PlanEdit",
     "TransitionRefused",
     "ledger_confirm",
     "reject_loop_threshold",
@@ -40,6 +44,7 @@ __all__ = [
     "task_gate_rejected",
     "task_modify",
     "task_pause",
+    "task_plan_repair",
     "task_resume",
     "task_retry",
     "task_rollback",

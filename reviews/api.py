@@ -21,7 +21,14 @@ from ninja import Router, Schema
 from ninja.errors import HttpError
 
 from agentops.api import ROLE, ApiRequest, Error, TaskOut, TokenAuth, page_of
-from agentops.engine import QUESTION, TransitionRefused, question_of
+from agentops.engine import (
+    QUESTION,
+    PlanEdit,
+    RepairRefused,
+    TransitionRefused,
+    plan_repair_preview_load,
+    question_of,
+)
 from agentops.models import AuditItem, Gate, ScopeGrant, Task
 from agentops.permissions import GRANT_SCOPES
 from agentops.states import AuditStatus, GateStatus, TaskStatus
@@ -35,6 +42,7 @@ from reviews.services import (
     gate_approve,
     gate_edit_and_approve,
     gate_reject,
+    plan_repair_apply,
     question_answer_apply,
     scope_grant_apply,
     scope_grant_revoke_apply,
@@ -457,3 +465,83 @@ def answer_question(request: ApiRequest, gate_id: int, payload: AnswerIn) -> Gat
             via=_via(request),
         ),
     )
+
+
+# -- plan repair --------------------------------------------------------------------------------
+
+
+class PlanRepairIn(Schema):
+    """One change to a stopped task's plan; steps are numbered from 1. With `preview`, nothing
+    is written: the answer's `before_digest` is what an apply sends back as `seen_digest`."""
+
+    op: str
+    step: int | None = None
+    title: str = ""
+    tool: str | None = None
+    instruction: str = ""
+    depends_on: list[int] = []
+    strategy: str = ""
+    reason: str = ""
+    then_retry: bool = False
+    seen_digest: str = ""
+    preview: bool = False
+
+
+class PlanRepairOut(Schema):
+    applied: bool
+    before_digest: str
+    after_digest: str
+    changes: list[dict[str, Any]]
+    runs: list[dict[str, Any]]
+
+
+@router.post(
+    "/tasks/{task_id}/plan-repair",
+    response={200: PlanRepairOut, 400: Error, 404: Error, 409: Error, **ROLE},
+    summary="Preview or apply one change to a stopped task's plan",
+    auth=TokenAuth(DECIDE_GATE, "repairing a plan is for operators"),
+)
+def repair_plan(request: ApiRequest, task_id: int, payload: PlanRepairIn) -> dict[str, Any]:
+    if any(not 1 <= n <= 10_000 for n in payload.depends_on) or (
+        payload.step is not None and not 1 <= payload.step <= 10_000
+    ):
+        raise HttpError(400, "steps are numbered from 1")
+    edit = PlanEdit(
+        op=payload.op,
+        ordinal=payload.step - 1 if payload.step is not None else None,
+        title=payload.title,
+        tool=payload.tool or None,
+        instruction=payload.instruction,
+        depends_on=tuple(n - 1 for n in payload.depends_on),
+        strategy=payload.strategy,
+    )
+    try:
+        if payload.preview:
+            preview = plan_repair_preview_load(
+                task_id=task_id, edit=edit, actor_label=request.user.get_username()
+            )
+        else:
+            preview = plan_repair_apply(
+                task_id=task_id,
+                edit=edit,
+                actor=request.user,
+                reason=payload.reason,
+                then_retry=payload.then_retry,
+                seen_digest=payload.seen_digest,
+                via=_via(request),
+            )
+    except Task.DoesNotExist:
+        raise HttpError(404, f"no task {task_id}") from None
+    except (TransitionRefused, HeldByOther) as exc:
+        raise HttpError(409, str(exc)) from None
+    except NotAllowed as exc:
+        raise HttpError(403, str(exc)) from None
+    except (ReviewError, RepairRefused) as exc:
+        raise HttpError(400, str(exc)) from None
+    return {
+        "applied": not payload.preview,
+        "before_digest": preview.before_digest,
+        "after_digest": preview.after_digest,
+        "changes": preview.changes,
+        "runs": preview.runs,
+    }

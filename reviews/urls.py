@@ -33,6 +33,7 @@ urlpatterns = [
     path("tasks/<int:task_id>/interventions", views.intervention, name="intervention"),
     path("tasks/<int:task_id>/grants", views.scope_grant_view, name="scope_grant"),
     path("grants/<int:grant_id>/revoke", views.scope_revoke_view, name="scope_revoke"),
+    path("tasks/<int:task_id>/plan", views.plan_repair, name="plan_repair"),
     path(
         "tasks/<int:task_id>/calls/<int:call_id>/confirm",
         views.call_confirm,

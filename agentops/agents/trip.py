@@ -6,6 +6,7 @@ the hotel failed can be rolled back: the flight is cancelled exactly once, throu
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from agentops.agents import remote
@@ -115,10 +116,34 @@ def _itinerary_probe(call: ToolContext) -> dict[str, Any] | None:
     return remote.probe(call, "email", "send")
 
 
+TRIP_TOOLS = ("search_flights", "book_flight", "book_hotel", "send_itinerary")
+
+
+def _hotel_named(instruction: str) -> str | None:
+    """The hotel a person told the step to book ("H0404 is full: book hotel H7000 instead"),
+    as a model would read it: the one after "book", else the last one named."""
+    wanted = re.search(r"\bbook (?:hotel )?(H\d{3,})\b", instruction, flags=re.IGNORECASE)
+    named = re.findall(r"\b(H\d{3,})\b", instruction)
+    return wanted.group(1) if wanted else (named[-1] if named else None)
+
+
+def _address_named(instruction: str) -> str | None:
+    """An email address a person named in the step's instruction ("copy office@example.com")."""
+    found = re.search(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+", instruction)
+    return found.group(0) if found else None
+
+
 def trip_script(request: ModelRequest) -> dict[str, Any]:
     data = request.task_input
     traveller = str(data.get("traveller", "Ada Lovelace"))
-    if request.step == 0:
+    # The plan's tool for the step says what to do (a repaired plan moves steps around); a step
+    # without one is placed by its position in the standard plan.
+    which = (
+        request.step_tool
+        if request.step_tool in TRIP_TOOLS
+        else TRIP_TOOLS[min(request.step, len(TRIP_TOOLS) - 1)]
+    )
+    if which == "search_flights":
         name, arguments = (
             "search_flights",
             {
@@ -127,7 +152,7 @@ def trip_script(request: ModelRequest) -> dict[str, Any]:
                 "date": data.get("date", "2026-12-17"),
             },
         )
-    elif request.step == 1:
+    elif which == "book_flight":
         flights = request.latest_tool_result("flights").get("flights") or [{"flight_id": "FL0000"}]
         cheapest = min(flights, key=lambda f: f.get("price", 0))
         name, arguments = (
@@ -138,11 +163,11 @@ def trip_script(request: ModelRequest) -> dict[str, Any]:
                 "amount": cheapest.get("price", 0.0),
             },
         )
-    elif request.step == 2:
+    elif which == "book_hotel":
         name, arguments = (
             "book_hotel",
             {
-                "hotel_id": data.get("hotel_id", "H4242"),
+                "hotel_id": _hotel_named(request.instruction) or data.get("hotel_id", "H4242"),
                 "guest": traveller,
                 "nights": int(data.get("nights", 1)),
                 "amount": float(data.get("hotel_amount", 90.0)),
@@ -151,14 +176,20 @@ def trip_script(request: ModelRequest) -> dict[str, Any]:
     else:
         # The itinerary states what the ledger booked (edits at a gate included).
         flight = request.executed_arguments("book_flight")
-        hotel = request.executed_arguments("book_hotel")
+        # A hotel the service refused (or a hotel step replaced) booked nothing.
+        booked = request.latest_tool_result("hotel_id")
+        hotel = request.executed_arguments("book_hotel") if booked else {}
+        stay = (
+            f" and {hotel.get('nights', '?')} night(s) at hotel {hotel.get('hotel_id', '?')} are"
+            if hotel
+            else " is booked; the hotel is not part of this trip, and it"
+        )
         name, arguments = (
             "send_itinerary",
             {
-                "to": data.get("email", "ada@example.com"),
+                "to": _address_named(request.instruction) or data.get("email", "ada@example.com"),
                 "subject": "Your trip",
-                "body": f"Flight {flight.get('flight_id', '?')} and {hotel.get('nights', '?')} "
-                f"night(s) at hotel {hotel.get('hotel_id', '?')} are booked for {traveller}.",
+                "body": f"Flight {flight.get('flight_id', '?')}{stay} booked for {traveller}.",
             },
         )
     return {
@@ -185,5 +216,18 @@ register_agent(
         ],
         script=trip_script,
         editable_input=("hotel_id", "nights", "hotel_amount", "email"),
+        # When the hotel cannot be booked, the traveller may book it themselves.
+        strategies={
+            "flight_only": [
+                PlanStep("Search flights", "search_flights"),
+                PlanStep("Book the flight", "book_flight", depends_on=(0,)),
+                PlanStep(
+                    "Send the itinerary",
+                    "send_itinerary",
+                    depends_on=(1,),
+                    instruction="Say that the traveller books the hotel themselves.",
+                ),
+            ]
+        },
     )
 )

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from agentops.dev import mcpgit
 from agentops.dev.sim.services import fault_set
 from agentops.models import Task
-from agentops.services import task_create
+from agentops.services import PlanEdit, task_create, task_plan_repair
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
@@ -38,14 +38,18 @@ class Scenario:
     # What a person does once the task stops: nothing, "rollback", "retry_child" (retry the
     # child task that stopped, alone; the parent resumes when it succeeds), "grant" (grant the
     # scope a service refused, through the API), "answer" (answer the agent's question,
-    # through the API) or "approve" (approve each gate the task opens).
-    then: Literal["rollback", "retry_child", "grant", "answer", "approve"] | None = None
+    # through the API), "approve" (approve each gate the task opens) or "repair_plan" (make
+    # the `repairs`, one by one, then retry the task under the repaired plan).
+    then: Literal["rollback", "retry_child", "grant", "answer", "approve", "repair_plan"] | None = (
+        None
+    )
     # Settings for the scenario's processes, over the demo's defaults.
     env: dict[str, str] = field(default_factory=dict)
     # What the person sends with `then` (the grant's duration, whom, why; the answer).
     person: dict[str, Any] = field(default_factory=dict)
     # Builds what the task needs at its start (a temporary repository), merged into `input`.
     prepare: Callable[[], dict[str, Any]] | None = None
+    repairs: tuple[PlanEdit, ...] = ()
 
 
 # Tool calls time out after 2 s in scenarios, so "timeout" faults sleep a little longer.
@@ -157,8 +161,50 @@ SCENARIOS: dict[str, Scenario] = {
             env={"AGENTOPS_TOOL_TIMEOUT_SECONDS": "10"},
             prepare=mcpgit.repository_prepare,
         ),
+        Scenario(
+            "plan-repair",
+            "The flight is booked, then the hotel answers that it is fully booked (409): a "
+            "logic failure, so the advisor recommends repairing the plan. A person tells the "
+            "hotel step to book another hotel and inserts a step that copies the itinerary to "
+            "the office, then retries: the runner follows the repaired plan; the search and "
+            "the flight booking are not run again.",
+            "trip",
+            "Book a trip to Rome for Ada (her hotel is fully booked)",
+            {"traveller": "Ada Lovelace", "destination": "FCO", "hotel_id": "H0404"},
+            then="repair_plan",
+            repairs=(
+                PlanEdit(
+                    "instruct",
+                    ordinal=2,
+                    instruction="Hotel H0404 is fully booked: book hotel H7000 instead.",
+                ),
+                PlanEdit(
+                    "insert",
+                    ordinal=4,
+                    title="Copy the itinerary to the office",
+                    tool="send_itinerary",
+                    instruction="Send a copy to office@example.com.",
+                    depends_on=(1,),
+                ),
+            ),
+        ),
     ]
 }
+
+
+def scenario_repair(name: str, task: Task) -> int:
+    """Make the scenario's plan repairs on its stopped task, the last one with a retry, as a
+    person would from the recovery panel. Returns how many were made."""
+    repairs = SCENARIOS[name].repairs
+    for index, edit in enumerate(repairs):
+        task_plan_repair(
+            task_id=task.pk,
+            edit=edit,
+            actor=None,
+            reason=f"scenario {name}",
+            then_retry=index == len(repairs) - 1,
+        )
+    return len(repairs)
 
 
 def scenario_start(name: str, *, created_by: User | None = None) -> Task:

@@ -9,8 +9,10 @@ its modules are private to `agentops`. The surface, by what a caller does with i
   skip, rollback, abort, when the advisor offers it now), confirm a call whose outcome
   is unknown (`ledger_confirm`), change budgets or input (`task_modify`), rebuild a stopped
   task's rows from its log (`task_restore`), grant a stopped task the scope a service refused,
-  or revoke the grant (`scope_grant`, `scope_grant_revoke`), and answer an agent's question
-  (`question_answer`; `question_of` reads what it asked);
+  or revoke the grant (`scope_grant`, `scope_grant_revoke`), answer an agent's question
+  (`question_answer`; `question_of` reads what it asked), and repair a stopped task's plan
+  (`task_plan_repair` with a `PlanEdit`; `plan_repair_options` and `plan_repair_preview_load`
+  say what it may change and what it would do);
 - read models: the recovery of a stopped task (`task_recovery`, `Recovery`, `Preview`), what
   stopping at a gate would do (`stop_previews`), a tool's facts (`tool_facts`), the registered
   agents and tools (`get_agent`, `get_tool`), a gate's approval kind (`approval_kind_of`) and
@@ -92,6 +94,7 @@ if TYPE_CHECKING:
     )
     from agentops.engine.jsonvalues import digest, is_pointer, loaded, redacted, validated
     from agentops.engine.outbound import outbound_check
+    from agentops.engine.planedit import PlanEdit, RepairPreview, RepairRefused, change_text
     from agentops.engine.questions import (
         ASK_HUMAN,
         QUESTION,
@@ -108,6 +111,12 @@ if TYPE_CHECKING:
         tool_facts,
     )
     from agentops.engine.registry import get_agent, get_tool
+    from agentops.engine.repair import (
+        RepairOptions,
+        plan_repair_options,
+        plan_repair_preview_load,
+        task_plan_repair,
+    )
     from agentops.engine.restore import checkpoint_read, task_restore
     from agentops.engine.scopes import missing_scope_of
     from agentops.engine.sweeper import sweep_hook_register
@@ -190,6 +199,12 @@ _HOMES: dict[str, tuple[str, ...]] = {
         "validated",
     ),
     "agentops.engine.outbound": ("outbound_check",),
+    "agentops.engine.planedit": (
+        "PlanEdit",
+        "RepairPreview",
+        "RepairRefused",
+        "change_text",
+    ),
     "agentops.engine.recovery": (
         "Recovery",
         "ToolFacts",
@@ -214,6 +229,12 @@ _HOMES: dict[str, tuple[str, ...]] = {
         "task_restore",
     ),
     "agentops.engine.scopes": ("missing_scope_of",),
+    "agentops.engine.repair": (
+        "RepairOptions",
+        "plan_repair_options",
+        "plan_repair_preview_load",
+        "task_plan_repair",
+    ),
     "agentops.engine.sweeper": ("sweep_hook_register",),
     "agentops.engine.tasks": (
         "START_TASK",
@@ -246,10 +267,14 @@ __all__ = [
     "InterventionRefused",
     "NotSerializable",
     "OneApprover",
+    "PlanEdit",
     "Preview",
     "QuestionView",
     "Recommendation",
     "Recovery",
+    "RepairOptions",
+    "RepairPreview",
+    "RepairRefused",
     "StartRefused",
     "StepFailure",
     "ToolFacts",
@@ -258,6 +283,7 @@ __all__ = [
     "UnknownTool",
     "approval_kind_of",
     "approval_kind_register",
+    "change_text",
     "checkpoint_read",
     "digest",
     "gate_decide",
@@ -272,6 +298,8 @@ __all__ = [
     "loaded",
     "missing_scope_of",
     "outbound_check",
+    "plan_repair_options",
+    "plan_repair_preview_load",
     "question_answer",
     "question_of",
     "redacted",
@@ -288,6 +316,7 @@ __all__ = [
     "task_intervene",
     "task_modify",
     "task_pause",
+    "task_plan_repair",
     "task_recovery",
     "task_restore",
     "task_resume",

@@ -479,13 +479,20 @@ def _assemble(
         last.append(
             {
                 "role": "user",
-                "content": (
-                    f"Now do step {current.ordinal + 1} of {task.step_count}: {current.title}"
-                ),
+                "content": step_line(current, task.step_count),
             }
         )
     assembled += [(m, canonical_json(m)) for m in last]
     return assembled
+
+
+def step_line(step: Step, step_count: int) -> str:
+    """The prompt's last line: the step to do now, with its instruction when it has one."""
+    line = f"Now do step {step.ordinal + 1} of {step_count}: {step.title}"
+    instruction = (step.spec or {}).get("instruction")
+    if isinstance(instruction, str) and instruction:
+        line += f". Instruction: {instruction}"
+    return line
 
 
 def _goal_message(cache: PromptCache, task: Task) -> Message:

@@ -47,6 +47,8 @@ class FailureKind(StrEnum):
     UNKNOWN_FAN_OUT = "unknown_fan_out"  # a plan names a fan-out this deploy does not register
     # An MCP server changed a tool (schema or hints) after the task recorded it; call not sent.
     TOOL_SCHEMA_CHANGED = "tool_schema_changed"
+    # The task's agent was re-declared (plan, tools or prompt) since the task pinned its version.
+    AGENT_CHANGED = "agent_changed"
 
 
 class Mode(StrEnum):
@@ -102,6 +104,7 @@ LAYER_KINDS: Mapping[str, frozenset[FailureKind]] = {
             K.SIDE_EFFECT_UNKNOWN,
             K.CHILD_FAILED,
             K.UNKNOWN_FAN_OUT,
+            K.AGENT_CHANGED,
         }
     ),
 }

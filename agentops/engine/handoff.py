@@ -23,6 +23,7 @@ from agentops.engine.errors import FailureKind, OrchestrationFailure, UnknownAge
 from agentops.engine.planning import plan_check
 from agentops.engine.registry import Agent, get_agent, plan_for, step_spec
 from agentops.engine.transitions import EventSpec, Lease, fenced_write
+from agentops.engine.versions import agent_version
 from agentops.models import Step, Task
 from agentops.states import StepStatus
 
@@ -95,11 +96,16 @@ def handoff_run(*, lease: Lease, task: Task, step: Step, steps: list[Step]) -> H
         fold={"steps": {str(s.ordinal): StepStatus.PENDING for s in added}},
     )
     with transaction.atomic():
-        seq = fenced_write(lease, [event], agent=receiving.name, step_count=next_ordinal)
+        # The receiving agent's declaration is the one the task runs under from here.
+        pin = agent_version(receiving).as_pin()
+        seq = fenced_write(
+            lease, [event], agent=receiving.name, agent_version=pin, step_count=next_ordinal
+        )
         Step.objects.bulk_create(added)
         snapshot_write(task_id=task.pk, seq=seq)
     crashpoint("after_handoff", step=step.ordinal)
     task.agent = receiving.name
+    task.agent_version = pin
     task.step_count = next_ordinal
     fresh = list(Step.objects.filter(task=task).order_by("ordinal"))
     # The run's view of the handoff step stays the object it is completing.

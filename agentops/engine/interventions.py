@@ -33,6 +33,7 @@ from agentops.engine.transitions import (
     step_transition,
     task_append_event,
 )
+from agentops.engine.versions import accepted_pin
 from agentops.models import Step, Task, ToolCall
 from agentops.states import STEP_TRANSITIONS, LedgerStatus, StepStatus, TaskMode, TaskStatus
 
@@ -70,12 +71,13 @@ def task_resume(*, task_id: int, actor: User, reason: str = "") -> None:
 
 def task_retry(*, task_id: int, actor: User | None, reason: str = "") -> None:
     """Run the stopped step again with fresh attempts (same idempotency keys, so no effect
-    repeats); a task stopped at the recovery cap gets its recoveries back too."""
+    repeats); a task stopped at the recovery cap gets its recoveries back too. A task stopped
+    because its agent was re-declared goes on under the new declaration (`agent_accepted`)."""
     with transaction.atomic():
         _check_forward(task_id, "retry")
-        resume_or_refuse(task_id, recoveries=0, actor=actor, reason=reason)
+        events, fields = _agent_accepted(task_id)
+        resume_or_refuse(task_id, recoveries=0, actor=actor, reason=reason, **fields)
         step = stuck_step_load(task_id)
-        events = []
         if step is not None:
             step_reset_or_refuse(step, attempts=0, error=None)
             events.append(
@@ -87,6 +89,29 @@ def task_retry(*, task_id: int, actor: User | None, reason: str = "") -> None:
                 )
             )
         resume_events_enqueue(task_id, actor=actor, events=events)
+
+
+def _agent_accepted(task_id: int) -> tuple[list[EventSpec], dict[str, Any]]:
+    """After an `agent_changed` stop, a retry accepts the declaration the worker saw: the task's
+    pin moves to it, and an event says from which version to which."""
+    row: dict[str, Any] = dict(
+        Task.objects.filter(pk=task_id).values("failure", "agent_version").first() or {}
+    )
+    pin = accepted_pin(row.get("failure"))
+    if pin is None:
+        return [], {}
+    before = (row.get("agent_version") or {}).get("digest")
+    event = EventSpec(
+        "agentops.task.agent_accepted",
+        payload={"from": before, "to": pin["digest"], "changed": pin_changes(row, pin)},
+    )
+    return [event], {"agent_version": pin}
+
+
+def pin_changes(row: dict[str, Any], pin: dict[str, Any]) -> list[str]:
+    detail = (row.get("failure") or {}).get("detail") or {}
+    changed = detail.get("changed")
+    return [str(c) for c in changed] if isinstance(changed, list) else []
 
 
 def task_skip_step(*, task_id: int, actor: User, reason: str = "") -> None:

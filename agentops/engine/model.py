@@ -54,6 +54,9 @@ class ModelRequest:
     planning: bool = False
     # The engine's estimate of `messages`, made while building them (None: not made).
     prompt_estimate: int | None = None
+    # The plan's tool for the step and its instruction (a person may have repaired the plan).
+    step_tool: str | None = None
+    instruction: str = ""
 
     def latest_tool_result(self, key: str) -> dict[str, Any]:
         """The newest tool result in the context that has `key` ({} if none): what a model reads

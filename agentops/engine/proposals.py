@@ -72,6 +72,8 @@ class Proposals(RunState):
             task_id=self.task.pk,
             step=step.ordinal,
             step_title=step.title,
+            step_tool=(step.spec or {}).get("tool"),
+            instruction=str((step.spec or {}).get("instruction") or ""),
             attempt=step.attempts,
             messages=self.messages,
             tools=tools,

@@ -26,6 +26,7 @@ from agentops.engine.advisor import (
     situation_from,
 )
 from agentops.engine.errors import FailureKind, TransitionRefused, UnknownTool
+from agentops.engine.planedit import repair_fixes_the_stop
 from agentops.engine.planning import preview_skip_with_dependants
 from agentops.engine.registry import get_tool
 from agentops.engine.scopes import missing_scope_of
@@ -110,6 +111,13 @@ def stuck_step(steps: Sequence[Step]) -> Step | None:
 def stuck_step_load(task_id: int) -> Step | None:
     """The step a stopped task is stuck on, read from the database."""
     return Step.objects.filter(task_id=task_id, status__in=STUCK).order_by("ordinal").first()
+
+
+def live_call_steps(calls: Sequence[ToolCall]) -> set[int]:
+    """Steps holding a ledger row that still counts (failed tries are history)."""
+    return {
+        c.step_id for c in calls if c.status != LedgerStatus.FAILED and c.compensation_of_id is None
+    }
 
 
 def ledger_views(calls: Sequence[ToolCall]) -> list[LedgerView]:
@@ -229,12 +237,14 @@ def task_recovery(
         rolling_back=task.mode == TaskMode.ROLLBACK,
         failed_retries=failed_retries,
         missing_scope=missing_scope_of(task.failure),
+        repairable=not any(c.status == LedgerStatus.EXECUTED_UNKNOWN for c in calls)
+        and repair_fixes_the_stop(steps, live_call_steps(calls)),
     )
     recommendation = advise(situation)
     previews = {
         str(option): preview(option, views, ledger)
         for option in recommendation.options
-        if option != Action.CONFIRM
+        if option not in (Action.CONFIRM, Action.REPAIR)
     }
     if stuck is not None and "skip" in previews:
         previews["skip"] = preview_skip_with_dependants(previews["skip"], steps, stuck.ordinal)

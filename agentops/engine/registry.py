@@ -224,6 +224,8 @@ class PlanStep:
     fan_out: str | None = None
     # The name of a registered agent: the step hands the task's workflow state over to it.
     handoff: str | None = None
+    # What the model is told to do in this step, beyond its title ("" : the title says it).
+    instruction: str = ""
 
 
 @dataclass
@@ -255,6 +257,9 @@ class Agent:
     # MCP servers the agent takes tools from (`agentops.engine.mcptools.McpServer`), besides
     # `tools`: their tools are listed by the worker that runs the task.
     mcp_servers: tuple[ToolSource, ...] = ()
+    # Other ways to reach the goal, by name: plans a person may switch a stopped task to
+    # (`engine.repair`). The first plan is `plan`, named DEFAULT_STRATEGY.
+    strategies: dict[str, list[PlanStep]] = field(default_factory=dict)
 
 
 class ToolSource(Protocol):
@@ -348,13 +353,20 @@ def plan_for(agent: Agent, task_input: dict[str, Any]) -> list[PlanStep]:
 
 
 def step_spec(step: PlanStep) -> dict[str, Any]:
-    """What a plan step stores in `Step.spec`: its tool, and a fan-out or handoff if it has one."""
+    """What a plan step stores in `Step.spec`: its tool, and a fan-out, a handoff or an
+    instruction if it has one."""
     spec: dict[str, Any] = {"tool": step.tool}
     if step.fan_out:
         spec["fan_out"] = step.fan_out
     if step.handoff:
         spec["handoff"] = step.handoff
+    if step.instruction:
+        spec["instruction"] = step.instruction
     return spec
+
+
+# The name of an agent's own plan among its strategies.
+DEFAULT_STRATEGY = "default"
 
 
 def register_agent(agent: Agent) -> Agent:
@@ -365,6 +377,8 @@ def register_agent(agent: Agent) -> Agent:
         if known is not None and known != source:
             raise ValueError(f"tool source {source.name!r} is declared twice, differently")
         _SOURCES[source.name] = source
+    if DEFAULT_STRATEGY in agent.strategies:
+        raise ValueError(f"strategy name {DEFAULT_STRATEGY!r} is the agent's own plan")
     _AGENTS[agent.name] = agent
     return agent
 

@@ -65,6 +65,7 @@ from agentops.engine.transitions import (
     prepared_rows,
     task_claim_row,
 )
+from agentops.engine.versions import agent_version, model_name, version_check
 from agentops.logs import task_context, task_context_step
 from agentops.models import Step, ToolCall
 from agentops.states import STEP_DONE, TASK_TRANSITIONS, LedgerStatus, Phase, StepStatus, TaskMode
@@ -210,6 +211,11 @@ class TaskRun(StepCommits, Proposals):
             self.agent = get_agent(task.agent)
         except UnknownAgent as exc:
             return self._stop(OrchestrationFailure(str(exc), kind=FailureKind.UNKNOWN_AGENT))
+        # No step runs under a declaration other than the one the task pinned (engine/versions).
+        self.version, changed = version_check(task.agent_version, self.agent)
+        self.model_name = model_name(self.agent)
+        if changed is not None:
+            return self._stop(changed)
         calls = task_calls(task.pk)
         self.calls = {call.pk: call for call in calls}
         for call in calls:
@@ -277,6 +283,7 @@ class TaskRun(StepCommits, Proposals):
                     lease=self.lease, task=self.task, step=step, steps=self.steps
                 )
                 self.agent, self.steps = handed.agent, handed.steps
+                self.version, self.model_name = agent_version(self.agent), model_name(self.agent)
                 return StepResult(output=handed.output)
             if children.is_fan_out(step):
                 collected = children.fan_out_run(

@@ -16,6 +16,7 @@ from agentops.engine.leases import Heartbeat
 from agentops.engine.ledger import Outcome
 from agentops.engine.registry import Agent, Tool
 from agentops.engine.transitions import Lease
+from agentops.engine.versions import AgentVersion
 from agentops.models import Step, Task, ToolCall
 
 
@@ -44,6 +45,9 @@ class RunState:
     # The row as the claim left it.
     task: Task
     agent: Agent = field(init=False)
+    # The agent's declaration and the model's name, recorded on every step this run starts.
+    version: AgentVersion = field(init=False)
+    model_name: str = field(init=False)
     steps: list[Step] = field(init=False)
     messages: list[dict[str, Any]] = field(default_factory=list)
     # The estimate of `messages` made while building them (recorded next to reported usage).

@@ -103,6 +103,8 @@ class StepCommits(RunState):
             required=True,
             attempts=step.attempts + 1,
             prompt_digest=events[0].payload["prompt_digest"],
+            agent_version=self.version.digest,
+            model_name=self.model_name,
             started_at=Now(),
             error=None,
         )

@@ -20,6 +20,7 @@ from agentops.engine.jsonvalues import redacted, validated
 from agentops.engine.planning import plan_check
 from agentops.engine.registry import get_agent, plan_for, step_spec
 from agentops.engine.transitions import EventSpec, task_append_event
+from agentops.engine.versions import agent_version
 from agentops.models import Snapshot, Step, Task
 from policies.services import policy_version_ensure_active
 
@@ -86,6 +87,7 @@ def task_create(
             parent_step=parent_step,
             fanout_index=fanout_index,
             agent=spec.name,
+            agent_version=agent_version(spec).as_pin(),
             goal=goal,
             input=task_input,
             created_by=created_by if getattr(created_by, "pk", None) else None,

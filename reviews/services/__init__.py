@@ -50,6 +50,7 @@ from reviews.services.notifications import (
     notification_preference_get,
     notification_preference_save,
 )
+from reviews.services.plans import plan_repair_apply
 from reviews.services.questions import question_answer_apply
 from reviews.services.recovery import (
     intervention_apply,
@@ -96,6 +97,7 @@ __all__ = [
     "notification_preference_get",
     "notification_preference_save",
     "operator_check",
+    "plan_repair_apply",
     "question_answer_apply",
     "scope_grant_apply",
     "scope_grant_revoke_apply",

@@ -12,6 +12,7 @@ from typing import Any
 from django import template
 from django.utils import timezone
 
+from agentops.engine import change_text
 from agentops.selectors import json_preview
 from agentops.templatetags import agentops_tags
 
@@ -64,6 +65,12 @@ register.filter("event_label", agentops_tags.event_label)
 def json_line(value: Any, limit: int = 200) -> str:
     """A stored JSON value on one line, length-capped; artifacts by their pointer."""
     return json_preview(value, limit=int(limit))
+
+
+@register.filter
+def repair_change(change: dict[str, Any]) -> str:
+    """One line of a plan repair's diff, as a person reads it."""
+    return change_text(change)
 
 
 @register.filter

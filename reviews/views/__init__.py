@@ -46,6 +46,7 @@ from reviews.views.gates import (
     gate_reject_view,
 )
 from reviews.views.grants import scope_grant_view, scope_revoke_view
+from reviews.views.plans import plan_repair
 from reviews.views.questions import question_answer_view, question_panel
 from reviews.views.queue import BULK_RESULTS, assign, claim, gates_bulk_approve_view, inbox, release
 from reviews.views.recovery import (
@@ -92,6 +93,7 @@ __all__ = [
     "intervention",
     "log_reader_required",
     "operator_required",
+    "plan_repair",
     "question_answer_view",
     "question_panel",
     "reader_required",

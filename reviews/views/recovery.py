@@ -4,16 +4,19 @@ confirmation first) and the confirmation of a ledger call whose outcome is unkno
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib import messages
 from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
+from agentops.engine import plan_repair_options
 from agentops.models import Task, ToolCall
 from agentops.services import TransitionRefused
 from agentops.states import LedgerStatus
 from agentops.web import AuthenticatedHttpRequest
-from reviews.forms import ConfirmForm, InterventionForm
+from reviews.forms import ConfirmForm, InterventionForm, PlanRepairForm
 from reviews.grant_forms import ScopeGrantForm
 from reviews.selectors import call_repeat_unprotected, task_get_recovery_panel
 from reviews.services import (
@@ -51,12 +54,19 @@ def render_recovery(
     status: int = 200,
     confirming: str = "",
     grant_form: ScopeGrantForm | None = None,
+    **extra: Any,
 ) -> HttpResponse:
     try:
         panel = task_get_recovery_panel(task_id=task_id, viewer=request.user)
     except Task.DoesNotExist:
         raise Http404(f"no task {task_id}") from None
     context = {
+        "repair_form": PlanRepairForm(auto_id="repair_%s"),
+        "repair": plan_repair_options(
+            panel.task, [row.step for row in panel.detail.steps], panel.detail.tool_calls
+        )
+        if panel.recovery is not None
+        else None,
         "panel": panel,
         "task": panel.task,
         "detail": panel.detail,
@@ -66,6 +76,7 @@ def render_recovery(
         "held_by_other": panel.holder is not None and panel.holder.pk != request.user.pk,
         "confirming": next((o for o in panel.options if o.action == confirming), None),
         **grant_context(panel.task, request.user, form=grant_form),
+        **extra,
     }
     return render(request, "reviews/recovery_panel.html", context, status=status)
 

@@ -83,6 +83,7 @@ ROW_CASES: dict[str, tuple[Situation, Action]] = {
         Action.ROLLBACK,
     ),
     "child-failed-irreversible": (S("child_failed", "orchestration", None, 0.3), Action.ABORT),
+    "agent-changed": (S("agent_changed", "orchestration", "write", 0.5), Action.RETRY),
     "unknown-agent": (S("unknown_agent", "orchestration", None, 0.5), Action.RETRY),
     "model-transient": (
         S("rate_limited", "model", "read", 0.9, step_attempts=3, step_retry_cap=3),
@@ -126,6 +127,7 @@ ROW_CASES: dict[str, tuple[Situation, Action]] = {
     ),
     "tool-schema-changed": (S("tool_schema_changed", "tool", "write", 0.5), Action.ABORT),
     "tool-forbidden": (S("authorization_gap", "tool", "financial", 0.5), Action.RETRY),
+    "plan-repair": (S("conflict", "tool", "financial", 0.5, repairable=True), Action.REPAIR),
     "planning-loop": (S("planning_loop", "orchestration", "write", 0.8), Action.RETRY),
     "low-confidence": (S("low_confidence", "orchestration", "financial", 0.5), Action.RETRY),
     "rejected-undo": (
@@ -467,10 +469,20 @@ def test_no_row_is_dead_every_row_is_the_first_match_of_some_recorded_failure():
                 irreversible=effects[1],
                 rolling_back=rolling_back,
                 missing_scope=scope,
+                repairable=repairable,
             )
         ).rule
         for layer, kinds in KINDS.items()
-        for kind, progress, side_effect, capped, effects, rolling_back, scope in product(
+        for (
+            kind,
+            progress,
+            side_effect,
+            capped,
+            effects,
+            rolling_back,
+            scope,
+            repairable,
+        ) in product(
             kinds,
             (0.05, 0.5, 0.9),
             (None, "read", "notify", "write", "financial"),
@@ -478,6 +490,7 @@ def test_no_row_is_dead_every_row_is_the_first_match_of_some_recorded_failure():
             ((False, False), (True, False), (True, True)),
             (False, True),
             (None, "payments:credit"),
+            (False, True),
         )
     }
     assert hit == {rule.name for rule in RULES} - {"default"}

@@ -369,6 +369,8 @@ API_ACCESS: dict[tuple[str, str], set[str]] = {
     ("GET", "/tasks/{task_id}/grants"): READERS,
     ("POST", "/tasks/{task_id}/grants"): set(),
     ("POST", "/grants/{grant_id}/revoke"): set(),
+    # No separation of duties here (as for interventions): the starter, an operator, may too.
+    ("POST", "/tasks/{task_id}/plan-repair"): {OPERATOR, STARTER},
 }
 API_ACCESS_PATHS = {path for _, path in API_ACCESS}
 
@@ -401,7 +403,12 @@ def test_each_role_gets_exactly_the_api_access_the_table_gives(
         # An allowed caller sends a stale digest and gets 409, not a decision; the starter sends
         # the real one, so that a missing separation-of-duties check would decide the gate.
         digest = gate.args_digest if role == STARTER else "0" * 64
-        extra = {"reject": {"feedback": "no"}, "edit": {"arguments": gate.arguments}}
+        extra = {
+            "reject": {"feedback": "no"},
+            "edit": {"arguments": gate.arguments},
+            # The task waits at its gate, not stopped: an allowed caller gets 409.
+            "plan-repair": {"op": "instruct", "step": 5, "instruction": "x", "reason": "r"},
+        }
         return {"seen_digest": digest, **extra.get(action, {})}
 
     schema = api.get_openapi_schema()
@@ -564,6 +571,7 @@ def test_the_schema_has_readable_operation_ids_enums_and_every_error_it_answers(
         ("GET", "/tasks/{task_id}/grants"): "list_grants",
         ("POST", "/tasks/{task_id}/grants"): "grant_scope",
         ("POST", "/grants/{grant_id}/revoke"): "revoke_grant",
+        ("POST", "/tasks/{task_id}/plan-repair"): "repair_plan",
     }
     for (method, path), op in operations.items():
         declared = set(op["responses"])

@@ -23,7 +23,7 @@ from django.http import HttpRequest, JsonResponse
 from django.views.decorators.http import require_GET, require_POST
 
 from agentops.dev.sim.models import Effect, Fault, FaultMode
-from agentops.dev.sim.world import ENDPOINTS, BadRequest, Endpoint, NotFound
+from agentops.dev.sim.world import ENDPOINTS, BadRequest, Conflict, Endpoint, NotFound
 
 DEFAULT_TIMEOUT_SLEEP = 30.0
 SCOPES_HEADER = "X-OAuth-Scopes"
@@ -151,6 +151,8 @@ def call(request: HttpRequest, service: str, operation: str) -> JsonResponse:
         return _error(404, str(exc))
     except BadRequest as exc:
         return _error(400, str(exc))
+    except Conflict as exc:
+        return _error(409, str(exc))
     if mode == FaultMode.EXECUTE_THEN_TIMEOUT:
         time.sleep(delay or DEFAULT_TIMEOUT_SLEEP)
         return _error(504, "gateway timeout")

@@ -21,6 +21,10 @@ class BadRequest(Exception):
     pass
 
 
+class Conflict(Exception):
+    """The request is valid but the world says no (a hotel fully booked): 409."""
+
+
 @dataclass(frozen=True)
 class Endpoint:
     service: str
@@ -212,11 +216,17 @@ def hotels_search(body: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+# Hotels that are fully booked on every date (the plan-repair demo books one of them).
+SOLD_OUT_HOTELS = frozenset({"H0404"})
+
+
 @endpoint("hotels", "book", writes=True)
 def hotels_book(body: dict[str, Any]) -> dict[str, Any]:
     hotel_id, guest, nights = _require(body, "hotel_id", "guest", "nights")
     if not isinstance(nights, int) or nights < 1:
         raise BadRequest("nights must be a positive integer")
+    if hotel_id in SOLD_OUT_HOTELS:
+        raise Conflict(f"hotel {hotel_id} is fully booked on these dates")
     return {
         "booking_id": f"HB{_number(f'{hotel_id}{guest}{nights}', 10**6):06d}",
         "hotel_id": hotel_id,

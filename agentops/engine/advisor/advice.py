@@ -29,6 +29,11 @@ def options_for(action: Action, situation: Situation) -> tuple[Action, ...]:
     """
     if action is Action.CONFIRM:
         return (Action.CONFIRM, Action.ABORT)
+    if action is Action.REPAIR:
+        offered = [Action.RETRY, Action.SKIP, Action.ROLLBACK, Action.ABORT]
+        if not situation.compensable:
+            offered.remove(Action.ROLLBACK)
+        return (Action.REPAIR, *offered)
     if situation.rolling_back:
         return (Action.ROLLBACK, Action.ABORT)
     offered = [Action.RETRY, Action.SKIP, Action.ROLLBACK, Action.ABORT]
@@ -80,10 +85,12 @@ def advise(situation: Situation) -> Recommendation:
     rule = next(r for r in RULES if r.matches(situation))
     action, name = rule.action, rule.name
     rationale = rule.rationale.format(**situation.facts())
-    if action is Action.RETRY and not situation.rolling_back:
+    if action in (Action.RETRY, Action.REPAIR) and not situation.rolling_back:
+        # Reviewers said no to this action: neither a retry nor a repair (which would have the
+        # agent propose again) is advised against them.
         if situation.rejected_by_people > 0:
             action, name, rationale = _after_people_rejected(situation)
-        elif situation.failed_retries > 0:
+        elif situation.failed_retries > 0 and action is Action.RETRY:
             action, name, rationale = _after_failed_retry(situation)
     return Recommendation(
         action=action,

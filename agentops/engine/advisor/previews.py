@@ -84,8 +84,11 @@ def preview(
     `confirm` is a ledger decision, not a run of steps: it is not previewed here.
     """
     option = Action(option)
-    if option is Action.CONFIRM:
-        raise ValueError("confirm is decided per ledger row: preview retry, skip, rollback, abort")
+    if option in (Action.CONFIRM, Action.REPAIR):
+        raise ValueError(
+            f"{option} is not previewed here (confirm: per ledger row; repair: per change, by "
+            "engine/planedit.py): preview retry, skip, rollback, abort"
+        )
     ordered = sorted(steps, key=lambda s: s.ordinal)
     open_steps = [s for s in ordered if s.status not in STEP_DONE]
     effects = _effects(ledger)
@@ -147,6 +150,7 @@ def situation_from(
     rolling_back: bool = False,
     failed_retries: int = 0,
     missing_scope: str | None = None,
+    repairable: bool = False,
 ) -> Situation:
     """Build a Situation from a stored failure (`Task.failure` / `Step.error`) and the views.
 
@@ -175,4 +179,5 @@ def situation_from(
         failed_retries=failed_retries,
         rejected_by_people=rejections if isinstance(rejections, int) else 0,
         missing_scope=missing_scope,
+        repairable=repairable and not rolling_back,
     )

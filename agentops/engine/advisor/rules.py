@@ -37,6 +37,7 @@ class Rule:
     rolling_back: bool | None = None
     # The service named the one scope it refused the call for.
     scope_named: bool | None = None
+    repairable: bool | None = None
 
     def matches(self, s: Situation) -> bool:
         return (
@@ -51,6 +52,7 @@ class Rule:
             and (self.irreversible is None or s.irreversible == self.irreversible)
             and (self.rolling_back is None or s.rolling_back == self.rolling_back)
             and (self.scope_named is None or (s.missing_scope is not None) == self.scope_named)
+            and (self.repairable is None or s.repairable == self.repairable)
         )
 
 
@@ -217,6 +219,14 @@ RULES: tuple[Rule, ...] = (
         kinds=_kinds(K.CHILD_FAILED),
     ),
     Rule(
+        "agent-changed",
+        _A.RETRY,
+        "The agent was re-declared while the task ran (its plan, tools or prompt changed); "
+        "read what changed, then retry to go on under the new declaration (each step records "
+        "its version), or abort to keep the old one's work as it is.",
+        kinds=_kinds(K.AGENT_CHANGED),
+    ),
+    Rule(
         "unknown-agent",
         _A.RETRY,
         "The agent is not registered on the workers (a deploy removed or renamed it); deploy "
@@ -326,6 +336,16 @@ RULES: tuple[Rule, ...] = (
         "then retry.",
         kinds=_kinds(K.AUTHORIZATION_GAP),
         layers=_set("tool"),
+    ),
+    Rule(
+        "plan-repair",
+        _A.REPAIR,
+        "The agent's approach is what failed ({kind}), and a retry would repeat it; repair the "
+        "plan (tell the step what to do differently, add or remove a step, or switch "
+        "strategy), then retry: completed steps and their effects stay as they are.",
+        kinds=_kinds(K.PLANNING_LOOP, K.LOW_CONFIDENCE, K.CONFLICT, K.BAD_REQUEST),
+        layers=_set("tool", "orchestration"),
+        repairable=True,
     ),
     Rule(
         "planning-loop",

@@ -22,6 +22,9 @@ class Action(StrEnum):
     CONFIRM = "confirm"
     # Grant the scope a service refused the call for, then retry (`engine.grants`).
     GRANT = "grant"
+    # Change the plan (a step's instruction, a step added or removed, another strategy), then
+    # retry: not an intervention of its own, the recovery panel's plan-repair form.
+    REPAIR = "repair"
 
 
 class Risk(StrEnum):
@@ -117,6 +120,9 @@ class Situation:
     rejected_by_people: int = 0
     # The scope a service refused the call for, when it named one (`engine.grants`).
     missing_scope: str | None = None
+    # The stuck step's instruction may change (nothing of it is recorded as run), or the plan
+    # has steps that have not started: the plan can be repaired (engine/planedit.py).
+    repairable: bool = False
 
     @property
     def risk(self) -> Risk:

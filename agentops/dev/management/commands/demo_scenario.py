@@ -14,15 +14,21 @@ from django.db.models import Q
 from agentops.dev import mcpgit
 from agentops.dev.devstack import Stack, free_port
 from agentops.dev.people import person_act
-from agentops.dev.scenarios import SCENARIOS, TOOL_TIMEOUT, Scenario, scenario_start
+from agentops.dev.scenarios import (
+    SCENARIOS,
+    TOOL_TIMEOUT,
+    Scenario,
+    scenario_repair,
+    scenario_start,
+)
 from agentops.dev.sim.models import Effect
 from agentops.dev.sim.services import fault_reset
 from agentops.engine import Choice, GateDecision, gate_decide
 from agentops.engine.questions import ASK_HUMAN, QUESTION
-from agentops.models import Gate, ScopeGrant, Task
+from agentops.models import Event, Gate, ScopeGrant, Task
 from agentops.selectors import task_get_recovery
 from agentops.services import task_retry, task_rollback
-from agentops.states import TERMINAL, GateStatus, LedgerStatus, TaskStatus
+from agentops.states import TERMINAL, GateStatus, LedgerStatus, StepStatus, TaskStatus
 
 SETTLED = {*TERMINAL, TaskStatus.NEEDS_ATTENTION}
 # A task waiting at a gate has settled too, for a scenario whose person decides it (the
@@ -62,6 +68,10 @@ class Command(BaseCommand):
             if scenario.then == "rollback" and task.status == TaskStatus.NEEDS_ATTENTION:
                 task_rollback(task_id=task.pk, actor=None, reason=f"scenario {name}")
                 task = self._wait(task.pk, TERMINAL, timeout)
+            repair: dict[str, Any] = {}
+            if scenario.then == "repair_plan" and task.status == TaskStatus.NEEDS_ATTENTION:
+                repair = self._repair(name, task, timeout)
+                task = Task.objects.get(pk=task.pk)
             stopped = self._stopped_child(task)
             if scenario.then == "retry_child" and stopped is not None:
                 task_retry(task_id=stopped.pk, actor=None, reason=f"scenario {name}")
@@ -78,6 +88,8 @@ class Command(BaseCommand):
                 service, operation = fault.endpoint.split(".")
                 fault_reset(service=service, operation=operation)
         report = self._report(scenario, task)
+        if scenario.then == "repair_plan":
+            report.update(repair)
         if as_json:
             self.stdout.write(json.dumps(report, indent=2))
         else:
@@ -100,6 +112,41 @@ class Command(BaseCommand):
                 actor=approver,
                 seen_digest=gate.args_digest,
             )
+
+    def _repair(self, name: str, task: Task, timeout: float) -> dict[str, Any]:
+        """Repair the stopped task's plan and retry it; what ran before the repair, and
+        whether any of it ran again (completed steps, effects) once the task finished."""
+        recommended = task_get_recovery(task_id=task.pk)
+        done = list(
+            task.steps.filter(status=StepStatus.SUCCEEDED).values_list("ordinal", flat=True)
+        )
+        effects_before = self._effects(task)
+        last_seq = task.last_seq
+        repairs = scenario_repair(name, task)
+        self._wait(task.pk, TERMINAL, timeout)
+        rerun = Event.objects.filter(
+            task=task, seq__gt=last_seq, step_ordinal__in=done, action="agentops.step.started"
+        ).count()
+        effects_after = self._effects(task)
+        return {
+            "recommended_before_repair": recommended.action if recommended else None,
+            "repairs": repairs,
+            "completed_before_repair": [o + 1 for o in done],
+            "completed_steps_rerun": rerun,
+            "effects_before_repair": dict(sorted(effects_before.items())),
+            "effects_repeated": sum(
+                max(0, effects_after.get(endpoint, 0) - count)
+                for endpoint, count in effects_before.items()
+            ),
+        }
+
+    def _effects(self, task: Task) -> Counter[str]:
+        return Counter(
+            f"{service}.{operation}"
+            for service, operation in Effect.objects.filter(
+                request_key__startswith=f"t{task.pk}-"
+            ).values_list("service", "operation")
+        )
 
     def _stopped_child(self, task: Task) -> Task | None:
         return task.children.filter(status=TaskStatus.NEEDS_ATTENTION).order_by("id").first()
@@ -147,6 +194,7 @@ class Command(BaseCommand):
                     "status": step.status,
                     "attempts": step.attempts,
                     "failure_kind": (step.error or {}).get("kind"),
+                    "instruction": (step.spec or {}).get("instruction", ""),
                 }
                 for step in task.steps.order_by("ordinal")
             ],
