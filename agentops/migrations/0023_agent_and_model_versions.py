@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('agentops', '0018_gate_approval_kind'),
+        ('agentops', '0022_scope_granters_group'),
     ]
 
     operations = [
