@@ -41,8 +41,10 @@ if TYPE_CHECKING:
     from agentops.models import Step, Task, ToolCall
 
 TRACEPARENT = "traceparent"
-# URLs the web tier does not trace: probes and scrapes, every few seconds, say nothing of a task.
-EXCLUDED_URLS = "healthz,readyz,metrics,static/"
+# URLs the web tier does not trace: probes and scrapes, every few seconds, say nothing of a task;
+# and the pages whose URL is a credential (an email's action link, a Slack account link), which
+# redaction cannot tell from any other path.
+EXCLUDED_URLS = "healthz,readyz,metrics,static/,email-actions/,slack/link/"
 
 # Set by `configure`; None while tracing is off (this module then imports nothing of
 # OpenTelemetry).

@@ -88,11 +88,13 @@ def signature_refusal(
     None when it is. The comparison takes constant time."""
     if not timestamp or not signature:
         return "unsigned: no X-Slack-Request-Timestamp or X-Slack-Signature"
-    if not timestamp.isdigit():
+    if not (timestamp.isascii() and timestamp.isdigit()):
         return "the timestamp is not a number of seconds"
     if abs(now - int(timestamp)) > REQUEST_WINDOW_SECONDS:
         return "the timestamp is more than five minutes from now"
-    if not hmac.compare_digest(slack_signature(secret, timestamp, body), signature):
+    if not hmac.compare_digest(
+        slack_signature(secret, timestamp, body).encode(), signature.encode("utf-8", "replace")
+    ):
         return "the signature does not match"
     return None
 
@@ -191,7 +193,8 @@ def interaction_handle(payload: dict[str, Any]) -> Answer:
     kind = payload.get("type")
     if kind == "block_actions":
         return _button(payload)
-    if kind == "view_submission" and _get(payload, "view").get("callback_id") == REJECT_VIEW:
+    view = _get(payload, "view") if kind == "view_submission" else None
+    if isinstance(view, dict) and view.get("callback_id") == REJECT_VIEW:
         return _reject_submitted(payload)
     return Answer()
 
@@ -276,7 +279,10 @@ def _reject_submitted(payload: dict[str, Any]) -> Answer:
     gate_id = _get(metadata, "gate")
     if not isinstance(gate_id, int):
         raise BadPayload("the modal names no gate")
-    reason = _get(view, "state", "values", REASON_BLOCK, REASON_INPUT).get("value") or ""
+    field = _get(view, "state", "values", REASON_BLOCK, REASON_INPUT)
+    reason = (field.get("value") if isinstance(field, dict) else None) or ""
+    if not isinstance(reason, str):
+        raise BadPayload("the reason is not text")
     team_id, slack_user_id = _slack_user(payload)
     user = _product_user(team_id, slack_user_id)
     if user is None:

@@ -17,7 +17,7 @@ from reviews.forms import PlanRepairForm
 from reviews.services import HeldByOther, NotAllowed, ReviewError, plan_repair_apply
 from reviews.states import VIA_BROWSER
 from reviews.views._common import operator_required
-from reviews.views.recovery import _render_recovery
+from reviews.views.recovery import render_recovery
 
 
 def _panel(
@@ -29,7 +29,7 @@ def _panel(
     status: int = 200,
     preview: object = None,
 ) -> HttpResponse:
-    return _render_recovery(
+    return render_recovery(
         request, task_id, alert=alert, status=status, repair_form=form, repair_preview=preview
     )
 
