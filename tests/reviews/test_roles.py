@@ -24,7 +24,13 @@ from policies.selectors import policy_version_active
 from policies.services import policy_draft_create
 from reviews.models import Claim, Decision
 from reviews.roles import group_names
-from tests.reviews.builders import client_for, gated_refund, open_gate, stopped_trip
+from tests.reviews.builders import (
+    asked_question,
+    client_for,
+    gated_refund,
+    open_gate,
+    stopped_trip,
+)
 
 ANONYMOUS, OPERATOR, AUDITOR, POLICY_ADMIN = "anonymous", "operator", "auditor", "policy admin"
 TASK_STARTER = "task starter"
@@ -51,6 +57,7 @@ class World:
     draft: PolicyVersion
     rule: PolicyRule
     token: int
+    question: Gate
 
 
 @dataclass(frozen=True)
@@ -82,6 +89,10 @@ def _stopped(w: World) -> dict[str, int]:
 
 def _gate(w: World) -> dict[str, int]:
     return {"gate_id": w.gate.pk}
+
+
+def _question(w: World) -> dict[str, int]:
+    return {"gate_id": w.question.pk}
 
 
 def _policy(w: World) -> dict[str, int]:
@@ -145,6 +156,12 @@ ACCESS: dict[str, Access] = {
     "reviews:task_cancel": Access(POST, frozenset({OPERATOR}), kwargs=_task),
     "reviews:task_modify": Access(POST, frozenset({OPERATOR}), kwargs=_task),
     "reviews:recover": Access(PAGE, REVIEWERS, kwargs=_stopped),
+    # An agent's question: reviewers read it, operators answer it.
+    "reviews:question": Access(PAGE, REVIEWERS, kwargs=_question),
+    "reviews:question_answer": Access(POST, frozenset({OPERATOR}), kwargs=_question),
+    # Granting and revoking scopes is the scope granters' (none of these roles hold it).
+    "reviews:scope_grant": Access(POST, frozenset(), kwargs=_stopped),
+    "reviews:scope_revoke": Access(POST, frozenset(), kwargs=lambda w: {"grant_id": 1}),
     "reviews:intervention": Access(POST, frozenset({OPERATOR}), kwargs=_stopped),
     "reviews:call_confirm": Access(
         POST,
@@ -220,6 +237,7 @@ def world(sim, redis_clean, groups, policy_admin, django_user_model) -> World:
         draft=draft,
         rule=PolicyRule.objects.filter(version=draft).order_by("position").first(),
         token=api_token_create(user=starter, name="stan's")[0].pk,
+        question=asked_question(created_by=starter),
     )
 
 
