@@ -8,7 +8,8 @@ role check (`reviews.roles.gate_decider_refusal`) and the gate panel ask the gat
 its name, so a new kind is a class registered here (and a migration when it keeps state of its
 own), not an edit of each place that decides gates.
 
-The one kind so far is `OneApprover`: one person of the approver group decides. A two-person
+The kinds so far: `OneApprover` (one person of the approver group decides) and `Question`
+(`engine/questions.py`: an agent's question, answered by one person, never approved). A two-person
 approval (issue #24) is the next class: `may_decide` refuses the person who already approved,
 `approvals_of` / `approval_record` keep the first approval (a column on the gate, its migration),
 and `is_satisfied` wants two distinct approvers.

@@ -45,6 +45,19 @@ def open_gate(task: Task) -> Gate:
     return Gate.objects.get(task=task, status=GateStatus.OPEN)
 
 
+def asked_question(*, created_by: Any = None, note: str = "the lid is cracked") -> Gate:
+    """The open question of a refund_ask task: how much to refund for the damaged A1001."""
+    task = task_create(
+        agent="refund_ask",
+        goal="Refund the damaged item of A1001",
+        input={"order_id": "A1001", "note": note},
+        created_by=created_by,
+    )
+    task = run_until_parked_or_done(task)
+    assert task.status == TaskStatus.AWAITING_APPROVAL
+    return open_gate(task)
+
+
 def stopped_trip(*, created_by: Any = None, goal: str = "Trip to Lisbon") -> Task:
     """A trip stopped in needs_attention after the flight was booked (the hotel refused)."""
     fault_set(service="hotels", operation="book", mode="forbidden", count=1)

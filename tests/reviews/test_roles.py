@@ -26,7 +26,13 @@ from reviews.email_actions import email_action_token
 from reviews.models import Claim, Decision, SlackIdentity
 from reviews.roles import group_names
 from reviews.services.slack import slack_link_token
-from tests.reviews.builders import client_for, gated_refund, open_gate, stopped_trip
+from tests.reviews.builders import (
+    asked_question,
+    client_for,
+    gated_refund,
+    open_gate,
+    stopped_trip,
+)
 
 ANONYMOUS, OPERATOR, AUDITOR, POLICY_ADMIN = "anonymous", "operator", "auditor", "policy admin"
 TASK_STARTER = "task starter"
@@ -55,6 +61,7 @@ class World:
     token: int
     slack_link: str
     email_action: str
+    question: Gate
 
 
 @dataclass(frozen=True)
@@ -86,6 +93,10 @@ def _stopped(w: World) -> dict[str, int]:
 
 def _gate(w: World) -> dict[str, int]:
     return {"gate_id": w.gate.pk}
+
+
+def _question(w: World) -> dict[str, int]:
+    return {"gate_id": w.question.pk}
 
 
 def _policy(w: World) -> dict[str, int]:
@@ -149,6 +160,12 @@ ACCESS: dict[str, Access] = {
     "reviews:task_cancel": Access(POST, frozenset({OPERATOR}), kwargs=_task),
     "reviews:task_modify": Access(POST, frozenset({OPERATOR}), kwargs=_task),
     "reviews:recover": Access(PAGE, REVIEWERS, kwargs=_stopped),
+    # An agent's question: reviewers read it, operators answer it.
+    "reviews:question": Access(PAGE, REVIEWERS, kwargs=_question),
+    "reviews:question_answer": Access(POST, frozenset({OPERATOR}), kwargs=_question),
+    # Granting and revoking scopes is the scope granters' (none of these roles hold it).
+    "reviews:scope_grant": Access(POST, frozenset(), kwargs=_stopped),
+    "reviews:scope_revoke": Access(POST, frozenset(), kwargs=lambda w: {"grant_id": 1}),
     "reviews:intervention": Access(POST, frozenset({OPERATOR}), kwargs=_stopped),
     "reviews:call_confirm": Access(
         POST,
@@ -237,6 +254,7 @@ def world(sim, redis_clean, groups, policy_admin, operator, django_user_model) -
         token=api_token_create(user=starter, name="stan's")[0].pk,
         slack_link=slack_link_token(team_id="T0ROLES", slack_user_id="U0ROLES"),
         email_action=email_action_token(gate=open_gate(task), user=operator, action="approve"),
+        question=asked_question(created_by=starter),
     )
 
 
