@@ -355,6 +355,13 @@ class Gate(models.Model):
     approval_kind = models.CharField(
         max_length=40, default="one_approver", db_default="one_approver"
     )
+    # A kind that wants more than one approval (`two_approvers`) keeps the ones given so far
+    # here, each {"by", "user_id", "args_digest", "at"}, and names where the second comes from
+    # (empty: the approver group again). An edit between approvals replaces the list.
+    second_approver_group = models.CharField(max_length=150, blank=True, default="", db_default="")
+    approvals = models.JSONField(
+        default=list, blank=True, db_default=models.Value([], models.JSONField())
+    )
     timeout_action = models.CharField(max_length=16, default="reject")
     escalate_to = models.CharField(max_length=150, blank=True)
     due_at = models.DateTimeField()

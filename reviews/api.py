@@ -20,9 +20,11 @@ from ninja import Router, Schema
 from ninja.errors import HttpError
 
 from agentops.api import ROLE, ApiRequest, Error, TaskOut, TokenAuth, page_of
+from agentops.engine import approval_kind_of
 from agentops.models import AuditItem, Gate, Task
 from agentops.states import AuditStatus, GateStatus, TaskStatus
 from policies.models import Route
+from reviews.models import Decision, Notice
 from reviews.services import (
     GateAlreadyDecided,
     NotAllowed,
@@ -46,6 +48,11 @@ def _readers_only(what: str) -> TokenAuth:
 # -- schemas --------------------------------------------------------------------------------------
 
 
+class ApprovalOut(Schema):
+    by: str
+    at: str
+
+
 class GateOut(Schema):
     id: int
     task_id: int
@@ -64,10 +71,28 @@ class GateOut(Schema):
     decided_at: datetime | None
     decided_by: str | None
     feedback: str
+    # Who, and how many, must approve (four eyes: "two_approvers", 2), the approvals given so
+    # far and the group whose approval the gate waits for now.
+    approval_kind: str
+    approvals_required: int
+    approvals: list[ApprovalOut]
+    waiting_for: list[str]
 
     @staticmethod
     def resolve_decided_by(gate: Gate) -> str | None:
         return gate.decided_by.get_username() if gate.decided_by else None
+
+    @staticmethod
+    def resolve_approvals_required(gate: Gate) -> int:
+        return approval_kind_of(gate).required
+
+    @staticmethod
+    def resolve_approvals(gate: Gate) -> list[dict[str, str]]:
+        return [{"by": a.by, "at": a.at} for a in approval_kind_of(gate).approvals_of(gate)]
+
+    @staticmethod
+    def resolve_waiting_for(gate: Gate) -> list[str]:
+        return list(approval_kind_of(gate).waiting_for(gate))
 
 
 class ApproveIn(Schema):
@@ -252,3 +277,63 @@ def list_audit_items(
 ) -> list[AuditItem]:
     items = AuditItem.objects.filter(status=status).order_by("created_at", "id")
     return page_of(items, limit, offset)
+
+
+# -- the record of a task and a gate ------------------------------------------------------------
+
+
+class DecisionOut(Schema):
+    id: int
+    action: str
+    actor: str
+    subject: str
+    reason: str
+    detail: dict[str, Any]
+    channel: str
+    created_at: datetime
+
+    @staticmethod
+    def resolve_actor(decision: Decision) -> str:
+        return decision.actor_label
+
+
+class NoticeOut(Schema):
+    event: str
+    text: str
+    recipients: list[str]
+    created_at: datetime
+
+    @staticmethod
+    def resolve_recipients(notice: Notice) -> list[str]:
+        return sorted({d.user.get_username() for d in notice.deliveries.all() if d.user})
+
+
+@router.get(
+    "/tasks/{task_id}/decisions",
+    response={200: list[DecisionOut], 404: Error, **ROLE},
+    summary="The decisions people made on a task, oldest first",
+    auth=TokenAuth("reviews.read_decisions", "the decision log is for reviewers and admins"),
+)
+def list_task_decisions(
+    request: ApiRequest, task_id: int, limit: int = 50, offset: int = 0
+) -> list[Decision]:
+    if not Task.objects.filter(pk=task_id).exists():
+        raise HttpError(404, f"no task {task_id}")
+    decisions = Decision.objects.filter(task_id_ref=task_id).order_by("created_at", "id")
+    return page_of(decisions, limit, offset)
+
+
+@router.get(
+    "/gates/{gate_id}/notices",
+    response={200: list[NoticeOut], 404: Error, **ROLE},
+    summary="Who was told about a gate: opened, a second approval wanted, due soon",
+    auth=_readers_only("gates are"),
+)
+def list_gate_notices(request: ApiRequest, gate_id: int) -> list[Notice]:
+    if not Gate.objects.filter(pk=gate_id).exists():
+        raise HttpError(404, f"no gate {gate_id}")
+    return list(
+        Notice.objects.filter(gate_id=gate_id)
+        .prefetch_related("deliveries__user")
+        .order_by("created_at", "id")
+    )

@@ -32,6 +32,7 @@ if TYPE_CHECKING:
         Approval,
         ApprovalKind,
         OneApprover,
+        TwoApprovers,
         approval_kind_of,
         approval_kind_register,
     )
@@ -103,6 +104,7 @@ _HOMES: dict[str, tuple[str, ...]] = {
         "Approval",
         "ApprovalKind",
         "OneApprover",
+        "TwoApprovers",
         "approval_kind_of",
         "approval_kind_register",
     ),
@@ -200,6 +202,7 @@ __all__ = [
     "StepFailure",
     "ToolFacts",
     "TransitionRefused",
+    "TwoApprovers",
     "UnknownAgent",
     "UnknownTool",
     "approval_kind_of",

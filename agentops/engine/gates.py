@@ -26,6 +26,7 @@ from django.db import transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
+from agentops.engine.approvals import approval_kind_for
 from agentops.engine.dispatch import task_enqueue
 from agentops.engine.errors import FailureKind, TransitionRefused
 from agentops.engine.jsonvalues import loaded, redacted
@@ -93,6 +94,10 @@ def gate_open(
         approver_group=settings.approver_group or "operators",
         timeout_action=settings.timeout_action or "reject",
         escalate_to=settings.escalate_to or "",
+        approval_kind=approval_kind_for(settings),
+        second_approver_group=(
+            settings.second_approver_group if settings.approvals_required > 1 else ""
+        ),
         due_at=timezone.now() + timedelta(seconds=timeout),
     )
 

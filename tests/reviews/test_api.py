@@ -362,6 +362,8 @@ API_ACCESS: dict[tuple[str, str], set[str]] = {
     ("POST", "/gates/{gate_id}/reject"): {OPERATOR},
     ("POST", "/gates/{gate_id}/edit"): {OPERATOR},
     ("GET", "/audit"): READERS,
+    ("GET", "/tasks/{task_id}/decisions"): EVERYONE,
+    ("GET", "/gates/{gate_id}/notices"): READERS,
 }
 API_ACCESS_PATHS = {path for _, path in API_ACCESS}
 
@@ -549,6 +551,8 @@ def test_the_schema_has_readable_operation_ids_enums_and_every_error_it_answers(
         ("POST", "/gates/{gate_id}/reject"): "reject_gate",
         ("POST", "/gates/{gate_id}/edit"): "edit_gate",
         ("GET", "/audit"): "list_audit_items",
+        ("GET", "/tasks/{task_id}/decisions"): "list_task_decisions",
+        ("GET", "/gates/{gate_id}/notices"): "list_gate_notices",
     }
     for (method, path), op in operations.items():
         declared = set(op["responses"])
