@@ -79,6 +79,14 @@ class Task(models.Model):
         "Step", null=True, blank=True, on_delete=models.CASCADE, related_name="child_tasks"
     )
     fanout_index = models.PositiveIntegerField(null=True, blank=True, editable=False)
+    # Started again from, or forked from a step of, another task (`engine/origins.py`): the
+    # original (its later tasks are `again`), how (`restart`, `fork`) and, for a fork, the
+    # first step that ran anew (the steps before it are the original's results, referenced).
+    origin = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="again"
+    )
+    origin_kind = models.CharField(max_length=8, blank=True, default="", db_default="")
+    origin_step = models.PositiveIntegerField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now_add=True, editable=False)
     # When the task entered its status (for a stopped task: since when it waits for a person).

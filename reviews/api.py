@@ -14,9 +14,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import datetime
 from decimal import Decimal
-from typing import Any
+from typing import Any, Literal
 
-from ninja import Router, Schema
+from ninja import Router, Schema, Status
 from ninja.errors import HttpError
 
 from agentops.api import ROLE, ApiRequest, Error, TaskOut, TokenAuth, page_of
@@ -32,6 +32,8 @@ from reviews.services import (
     gate_approve,
     gate_edit_and_approve,
     gate_reject,
+    task_fork_apply,
+    task_restart_apply,
 )
 from reviews.states import Via
 
@@ -336,4 +338,73 @@ def list_gate_notices(request: ApiRequest, gate_id: int) -> list[Notice]:
         Notice.objects.filter(gate_id=gate_id)
         .prefetch_related("deliveries__user")
         .order_by("created_at", "id")
+    )
+
+
+# -- start again, fork from a step ---------------------------------------------------------------
+
+
+class RestartIn(Schema):
+    ending: Literal["abort", "cancel", "keep"]
+    reason: str
+    input: dict[str, Any] | None = None
+    goal: str | None = None
+
+
+class ForkIn(Schema):
+    from_step: int  # 1-based, as the pages number steps
+    reason: str
+    input: dict[str, Any] | None = None
+
+
+def _again(task_id: int, apply: Callable[[], Task]) -> Status[Task]:
+    if not Task.objects.filter(pk=task_id).exists():
+        raise HttpError(404, f"no task {task_id}")
+    try:
+        new = apply()
+    except NotAllowed as exc:
+        raise HttpError(403, str(exc)) from None
+    except ReviewError as exc:
+        raise HttpError(400, str(exc)) from None
+    return Status(201, Task.objects.select_related("created_by").get(pk=new.pk))
+
+
+@router.post(
+    "/tasks/{task_id}/restart",
+    response={201: TaskOut, 400: Error, 404: Error, **ROLE},
+    summary="Start a stopped or finished task again (the old one ends as chosen)",
+    auth=TokenAuth(DECIDE_GATE, "starting a task again is for operators"),
+)
+def restart_task(request: ApiRequest, task_id: int, payload: RestartIn) -> Status[Task]:
+    return _again(
+        task_id,
+        lambda: task_restart_apply(
+            task_id=task_id,
+            actor=request.user,
+            ending=payload.ending,
+            reason=payload.reason,
+            input=payload.input,
+            goal=payload.goal,
+            via=_via(request),
+        ),
+    )
+
+
+@router.post(
+    "/tasks/{task_id}/fork",
+    response={201: TaskOut, 400: Error, 404: Error, **ROLE},
+    summary="Fork a task from a step: the steps before it are referenced, not run again",
+    auth=TokenAuth(DECIDE_GATE, "forking a task is for operators"),
+)
+def fork_task(request: ApiRequest, task_id: int, payload: ForkIn) -> Status[Task]:
+    return _again(
+        task_id,
+        lambda: task_fork_apply(
+            task_id=task_id,
+            actor=request.user,
+            from_step=payload.from_step - 1,
+            reason=payload.reason,
+            input=payload.input,
+            via=_via(request),
+        ),
     )

@@ -27,6 +27,8 @@ urlpatterns = [
     ),
     path("tasks/<int:task_id>/modify", views.task_modify_view, name="task_modify"),
     path("tasks/<int:task_id>/recover", views.recovery_panel, name="recover"),
+    path("tasks/<int:task_id>/restart", views.task_restart_view, name="task_restart"),
+    path("tasks/<int:task_id>/fork", views.task_fork_view, name="task_fork"),
     path("tasks/<int:task_id>/interventions", views.intervention, name="intervention"),
     path(
         "tasks/<int:task_id>/calls/<int:call_id>/confirm",

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from agentops.dev.again import run_fork, run_restart
 from agentops.dev.devstack import Stack
 from agentops.dev.four_eyes import run_four_eyes
 from agentops.dev.people import Api, Person, Wait, people, web
@@ -29,6 +30,18 @@ PEOPLE_SCENARIOS: dict[str, PeopleScenario] = {
             "the first approval shows 1 of 2, the finance leads are told, an edit starts over, "
             "the second approval runs the refund once.",
             run_four_eyes,
+        ),
+        PeopleScenario(
+            "restart",
+            "A trip stops half done (the hotel refuses once); an operator starts it again with "
+            "an edited input, aborting the old one; the new task succeeds and both link.",
+            run_restart,
+        ),
+        PeopleScenario(
+            "fork",
+            "A refund succeeds; an operator forks it from step 5 (the email) with an edited "
+            "input: steps 1 to 4 are referenced, not run again (effects_repeated 0).",
+            run_fork,
         ),
     ]
 }

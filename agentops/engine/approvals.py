@@ -175,26 +175,33 @@ class TwoApprovers(ApprovalKind):
         if approval.arguments is not None and approval.args_digest != gate.args_digest:
             # An edit: the edited arguments are what is on the table now, and the editor's
             # approval is the first of them (any given before was for other arguments).
-            kept: list[Approval] = []
-            fields: dict[str, Any] = {
-                "arguments": approval.arguments,
-                "args_digest": approval.args_digest,
-                "edited": True,
-            }
-            waiting = self._groups(gate)
-        else:
-            kept, fields, waiting = list(self.approvals_of(gate)), {}, list(self.waiting_for(gate))
-        counted = Approval(
+            counted = self._counted(approval, self._groups(gate))
+            gate.arguments, gate.args_digest, gate.edited = (
+                approval.arguments,
+                approval.args_digest,
+                True,
+            )
+            gate.approvals = [counted.as_dict()]
+            Gate.objects.filter(pk=gate.pk).update(
+                arguments=gate.arguments,
+                args_digest=gate.args_digest,
+                edited=True,
+                approvals=gate.approvals,
+            )
+            return
+        counted = self._counted(approval, list(self.waiting_for(gate)))
+        gate.approvals = [*(a.as_dict() for a in self.approvals_of(gate)), counted.as_dict()]
+        Gate.objects.filter(pk=gate.pk).update(approvals=gate.approvals)
+
+    def _counted(self, approval: Approval, waiting: Sequence[str]) -> Approval:
+        """The approval as kept: without the arguments (the gate's own), with its group."""
+        return Approval(
             by=approval.by,
             user_id=approval.user_id,
             args_digest=approval.args_digest,
             at=approval.at,
             group=self._group_of(approval.user_id, waiting),
         )
-        fields["approvals"] = [a.as_dict() for a in (*kept, counted)]
-        Gate.objects.filter(pk=gate.pk).update(**fields)
-        for key, value in fields.items():
-            setattr(gate, key, value)
 
     def _group_of(self, user_id: int | None, waiting: Sequence[str]) -> str:
         """The group still waiting that the approver's approval counts for: the second group

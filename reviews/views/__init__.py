@@ -30,6 +30,7 @@ from reviews.views._common import (
     reader_required,
 )
 from reviews.views.accounts import account, api_token_new, api_token_revoke_view
+from reviews.views.again import task_fork_view, task_restart_view
 from reviews.views.audit import (
     AUDIT_CSV_HEADER,
     audit_bulk_review,
@@ -94,5 +95,7 @@ __all__ = [
     "recovery_panel",
     "release",
     "task_control",
+    "task_fork_view",
     "task_modify_view",
+    "task_restart_view",
 ]

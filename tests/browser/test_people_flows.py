@@ -12,6 +12,7 @@ from django.contrib.auth.models import Group
 from playwright.sync_api import Page, expect
 
 from agentops.dev.people import FINANCE_LEADS, four_eyes_policy_ensure
+from agentops.dev.sim.services import fault_set
 from agentops.models import Task
 from agentops.services import task_create
 from agentops.states import GateStatus, TaskStatus
@@ -79,3 +80,57 @@ def test_two_people_approve_a_four_eyes_gate_and_the_refund_runs_once(
         .values_list("actor_label", "detail__approval", "channel")
     ) == [("olga", 1, "browser"), ("fiona", 2, "browser")]
     assert Task.objects.get(pk=task.pk).status == TaskStatus.SUCCEEDED
+
+
+def test_an_operator_starts_a_stopped_trip_again_and_both_tasks_link(
+    page: Page, live_server: Any, processes: Processes, operator: Any, starter: Any
+):
+    run_workers(processes)
+    fault_set(service="hotels", operation="book", mode="forbidden", count=1)
+    old = task_create(
+        agent="trip", goal="Trip to Lisbon", input={"traveller": "Ada"}, created_by=starter
+    )
+    old = wait_status(old, TaskStatus.NEEDS_ATTENTION)
+    login(page, live_server, "olga")
+
+    page.goto(f"/tasks/{old.pk}")
+    page.locator("#restart-section summary").click()
+    page.get_by_label("Abort it: it ends now, effects made stay").check()
+    page.locator("#restart_input").fill('{"traveller": "Ada King"}')
+    page.locator("#restart_reason").fill("the hotel refused; book again under her full name")
+    shoot(page, "restart-form")
+    page.get_by_role("button", name="Start again").click()
+
+    expect(page.locator("#origin-link")).to_contain_text(f"Started again from task #{old.pk}")
+    new = Task.objects.get(origin=old)
+    new = wait_status(new, TaskStatus.SUCCEEDED)
+    old.refresh_from_db()
+    assert old.status == TaskStatus.ABORTED and new.input == {"traveller": "Ada King"}
+    page.goto(f"/tasks/{old.pk}")
+    expect(page.locator("#again-links")).to_contain_text(f"Started again as task #{new.pk}")
+    assert Decision.objects.filter(task_id_ref=old.pk, action="reviews.task.restarted").count() == 1
+
+
+def test_an_operator_forks_a_refund_from_the_email_and_nothing_before_runs_again(
+    page: Page, live_server: Any, processes: Processes, operator: Any, starter: Any
+):
+    run_workers(processes)
+    old = task_create(
+        agent="refund", goal="Refund A1001", input={"order_id": "A1001"}, created_by=starter
+    )
+    old = wait_status(old, TaskStatus.SUCCEEDED)
+    refunds = effects("payments", "refund")
+    login(page, live_server, "olga")
+
+    page.goto(f"/tasks/{old.pk}")
+    page.locator("#fork-section summary").click()
+    page.get_by_label("Continue from step").select_option(label="step 5: Email the customer")
+    page.locator("#fork_reason").fill("resend the confirmation")
+    page.get_by_role("button", name="Fork", exact=True).click()
+
+    expect(page.locator("#origin-link")).to_contain_text(f"Forked from task #{old.pk} at step 5")
+    expect(page.locator("#referenced-ledger")).to_contain_text("issue_refund")
+    shoot(page, "fork-page")
+    new = wait_status(Task.objects.get(origin=old), TaskStatus.SUCCEEDED)
+    assert effects("payments", "refund") == refunds == 1
+    assert [c.tool for c in new.tool_calls.all()] == ["email_customer"]

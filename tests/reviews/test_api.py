@@ -364,6 +364,15 @@ API_ACCESS: dict[tuple[str, str], set[str]] = {
     ("GET", "/audit"): READERS,
     ("GET", "/tasks/{task_id}/decisions"): EVERYONE,
     ("GET", "/gates/{gate_id}/notices"): READERS,
+    # No separation of duties here: the starter, an operator, may start their task again.
+    ("POST", "/tasks/{task_id}/restart"): {OPERATOR, STARTER},
+    ("POST", "/tasks/{task_id}/fork"): {OPERATOR, STARTER},
+}
+# Bodies an allowed caller sends to start the gated task again or fork it: refused (400), so
+# nothing is started.
+AGAIN_BODIES = {
+    "/tasks/{task_id}/restart": {"ending": "keep", "reason": "x"},
+    "/tasks/{task_id}/fork": {"from_step": 99, "reason": "x"},
 }
 API_ACCESS_PATHS = {path for _, path in API_ACCESS}
 
@@ -416,6 +425,9 @@ def test_each_role_gets_exactly_the_api_access_the_table_gives(
             elif path == "/tasks":
                 response = post(client, path, {"agent": "nope", "goal": "x"})
                 # A starter gets as far as the unknown agent (400); the others are refused first.
+                expected = {400} if role in allowed else {403}
+            elif template in AGAIN_BODIES:
+                response = post(client, path, AGAIN_BODIES[template])
                 expected = {400} if role in allowed else {403}
             else:
                 response = post(client, path, body(path.rsplit("/", 1)[1], role))
@@ -553,6 +565,8 @@ def test_the_schema_has_readable_operation_ids_enums_and_every_error_it_answers(
         ("GET", "/audit"): "list_audit_items",
         ("GET", "/tasks/{task_id}/decisions"): "list_task_decisions",
         ("GET", "/gates/{gate_id}/notices"): "list_gate_notices",
+        ("POST", "/tasks/{task_id}/restart"): "restart_task",
+        ("POST", "/tasks/{task_id}/fork"): "fork_task",
     }
     for (method, path), op in operations.items():
         declared = set(op["responses"])
