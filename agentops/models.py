@@ -86,6 +86,14 @@ class Task(models.Model):
     trace_context = models.CharField(
         max_length=55, blank=True, default="", db_default="", editable=False
     )
+    # Started again from, or forked from a step of, another task (`engine/origins.py`): the
+    # original (its later tasks are `again`), how (`restart`, `fork`) and, for a fork, the
+    # first step that ran anew (the steps before it are the original's results, referenced).
+    origin = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="again"
+    )
+    origin_kind = models.CharField(max_length=8, blank=True, default="", db_default="")
+    origin_step = models.PositiveIntegerField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now_add=True, editable=False)
     # When the task entered its status (for a stopped task: since when it waits for a person).
@@ -367,6 +375,13 @@ class Gate(models.Model):
     # previous release during a deploy, a bulk insert) is of that kind.
     approval_kind = models.CharField(
         max_length=40, default="one_approver", db_default="one_approver"
+    )
+    # A kind that wants more than one approval (`two_approvers`) keeps the ones given so far
+    # here, each {"by", "user_id", "args_digest", "at"}, and names where the second comes from
+    # (empty: the approver group again). An edit between approvals replaces the list.
+    second_approver_group = models.CharField(max_length=150, blank=True, default="", db_default="")
+    approvals = models.JSONField(
+        default=list, blank=True, db_default=models.Value([], models.JSONField())
     )
     timeout_action = models.CharField(max_length=16, default="reject")
     escalate_to = models.CharField(max_length=150, blank=True)

@@ -16,6 +16,7 @@ from policies.engine import Route
 from policies.models import PolicyRule, TimeoutAction
 
 EDITED_CHOICES = [("", "either"), ("yes", "edited by a human"), ("no", "not edited")]
+APPROVAL_CHOICES = [(1, "one person"), (2, "two different people (four eyes)")]
 DAYS_CHOICES = [(1, "1 day"), (7, "7 days"), (14, "14 days"), (30, "30 days"), (90, "90 days")]
 
 
@@ -60,6 +61,22 @@ class RuleForm(forms.Form):
     escalate_to = forms.CharField(
         required=False, max_length=150, help_text="The group a timed-out gate escalates to."
     )
+    approvals_required = forms.TypedChoiceField(
+        choices=APPROVAL_CHOICES,
+        coerce=int,
+        initial=1,
+        required=False,
+        empty_value=None,
+        label="Approvals",
+        help_text="gate only. Two: two different people must approve (neither the task's "
+        "starter); an edit between them starts over, a rejection by either ends it.",
+    )
+    second_approver_group = forms.CharField(
+        required=False,
+        max_length=150,
+        help_text="Two approvals only: the group the second approval comes from. Empty: the "
+        "approver group again.",
+    )
 
     # Where a new rule goes: before rule N (1-based), or "" for where it is reached.
     insert_before = forms.TypedChoiceField(
@@ -67,7 +84,14 @@ class RuleForm(forms.Form):
     )
 
     # Fields that apply to one route only (the editor hides the others: CSS `:has`, no script).
-    GATE_ONLY = ("approver_group", "timeout_seconds", "timeout_action", "escalate_to")
+    GATE_ONLY = (
+        "approver_group",
+        "timeout_seconds",
+        "timeout_action",
+        "escalate_to",
+        "approvals_required",
+        "second_approver_group",
+    )
     LANE_ONLY = ("sample_rate",)
 
     def __init__(self, *args: Any, rule_count: int | None = None, **kwargs: Any) -> None:
@@ -110,6 +134,8 @@ class RuleForm(forms.Form):
             "timeout_seconds": rule.timeout_seconds,
             "timeout_action": rule.timeout_action,
             "escalate_to": rule.escalate_to,
+            "approvals_required": rule.approvals_required,
+            "second_approver_group": rule.second_approver_group,
         }
         return cls(initial=initial, **kwargs)
 
@@ -128,7 +154,13 @@ class RuleForm(forms.Form):
             data["sample_rate"] = None
         else:
             # Hidden fields of another route (their defaults were submitted) do not apply.
-            data.update(approver_group="", timeout_seconds=None, escalate_to="")
+            data.update(
+                approver_group="",
+                timeout_seconds=None,
+                escalate_to="",
+                approvals_required=1,
+                second_approver_group="",
+            )
             data["timeout_action"] = TimeoutAction.REJECT
         return data
 

@@ -146,6 +146,11 @@ class PolicyRule(models.Model):
         max_length=16, choices=TimeoutAction.choices, default=TimeoutAction.REJECT
     )
     escalate_to = models.CharField(max_length=150, blank=True)
+    # Two-person approval: 2 wants two different people (the second of `second_approver_group`,
+    # empty: the approver group again). The database holds the default too (rows written by the
+    # previous release during a deploy).
+    approvals_required = models.PositiveSmallIntegerField(default=1, db_default=1)
+    second_approver_group = models.CharField(max_length=150, blank=True, default="", db_default="")
 
     class Meta:
         ordering = ["version", "position"]

@@ -16,9 +16,10 @@ from django.utils import timezone
 
 from policies import catalog
 from policies.dryrun import DryRunResult, dry_run
-from policies.engine import Action, PolicySpec, Rule, ValidationMessage, Verdict, evaluate, validate
+from policies.engine import Action, PolicySpec, Rule, ValidationMessage, Verdict, evaluate
 from policies.errors import PolicyNotFound
 from policies.models import Policy, PolicyChange, PolicyRule, PolicyVersion, VersionStatus
+from policies.validation import validate
 
 _SPEC_CACHE: dict[int, PolicySpec] = {}
 _SPEC_CACHE_MAX = 256
@@ -46,6 +47,8 @@ def rule_from_row(row: PolicyRule) -> Rule:
         timeout_seconds=row.timeout_seconds,
         timeout_action=row.timeout_action,
         escalate_to=row.escalate_to,
+        approvals_required=row.approvals_required,
+        second_approver_group=row.second_approver_group,
     )
 
 

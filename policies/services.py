@@ -23,7 +23,7 @@ from policies.defaults import (
     DEFAULT_RULES,
     DEFAULT_SENSITIVE_SYSTEMS,
 )
-from policies.engine import TIMEOUT_ACTIONS, Route, reached_position
+from policies.engine import TIMEOUT_ACTIONS, Route
 from policies.errors import (
     PolicyError,
     PolicyImmutable,
@@ -38,15 +38,16 @@ from policies.selectors import (
     policy_version_validate,
     rule_from_row,
 )
+from policies.validation import reached_position
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
 
 LIST_FIELDS = ("tools", "side_effects", "systems", "agents")
 FLOAT_FIELDS = ("amount_above", "confidence_below", "sample_rate")
-INT_FIELDS = ("step_at_least", "step_at_most", "timeout_seconds")
+INT_FIELDS = ("step_at_least", "step_at_most", "timeout_seconds", "approvals_required")
 BOOL_FIELDS = ("touches_sensitive", "unknown_tool", "is_default")
-TEXT_FIELDS = ("name", "approver_group", "escalate_to")
+TEXT_FIELDS = ("name", "approver_group", "escalate_to", "second_approver_group")
 RULE_FIELDS = (
     "name",
     "route",
@@ -64,7 +65,10 @@ RULE_FIELDS = (
     "timeout_seconds",
     "timeout_action",
     "escalate_to",
+    "approvals_required",
+    "second_approver_group",
 )
+APPROVALS_COLUMN_MAX = 32767  # PolicyRule.approvals_required is a small integer
 # Positions move through this range while a draft is renumbered, so no two rows ever collide.
 _RENUMBER_OFFSET = 1_000_000
 
@@ -140,7 +144,19 @@ def rule_fields_clean(fields: Mapping[str, Any]) -> dict[str, Any]:
         raise PolicyError("a rule needs a name")
     if out.get("timeout_seconds") is not None and out["timeout_seconds"] < 0:
         raise PolicyError("timeout seconds must be 0 or more")
+    if "approvals_required" in out:
+        out["approvals_required"] = _approvals(out["approvals_required"])
     return out
+
+
+def _approvals(value: int | None) -> int:
+    """Empty is one approval; what a small column cannot hold is refused (other counts are
+    left to `validate`, which names them on the draft)."""
+    if value is None:
+        return 1
+    if not 0 <= value <= APPROVALS_COLUMN_MAX:
+        raise PolicyError("approvals must be 1, or 2 for two different people")
+    return value
 
 
 def _number(key: str, value: Any, kind: type[float] | type[int]) -> float | int | None:

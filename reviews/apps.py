@@ -19,6 +19,7 @@ class ReviewsConfig(AppConfig):
         from reviews.notifications import notifications_sweep
         from reviews.services import gate_timeout_logged, stopped_tasks_sweep
         from reviews.slack import slack_messages_sweep
+        from reviews.task_again import task_again_section
         from reviews.task_page import task_review_section
 
         permissions_register(roles.PERMISSIONS)
@@ -28,4 +29,5 @@ class ReviewsConfig(AppConfig):
         sweep_hook_register(slack_messages_sweep)
         task_page.section_register(task_review_section)
         task_page.section_register(task_grants_section)
+        task_page.section_register(task_again_section)
         prometheus.collector_register("reviews.state", review_state_metrics)

@@ -32,11 +32,11 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import IntegrityError, transaction
 from django.db.models import CharField, Exists, OuterRef, Q, Subquery, Value
-from django.db.models.functions import Cast, Concat
+from django.db.models.functions import Cast, Concat, Left
 from django.urls import reverse
 from django.utils import timezone
 
-from agentops.engine import job_waiting, outbound_check, redacted
+from agentops.engine import approval_kind_of, job_waiting, outbound_check, redacted
 from agentops.logs import job_meta
 from agentops.models import Event, Gate, Task
 from agentops.states import GateStatus, TaskStatus
@@ -77,6 +77,8 @@ def _unnoticed(queryset: Any, event: str, subject: Any) -> Any:
 
 
 def _gate_text(gate: Gate, event: str) -> str:
+    if event == NoticeEvent.GATE_SECOND_APPROVAL:
+        return second_approval_text(gate)
     what = "waits for approval" if event == NoticeEvent.GATE_OPENED else "times out soon"
     return (
         f"Task {gate.task_id} ({gate.task.agent}): '{gate.tool}' {what} "
@@ -95,6 +97,7 @@ def notices_find() -> list[Notice]:
     due = open_gates.filter(due_at__lte=soon)
     for gate in _unnoticed(due, NoticeEvent.GATE_DUE_SOON, gate_subject):
         created += _notice_create(NoticeEvent.GATE_DUE_SOON, f"gate:{gate.pk}", gate=gate)
+    created += _second_approvals_find(open_gates)
     stop_seq = Subquery(
         Event.objects.filter(task=OuterRef("pk"), action=STOP_EVENT)
         .order_by("-seq")
@@ -112,6 +115,43 @@ def notices_find() -> list[Notice]:
             NoticeEvent.TASK_STOPPED, f"task:{task.pk}@{task.stop_seq}", task=task
         )
     return created
+
+
+def second_approval_subject(gate: Gate) -> str:
+    """A gate's second-approval notice, once per proposal: an edit starts the count over, and
+    the new first approval tells the second group again."""
+    return f"gate:{gate.pk}@{gate.args_digest[:16]}"
+
+
+def _second_approvals_find(open_gates: Any) -> list[Notice]:
+    """Open gates that hold an approval and want another person's (four eyes)."""
+    subject = Concat(
+        Value("gate:"),
+        Cast(OuterRef("pk"), CharField()),
+        Value("@"),
+        Left(OuterRef("args_digest"), 16),
+    )
+    waiting = open_gates.exclude(approvals=[])
+    created: list[Notice] = []
+    for gate in _unnoticed(waiting, NoticeEvent.GATE_SECOND_APPROVAL, subject):
+        if approval_kind_of(gate).approvals_of(gate):
+            created += _notice_create(
+                NoticeEvent.GATE_SECOND_APPROVAL, second_approval_subject(gate), gate=gate
+            )
+    return created
+
+
+def second_approval_text(gate: Gate) -> str:
+    kind = approval_kind_of(gate)
+    given = kind.approvals_of(gate)
+    names = ", ".join(a.by for a in given)
+    return (
+        f"Task {gate.task_id} ({gate.task.agent}): '{gate.tool}' has {len(given)} of "
+        f"{kind.required} approvals (by {names}); a second person of "
+        f"{' or '.join(kind.waiting_for(gate))} "
+        f"must approve (rule {gate.rule}; due {gate.due_at:%Y-%m-%d %H:%M %Z}). "
+        f"Goal: {gate.task.goal}"
+    )
 
 
 def _notice_create(
@@ -155,10 +195,12 @@ def _routes(notice: Notice) -> list[NotificationRoute]:
     )
 
 
-def _default_group(notice: Notice) -> str:
+def _default_groups(notice: Notice) -> set[str]:
+    """Who decides now: the groups a gate waits for (after the first of two approvals, the
+    group whose approval is missing), or the operators for a stopped task."""
     if notice.gate is not None:
-        return notice.gate.approver_group
-    return Role.OPERATORS
+        return set(approval_kind_of(notice.gate).waiting_for(notice.gate))
+    return {Role.OPERATORS}
 
 
 def _deliveries_create(notice: Notice) -> None:
@@ -168,7 +210,7 @@ def _deliveries_create(notice: Notice) -> None:
     endpoints = {route.endpoint for route in routes if route.endpoint and route.endpoint.active}
     slack_channels = {route.slack_channel for route in routes if route.slack_channel}
     if not routes:
-        groups = {_default_group(notice)}
+        groups = _default_groups(notice)
     now = timezone.now()
     users = (
         get_user_model()
@@ -180,6 +222,10 @@ def _deliveries_create(notice: Notice) -> None:
     if notice.gate is not None and notice.task.created_by_id:
         # Separation of duties: whoever started the task cannot approve its gates.
         users = users.exclude(pk=notice.task.created_by_id)
+    if notice.gate is not None:
+        # Who approved already is not asked again (four eyes: someone else must).
+        approved = [a.user_id for a in approval_kind_of(notice.gate).approvals_of(notice.gate)]
+        users = users.exclude(pk__in=[pk for pk in approved if pk is not None])
     rows = [
         Delivery(
             notice=notice, channel=Channel.EMAIL, user=user, next_attempt_at=_after_quiet(user, now)

@@ -80,7 +80,8 @@ def gate_decider_refusal(gate: Gate, user: User) -> str | None:
     if gate.task.created_by_id is not None and gate.task.created_by_id == user.pk:
         return "you started this task, so someone else must decide its gates"
     if user.is_superuser:
-        return None
+        # Any group, but one person's approval still counts once (four eyes).
+        return approval_kind_of(gate).person_refusal(gate, user=user)
     if not user.has_perm("reviews.decide_gate"):
         return f"only members of {gate.approver_group!r} may decide this gate"
     # Who of the approver group, and how many, decide: the gate's approval kind says.

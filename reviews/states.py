@@ -24,6 +24,8 @@ class NoticeEvent(models.TextChoices):
 
     GATE_OPENED = "gate_opened", "A gate opened"
     GATE_DUE_SOON = "gate_due_soon", "A gate nears its timeout"
+    # Two-person approval: the first person approved, a second (of the second group) must.
+    GATE_SECOND_APPROVAL = "gate_second_approval", "A gate waits for a second approval"
     TASK_STOPPED = "task_stopped", "A task stopped for a human"
 
 

@@ -30,6 +30,8 @@ urlpatterns = [
     ),
     path("tasks/<int:task_id>/modify", views.task_modify_view, name="task_modify"),
     path("tasks/<int:task_id>/recover", views.recovery_panel, name="recover"),
+    path("tasks/<int:task_id>/restart", views.task_restart_view, name="task_restart"),
+    path("tasks/<int:task_id>/fork", views.task_fork_view, name="task_fork"),
     path("tasks/<int:task_id>/interventions", views.intervention, name="intervention"),
     path("tasks/<int:task_id>/grants", views.scope_grant_view, name="scope_grant"),
     path("grants/<int:grant_id>/revoke", views.scope_revoke_view, name="scope_revoke"),

@@ -38,6 +38,7 @@ if TYPE_CHECKING:
         Approval,
         ApprovalKind,
         OneApprover,
+        TwoApprovers,
         approval_kind_of,
         approval_kind_register,
     )
@@ -93,6 +94,14 @@ if TYPE_CHECKING:
         task_skip_step,
     )
     from agentops.engine.jsonvalues import digest, is_pointer, loaded, redacted, validated
+    from agentops.engine.origins import (
+        AgainRefused,
+        Ending,
+        OriginKind,
+        fork_points,
+        task_fork,
+        task_restart,
+    )
     from agentops.engine.outbound import outbound_check
     from agentops.engine.planedit import PlanEdit, RepairPreview, RepairRefused, change_text
     from agentops.engine.questions import (
@@ -134,6 +143,7 @@ _HOMES: dict[str, tuple[str, ...]] = {
         "Approval",
         "ApprovalKind",
         "OneApprover",
+        "TwoApprovers",
         "approval_kind_of",
         "approval_kind_register",
     ),
@@ -198,6 +208,14 @@ _HOMES: dict[str, tuple[str, ...]] = {
         "redacted",
         "validated",
     ),
+    "agentops.engine.origins": (
+        "AgainRefused",
+        "Ending",
+        "OriginKind",
+        "fork_points",
+        "task_fork",
+        "task_restart",
+    ),
     "agentops.engine.outbound": ("outbound_check",),
     "agentops.engine.planedit": (
         "PlanEdit",
@@ -253,6 +271,7 @@ __all__ = [
     "QUESTION",
     "START_TASK",
     "STOP_OUTCOMES",
+    "AgainRefused",
     "AgentOpsError",
     "Approval",
     "ApprovalKind",
@@ -260,6 +279,7 @@ __all__ = [
     "CheckpointDifference",
     "Choice",
     "DecisionRefused",
+    "Ending",
     "GateDecided",
     "GateDecision",
     "GateNotOpen",
@@ -267,6 +287,7 @@ __all__ = [
     "InterventionRefused",
     "NotSerializable",
     "OneApprover",
+    "OriginKind",
     "PlanEdit",
     "Preview",
     "QuestionView",
@@ -279,6 +300,7 @@ __all__ = [
     "StepFailure",
     "ToolFacts",
     "TransitionRefused",
+    "TwoApprovers",
     "UnknownAgent",
     "UnknownTool",
     "approval_kind_of",
@@ -286,6 +308,7 @@ __all__ = [
     "change_text",
     "checkpoint_read",
     "digest",
+    "fork_points",
     "gate_decide",
     "gate_hook_register",
     "get_agent",
@@ -311,6 +334,7 @@ __all__ = [
     "task_abort",
     "task_control",
     "task_create",
+    "task_fork",
     "task_gate_approved",
     "task_gate_rejected",
     "task_intervene",
@@ -318,6 +342,7 @@ __all__ = [
     "task_pause",
     "task_plan_repair",
     "task_recovery",
+    "task_restart",
     "task_restore",
     "task_resume",
     "task_retry",

@@ -8,21 +8,29 @@ role check (`reviews.roles.gate_decider_refusal`) and the gate panel ask the gat
 its name, so a new kind is a class registered here (and a migration when it keeps state of its
 own), not an edit of each place that decides gates.
 
-The kinds so far: `OneApprover` (one person of the approver group decides) and `Question`
-(`engine/questions.py`: an agent's question, answered by one person, never approved). A two-person
-approval (issue #24) is the next class: `may_decide` refuses the person who already approved,
-`approvals_of` / `approval_record` keep the first approval (a column on the gate, its migration),
-and `is_satisfied` wants two distinct approvers.
+Three kinds: `OneApprover`, one person of the approver group decides; `Question`
+(`engine/questions.py`: an agent's question, answered by one person, never approved); and
+`TwoApprovers` (four eyes), which a policy rule asks for with `approvals_required = 2`: two
+different people approve the same arguments, one for the approver group and one for
+`Gate.second_approver_group` (empty: the approver group again), in either order. The first
+approval is kept on the gate (`Gate.approvals`, with the group it counts for). An edit between
+them starts over (the edited arguments become the gate's proposal and the editor's approval the
+first one of them), and a rejection by either ends it as any rejection does. The task's starter
+never decides (`reviews.roles`), and nobody's approval counts twice (`person_refusal`, asked of
+superusers too, and by the engine itself before it counts).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from django.contrib.auth.models import Group
 
 from agentops.models import Gate
 from agentops.states import GateStatus
+from policies.engine import GateSettings
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import AnonymousUser, User
@@ -30,20 +38,46 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Approval:
-    """One person's approval of a gate's action: who, and the arguments' digest they approved."""
+    """One person's approval of a gate's action: who, the arguments' digest they approved,
+    when (ISO 8601), the group it counts for and, when they edited them, the arguments."""
 
     by: str
     user_id: int | None
     args_digest: str
+    arguments: dict[str, Any] | None = None
+    at: str = ""
+    group: str = ""
+
+    def as_dict(self) -> dict[str, Any]:
+        """As kept on the gate (`Gate.approvals`); the arguments are the gate's own."""
+        return {
+            "by": self.by,
+            "user_id": self.user_id,
+            "args_digest": self.args_digest,
+            "at": self.at,
+            "group": self.group,
+        }
+
+    @classmethod
+    def from_dict(cls, kept: dict[str, Any]) -> Approval:
+        return cls(
+            by=str(kept.get("by", "")),
+            user_id=kept.get("user_id"),
+            args_digest=str(kept.get("args_digest", "")),
+            at=str(kept.get("at", "")),
+            group=str(kept.get("group", "")),
+        )
 
 
 class ApprovalKind:
     """The strategy of one approval kind. Subclasses set `name` (stored on the gate) and
     `label`, and answer `may_decide` and `is_satisfied`; a kind that needs more than one
-    approval also keeps them (`approvals_of`, `approval_record`)."""
+    approval (`required`) also keeps them (`approvals_of`, `approval_record`)."""
 
     name: ClassVar[str]
     label: ClassVar[str]
+    # How many different people's approvals let the action run (the gate's "1 of 2").
+    required: ClassVar[int] = 1
 
     def is_open(self, gate: Gate) -> bool:
         """Whether the gate still waits for a decision."""
@@ -55,6 +89,17 @@ class ApprovalKind:
         """Why this kind refuses `user` (who belongs to `groups`), or None. The people's room
         checks the role and the separation of duties before it asks the kind."""
         raise NotImplementedError
+
+    def person_refusal(self, gate: Gate, *, user: User | AnonymousUser) -> str | None:
+        """Why this person may not add an approval whatever their groups (superusers too): one
+        person's approval counts once."""
+        if any(a.user_id == user.pk for a in self.approvals_of(gate)):
+            return "you approved this already; a second person must approve too"
+        return None
+
+    def waiting_for(self, gate: Gate) -> tuple[str, ...]:
+        """The groups whose member's approval the gate waits for now (any one of them)."""
+        return (gate.approver_group,)
 
     def approvals_of(self, gate: Gate) -> tuple[Approval, ...]:
         """The approvals the gate already holds (none for a kind that one approval closes)."""
@@ -94,6 +139,98 @@ class OneApprover(ApprovalKind):
         return len(approvals) >= 1
 
 
+class TwoApprovers(ApprovalKind):
+    """Four eyes: two different people approve the same arguments, one for the approver group
+    and one for the second group (`Gate.second_approver_group`; empty: the approver group
+    again), in either order. The first approval is kept on the gate; an edit replaces the
+    gate's proposal and starts the count over with the editor's approval."""
+
+    name = "two_approvers"
+    label = "two approvers"
+    required = 2
+
+    def _groups(self, gate: Gate) -> list[str]:
+        return [gate.approver_group, gate.second_approver_group or gate.approver_group]
+
+    def waiting_for(self, gate: Gate) -> tuple[str, ...]:
+        remaining = self._groups(gate)
+        for approval in self.approvals_of(gate):
+            if approval.group in remaining:
+                remaining.remove(approval.group)
+        return tuple(dict.fromkeys(remaining))
+
+    def may_decide(
+        self, gate: Gate, *, user: User | AnonymousUser, groups: frozenset[str]
+    ) -> str | None:
+        refusal = self.person_refusal(gate, user=user)
+        if refusal is not None:
+            return refusal
+        waiting = self.waiting_for(gate)
+        if getattr(user, "is_superuser", False) or groups.intersection(waiting):
+            return None
+        names = " or ".join(repr(group) for group in waiting)
+        which = "the second approval" if self.approvals_of(gate) else "this gate"
+        return f"only members of {names} may decide {which}"
+
+    def approvals_of(self, gate: Gate) -> tuple[Approval, ...]:
+        return tuple(
+            Approval.from_dict(kept)
+            for kept in gate.approvals or ()
+            if kept.get("args_digest") == gate.args_digest
+        )
+
+    def approval_record(self, gate: Gate, approval: Approval) -> None:
+        if approval.arguments is not None and approval.args_digest != gate.args_digest:
+            # An edit: the edited arguments are what is on the table now, and the editor's
+            # approval is the first of them (any given before was for other arguments).
+            counted = self._counted(approval, self._groups(gate))
+            gate.arguments, gate.args_digest, gate.edited = (
+                approval.arguments,
+                approval.args_digest,
+                True,
+            )
+            gate.approvals = [counted.as_dict()]
+            Gate.objects.filter(pk=gate.pk).update(
+                arguments=gate.arguments,
+                args_digest=gate.args_digest,
+                edited=True,
+                approvals=gate.approvals,
+            )
+            return
+        counted = self._counted(approval, list(self.waiting_for(gate)))
+        gate.approvals = [*(a.as_dict() for a in self.approvals_of(gate)), counted.as_dict()]
+        Gate.objects.filter(pk=gate.pk).update(approvals=gate.approvals)
+
+    def _counted(self, approval: Approval, waiting: Sequence[str]) -> Approval:
+        """The approval as kept: without the arguments (the gate's own), with its group."""
+        return Approval(
+            by=approval.by,
+            user_id=approval.user_id,
+            args_digest=approval.args_digest,
+            at=approval.at,
+            group=self._group_of(approval.user_id, waiting),
+        )
+
+    def _group_of(self, user_id: int | None, waiting: Sequence[str]) -> str:
+        """The group still waiting that the approver's approval counts for: the second group
+        when they belong to it (usually the narrower one, so the approver group, usually the
+        wider, is left to the next person), else the approver group (a superuser in neither
+        counts for the approver group)."""
+        if user_id is None:
+            return waiting[0] if waiting else ""
+        held = set(
+            Group.objects.filter(user__pk=user_id, name__in=waiting).values_list("name", flat=True)
+        )
+        return next(
+            (group for group in reversed(waiting) if group in held), waiting[0] if waiting else ""
+        )
+
+    def is_satisfied(self, gate: Gate, approvals: Sequence[Approval]) -> bool:
+        latest = approvals[-1].args_digest if approvals else None
+        people = {a.user_id for a in approvals if a.args_digest == latest}
+        return len(people) >= self.required
+
+
 APPROVAL_KINDS: dict[str, ApprovalKind] = {}
 
 
@@ -116,4 +253,10 @@ def approval_kind_of(gate: Gate) -> ApprovalKind:
         ) from None
 
 
+def approval_kind_for(settings: GateSettings) -> str:
+    """The kind of a gate opened under `settings`: two people when its rule asks for two."""
+    return TwoApprovers.name if settings.approvals_required >= 2 else OneApprover.name
+
+
 approval_kind_register(OneApprover())
+approval_kind_register(TwoApprovers())

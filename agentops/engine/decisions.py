@@ -18,6 +18,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 from django.db import transaction
+from django.utils import timezone
 
 from agentops.engine.approvals import Approval, approval_kind_of
 from agentops.engine.errors import AgentOpsError, StepFailure, UnknownTool
@@ -72,6 +73,13 @@ class GateDecided:
     gate: Gate
     approval: dict[str, Any] | None
     closed: bool
+    # An approval: the arguments and digest on the table when it was given (an edit that does
+    # not close a two-person gate replaces them on the gate), the approvals the gate holds now
+    # (the new one included) and how many its kind wants.
+    proposed: dict[str, Any] | None = None
+    proposed_digest: str = ""
+    approvals: tuple[Approval, ...] = ()
+    required: int = 1
 
 
 # The caller's own checks on the locked, open gate (its room's roles and claims): raises to
@@ -121,13 +129,7 @@ def gate_decide(
                 get_tool(gate.tool).check_arguments(arguments)
             except (StepFailure, UnknownTool) as exc:
                 raise DecisionRefused(str(exc)) from None
-        return _approve(
-            gate,
-            actor=actor,
-            arguments=gate.arguments if arguments is None else arguments,
-            edited=gate.edited if arguments is None else True,
-            reason=decision.reason,
-        )
+        return _approve(gate, actor=actor, edited_arguments=arguments, reason=decision.reason)
 
 
 def _edited(decision: GateDecision) -> dict[str, Any]:
@@ -178,18 +180,38 @@ def _approval(
 
 
 def _approve(
-    gate: Gate, *, actor: User, arguments: dict[str, Any], edited: bool, reason: str
+    gate: Gate, *, actor: User, edited_arguments: dict[str, Any] | None, reason: str
 ) -> GateDecided:
-    """Count the approval with the gate's kind; once satisfied, close the gate as approved and
-    resume the task with the approval. Caller holds the transaction and the gate's row lock."""
+    """Count the approval (of the gate's arguments, or of `edited_arguments`) with the gate's
+    kind; once satisfied, close the gate as approved and resume the task with the approval.
+    Caller holds the transaction and the gate's row lock."""
+    arguments = gate.arguments if edited_arguments is None else edited_arguments
+    edited = gate.edited if edited_arguments is None else True
     approval = _approval(gate, arguments, edited=edited, actor=actor)
     kind = approval_kind_of(gate)
+    # Nobody's approval counts twice, whatever the caller's own checks let through.
+    refusal = kind.person_refusal(gate, user=actor)
+    if refusal is not None:
+        raise DecisionRefused(refusal)
     given = Approval(
-        by=approval["by"], user_id=getattr(actor, "pk", None), args_digest=approval["args_digest"]
+        by=approval["by"],
+        user_id=getattr(actor, "pk", None),
+        args_digest=approval["args_digest"],
+        arguments=edited_arguments,
+        at=timezone.now().isoformat(),
     )
-    if not kind.is_satisfied(gate, (*kind.approvals_of(gate), given)):
+    proposed = {"proposed": gate.arguments, "proposed_digest": gate.args_digest}
+    given_all = (*kind.approvals_of(gate), given)
+    if not kind.is_satisfied(gate, given_all):
         kind.approval_record(gate, given)
-        return GateDecided(gate=gate, approval=approval, closed=False)
+        return GateDecided(
+            gate=gate,
+            approval=approval,
+            closed=False,
+            approvals=kind.approvals_of(gate),
+            required=kind.required,
+            **proposed,
+        )
     # The gate keeps what was proposed (`arguments`) and records what was approved, so its page
     # shows both, their digests and who edited: the ledger runs `approved_arguments`.
     _close(
@@ -202,4 +224,11 @@ def _approve(
         edited=edited,
     )
     task_gate_approved(task_id=gate.task_id, step_id=gate.step_id, approval=approval, actor=actor)
-    return GateDecided(gate=gate, approval=approval, closed=True)
+    return GateDecided(
+        gate=gate,
+        approval=approval,
+        closed=True,
+        approvals=tuple(a for a in given_all if a.args_digest == given.args_digest),
+        required=kind.required,
+        **proposed,
+    )

@@ -26,7 +26,7 @@ from django.db import transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
-from agentops.engine.approvals import approval_kind_of
+from agentops.engine.approvals import approval_kind_for, approval_kind_of
 from agentops.engine.dispatch import task_enqueue
 from agentops.engine.errors import FailureKind, TransitionRefused
 from agentops.engine.jsonvalues import loaded, redacted
@@ -72,10 +72,11 @@ def gate_open(
     args_digest: str,
     verdict: Verdict,
     edited: bool,
-    approval_kind: str = "one_approver",
+    approval_kind: str = "",
 ) -> Gate:
-    """Open the gate a task parks on (of `approval_kind`: who, and how many, decide it). Caller
-    (the runner) holds the transaction and the lease."""
+    """Open the gate a task parks on (of `approval_kind`: who, and how many, decide it; by
+    default the kind its rule asks for). Caller (the runner) holds the transaction and the
+    lease."""
     settings = verdict.gate or GateSettings()
     timeout = int(settings.timeout_seconds or DEFAULT_GATE_TIMEOUT_SECONDS)
     confidence = (loaded(step.model_response) or {}).get("confidence")
@@ -94,9 +95,12 @@ def gate_open(
         rule=verdict.rule,
         reasons=list(verdict.reasons),
         approver_group=settings.approver_group or "operators",
-        approval_kind=approval_kind,
         timeout_action=settings.timeout_action or "reject",
         escalate_to=settings.escalate_to or "",
+        approval_kind=approval_kind or approval_kind_for(settings),
+        second_approver_group=(
+            settings.second_approver_group if settings.approvals_required > 1 else ""
+        ),
         due_at=timezone.now() + timedelta(seconds=timeout),
     )
 

@@ -230,9 +230,8 @@ class Proposals(RunState):
                 args_digest=routed.digest,
                 verdict=routed.verdict,
                 edited=routed.edited,
-                approval_kind=questions.QUESTION
-                if questions.is_question(routed.tool)
-                else "one_approver",
+                # A question is its own kind; a gate, the kind its rule asks for.
+                approval_kind=questions.QUESTION if questions.is_question(routed.tool) else "",
             )
             snapshot_write(task_id=self.task.pk, seq=commit.seq)
 

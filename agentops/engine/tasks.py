@@ -7,7 +7,7 @@ services of `agentops.services` (the form, the API) call it with the person aski
 from __future__ import annotations
 
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from django.conf import settings
 from django.db import transaction
@@ -26,6 +26,20 @@ from policies.services import policy_version_ensure_active
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
+
+
+class TaskOrigin(Protocol):
+    """Where a task started again or forked comes from (`engine/origins.py: Origin`)."""
+
+    @property
+    def task(self) -> Task: ...
+    @property
+    def kind(self) -> str: ...
+    @property
+    def from_step(self) -> int | None: ...
+    def adopt(self, steps: list[Step]) -> None: ...
+    def event_payload(self) -> dict[str, Any]: ...
+
 
 # Declared by `agentops.permissions` (the task starters' role); asked through Django here.
 START_TASK = "agentops.start_task"
@@ -46,6 +60,7 @@ def task_create(
     policy: str = "default",
     parent_step: Step | None = None,
     fanout_index: int | None = None,
+    origin: TaskOrigin | None = None,
 ) -> Task:
     """Create a task for a registered agent with its plan, an initial snapshot, and a job.
 
@@ -60,7 +75,8 @@ def task_create(
     Raises UnknownAgent for an unregistered agent, NotSerializable (with the path) for input or
     a goal that cannot be stored (not JSON, a NUL character, a lone surrogate, nesting deeper
     than `jsonvalues.MAX_DEPTH`) and PlanInvalid for a plan whose dependencies do not point at
-    earlier steps.
+    earlier steps. `origin`: the task is started again from, or forked from, another one
+    (`engine/origins.py`); it links them and may adopt the first steps' results.
     """
     if started_by is not None:
         if not started_by.has_perm(START_TASK):
@@ -102,6 +118,10 @@ def task_create(
             step_retry_cap=step_retry_cap or conf["STEP_RETRY_CAP"],
             recovery_cap=recovery_cap if recovery_cap is not None else conf["TASK_RECOVERY_CAP"],
             trace_context=tracing.task_trace_context(parent),
+            origin=origin.task if origin is not None else None,
+            origin_kind=origin.kind if origin is not None else "",
+            origin_step=origin.from_step if origin is not None else None,
+            current_step=(origin.from_step or 0) if origin is not None else 0,
         )
         steps = Step.objects.bulk_create(
             Step(
@@ -113,6 +133,8 @@ def task_create(
             )
             for i, p in enumerate(plan)
         )
+        if origin is not None:
+            origin.adopt(steps)
         Snapshot.objects.create(task=task, seq=0, state=snapshot_state(task, steps, []))
         seq = task_append_event(
             task_id=task.pk,
@@ -126,6 +148,7 @@ def task_create(
                         if parent_step is not None
                         else {}
                     ),
+                    **(origin.event_payload() if origin is not None else {}),
                 },
             ),
             actor=created_by,

@@ -30,6 +30,7 @@ from reviews.services._common import (
     decision_record,
     operator_check,
 )
+from reviews.services.again import task_fork_apply, task_restart_apply
 from reviews.services.audit import audit_item_review, audit_items_bulk_review
 from reviews.services.calibration import calibration_draft_create
 from reviews.services.claims import claim_assign, claim_release, claim_take
@@ -104,6 +105,8 @@ __all__ = [
     "stopped_tasks_escalate_overdue",
     "stopped_tasks_sweep",
     "task_control_apply",
+    "task_fork_apply",
     "task_modify_apply",
+    "task_restart_apply",
     "task_restore_from_log",
 ]

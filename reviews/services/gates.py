@@ -21,6 +21,7 @@ from agentops.engine import (
     gate_decide,
 )
 from agentops.models import Gate
+from reviews.models import Claim
 from reviews.roles import gate_decider_refusal
 from reviews.services._common import (
     GateAlreadyDecided,
@@ -30,6 +31,7 @@ from reviews.services._common import (
     claim_check_or_take_over,
     decision_record,
 )
+from reviews.services.approvals import approvals_detail, bulk_outcome
 from reviews.states import VIA_SYSTEM, VIA_UNKNOWN, Via
 
 if TYPE_CHECKING:
@@ -73,20 +75,26 @@ def _approved_logged(
     decided: GateDecided, *, actor: User, reason: str, action: str, via: Via, bulk: bool = False
 ) -> None:
     gate, approval = decided.gate, decided.approval or {}
-    proposed = {"arguments": approval.get("arguments"), "proposed": gate.arguments}
+    proposed = {"arguments": approval.get("arguments"), "proposed": decided.proposed}
     _gate_logged(
         gate,
         action=action,
         actor=actor,
         reason=reason,
+        before_digest=decided.proposed_digest,
         after_digest=approval.get("args_digest", ""),
         detail={
-            **(proposed if approval.get("edited") else {}),
+            **(proposed if action == "reviews.gate.edited" else {}),
             **({"bulk": True} if bulk else {}),
+            **approvals_detail(decided),
         }
         or None,
         via=via,
     )
+    if not decided.closed:
+        # The first of two approvals: the approver lets go of the item, so the second person
+        # can take it without a takeover.
+        Claim.objects.filter(task_id=gate.task_id, user_id=actor.pk).delete()
 
 
 def _gate_logged(
@@ -95,6 +103,7 @@ def _gate_logged(
     action: str,
     actor: User | None,
     reason: str,
+    before_digest: str = "",
     after_digest: str = "",
     detail: dict[str, Any] | None = None,
     via: Via,
@@ -104,7 +113,7 @@ def _gate_logged(
         actor=actor,
         task_id=gate.task_id,
         subject=f"gate {gate.pk}: {gate.tool}",
-        before_digest=gate.args_digest,
+        before_digest=before_digest or gate.args_digest,
         after_digest=after_digest,
         reason=reason,
         policy_version_number=gate.policy_version_number,
@@ -135,7 +144,7 @@ def gate_approve(
     take_over: bool = False,
     bulk: bool = False,
     via: Via = VIA_UNKNOWN,
-) -> None:
+) -> GateDecided:
     """Approve the gated action as proposed. The approval is bound to the arguments' digest and
     the policy version; the runner checks both again right before the call. `bulk` marks the
     decision as one of a bulk approval (reviewer-quality figures count them)."""
@@ -151,6 +160,7 @@ def gate_approve(
         _approved_logged(
             decided, actor=actor, reason=reason, action="reviews.gate.approved", via=via, bulk=bulk
         )
+    return decided
 
 
 def gate_edit_and_approve(
@@ -162,7 +172,7 @@ def gate_edit_and_approve(
     reason: str = "",
     take_over: bool = False,
     via: Via = VIA_UNKNOWN,
-) -> None:
+) -> GateDecided:
     """Approve with edited arguments. The edited action is evaluated again by the runner; a
     stricter verdict (another gate rule, or deny) opens a new gate or stops the task."""
     with transaction.atomic():
@@ -175,6 +185,7 @@ def gate_edit_and_approve(
             via=via,
         )
         _approved_logged(decided, actor=actor, reason=reason, action="reviews.gate.edited", via=via)
+    return decided
 
 
 def gate_reject(
@@ -240,7 +251,8 @@ def gate_reject_and_stop(
 
 @dataclass(frozen=True)
 class BulkResult:
-    """What happened to one gate of a bulk approval: approved, already decided, not allowed."""
+    """What happened to one gate of a bulk approval: approved, approved as the first of two
+    (`message` says who must approve next), already decided, not allowed."""
 
     gate_id: int
     outcome: str
@@ -282,7 +294,7 @@ def gates_bulk_approve(
             results.append(BulkResult(gate_id, "not found", "no such gate"))
             continue
         try:
-            gate_approve(
+            decided = gate_approve(
                 gate_id=gate_id,
                 actor=actor,
                 seen_digest=seen_digest,
@@ -298,5 +310,5 @@ def gates_bulk_approve(
             # Bulk approval never takes an item over: that is asked for one gate at a time.
             results.append(BulkResult(gate_id, "held by someone else", str(exc)))
         else:
-            results.append(BulkResult(gate_id, "approved"))
+            results.append(BulkResult(gate_id, *bulk_outcome(decided)))
     return results

@@ -15,6 +15,7 @@ from django.utils import timezone
 from agentops.engine import change_text
 from agentops.selectors import json_preview
 from agentops.templatetags import agentops_tags
+from reviews.selectors.approvals import gate_approval_progress
 
 register = template.Library()
 
@@ -59,6 +60,8 @@ register.filter("gate_money", agentops_tags.gate_money)
 register.filter("stamp", agentops_tags.stamp)
 register.filter("failure_label", agentops_tags.failure_label)
 register.filter("event_label", agentops_tags.event_label)
+# A gate's "1 of 2" (None for a gate one approval closes): the inbox row and the gate panel.
+register.filter("gate_approvals", gate_approval_progress)
 
 
 @register.filter

@@ -30,6 +30,7 @@ from reviews.views._common import (
     reader_required,
 )
 from reviews.views.accounts import account, api_token_new, api_token_revoke_view
+from reviews.views.again import task_fork_view, task_restart_view
 from reviews.views.audit import (
     AUDIT_CSV_HEADER,
     audit_bulk_review,
@@ -102,5 +103,7 @@ __all__ = [
     "scope_grant_view",
     "scope_revoke_view",
     "task_control",
+    "task_fork_view",
     "task_modify_view",
+    "task_restart_view",
 ]

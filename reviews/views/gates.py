@@ -96,7 +96,7 @@ def _decide(
     *,
     name: str,
     form: ApproveForm | RejectForm | EditApproveForm | RejectStopForm,
-    apply: Callable[[dict[str, Any]], None],
+    apply: Callable[[dict[str, Any]], object],
 ) -> HttpResponse:
     if not form.is_valid():
         return _render_gate(request, gate_id, bound={name: form}, status=400)

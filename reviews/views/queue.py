@@ -181,6 +181,9 @@ def _gate_state(gate: Gate | None) -> tuple[Any, ...] | None:
         gate.rule,
         gate.policy_version_number,
         gate_money(gate),
+        gate.approval_kind,
+        gate.approvals,
+        gate.approver_group,
     )
 
 

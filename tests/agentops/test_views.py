@@ -416,10 +416,11 @@ def test_task_page_query_count_does_not_grow_with_events(
     operator_client.get(reverse("agentops:task_list"))
 
     # session, user, the user's roles (navigation), their permissions (user and groups, for
-    # which tasks they may read), task, steps, ledger, events
-    with django_assert_num_queries(9):
+    # which tasks they may read), task, steps, ledger, events, and the tasks started again or
+    # forked from this one (the "start again and forks" section)
+    with django_assert_num_queries(10):
         small = operator_client.get(reverse("agentops:task_detail", args=[few.pk]))
-    with django_assert_num_queries(9):
+    with django_assert_num_queries(10):
         large = operator_client.get(reverse("agentops:task_detail", args=[many.pk]))
     with CaptureQueriesContext(connection) as fragment:
         operator_client.get(reverse("agentops:task_detail", args=[many.pk]), HTTP_HX_REQUEST="true")

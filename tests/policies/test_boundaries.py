@@ -1,5 +1,5 @@
-"""The evaluator, dry-run and diff of `policies` are pure. (That `policies` imports no other app
-is tested with the other apps' doors in `tests/test_boundaries.py`.)"""
+"""The evaluator, its validation, dry-run and diff of `policies` are pure. (That `policies`
+imports no other app is tested with the other apps' doors in `tests/test_boundaries.py`.)"""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 APP = Path(__file__).resolve().parents[2] / "policies"
-PURE = ("engine.py", "dryrun.py", "diff.py")
+PURE = ("engine.py", "validation.py", "dryrun.py", "diff.py")
 
 
 def imported_modules(path: Path) -> set[str]:

@@ -21,9 +21,9 @@ from policies.engine import (
     evaluate,
     matches,
     sampled,
-    validate,
 )
 from policies.models import Route, TimeoutAction
+from policies.validation import validate
 
 CLASSES = ("read", "write", "notify", "financial")
 KNOWN = {
@@ -93,6 +93,8 @@ def test_verdict_carries_sample_rate_and_gate_settings() -> None:
         "timeout_seconds": 3600,
         "timeout_action": "reject",
         "escalate_to": "",
+        "approvals_required": 1,
+        "second_approver_group": "",
     }
 
 

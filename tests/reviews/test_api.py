@@ -371,6 +371,17 @@ API_ACCESS: dict[tuple[str, str], set[str]] = {
     ("POST", "/grants/{grant_id}/revoke"): set(),
     # No separation of duties here (as for interventions): the starter, an operator, may too.
     ("POST", "/tasks/{task_id}/plan-repair"): {OPERATOR, STARTER},
+    ("GET", "/tasks/{task_id}/decisions"): EVERYONE,
+    ("GET", "/gates/{gate_id}/notices"): READERS,
+    # No separation of duties here: the starter, an operator, may start their task again.
+    ("POST", "/tasks/{task_id}/restart"): {OPERATOR, STARTER},
+    ("POST", "/tasks/{task_id}/fork"): {OPERATOR, STARTER},
+}
+# Bodies an allowed caller sends to start the gated task again or fork it: refused (400), so
+# nothing is started.
+AGAIN_BODIES = {
+    "/tasks/{task_id}/restart": {"ending": "keep", "reason": "x"},
+    "/tasks/{task_id}/fork": {"from_step": 99, "reason": "x"},
 }
 API_ACCESS_PATHS = {path for _, path in API_ACCESS}
 
@@ -434,6 +445,9 @@ def test_each_role_gets_exactly_the_api_access_the_table_gives(
                 # there is no such question (the separation of duties is tested with questions).
                 response = post(client, path, body("answer", role))
                 expected = {404} if role in allowed else {403}
+            elif template in AGAIN_BODIES:
+                response = post(client, path, AGAIN_BODIES[template])
+                expected = {400} if role in allowed else {403}
             else:
                 response = post(client, path, body(path.rsplit("/", 1)[1], role))
                 expected = {409} if role in allowed else {403}
@@ -572,6 +586,10 @@ def test_the_schema_has_readable_operation_ids_enums_and_every_error_it_answers(
         ("POST", "/tasks/{task_id}/grants"): "grant_scope",
         ("POST", "/grants/{grant_id}/revoke"): "revoke_grant",
         ("POST", "/tasks/{task_id}/plan-repair"): "repair_plan",
+        ("GET", "/tasks/{task_id}/decisions"): "list_task_decisions",
+        ("GET", "/gates/{gate_id}/notices"): "list_gate_notices",
+        ("POST", "/tasks/{task_id}/restart"): "restart_task",
+        ("POST", "/tasks/{task_id}/fork"): "fork_task",
     }
     for (method, path), op in operations.items():
         declared = set(op["responses"])

@@ -1,9 +1,11 @@
 """Approval kinds: the strategy a gate's decision asks (open / may decide / is satisfied).
 
-The one kind so far (`OneApprover`) behaves as gates always did: one person of the approver
-group decides, and that one approval closes the gate. A kind defined only in this module (two
-distinct approvers, its approvals kept in memory) shows that a new kind is a class: the engine's
-decision, the role check and the gate panel ask the gate's kind, and nothing else changes.
+`OneApprover` behaves as gates always did: one person of the approver group decides, and that
+one approval closes the gate. The real two-person kind (`TwoApprovers`, four eyes) is tested in
+`test_four_eyes.py`. A kind defined only in this module (any two distinct approvers of the group,
+its approvals kept in memory, no migration) shows that a new kind is still just a class: the
+engine's decision, the role check and the gate panel ask the gate's kind, and nothing else
+changes.
 """
 
 from __future__ import annotations
@@ -72,9 +74,9 @@ def test_one_approval_of_the_group_closes_the_gate_as_before(
     )
 
 
-class TwoApprovers(ApprovalKind):
+class InMemoryTwoApprovers(ApprovalKind):
     """Two distinct people of the approver group: the first approval is kept, the second closes
-    the gate. (Kept in memory here; a real kind keeps them on the gate, with a migration.)"""
+    the gate. (Kept in memory here; the real `TwoApprovers` keeps them on the gate.)"""
 
     name = "two_approvers_test"
     label = "two approvers"
@@ -110,7 +112,7 @@ def test_a_new_kind_is_a_class_the_decision_the_role_check_and_the_panel_ask(
     starter: Any,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    kind = TwoApprovers()
+    kind = InMemoryTwoApprovers()
     monkeypatch.setitem(APPROVAL_KINDS, kind.name, kind)
     gate = open_gate(gated_refund(created_by=starter))
     Gate.objects.filter(pk=gate.pk).update(approval_kind=kind.name)

@@ -94,6 +94,11 @@ class Command(BaseCommand):
                 f"gate: approver group {gate.approver_group}, timeout "
                 f"{gate.timeout_seconds} s, then {gate.timeout_action}{target}"
             )
+            if gate.approvals_required > 1:
+                second = gate.second_approver_group or gate.approver_group
+                self.stdout.write(
+                    f"approvals: {gate.approvals_required} different people, the second of {second}"
+                )
 
     def _dry_run(self, *, draft: int, days: int, as_json: bool, **_: Any) -> None:
         if days <= 0:

@@ -14,6 +14,7 @@ from django.db.models import Q
 from agentops.dev import mcpgit
 from agentops.dev.devstack import Stack, free_port
 from agentops.dev.people import person_act
+from agentops.dev.people_scenarios import PEOPLE_SCENARIOS, people_scenario_run
 from agentops.dev.scenarios import (
     SCENARIOS,
     TOOL_TIMEOUT,
@@ -40,20 +41,23 @@ class Command(BaseCommand):
     help = "Run a demo scenario end to end (sim services, a worker, the sweeper) and report it."
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("name", choices=sorted(SCENARIOS))
+        parser.add_argument("name", choices=sorted({*SCENARIOS, *PEOPLE_SCENARIOS}))
         parser.add_argument("--json", action="store_true", dest="as_json")
         parser.add_argument("--timeout", type=float, default=90.0)
 
     def handle(
         self, *args: object, name: str, as_json: bool, timeout: float, **options: object
     ) -> None:
-        scenario = SCENARIOS[name]
         stack = Stack(quiet=True)
         stack.env.update(
             AGENTOPS_TOOL_TIMEOUT_SECONDS=TOOL_TIMEOUT,
             AGENTOPS_BACKOFF_BASE_SECONDS="0.5",
             AGENTOPS_SWEEP_INTERVAL_SECONDS="0.5",
         )
+        if name in PEOPLE_SCENARIOS:
+            self._people(name, stack=stack, as_json=as_json, timeout=timeout)
+            return
+        scenario = SCENARIOS[name]
         stack.env.update(scenario.env)
         try:
             stack.start_sim(free_port())
@@ -147,6 +151,22 @@ class Command(BaseCommand):
                 request_key__startswith=f"t{task.pk}-"
             ).values_list("service", "operation")
         )
+
+    def _people(self, name: str, *, stack: Stack, as_json: bool, timeout: float) -> None:
+        """A scenario in which people act over the API (agentops.dev.people_scenarios)."""
+        try:
+            stack.start_sim(free_port())
+            stack.spawn("worker")
+            stack.spawn("sweeper")
+            report = people_scenario_run(
+                name,
+                stack=stack,
+                wait=lambda task_id, statuses, seconds: self._wait(task_id, statuses, seconds),
+                timeout=timeout,
+            )
+        finally:
+            stack.stop()
+        self.stdout.write(json.dumps(report, indent=2, default=str))
 
     def _stopped_child(self, task: Task) -> Task | None:
         return task.children.filter(status=TaskStatus.NEEDS_ATTENTION).order_by("id").first()

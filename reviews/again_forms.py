@@ -1,0 +1,59 @@
+"""The forms of starting a task again and forking it from a step (`reviews.task_again`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+
+from reviews.forms import ARGUMENTS_MAX, NOTE_MAX, JSONObjectField
+
+ENDING_CHOICES = [
+    ("abort", "Abort it: it ends now, effects made stay"),
+    ("cancel", "Cancel it: it ends now (shown as cancelled), effects made stay"),
+    ("keep", "Keep it as it is (it has finished)"),
+]
+
+
+class RestartForm(forms.Form):
+    """Start again: how the old task ends, the input (prefilled, editable), and why."""
+
+    ending = forms.ChoiceField(
+        choices=ENDING_CHOICES, widget=forms.RadioSelect, label="The old task"
+    )
+    input = JSONObjectField(
+        noun="input",
+        example='{"order_id": "A1002"}',
+        max_chars=ARGUMENTS_MAX,
+        widget=forms.Textarea(attrs={"rows": 4, "spellcheck": "false", "class": "mono"}),
+        label="Input of the new task (JSON object)",
+    )
+    reason = forms.CharField(max_length=NOTE_MAX, widget=forms.TextInput, label="Why")
+
+    def __init__(self, *args: Any, endings: list[str], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        field = self.fields["ending"]
+        assert isinstance(field, forms.ChoiceField)
+        field.choices = [(v, label) for v, label in ENDING_CHOICES if v in endings]
+        if len(endings) == 1:
+            field.initial = endings[0]
+
+
+class ForkForm(forms.Form):
+    """Fork from a step: where the new task continues, the input (editable), and why."""
+
+    from_step = forms.TypedChoiceField(coerce=int, label="Continue from step")
+    input = JSONObjectField(
+        noun="input",
+        example='{"order_id": "A1002"}',
+        max_chars=ARGUMENTS_MAX,
+        widget=forms.Textarea(attrs={"rows": 4, "spellcheck": "false", "class": "mono"}),
+        label="Input of the new task (JSON object)",
+    )
+    reason = forms.CharField(max_length=NOTE_MAX, widget=forms.TextInput, label="Why")
+
+    def __init__(self, *args: Any, points: list[tuple[int, str]], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        field = self.fields["from_step"]
+        assert isinstance(field, forms.ChoiceField)
+        field.choices = [(str(ordinal), label) for ordinal, label in points]

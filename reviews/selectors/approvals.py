@@ -1,0 +1,54 @@
+"""How far a gate's approvals have come (four eyes): "1 of 2", who approved and when, and whose
+approval it waits for now. Read from the gate's kind (`agentops.engine.approval_kind_of`); a
+kind that one approval closes has no progress to show.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from agentops.engine import Approval, approval_kind_of
+
+if TYPE_CHECKING:
+    from agentops.models import Gate
+
+
+@dataclass(frozen=True)
+class ApprovalProgress:
+    given: tuple[Approval, ...]
+    required: int
+    waiting_for: str
+
+    @property
+    def label(self) -> str:
+        return f"{len(self.given)} of {self.required}"
+
+    @property
+    def names(self) -> str:
+        return ", ".join(a.by for a in self.given)
+
+    @property
+    def entries(self) -> list[tuple[str, datetime | None]]:
+        """Who approved, and when (None when the time was not kept)."""
+        return [(a.by, _when(a.at)) for a in self.given]
+
+
+def _when(at: str) -> datetime | None:
+    try:
+        return datetime.fromisoformat(at)
+    except ValueError:
+        return None
+
+
+def gate_approval_progress(gate: Gate) -> ApprovalProgress | None:
+    """The approvals an open or decided gate of a many-approver kind holds; None for one."""
+    kind = approval_kind_of(gate)
+    if kind.required <= 1:
+        return None
+    return ApprovalProgress(
+        given=kind.approvals_of(gate),
+        required=kind.required,
+        waiting_for=" or ".join(kind.waiting_for(gate)),
+    )
