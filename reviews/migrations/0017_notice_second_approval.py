@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('reviews', '0012_api_token_to_agentops'),
+        ('reviews', '0016_slack_messages'),
     ]
 
     operations = [

@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('agentops', '0019_gate_two_approvers'),
+        ('agentops', '0024_gate_two_approvers'),
     ]
 
     operations = [

@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('agentops', '0018_gate_approval_kind'),
+        ('agentops', '0023_agent_and_model_versions'),
     ]
 
     operations = [
