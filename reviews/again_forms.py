@@ -6,7 +6,8 @@ from typing import Any
 
 from django import forms
 
-from reviews.forms import ARGUMENTS_MAX, NOTE_MAX, JSONObjectField
+from agentops.web import JSONObjectField
+from reviews.forms import ARGUMENTS_MAX, NOTE_MAX
 
 ENDING_CHOICES = [
     ("abort", "Abort it: it ends now, effects made stay"),
