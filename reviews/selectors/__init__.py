@@ -54,6 +54,7 @@ from reviews.selectors.inbox import (
     inbox_counts,
     inbox_filter_choices,
     inbox_list,
+    inbox_state,
     operators_list,
     stopped_sla_seconds,
 )
@@ -107,6 +108,7 @@ __all__ = [
     "inbox_counts",
     "inbox_filter_choices",
     "inbox_list",
+    "inbox_state",
     "operators_list",
     "pretty_json",
     "stopped_sla_seconds",
