@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from datetime import UTC, datetime, timedelta
 from functools import wraps
 from typing import TYPE_CHECKING, Any
 
@@ -98,20 +97,16 @@ def render_page(
 POLL_VERSION_HEADER = "X-Poll-Version"
 
 
-# A version's `until` in whole milliseconds since the epoch (exact both ways: no float).
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_MILLISECOND = timedelta(milliseconds=1)
-
-
-def poll_version(*parts: Any, until: datetime | None = None) -> str:
+def poll_version(*parts: Any, until_ms: int | None = None) -> str:
     """A short digest of `parts`: everything a polled fragment shows, read cheaply (timestamps,
     sequence numbers, ids, the viewer and the query), so that any change the reader would see
     changes the version. Never a secret: it says only "same as before" to whoever holds it.
 
-    `until`: the fragment reads the same only until then (a relative time it prints changes);
-    the version carries it in the clear after a dot, under the digest, and a poll after it is
-    answered with the fragment whatever else holds (`poll_unchanged`)."""
-    stamp = "" if until is None else f".{(until - _EPOCH) // _MILLISECOND}"
+    `until_ms` (milliseconds since the epoch): the fragment reads the same only until then (a
+    relative time it prints changes); the version carries it in the clear after a dot, under
+    the digest, and a poll from then on is answered with the fragment whatever else holds
+    (`poll_unchanged`)."""
+    stamp = "" if until_ms is None else f".{until_ms}"
     text = "\0".join(repr(part) for part in (*parts, stamp))
     return salted_hmac("agentops.web.poll_version", text).hexdigest()[:24] + stamp
 
@@ -122,17 +117,22 @@ def poll_sent(request: HttpRequest) -> bool:
     return request.method == "GET" and POLL_VERSION_HEADER in request.headers
 
 
-def poll_sent_until(request: HttpRequest) -> datetime | None:
-    """The time until which the version a poll sent holds (None when it carries none, or none
-    that reads as one: the digest then matches nothing the view computes)."""
-    return _version_until(request.headers.get(POLL_VERSION_HEADER, ""))
+def poll_sent_until_ms(request: HttpRequest) -> int | None:
+    """The time (ms since the epoch) until which the version a poll sent holds (None when it
+    carries none, or none that reads as one: the digest then matches nothing computed)."""
+    return _version_until_ms(request.headers.get(POLL_VERSION_HEADER, ""))
 
 
-def _version_until(version: str) -> datetime | None:
+def _version_until_ms(version: str) -> int | None:
     _, dot, stamp = version.partition(".")
     if not dot or not stamp.isdigit() or len(stamp) > 15:
         return None
-    return _EPOCH + int(stamp) * _MILLISECOND
+    return int(stamp)
+
+
+def _now_ms() -> int:
+    """Now in milliseconds since the epoch, rounded up (a version expires no later than due)."""
+    return -int(-timezone.now().timestamp() * 1000 // 1)
 
 
 def poll_unchanged(request: HttpRequest, version: str) -> HttpResponse | None:
@@ -145,8 +145,8 @@ def poll_unchanged(request: HttpRequest, version: str) -> HttpResponse | None:
         return None
     if request.headers.get(POLL_VERSION_HEADER) != version:
         return None
-    until = _version_until(version)
-    if until is not None and timezone.now() >= until:
+    until_ms = _version_until_ms(version)
+    if until_ms is not None and _now_ms() >= until_ms:
         return None
     response = HttpResponse(status=204)
     patch_vary_headers(response, ("HX-Request", POLL_VERSION_HEADER))

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import urlencode
 
@@ -23,7 +23,7 @@ from agentops.paging import page_number
 from agentops.web import (
     AuthenticatedHttpRequest,
     poll_sent,
-    poll_sent_until,
+    poll_sent_until_ms,
     poll_unchanged,
     poll_version,
     render_page,
@@ -117,13 +117,13 @@ def _inbox_rows(items: Iterable[InboxItem], *, assignees: list[Any]) -> list[_In
     return rows
 
 
-def _inbox_version(request: AuthenticatedHttpRequest, *, state: str, until: datetime | None) -> str:
+def _inbox_version(request: AuthenticatedHttpRequest, *, state: str, until_ms: int | None) -> str:
     """The version (agentops.web.poll_version) of the polled inbox rows: what every viewer's
     inbox can show (`inbox_state`, one statement), who views it (their groups and role decide
-    which rows are theirs to decide), the query (filters) and the page; `until` the first time
-    a relative time on the rows prints something else. Computed the same way whether the rows
-    are rendered or only polled, from the request alone, so an unchanged poll reads nothing
-    else."""
+    which rows are theirs to decide), the query (filters) and the page; `until_ms` the first
+    time a relative time on the rows prints something else (ms since the epoch). Computed the
+    same way whether the rows are rendered or only polled, from the request alone, so an
+    unchanged poll reads nothing else."""
     user = request.user
     query = sorted((k, v) for k, v in request.GET.items() if k != "page" and v)
     return poll_version(
@@ -135,19 +135,30 @@ def _inbox_version(request: AuthenticatedHttpRequest, *, state: str, until: date
         query,
         page_number(request.GET.get("page")),
         state,
-        until=until,
+        until_ms=until_ms,
     )
 
 
-def _inbox_until(inbox: Inbox, filters: InboxFilters, now: datetime) -> datetime | None:
-    """Until when the rows of `inbox` read the same as at `now`: their relative times' next
-    change. With an age filter, items enter the list as they age: the rows hold only now."""
-    if filters.age:
-        return now
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def _inbox_until_ms(inbox: Inbox, filters: InboxFilters, now: datetime) -> int | None:
+    """Until when (ms since the epoch, rounded down) the rows of `inbox` read the same as at
+    `now`: their relative times' next change (None: they print none). With an age filter, items
+    enter the list as they age: the rows hold only now."""
     items = inbox.page.object_list
-    return times_steady_until(
-        deadlines=[item.deadline for item in items], sinces=[item.since for item in items], now=now
+    until = (
+        now
+        if filters.age
+        else times_steady_until(
+            deadlines=[item.deadline for item in items],
+            sinces=[item.since for item in items],
+            now=now,
+        )
     )
+    if until is None:
+        return None
+    return (until - _EPOCH) // timedelta(milliseconds=1)
 
 
 def _inbox_response(
@@ -161,7 +172,7 @@ def _inbox_response(
     fragment = wants_fragment(request)
     polled = not message and results is None and bulk_form is None
     if polled and poll_sent(request):
-        version = _inbox_version(request, state=inbox_state(), until=poll_sent_until(request))
+        version = _inbox_version(request, state=inbox_state(), until_ms=poll_sent_until_ms(request))
         unchanged = poll_unchanged(request, version)
         if unchanged is not None:
             return unchanged
@@ -175,7 +186,7 @@ def _inbox_response(
     query = {k: v for k, v in request.GET.items() if k != "page" and v}
     can_decide = request.user.has_perm(OPERATE)
     assignees = operators_list() if can_decide else []
-    version = _inbox_version(request, state=state, until=_inbox_until(inbox, filters, now))
+    version = _inbox_version(request, state=state, until_ms=_inbox_until_ms(inbox, filters, now))
     context = {
         "inbox": inbox,
         "page": page,
