@@ -27,7 +27,7 @@ _FAILED_ONCE: set[str] = set()
 def _fail_once(call: ToolContext) -> None:
     if call.idempotency_key not in _FAILED_ONCE:
         _FAILED_ONCE.add(call.idempotency_key)
-        raise ToolFailure("bench: unavailable once", kind=FailureKind.UNAVAILABLE)
+        raise ToolFailure("bench: unavailable once", kind=FailureKind.UNAVAILABLE, retryable=True)
 
 
 @tool(side_effect="read", systems=("bench",))

@@ -84,6 +84,8 @@ AGENT = "bench_noop"
 # tool call with a side effect twice. The issue's targets, in floors per step.
 KINDS = tuple(KIND_TOOLS)
 KIND_TARGETS = {"read": 5.0, "reply": 5.0, "effect": 8.0}
+# A kind whose tool call fails once every N steps (`--fail-every`): "read/fail10".
+FAILING = "/fail"
 # The bench tasks' own policy: both tools run (`auto`, the shipped read rule's 5% sampled for
 # audit), so a side-effect step is not parked at the shipped default's gate.
 BENCH_POLICY = "bench"
@@ -184,7 +186,7 @@ def checkpoint(
     when a peer cannot run."""
     if peers is not None and not peers.is_file():
         raise CommandError(f"no peers' Python at {peers}: run `make peers-venv` first")
-    conf = {**settings.AGENTOPS, "SLICE_SECONDS": 24 * 3600.0}
+    conf = {**settings.AGENTOPS, "SLICE_SECONDS": 24 * 3600.0, "BACKOFF_BASE_SECONDS": 0.0}
     # The worker's heap settings (engine/heap.py): the runner runs here as it runs there.
     kept = heap.heap_keep_freed()
     # DEBUG makes every query log itself (about a fifth of a step here): workers in
@@ -364,7 +366,7 @@ def _checkpoint(
         kind: {
             **_report(pairs[kind], steps=steps, payload_kb=payload_kb, notes=notes),
             "kind": kind,
-            "target_ratio_to_floor": KIND_TARGETS[kind],
+            "target_ratio_to_floor": KIND_TARGETS[kind.partition(FAILING)[0]],
         }
         for kind in kinds
     }
@@ -407,12 +409,11 @@ def _run_task(
     wal: WalReader | None,
     floor: tuple[float, int, tuple[int, int] | None],
 ) -> Pair:
-    task = task_create(
-        agent=AGENT,
-        goal="bench",
-        input={"steps": steps, "payload_kb": payload_kb, "kind": kind},
-        policy=BENCH_POLICY,
-    )
+    base, _, failing = kind.partition(FAILING)
+    task_input: dict[str, Any] = {"steps": steps, "payload_kb": payload_kb, "kind": base}
+    if failing:
+        task_input["fail_every"] = int(failing)
+    task = task_create(agent=AGENT, goal="bench", input=task_input, policy=BENCH_POLICY)
     created.append(task.pk)
     _drop_job(task.pk)
     counter = StatementCounter()
@@ -420,6 +421,11 @@ def _run_task(
     with connection.execute_wrapper(counter):
         began, cpu = time.perf_counter(), time.process_time()
         outcome = task_advance(task_id=task.pk, owner=OWNER)
+        # A failed step parks for its retry (no backoff here): the same worker claims it
+        # again, on the same connection, with the statements it prepared.
+        while outcome == "retry scheduled":
+            _drop_job(task.pk)
+            outcome = task_advance(task_id=task.pk, owner=OWNER)
         seconds, cpu = time.perf_counter() - began, time.process_time() - cpu
     task_wal = (mark, wal.lsn(flushed=True)) if wal else None
 

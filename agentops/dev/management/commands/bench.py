@@ -13,7 +13,7 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from agentops.dev.benchmarks.checkpoint import KINDS, checkpoint
+from agentops.dev.benchmarks.checkpoint import FAILING, KINDS, checkpoint
 from agentops.dev.benchmarks.checkpoint_report import checkpoint_table
 from agentops.dev.benchmarks.memory import memory, memory_table
 from agentops.dev.benchmarks.pages import pages, pages_table
@@ -90,6 +90,14 @@ class Command(BaseCommand):
             "reply. Each pair runs the floor, then one task of each kind",
         )
         parser.add_argument(
+            "--fail-every",
+            type=int,
+            default=0,
+            metavar="N",
+            help="checkpoint: also run each kind with its tool call failing once every N steps "
+            "(retried at once by the same worker), as kind '<kind>/failN' in the same pairs",
+        )
+        parser.add_argument(
             "--json", action="store_true", dest="as_json", help="print one JSON object"
         )
         parser.add_argument(
@@ -130,6 +138,7 @@ class Command(BaseCommand):
         tasks: int | None,
         keep: bool,
         kind: str,
+        fail_every: int,
         **options: Any,
     ) -> None:
         if peers is not None and benchmark != "checkpoint":
@@ -184,6 +193,10 @@ class Command(BaseCommand):
         kinds = tuple(dict.fromkeys(k.strip() for k in kind.split(",") if k.strip()))
         if not kinds or any(k not in KINDS for k in kinds):
             raise CommandError(f"--kind takes one or more of {', '.join(KINDS)}")
+        if fail_every < 0 or (fail_every and "reply" in kinds):
+            raise CommandError("--fail-every takes a positive N, with tool-calling kinds")
+        if fail_every:
+            kinds = tuple(k for base in kinds for k in (base, f"{base}{FAILING}{fail_every}"))
         report = checkpoint(
             kinds=kinds,
             steps=steps,
