@@ -13,7 +13,7 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
-from functools import cached_property
+from functools import cache, cached_property
 from typing import TYPE_CHECKING, Any
 
 from django.db.models import (
@@ -23,10 +23,10 @@ from django.db.models import (
     Max,
     OuterRef,
     Prefetch,
-    Q,
     QuerySet,
     Subquery,
 )
+from django.db.models.expressions import RawSQL
 from django.db.models.functions import Coalesce, Least
 
 from agentops.engine.advisor import Recommendation
@@ -34,7 +34,7 @@ from agentops.engine.jsonvalues import ARTIFACT_KEY, is_pointer
 from agentops.engine.recovery import Recovery, step_attempts_total, task_recovery
 from agentops.family import Family, has_fan_out_step, task_family
 from agentops.models import Artifact, Event, Step, Task, ToolCall
-from agentops.paging import Window
+from agentops.paging import Window, window
 from agentops.states import TERMINAL, LedgerStatus, TaskStatus
 from agentops.web import poll_version
 
@@ -314,24 +314,24 @@ def task_list_page_version(page: Window[Task], *, status: str | None, viewer: Us
     return poll_version("task_list", viewer.pk, status or "", page.number, page.has_next, rows)
 
 
-def task_detail_version(detail: TaskDetail, *, viewer: User) -> str:
-    """The version of the live part of a task page, from the loaded detail: the task's state, its
-    ledger rows (count and newest change) and its family's states."""
-    task = detail.task
-    calls = detail.tool_calls
-    family = detail.family
-    members = [] if family is None else [*filter(None, [family.parent]), *family.children]
-    return _task_detail_digest(
-        viewer=viewer,
-        task=tuple(getattr(task, name) for name in _PAGE_STATE),
-        calls=(len(calls), max((call.updated_at for call in calls), default=None)),
-        family=sorted(tuple(getattr(m.task, name) for name in _LIST_STATE) for m in members),
+def task_list_version_read(*, status: str | None, viewer: User, page: Any, size: int) -> str:
+    """`task_list_page_version` read cheaply for a poll: the same rows in the same query, as
+    values instead of model instances (what the poll skips is building the page)."""
+    rows = task_list_recent(status=status, viewer=viewer).values_list(
+        *_LIST_STATE, "compensated_calls"
+    )
+    found = window(rows, page=page, size=size)
+    return poll_version(
+        "task_list", viewer.pk, status or "", found.number, found.has_next, found.object_list
     )
 
 
 def task_detail_version_read(*, task_id: int, viewer: User) -> str | None:
-    """`task_detail_version` read cheaply for a poll (two short queries, whatever the number of
-    tasks or steps), or None when `viewer` may not see the task (the page answers 404 then)."""
+    """The version (agentops.web.poll_version) of the live part of a task page, in one short
+    statement whatever the number of tasks or steps: the task's state, its ledger rows (count
+    and newest change) and its family's states (its parent and children). None when `viewer`
+    may not see the task (the page answers 404 then). The page reads it before the detail, so a
+    change committed in between shows on the page and changes the next poll's version."""
     newest_call = (
         ToolCall.objects.filter(task=OuterRef("pk"))
         .order_by()
@@ -344,24 +344,24 @@ def task_detail_version_read(*, task_id: int, viewer: User) -> str | None:
         .annotate(
             call_count=Coalesce(Subquery(newest_call.values("n")), 0),
             call_newest=Subquery(newest_call.values("newest")),
+            family=RawSQL(_family_states(), ()),
         )
-        .values_list(*_PAGE_STATE, "call_count", "call_newest")
+        .values_list(*_PAGE_STATE, "call_count", "call_newest", "family")
         .first()
     )
     if row is None:
         return None
-    state, calls = row[: len(_PAGE_STATE)], row[len(_PAGE_STATE) :]
-    parent_id = state[_PAGE_STATE.index("parent_id")]
-    family = Task.objects.filter(Q(parent_id=task_id) | Q(pk=parent_id or 0))
-    return _task_detail_digest(
-        viewer=viewer,
-        task=tuple(state),
-        calls=tuple(calls),
-        family=sorted(family.values_list(*_LIST_STATE)),
+    return poll_version("task_detail", viewer.pk, row)
+
+
+@cache
+def _family_states() -> str:
+    """A task's parent's and children's list states, as one text (the outer query's task is
+    the table itself, unaliased)."""
+    table = Task._meta.db_table
+    columns = ", ".join(f'f."{Task._meta.get_field(name).column}"' for name in _LIST_STATE)  # type: ignore[union-attr]
+    return (
+        f'SELECT coalesce(CAST(json_agg(json_build_array({columns}) ORDER BY f."id") AS text), '
+        f'\'\') FROM "{table}" f WHERE f."parent_id" = "{table}"."id" OR '
+        f'f."id" = "{table}"."parent_id"'
     )
-
-
-def _task_detail_digest(
-    *, viewer: User, task: tuple[Any, ...], calls: tuple[Any, ...], family: list[Any]
-) -> str:
-    return poll_version("task_detail", viewer.pk, task, calls, family)

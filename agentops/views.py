@@ -4,7 +4,7 @@ Views are thin: parse with a form, read with a selector, write with one service.
 serves its htmx fragment (a partial of the same template) from the same URL, through
 `agentops.web.render_page`. The polled task fragment answers 286 once the task is terminal, which
 stops the polling. A poll whose fragment already shows the current version
-(`task_list_page_version`, `task_detail_version`) gets an empty 204 instead
+(`task_list_version_read`, `task_detail_version_read`) gets an empty 204 instead
 (`agentops.web.poll_unchanged`). Starting a task needs `agentops.start_task` (the task-starter
 role).
 """
@@ -30,11 +30,11 @@ from agentops.models import Task
 from agentops.paging import window
 from agentops.selectors import (
     artifact_get_visible,
-    task_detail_version,
     task_detail_version_read,
     task_get_detail,
     task_list_page_version,
     task_list_recent,
+    task_list_version_read,
 )
 from agentops.services import task_create
 from agentops.web import (
@@ -55,16 +55,20 @@ PAGE_SIZE = 50
 def task_list(request: AuthenticatedHttpRequest) -> HttpResponse:
     form = TaskFilterForm(request.GET)
     status = form.cleaned_data["status"] if form.is_valid() else ""
+    if poll_sent(request):
+        polled = task_list_version_read(
+            status=status or None, viewer=request.user, page=request.GET.get("page"), size=PAGE_SIZE
+        )
+        unchanged = poll_unchanged(request, polled)
+        if unchanged is not None:
+            return unchanged
     page = window(
         task_list_recent(status=status or None, viewer=request.user),
         page=request.GET.get("page"),
         size=PAGE_SIZE,
     )
-    # The page's one query is the poll's too: what is skipped when nothing changed is the render.
+    # The same rows as the poll read (`task_list_version_read`), as model instances.
     version = task_list_page_version(page, status=status or None, viewer=request.user)
-    unchanged = poll_unchanged(request, version)
-    if unchanged is not None:
-        return unchanged
     context: dict[str, Any] = {
         "form": form,
         "page": page,
@@ -110,9 +114,11 @@ def task_new(request: AuthenticatedHttpRequest) -> HttpResponse:
 @login_required
 @require_GET
 def task_detail(request: AuthenticatedHttpRequest, task_id: int) -> HttpResponse:
-    if poll_sent(request):
-        version = task_detail_version_read(task_id=task_id, viewer=request.user)
-        unchanged = poll_unchanged(request, version) if version is not None else None
+    # Read before the detail (a change committed in between shows on the page and changes
+    # the next poll's version); a poll that already shows it ends here.
+    version = task_detail_version_read(task_id=task_id, viewer=request.user)
+    if version is not None and poll_sent(request):
+        unchanged = poll_unchanged(request, version)
         if unchanged is not None:
             return unchanged
     try:
@@ -122,7 +128,7 @@ def task_detail(request: AuthenticatedHttpRequest, task_id: int) -> HttpResponse
     context: dict[str, Any] = {
         "detail": detail,
         "task": detail.task,
-        "poll_version": task_detail_version(detail, viewer=request.user),
+        "poll_version": version,
     }
     fragment = wants_fragment(request)
     if not fragment:

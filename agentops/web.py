@@ -10,7 +10,8 @@ A page and its htmx fragment are one template: `render_page` renders `"<page>#<f
 htmx and the whole page otherwise, and the response always varies on HX-Request so that no cache
 hands a fragment to a full-page load.
 A polled fragment carries the version of what it shows (`poll_version`); a poll that sends it back
-unchanged gets `poll_unchanged`'s empty 204, which htmx does not swap (docs/architecture.md).
+unchanged gets `poll_unchanged`'s empty 204, which htmx does not swap (docs/architecture.md). A
+version may carry the time it stops holding (relative times on the fragment tick then).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import HttpRequest, HttpResponse
 from django.http.response import HttpResponseBase
 from django.shortcuts import render
+from django.utils import timezone
 from django.utils.cache import patch_vary_headers
 from django.utils.crypto import salted_hmac
 from django_htmx.http import HttpResponseClientRedirect
@@ -95,12 +97,18 @@ def render_page(
 POLL_VERSION_HEADER = "X-Poll-Version"
 
 
-def poll_version(*parts: Any) -> str:
+def poll_version(*parts: Any, until_ms: int | None = None) -> str:
     """A short digest of `parts`: everything a polled fragment shows, read cheaply (timestamps,
     sequence numbers, ids, the viewer and the query), so that any change the reader would see
-    changes the version. Never a secret: it says only "same as before" to whoever holds it."""
-    text = "\0".join(repr(part) for part in parts)
-    return salted_hmac("agentops.web.poll_version", text).hexdigest()[:24]
+    changes the version. Never a secret: it says only "same as before" to whoever holds it.
+
+    `until_ms` (milliseconds since the epoch): the fragment reads the same only until then (a
+    relative time it prints changes); the version carries it in the clear after a dot, under
+    the digest, and a poll from then on is answered with the fragment whatever else holds
+    (`poll_unchanged`)."""
+    stamp = "" if until_ms is None else f".{until_ms}"
+    text = "\0".join(repr(part) for part in (*parts, stamp))
+    return salted_hmac("agentops.web.poll_version", text).hexdigest()[:24] + stamp
 
 
 def poll_sent(request: HttpRequest) -> bool:
@@ -109,14 +117,36 @@ def poll_sent(request: HttpRequest) -> bool:
     return request.method == "GET" and POLL_VERSION_HEADER in request.headers
 
 
+def poll_sent_until_ms(request: HttpRequest) -> int | None:
+    """The time (ms since the epoch) until which the version a poll sent holds (None when it
+    carries none, or none that reads as one: the digest then matches nothing computed)."""
+    return _version_until_ms(request.headers.get(POLL_VERSION_HEADER, ""))
+
+
+def _version_until_ms(version: str) -> int | None:
+    _, dot, stamp = version.partition(".")
+    if not dot or not stamp.isdigit() or len(stamp) > 15:
+        return None
+    return int(stamp)
+
+
+def _now_ms() -> int:
+    """Now in milliseconds since the epoch, rounded up (a version expires no later than due)."""
+    return -int(-timezone.now().timestamp() * 1000 // 1)
+
+
 def poll_unchanged(request: HttpRequest, version: str) -> HttpResponse | None:
     """The answer to a poll that already shows `version`: 204 No Content, no body (htmx leaves
-    the fragment as it is), or None when the fragment must be rendered. Only a GET fragment
-    request counts; the view's login and role checks have run before (a 204 tells nothing to
-    someone who may not read the page, since they never reach this)."""
+    the fragment as it is), or None when the fragment must be rendered (also once the version's
+    `until` has passed). Only a GET fragment request counts; the view's login and role checks
+    have run before (a 204 tells nothing to someone who may not read the page, since they never
+    reach this)."""
     if request.method != "GET" or not wants_fragment(request):
         return None
     if request.headers.get(POLL_VERSION_HEADER) != version:
+        return None
+    until_ms = _version_until_ms(version)
+    if until_ms is not None and _now_ms() >= until_ms:
         return None
     response = HttpResponse(status=204)
     patch_vary_headers(response, ("HX-Request", POLL_VERSION_HEADER))

@@ -490,31 +490,47 @@ def policy_default_install() -> PolicyVersion:
     The data migration installs it; this reinstalls it where those rows are gone (a flushed
     test database). Idempotent under concurrency: the policy row is created or locked first.
     """
+    return policy_install(
+        name=DEFAULT_POLICY_NAME,
+        description=DEFAULT_POLICY_DESCRIPTION,
+        rules=DEFAULT_RULES,
+        sensitive_systems=DEFAULT_SENSITIVE_SYSTEMS,
+        change_note=DEFAULT_CHANGE_NOTE,
+    )
+
+
+def policy_install(
+    *,
+    name: str,
+    description: str,
+    rules: list[dict[str, Any]],
+    sensitive_systems: list[str],
+    change_note: str,
+) -> PolicyVersion:
+    """Install the policy `name` with `rules`, published by the system, unless it already has a
+    published version (then that one). Idempotent under concurrency: the policy row is created
+    or locked first."""
     with transaction.atomic():
-        policy, _ = Policy.objects.get_or_create(
-            name=DEFAULT_POLICY_NAME, defaults={"description": DEFAULT_POLICY_DESCRIPTION}
-        )
+        policy, _ = Policy.objects.get_or_create(name=name, defaults={"description": description})
         policy = Policy.objects.select_for_update().get(pk=policy.pk)
         active = policy_version_active(policy.name)
         if active is not None:
             return active
         draft = PolicyVersion.objects.create(
-            policy=policy,
-            sensitive_systems=list(DEFAULT_SENSITIVE_SYSTEMS),
-            author_label="system",
+            policy=policy, sensitive_systems=list(sensitive_systems), author_label="system"
         )
         PolicyRule.objects.bulk_create(
             PolicyRule(version=draft, position=i, **rule_fields_clean(fields))
-            for i, fields in enumerate(DEFAULT_RULES)
+            for i, fields in enumerate(rules)
         )
         draft = PolicyVersion.objects.select_for_update().get(pk=draft.pk)
         return _publish_locked(
             policy=policy,
             draft=draft,
             author=None,
-            change_note=DEFAULT_CHANGE_NOTE,
+            change_note=change_note,
             action="policies.version.published",
-            detail={"rules": len(DEFAULT_RULES), "parent": None},
+            detail={"rules": len(rules), "parent": None},
         )
 
 

@@ -19,9 +19,11 @@ for nothing.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from django.contrib.auth.backends import ModelBackend
+from django.contrib.auth.models import Permission
+from django.db.models import Q
 from rules.permissions import perm_exists
 from rules.predicates import Predicate
 
@@ -97,3 +99,20 @@ class PermissionRowsBackend(ModelBackend):
         if perm_exists(perm):
             return False
         return super().has_perm(user_obj, perm, obj)
+
+    def get_all_permissions(self, user_obj: Any, obj: Any = None) -> set[str]:
+        """ModelBackend's answer (the user's permission rows and their groups'), read in one
+        query instead of two, and cached on the user object as ModelBackend caches it."""
+        if not user_obj.is_active or user_obj.is_anonymous or obj is not None:
+            return set()
+        if user_obj.is_superuser:
+            return super().get_all_permissions(user_obj, obj)
+        if not hasattr(user_obj, "_perm_cache"):
+            rows = (
+                Permission.objects.filter(Q(user=user_obj) | Q(group__user=user_obj))
+                .values_list("content_type__app_label", "codename")
+                .order_by()
+                .distinct()
+            )
+            user_obj._perm_cache = {f"{app}.{codename}" for app, codename in rows}
+        return cast(set[str], user_obj._perm_cache)

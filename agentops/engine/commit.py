@@ -202,7 +202,9 @@ class Commit:
         )
 
     def call_create(self, **fields: Any) -> ToolCall:
-        """A new ledger row (`pending`), inserted with the commit; its pk is set once it is."""
+        """A new ledger row, inserted with the commit; its pk is set once it is. It starts
+        `pending`; only a read-only call is recorded `succeeded`, once it ran (the database
+        refuses any other row that starts past pending)."""
         call = ToolCall(**fields)
         sql, inserted = _insert_shape(ToolCall)
         name = f"c{len(self.parts)}"

@@ -6,7 +6,6 @@ with the model result: a `pending` ledger row, or a gate that parks the task.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
@@ -22,42 +21,11 @@ from agentops.engine.jsonvalues import Encoded, is_pointer, redacted
 from agentops.engine.ledger import arguments_encoded, idempotency_key
 from agentops.engine.model import ModelRequest, ModelResponse, get_model_adapter, record_pointing_at
 from agentops.engine.registry import Tool, agent_tools, get_tool
-from agentops.engine.routing import Verdict
-from agentops.engine.runstate import RunState
+from agentops.engine.runstate import Routed, RunState
 from agentops.engine.transitions import Commit, EventSpec, fenced_commit
 from agentops.models import Step, ToolCall
 from agentops.states import LedgerStatus, Phase
 from policies.engine import Route
-
-
-@dataclass
-class Routed:
-    """A proposed call with its verdict, and the task writes (the model result, if new) that
-    commit with it: a gate, or a `pending` ledger row."""
-
-    step: Step
-    tool: Tool
-    arguments: dict[str, Any]
-    edited: bool
-    verdict: Verdict
-    digest: str
-    # The arguments serialized once (the digest above is its sha256).
-    known: Encoded
-    events: list[EventSpec] = field(default_factory=list)
-    fields: dict[str, Any] = field(default_factory=lambda: {"phase": Phase.BEFORE_TOOL_CALL})
-    response_record: dict[str, Any] | None = None
-    # The arguments to run are the model's proposal itself (no person's approval replaced
-    # them): the record can point at their artifact.
-    proposal_runs: bool = False
-
-
-def _step_routing(routed: Routed) -> dict[str, Any]:
-    """What the step records of its routed proposal: the verdict, and what the tool adds (an
-    MCP tool's schema digest and definition)."""
-    return {
-        **routing.step_routing(routed.verdict),
-        **routed.tool.step_fields(routed.step.spec or {}),
-    }
 
 
 class Proposals(RunState):
@@ -131,14 +99,6 @@ class Proposals(RunState):
         }
         return event, usage_fields, record
 
-    def _record_text_reply(self, step: Step, response: ModelResponse) -> None:
-        event, usage_fields, record = self._model_result(step, response)
-        with fenced_commit(self.lease, [event], phase=Phase.MODEL_RESULT, **usage_fields) as commit:
-            stored = commit.offloaded(record, path="step.model_response", task_id=self.task.pk)
-            commit.step_update(step, model_response=stored)
-        step.model_response = stored
-        crashpoint("after_model_result", step=step.ordinal)
-
     def _route(
         self, step: Step, response: ModelResponse, tool: Tool, *, record: bool
     ) -> ToolCall | None:
@@ -180,16 +140,55 @@ class Proposals(RunState):
                 tracing.event_add("agentops.gate.opened", {"agentops.policy.rule": verdict.rule})
                 return None
             tracing.event_add("agentops.gate.decided", {"agentops.policy.rule": verdict.rule})
+        self.proposals.setdefault((tool.name, routed.digest), set()).add(step.pk)
+        if tool.read_only:
+            return self._defer_call(routed)
         call = self._open_call(routed)
         if record:
             crashpoint("after_model_result", step=step.ordinal)
         crashpoint("after_pending", step=step.ordinal)
+        self._opened(call, routed)
+        return call
+
+    def _opened(self, call: ToolCall, routed: Routed) -> None:
         self.fresh_calls.add(call.pk)
         # The arguments just stored (perhaps as an artifact) are run from memory, not read back.
         self.call_arguments[call.pk] = routed.arguments
         self.calls[call.pk] = call
-        self.proposals.setdefault((tool.name, routed.digest), set()).add(step.pk)
+
+    def _defer_call(self, routed: Routed) -> ToolCall:
+        """A read-only call, routed but not committed: it runs first, and the step's one commit
+        records it `succeeded` with the model result, the routing and the step's completion
+        (`StepCommits._complete`). Nothing is at stake before that commit: a crash there costs
+        the model call and the read, which the next holder makes again."""
+        step, tool = routed.step, routed.tool
+        routed.key = self._call_key(routed)
+        routed.call = ToolCall(
+            task=self.task,
+            step=step,
+            tool=tool.name,
+            side_effect=tool.side_effect,
+            args=routed.arguments,
+            args_digest=routed.digest,
+            idempotency_key=routed.key,
+        )
+        self.deferred = routed
+        return routed.call
+
+    def _open_deferred(self, routed: Routed) -> ToolCall:
+        """Commit the `pending` row of a read-only call that did not succeed (as `_open_call`
+        does before any other call runs), so that its failure is recorded on it."""
+        call = self._open_call(routed)
+        self._opened(call, routed)
         return call
+
+    def _call_key(self, routed: Routed) -> str:
+        return idempotency_key(
+            task_id=self.task.pk,
+            step_id=routed.step.pk,
+            tool=routed.tool.name,
+            args_digest=routed.digest,
+        )
 
     def _check_proposal(
         self,
@@ -219,7 +218,7 @@ class Proposals(RunState):
         with fenced_commit(
             self.lease, events, transition="await_approval", **routed.fields
         ) as commit:
-            self._store_step(commit, step, _step_routing(routed), routed.response_record)
+            self._store_step(commit, step, routed.step_routing(), routed.response_record)
             # The gate's rows commit with the step's.
             commit.in_transaction()
             gates.gate_open(
@@ -239,9 +238,7 @@ class Proposals(RunState):
         """Commit the `pending` ledger row (and an audit item when the call is audited) with the
         routing and the model result, before the tool runs."""
         step, tool, verdict = routed.step, routed.tool, routed.verdict
-        key = idempotency_key(
-            task_id=self.task.pk, step_id=step.pk, tool=tool.name, args_digest=routed.digest
-        )
+        key = self._call_key(routed)
         payload = routing.routed_payload(tool=tool, verdict=verdict, digest=routed.digest)
         event = EventSpec(
             "agentops.ledger.pending",
@@ -257,7 +254,7 @@ class Proposals(RunState):
             if record is not None and routed.proposal_runs and is_pointer(args):
                 # The proposal is stored once: the step's record points at the row's artifact.
                 record = record_pointing_at(record, args)
-            self._store_step(commit, step, _step_routing(routed), record)
+            self._store_step(commit, step, routed.step_routing(), record)
             call = commit.call_create(
                 task=self.task,
                 step=step,

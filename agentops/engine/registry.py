@@ -35,6 +35,8 @@ from agentops.engine.errors import (
 )
 
 SIDE_EFFECT_CLASSES = ("read", "write", "notify", "financial")
+# The class of a tool that changes nothing anywhere (the ledger's migration 0019 names it too).
+READ_ONLY = "read"
 
 
 # Ask the remote whether the effect with this key happened (None: it did not).
@@ -93,6 +95,13 @@ class Tool:
     def timeout_or(self, default: float) -> float:
         """The tool's own deadline, or `default` (the setting) when it declares none."""
         return default if self.timeout is None else self.timeout
+
+    @property
+    def read_only(self) -> bool:
+        """It changes nothing anywhere, so running it again is harmless: the runner records its
+        call once, after it ran, with the step (docs/architecture.md, "One commit where no
+        effect is at stake"); every other call has its `pending` row committed first."""
+        return self.side_effect == READ_ONLY
 
     def parameters(self) -> dict[str, type]:
         """Keyword-only parameters of the tool function and their annotated types."""

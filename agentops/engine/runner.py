@@ -1,10 +1,14 @@
 """The runner: one worker, holding the lease, advances a task step by step.
 
-Per step it records the checkpoint phases of DESIGN §5 in two commits around each external call:
+Per step it records the checkpoint phases of DESIGN §5 in two commits around a call with a side
+effect:
   1. model result + policy verdict + ledger row `pending` (before the tool runs);
   2. ledger outcome + step completion + the next step's start (or the task's end, or a yield).
-The model is never asked twice for a step whose response is recorded, and a tool never runs for a
-key whose effect is recorded. Every write is fenced by the lease epoch (LeaseLost stops the run).
+A step whose tool only reads, or that calls no tool, commits once: 2 alone, with the model result,
+the verdict and the call recorded `succeeded` (nothing is at stake before it: a crash there asks the
+model again and reads again). The model is never asked twice for a step whose response is
+recorded, and a tool with a side effect never runs for a key whose effect is recorded. Every write
+is fenced by the lease epoch (LeaseLost stops the run).
 A job runs for one time slice, then yields the task back to the queue; parked tasks hold no worker.
 
 The runner keeps the step loop (`TaskRun`); its commits are assembled in `stepcommits` and the
@@ -296,9 +300,9 @@ class TaskRun(StepCommits, Proposals):
             else:
                 response = ModelResponse.from_record(loaded_response(step.model_response))
             if not response.tool_calls:
-                if fresh:
-                    self._record_text_reply(step, response)
-                return StepResult(output={"text": response.text})
+                # A new reply is recorded by the step's one commit, with its completion.
+                reply = self._model_result(step, response) if fresh else None
+                return StepResult(output={"text": response.text}, unrecorded_reply=reply)
             name = response.tool_calls[0]["name"]
             tool = self._proposed_tool(name) if fresh else registered_tool(name)
             call = None if fresh else self._live_call(step)
@@ -311,18 +315,29 @@ class TaskRun(StepCommits, Proposals):
                     return StepResult(parked=True)
         except StepFailure as failure:
             return StepResult(failure=failure)
-        arguments = self.call_arguments.pop(call.pk, None)
+        deferred, self.deferred = self.deferred, None
+        arguments = deferred.arguments if deferred is not None else self.call_arguments.get(call.pk)
+        self.call_arguments.pop(call.pk, None)
         if arguments is None:
             arguments = loaded(call.args)
         outcome = self._execute(step, tool, call, arguments)
         if outcome.status != LedgerStatus.SUCCEEDED or outcome.failure is not None:
+            if deferred is not None:
+                # The failure is recorded on a committed `pending` row, as for any call.
+                call = self._open_deferred(deferred)
             refused = outcome.failure or OrchestrationFailure("the tool call failed")
             refused.detail.setdefault(
                 "ledger",
                 {"key": call.idempotency_key, "status": outcome.status, "how": outcome.how},
             )
             return StepResult(call=call, outcome=outcome, failure=refused, tool=tool)
-        return StepResult(output=outcome.result or {}, call=call, outcome=outcome, tool=tool)
+        return StepResult(
+            output=outcome.result or {},
+            call=call,
+            outcome=outcome,
+            tool=tool,
+            unrecorded_call=deferred,
+        )
 
     def _live_call(self, step: Step) -> ToolCall | None:
         """The step's ledger row that still counts (failed tries are history)."""
@@ -404,7 +419,7 @@ class TaskRun(StepCommits, Proposals):
             scopes=grants.scopes_held(self.task, self.agent),
             answer=(step.approval or {}).get("answer"),
         )
-        fresh = call.pk in self.fresh_calls
+        fresh = call.pk is None or call.pk in self.fresh_calls
         with (
             self.beat.call(),
             prometheus.timed("tool"),

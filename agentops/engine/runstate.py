@@ -12,12 +12,45 @@ import httpx
 
 from agentops.engine import context as ctxbuild
 from agentops.engine.errors import StepFailure
+from agentops.engine.jsonvalues import Encoded
 from agentops.engine.leases import Heartbeat
 from agentops.engine.ledger import Outcome
 from agentops.engine.registry import Agent, Tool
-from agentops.engine.transitions import Lease
+from agentops.engine.routing import Verdict, step_routing
+from agentops.engine.transitions import EventSpec, Lease
 from agentops.engine.versions import AgentVersion
 from agentops.models import Step, Task, ToolCall
+from agentops.states import Phase
+
+
+@dataclass
+class Routed:
+    """A proposed call with its verdict, and the task writes (the model result, if new) that
+    commit with it: a gate, or a `pending` ledger row; or, for a read-only call, the step's one
+    commit after the call ran (`call` is then the row to insert, `key` its key)."""
+
+    step: Step
+    tool: Tool
+    arguments: dict[str, Any]
+    edited: bool
+    verdict: Verdict
+    digest: str
+    # The arguments serialized once (the digest above is its sha256).
+    known: Encoded
+    events: list[EventSpec] = field(default_factory=list)
+    fields: dict[str, Any] = field(default_factory=lambda: {"phase": Phase.BEFORE_TOOL_CALL})
+    response_record: dict[str, Any] | None = None
+    # The arguments to run are the model's proposal itself (no person's approval replaced
+    # them): the record can point at their artifact.
+    proposal_runs: bool = False
+    key: str = ""
+    # A read-only call not recorded yet (no pk): it runs first, the step's commit records it.
+    call: ToolCall | None = None
+
+    def step_routing(self) -> dict[str, Any]:
+        """What the step records of its routed proposal: the verdict, and what the tool adds
+        (an MCP tool's schema digest and definition)."""
+        return {**step_routing(self.verdict), **self.tool.step_fields(self.step.spec or {})}
 
 
 @dataclass
@@ -31,6 +64,11 @@ class StepResult:
     tool: Tool | None = None
     # The step's action waits at a gate: the task is parked and the job ends.
     parked: bool = False
+    # What the step's one commit records besides its completion (no commit came before it):
+    # a read-only call that ran, with its model result and routing; or a new text reply's
+    # model result (its event, the task's usage increments and the record to store).
+    unrecorded_call: Routed | None = None
+    unrecorded_reply: tuple[EventSpec, dict[str, Any], dict[str, Any]] | None = None
 
 
 @dataclass
@@ -61,6 +99,8 @@ class RunState:
     tokens_saved: int = 0
     # The task's ledger rows by id, as this run last wrote them (the in-memory snapshot's).
     calls: dict[int, ToolCall] = field(default_factory=dict)
+    # The step's read-only call routed but not recorded yet (`Proposals._route`).
+    deferred: Routed | None = None
     call_arguments: dict[int, dict[str, Any]] = field(default_factory=dict)
     # Worked seconds at the first budget check of this claim, and the monotonic clock then.
     worked_at: tuple[float, float] | None = None

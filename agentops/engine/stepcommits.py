@@ -15,14 +15,15 @@ from django.db.models import F
 from django.db.models.functions import Now
 
 from agentops.engine import context as ctxbuild
-from agentops.engine import retries
+from agentops.engine import gates, retries, routing
 from agentops.engine.checkpoints import snapshot_state, snapshot_write
 from agentops.engine.crashpoints import crashpoint
 from agentops.engine.dispatch import task_enqueue
 from agentops.engine.errors import FailureKind, StepFailure
-from agentops.engine.jsonvalues import offloaded
+from agentops.engine.jsonvalues import is_pointer, offloaded
+from agentops.engine.model import record_pointing_at
 from agentops.engine.registry import Tool
-from agentops.engine.runstate import RunState, StepResult
+from agentops.engine.runstate import Routed, RunState, StepResult
 from agentops.engine.transitions import (
     Commit,
     EventSpec,
@@ -38,6 +39,7 @@ from agentops.engine.transitions import (
 )
 from agentops.models import Step, ToolCall
 from agentops.states import STEP_DONE, STEP_TRANSITIONS, LedgerStatus, Phase, StepStatus
+from policies.engine import Route
 
 
 class StepCommits(RunState):
@@ -133,13 +135,19 @@ class StepCommits(RunState):
     ) -> None:
         """Commit the tool outcome and the step's completion with what comes next: the next
         step's start (`begin`), or the task's transition `then` (a yield at the end of the slice,
-        or its success), or nothing (the loop goes on in this slice)."""
+        or its success), or nothing (the loop goes on in this slice). A step that committed
+        nothing before (a read-only call, a text reply) records here its model result, routing
+        and call too: its one commit."""
         crashpoint("after_tool_call", step=step.ordinal)
         call, outcome = result.call, result.outcome
+        unrecorded = result.unrecorded_call
         record_outcome = (
-            call is not None and outcome is not None and call.status != LedgerStatus.SUCCEEDED
+            unrecorded is None
+            and call is not None
+            and outcome is not None
+            and call.status != LedgerStatus.SUCCEEDED
         )
-        events: list[EventSpec] = []
+        events, fields = self._unrecorded_events(step, result)
         if record_outcome:
             assert call is not None and outcome is not None
             events.append(
@@ -167,7 +175,7 @@ class StepCommits(RunState):
                 fold={"steps": {str(step.ordinal): StepStatus.SUCCEEDED}, "current_step": progress},
             )
         )
-        fields: dict[str, Any] = {"current_step": progress, "phase": Phase.STEP_COMPLETE}
+        fields.update({"current_step": progress, "phase": Phase.STEP_COMPLETE})
         transition = then
         with fenced_commit(self.lease, events, transition=transition, **fields) as commit:
             output = commit.offloaded(
@@ -178,6 +186,8 @@ class StepCommits(RunState):
                 if outcome is not None and result.output is outcome.result
                 else None,
             )
+            # Before the next step's prompt is built: it reads this step's model response.
+            step_fields, args = self._unrecorded_step_fields(commit, step, result)
             done = step_as_done(step, output=output)
             view = [done if s.id == step.id else s for s in self.steps]
             begin_events: list[EventSpec] = []
@@ -187,6 +197,9 @@ class StepCommits(RunState):
                 begin_events, begin_fields = self._begin_events(begin, steps=view)
                 commit.events.extend(begin_events)
                 commit.fields.update(begin_fields)
+            recorded = None
+            if unrecorded is not None:
+                recorded = self._record_read_call(commit, unrecorded, args, output, result)
             if record_outcome:
                 assert call is not None and outcome is not None
                 # The step's output is the tool's result: one stored copy (one artifact) serves
@@ -199,7 +212,7 @@ class StepCommits(RunState):
                     )
                 )
                 commit.ledger(call, LedgerStatus.SUCCEEDED, result=stored)
-            commit.step(step, "succeed", finished_at=Now(), output=output)
+            commit.step(step, "succeed", finished_at=Now(), output=output, **step_fields)
             if begin is not None:
                 self._begin_rows(commit, begin, begin_events)
             if transition == "succeed" or self._snapshot_due(view):
@@ -210,12 +223,116 @@ class StepCommits(RunState):
                         steps=view,
                         started=begin,
                         succeeded_call=call if record_outcome else None,
+                        recorded_call=recorded,
                     )
                 )
             # Nothing is sent before the block ends: a worker killed here commits nothing.
             crashpoint("inside_step_complete", step=step.ordinal)
+            if unrecorded is not None and recorded is not None:
+                self._audit_read_call(commit, unrecorded, recorded)
+        if recorded is not None:
+            self.calls[recorded.pk] = recorded
         if transition == "yield":
             task_enqueue(self.task.pk, token=commit.seq)
+
+    def _unrecorded_events(
+        self, step: Step, result: StepResult
+    ) -> tuple[list[EventSpec], dict[str, Any]]:
+        """The events and task fields of what the step did not commit before its completion:
+        the model result (and its usage), and a read-only call's routing and outcome (one
+        `ledger.succeeded` event: the row is never pending)."""
+        events: list[EventSpec] = []
+        fields: dict[str, Any] = {}
+        if result.unrecorded_reply is not None:
+            event, usage_fields, _ = result.unrecorded_reply
+            events.append(event)
+            fields.update(usage_fields)
+        routed, outcome = result.unrecorded_call, result.outcome
+        if routed is not None:
+            assert outcome is not None
+            events.extend(routed.events)
+            fields.update({k: v for k, v in routed.fields.items() if k != "phase"})
+            payload = routing.routed_payload(
+                tool=routed.tool, verdict=routed.verdict, digest=routed.digest
+            )
+            events.append(
+                EventSpec(
+                    "agentops.ledger.succeeded",
+                    step=step.ordinal,
+                    payload={
+                        **payload,
+                        "key": routed.key,
+                        "how": outcome.how,
+                        "phase": Phase.AFTER_TOOL_CALL,
+                        "recorded": "once, after the read",
+                    },
+                    fold={"ledger": {routed.key: LedgerStatus.SUCCEEDED}},
+                )
+            )
+        return events, fields
+
+    def _unrecorded_step_fields(
+        self, commit: Commit, step: Step, result: StepResult
+    ) -> tuple[dict[str, Any], Any]:
+        """The step's columns the completion writes besides its own: the model response not
+        recorded yet (set on `step` now) and a read-only call's routing; and that call's
+        arguments as stored (the record points at their artifact when they are the proposal)."""
+        fields: dict[str, Any] = {}
+        record, args = None, None
+        if result.unrecorded_reply is not None:
+            record = result.unrecorded_reply[2]
+        routed = result.unrecorded_call
+        if routed is not None:
+            fields.update(routed.step_routing())
+            args = commit.offloaded(
+                routed.arguments, path="tool_call.args", task_id=self.task.pk, known=routed.known
+            )
+            record = routed.response_record
+            if record is not None and routed.proposal_runs and is_pointer(args):
+                # The proposal is stored once: the step's record points at the row's artifact.
+                record = record_pointing_at(record, args)
+        if record is not None:
+            fields["model_response"] = commit.offloaded(
+                record, path="step.model_response", task_id=self.task.pk
+            )
+            step.model_response = fields["model_response"]
+        return fields, args
+
+    def _record_read_call(
+        self, commit: Commit, routed: Routed, args: Any, output: Any, result: StepResult
+    ) -> ToolCall:
+        """Insert the read-only call's ledger row, `succeeded` with its result, in `commit`."""
+        outcome = result.outcome
+        assert outcome is not None and routed.call is not None
+        stored = (
+            output
+            if result.output is outcome.result
+            else commit.offloaded(outcome.result, path="tool_call.result", task_id=self.task.pk)
+        )
+        pending = routed.call
+        return commit.call_create(
+            task=self.task,
+            step=routed.step,
+            tool=pending.tool,
+            side_effect=pending.side_effect,
+            args=args,
+            args_digest=pending.args_digest,
+            idempotency_key=pending.idempotency_key,
+            status=LedgerStatus.SUCCEEDED,
+            result=stored,
+        )
+
+    def _audit_read_call(self, commit: Commit, routed: Routed, call: ToolCall) -> None:
+        """The audit item of an audited read-only call names its row: it commits with it."""
+        if routing.audited(routed.verdict, routed.step):
+            commit.in_transaction()
+            gates.audit_item_create(
+                task=self.task,
+                step=routed.step,
+                call=call,
+                verdict=routed.verdict,
+                sampled=routed.verdict.route != Route.AUDIT,
+            )
 
     def _finish(self) -> None:
         """Every step is done (e.g. the last one was skipped by a person): the task succeeds."""
@@ -238,6 +355,7 @@ class StepCommits(RunState):
         steps: list[Step],
         started: Step | None,
         succeeded_call: ToolCall | None,
+        recorded_call: ToolCall | None = None,
     ) -> dict[str, Any]:
         """The snapshot of the rows as this commit leaves them, from the rows the run holds:
         while the lease is ours nobody else writes them (an outside write bumps the epoch, and
@@ -251,6 +369,9 @@ class StepCommits(RunState):
             else call
             for pk, call in sorted(self.calls.items())
         ]
+        if recorded_call is not None:
+            # Inserted by the same commit (no id yet): the snapshot keys the ledger by key.
+            calls.append(recorded_call)
         return snapshot_state(
             task_as(self.task, status=status, current_step=current_step), steps, calls
         )

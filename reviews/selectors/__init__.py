@@ -55,6 +55,7 @@ from reviews.selectors.inbox import (
     inbox_counts,
     inbox_filter_choices,
     inbox_list,
+    inbox_state,
     operators_list,
     stopped_sla_seconds,
 )
@@ -111,6 +112,7 @@ __all__ = [
     "inbox_counts",
     "inbox_filter_choices",
     "inbox_list",
+    "inbox_state",
     "operators_list",
     "pretty_json",
     "question_get_panel",

@@ -6,7 +6,8 @@ The review section of the task page is `reviews.task_page`.
 
 from __future__ import annotations
 
-from datetime import datetime
+from collections.abc import Iterable
+from datetime import datetime, timedelta
 from typing import Any
 
 from django import template
@@ -31,6 +32,28 @@ def _span(seconds: float) -> str:
     if hours < 48:
         return f"{hours} h {minutes:02d} min"
     return f"{hours // 24} days"
+
+
+def _span_steady_for(seconds: float, *, rising: bool) -> float:
+    """How many seconds `_span(seconds)` prints the same text while the span grows (`rising`: a
+    time waited, an overdue) or shrinks (a time left): to the next whole unit it prints."""
+    value = abs(seconds)
+    unit = 1 if value < 60 else 60 if value < 48 * 3600 else 86400
+    into = value % unit
+    return unit - into if rising else into
+
+
+def times_steady_until(
+    *, deadlines: Iterable[datetime], sinces: Iterable[datetime], now: datetime
+) -> datetime | None:
+    """The first time after `now` that `time_left` or `overdue` of one of `deadlines`, or `waited`
+    of one of `sinces`, prints something else (None: nothing is printed). Until then a page of
+    them reads the same, so a poll's version may say so (the inbox's)."""
+    spans = [(due - now).total_seconds() for due in deadlines]
+    steady = [_span_steady_for(s, rising=s < 0) for s in spans]
+    waits = [(now - since).total_seconds() for since in sinces]
+    steady += [_span_steady_for(s, rising=s >= 0) for s in waits]
+    return now + timedelta(seconds=min(steady)) if steady else None
 
 
 @register.filter

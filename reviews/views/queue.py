@@ -1,38 +1,43 @@
 """The inbox page (the polled queue of open gates and stopped tasks), its bulk approval, and the
 claims on its items (claim, assign, release). A poll of the inbox rows that already show the
-current version (`_inbox_version`) gets an empty 204 and no render (agentops.web.poll_unchanged).
+current version (`_inbox_version`) gets an empty 204 and no render (agentops.web.poll_unchanged),
+after one statement (`inbox_state`) besides the session and the viewer's groups.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import urlencode
 
 from django.http import HttpResponse
 from django.shortcuts import redirect
 from django.urls import reverse
+from django.utils import timezone
 from django.utils.html import format_html_join
 from django.views.decorators.http import require_GET, require_POST
 
-from agentops.models import Gate
-from agentops.templatetags.agentops_tags import gate_money
+from agentops.paging import page_number
 from agentops.web import (
     AuthenticatedHttpRequest,
+    poll_sent,
+    poll_sent_until_ms,
     poll_unchanged,
     poll_version,
     render_page,
     wants_fragment,
 )
 from reviews.forms import AssignForm, BulkApproveForm, InboxFilterForm
+from reviews.roles import group_names
 from reviews.selectors import (
     Inbox,
     InboxFilters,
     InboxItem,
-    inbox_counts,
     inbox_filter_choices,
     inbox_list,
+    inbox_state,
     operators_list,
 )
 from reviews.services import (
@@ -44,7 +49,7 @@ from reviews.services import (
     gates_bulk_approve,
 )
 from reviews.states import VIA_BROWSER
-from reviews.templatetags.reviews_tags import overdue, time_left, waited
+from reviews.templatetags.reviews_tags import times_steady_until
 from reviews.views._common import OPERATE, _back, _task_or_404, operator_required, reader_required
 
 BULK_RESULTS = "reviews_bulk_results"
@@ -121,70 +126,48 @@ def _inbox_rows(items: Iterable[InboxItem], *, assignees: list[Any]) -> list[_In
     return rows
 
 
-def _inbox_version(
-    request: AuthenticatedHttpRequest,
-    inbox: Inbox,
-    *,
-    filters: InboxFilters,
-    can_decide: bool,
-    assignees: list[Any],
-) -> str:
-    """What the polled inbox rows show, as a version (agentops.web.poll_version), from what the
-    page already read: each item as its row prints it, the relative times as printed (so a
-    countdown still ticks: a row under a minute old or due changes each poll, an older one each
-    minute), the counts, the assign menu, the viewer and their role, the filters and the page.
-    With filters on, the navigation count is the unfiltered total: two more counts then."""
-    rows = [
-        (
-            item.dom_id,
-            item.task.pk,
-            item.task.agent,
-            item.task.goal,
-            item.failure_kind,
-            item.task.failure if item.gate is None else None,
-            item.holder.pk if item.holder is not None else None,
-            item.holder.get_username() if item.holder is not None else None,
-            item.unknown_call,
-            item.decidable,
-            item.timeout_action,
-            _gate_state(item.gate),
-            time_left(item.deadline),
-            overdue(item.deadline),
-            waited(item.since),
-        )
-        for item in inbox.page.object_list
-    ]
+def _inbox_version(request: AuthenticatedHttpRequest, *, state: str, until_ms: int | None) -> str:
+    """The version (agentops.web.poll_version) of the polled inbox rows: what every viewer's
+    inbox can show (`inbox_state`, one statement), who views it (their groups and role decide
+    which rows are theirs to decide), the query (filters) and the page; `until_ms` the first
+    time a relative time on the rows prints something else (ms since the epoch). Computed the
+    same way whether the rows are rendered or only polled, from the request alone, so an
+    unchanged poll reads nothing else."""
+    user = request.user
+    query = sorted((k, v) for k, v in request.GET.items() if k != "page" and v)
     return poll_version(
         "inbox",
-        request.user.pk,
-        can_decide,
-        [(person.pk, person.get_username()) for person in assignees],
-        filters,
-        inbox.page.number,
-        inbox.page.has_next,
-        inbox.gate_count,
-        inbox.stopped_count,
-        inbox_counts() if filters.active and can_decide else None,
-        rows,
+        user.pk,
+        user.is_superuser,
+        sorted(group_names(user)),
+        user.has_perm(OPERATE),
+        query,
+        page_number(request.GET.get("page")),
+        state,
+        until_ms=until_ms,
     )
 
 
-def _gate_state(gate: Gate | None) -> tuple[Any, ...] | None:
-    if gate is None:
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def _inbox_until_ms(inbox: Inbox, filters: InboxFilters, now: datetime) -> int | None:
+    """Until when (ms since the epoch, rounded down) the rows of `inbox` read the same as at
+    `now`: their relative times' next change (None: they print none). With an age filter, items
+    enter the list as they age: the rows hold only now."""
+    items = inbox.page.object_list
+    until = (
+        now
+        if filters.age
+        else times_steady_until(
+            deadlines=[item.deadline for item in items],
+            sinces=[item.since for item in items],
+            now=now,
+        )
+    )
+    if until is None:
         return None
-    return (
-        gate.pk,
-        gate.tool,
-        gate.args_digest,
-        gate.edited,
-        gate.amount,
-        gate.rule,
-        gate.policy_version_number,
-        gate_money(gate),
-        gate.approval_kind,
-        gate.approvals,
-        gate.approver_group,
-    )
+    return (until - _EPOCH) // timedelta(milliseconds=1)
 
 
 def _inbox_response(
@@ -196,6 +179,15 @@ def _inbox_response(
     status: int = 200,
 ) -> HttpResponse:
     fragment = wants_fragment(request)
+    polled = not message and results is None and bulk_form is None
+    if polled and poll_sent(request):
+        version = _inbox_version(request, state=inbox_state(), until_ms=poll_sent_until_ms(request))
+        unchanged = poll_unchanged(request, version)
+        if unchanged is not None:
+            return unchanged
+    # Read before the rows: a change committed in between shows on the page and changes the
+    # next poll's version, never the other way round.
+    state, now = inbox_state(), timezone.now()
     form = InboxFilterForm(request.GET, choices=inbox_filter_choices())
     filters = form.filters()
     inbox = inbox_list(filters=filters, viewer=request.user, page=request.GET.get("page"))
@@ -203,13 +195,7 @@ def _inbox_response(
     query = {k: v for k, v in request.GET.items() if k != "page" and v}
     can_decide = request.user.has_perm(OPERATE)
     assignees = operators_list() if can_decide else []
-    version = _inbox_version(
-        request, inbox, filters=filters, can_decide=can_decide, assignees=assignees
-    )
-    if not message and results is None and bulk_form is None:
-        unchanged = poll_unchanged(request, version)
-        if unchanged is not None:
-            return unchanged
+    version = _inbox_version(request, state=state, until_ms=_inbox_until_ms(inbox, filters, now))
     context = {
         "inbox": inbox,
         "page": page,

@@ -29,7 +29,7 @@ FIGURES = (
 )
 
 
-def run_bench() -> tuple[dict, list[tuple[int, str, int]]]:
+def run_bench(*options: str) -> tuple[dict, list[tuple[int, str, int]]]:
     """Run the command, and record what its tasks looked like before it deleted them."""
     seen: list[tuple[int, str, int]] = []
 
@@ -54,6 +54,7 @@ def run_bench() -> tuple[dict, list[tuple[int, str, int]]]:
             "--repeat",
             "1",
             "--json",
+            *options,
             stdout=out,
         )
     return json.loads(out.getvalue()), seen
@@ -66,11 +67,37 @@ def test_bench_checkpoint_reports_every_figure_as_a_number(redis_clean):
     assert missing == []
     assert report["steps"] == 3
     assert report["repeat"] == 1
-    # One model-result commit and one completion commit per step, plus the claim and the first
-    # step's start: 8 commits for 3 steps, counted from the WAL.
-    assert report["commits_per_step"] == pytest.approx(8 / 3, abs=0.01)
-    assert report["runs"][0]["hook_commits"] == report["runs"][0]["wal_commits"] == 8
+    # The tool only reads: one commit per step (its completion, with its model result and
+    # call), plus the claim and the first step's start: 5 commits for 3 steps, from the WAL.
+    assert report["kind"] == "read"
+    assert report["commits_per_step"] == pytest.approx(5 / 3, abs=0.01)
+    assert report["runs"][0]["hook_commits"] == report["runs"][0]["wal_commits"] == 5
     assert report["runs"][0]["interval_steps"] == [3, 3]
+
+
+def test_bench_checkpoint_reports_each_kind_of_step_against_the_same_floor(redis_clean):
+    report, seen = run_bench("--kind", "read,effect,reply")
+
+    kinds = report["kinds"]
+    assert list(kinds) == ["read", "effect", "reply"]
+    # A side effect commits its pending row before it runs: two commits a step; a read or a
+    # text reply one. Plus the claim and the first step's start.
+    commits = {kind: figures["runs"][0]["wal_commits"] for kind, figures in kinds.items()}
+    assert commits == {"read": 5, "effect": 8, "reply": 5}
+    assert {k: f["target_ratio_to_floor"] for k, f in kinds.items()} == {
+        "read": 5.0,
+        "effect": 8.0,
+        "reply": 5.0,
+    }
+    floors = {f["runs"][0]["floor_ms_per_step"] for f in kinds.values()}
+    assert len(floors) == 1, "each kind's pair shares the floor run"
+    # A warm-up and a measured task of each kind, all three steps done.
+    assert len(seen) == 6 and all(steps == 3 for _, _, steps in seen)
+
+
+def test_bench_checkpoint_refuses_an_unknown_kind():
+    with pytest.raises(CommandError, match="--kind takes one or more of read, effect, reply"):
+        call_command("bench", "checkpoint", "--kind", "write")
 
 
 def test_bench_checkpoint_tasks_succeed_and_are_cleaned_up(redis_clean):

@@ -12,9 +12,11 @@ import pytest
 from django.db import connection
 from django.db.models.functions import Now
 
+from agentops.dev.benchmarks.checkpoint import BENCH_POLICY, bench_policy_ensure
 from agentops.engine import commit as commit_module
 from agentops.engine.errors import CheckpointMismatch, LeaseLost
 from agentops.engine.jsonvalues import loaded
+from agentops.engine.runner import task_advance
 from agentops.engine.transitions import (
     EventSpec,
     artifact_id_reserved,
@@ -253,3 +255,27 @@ def test_threads_of_one_process_reserve_distinct_artifact_ids(redis_clean):
         thread.join()
 
     assert len(reserved) == 400 and len(set(reserved)) == 400
+
+
+def test_prepared_statements_survive_a_failed_step(redis_clean, settings):
+    """A failed step parks its task for a retry in a commit, never a ROLLBACK (psycopg forgets
+    every prepared statement on one): the next claim on the same connection still has them."""
+    settings.AGENTOPS = {**settings.AGENTOPS, "BACKOFF_BASE_SECONDS": 0.0, "SLICE_SECONDS": 3600.0}
+    bench_policy_ensure()
+    task = task_create(
+        agent="bench_noop",
+        goal="bench",
+        input={"steps": 4, "payload_kb": 0, "fail_every": 2},
+        policy=BENCH_POLICY,
+    )
+    outcomes, prepared = [], []
+    for _ in range(5):
+        outcomes.append(task_advance(task_id=task.pk, owner="test"))
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT name FROM pg_prepared_statements")
+            prepared.append({row[0] for row in cursor.fetchall()})
+        if outcomes[-1] == "succeeded":
+            break
+
+    assert outcomes == ["retry scheduled", "retry scheduled", "succeeded"]
+    assert prepared[0] and prepared[0] <= prepared[1] <= prepared[2]

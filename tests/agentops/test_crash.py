@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from django.db.models import Count
 
+from agentops.dev.benchmarks.checkpoint import BENCH_POLICY, bench_policy_ensure
 from agentops.dev.sim.models import Effect, Fault, FaultMode
 from agentops.engine.jsonvalues import loaded
 from agentops.engine.model import loaded_response
@@ -35,7 +36,9 @@ def model_calls(processes) -> Counter[int]:
     return Counter(json.loads(line)["step"] for line in lines)
 
 
-def assert_finished_once(task: Task, processes) -> None:
+def assert_finished_once(task: Task, processes, *, asked_again: int | None = None) -> None:
+    """`asked_again`: a read-only step the worker was killed in before its one commit, whose
+    model call was made again (nothing of it was recorded)."""
     task.refresh_from_db()
     assert task.status == TaskStatus.SUCCEEDED, task.failure
     steps = list(task.steps.order_by("ordinal"))
@@ -46,7 +49,7 @@ def assert_finished_once(task: Task, processes) -> None:
         )
     )
     assert completions == {i: 1 for i in range(5)}
-    assert model_calls(processes) == {i: 1 for i in range(5)}
+    assert model_calls(processes) == {i: 2 if i == asked_again else 1 for i in range(5)}
     live = ToolCall.objects.filter(task=task).exclude(status=LedgerStatus.FAILED)
     assert live.count() == 5
     assert set(live.values_list("status", flat=True)) == {LedgerStatus.SUCCEEDED}
@@ -86,15 +89,50 @@ def take_over(processes, task: Task) -> None:
     ],
 )
 def test_worker_killed_at_a_named_point_resumes_without_repeating_work(processes, crash_at):
+    """The refund (step 3) has a side effect: its pending row commits before it runs, and
+    whatever point the worker dies at, the refund happens once and no model call repeats."""
     task = crash_then_recover(processes, crash_at)
 
     assert_finished_once(task, processes)
+    assert Event.objects.filter(
+        task=task, step_ordinal=REFUND_STEP, action="agentops.ledger.pending"
+    ).exists()
+
+
+def test_worker_killed_after_a_read_before_the_steps_one_commit_reads_again(processes):
+    """A read-only step commits once, after its read: a worker killed between the read and that
+    commit leaves nothing of the step, so the next one asks the model and reads again (harmless:
+    nothing changed anywhere), records the call once, and the side effects still happen once."""
+    reads = Fault.objects.create(
+        service="orders", operation="lookup", mode=FaultMode.SLOW, delay_seconds=0.01, remaining=9
+    )
+    task = crash_then_recover(processes, "after_tool_call@0")
+
+    task.refresh_from_db()
+    assert task.status == TaskStatus.SUCCEEDED, task.failure
+    reads.refresh_from_db()
+    assert reads.remaining == 9 - 2, "the order was looked up twice"
+    assert model_calls(processes) == {0: 2, 1: 1, 2: 1, 3: 1, 4: 1}
+    lookup = ToolCall.objects.get(task=task, tool="lookup_order")
+    assert lookup.status == LedgerStatus.SUCCEEDED
+    assert not Event.objects.filter(
+        task=task, step_ordinal=0, action="agentops.ledger.pending"
+    ).exists()
+    assert Effect.objects.filter(service="payments", operation="refund").count() == 1
+    assert Effect.objects.filter(service="email", operation="send").count() == 1
 
 
 def test_worker_killed_after_a_large_proposal_runs_it_exactly_once(processes):
     """The pending row and the step's record (pointing at the arguments' artifact) committed,
-    the tool never ran: the next worker runs exactly the recorded arguments."""
-    task = task_create(agent="bench_noop", goal="big", input={"steps": 2, "payload_kb": 300})
+    the tool (with a side effect) never ran: the next worker runs exactly the recorded
+    arguments."""
+    bench_policy_ensure()
+    task = task_create(
+        agent="bench_noop",
+        goal="big",
+        input={"steps": 2, "payload_kb": 300, "kind": "effect"},
+        policy=BENCH_POLICY,
+    )
     victim = processes.worker(crash_at="after_model_result@1")
     assert victim.wait(timeout=60) == -9
     call = ToolCall.objects.get(task=task, step__ordinal=1)
@@ -114,7 +152,9 @@ def test_worker_killed_after_a_large_proposal_runs_it_exactly_once(processes):
 def test_worker_killed_while_writing_a_snapshot_resumes_without_repeating_work(processes):
     task = crash_then_recover(processes, "during_snapshot", AGENTOPS_SNAPSHOT_EVERY="2")
 
-    assert_finished_once(task, processes)
+    # The snapshot is due in step 1's completion, the one commit of a read-only step: killed
+    # before it, the step left nothing, and its model call was made again.
+    assert_finished_once(task, processes, asked_again=1)
     # The snapshot's transaction died with the worker: step 2 completed in the new worker.
     assert Event.objects.filter(task=task, action="agentops.task.claimed").count() == 2
 

@@ -274,7 +274,8 @@ def test_children_run_in_parallel_on_real_workers(processes):
     ("crash_at", "recoveries"),
     # Killed inside a child's quote (it held the child), or right after the parent parked (it
     # held nothing: the children are queued and the parent waits without a lease).
-    [("after_pending@0", 1), ("after_tool_call@0", 1), ("after_fan_out@0", 0)],
+    # (A child's quote only reads: it commits once, inside its completion, with no pending row.)
+    [("inside_step_complete@0", 1), ("after_tool_call@0", 1), ("after_fan_out@0", 0)],
 )
 @pytest.mark.django_db(transaction=True)
 def test_worker_killed_while_children_run_each_child_completes_once(

@@ -12,6 +12,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from django.contrib.auth.models import Group
 from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
@@ -19,6 +20,8 @@ from django.utils import timezone
 from agentops.models import Gate
 from agentops.web import POLL_VERSION_HEADER
 from reviews.services import claim_release, claim_take, gate_approve
+from reviews.templatetags.reviews_tags import times_steady_until
+from reviews.views import queue
 from tests.factories import gated_refund_row, stopped_trip_row
 from tests.reviews.builders import client_for, open_gate
 
@@ -30,14 +33,23 @@ INBOX = "/review/"
 @pytest.fixture(autouse=True)
 def still_clock(monkeypatch: Any) -> None:
     """Time stands still in these tests: the rows print relative times ("waiting 12 s"), which
-    would otherwise change between two requests and rightly make the second one a change."""
+    would otherwise change between two requests and rightly make the second one a change. A
+    gate opened now is due a whole number of minutes from now, the instant its "30 min left"
+    turns "29 min left": its version would hold for no time at all. So the versions here hold
+    whatever the times, except in the tests of the times (`real_times`)."""
     now = timezone.now()
     monkeypatch.setattr(timezone, "now", lambda: now)
+    monkeypatch.setattr(queue, "times_steady_until", lambda **_: None)
+
+
+@pytest.fixture
+def real_times(monkeypatch: Any) -> None:
+    monkeypatch.setattr(queue, "times_steady_until", times_steady_until)
 
 
 def version_of(fragment: str) -> str:
     """The version a rendered inbox (page or rows) carries in its hx-headers."""
-    found = re.search(r'"X-Poll-Version": "([0-9a-f]+)"', fragment)
+    found = re.search(r'"X-Poll-Version": "([0-9a-f]+(?:\.[0-9]+)?)"', fragment)
     assert found, "the polled rows carry their version"
     return found.group(1)
 
@@ -55,8 +67,8 @@ def test_a_poll_with_the_current_version_gets_an_empty_204_in_few_queries(
     page = client.get(INBOX).content.decode()
     assert f"gate-{gate.pk}" in page
 
-    # session, user, roles, the lists and their counts, the operators: no render.
-    with django_assert_max_num_queries(10):
+    # session, user, the viewer's groups, and the inbox's state in one statement: no render.
+    with django_assert_max_num_queries(4):
         unchanged = poll(client, version_of(page))
 
     assert unchanged.status_code == 204
@@ -135,10 +147,12 @@ def test_a_claim_taken_and_released_comes_back(redis_clean, operator, operator2,
     _changed(client, held, lambda rows: "nobody" in rows)
 
 
-def test_the_countdown_still_ticks(redis_clean, operator, starter, monkeypatch):
+def test_the_countdown_still_ticks(redis_clean, operator, starter, monkeypatch, real_times):
     gate = open_gate(gated_refund_row(created_by=starter))
     client = client_for(operator)
-    Gate.objects.filter(pk=gate.pk).update(due_at=timezone.now() + timedelta(minutes=30))
+    Gate.objects.filter(pk=gate.pk).update(
+        due_at=timezone.now() + timedelta(minutes=30, seconds=30)
+    )
     page = client.get(INBOX).content.decode()
     assert ">30 min left<" in re.sub(r">\s+", ">", page)
     sooner = ">28 min left<"
@@ -147,6 +161,39 @@ def test_the_countdown_still_ticks(redis_clean, operator, starter, monkeypatch):
     monkeypatch.setattr(timezone, "now", lambda: still() + timedelta(minutes=2))
 
     _changed(client, version_of(page), lambda rows: sooner in re.sub(r">\s+", ">", rows))
+
+
+def test_a_version_holds_until_a_relative_time_on_the_rows_changes(
+    redis_clean, operator, starter, monkeypatch, real_times
+):
+    gate = open_gate(gated_refund_row(created_by=starter))
+    now = timezone.now()
+    # Waiting 5 min 10 s (next change in 50 s), 30 min 20 s left (next change in 20 s).
+    Gate.objects.filter(pk=gate.pk).update(
+        created_at=now - timedelta(minutes=5, seconds=10),
+        due_at=now + timedelta(minutes=30, seconds=20),
+    )
+    client = client_for(operator)
+    version = version_of(client.get(INBOX).content.decode())
+
+    monkeypatch.setattr(timezone, "now", lambda: now + timedelta(seconds=15))
+    assert poll(client, version).status_code == 204
+
+    monkeypatch.setattr(timezone, "now", lambda: now + timedelta(seconds=25))
+    _changed(client, version, lambda rows: ">29 min left<" in re.sub(r">\s+", ">", rows))
+
+
+def test_a_new_operator_in_the_assign_menu_comes_back(
+    redis_clean, operator, starter, django_user_model
+):
+    open_gate(gated_refund_row(created_by=starter))
+    client = client_for(operator)
+    version = version_of(client.get(INBOX).content.decode())
+
+    newcomer = django_user_model.objects.create_user("nadia", password="x")
+    newcomer.groups.add(Group.objects.get(name="operators"))
+
+    _changed(client, version, lambda rows: ">nadia</option>" in rows)
 
 
 def test_the_version_is_the_viewers_own(redis_clean, operator, auditor, starter):

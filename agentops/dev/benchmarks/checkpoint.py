@@ -52,7 +52,7 @@ from rq.exceptions import NoSuchJobError
 from rq.job import Job
 from rq.worker import Worker
 
-from agentops.agents.bench import bench_script
+from agentops.agents.bench import KIND_TOOLS, bench_script
 from agentops.dburl import database_url
 from agentops.dev.benchmarks.checkpoint_report import (
     Pair,
@@ -77,8 +77,28 @@ from agentops.engine.runner import task_advance
 from agentops.models import Snapshot, Task
 from agentops.services import task_create
 from agentops.states import StepStatus, TaskStatus
+from policies.services import policy_install
 
 AGENT = "bench_noop"
+# What a step does (`agents/bench.py`): a read-only tool call or a text reply commit once, a
+# tool call with a side effect twice. The issue's targets, in floors per step.
+KINDS = tuple(KIND_TOOLS)
+KIND_TARGETS = {"read": 5.0, "reply": 5.0, "effect": 8.0}
+# A kind whose tool call fails once every N steps (`--fail-every`): "read/fail10".
+FAILING = "/fail"
+# The bench tasks' own policy: both tools run (`auto`, the shipped read rule's 5% sampled for
+# audit), so a side-effect step is not parked at the shipped default's gate.
+BENCH_POLICY = "bench"
+_GATE = {"approver_group": "operators", "timeout_seconds": 3600, "timeout_action": "reject"}
+BENCH_RULES: list[dict[str, Any]] = [
+    {
+        "name": "bench tools",
+        "route": "auto",
+        "side_effects": ["read", "write"],
+        "sample_rate": 0.05,
+    },
+    {"name": "default", "route": "gate", "is_default": True, **_GATE},
+]
 FLOOR_TABLE = "agentops_bench_floor"
 # The floor is cheap and short runs of it are noisy: it commits at least this many rows per run.
 FLOOR_MIN_ROWS = 50
@@ -139,8 +159,25 @@ def _echoed(arguments: dict[str, Any]) -> dict[str, Any]:
     return {"n": arguments["n"], "payload": arguments["payload"]}
 
 
+def bench_policy_ensure() -> None:
+    """Install the bench tasks' policy (once per database)."""
+    policy_install(
+        name=BENCH_POLICY,
+        description="Benchmark tasks: their tools run without a person.",
+        rules=BENCH_RULES,
+        sensitive_systems=[],
+        change_note="The checkpoint benchmark's policy.",
+    )
+
+
 def checkpoint(
-    *, steps: int, payload_kb: int, repeat: int, dispatch: int = 0, peers: Path | None = None
+    *,
+    steps: int,
+    payload_kb: int,
+    repeat: int,
+    dispatch: int = 0,
+    peers: Path | None = None,
+    kinds: tuple[str, ...] = ("read",),
 ) -> dict[str, Any]:
     """Run the checkpoint benchmark (and, with `dispatch` jobs, the worker's cost per job; with
     `peers`, the Python of a virtualenv holding the peers, the same work through each peer).
@@ -149,13 +186,16 @@ def checkpoint(
     when a peer cannot run."""
     if peers is not None and not peers.is_file():
         raise CommandError(f"no peers' Python at {peers}: run `make peers-venv` first")
-    conf = {**settings.AGENTOPS, "SLICE_SECONDS": 24 * 3600.0}
+    conf = {**settings.AGENTOPS, "SLICE_SECONDS": 24 * 3600.0, "BACKOFF_BASE_SECONDS": 0.0}
     # The worker's heap settings (engine/heap.py): the runner runs here as it runs there.
     kept = heap.heap_keep_freed()
     # DEBUG makes every query log itself (about a fifth of a step here): workers in
     # production run without it, so the benchmark does too.
     with override_settings(AGENTOPS=conf, DEBUG=False):
-        report = _checkpoint(steps=steps, payload_kb=payload_kb, repeat=repeat, peers=peers)
+        bench_policy_ensure()
+        report = _checkpoint(
+            steps=steps, payload_kb=payload_kb, repeat=repeat, peers=peers, kinds=kinds
+        )
         if not kept:
             report["notes"].append("malloc runs as the environment or the C library sets it")
         if dispatch:
@@ -288,7 +328,9 @@ def _peer_figures(report: dict[str, Any], peers: list[PeerProcess]) -> dict[str,
     }
 
 
-def _checkpoint(*, steps: int, payload_kb: int, repeat: int, peers: Path | None) -> dict[str, Any]:
+def _checkpoint(
+    *, steps: int, payload_kb: int, repeat: int, peers: Path | None, kinds: tuple[str, ...]
+) -> dict[str, Any]:
     arguments = [step_arguments(steps, payload_kb, step) for step in range(steps)]
     rows = floor_rows(arguments)
     # The peers build the same rows from the arguments (peers.floor_rows).
@@ -307,22 +349,36 @@ def _checkpoint(*, steps: int, payload_kb: int, repeat: int, peers: Path | None)
             # Each has warmed up before it answers; their pairs alternate with ours.
             running.append(PeerProcess(peer, python=cast(Path, peers), work=work))
             stack.callback(running[-1].close)
-        _run_pair(floor, rows, steps, payload_kb, created, wal=None)  # warm-up
-        pairs = []
+        _run_pairs(floor, rows, steps, payload_kb, created, wal=None, kinds=kinds)  # warm-up
+        pairs: dict[str, list[Pair]] = {kind: [] for kind in kinds}
         for _ in range(repeat):
-            pairs.append(_run_pair(floor, rows, steps, payload_kb, created, wal=wal))
+            for kind, pair in _run_pairs(
+                floor, rows, steps, payload_kb, created, wal=wal, kinds=kinds
+            ).items():
+                pairs[kind].append(pair)
             for process in running:
                 process.pair()
         if wal is not None:
-            for pair in pairs:
-                pair.figures = _wal_figures(wal, pair, steps)
-    report = _report(pairs, steps=steps, payload_kb=payload_kb, notes=notes)
+            for kind_pairs in pairs.values():
+                for pair in kind_pairs:
+                    pair.figures = _wal_figures(wal, pair, steps)
+    reports = {
+        kind: {
+            **_report(pairs[kind], steps=steps, payload_kb=payload_kb, notes=notes),
+            "kind": kind,
+            "target_ratio_to_floor": KIND_TARGETS[kind.partition(FAILING)[0]],
+        }
+        for kind in kinds
+    }
+    report = dict(reports[kinds[0]])
+    if len(kinds) > 1:
+        report["kinds"] = reports
     if running:
         report.update(_peer_figures(report, running))
     return report
 
 
-def _run_pair(
+def _run_pairs(
     floor: Floor,
     rows: list[str],
     steps: int,
@@ -330,12 +386,34 @@ def _run_pair(
     created: list[int],
     *,
     wal: WalReader | None,
-) -> Pair:
+    kinds: tuple[str, ...],
+) -> dict[str, Pair]:
+    """One floor run, then one task of each kind: each kind's pair shares the floor."""
     mark = wal.lsn() if wal else 0
     floor_seconds = floor.insert(rows)
     floor_wal = (mark, wal.lsn(flushed=True)) if wal else None
+    return {
+        kind: _run_task(
+            kind, steps, payload_kb, created, wal=wal, floor=(floor_seconds, len(rows), floor_wal)
+        )
+        for kind in kinds
+    }
 
-    task = task_create(agent=AGENT, goal="bench", input={"steps": steps, "payload_kb": payload_kb})
+
+def _run_task(
+    kind: str,
+    steps: int,
+    payload_kb: int,
+    created: list[int],
+    *,
+    wal: WalReader | None,
+    floor: tuple[float, int, tuple[int, int] | None],
+) -> Pair:
+    base, _, failing = kind.partition(FAILING)
+    task_input: dict[str, Any] = {"steps": steps, "payload_kb": payload_kb, "kind": base}
+    if failing:
+        task_input["fail_every"] = int(failing)
+    task = task_create(agent=AGENT, goal="bench", input=task_input, policy=BENCH_POLICY)
     created.append(task.pk)
     _drop_job(task.pk)
     counter = StatementCounter()
@@ -343,6 +421,11 @@ def _run_pair(
     with connection.execute_wrapper(counter):
         began, cpu = time.perf_counter(), time.process_time()
         outcome = task_advance(task_id=task.pk, owner=OWNER)
+        # A failed step parks for its retry (no backoff here): the same worker claims it
+        # again, on the same connection, with the statements it prepared.
+        while outcome == "retry scheduled":
+            _drop_job(task.pk)
+            outcome = task_advance(task_id=task.pk, owner=OWNER)
         seconds, cpu = time.perf_counter() - began, time.process_time() - cpu
     task_wal = (mark, wal.lsn(flushed=True)) if wal else None
 
@@ -352,12 +435,13 @@ def _run_pair(
             f"bench task {task.pk} did not finish in one slice: {outcome} ({task.status}); "
             "is a worker consuming this queue? Stop it or point REDIS_URL elsewhere."
         )
+    floor_seconds, floor_rows_count, floor_wal = floor
     return Pair(
         task_id=task.pk,
         task_seconds=seconds,
         task_cpu_seconds=cpu,
         floor_seconds=floor_seconds,
-        floor_rows=len(rows),
+        floor_rows=floor_rows_count,
         statements=counter.statements,
         hook_commits=counter.commits,
         task_wal=task_wal,

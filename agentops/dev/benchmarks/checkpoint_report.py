@@ -117,7 +117,7 @@ def checkpoint_table(report: dict[str, Any]) -> str:
     ]
     lines = [
         f"checkpoint bench: {report['steps']} steps, {report['payload_kb']} KB payload, "
-        f"{report['backend']}, median of {report['repeat']}",
+        f"{report['backend']}, median of {report['repeat']}, kind {report.get('kind', 'read')}",
         *(f"  {key:<22} {report[key]}" for key in keys),
         *(
             f"  {key:<22} {report[key]}"
@@ -125,6 +125,13 @@ def checkpoint_table(report: dict[str, Any]) -> str:
             if key in report
         ),
         f"  commits from {report['commits_source']}",
+        *(
+            f"  kind {kind:<7} per_step_ms {k['per_step_ms']:<7} ratio_to_floor "
+            f"{k['ratio_to_floor']:<6} (target <= {k['target_ratio_to_floor']}) "
+            f"client_cpu_ms_per_step {k['client_cpu_ms_per_step']:<7} commits_per_step "
+            f"{k['commits_per_step']}"
+            for kind, k in report.get("kinds", {}).items()
+        ),
         *(
             f"  peer {peer['peer']:<17} ratio_to_floor {peer['ratio_to_floor']:<6} "
             f"per_step_ms {peer['per_step_ms']:<7} client_cpu_ms_per_step "

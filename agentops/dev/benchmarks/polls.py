@@ -21,7 +21,7 @@ from agentops.models import Task
 from agentops.states import TaskStatus
 from agentops.web import POLL_VERSION_HEADER
 
-_VERSION = re.compile(rb'"X-Poll-Version": "([0-9a-f]+)"')
+_VERSION = re.compile(rb'"X-Poll-Version": "([0-9a-f]+(?:\.[0-9]+)?)"')
 
 
 def polled_pages() -> list[tuple[str, str]]:

@@ -1,4 +1,5 @@
-"""`manage.py bench throughput`: steps per second that N real worker processes sustain.
+"""`manage.py bench throughput`: steps per second that N real worker processes sustain, and
+where their time goes.
 
 Creates `tasks` tasks of the no-op bench agent (one model call and one in-process tool call per
 step), starts `workers` burst workers (`manage.py worker --burst`) against the same PostgreSQL
@@ -6,17 +7,31 @@ and Redis, and measures from the first task's start to the last task's finish as
 recorded them (so worker start-up is left out). This is the engine's ceiling on this machine:
 real agents spend most of their time waiting on models and tools, and a worker waiting holds no
 database connection busy.
+
+While the workers run, a sampler reads every `SAMPLE_SECONDS` what the database's backends of
+this database are doing (`pg_stat_activity`: running, waiting on a lock, on I/O, or idle waiting
+for the worker) and their CPU time (`/proc/<pid>/stat`: the server runs here), and the run
+reports the workers' own CPU (their rusage), the backends' CPU and Redis's (`INFO cpu`, the whole
+server: other databases included), each per step and as a share of the run's wall time, next to
+the cores the machine has and its load average. `throughputs` runs several worker counts in turn
+(repeated, alternating), so each scaling ratio compares runs made side by side.
 """
 
 from __future__ import annotations
 
 import os
+import resource
+import statistics
 import subprocess
 import sys
+import threading
+import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import django_rq
+import psycopg
 from django.conf import settings
 from django.db import connection
 from django.db.models import Max, Min
@@ -29,6 +44,66 @@ from agentops.services import task_create
 from agentops.states import TaskStatus
 
 AGENT = "bench_noop"
+SAMPLE_SECONDS = 0.05
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def _proc_cpu_seconds(pid: int) -> float | None:
+    """User + system CPU seconds of a local process, None when it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+
+class BackendSampler(threading.Thread):
+    """Samples the backends of this database (other than its own connection): their wait
+    states, and the CPU each has used (the last value seen per pid, so a backend that exits
+    between two samples loses at most one interval)."""
+
+    def __init__(self) -> None:
+        super().__init__(daemon=True)
+        self.stop = threading.Event()
+        self.states: Counter[str] = Counter()
+        self.cpu_first: dict[int, float] = {}
+        self.cpu_last: dict[int, float] = {}
+        self.url = database_url(connection.settings_dict)
+        self.database = connection.settings_dict["NAME"]
+
+    def run(self) -> None:
+        with psycopg.connect(self.url, autocommit=True) as conn:
+            while not self.stop.is_set():
+                rows = conn.execute(
+                    "SELECT pid, state, wait_event_type, wait_event FROM pg_stat_activity "
+                    "WHERE datname = %s AND pid <> pg_backend_pid() AND backend_type = "
+                    "'client backend'",
+                    [self.database],
+                ).fetchall()
+                for pid, state, wait_type, wait_event in rows:
+                    self.states[_state_label(state, wait_type, wait_event)] += 1
+                    cpu = _proc_cpu_seconds(pid)
+                    if cpu is not None:
+                        self.cpu_first.setdefault(pid, cpu)
+                        self.cpu_last[pid] = cpu
+                time.sleep(SAMPLE_SECONDS)
+
+    def backend_cpu_seconds(self) -> float:
+        return sum(self.cpu_last[pid] - self.cpu_first[pid] for pid in self.cpu_last)
+
+
+def _state_label(state: str | None, wait_type: str | None, wait_event: str | None) -> str:
+    if state == "active":
+        return "running" if wait_type is None else f"waiting: {wait_type}/{wait_event}"
+    if state and state.startswith("idle in transaction"):
+        return "idle in transaction (waiting for the worker)"
+    return "idle (waiting for the worker)"
+
+
+def _redis_cpu_seconds() -> float:
+    info = django_rq.get_connection("default").info("cpu")
+    return float(info["used_cpu_sys"]) + float(info["used_cpu_user"])
 
 
 def throughput(*, workers: int, tasks: int, steps: int, payload_kb: int) -> dict[str, Any]:
@@ -43,6 +118,7 @@ def throughput(*, workers: int, tasks: int, steps: int, payload_kb: int) -> dict
         ).pk
         for _ in range(tasks)
     ]
+    sampler = BackendSampler()
     try:
         env = {
             **os.environ,
@@ -50,18 +126,31 @@ def throughput(*, workers: int, tasks: int, steps: int, payload_kb: int) -> dict
             "REDIS_URL": settings.RQ_QUEUES["default"]["URL"],
         }
         manage = str(Path(settings.BASE_DIR) / "manage.py")
+        children_cpu = _children_cpu_seconds()
+        redis_cpu = _redis_cpu_seconds()
+        sampler.start()
+        began = time.perf_counter()
         children = [
             subprocess.Popen([sys.executable, manage, "worker", "--burst"], env=env)
             for _ in range(workers)
         ]
         for child in children:
             child.wait(timeout=3600)
+        wall = time.perf_counter() - began
+        sampler.stop.set()
+        sampler.join(timeout=10)
+        workers_cpu = _children_cpu_seconds() - children_cpu
+        redis_cpu = _redis_cpu_seconds() - redis_cpu
         done = Task.objects.filter(pk__in=created)
         succeeded = done.filter(status=TaskStatus.SUCCEEDED).count()
         span = done.aggregate(first=Min("started_at"), last=Max("finished_at"))
         seconds = (span["last"] - span["first"]).total_seconds()
     finally:
+        sampler.stop.set()
         bench_tasks_delete(created)
+    total_steps = succeeded * steps
+    samples = sum(sampler.states.values()) or 1
+    backend_cpu = sampler.backend_cpu_seconds()
     return {
         "benchmark": "throughput",
         "workers": workers,
@@ -70,5 +159,56 @@ def throughput(*, workers: int, tasks: int, steps: int, payload_kb: int) -> dict
         "steps_per_task": steps,
         "payload_kb": payload_kb,
         "seconds": round(seconds, 3),
-        "steps_per_second": round(succeeded * steps / seconds, 1) if seconds else None,
+        "steps_per_second": round(total_steps / seconds, 1) if seconds else None,
+        "where_the_time_goes": {
+            "wall_seconds_with_startup": round(wall, 3),
+            "workers_cpu_ms_per_step": _per_step(workers_cpu, total_steps),
+            "postgres_cpu_ms_per_step": _per_step(backend_cpu, total_steps),
+            "redis_cpu_ms_per_step (whole server)": _per_step(redis_cpu, total_steps),
+            "cpu_seconds_per_wall_second": round((workers_cpu + backend_cpu) / wall, 2),
+            "cores": os.cpu_count(),
+            "load_average_1m_after": round(os.getloadavg()[0], 1),
+            "backend_states_share": {
+                label: round(count / samples, 3) for label, count in sampler.states.most_common()
+            },
+        },
+    }
+
+
+def _per_step(seconds: float, steps: int) -> float | None:
+    return round(seconds * 1000 / steps, 3) if steps else None
+
+
+def _children_cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def throughputs(
+    *, workers: list[int], tasks: int, steps: int, payload_kb: int, rounds: int
+) -> dict[str, Any]:
+    """`throughput` for each worker count in turn, `rounds` times (alternating, so drift on a
+    shared machine hits every count), and each count's speed-up over the first: the median of
+    the per-round ratios."""
+    runs: dict[int, list[dict[str, Any]]] = {count: [] for count in workers}
+    for _ in range(rounds):
+        for count in workers:
+            runs[count].append(
+                throughput(workers=count, tasks=tasks, steps=steps, payload_kb=payload_kb)
+            )
+    base = workers[0]
+    scaling = {}
+    for count in workers:
+        ratios = [
+            run["steps_per_second"] / first["steps_per_second"]
+            for run, first in zip(runs[count], runs[base], strict=True)
+            if run.get("steps_per_second") and first.get("steps_per_second")
+        ]
+        scaling[str(count)] = round(statistics.median(ratios), 2) if ratios else None
+    return {
+        "benchmark": "throughput",
+        "workers": workers,
+        "rounds": rounds,
+        f"speedup_over_{base}": scaling,
+        "runs": {str(count): runs[count] for count in workers},
     }

@@ -13,11 +13,11 @@ from typing import Any
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from agentops.dev.benchmarks.checkpoint import checkpoint
+from agentops.dev.benchmarks.checkpoint import FAILING, KINDS, checkpoint
 from agentops.dev.benchmarks.checkpoint_report import checkpoint_table
 from agentops.dev.benchmarks.memory import memory, memory_table
 from agentops.dev.benchmarks.pages import pages, pages_table
-from agentops.dev.benchmarks.throughput import throughput
+from agentops.dev.benchmarks.throughput import throughput, throughputs
 
 PEERS_PYTHON = Path(settings.BASE_DIR) / ".venv-peers" / "bin" / "python"
 
@@ -51,7 +51,10 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("benchmark", choices=["checkpoint", "throughput", "pages", "memory"])
         parser.add_argument(
-            "--workers", type=int, default=1, help="throughput: worker processes (default 1)"
+            "--workers",
+            default="1",
+            help="throughput: worker processes (default 1), or several counts, comma separated "
+            "(1,2,4: each run in turn, --repeat rounds, with the speed-up over the first)",
         )
         parser.add_argument(
             "--tasks",
@@ -78,6 +81,21 @@ class Command(BaseCommand):
             default=None,
             help="checkpoint: tasks (and floor runs) to measure, medians are reported "
             "(default 3); pages: requests per page (default 20)",
+        )
+        parser.add_argument(
+            "--kind",
+            default="read",
+            help="checkpoint: what each step does, one or more of read, effect, reply, comma "
+            "separated (default read): a read-only tool call, one with a side effect, a text "
+            "reply. Each pair runs the floor, then one task of each kind",
+        )
+        parser.add_argument(
+            "--fail-every",
+            type=int,
+            default=0,
+            metavar="N",
+            help="checkpoint: also run each kind with its tool call failing once every N steps "
+            "(retried at once by the same worker), as kind '<kind>/failN' in the same pairs",
         )
         parser.add_argument(
             "--json", action="store_true", dest="as_json", help="print one JSON object"
@@ -116,9 +134,11 @@ class Command(BaseCommand):
         as_json: bool,
         dispatch: int,
         peers: str | None,
-        workers: int,
+        workers: str,
         tasks: int | None,
         keep: bool,
+        kind: str,
+        fail_every: int,
         **options: Any,
     ) -> None:
         if peers is not None and benchmark != "checkpoint":
@@ -143,9 +163,26 @@ class Command(BaseCommand):
         steps = 20 if steps is None else steps
         if benchmark == "throughput":
             tasks = 40 if tasks is None else tasks
-            if workers < 1 or tasks < 1 or steps < 1:
+            try:
+                counts = [int(count) for count in workers.split(",")]
+            except ValueError:
+                raise CommandError(
+                    "--workers takes a count, or counts separated by commas"
+                ) from None
+            if min(counts) < 1 or tasks < 1 or steps < 1:
                 raise CommandError("--workers, --tasks and --steps must be positive")
-            report = throughput(workers=workers, tasks=tasks, steps=steps, payload_kb=payload_kb)
+            if len(counts) == 1:
+                report = throughput(
+                    workers=counts[0], tasks=tasks, steps=steps, payload_kb=payload_kb
+                )
+            else:
+                report = throughputs(
+                    workers=counts,
+                    tasks=tasks,
+                    steps=steps,
+                    payload_kb=payload_kb,
+                    rounds=1 if repeat is None else repeat,
+                )
             self.stdout.write(json.dumps(report, indent=None if as_json else 2))
             return
         repeat = 3 if repeat is None else repeat
@@ -153,7 +190,15 @@ class Command(BaseCommand):
             raise CommandError(
                 "--steps and --repeat must be positive, --payload-kb and --dispatch not negative"
             )
+        kinds = tuple(dict.fromkeys(k.strip() for k in kind.split(",") if k.strip()))
+        if not kinds or any(k not in KINDS for k in kinds):
+            raise CommandError(f"--kind takes one or more of {', '.join(KINDS)}")
+        if fail_every < 0 or (fail_every and "reply" in kinds):
+            raise CommandError("--fail-every takes a positive N, with tool-calling kinds")
+        if fail_every:
+            kinds = tuple(k for base in kinds for k in (base, f"{base}{FAILING}{fail_every}"))
         report = checkpoint(
+            kinds=kinds,
             steps=steps,
             payload_kb=payload_kb,
             repeat=repeat,
