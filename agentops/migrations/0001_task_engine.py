@@ -6,6 +6,7 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
+
     initial = True
 
     dependencies = [
@@ -14,384 +15,168 @@ class Migration(migrations.Migration):
 
     operations = [
         migrations.CreateModel(
-            name="Task",
+            name='Task',
             fields=[
-                (
-                    "id",
-                    models.BigAutoField(
-                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
-                    ),
-                ),
-                ("agent", models.CharField(max_length=100)),
-                ("goal", models.TextField()),
-                ("input", models.JSONField(blank=True, default=dict)),
-                (
-                    "status",
-                    models.CharField(
-                        choices=[
-                            ("queued", "Queued"),
-                            ("running", "Running"),
-                            ("awaiting_approval", "Awaiting approval"),
-                            ("retry_scheduled", "Retry scheduled"),
-                            ("needs_attention", "Needs attention"),
-                            ("paused", "Paused"),
-                            ("succeeded", "Succeeded"),
-                            ("aborted", "Aborted"),
-                            ("rolled_back", "Rolled back"),
-                        ],
-                        default="queued",
-                        editable=False,
-                        max_length=32,
-                    ),
-                ),
-                (
-                    "phase",
-                    models.CharField(
-                        blank=True,
-                        choices=[
-                            ("before_model_call", "Before model call"),
-                            ("model_result", "Model result recorded"),
-                            ("before_tool_call", "Before tool call"),
-                            ("after_tool_call", "After tool call"),
-                            ("step_complete", "Step complete"),
-                        ],
-                        editable=False,
-                        max_length=32,
-                    ),
-                ),
-                ("current_step", models.PositiveIntegerField(default=0, editable=False)),
-                ("step_count", models.PositiveIntegerField(default=0, editable=False)),
-                ("lease_epoch", models.BigIntegerField(default=0, editable=False)),
-                ("lease_owner", models.CharField(blank=True, editable=False, max_length=200)),
-                ("lease_expires_at", models.DateTimeField(blank=True, editable=False, null=True)),
-                ("next_run_at", models.DateTimeField(blank=True, editable=False, null=True)),
-                ("last_seq", models.BigIntegerField(default=0, editable=False)),
-                ("claims", models.PositiveIntegerField(default=0, editable=False)),
-                ("recoveries", models.PositiveIntegerField(default=0, editable=False)),
-                ("recovery_cap", models.PositiveIntegerField(default=5)),
-                ("step_retry_cap", models.PositiveIntegerField(default=3)),
-                ("tokens_used", models.PositiveIntegerField(default=0, editable=False)),
-                ("token_budget", models.PositiveIntegerField(blank=True, null=True)),
-                (
-                    "cost_used",
-                    models.DecimalField(decimal_places=6, default=0, editable=False, max_digits=12),
-                ),
-                (
-                    "cost_budget",
-                    models.DecimalField(blank=True, decimal_places=6, max_digits=12, null=True),
-                ),
-                ("wall_time_budget_seconds", models.PositiveIntegerField(blank=True, null=True)),
-                ("failure", models.JSONField(blank=True, editable=False, null=True)),
-                ("created_at", models.DateTimeField(auto_now_add=True)),
-                ("updated_at", models.DateTimeField(auto_now_add=True)),
-                ("started_at", models.DateTimeField(blank=True, editable=False, null=True)),
-                ("finished_at", models.DateTimeField(blank=True, editable=False, null=True)),
-                (
-                    "created_by",
-                    models.ForeignKey(
-                        blank=True,
-                        null=True,
-                        on_delete=django.db.models.deletion.SET_NULL,
-                        related_name="+",
-                        to=settings.AUTH_USER_MODEL,
-                    ),
-                ),
+                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
+                ('agent', models.CharField(max_length=100)),
+                ('goal', models.TextField()),
+                ('input', models.JSONField(blank=True, default=dict)),
+                ('status', models.CharField(choices=[('queued', 'Queued'), ('running', 'Running'), ('awaiting_approval', 'Awaiting approval'), ('retry_scheduled', 'Retry scheduled'), ('needs_attention', 'Needs attention'), ('paused', 'Paused'), ('succeeded', 'Succeeded'), ('aborted', 'Aborted'), ('rolled_back', 'Rolled back')], default='queued', editable=False, max_length=32)),
+                ('phase', models.CharField(blank=True, choices=[('before_model_call', 'Before model call'), ('model_result', 'Model result recorded'), ('before_tool_call', 'Before tool call'), ('after_tool_call', 'After tool call'), ('step_complete', 'Step complete')], editable=False, max_length=32)),
+                ('current_step', models.PositiveIntegerField(default=0, editable=False)),
+                ('step_count', models.PositiveIntegerField(default=0, editable=False)),
+                ('lease_epoch', models.BigIntegerField(default=0, editable=False)),
+                ('lease_owner', models.CharField(blank=True, editable=False, max_length=200)),
+                ('lease_expires_at', models.DateTimeField(blank=True, editable=False, null=True)),
+                ('next_run_at', models.DateTimeField(blank=True, editable=False, null=True)),
+                ('last_seq', models.BigIntegerField(default=0, editable=False)),
+                ('claims', models.PositiveIntegerField(default=0, editable=False)),
+                ('recoveries', models.PositiveIntegerField(default=0, editable=False)),
+                ('recovery_cap', models.PositiveIntegerField(default=5)),
+                ('step_retry_cap', models.PositiveIntegerField(default=3)),
+                ('tokens_used', models.PositiveIntegerField(default=0, editable=False)),
+                ('token_budget', models.PositiveIntegerField(blank=True, null=True)),
+                ('cost_used', models.DecimalField(decimal_places=6, default=0, editable=False, max_digits=12)),
+                ('cost_budget', models.DecimalField(blank=True, decimal_places=6, max_digits=12, null=True)),
+                ('wall_time_budget_seconds', models.PositiveIntegerField(blank=True, null=True)),
+                ('failure', models.JSONField(blank=True, editable=False, null=True)),
+                ('created_at', models.DateTimeField(auto_now_add=True)),
+                ('updated_at', models.DateTimeField(auto_now_add=True)),
+                ('started_at', models.DateTimeField(blank=True, editable=False, null=True)),
+                ('finished_at', models.DateTimeField(blank=True, editable=False, null=True)),
+                ('created_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
             ],
             options={
-                "ordering": ["-id"],
+                'ordering': ['-id'],
             },
         ),
         migrations.CreateModel(
-            name="Step",
+            name='Step',
             fields=[
-                (
-                    "id",
-                    models.BigAutoField(
-                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
-                    ),
-                ),
-                ("ordinal", models.PositiveIntegerField()),
-                ("title", models.CharField(max_length=200)),
-                ("spec", models.JSONField(blank=True, default=dict)),
-                ("depends_on", models.JSONField(blank=True, default=list)),
-                (
-                    "status",
-                    models.CharField(
-                        choices=[
-                            ("pending", "Pending"),
-                            ("running", "Running"),
-                            ("succeeded", "Succeeded"),
-                            ("failed", "Failed"),
-                            ("skipped", "Skipped"),
-                        ],
-                        default="pending",
-                        editable=False,
-                        max_length=16,
-                    ),
-                ),
-                ("attempts", models.PositiveIntegerField(default=0, editable=False)),
-                ("prompt_digest", models.CharField(blank=True, editable=False, max_length=64)),
-                ("model_response", models.JSONField(blank=True, editable=False, null=True)),
-                ("output", models.JSONField(blank=True, editable=False, null=True)),
-                ("error", models.JSONField(blank=True, editable=False, null=True)),
-                ("route", models.CharField(blank=True, editable=False, max_length=16)),
-                (
-                    "policy_version",
-                    models.PositiveIntegerField(blank=True, editable=False, null=True),
-                ),
-                ("policy_rule", models.CharField(blank=True, editable=False, max_length=200)),
-                ("started_at", models.DateTimeField(blank=True, editable=False, null=True)),
-                ("finished_at", models.DateTimeField(blank=True, editable=False, null=True)),
-                (
-                    "task",
-                    models.ForeignKey(
-                        on_delete=django.db.models.deletion.CASCADE,
-                        related_name="steps",
-                        to="agentops.task",
-                    ),
-                ),
+                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
+                ('ordinal', models.PositiveIntegerField()),
+                ('title', models.CharField(max_length=200)),
+                ('spec', models.JSONField(blank=True, default=dict)),
+                ('depends_on', models.JSONField(blank=True, default=list)),
+                ('status', models.CharField(choices=[('pending', 'Pending'), ('running', 'Running'), ('succeeded', 'Succeeded'), ('failed', 'Failed'), ('skipped', 'Skipped')], default='pending', editable=False, max_length=16)),
+                ('attempts', models.PositiveIntegerField(default=0, editable=False)),
+                ('prompt_digest', models.CharField(blank=True, editable=False, max_length=64)),
+                ('model_response', models.JSONField(blank=True, editable=False, null=True)),
+                ('output', models.JSONField(blank=True, editable=False, null=True)),
+                ('error', models.JSONField(blank=True, editable=False, null=True)),
+                ('route', models.CharField(blank=True, editable=False, max_length=16)),
+                ('policy_version', models.PositiveIntegerField(blank=True, editable=False, null=True)),
+                ('policy_rule', models.CharField(blank=True, editable=False, max_length=200)),
+                ('started_at', models.DateTimeField(blank=True, editable=False, null=True)),
+                ('finished_at', models.DateTimeField(blank=True, editable=False, null=True)),
+                ('task', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='steps', to='agentops.task')),
             ],
             options={
-                "ordering": ["task", "ordinal"],
+                'ordering': ['task', 'ordinal'],
             },
         ),
         migrations.CreateModel(
-            name="Snapshot",
+            name='Snapshot',
             fields=[
-                (
-                    "id",
-                    models.BigAutoField(
-                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
-                    ),
-                ),
-                ("seq", models.BigIntegerField()),
-                ("state", models.JSONField()),
-                ("created_at", models.DateTimeField(auto_now_add=True)),
-                (
-                    "task",
-                    models.ForeignKey(
-                        on_delete=django.db.models.deletion.CASCADE,
-                        related_name="snapshots",
-                        to="agentops.task",
-                    ),
-                ),
+                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
+                ('seq', models.BigIntegerField()),
+                ('state', models.JSONField()),
+                ('created_at', models.DateTimeField(auto_now_add=True)),
+                ('task', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='snapshots', to='agentops.task')),
             ],
             options={
-                "ordering": ["task", "seq"],
+                'ordering': ['task', 'seq'],
             },
         ),
         migrations.CreateModel(
-            name="Event",
+            name='Event',
             fields=[
-                (
-                    "id",
-                    models.BigAutoField(
-                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
-                    ),
-                ),
-                ("seq", models.BigIntegerField()),
-                ("action", models.CharField(max_length=100)),
-                ("step_ordinal", models.PositiveIntegerField(blank=True, null=True)),
-                ("payload", models.JSONField(blank=True, default=dict)),
-                ("actor_label", models.CharField(blank=True, max_length=150)),
-                ("created_at", models.DateTimeField(auto_now_add=True)),
-                (
-                    "actor",
-                    models.ForeignKey(
-                        blank=True,
-                        null=True,
-                        on_delete=django.db.models.deletion.SET_NULL,
-                        related_name="+",
-                        to=settings.AUTH_USER_MODEL,
-                    ),
-                ),
-                (
-                    "task",
-                    models.ForeignKey(
-                        on_delete=django.db.models.deletion.CASCADE,
-                        related_name="events",
-                        to="agentops.task",
-                    ),
-                ),
+                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
+                ('seq', models.BigIntegerField()),
+                ('action', models.CharField(max_length=100)),
+                ('step_ordinal', models.PositiveIntegerField(blank=True, null=True)),
+                ('payload', models.JSONField(blank=True, default=dict)),
+                ('actor_label', models.CharField(blank=True, max_length=150)),
+                ('created_at', models.DateTimeField(auto_now_add=True)),
+                ('actor', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
+                ('task', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='events', to='agentops.task')),
             ],
             options={
-                "ordering": ["task", "seq"],
+                'ordering': ['task', 'seq'],
             },
         ),
         migrations.CreateModel(
-            name="Artifact",
+            name='Artifact',
             fields=[
-                (
-                    "id",
-                    models.BigAutoField(
-                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
-                    ),
-                ),
-                ("name", models.CharField(max_length=300)),
-                ("size", models.PositiveBigIntegerField()),
-                ("sha256", models.CharField(max_length=64)),
-                ("content_type", models.CharField(default="application/json", max_length=100)),
-                ("created_at", models.DateTimeField(auto_now_add=True)),
-                (
-                    "task",
-                    models.ForeignKey(
-                        blank=True,
-                        null=True,
-                        on_delete=django.db.models.deletion.CASCADE,
-                        related_name="artifacts",
-                        to="agentops.task",
-                    ),
-                ),
+                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
+                ('name', models.CharField(max_length=300)),
+                ('size', models.PositiveBigIntegerField()),
+                ('sha256', models.CharField(max_length=64)),
+                ('content_type', models.CharField(default='application/json', max_length=100)),
+                ('created_at', models.DateTimeField(auto_now_add=True)),
+                ('task', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.CASCADE, related_name='artifacts', to='agentops.task')),
             ],
             options={
-                "ordering": ["-id"],
+                'ordering': ['-id'],
             },
         ),
         migrations.CreateModel(
-            name="ToolCall",
+            name='ToolCall',
             fields=[
-                (
-                    "id",
-                    models.BigAutoField(
-                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
-                    ),
-                ),
-                ("tool", models.CharField(max_length=100)),
-                ("side_effect", models.CharField(max_length=32)),
-                ("args", models.JSONField(default=dict)),
-                ("args_digest", models.CharField(max_length=64)),
-                ("idempotency_key", models.CharField(max_length=255)),
-                (
-                    "status",
-                    models.CharField(
-                        choices=[
-                            ("pending", "Pending"),
-                            ("succeeded", "Succeeded"),
-                            ("failed", "Failed"),
-                            ("executed_unknown", "Executed (unknown)"),
-                            ("compensated", "Compensated"),
-                        ],
-                        default="pending",
-                        editable=False,
-                        max_length=20,
-                    ),
-                ),
-                ("result", models.JSONField(blank=True, editable=False, null=True)),
-                ("error", models.JSONField(blank=True, editable=False, null=True)),
-                ("invocations", models.PositiveIntegerField(default=0, editable=False)),
-                ("created_at", models.DateTimeField(auto_now_add=True)),
-                ("updated_at", models.DateTimeField(auto_now_add=True)),
-                (
-                    "compensation_of",
-                    models.OneToOneField(
-                        blank=True,
-                        null=True,
-                        on_delete=django.db.models.deletion.PROTECT,
-                        related_name="compensation",
-                        to="agentops.toolcall",
-                    ),
-                ),
-                (
-                    "step",
-                    models.ForeignKey(
-                        on_delete=django.db.models.deletion.CASCADE,
-                        related_name="tool_calls",
-                        to="agentops.step",
-                    ),
-                ),
-                (
-                    "task",
-                    models.ForeignKey(
-                        on_delete=django.db.models.deletion.CASCADE,
-                        related_name="tool_calls",
-                        to="agentops.task",
-                    ),
-                ),
+                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
+                ('tool', models.CharField(max_length=100)),
+                ('side_effect', models.CharField(max_length=32)),
+                ('args', models.JSONField(default=dict)),
+                ('args_digest', models.CharField(max_length=64)),
+                ('idempotency_key', models.CharField(max_length=255)),
+                ('status', models.CharField(choices=[('pending', 'Pending'), ('succeeded', 'Succeeded'), ('failed', 'Failed'), ('executed_unknown', 'Executed (unknown)'), ('compensated', 'Compensated')], default='pending', editable=False, max_length=20)),
+                ('result', models.JSONField(blank=True, editable=False, null=True)),
+                ('error', models.JSONField(blank=True, editable=False, null=True)),
+                ('invocations', models.PositiveIntegerField(default=0, editable=False)),
+                ('created_at', models.DateTimeField(auto_now_add=True)),
+                ('updated_at', models.DateTimeField(auto_now_add=True)),
+                ('compensation_of', models.OneToOneField(blank=True, null=True, on_delete=django.db.models.deletion.PROTECT, related_name='compensation', to='agentops.toolcall')),
+                ('step', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='tool_calls', to='agentops.step')),
+                ('task', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='tool_calls', to='agentops.task')),
             ],
             options={
-                "ordering": ["task", "id"],
+                'ordering': ['task', 'id'],
             },
         ),
         migrations.AddIndex(
-            model_name="task",
-            index=models.Index(
-                fields=["status", "lease_expires_at"], name="agentops_task_claimable_idx"
-            ),
+            model_name='task',
+            index=models.Index(fields=['status', 'lease_expires_at'], name='agentops_task_claimable_idx'),
         ),
         migrations.AddConstraint(
-            model_name="task",
-            constraint=models.CheckConstraint(
-                condition=models.Q(
-                    (
-                        "status__in",
-                        [
-                            "queued",
-                            "running",
-                            "awaiting_approval",
-                            "retry_scheduled",
-                            "needs_attention",
-                            "paused",
-                            "succeeded",
-                            "aborted",
-                            "rolled_back",
-                        ],
-                    )
-                ),
-                name="agentops_task_status_valid",
-            ),
+            model_name='task',
+            constraint=models.CheckConstraint(condition=models.Q(('status__in', ['queued', 'running', 'awaiting_approval', 'retry_scheduled', 'needs_attention', 'paused', 'succeeded', 'aborted', 'rolled_back'])), name='agentops_task_status_valid'),
         ),
         migrations.AddConstraint(
-            model_name="task",
-            constraint=models.CheckConstraint(
-                condition=models.Q(("current_step__lte", models.F("step_count"))),
-                name="agentops_task_progress_within_plan",
-            ),
+            model_name='task',
+            constraint=models.CheckConstraint(condition=models.Q(('current_step__lte', models.F('step_count'))), name='agentops_task_progress_within_plan'),
         ),
         migrations.AddConstraint(
-            model_name="step",
-            constraint=models.UniqueConstraint(
-                fields=("task", "ordinal"), name="agentops_step_task_ordinal_uniq"
-            ),
+            model_name='step',
+            constraint=models.UniqueConstraint(fields=('task', 'ordinal'), name='agentops_step_task_ordinal_uniq'),
         ),
         migrations.AddConstraint(
-            model_name="step",
-            constraint=models.CheckConstraint(
-                condition=models.Q(
-                    ("status__in", ["pending", "running", "succeeded", "failed", "skipped"])
-                ),
-                name="agentops_step_status_valid",
-            ),
+            model_name='step',
+            constraint=models.CheckConstraint(condition=models.Q(('status__in', ['pending', 'running', 'succeeded', 'failed', 'skipped'])), name='agentops_step_status_valid'),
         ),
         migrations.AddConstraint(
-            model_name="snapshot",
-            constraint=models.UniqueConstraint(
-                fields=("task", "seq"), name="agentops_snapshot_task_seq_uniq"
-            ),
+            model_name='snapshot',
+            constraint=models.UniqueConstraint(fields=('task', 'seq'), name='agentops_snapshot_task_seq_uniq'),
         ),
         migrations.AddConstraint(
-            model_name="event",
-            constraint=models.UniqueConstraint(
-                fields=("task", "seq"), name="agentops_event_task_seq_uniq"
-            ),
+            model_name='event',
+            constraint=models.UniqueConstraint(fields=('task', 'seq'), name='agentops_event_task_seq_uniq'),
         ),
         migrations.AddConstraint(
-            model_name="toolcall",
-            constraint=models.UniqueConstraint(
-                condition=models.Q(("status", "failed"), _negated=True),
-                fields=("idempotency_key",),
-                name="agentops_toolcall_live_key_uniq",
-            ),
+            model_name='toolcall',
+            constraint=models.UniqueConstraint(condition=models.Q(('status', 'failed'), _negated=True), fields=('idempotency_key',), name='agentops_toolcall_live_key_uniq'),
         ),
         migrations.AddConstraint(
-            model_name="toolcall",
-            constraint=models.CheckConstraint(
-                condition=models.Q(
-                    (
-                        "status__in",
-                        ["pending", "succeeded", "failed", "executed_unknown", "compensated"],
-                    )
-                ),
-                name="agentops_toolcall_status_valid",
-            ),
+            model_name='toolcall',
+            constraint=models.CheckConstraint(condition=models.Q(('status__in', ['pending', 'succeeded', 'failed', 'executed_unknown', 'compensated'])), name='agentops_toolcall_status_valid'),
         ),
     ]

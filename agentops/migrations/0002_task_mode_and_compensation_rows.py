@@ -5,30 +5,20 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
+
     dependencies = [
-        ("agentops", "0001_task_engine"),
+        ('agentops', '0001_task_engine'),
     ]
 
     operations = [
         migrations.AddField(
-            model_name="task",
-            name="mode",
-            field=models.CharField(
-                choices=[("forward", "Forward"), ("rollback", "Rollback")],
-                default="forward",
-                editable=False,
-                max_length=16,
-            ),
+            model_name='task',
+            name='mode',
+            field=models.CharField(choices=[('forward', 'Forward'), ('rollback', 'Rollback')], default='forward', editable=False, max_length=16),
         ),
         migrations.AlterField(
-            model_name="toolcall",
-            name="compensation_of",
-            field=models.ForeignKey(
-                blank=True,
-                null=True,
-                on_delete=django.db.models.deletion.PROTECT,
-                related_name="compensations",
-                to="agentops.toolcall",
-            ),
+            model_name='toolcall',
+            name='compensation_of',
+            field=models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.PROTECT, related_name='compensations', to='agentops.toolcall'),
         ),
     ]

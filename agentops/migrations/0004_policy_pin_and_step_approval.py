@@ -5,26 +5,21 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
+
     dependencies = [
-        ("agentops", "0003_ledger_transition_trigger"),
-        ("policies", "0004_policy_admins_group"),
+        ('agentops', '0003_ledger_transition_trigger'),
+        ('policies', '0004_policy_admins_group'),
     ]
 
     operations = [
         migrations.AddField(
-            model_name="step",
-            name="approval",
+            model_name='step',
+            name='approval',
             field=models.JSONField(blank=True, editable=False, null=True),
         ),
         migrations.AddField(
-            model_name="task",
-            name="policy_version",
-            field=models.ForeignKey(
-                blank=True,
-                null=True,
-                on_delete=django.db.models.deletion.PROTECT,
-                related_name="+",
-                to="policies.policyversion",
-            ),
+            model_name='task',
+            name='policy_version',
+            field=models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.PROTECT, related_name='+', to='policies.policyversion'),
         ),
     ]

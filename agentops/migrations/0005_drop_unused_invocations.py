@@ -4,13 +4,14 @@ from django.db import migrations
 
 
 class Migration(migrations.Migration):
+
     dependencies = [
-        ("agentops", "0004_policy_pin_and_step_approval"),
+        ('agentops', '0004_policy_pin_and_step_approval'),
     ]
 
     operations = [
         migrations.RemoveField(
-            model_name="toolcall",
-            name="invocations",
+            model_name='toolcall',
+            name='invocations',
         ),
     ]

@@ -6,113 +6,48 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
+
     dependencies = [
-        ("agentops", "0005_drop_unused_invocations"),
-        ("policies", "0004_policy_admins_group"),
+        ('agentops', '0005_drop_unused_invocations'),
+        ('policies', '0004_policy_admins_group'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.RemoveConstraint(
-            model_name="task",
-            name="agentops_task_status_valid",
+            model_name='task',
+            name='agentops_task_status_valid',
         ),
         migrations.AddField(
-            model_name="task",
-            name="fanout_index",
+            model_name='task',
+            name='fanout_index',
             field=models.PositiveIntegerField(blank=True, editable=False, null=True),
         ),
         migrations.AddField(
-            model_name="task",
-            name="parent",
-            field=models.ForeignKey(
-                blank=True,
-                null=True,
-                on_delete=django.db.models.deletion.CASCADE,
-                related_name="children",
-                to="agentops.task",
-            ),
+            model_name='task',
+            name='parent',
+            field=models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.CASCADE, related_name='children', to='agentops.task'),
         ),
         migrations.AddField(
-            model_name="task",
-            name="parent_step",
-            field=models.ForeignKey(
-                blank=True,
-                null=True,
-                on_delete=django.db.models.deletion.CASCADE,
-                related_name="child_tasks",
-                to="agentops.step",
-            ),
+            model_name='task',
+            name='parent_step',
+            field=models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.CASCADE, related_name='child_tasks', to='agentops.step'),
         ),
         migrations.AlterField(
-            model_name="task",
-            name="status",
-            field=models.CharField(
-                choices=[
-                    ("queued", "Queued"),
-                    ("running", "Running"),
-                    ("awaiting_approval", "Awaiting approval"),
-                    ("retry_scheduled", "Retry scheduled"),
-                    ("needs_attention", "Needs attention"),
-                    ("paused", "Paused"),
-                    ("awaiting_children", "Awaiting child tasks"),
-                    ("succeeded", "Succeeded"),
-                    ("aborted", "Aborted"),
-                    ("rolled_back", "Rolled back"),
-                ],
-                default="queued",
-                editable=False,
-                max_length=32,
-            ),
+            model_name='task',
+            name='status',
+            field=models.CharField(choices=[('queued', 'Queued'), ('running', 'Running'), ('awaiting_approval', 'Awaiting approval'), ('retry_scheduled', 'Retry scheduled'), ('needs_attention', 'Needs attention'), ('paused', 'Paused'), ('awaiting_children', 'Awaiting child tasks'), ('succeeded', 'Succeeded'), ('aborted', 'Aborted'), ('rolled_back', 'Rolled back')], default='queued', editable=False, max_length=32),
         ),
         migrations.AddConstraint(
-            model_name="task",
-            constraint=models.CheckConstraint(
-                condition=models.Q(
-                    (
-                        "status__in",
-                        [
-                            "queued",
-                            "running",
-                            "awaiting_approval",
-                            "retry_scheduled",
-                            "needs_attention",
-                            "paused",
-                            "awaiting_children",
-                            "succeeded",
-                            "aborted",
-                            "rolled_back",
-                        ],
-                    )
-                ),
-                name="agentops_task_status_valid",
-            ),
+            model_name='task',
+            constraint=models.CheckConstraint(condition=models.Q(('status__in', ['queued', 'running', 'awaiting_approval', 'retry_scheduled', 'needs_attention', 'paused', 'awaiting_children', 'succeeded', 'aborted', 'rolled_back'])), name='agentops_task_status_valid'),
         ),
         migrations.AddConstraint(
-            model_name="task",
-            constraint=models.UniqueConstraint(
-                condition=models.Q(("parent_step__isnull", False)),
-                fields=("parent_step", "fanout_index"),
-                name="agentops_task_child_once_uniq",
-            ),
+            model_name='task',
+            constraint=models.UniqueConstraint(condition=models.Q(('parent_step__isnull', False)), fields=('parent_step', 'fanout_index'), name='agentops_task_child_once_uniq'),
         ),
         migrations.AddConstraint(
-            model_name="task",
-            constraint=models.CheckConstraint(
-                condition=models.Q(
-                    models.Q(
-                        ("fanout_index__isnull", True),
-                        ("parent__isnull", True),
-                        ("parent_step__isnull", True),
-                    ),
-                    models.Q(
-                        ("fanout_index__isnull", False),
-                        ("parent__isnull", False),
-                        ("parent_step__isnull", False),
-                    ),
-                    _connector="OR",
-                ),
-                name="agentops_task_child_fields_together",
-            ),
+            model_name='task',
+            constraint=models.CheckConstraint(condition=models.Q(models.Q(('fanout_index__isnull', True), ('parent__isnull', True), ('parent_step__isnull', True)), models.Q(('fanout_index__isnull', False), ('parent__isnull', False), ('parent_step__isnull', False)), _connector='OR'), name='agentops_task_child_fields_together'),
         ),
     ]

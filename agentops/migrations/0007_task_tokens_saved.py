@@ -4,14 +4,15 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
+
     dependencies = [
-        ("agentops", "0006_task_parent_and_awaiting_children"),
+        ('agentops', '0006_task_parent_and_awaiting_children'),
     ]
 
     operations = [
         migrations.AddField(
-            model_name="task",
-            name="tokens_saved",
+            model_name='task',
+            name='tokens_saved',
             field=models.PositiveBigIntegerField(default=0, editable=False),
         ),
     ]

@@ -5,47 +5,32 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
+
     dependencies = [
-        ("agentops", "0009_task_step_transition_triggers"),
-        ("policies", "0005_draft_discarded_status"),
+        ('agentops', '0009_task_step_transition_triggers'),
+        ('policies', '0005_draft_discarded_status'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.AddIndex(
-            model_name="audititem",
-            index=models.Index(
-                condition=models.Q(("status", "pending"), _negated=True),
-                fields=["created_at", "id"],
-                name="agentops_audit_reviewed_idx",
-            ),
+            model_name='audititem',
+            index=models.Index(condition=models.Q(('status', 'pending'), _negated=True), fields=['created_at', 'id'], name='agentops_audit_reviewed_idx'),
         ),
         migrations.AddIndex(
-            model_name="audititem",
-            index=models.Index(fields=["agent", "tool", "rule"], name="agentops_audit_choices_idx"),
+            model_name='audititem',
+            index=models.Index(fields=['agent', 'tool', 'rule'], name='agentops_audit_choices_idx'),
         ),
         migrations.AddIndex(
-            model_name="task",
-            index=models.Index(
-                condition=models.Q(("status", "needs_attention")),
-                fields=["updated_at", "id"],
-                name="agentops_task_stopped_idx",
-            ),
+            model_name='task',
+            index=models.Index(condition=models.Q(('status', 'needs_attention')), fields=['updated_at', 'id'], name='agentops_task_stopped_idx'),
         ),
         migrations.AddIndex(
-            model_name="toolcall",
-            index=models.Index(
-                condition=models.Q(("status", "executed_unknown")),
-                fields=["task"],
-                name="agentops_call_unconfirmed_idx",
-            ),
+            model_name='toolcall',
+            index=models.Index(condition=models.Q(('status', 'executed_unknown')), fields=['task'], name='agentops_call_unconfirmed_idx'),
         ),
         migrations.AddIndex(
-            model_name="toolcall",
-            index=models.Index(
-                condition=models.Q(("status", "compensated")),
-                fields=["task"],
-                name="agentops_call_undone_idx",
-            ),
+            model_name='toolcall',
+            index=models.Index(condition=models.Q(('status', 'compensated')), fields=['task'], name='agentops_call_undone_idx'),
         ),
     ]

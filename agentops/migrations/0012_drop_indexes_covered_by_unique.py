@@ -6,60 +6,35 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
+
     dependencies = [
-        ("agentops", "0011_commit_refused_function"),
+        ('agentops', '0011_commit_refused_function'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.AlterField(
-            model_name="event",
-            name="actor",
-            field=models.ForeignKey(
-                blank=True,
-                db_index=False,
-                null=True,
-                on_delete=django.db.models.deletion.SET_NULL,
-                related_name="+",
-                to=settings.AUTH_USER_MODEL,
-            ),
+            model_name='event',
+            name='actor',
+            field=models.ForeignKey(blank=True, db_index=False, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL),
         ),
         migrations.AlterField(
-            model_name="event",
-            name="task",
-            field=models.ForeignKey(
-                db_index=False,
-                on_delete=django.db.models.deletion.CASCADE,
-                related_name="events",
-                to="agentops.task",
-            ),
+            model_name='event',
+            name='task',
+            field=models.ForeignKey(db_index=False, on_delete=django.db.models.deletion.CASCADE, related_name='events', to='agentops.task'),
         ),
         migrations.AlterField(
-            model_name="snapshot",
-            name="task",
-            field=models.ForeignKey(
-                db_index=False,
-                on_delete=django.db.models.deletion.CASCADE,
-                related_name="snapshots",
-                to="agentops.task",
-            ),
+            model_name='snapshot',
+            name='task',
+            field=models.ForeignKey(db_index=False, on_delete=django.db.models.deletion.CASCADE, related_name='snapshots', to='agentops.task'),
         ),
         migrations.AlterField(
-            model_name="step",
-            name="task",
-            field=models.ForeignKey(
-                db_index=False,
-                on_delete=django.db.models.deletion.CASCADE,
-                related_name="steps",
-                to="agentops.task",
-            ),
+            model_name='step',
+            name='task',
+            field=models.ForeignKey(db_index=False, on_delete=django.db.models.deletion.CASCADE, related_name='steps', to='agentops.task'),
         ),
         migrations.AddIndex(
-            model_name="event",
-            index=models.Index(
-                condition=models.Q(("actor__isnull", False)),
-                fields=["actor"],
-                name="agentops_event_actor_idx",
-            ),
+            model_name='event',
+            index=models.Index(condition=models.Q(('actor__isnull', False)), fields=['actor'], name='agentops_event_actor_idx'),
         ),
     ]

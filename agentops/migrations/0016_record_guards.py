@@ -6,7 +6,6 @@ One path may delete: retention (`manage.py retention`), which archives finished 
 deletes inside a transaction that says so with `SET LOCAL agentops.erasing = 'on'`. (A migration
 must not import app code, so the rule is written out here; agentops/retention.py sets the flag.)
 """
-
 from __future__ import annotations
 
 from django.db import migrations

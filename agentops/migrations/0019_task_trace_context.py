@@ -4,16 +4,15 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
+
     dependencies = [
-        ("agentops", "0018_gate_approval_kind"),
+        ('agentops', '0018_gate_approval_kind'),
     ]
 
     operations = [
         migrations.AddField(
-            model_name="task",
-            name="trace_context",
-            field=models.CharField(
-                blank=True, db_default="", default="", editable=False, max_length=55
-            ),
+            model_name='task',
+            name='trace_context',
+            field=models.CharField(blank=True, db_default='', default='', editable=False, max_length=55),
         ),
     ]

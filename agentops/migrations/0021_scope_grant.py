@@ -7,77 +7,34 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
+
     dependencies = [
-        ("agentops", "0020_restore_from_log"),
+        ('agentops', '0020_restore_from_log'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.CreateModel(
-            name="ScopeGrant",
+            name='ScopeGrant',
             fields=[
-                (
-                    "id",
-                    models.BigAutoField(
-                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
-                    ),
-                ),
-                ("agent", models.CharField(max_length=100)),
-                ("scope", models.CharField(max_length=100)),
-                ("reason", models.TextField()),
-                ("granted_by_label", models.CharField(max_length=150)),
-                ("created_at", models.DateTimeField()),
-                ("expires_at", models.DateTimeField()),
-                ("revoked_at", models.DateTimeField(blank=True, null=True)),
-                ("revoked_by_label", models.CharField(blank=True, max_length=150)),
-                ("revoke_reason", models.TextField(blank=True)),
-                (
-                    "granted_by",
-                    models.ForeignKey(
-                        null=True,
-                        on_delete=django.db.models.deletion.SET_NULL,
-                        related_name="+",
-                        to=settings.AUTH_USER_MODEL,
-                    ),
-                ),
-                (
-                    "revoked_by",
-                    models.ForeignKey(
-                        blank=True,
-                        null=True,
-                        on_delete=django.db.models.deletion.SET_NULL,
-                        related_name="+",
-                        to=settings.AUTH_USER_MODEL,
-                    ),
-                ),
-                (
-                    "task",
-                    models.ForeignKey(
-                        blank=True,
-                        null=True,
-                        on_delete=django.db.models.deletion.CASCADE,
-                        related_name="scope_grants",
-                        to="agentops.task",
-                    ),
-                ),
+                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
+                ('agent', models.CharField(max_length=100)),
+                ('scope', models.CharField(max_length=100)),
+                ('reason', models.TextField()),
+                ('granted_by_label', models.CharField(max_length=150)),
+                ('created_at', models.DateTimeField()),
+                ('expires_at', models.DateTimeField()),
+                ('revoked_at', models.DateTimeField(blank=True, null=True)),
+                ('revoked_by_label', models.CharField(blank=True, max_length=150)),
+                ('revoke_reason', models.TextField(blank=True)),
+                ('granted_by', models.ForeignKey(null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
+                ('revoked_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to=settings.AUTH_USER_MODEL)),
+                ('task', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.CASCADE, related_name='scope_grants', to='agentops.task')),
             ],
             options={
-                "ordering": ["-created_at", "-id"],
-                "indexes": [
-                    models.Index(
-                        fields=["agent", "expires_at"], name="agentops_scopegrant_agent_idx"
-                    )
-                ],
-                "constraints": [
-                    models.CheckConstraint(
-                        condition=models.Q(("expires_at__gt", models.F("created_at"))),
-                        name="agentops_scopegrant_bounded",
-                    ),
-                    models.CheckConstraint(
-                        condition=models.Q(("reason", ""), _negated=True),
-                        name="agentops_scopegrant_reason_given",
-                    ),
-                ],
+                'ordering': ['-created_at', '-id'],
+                'indexes': [models.Index(fields=['agent', 'expires_at'], name='agentops_scopegrant_agent_idx')],
+                'constraints': [models.CheckConstraint(condition=models.Q(('expires_at__gt', models.F('created_at'))), name='agentops_scopegrant_bounded'), models.CheckConstraint(condition=models.Q(('reason', ''), _negated=True), name='agentops_scopegrant_reason_given')],
             },
         ),
     ]

@@ -5,24 +5,25 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
+
     dependencies = [
-        ("agentops", "0022_scope_granters_group"),
+        ('agentops', '0022_scope_granters_group'),
     ]
 
     operations = [
         migrations.AddField(
-            model_name="step",
-            name="agent_version",
-            field=models.CharField(blank=True, db_default="", editable=False, max_length=64),
+            model_name='step',
+            name='agent_version',
+            field=models.CharField(blank=True, db_default='', editable=False, max_length=64),
         ),
         migrations.AddField(
-            model_name="step",
-            name="model_name",
-            field=models.CharField(blank=True, db_default="", editable=False, max_length=100),
+            model_name='step',
+            name='model_name',
+            field=models.CharField(blank=True, db_default='', editable=False, max_length=100),
         ),
         migrations.AddField(
-            model_name="task",
-            name="agent_version",
+            model_name='task',
+            name='agent_version',
             field=models.JSONField(blank=True, editable=False, null=True),
         ),
     ]

@@ -4,21 +4,20 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
+
     dependencies = [
-        ("agentops", "0023_agent_and_model_versions"),
+        ('agentops', '0023_agent_and_model_versions'),
     ]
 
     operations = [
         migrations.AddField(
-            model_name="gate",
-            name="approvals",
-            field=models.JSONField(
-                blank=True, db_default=models.Value([], models.JSONField()), default=list
-            ),
+            model_name='gate',
+            name='approvals',
+            field=models.JSONField(blank=True, db_default=models.Value([], models.JSONField()), default=list),
         ),
         migrations.AddField(
-            model_name="gate",
-            name="second_approver_group",
-            field=models.CharField(blank=True, db_default="", default="", max_length=150),
+            model_name='gate',
+            name='second_approver_group',
+            field=models.CharField(blank=True, db_default='', default='', max_length=150),
         ),
     ]

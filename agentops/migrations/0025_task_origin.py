@@ -5,30 +5,25 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
+
     dependencies = [
-        ("agentops", "0024_gate_two_approvers"),
+        ('agentops', '0024_gate_two_approvers'),
     ]
 
     operations = [
         migrations.AddField(
-            model_name="task",
-            name="origin",
-            field=models.ForeignKey(
-                blank=True,
-                null=True,
-                on_delete=django.db.models.deletion.SET_NULL,
-                related_name="again",
-                to="agentops.task",
-            ),
+            model_name='task',
+            name='origin',
+            field=models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='again', to='agentops.task'),
         ),
         migrations.AddField(
-            model_name="task",
-            name="origin_kind",
-            field=models.CharField(blank=True, db_default="", default="", max_length=8),
+            model_name='task',
+            name='origin_kind',
+            field=models.CharField(blank=True, db_default='', default='', max_length=8),
         ),
         migrations.AddField(
-            model_name="task",
-            name="origin_step",
+            model_name='task',
+            name='origin_step',
             field=models.PositiveIntegerField(blank=True, null=True),
         ),
     ]

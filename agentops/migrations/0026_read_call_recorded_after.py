@@ -5,6 +5,8 @@ and so is the escape of a restore from the log (0020): the rows of the one task 
 the transaction declares may take any status.
 """
 
+from __future__ import annotations
+
 import importlib
 
 from django.db import migrations
