@@ -165,6 +165,11 @@ ACCESS: dict[str, Access] = {
     "reviews:question_answer": Access(POST, frozenset({OPERATOR}), kwargs=_question),
     # Granting and revoking scopes is the scope granters' (none of these roles hold it).
     "reviews:scope_grant": Access(POST, frozenset(), kwargs=_stopped),
+    # Operators repair a stopped task's plan, start a task again or fork it (the starter too,
+    # when an operator: no separation of duties, as for interventions).
+    "reviews:plan_repair": Access(POST, frozenset({OPERATOR}), kwargs=_stopped),
+    "reviews:task_restart": Access(POST, frozenset({OPERATOR}), kwargs=_stopped),
+    "reviews:task_fork": Access(POST, frozenset({OPERATOR}), kwargs=_stopped),
     "reviews:scope_revoke": Access(POST, frozenset(), kwargs=lambda w: {"grant_id": 1}),
     "reviews:intervention": Access(POST, frozenset({OPERATOR}), kwargs=_stopped),
     "reviews:call_confirm": Access(
