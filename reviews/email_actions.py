@@ -27,6 +27,7 @@ from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils import timezone
 
+from agentops.engine import QUESTION
 from agentops.models import Gate
 from agentops.states import GateStatus
 from reviews.links import public_link
@@ -168,6 +169,8 @@ def _action_links(delivery: Delivery) -> ActionLinks | None:
     """The Approve and Reject links of an email about an open gate, for its recipient."""
     gate, user = delivery.notice.gate, delivery.user
     if gate is None or user is None or gate.status != GateStatus.OPEN or not _max_age():
+        return None
+    if gate.approval_kind == QUESTION:  # answered on its page, never approved
         return None
     return ActionLinks(
         approve=email_action_link(gate=gate, user=user, action=APPROVE),

@@ -30,7 +30,7 @@ import httpx
 from django.conf import settings
 from django.urls import reverse
 
-from agentops.engine import job_waiting, outbound_check, redacted
+from agentops.engine import QUESTION, job_waiting, outbound_check, redacted
 from agentops.logs import job_meta
 from agentops.models import Gate
 from agentops.states import GateStatus
@@ -188,6 +188,9 @@ def gate_message(gate: Gate, *, event: str = NoticeEvent.GATE_OPENED) -> dict[st
             _open_button(gate),
         ],
     }
+    if gate.approval_kind == QUESTION:
+        # An agent's question is answered on its page (the Open button), never approved.
+        actions["elements"] = [_open_button(gate)]
     fallback = f"{headline}: {gate.tool} for task {gate.task_id}. Goal: {gate.task.goal}"
     return {
         "text": mrkdwn_fit(fallback, FALLBACK_TEXT_MAX),
@@ -201,7 +204,9 @@ def _outcome_line(gate: Gate) -> str:
     if gate.status == GateStatus.APPROVED:
         return f":white_check_mark: *Approved* by {who} · {when}"
     if gate.status == GateStatus.REJECTED:
-        reason = mrkdwn_fit(gate.feedback, SECTION_TEXT_MAX - 200)
+        # Room for the rest of the section: the line's words, a username (150 at most, never
+        # escaped: letters, digits and @.+-_), the time, and a late click's note (another name).
+        reason = mrkdwn_fit(gate.feedback, SECTION_TEXT_MAX - 600)
         return f":x: *Rejected* by {who} · {when}\n*Reason:* {reason}"
     if gate.status == GateStatus.EXPIRED:
         return f":hourglass: *Expired* (nobody decided in time) · {when}"

@@ -33,7 +33,7 @@ from reviews.models import Decision, Delivery, EmailActionUse, Notice
 from reviews.notifications import delivery_send, notices_find
 from reviews.services import gate_approve
 from reviews.states import VIA_BROWSER, DeliveryStatus, NoticeEvent
-from tests.reviews.builders import client_for, gated_refund, open_gate
+from tests.reviews.builders import asked_question, client_for, gated_refund, open_gate
 
 pytestmark = pytest.mark.django_db
 
@@ -312,3 +312,16 @@ def test_untrusted_text_cannot_fake_a_link_in_the_email(goal):
         "p",
     ]
     assert " ".join(text.split()) in " ".join("".join(markup.text).split())
+
+
+def test_an_agents_question_is_emailed_without_action_links(
+    sim, redis_clean, mailbox, operator, starter
+):
+    operator.email = "olga@example.com"
+    operator.save(update_fields=["email"])
+    asked_question(created_by=starter)
+    notices_find()
+    for pk in Delivery.objects.filter(status=DeliveryStatus.PENDING).values_list("pk", flat=True):
+        assert delivery_send(delivery_id=pk) == "sent"
+
+    assert set(links_of(mail_to(mailbox, operator))) == {"Open it"}

@@ -22,10 +22,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from slack_sdk.signature import Clock, SignatureVerifier
 
+from agentops.engine import QUESTION
 from agentops.engine.outbound import OutboundInTransaction
 from agentops.models import Gate, Task
 from agentops.states import GateStatus
 from reviews.slack import (
+    OPEN,
     SlackError,
     gate_message,
     gate_outcome_message,
@@ -205,3 +207,23 @@ def test_no_web_api_call_is_made_inside_a_transaction(slow_slack):
         slack_call("chat.postMessage", {"channel": slack_api.CHANNEL, "text": "hello"})
 
     assert slow_slack.calls == []
+
+
+def test_an_agents_question_is_answered_on_its_page_not_from_a_button():
+    gate = a_gate("Refund the damaged item", {"question": "How much?", "options": ["all", "half"]})
+    gate.approval_kind = QUESTION
+
+    (actions,) = [b for b in gate_message(gate)["blocks"] if b["type"] == "actions"]
+
+    assert [e["action_id"] for e in actions["elements"]] == [OPEN]
+    assert actions["elements"][0]["url"].endswith(f"/review/gates/{gate.pk}")
+
+
+def test_a_decided_gates_section_fits_with_the_longest_reason_and_names():
+    gate = a_gate("g", {}, status=GateStatus.REJECTED, feedback="&" * 5000)
+    gate.decided_by = User(username="u" * 150)
+
+    message = gate_outcome_message(gate, late_slack_user="U" + "9" * 19)
+
+    sections = [b["text"]["text"] for b in message["blocks"] if b["type"] == "section"]
+    assert max(len(text) for text in sections) <= 3000
