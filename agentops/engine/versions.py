@@ -17,6 +17,7 @@ Pure Python apart from the registry and the settings; nothing here writes.
 
 from __future__ import annotations
 
+import types
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -75,9 +76,25 @@ def _code_value(fn: Callable[..., Any]) -> dict[str, Any]:
     code = getattr(fn, "__code__", None)
     return {
         "function": f"{getattr(fn, '__module__', '')}.{getattr(fn, '__qualname__', repr(fn))}",
-        "code": code.co_code.hex() if code is not None else "",
-        "consts": [repr(c) for c in code.co_consts] if code is not None else [],
+        **(_code_parts(code) if code is not None else {"code": "", "consts": []}),
     }
+
+
+def _code_parts(code: types.CodeType) -> dict[str, Any]:
+    """A code object as the same data in every process: its bytecode and its constants, nested
+    code (a comprehension, a lambda) as data too, not as its repr (which holds an address), and
+    a set's members in order (a set's repr follows the process's string hashing)."""
+    return {"code": code.co_code.hex(), "consts": [_const_value(c) for c in code.co_consts]}
+
+
+def _const_value(value: Any) -> Any:
+    if isinstance(value, types.CodeType):
+        return _code_parts(value)
+    if isinstance(value, frozenset):
+        return sorted(repr(item) for item in value)
+    if isinstance(value, tuple):
+        return [_const_value(item) for item in value]
+    return repr(value)
 
 
 def _tool_value(name: str) -> dict[str, Any]:

@@ -121,3 +121,44 @@ def test_a_step_that_never_started_records_no_version(sim, redis_clean):
     last = Step.objects.get(task=task, ordinal=3)
     assert last.status == StepStatus.PENDING
     assert (last.agent_version, last.model_name) == ("", "")
+
+
+def test_every_process_computes_the_same_version_of_every_agent():
+    """A worker must see the version the web process pinned: a plan made by a function (with a
+    comprehension, a set) is digested as data, not as reprs that hold addresses or follow the
+    process's string hashing (`bench_noop` stopped as `agent_changed` in every worker)."""
+    import os
+    import subprocess
+    import sys
+
+    from agentops.engine.registry import agents
+    from tests.conftest import ROOT
+
+    probe = (
+        "import django; django.setup(); "
+        "from agentops.engine.registry import agents; "
+        "from agentops.engine.versions import agent_version; "
+        "print(' '.join(f'{a.name}={agent_version(a).digest}' for a in agents() "
+        "if not a.mcp_servers))"
+    )
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "agentops.settings",
+        "DATABASE_URL": "postgres://lint@127.0.0.1/lint",  # named, never reached
+        "REDIS_URL": "redis://127.0.0.1:6379/0",
+    }
+    seen = {
+        subprocess.run(
+            [sys.executable, "-c", probe],
+            cwd=ROOT,
+            env={**env, "PYTHONHASHSEED": seed},
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        ).stdout
+        for seed in ("1", "2")
+    }
+    here = " ".join(f"{a.name}={agent_version(a).digest}" for a in agents() if not a.mcp_servers)
+
+    assert seen == {here + "\n"}
