@@ -282,6 +282,8 @@ def test_hook_turns_routed_steps_into_history(sim: str) -> None:
     assert known["lookup_order"].systems == ("orders",)
 
 
+# The catalog lists the MCP tools steps recorded too: it reads the steps.
+@pytest.mark.django_db
 def test_hook_looks_up_one_tool_as_the_catalog_lists_it() -> None:
     from agentops import policy_hooks
 
