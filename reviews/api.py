@@ -17,7 +17,7 @@ from decimal import Decimal
 from typing import Any, Literal
 
 from django.utils import timezone
-from ninja import Router, Schema
+from ninja import Schema
 from ninja.errors import HttpError
 
 from agentops.api import ROLE, ApiRequest, Error, TaskOut, TokenAuth, page_of
@@ -34,6 +34,13 @@ from agentops.models import AuditItem, Gate, ScopeGrant, Task
 from agentops.permissions import GRANT_SCOPES
 from agentops.states import AuditStatus, GateStatus, TaskStatus
 from policies.models import Route
+
+# The router (the project shell mounts it as `reviews.api.router`), the roles and the channel
+# are shared with `reviews.api_again`, which adds its endpoints to the same router.
+from reviews.api_kit import DECIDE_GATE as DECIDE_GATE
+from reviews.api_kit import READ_REVIEWS as READ_REVIEWS
+from reviews.api_kit import api_via, readers_only
+from reviews.api_kit import router as router
 from reviews.selectors import scope_grants_for_task
 from reviews.services import (
     GateAlreadyDecided,
@@ -48,17 +55,6 @@ from reviews.services import (
     scope_grant_apply,
     scope_grant_revoke_apply,
 )
-from reviews.states import Via
-
-READ_REVIEWS = "reviews.read_reviews"
-DECIDE_GATE = "reviews.decide_gate"
-
-router = Router()
-
-
-def _readers_only(what: str) -> TokenAuth:
-    return TokenAuth(READ_REVIEWS, f"{what} for operators and auditors")
-
 
 # -- schemas --------------------------------------------------------------------------------------
 
@@ -143,10 +139,6 @@ class AuditItemOut(Schema):
 # -- rules --------------------------------------------------------------------------------------
 
 
-def _via(request: ApiRequest) -> Via:
-    return Via.api(request.auth.pk)
-
-
 def _decide(gate_id: int, apply: Callable[[], object]) -> Gate:
     """Run one gate decision (the caller's role was checked by `TokenAuth`); the service's
     refusals become 404, 409, 403 and 400."""
@@ -170,7 +162,7 @@ def _decide(gate_id: int, apply: Callable[[], object]) -> Gate:
     "/tasks/stopped",
     response={200: list[TaskOut], **ROLE},
     summary="Tasks stopped for a human",
-    auth=_readers_only("the review queues are"),
+    auth=readers_only("the review queues are"),
 )
 def list_stopped_tasks(request: ApiRequest, limit: int = 50, offset: int = 0) -> list[Task]:
     tasks = (
@@ -188,7 +180,7 @@ def list_stopped_tasks(request: ApiRequest, limit: int = 50, offset: int = 0) ->
     "/gates",
     response={200: list[GateOut], **ROLE},
     summary="Gates, open ones by default",
-    auth=_readers_only("the review queues are"),
+    auth=readers_only("the review queues are"),
 )
 def list_gates(
     request: ApiRequest,
@@ -204,7 +196,7 @@ def list_gates(
     "/gates/{gate_id}",
     response={200: GateOut, 404: Error, **ROLE},
     summary="One gate, with the digest a decision must send back",
-    auth=_readers_only("gates are"),
+    auth=readers_only("gates are"),
 )
 def get_gate(request: ApiRequest, gate_id: int) -> Gate:
     gate = Gate.objects.select_related("decided_by").filter(pk=gate_id).first()
@@ -231,7 +223,7 @@ def approve_gate(request: ApiRequest, gate_id: int, payload: ApproveIn) -> Gate:
             actor=request.user,
             seen_digest=payload.seen_digest,
             reason=payload.reason,
-            via=_via(request),
+            via=api_via(request),
         ),
     )
 
@@ -250,7 +242,7 @@ def reject_gate(request: ApiRequest, gate_id: int, payload: RejectIn) -> Gate:
             actor=request.user,
             seen_digest=payload.seen_digest,
             feedback=payload.feedback,
-            via=_via(request),
+            via=api_via(request),
         ),
     )
 
@@ -270,7 +262,7 @@ def edit_gate(request: ApiRequest, gate_id: int, payload: EditIn) -> Gate:
             seen_digest=payload.seen_digest,
             arguments=payload.arguments,
             reason=payload.reason,
-            via=_via(request),
+            via=api_via(request),
         ),
     )
 
@@ -282,7 +274,7 @@ def edit_gate(request: ApiRequest, gate_id: int, payload: EditIn) -> Gate:
     "/audit",
     response={200: list[AuditItemOut], **ROLE},
     summary="The audit queue",
-    auth=_readers_only("the audit queue is"),
+    auth=readers_only("the audit queue is"),
 )
 def list_audit_items(
     request: ApiRequest,
@@ -359,7 +351,7 @@ def _granted(apply: Callable[[], ScopeGrant]) -> ScopeGrant:
     "/tasks/{task_id}/grants",
     response={200: list[GrantOut], 404: Error, **ROLE},
     summary="The scope grants of a task and of its agent, newest first",
-    auth=_readers_only("scope grants are"),
+    auth=readers_only("scope grants are"),
 )
 def list_grants(request: ApiRequest, task_id: int) -> list[ScopeGrant]:
     task = Task.objects.filter(pk=task_id).first()
@@ -383,7 +375,7 @@ def grant_scope(request: ApiRequest, task_id: int, payload: GrantIn) -> ScopeGra
             to_agent=payload.to == "agent",
             actor=request.user,
             reason=payload.reason,
-            via=_via(request),
+            via=api_via(request),
         )
     )
 
@@ -397,7 +389,7 @@ def grant_scope(request: ApiRequest, task_id: int, payload: GrantIn) -> ScopeGra
 def revoke_grant(request: ApiRequest, grant_id: int, payload: RevokeIn) -> ScopeGrant:
     return _granted(
         lambda: scope_grant_revoke_apply(
-            grant_id=grant_id, actor=request.user, reason=payload.reason, via=_via(request)
+            grant_id=grant_id, actor=request.user, reason=payload.reason, via=api_via(request)
         )
     )
 
@@ -456,7 +448,7 @@ class AnswerIn(Schema):
     "/questions",
     response={200: list[QuestionOut], **ROLE},
     summary="Agents' questions to people, open ones by default",
-    auth=_readers_only("the review queues are"),
+    auth=readers_only("the review queues are"),
 )
 def list_questions(
     request: ApiRequest, status: GateStatus = GateStatus.OPEN, limit: int = 50, offset: int = 0
@@ -486,7 +478,7 @@ def answer_question(request: ApiRequest, gate_id: int, payload: AnswerIn) -> Gat
             seen_digest=payload.seen_digest,
             text=payload.answer,
             choice=payload.choice,
-            via=_via(request),
+            via=api_via(request),
         ),
     )
 
@@ -552,7 +544,7 @@ def repair_plan(request: ApiRequest, task_id: int, payload: PlanRepairIn) -> dic
                 reason=payload.reason,
                 then_retry=payload.then_retry,
                 seen_digest=payload.seen_digest,
-                via=_via(request),
+                via=api_via(request),
             )
     except Task.DoesNotExist:
         raise HttpError(404, f"no task {task_id}") from None
@@ -572,5 +564,5 @@ def repair_plan(request: ApiRequest, task_id: int, payload: PlanRepairIn) -> dic
 
 
 # The record of a task and a gate, and starting a task again or forking it, are in
-# `reviews.api_again`, on this router (imported last: it decorates `router`).
+# `reviews.api_again`, on the same router: imported here so that mounting the router serves them.
 from reviews import api_again  # noqa: E402, F401

@@ -12,7 +12,7 @@ from ninja.errors import HttpError
 
 from agentops.api import ROLE, ApiRequest, Error, TaskOut, TokenAuth, page_of
 from agentops.models import Gate, Task
-from reviews.api import DECIDE_GATE, _readers_only, _via, router
+from reviews.api_kit import DECIDE_GATE, api_via, readers_only, router
 from reviews.models import Decision, Notice
 from reviews.services import NotAllowed, ReviewError, task_fork_apply, task_restart_apply
 
@@ -64,7 +64,7 @@ def list_task_decisions(
     "/gates/{gate_id}/notices",
     response={200: list[NoticeOut], 404: Error, **ROLE},
     summary="Who was told about a gate: opened, a second approval wanted, due soon",
-    auth=_readers_only("gates are"),
+    auth=readers_only("gates are"),
 )
 def list_gate_notices(request: ApiRequest, gate_id: int) -> list[Notice]:
     if not Gate.objects.filter(pk=gate_id).exists():
@@ -120,7 +120,7 @@ def restart_task(request: ApiRequest, task_id: int, payload: RestartIn) -> Statu
             reason=payload.reason,
             input=payload.input,
             goal=payload.goal,
-            via=_via(request),
+            via=api_via(request),
         ),
     )
 
@@ -140,6 +140,6 @@ def fork_task(request: ApiRequest, task_id: int, payload: ForkIn) -> Status[Task
             from_step=payload.from_step - 1,
             reason=payload.reason,
             input=payload.input,
-            via=_via(request),
+            via=api_via(request),
         ),
     )
