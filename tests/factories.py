@@ -96,7 +96,7 @@ def stopped_trip_row(*, created_by: Any = None, goal: str = "Trip to Lisbon") ->
         "mode": "authorization",
         "layer": "tool",
         "nature": "logic",
-        "message": "hotels.book refused: 403 forbidden: missing scope",
+        "message": "hotels.book refused: 403 forbidden: the caller may not do this",
         "retryable": False,
         "retry_after": None,
     }

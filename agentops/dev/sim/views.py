@@ -131,7 +131,7 @@ def call(request: HttpRequest, service: str, operation: str) -> JsonResponse:
     if mode == FaultMode.ERROR_BEFORE:
         return _error(503, "service unavailable")
     if mode == FaultMode.FORBIDDEN:
-        return _error(403, "forbidden: missing scope")
+        return _error(403, "forbidden: the caller may not do this")
     if mode == FaultMode.TIMEOUT_BEFORE:
         time.sleep(delay or DEFAULT_TIMEOUT_SLEEP)
         return _error(504, "gateway timeout")
