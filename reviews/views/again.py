@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from django.contrib import messages
 from django.http import Http404, HttpResponse
 from django.shortcuts import redirect
@@ -36,46 +38,47 @@ def _errors(form: RestartForm | ForkForm) -> str:
     )
 
 
-@operator_required
-@require_POST
-def task_restart_view(request: AuthenticatedHttpRequest, task_id: int) -> HttpResponse:
-    task = _task_or_404(task_id)
-    form = RestartForm(request.POST, endings=restart_endings(task))
+def _start(
+    request: AuthenticatedHttpRequest,
+    task_id: int,
+    form: RestartForm | ForkForm,
+    apply: Callable[..., Task],
+    message: Callable[[Task], str],
+) -> HttpResponse:
+    """Validate `form`, call `apply` (a service taking the form's fields as keywords), and on
+    success say `message(new task)` and go to the new task's page; a refusal goes back to the
+    task page with the reason."""
     if not form.is_valid():
         return _refused(request, task_id, _errors(form))
     try:
-        new = task_restart_apply(
-            task_id=task_id,
-            actor=request.user,
-            ending=form.cleaned_data["ending"],
-            input=form.cleaned_data["input"],
-            reason=form.cleaned_data["reason"],
-            via=VIA_BROWSER,
-        )
+        new = apply(task_id=task_id, actor=request.user, via=VIA_BROWSER, **form.cleaned_data)
     except ReviewError as exc:
         return _refused(request, task_id, str(exc))
-    messages.success(request, f"Started again as task {new.pk} (task {task_id} links to it).")
+    messages.success(request, message(new))
     return redirect("agentops:task_detail", task_id=new.pk)
+
+
+@operator_required
+@require_POST
+def task_restart_view(request: AuthenticatedHttpRequest, task_id: int) -> HttpResponse:
+    form = RestartForm(request.POST, endings=restart_endings(_task_or_404(task_id)))
+    return _start(
+        request,
+        task_id,
+        form,
+        task_restart_apply,
+        lambda new: f"Started again as task {new.pk} (task {task_id} links to it).",
+    )
 
 
 @operator_required
 @require_POST
 def task_fork_view(request: AuthenticatedHttpRequest, task_id: int) -> HttpResponse:
-    task = _task_or_404(task_id)
-    form = ForkForm(request.POST, points=fork_choices(task))
-    if not form.is_valid():
-        return _refused(request, task_id, _errors(form))
-    try:
-        new = task_fork_apply(
-            task_id=task_id,
-            actor=request.user,
-            from_step=form.cleaned_data["from_step"],
-            input=form.cleaned_data["input"],
-            reason=form.cleaned_data["reason"],
-            via=VIA_BROWSER,
-        )
-    except ReviewError as exc:
-        return _refused(request, task_id, str(exc))
-    step = form.cleaned_data["from_step"] + 1
-    messages.success(request, f"Forked from step {step} as task {new.pk}.")
-    return redirect("agentops:task_detail", task_id=new.pk)
+    form = ForkForm(request.POST, points=fork_choices(_task_or_404(task_id)))
+    return _start(
+        request,
+        task_id,
+        form,
+        task_fork_apply,
+        lambda new: f"Forked from step {form.cleaned_data['from_step'] + 1} as task {new.pk}.",
+    )
