@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from django.contrib import messages
 from django.http import Http404, HttpResponse
@@ -38,47 +39,47 @@ def _errors(form: RestartForm | ForkForm) -> str:
     )
 
 
+# The success message: (the old task's id, the new task, the form's fields) -> the text.
+Message = Callable[[int, Task, dict[str, Any]], str]
+
+
 def _start(
     request: AuthenticatedHttpRequest,
     task_id: int,
     form: RestartForm | ForkForm,
     apply: Callable[..., Task],
-    message: Callable[[Task], str],
+    message: Message,
 ) -> HttpResponse:
     """Validate `form`, call `apply` (a service taking the form's fields as keywords), and on
-    success say `message(new task)` and go to the new task's page; a refusal goes back to the
-    task page with the reason."""
+    success say `message` and go to the new task's page; a refusal goes back to the task page
+    with the reason."""
     if not form.is_valid():
         return _refused(request, task_id, _errors(form))
     try:
         new = apply(task_id=task_id, actor=request.user, via=VIA_BROWSER, **form.cleaned_data)
     except ReviewError as exc:
         return _refused(request, task_id, str(exc))
-    messages.success(request, message(new))
+    messages.success(request, message(task_id, new, form.cleaned_data))
     return redirect("agentops:task_detail", task_id=new.pk)
+
+
+def _restarted(task_id: int, new: Task, fields: dict[str, Any]) -> str:
+    return f"Started again as task {new.pk} (task {task_id} links to it)."
+
+
+def _forked(task_id: int, new: Task, fields: dict[str, Any]) -> str:
+    return f"Forked from step {fields['from_step'] + 1} as task {new.pk}."
 
 
 @operator_required
 @require_POST
 def task_restart_view(request: AuthenticatedHttpRequest, task_id: int) -> HttpResponse:
     form = RestartForm(request.POST, endings=restart_endings(_task_or_404(task_id)))
-    return _start(
-        request,
-        task_id,
-        form,
-        task_restart_apply,
-        lambda new: f"Started again as task {new.pk} (task {task_id} links to it).",
-    )
+    return _start(request, task_id, form, task_restart_apply, _restarted)
 
 
 @operator_required
 @require_POST
 def task_fork_view(request: AuthenticatedHttpRequest, task_id: int) -> HttpResponse:
     form = ForkForm(request.POST, points=fork_choices(_task_or_404(task_id)))
-    return _start(
-        request,
-        task_id,
-        form,
-        task_fork_apply,
-        lambda new: f"Forked from step {form.cleaned_data['from_step'] + 1} as task {new.pk}.",
-    )
+    return _start(request, task_id, form, task_fork_apply, _forked)
