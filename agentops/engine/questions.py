@@ -28,9 +28,9 @@ from agentops.engine.approvals import Approval, ApprovalKind, approval_kind_regi
 from agentops.engine.decisions import (
     DecisionRefused,
     GateDecided,
-    _approval,
-    _close,
-    _locked_open_gate,
+    gate_close,
+    locked_open_gate,
+    step_approval,
 )
 from agentops.engine.errors import FailureKind, OrchestrationFailure
 from agentops.engine.gates import task_gate_approved
@@ -74,14 +74,19 @@ def is_question(tool_: Tool) -> bool:
 
 
 def question_verdict(verdict: Verdict) -> Verdict:
-    """The verdict of an `ask_human` call: always a person. A rule that gates it keeps its
-    settings (group, timeout, escalation); any other route waits with the default settings."""
+    """The verdict of an `ask_human` call: always a person, at a gate of the question kind. A
+    rule that gates it keeps its settings (group, timeout, escalation); any other route waits
+    with the default settings."""
     if verdict.route == Route.GATE:
-        return verdict
+        return replace(
+            verdict, gate=replace(verdict.gate or GateSettings(), approval_kind=QUESTION)
+        )
     return replace(
         verdict,
         route=Route.GATE,
-        gate=GateSettings(approver_group="operators", timeout_action="reject"),
+        gate=GateSettings(
+            approver_group="operators", timeout_action="reject", approval_kind=QUESTION
+        ),
         reasons=(*verdict.reasons, f"{ASK_HUMAN} waits for a person's answer"),
     )
 
@@ -180,14 +185,17 @@ def question_answer(
     expired, or withdrawn) first or changed since the person saw it, DecisionRefused when the
     gate is not a question or the answer does not fit it; whatever `check` raises refuses it."""
     with transaction.atomic():
-        gate = _locked_open_gate(gate_id, seen_digest=seen_digest)
+        gate = locked_open_gate(gate_id, seen_digest=seen_digest)
         if gate.approval_kind != QUESTION:
             raise DecisionRefused("this gate is an approval, not a question")
         check(gate)
         by = getattr(actor, "username", "") or "system"
         answer = answer_record(question_of(gate.arguments), text=text, choice=choice, by=by)
-        approval = {**_approval(gate, gate.arguments, edited=False, actor=actor), "answer": answer}
-        _close(
+        approval = {
+            **step_approval(gate, gate.arguments, edited=False, actor=actor),
+            "answer": answer,
+        }
+        gate_close(
             gate,
             "approve",
             actor=actor,
