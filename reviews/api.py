@@ -39,7 +39,7 @@ from policies.models import Route
 # are shared with `reviews.api_again`, which adds its endpoints to the same router.
 from reviews.api_kit import DECIDE_GATE as DECIDE_GATE
 from reviews.api_kit import READ_REVIEWS as READ_REVIEWS
-from reviews.api_kit import api_via, readers_only
+from reviews.api_kit import api_via, held_by_other, readers_only
 from reviews.api_kit import router as router
 from reviews.selectors import scope_grants_for_task
 from reviews.services import (
@@ -140,14 +140,17 @@ class AuditItemOut(Schema):
 
 
 def _decide(gate_id: int, apply: Callable[[], object]) -> Gate:
-    """Run one gate decision (the caller's role was checked by `TokenAuth`); the service's
-    refusals become 404, 409, 403 and 400."""
+    """Run one decision of a gate or a question (the caller's role was checked by `TokenAuth`);
+    the service's refusals become 404, 409 (decided first, a stale digest, held by someone else),
+    403 and 400."""
     try:
         apply()
     except Gate.DoesNotExist:
         raise HttpError(404, f"no gate {gate_id}") from None
     except GateAlreadyDecided as exc:
         raise HttpError(409, str(exc)) from None
+    except HeldByOther as exc:
+        raise held_by_other(exc) from None
     except NotAllowed as exc:
         raise HttpError(403, str(exc)) from None
     except ReviewError as exc:
@@ -340,7 +343,7 @@ def _granted(apply: Callable[[], ScopeGrant]) -> ScopeGrant:
     except TransitionRefused as exc:
         raise HttpError(409, str(exc)) from None
     except HeldByOther as exc:
-        raise HttpError(409, str(exc)) from None
+        raise held_by_other(exc) from None
     except NotAllowed as exc:
         raise HttpError(403, str(exc)) from None
     except ReviewError as exc:
@@ -548,8 +551,10 @@ def repair_plan(request: ApiRequest, task_id: int, payload: PlanRepairIn) -> dic
             )
     except Task.DoesNotExist:
         raise HttpError(404, f"no task {task_id}") from None
-    except (TransitionRefused, HeldByOther) as exc:
+    except TransitionRefused as exc:
         raise HttpError(409, str(exc)) from None
+    except HeldByOther as exc:
+        raise held_by_other(exc) from None
     except NotAllowed as exc:
         raise HttpError(403, str(exc)) from None
     except (ReviewError, RepairRefused) as exc:
