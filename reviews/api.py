@@ -44,7 +44,6 @@ from reviews.api_kit import router as router
 from reviews.selectors import scope_grants_for_task
 from reviews.services import (
     GateAlreadyDecided,
-    HeldByOther,
     gate_approve,
     gate_edit_and_approve,
     gate_reject,
@@ -330,7 +329,7 @@ def _granted(apply: Callable[[], ScopeGrant]) -> ScopeGrant:
     with refusals(
         missing="no such task or grant",
         not_found=(Task.DoesNotExist, ScopeGrant.DoesNotExist),
-        conflicts=(TransitionRefused, HeldByOther),
+        conflicts=(TransitionRefused,),
     ):
         return apply()
 
@@ -522,7 +521,7 @@ def repair_plan(request: ApiRequest, task_id: int, payload: PlanRepairIn) -> dic
     with refusals(
         missing=f"no task {task_id}",
         not_found=(Task.DoesNotExist,),
-        conflicts=(TransitionRefused, HeldByOther),
+        conflicts=(TransitionRefused,),
         invalid=(RepairRefused,),
     ):
         if payload.preview:

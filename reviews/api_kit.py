@@ -1,6 +1,7 @@
 """What the review API's modules share: their one router (`reviews.api` and `reviews.api_again`
 add their endpoints to it; the project shell mounts it), the roles they ask for, the channel
-a decision made through the API records, and how a service's refusal becomes an error answer."""
+a decision made through the API records, and how a service's refusal becomes an error answer
+(acting on an item someone else holds included)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from ninja import Router
 from ninja.errors import HttpError
 
 from agentops.api import ApiRequest, TokenAuth
-from reviews.services import NotAllowed, ReviewError
+from reviews.services import HeldByOther, NotAllowed, ReviewError
 from reviews.states import Via
 
 Refusals = tuple[type[Exception], ...]
@@ -41,16 +42,30 @@ def refusals(
 ) -> Iterator[None]:
     """Answer a service's refusal inside the block with the API's error: `not_found` is 404
     (saying `missing`); `conflicts` (decided first, a stale digest, held by someone else, a
-    refused transition: whichever the endpoint answers so) 409; NotAllowed 403; any other
-    ReviewError, and `invalid`, 400."""
+    refused transition: whichever the endpoint answers so) 409; an item someone else holds 409
+    (`held_by_other`), whatever the endpoint; NotAllowed 403; any other ReviewError, and
+    `invalid`, 400."""
     invalid = (ReviewError, *invalid)
     try:
         yield
     except not_found:
         raise HttpError(404, missing) from None
+    except HeldByOther as exc:
+        raise held_by_other(exc) from None
     except conflicts as exc:
         raise HttpError(409, str(exc)) from None
     except NotAllowed as exc:
         raise HttpError(403, str(exc)) from None
     except invalid as exc:
         raise HttpError(400, str(exc)) from None
+
+
+def held_by_other(exc: HeldByOther) -> HttpError:
+    """The API's answer to deciding or changing an item someone else holds (claimed in the
+    inbox): 409, whatever the item (a gate, a question, a grant, a plan), and nothing done. The
+    API takes nothing over: the holder releases it, or a person takes it over in the inbox."""
+    return HttpError(
+        409,
+        f"{exc.holder} is already working on this task (claimed in the inbox): nothing was "
+        "done; they release it, or you take it over in the inbox, before you act on it",
+    )

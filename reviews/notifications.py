@@ -44,7 +44,8 @@ from reviews.email_actions import notice_email
 from reviews.links import public_link
 from reviews.models import Delivery, Notice, NotificationPreference, NotificationRoute
 from reviews.services import delivery_attempt_begin, delivery_attempt_record
-from reviews.slack import SlackError, mrkdwn_escape, slack_notice_post
+from reviews.slack import mrkdwn_escape, slack_notice_post
+from reviews.slack_web import SlackError
 from reviews.states import Channel, DeliveryStatus, NoticeEvent, Role, WebhookFormat
 
 if TYPE_CHECKING:

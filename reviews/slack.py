@@ -2,9 +2,9 @@
 Slack Web API calls that post and update them, and the job that shows a decision's outcome on its
 message. The inbound half (signed button clicks) is `reviews.slack_interactions`.
 
-Every Web API call (`slack_call`) is made with no transaction open (`outbound_check`) and waits
-at most `AGENTOPS_SLACK_TIMEOUT_SECONDS`. The posts of notices are deliveries (retried with backoff
-like email and webhooks, `reviews.notifications`). A posted gate message is kept
+Every Web API call goes through `reviews.slack_web.slack_call` (no transaction open, a
+deadline). The posts of notices are deliveries (retried with backoff like email and webhooks,
+`reviews.notifications`). A posted gate message is kept
 (`SlackMessage`) and follows its gate: once the gate is decided (from Slack, the product, the API
 or its timeout), the sweep finds the message stale and a job (`slack_message_update`, the
 message's id only) renders it from the gate as it is then and sends `chat.update`; a click
@@ -27,10 +27,9 @@ from typing import TYPE_CHECKING, Any
 
 import django_rq
 import httpx
-from django.conf import settings
 from django.urls import reverse
 
-from agentops.engine import QUESTION, job_waiting, outbound_check, redacted
+from agentops.engine import QUESTION, job_waiting, redacted
 from agentops.logs import job_meta
 from agentops.models import Gate
 from agentops.states import GateStatus
@@ -43,6 +42,7 @@ from reviews.services.slack import (
     slack_message_record,
     slack_messages_stale,
 )
+from reviews.slack_web import SlackError, slack_call, slack_conf, slack_configured
 from reviews.states import NoticeEvent
 
 if TYPE_CHECKING:
@@ -63,18 +63,6 @@ HEADER_TEXT_MAX = 150
 FALLBACK_TEXT_MAX = 3000
 MODAL_TITLE_MAX = 24
 REASON_MAX = 3000
-
-
-class SlackError(Exception):
-    """The Web API refused a call (`ok: false`, with its error) or answered no JSON."""
-
-
-def _conf(name: str) -> Any:
-    return settings.AGENTOPS[name]
-
-
-def slack_configured() -> bool:
-    return bool(_conf("SLACK_BOT_TOKEN"))
 
 
 # -- text -----------------------------------------------------------------------------------------
@@ -259,10 +247,11 @@ def notice_message(notice: Notice, link: str) -> dict[str, Any]:
     }
 
 
-def reject_modal(gate: Gate, *, channel: str, ts: str) -> dict[str, Any]:
+def reject_modal(gate: Gate, *, digest: str, channel: str, ts: str) -> dict[str, Any]:
     """The modal that asks why (the agent re-plans from the reason); it remembers the gate, the
-    digest the message showed and the message to update."""
-    metadata = {"gate": gate.pk, "digest": gate.args_digest, "channel": channel, "ts": ts}
+    digest the message showed (`digest`, from the clicked button: the rejection is refused if the
+    proposal changed since) and the message to update."""
+    metadata = {"gate": gate.pk, "digest": digest, "channel": channel, "ts": ts}
     return {
         "type": "modal",
         "callback_id": REJECT_VIEW,
@@ -319,31 +308,6 @@ def notice_modal(title: str, text: str, *, link: str = "", link_label: str = "")
 # -- the Web API ----------------------------------------------------------------------------------
 
 
-def slack_call(method: str, payload: dict[str, Any]) -> dict[str, Any]:
-    """Call a Slack Web API method with the bot token, a JSON body and a deadline; returns the
-    answer, or raises SlackError (`ok: false`), httpx.HTTPError (network, timeout, non-2xx)."""
-    outbound_check(f"Slack {method}")
-    response = httpx.post(
-        f"{_conf('SLACK_API_URL')}/{method}",
-        content=json.dumps(payload).encode(),
-        headers={
-            "Authorization": f"Bearer {_conf('SLACK_BOT_TOKEN')}",
-            "Content-Type": "application/json; charset=utf-8",
-            "User-Agent": "agentops-slack",
-        },
-        timeout=_conf("SLACK_TIMEOUT_SECONDS"),
-        follow_redirects=False,
-    )
-    response.raise_for_status()
-    try:
-        answer: dict[str, Any] = response.json()
-    except ValueError:
-        raise SlackError(f"{method}: the answer is not JSON") from None
-    if not answer.get("ok"):
-        raise SlackError(f"{method}: {answer.get('error', 'no error named')}")
-    return answer
-
-
 def slack_notice_post(delivery: Delivery, link: str) -> str:
     """Post a Slack delivery's notice to its channel (chat.postMessage); returns the message's
     `ts`. A delivery's sender: retried with backoff when it raises."""
@@ -369,12 +333,12 @@ def slack_notice_post(delivery: Delivery, link: str) -> str:
 def _attempt_window() -> timedelta:
     """How long an update attempt may take before it counts as abandoned: the job's deadline and
     the sweeper's grace."""
-    return timedelta(seconds=_job_timeout() + _conf("SWEEP_GRACE_SECONDS"))
+    return timedelta(seconds=_job_timeout() + slack_conf("SWEEP_GRACE_SECONDS"))
 
 
 def _job_timeout() -> int:
     """The update job's RQ timeout: room for its one Web API call."""
-    seconds: float = _conf("SLACK_TIMEOUT_SECONDS")
+    seconds: float = slack_conf("SLACK_TIMEOUT_SECONDS")
     return max(5, math.ceil(seconds * 2) + 1)
 
 
@@ -383,7 +347,7 @@ def slack_message_update(*, message_id: int) -> str:
     claimed and counted first (committed), the call made with no transaction open, and the
     outcome recorded: shown, or tried again by a later sweep after a backoff that doubles, up to
     the notification attempt cap."""
-    cap = _conf("NOTIFY_MAX_ATTEMPTS")
+    cap = slack_conf("NOTIFY_MAX_ATTEMPTS")
     attempt = slack_message_attempt_begin(message_id=message_id, window=_attempt_window(), cap=cap)
     if attempt is None:
         return "nothing to update"
@@ -395,7 +359,7 @@ def slack_message_update(*, message_id: int) -> str:
     try:
         slack_call("chat.update", {"channel": message.channel, "ts": message.ts, **content})
     except Exception as error:
-        backoff = _conf("NOTIFY_BACKOFF_SECONDS") * 2 ** (attempt - 1)
+        backoff = slack_conf("NOTIFY_BACKOFF_SECONDS") * 2 ** (attempt - 1)
         slack_message_attempt_record(
             message_id=message_id,
             attempt=attempt,
@@ -449,5 +413,5 @@ def slack_messages_sweep() -> int:
     gate (decided anywhere, or a late click to show), due and not in flight; returns how many."""
     if not slack_configured():
         return 0
-    stale = slack_messages_stale(window=_attempt_window(), cap=_conf("NOTIFY_MAX_ATTEMPTS"))
+    stale = slack_messages_stale(window=_attempt_window(), cap=slack_conf("NOTIFY_MAX_ATTEMPTS"))
     return sum(_enqueue(pk, attempts) for pk, attempts in stale.values_list("pk", "attempts"))

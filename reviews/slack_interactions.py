@@ -7,11 +7,15 @@ of now, and its signature never seen before (`slack_request_record`: a replay is
 
 - the Slack user (workspace and member ID, never a display name) maps to the product user who
   linked it on their account page; an unlinked user gets a modal with a link to do that;
-- the decision is `gate_approve` / `gate_reject` (roles, separation of duties, the claim, the
-  digest the message showed, one decision however many clicks), logged with channel `slack`;
-- the message is then updated by a job (`slack_message_update`): the outcome, or "already
-  decided by X" for a click that came late. A refusal (not allowed, someone else's claim, a
-  stale digest) is shown to the clicker alone, in a modal, and decides nothing.
+- the decision is `gate_approve` / `gate_reject` (roles, separation of duties, the claim, one
+  decision however many clicks), logged with channel `slack`, and bound to the digest of the
+  proposal the message showed: each button carries it (`reviews.slack.button_value`), the
+  Reject modal keeps the clicked button's, and a proposal changed since the message was posted
+  refuses the click as stale, like the browser's stale tab;
+- the message is then updated by a job (`slack_message_update`): the outcome, "already decided
+  by X" for a click that came late, or the proposal as it is now after a stale click. A refusal
+  (not allowed, someone else's claim, a stale digest) is shown to the clicker alone, in a modal,
+  and decides nothing.
 
 Modals are opened in the request (`views.open`: the click's `trigger_id` is valid for three
 seconds), outside any transaction and within the Web API deadline.
@@ -49,12 +53,11 @@ from reviews.slack import (
     REASON_INPUT,
     REJECT,
     REJECT_VIEW,
-    SlackError,
     notice_modal,
     reject_modal,
-    slack_call,
     slack_message_follow,
 )
+from reviews.slack_web import SlackError, slack_call
 from reviews.states import VIA_SLACK
 
 if TYPE_CHECKING:
@@ -187,6 +190,20 @@ def _refusal_modal(gate_id: int, reason: str) -> dict[str, Any]:
     )
 
 
+def _refused_as_not_open(gate_id: int, *, channel: str, ts: str, slack_user_id: str) -> bool:
+    """After a decision refused because the gate was not open as the click saw it: have the
+    message show the gate now. True when the gate is still open (the click showed a proposal that
+    changed since: stale, and the clicker is told); False when it was decided first (a late
+    click: the message names who decided)."""
+    still_open = Gate.objects.filter(pk=gate_id, status=GateStatus.OPEN).exists()
+    late = "" if still_open else slack_user_id
+    slack_message_follow(gate_id=gate_id, channel=channel, ts=ts, late_slack_user=late)
+    return still_open
+
+
+STALE = "the proposed action changed since this message was posted; the message shows it now"
+
+
 def interaction_handle(payload: dict[str, Any]) -> Answer:
     """Act on one verified interaction: a button of a gate message, or the Reject modal's
     submission. Other interactions (the Open link button) are acknowledged and ignored."""
@@ -233,10 +250,13 @@ def _button(payload: dict[str, Any]) -> Answer:
         slack_message_follow(gate_id=gate_id, channel=channel, ts=ts, late_slack_user=slack_user_id)
         return Answer()
     refusal = gate_decider_refusal(gate, user)
+    if refusal is None and digest != gate.args_digest:
+        slack_message_follow(gate_id=gate_id, channel=channel, ts=ts)
+        refusal = STALE
     if refusal is not None:
         _modal_open(trigger_id, _refusal_modal(gate_id, refusal))
         return Answer()
-    _modal_open(trigger_id, reject_modal(gate, channel=channel, ts=ts))
+    _modal_open(trigger_id, reject_modal(gate, digest=digest, channel=channel, ts=ts))
     return Answer()
 
 
@@ -255,8 +275,9 @@ def _approve(
     except Gate.DoesNotExist:
         _modal_open(trigger_id, notice_modal("Not found", f"There is no gate {gate_id}."))
         return Answer()
-    except GateAlreadyDecided:
-        slack_message_follow(gate_id=gate_id, channel=channel, ts=ts, late_slack_user=slack_user_id)
+    except GateAlreadyDecided as exc:
+        if _refused_as_not_open(gate_id, channel=channel, ts=ts, slack_user_id=slack_user_id):
+            _modal_open(trigger_id, _refusal_modal(gate_id, str(exc)))
         return Answer()
     except (ReviewError, TransitionRefused) as exc:
         _modal_open(trigger_id, _refusal_modal(gate_id, str(exc)))
@@ -299,7 +320,7 @@ def _reject_submitted(payload: dict[str, Any]) -> Answer:
     except Gate.DoesNotExist:
         return _errors(f"there is no gate {gate_id}")
     except GateAlreadyDecided as exc:
-        slack_message_follow(gate_id=gate_id, channel=channel, ts=ts, late_slack_user=slack_user_id)
+        _refused_as_not_open(gate_id, channel=channel, ts=ts, slack_user_id=slack_user_id)
         return _errors(str(exc))
     except (ReviewError, TransitionRefused) as exc:
         return _errors(str(exc))

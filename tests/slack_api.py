@@ -1,9 +1,12 @@
 """A stand-in for the Slack Web API, served over real HTTP from a thread of the test process, as
-strict as Slack about what it is sent: the method (POST only, the methods the product uses), the
-bot token (`Authorization: Bearer`, never in the body), the JSON body (`Content-Type:
-application/json`), each method's required arguments, and the Block Kit shapes and limits of
-messages and modals. It answers as Slack does (HTTP 200 with `{"ok": false, "error": ...}`) and
-keeps the channels' messages, so a test reads what people would see.
+strict as Slack about what it is sent: the methods the product uses, the bot token
+(`Authorization: Bearer`, never in the arguments) and the app's scopes, the body each method
+takes (a JSON body, `Content-Type: application/json`, for the write methods, by POST; form
+arguments for `users.info`, which Slack documents as taking no JSON: a query string by GET or an
+`application/x-www-form-urlencoded` body by POST), each method's required arguments, and the
+Block Kit shapes and limits of messages and modals. It answers as Slack does (HTTP 200 with
+`{"ok": false, "error": ...}`), keeps the channels' messages, so a test reads what people would
+see, and knows the workspace's members a test adds (`member_add`), for `users.info`.
 
 It also plays Slack's side of interactions: `block_actions` / `view_submission` payloads signed
 with the app's signing secret exactly as Slack documents (`v0:<timestamp>:<body>`, HMAC-SHA256),
@@ -22,24 +25,37 @@ import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import parse_qsl, urlencode
 
 BOT_TOKEN = "xoxb-1111-2222-standinbottoken"
 SIGNING_SECRET = "8f742231b10e8888abcd99yyyzzz85a5"
 TEAM_ID = "T0STANDIN"
 CHANNEL = "C0APPROVALS"
 
+# The scopes of the bot token: what the product's Slack app asks for (docs/notifications.md).
+APP_SCOPES = frozenset({"chat:write", "users:read", "users:read.email"})
+# Methods that take form arguments only (users.info: "does not currently accept
+# application/json"), and the scope each method needs.
+FORM_METHODS = frozenset({"users.info"})
+METHOD_SCOPES = {
+    "chat.postMessage": "chat:write",
+    "chat.update": "chat:write",
+    "users.info": "users:read",
+}
+
 TEXT_TYPES = {"plain_text", "mrkdwn"}
 BLOCK_TYPES = {"header", "section", "actions", "context", "divider", "input"}
 
 
 class Invalid(Exception):
-    """The call breaks one of Slack's rules; `error` is Slack's error code."""
+    """The call breaks one of Slack's rules; `error` is Slack's error code, `fields` what Slack
+    adds to the answer (`needed` and `provided` of a missing scope)."""
 
-    def __init__(self, error: str, detail: str = "") -> None:
+    def __init__(self, error: str, detail: str = "", **fields: str) -> None:
         super().__init__(f"{error}: {detail}")
         self.error = error
         self.detail = detail
+        self.fields = fields
 
 
 def _need(condition: bool, error: str, detail: str) -> None:
@@ -214,7 +230,10 @@ class StandInSlack:
     modals opened, every call received (method, JSON body) and every refusal."""
 
     url: str = ""
+    scopes: set[str] = field(default_factory=lambda: set(APP_SCOPES))
     channels: set[str] = field(default_factory=lambda: {CHANNEL})
+    # The workspace's members by user id: Slack's user objects (`member_add`).
+    members: dict[str, dict[str, Any]] = field(default_factory=dict)
     messages: dict[tuple[str, str], Message] = field(default_factory=dict)
     triggers: dict[str, float] = field(default_factory=dict)
     views: list[dict[str, Any]] = field(default_factory=list)
@@ -228,11 +247,47 @@ class StandInSlack:
 
     # -- the Web API ------------------------------------------------------------------------
 
-    def answer(self, method: str, headers: dict[str, str], body: bytes) -> dict[str, Any]:
+    def answer(
+        self,
+        method: str,
+        headers: dict[str, str],
+        body: bytes,
+        *,
+        verb: str = "POST",
+        query: str = "",
+    ) -> dict[str, Any]:
+        """Slack's answer to `verb` (GET or POST) of `method` with these headers, body and query
+        string; raises Invalid with Slack's error."""
         if headers.get("authorization") is None:
             raise Invalid("not_authed", "no Authorization header")
         if headers["authorization"] != f"Bearer {BOT_TOKEN}":
             raise Invalid("invalid_auth", "the token is not the bot's")
+        handler = {
+            "chat.postMessage": self._post,
+            "chat.update": self._update,
+            "views.open": self._open,
+            "users.info": self._user_info,
+        }.get(method)
+        _need(handler is not None, "unknown_method", method)
+        assert handler is not None
+        if method in FORM_METHODS:
+            args = self._form_arguments(method, headers, body, verb=verb, query=query)
+        else:
+            _need(verb == "POST", "invalid_request", f"{method} is called by POST here")
+            args = self._json_arguments(headers, body)
+        _need(
+            "token" not in args, "invalid_arguments", "the token goes in the Authorization header"
+        )
+        needed = METHOD_SCOPES.get(method)
+        if needed is not None and needed not in self.scopes:
+            raise Invalid(
+                "missing_scope", method, needed=needed, provided=",".join(sorted(self.scopes))
+            )
+        with self.lock:
+            self.calls.append((method, args))
+            return handler(args)
+
+    def _json_arguments(self, headers: dict[str, str], body: bytes) -> dict[str, Any]:
         content_type = headers.get("content-type", "")
         _need(
             content_type.split(";")[0].strip() == "application/json",
@@ -244,17 +299,63 @@ class StandInSlack:
         except ValueError:
             raise Invalid("invalid_json", "the body is not JSON") from None
         _need(isinstance(args, dict), "invalid_json", "the body is not an object")
-        _need("token" not in args, "invalid_arguments", "a JSON body cannot carry the token")
-        handler = {
-            "chat.postMessage": self._post,
-            "chat.update": self._update,
-            "views.open": self._open,
-        }.get(method)
-        _need(handler is not None, "unknown_method", method)
-        assert handler is not None
-        with self.lock:
-            self.calls.append((method, args))
-            return handler(args)
+        assert isinstance(args, dict)
+        return args
+
+    def _form_arguments(
+        self, method: str, headers: dict[str, str], body: bytes, *, verb: str, query: str
+    ) -> dict[str, Any]:
+        """The arguments of a method that takes no JSON: the query string of a GET, or the
+        form-encoded body of a POST. Slack reads no arguments from a JSON body here (so a
+        required one is missing), and refuses a POST with another content type."""
+        if verb == "GET":
+            return dict(parse_qsl(query, keep_blank_values=True))
+        content_type = headers.get("content-type", "").split(";")[0].strip()
+        if content_type == "application/json":
+            self.refusals.append((method, "json_ignored", f"{method} takes no JSON arguments"))
+            return {}
+        _need(
+            content_type == "application/x-www-form-urlencoded",
+            "invalid_post_type",
+            f"Content-Type {content_type!r} is not a form",
+        )
+        try:
+            return dict(parse_qsl(body.decode(), keep_blank_values=True, strict_parsing=bool(body)))
+        except (UnicodeDecodeError, ValueError):
+            raise Invalid("invalid_form_data", "the body is not a form") from None
+
+    # -- members and users.info -----------------------------------------------------------
+
+    def member_add(
+        self,
+        user_id: str,
+        *,
+        email: str,
+        team_id: str = TEAM_ID,
+        deleted: bool = False,
+        is_bot: bool = False,
+    ) -> None:
+        """A member of the workspace, as `users.info` describes one."""
+        self.members[user_id] = {
+            "id": user_id,
+            "team_id": team_id,
+            "name": user_id.lower(),
+            "deleted": deleted,
+            "is_bot": is_bot,
+            "profile": {"display_name": user_id.lower(), "email": email, "team": team_id},
+        }
+
+    def _user_info(self, args: dict[str, Any]) -> dict[str, Any]:
+        user_id = args.get("user")
+        _need(isinstance(user_id, str) and bool(user_id), "user_not_found", "no user argument")
+        member = self.members.get(str(user_id))
+        _need(member is not None, "user_not_found", str(user_id))
+        assert member is not None
+        user = json.loads(json.dumps(member))
+        if "users:read.email" not in self.scopes:
+            # Without the scope Slack leaves the email out; it is no error.
+            user["profile"].pop("email", None)
+        return {"ok": True, "user": user}
 
     def _message_content(self, args: dict[str, Any]) -> tuple[str, list[dict[str, Any]]]:
         text, blocks = args.get("text", ""), args.get("blocks")
@@ -434,24 +535,26 @@ def serve() -> tuple[StandInSlack, ThreadingHTTPServer]:
 
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:
-            length = int(self.headers.get("Content-Length", "0"))
-            body = self.rfile.read(length)
+            self._answer("POST", self.rfile.read(int(self.headers.get("Content-Length", "0"))))
+
+        def do_GET(self) -> None:
+            self._answer("GET", b"")
+
+        def _answer(self, verb: str, body: bytes) -> None:
             if slack.delay:
                 time.sleep(slack.delay)
             if slack.outage_status:
                 self._send(slack.outage_status, {"ok": False, "error": "service_unavailable"})
                 return
-            method = self.path.rpartition("/")[2]
+            path, _, query = self.path.partition("?")
+            method = path.rpartition("/")[2]
             headers = {name.lower(): value for name, value in self.headers.items()}
             try:
-                answer = slack.answer(method, headers, body)
+                answer = slack.answer(method, headers, body, verb=verb, query=query)
             except Invalid as exc:
                 slack.refusals.append((method, exc.error, exc.detail))
-                answer = {"ok": False, "error": exc.error}
+                answer = {"ok": False, "error": exc.error, **exc.fields}
             self._send(200, answer)
-
-        def do_GET(self) -> None:
-            self._send(200, {"ok": False, "error": "invalid_request"})
 
         def _send(self, status: int, answer: dict[str, Any]) -> None:
             data = json.dumps(answer).encode()

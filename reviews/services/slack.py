@@ -1,24 +1,38 @@
-"""Writes behind Slack: linking a person's Slack account to their product account (from a signed
-link the Slack app sent to that Slack user), unlinking it, the record of accepted interaction
-requests that refuses a replay, and the gate messages kept so they follow their gate (each update
-attempt claimed before it is sent and recorded after, like a delivery's).
+"""Writes behind Slack: linking a person's Slack account to their product account, unlinking it,
+the record of accepted interaction requests that refuses a replay, and the gate messages kept so
+they follow their gate (each update attempt claimed before it is sent and recorded after, like a
+delivery's).
+
+Linking starts from a signed link the Slack app sent to one Slack user, but whoever holds that
+link can open it, so the link alone proves nothing about who opens it: an attacker could send
+their own link to an operator, and once the operator opened it the attacker's clicks in Slack
+would act as the operator. So before linking, the product asks Slack who that Slack user is
+(`users.info`, with no transaction open and within the Web API deadline) and links only when the
+Slack account is a live person of the workspace the link names and its profile email is the
+email of the product account opening the link (compared without regard to case). A mismatch, a
+product account without an email, or a Slack that cannot be asked links nothing.
 """
 
 from __future__ import annotations
 
+import logging
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
+import httpx
 from django.core import signing
 from django.db import IntegrityError, transaction
 from django.db.models import F, Q, QuerySet
 from django.utils import timezone
 
 from reviews.models import SlackIdentity, SlackMessage, SlackRequest
-from reviews.services._common import ReviewError
+from reviews.services._common import NotAllowed, ReviewError
+from reviews.slack_web import SlackError, SlackProfile, slack_configured, slack_user_profile
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
+
+logger = logging.getLogger(__name__)
 
 LINK_SALT = "reviews.slack.link"
 # A link to connect a Slack account works this long after the Slack app sent it.
@@ -27,9 +41,15 @@ LINK_MAX_AGE_SECONDS = 15 * 60
 REQUEST_WINDOW_SECONDS = 5 * 60
 
 
+class SlackUnconfirmed(ReviewError):
+    """Slack could not be asked who the Slack user is (an outage, a timeout, a refusal of the
+    app's token or scopes): nothing is linked, and the person may try again."""
+
+
 def slack_link_token(*, team_id: str, slack_user_id: str) -> str:
-    """A signed, expiring token naming one Slack user, sent only to that user (in Slack): whoever
-    opens it signed in to the product links that Slack user to their account."""
+    """A signed, expiring token naming one Slack user, sent only to that user (in Slack). Opening
+    it signed in to the product links that Slack user to the account opening it, once Slack
+    confirms that the Slack user is that account's person (`slack_identity_link`)."""
     signer = signing.TimestampSigner(salt=LINK_SALT)
     return signer.sign_object({"team": team_id, "user": slack_user_id})
 
@@ -48,13 +68,71 @@ def slack_link_read(token: str) -> tuple[str, str]:
     return str(found["team"]), str(found["user"])
 
 
+def _same_email(one: str, other: str) -> bool:
+    return one.strip().casefold() == other.strip().casefold()
+
+
+def slack_profile_refusal(profile: SlackProfile, *, team_id: str, user: User) -> str | None:
+    """Why the Slack account `profile` (as Slack describes it) is not `user`'s, or None when it
+    is: a live person (not deleted, not a bot) of workspace `team_id`, whose Slack profile email
+    is `user`'s email, compared without regard to case."""
+    if profile.team_id != team_id:
+        return "this Slack account is not of the workspace the link was made for"
+    if profile.deleted or profile.is_bot:
+        return "this Slack account is deactivated or a bot"
+    if not profile.email:
+        return (
+            "Slack did not share this Slack account's email (the Slack app needs the "
+            "users:read.email scope), so it cannot be matched to you"
+        )
+    if not _same_email(profile.email, user.email):
+        return (
+            "this Slack account's email is not the email of your agentops account, so it is "
+            "not yours: link only from your own Slack account, never from a link someone sent you"
+        )
+    return None
+
+
+def _slack_profile(slack_user_id: str) -> SlackProfile:
+    """The Slack user as Slack describes it; SlackUnconfirmed when Slack cannot say."""
+    if not slack_configured():
+        raise SlackUnconfirmed("Slack is not configured here (AGENTOPS_SLACK_BOT_TOKEN)")
+    try:
+        return slack_user_profile(slack_user_id)
+    except SlackError as exc:
+        if exc.error in ("user_not_found", "user_not_visible"):
+            raise NotAllowed("Slack does not know this Slack account") from None
+        logger.warning("Slack users.info for %s failed: %s", slack_user_id, exc)
+        raise SlackUnconfirmed(
+            f"could not confirm this Slack account with Slack ({exc.error or 'no answer'}): "
+            "try again in a moment"
+        ) from None
+    except httpx.HTTPError as exc:
+        logger.warning("Slack users.info for %s failed: %r", slack_user_id, exc)
+        raise SlackUnconfirmed(
+            "could not confirm this Slack account with Slack (it did not answer in time): "
+            "try again in a moment"
+        ) from None
+
+
 def slack_identity_link(*, user: User, token: str) -> SlackIdentity:
-    """Link the Slack user the token names to `user` (replacing `user`'s previous link). Refused
-    when that Slack user is linked to someone else: they unlink it first."""
+    """Link the Slack user the token names to `user` (replacing `user`'s previous link), once
+    Slack confirms it is `user`'s (see the module; called with no transaction open). Raises
+    ReviewError (a bad or old link, a Slack account linked to someone else), NotAllowed (the Slack
+    account is not `user`'s, or `user` has no email to match) or SlackUnconfirmed; each links
+    nothing."""
     team_id, slack_user_id = slack_link_read(token)
     taken = SlackIdentity.objects.filter(team_id=team_id, slack_user_id=slack_user_id)
     if taken.exclude(user=user).exists():
         raise ReviewError("this Slack account is linked to another person; they must unlink it")
+    if not user.email.strip():
+        raise NotAllowed(
+            "your agentops account has no email address, so your Slack account cannot be "
+            "matched to it: ask an administrator to set the email your Slack account uses"
+        )
+    refusal = slack_profile_refusal(_slack_profile(slack_user_id), team_id=team_id, user=user)
+    if refusal is not None:
+        raise NotAllowed(refusal)
     try:
         with transaction.atomic():
             SlackIdentity.objects.filter(user=user).delete()

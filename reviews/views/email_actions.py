@@ -2,9 +2,14 @@
 confirm it. A GET never decides; the POST (CSRF-checked like every form) decides through
 `reviews.email_actions.email_action_take`.
 
+The person's role is checked on the server at every request, GET and POST, as the inbox checks
+it: a link stays in a mailbox after its recipient's role is removed, and the page shows a gate
+(its goal and arguments) only to someone who may read the review workspace now.
+
 Answers: 200 the confirmation (or, after the POST, a redirect to the gate panel); 400 a tampered
-link or a missing reason; 403 someone else's link, or a person who may not decide the gate; 409 a
-gate decided already (the page says by whom); 410 a used or expired link.
+link or a missing reason; 403 someone who may not read the review workspace (any more; the
+inbox's refusal, nothing of the gate shown), someone else's link, or a person who may not decide
+the gate; 409 a gate decided already (the page says by whom); 410 a used or expired link.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ from django.views.decorators.http import require_http_methods
 from agentops.models import Gate
 from agentops.services import TransitionRefused
 from agentops.states import GateStatus
-from agentops.web import AuthenticatedHttpRequest, login_required
+from agentops.web import AuthenticatedHttpRequest
 from reviews.email_actions import (
     APPROVE,
     EmailAction,
@@ -31,6 +36,7 @@ from reviews.email_actions import (
 )
 from reviews.roles import gate_decider_refusal
 from reviews.services import GateAlreadyDecided, HeldByOther, NotAllowed, ReviewError
+from reviews.views._common import reader_required
 
 
 class EmailActionForm(forms.Form):
@@ -69,7 +75,9 @@ def _page(
     return render(request, "reviews/email_action.html", context, status=status)
 
 
-@login_required
+# The inbox's role check, on every request: a recipient whose role was removed since the email
+# was sent gets the inbox's 403, and nothing of the gate.
+@reader_required
 @require_http_methods(["GET", "POST"])
 def email_action(request: AuthenticatedHttpRequest, token: str) -> HttpResponse:
     try:

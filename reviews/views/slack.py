@@ -18,8 +18,13 @@ from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_http_methods, require_POST
 
 from agentops.web import AuthenticatedHttpRequest, login_required
-from reviews.services import ReviewError
-from reviews.services.slack import slack_identity_link, slack_identity_unlink, slack_link_read
+from reviews.services import NotAllowed, ReviewError
+from reviews.services.slack import (
+    SlackUnconfirmed,
+    slack_identity_link,
+    slack_identity_unlink,
+    slack_link_read,
+)
 from reviews.slack_interactions import BadPayload, interaction_handle, request_refusal
 
 
@@ -52,13 +57,21 @@ def slack_interactions(request: HttpRequest) -> HttpResponse:
 @require_http_methods(["GET", "POST"])
 def slack_link(request: AuthenticatedHttpRequest, token: str) -> HttpResponse:
     """Confirm, then link, the Slack account a link from the Slack app names. A GET only shows
-    what would be linked."""
+    what would be linked; the POST links it once Slack confirms it is the signed-in person's
+    (`slack_identity_link`). Answers 400 (a bad or old link, a Slack account linked to someone
+    else), 403 (the Slack account is not this person's), 503 (Slack could not be asked: the
+    page offers to try again)."""
     try:
         team_id, slack_user_id = slack_link_read(token)
         if request.method == "POST":
             slack_identity_link(user=request.user, token=token)
             messages.success(request, "Your Slack account is linked: buttons in Slack act as you.")
             return redirect("reviews:account")
+    except SlackUnconfirmed as exc:
+        context = {"error": str(exc), "retry": True, "token": token}
+        return render(request, "reviews/slack_link.html", context, status=503)
+    except NotAllowed as exc:
+        return render(request, "reviews/slack_link.html", {"error": str(exc)}, status=403)
     except ReviewError as exc:
         return render(request, "reviews/slack_link.html", {"error": str(exc)}, status=400)
     context = {"team_id": team_id, "slack_user_id": slack_user_id, "token": token}

@@ -14,9 +14,11 @@ from agentops.dev.sim.services import fault_set
 from agentops.models import Gate, Task
 from agentops.services import task_create
 from agentops.states import GateStatus, TaskStatus
-from reviews.models import Decision, Delivery, Notice, WebhookEndpoint
+from reviews.models import Decision, Delivery, Notice, SlackIdentity, WebhookEndpoint
+from reviews.services.slack import slack_identity_link, slack_link_token
 from reviews.states import Channel, DecisionChannel, NoticeEvent
 from tests.builders import run_until_parked_or_done
+from tests.slack_api import TEAM_ID, StandInSlack
 from tests.statuses import status_walk
 
 
@@ -24,6 +26,18 @@ def client_for(user: Any, *, enforce_csrf_checks: bool = False) -> Client:
     client = Client(enforce_csrf_checks=enforce_csrf_checks)
     client.force_login(user)
     return client
+
+
+def slack_linked(slack: StandInSlack, user: Any, slack_user_id: str) -> SlackIdentity:
+    """`user` links the Slack account `slack_user_id` as a person does: a member of the stand-in
+    Slack's workspace with `user`'s email (`<username>@example.com` when `user` has none), linked
+    through the link the Slack app sends, which Slack confirms."""
+    if not user.email:
+        user.email = f"{user.username}@example.com"
+        user.save(update_fields=["email"])
+    slack.member_add(slack_user_id, email=user.email)
+    token = slack_link_token(team_id=TEAM_ID, slack_user_id=slack_user_id)
+    return slack_identity_link(user=user, token=token)
 
 
 def gated_refund(

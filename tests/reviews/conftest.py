@@ -8,10 +8,13 @@ here from the same lists the migrations use.
 from __future__ import annotations
 
 import importlib
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from django.contrib.auth.models import Group, Permission
+
+from tests import slack_api
 
 REVIEW_GROUPS = importlib.import_module("reviews.migrations.0003_operator_and_auditor_groups")
 POLICY_GROUP = importlib.import_module("policies.migrations.0004_policy_admins_group")
@@ -104,3 +107,21 @@ def clock(monkeypatch: Any) -> Any:
     fixed = Clock(T0)
     monkeypatch.setattr(timezone, "now", fixed)
     return fixed
+
+
+@pytest.fixture
+def slack(settings: Any) -> Iterator[slack_api.StandInSlack]:
+    """The stand-in Slack Web API (tests/slack_api.py), served over HTTP for one test, with the
+    product's Slack app configured to use it."""
+    stand_in, server = slack_api.serve()
+    settings.AGENTOPS = {
+        **settings.AGENTOPS,
+        "PUBLIC_URL": "https://agentops.example.com",
+        "SLACK_BOT_TOKEN": slack_api.BOT_TOKEN,
+        "SLACK_SIGNING_SECRET": slack_api.SIGNING_SECRET,
+        "SLACK_API_URL": stand_in.url,
+        "NOTIFY_BACKOFF_SECONDS": 0.0,
+    }
+    yield stand_in
+    server.shutdown()
+    server.server_close()

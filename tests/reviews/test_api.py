@@ -19,10 +19,10 @@ from agentops.models import Gate, Task, ToolCall
 from agentops.states import GateStatus, TaskStatus
 from agentops.tokens import api_token_create, api_token_revoke
 from agentops.urls import api
-from reviews.models import Decision
+from reviews.models import Claim, Decision
 from tests.builders import run_until_parked_or_done
 from tests.factories import gated_refund_row, stopped_trip_row
-from tests.reviews.builders import gated_refund, open_gate
+from tests.reviews.builders import asked_question, gated_refund, open_gate
 
 pytestmark = pytest.mark.django_db
 
@@ -70,6 +70,38 @@ def test_a_stale_digest_or_a_second_decision_gets_409_and_changes_nothing(
     assert (stale.status_code, first.status_code, again.status_code) == (409, 200, 409)
     assert missing.status_code == 422
     assert Decision.objects.filter(action__startswith="reviews.gate.").count() == 1
+
+
+def test_deciding_an_item_someone_else_holds_answers_409_and_does_nothing(
+    sim, redis_clean, operator, operator2
+):
+    gate = open_gate(gated_refund())
+    question = asked_question()
+    for held in (gate, question):
+        Claim.objects.create(task_id=held.task_id, user=operator2)
+    client = api_client(operator)
+    digest = {"seen_digest": gate.args_digest}
+
+    # The same answer for a gate's decisions and a question's, as for grants and plan repairs.
+    answers = {
+        "approve": post(client, f"/gates/{gate.pk}/approve", digest),
+        "reject": post(client, f"/gates/{gate.pk}/reject", {**digest, "feedback": "no"}),
+        "edit": post(client, f"/gates/{gate.pk}/edit", {**digest, "arguments": gate.arguments}),
+        "answer": post(
+            client,
+            f"/questions/{question.pk}/answer",
+            {"seen_digest": question.args_digest, "choice": "half"},
+        ),
+    }
+
+    assert {name: answer.status_code for name, answer in answers.items()} == dict.fromkeys(
+        answers, 409
+    )
+    for answer in answers.values():
+        assert "otto is already working on this task" in answer.json()["detail"]
+    assert Gate.objects.filter(status=GateStatus.OPEN).count() == 2
+    assert not Decision.objects.exists()
+    assert set(Claim.objects.values_list("user__username", flat=True)) == {"otto"}
 
 
 def test_the_starter_cannot_approve_their_own_gate_through_the_api(redis_clean, starter):

@@ -193,6 +193,49 @@ def test_someone_elses_link_decides_nothing(sim, redis_clean, mailbox, operator,
     assert email_decisions(gate) == []
 
 
+def test_a_recipient_whose_role_was_removed_sees_nothing_of_the_gate_and_decides_nothing(
+    sim, redis_clean, mailbox, operator
+):
+    gate = emailed_gate(operator)
+    links = links_of(mail_to(mailbox, operator))
+    operator.groups.clear()  # the role is removed after the email was sent
+    browser = client_for(operator, enforce_csrf_checks=True)
+    token = browser.get("/review/account").context["csrf_token"]
+
+    pages = [browser.get(links[label]) for label in ("Approve", "Reject")]
+    posted = browser.post(links["Approve"], {"csrfmiddlewaretoken": token, "reason": "x"})
+    inbox = browser.get("/review/")
+
+    for response in (*pages, posted):
+        assert response.status_code == inbox.status_code == 403
+        page = response.content.decode()
+        assert "Refund order B2002" not in page and gate.tool not in page
+        assert "B2002" not in page
+    assert Gate.objects.get(pk=gate.pk).status == GateStatus.OPEN
+    assert email_decisions(gate) == [] and not EmailActionUse.objects.exists()
+
+
+def test_a_recipient_who_is_now_an_auditor_reads_the_gate_but_decides_nothing(
+    sim, redis_clean, mailbox, operator, groups
+):
+    gate = emailed_gate(operator)
+    path = links_of(mail_to(mailbox, operator))["Approve"]
+    operator.groups.set([groups["auditors"]])
+    browser = client_for(operator, enforce_csrf_checks=True)
+    token = browser.get("/review/account").context["csrf_token"]
+
+    page = browser.get(path)
+    posted = browser.post(path, {"csrfmiddlewaretoken": token})
+
+    # As in the inbox: an auditor may read the gate, not decide it.
+    assert page.status_code == 403 and gate.tool in page.content.decode()
+    assert "only members of" in page.content.decode()
+    assert 'id="confirm-head"' not in page.content.decode()  # no form to confirm
+    assert posted.status_code == 403
+    assert Gate.objects.get(pk=gate.pk).status == GateStatus.OPEN
+    assert email_decisions(gate) == [] and not EmailActionUse.objects.exists()
+
+
 def test_the_starter_cannot_approve_by_a_link_either(sim, redis_clean, mailbox, operator, starter):
     gate = emailed_gate(operator, starter, starter=starter)
     assert [m.to for m in mailbox] == [["olga@example.com"]]  # the starter is not asked

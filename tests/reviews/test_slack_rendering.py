@@ -28,15 +28,14 @@ from agentops.models import Gate, Task
 from agentops.states import GateStatus
 from reviews.slack import (
     OPEN,
-    SlackError,
     gate_message,
     gate_outcome_message,
     mrkdwn_escape,
     mrkdwn_fit,
     reject_modal,
-    slack_call,
 )
 from reviews.slack_interactions import signature_refusal, slack_signature
+from reviews.slack_web import SlackError, slack_call
 from tests import slack_api
 from tests.slack_api import blocks_check
 
@@ -113,7 +112,7 @@ def test_untrusted_text_in_block_kit_forms_no_link_or_mention_and_fits(
     for message in messages:
         assert_inert(message)
         blocks_check(message["blocks"], limit=50, surface="message")
-    modal = reject_modal(a_gate(goal, arguments), channel="C0X", ts="1.2")
+    modal = reject_modal(a_gate(goal, arguments), digest="0" * 64, channel="C0X", ts="1.2")
     blocks_check(modal["blocks"], limit=100, surface="modal")
     assert_inert(modal)
     shown = "\n".join(mrkdwn_texts(messages[1]["blocks"]))

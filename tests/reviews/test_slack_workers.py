@@ -14,10 +14,10 @@ from agentops.models import Gate, Task
 from agentops.services import task_create
 from agentops.states import GateStatus, TaskStatus
 from reviews.models import Decision, NotificationRoute, SlackMessage
-from reviews.services.slack import slack_identity_link, slack_link_token
 from tests import slack_api
 from tests.conftest import wait_for
-from tests.slack_api import CHANNEL, TEAM_ID, signed
+from tests.reviews.builders import slack_linked
+from tests.slack_api import CHANNEL, signed
 
 
 @pytest.mark.django_db(transaction=True)
@@ -42,9 +42,7 @@ def test_a_click_in_slack_approves_and_the_message_follows_through_an_outage(
             "PUBLIC_URL": "https://agentops.example.com",
         }
         NotificationRoute.objects.create(slack_channel=CHANNEL)
-        slack_identity_link(
-            user=operator, token=slack_link_token(team_id=TEAM_ID, slack_user_id="U0OLGA")
-        )
+        slack_linked(slack, operator, "U0OLGA")
         task = task_create(agent="refund", goal="Refund order B2002", input={"order_id": "B2002"})
         processes.worker()
         processes.sweeper()
