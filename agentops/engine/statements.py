@@ -201,7 +201,7 @@ def _db_value(model_field: Any, value: Any, json_text: JsonTexts) -> Any:
     column's type, so PostgreSQL reads the same value)."""
     if value is None:
         return None
-    if _is_json(model_field):
+    if isinstance(model_field, models.JSONField):
         return json_text(value)
     kind = type(value)
     if kind is int or kind is bool:
@@ -211,11 +211,6 @@ def _db_value(model_field: Any, value: Any, json_text: JsonTexts) -> Any:
     if isinstance(value, str):
         return str.__str__(value)
     return model_field.get_db_prep_save(value, connection)
-
-
-@functools.cache
-def _is_json(model_field: Any) -> bool:
-    return isinstance(model_field, models.JSONField)
 
 
 class JsonTexts:
