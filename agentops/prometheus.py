@@ -67,8 +67,10 @@ COST_SPENT = Counter("agentops_model_cost", "Model cost spent, in the configured
 
 
 @functools.cache
+@functools.cache
 def _step_duration(part: str) -> Histogram:
-    """The histogram's child for `part` (looked up once: every step observes three)."""
+    """The histogram's child for `part` (looked up once: every step observes three; the child
+    checks its process id itself, so one made before a fork is still the child's own)."""
     return STEP_DURATION.labels(part=part)
 
 

@@ -9,14 +9,16 @@ Resume folds the events after the latest snapshot onto it and requires the resul
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
+import operator
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from agentops.engine.crashpoints import crashpoint
 from agentops.engine.errors import CheckpointMismatch
-from agentops.engine.jsonvalues import digest
+from agentops.engine.jsonvalues import encoded
 from agentops.engine.transitions import prepared_rows
 from agentops.models import Event, Snapshot, Step, Task, ToolCall
 from agentops.states import LedgerStatus
@@ -32,7 +34,40 @@ def progress_state(task: Task, steps: list[Step], calls: list[ToolCall]) -> dict
     }
 
 
-def snapshot_state(task: Task, steps: list[Step], calls: list[ToolCall]) -> dict[str, Any]:
+class OutputsDigest:
+    """`digest(outputs)`, made incrementally: a run's snapshots digest the outputs of every
+    completed step, and the next snapshot's list starts with the previous one's. The canonical
+    JSON of a list is its items' joined (`[a,b]`), so the hash state after the items digested
+    last time is carried on while those items are the same objects (identity means the same
+    recorded values, as in the prompt cache); anything else starts over. The outputs are kept
+    (not their ids), so their ids cannot be reused by other objects."""
+
+    def __init__(self) -> None:
+        self._outputs: list[Any] = []
+        self._hash = hashlib.sha256(b"[")
+
+    def __call__(self, outputs: list[Any]) -> str:
+        done = self._outputs
+        if len(done) > len(outputs) or not all(map(operator.is_, done, outputs)):
+            done, self._hash = [], hashlib.sha256(b"[")
+        for output in outputs[len(done) :]:
+            self._hash.update(b"," if done else b"")
+            self._hash.update(encoded(output).data)
+            done.append(output)
+        self._outputs = done
+        final = self._hash.copy()
+        final.update(b"]")
+        return final.hexdigest()
+
+
+def snapshot_state(
+    task: Task,
+    steps: list[Step],
+    calls: list[ToolCall],
+    outputs_digest: OutputsDigest | None = None,
+) -> dict[str, Any]:
+    """The snapshot of the task, its steps and its ledger rows; `outputs_digest`: a run's own
+    (it reuses what the run's earlier snapshots digested), else a new one."""
     state = progress_state(task, steps, calls)
     state["meta"] = {
         "agent": task.agent,
@@ -42,7 +77,8 @@ def snapshot_state(task: Task, steps: list[Step], calls: list[ToolCall]) -> dict
         "cost_used": str(task.cost_used),
     }
     # One digest over the outputs in step order: a snapshot stays a few bytes per step.
-    state["outputs_digest"] = digest([s.output for s in steps if s.output is not None])
+    digested = OutputsDigest() if outputs_digest is None else outputs_digest
+    state["outputs_digest"] = digested([s.output for s in steps if s.output is not None])
     return state
 
 

@@ -205,7 +205,10 @@ class Commit:
         """A new ledger row, inserted with the commit; its pk is set once it is. It starts
         `pending`; only a read-only call is recorded `succeeded`, once it ran (the database
         refuses any other row that starts past pending)."""
-        call = ToolCall(**fields)
+        return self.call_insert(ToolCall(**fields))
+
+    def call_insert(self, call: ToolCall) -> ToolCall:
+        """`call_create` of a row already made (not saved): its fields as they are now."""
         sql, inserted = insert_shape(ToolCall)
         name = f"c{len(self.parts)}"
         self.parts.append(
@@ -264,7 +267,13 @@ class Commit:
     # -- sending -----------------------------------------------------------------------------
 
     def offloaded(
-        self, value: Any, *, path: str, task_id: int | None, known: Encoded | None = None
+        self,
+        value: Any,
+        *,
+        path: str,
+        task_id: int | None,
+        known: Encoded | None = None,
+        checked: bool = False,
     ) -> Any:
         """`jsonvalues.offloaded`, with the artifact's row inserted by this commit's statement
         (its file and directory are fsynced before the statement is sent)."""
@@ -280,6 +289,7 @@ class Commit:
             sync_dirs=self.sync_dirs,
             known=known,
             inline=self.json.remember,
+            checked=checked,
         )
 
     def _artifact_create(self, task_id: int | None, name: str, size: int, sha256: str) -> int:

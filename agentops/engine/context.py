@@ -17,6 +17,7 @@ and it is bounded by bytes, so a worker keeps nothing of the tasks it advanced b
 from __future__ import annotations
 
 import bisect
+import functools
 import hashlib
 import math
 import operator
@@ -446,17 +447,15 @@ def _assemble(
     """The prompt's messages, each with its canonical JSON."""
     split = len(done) - keep
     older, recent_steps = done[:split], done[split:]
-    messages: list[dict[str, Any]] = [{"role": "system", "content": agent.system_prompt}]
+    assembled = [_system_message(agent.system_prompt)]
     if resumed_at:
-        messages.append(
-            {
-                "role": "system",
-                "content": f"Note: this task is resumed from a checkpoint ({resumed_at}). "
-                "Completed "
-                "steps are listed below and must not be repeated.",
-            }
-        )
-    assembled = [(m, canonical_json(m)) for m in messages]
+        note = {
+            "role": "system",
+            "content": f"Note: this task is resumed from a checkpoint ({resumed_at}). "
+            "Completed "
+            "steps are listed below and must not be repeated.",
+        }
+        assembled.append((note, canonical_json(note)))
     assembled.append(_goal_message(cache, task))
     if older:
         lines = _earlier_lines(cache, task, older)
@@ -484,6 +483,14 @@ def _assemble(
         )
     assembled += [(m, canonical_json(m)) for m in last]
     return assembled
+
+
+@functools.lru_cache(maxsize=64)
+def _system_message(prompt: str) -> Message:
+    """The agent's system prompt as the first message, with its canonical JSON (the same in
+    every prompt of every task of the agent; the caller copies the message it sends)."""
+    message = {"role": "system", "content": prompt}
+    return message, canonical_json(message)
 
 
 def step_line(step: Step, step_count: int) -> str:

@@ -286,8 +286,11 @@ def offloaded(
     sync_dirs: set[str] | None = None,
     known: Encoded | None = None,
     inline: Callable[[Any, bytes], None] | None = None,
+    checked: bool = False,
 ) -> Any:
-    """Validate `value`; if its JSON is above the artifact threshold, store it and return a pointer.
+    """Validate `value` (unless `checked`: it equals a value `validated` passed, e.g. a tool's
+    result or a model's proposal as checked when received); if its JSON is above the artifact
+    threshold, store it and return a pointer.
 
     The pointer is `{"$artifact": id, "size": bytes, "sha256": hex}`. Small values come back as is.
     The value is serialized once (`known`, its `encoded` form, is reused when given: its
@@ -301,7 +304,8 @@ def offloaded(
     stays in the row, with its JSON (a commit sends those bytes rather than serializing the value
     again).
     """
-    validated(value, path)
+    if not checked:
+        validated(value, path)
     if isinstance(value, (bool, int, float)) or value is None:
         return value
     if known is None or not known.exact:

@@ -45,15 +45,15 @@ class Heartbeat:
         self.interval = settings.AGENTOPS["LEASE_SECONDS"] / 3
         self.lost = False
         self._stop = threading.Event()
-        self._armed = threading.Event()
-        if armed:
-            self._armed.set()
+        # Read by the heartbeat's thread, written by the runner's: a plain flag (one attribute
+        # store is atomic), as nothing waits on it.
+        self._armed = armed
         self._thread = threading.Thread(target=self._run, name="lease-heartbeat", daemon=True)
 
     def _run(self) -> None:
         try:
             while not self._stop.wait(self.interval):
-                if self._armed.is_set() and not self._renew():
+                if self._armed and not self._renew():
                     self.lost = True
                     return
         finally:
@@ -75,11 +75,11 @@ class Heartbeat:
         """Keep the lease alive during one external call; raise LeaseLost after it if a renewal
         found the lease gone. The call must not be made inside a transaction (checked)."""
         outbound_check(f"task {self.lease.task_id}: an external call")
-        self._armed.set()
+        self._armed = True
         try:
             yield
         finally:
-            self._armed.clear()
+            self._armed = False
         if self.lost:
             raise LeaseLost(f"task {self.lease.task_id}: lease lost during a call")
 

@@ -151,15 +151,16 @@ def new_call_id() -> str:
     return f"call_{uuid.uuid4().hex[:24]}"
 
 
-def parse_response(raw: str, *, usage: dict[str, int]) -> ModelResponse:
-    """Parse the model's JSON output; anything malformed is ModelFailure(output_invalid)."""
+def parse_response(raw: str, *, usage: dict[str, int], checked: bool = False) -> ModelResponse:
+    """Parse the model's JSON output; anything malformed is ModelFailure(output_invalid).
+    `checked`: `raw` is the text of a reply that passed `checked_reply` already."""
     try:
         data = json_parsed(raw)
     except (TypeError, ValueError) as exc:
         raise ModelFailure(
             f"model output is not JSON: {exc}", kind=FailureKind.OUTPUT_INVALID
         ) from None
-    return response_from(data, usage=usage)
+    return response_from(data, usage=usage, checked=checked)
 
 
 def checked_reply(reply: Any) -> Any:
@@ -169,13 +170,16 @@ def checked_reply(reply: Any) -> Any:
     return output_checked(reply, path="reply", failure=ModelFailure, source="the model's reply")
 
 
-def response_from(data: Any, *, usage: dict[str, int]) -> ModelResponse:
+def response_from(data: Any, *, usage: dict[str, int], checked: bool = False) -> ModelResponse:
     """The response in the model's parsed output; anything malformed, or anything the engine
     could not store (`checked_reply`), is ModelFailure(output_invalid). Every reply of every
-    adapter passes here, so what a response holds is storable as is."""
+    adapter passes here, so what a response holds is storable as is. `checked`: `data` is
+    read back from the text of a reply that passed `checked_reply` (the scripted model's): it
+    is the same value, so it is not walked again."""
     if not isinstance(data, dict):
         raise ModelFailure("model output is not a JSON object", kind=FailureKind.OUTPUT_INVALID)
-    checked_reply(data)
+    if not checked:
+        checked_reply(data)
     calls = data.get("tool_calls") or []
     if not isinstance(calls, list) or not all(
         isinstance(c, dict)
@@ -254,7 +258,7 @@ class ScriptedModel:
             "prompt_tokens": request.prompt_estimate or estimate_tokens(request.messages),
             "completion_tokens": max(1, len(raw) // 4),
         }
-        return parse_response(raw, usage=usage)
+        return parse_response(raw, usage=usage, checked=True)
 
     def _maybe_fail(self, request: ModelRequest) -> None:
         faults = (request.task_input.get("model_faults") or {}).get(str(request.step)) or []

@@ -6,6 +6,7 @@ with the model result: a `pending` ledger row, or a gate that parks the task.
 from __future__ import annotations
 
 import time
+from contextlib import nullcontext
 from decimal import Decimal
 from typing import Any
 
@@ -33,7 +34,8 @@ class Proposals(RunState):
 
     def _ask_model(self, step: Step) -> ModelResponse:
         budgets.check_budgets(self.task, worked=self._worked_seconds)
-        with self.beat.call():  # listing an MCP server's tools may start it
+        # Listing an MCP server's tools may start it: an external call. Python tools are not.
+        with self.beat.call() if self.agent.mcp_servers else nullcontext():
             tools = [get_tool(name).schema() for name in agent_tools(self.agent, refresh=True)]
         request = ModelRequest(
             agent=self.agent.name,
@@ -246,7 +248,11 @@ class Proposals(RunState):
         )
         with fenced_commit(self.lease, [*routed.events, event], **routed.fields) as commit:
             args = commit.offloaded(
-                routed.arguments, path="tool_call.args", task_id=self.task.pk, known=routed.known
+                routed.arguments,
+                path="tool_call.args",
+                task_id=self.task.pk,
+                known=routed.known,
+                checked=routed.proposal_runs,
             )
             record = routed.response_record
             if record is not None and routed.proposal_runs and is_pointer(args):

@@ -42,7 +42,7 @@ from agentops.engine import (
     retries,
     rows,
 )
-from agentops.engine.checkpoints import checkpoint_verify
+from agentops.engine.checkpoints import OutputsDigest, checkpoint_verify
 from agentops.engine.crashpoints import crashpoint
 from agentops.engine.errors import (
     CheckpointMismatch,
@@ -144,14 +144,16 @@ class TaskRun(StepCommits, Proposals):
     # -- the loop -----------------------------------------------------------------------------
 
     def advance(self) -> str:
-        """Advance the task for one time slice; returns what happened. The prompt cache is
-        emptied when the slice ends, however it ends: the next slice reads the rows again (and
-        could reuse nothing of it), and a worker must not carry one task's context into the
-        next while something (a traceback, a log record) still refers to this run."""
+        """Advance the task for one time slice; returns what happened. The prompt cache (and
+        the outputs' digest carried between snapshots) is emptied when the slice ends, however
+        it ends: the next slice reads the rows again (and could reuse nothing of it), and a
+        worker must not carry one task's context into the next while something (a traceback, a
+        log record) still refers to this run."""
         try:
             return self._advance()
         finally:
             self.prompts.clear()
+            self.outputs_digest = OutputsDigest()
 
     def _advance(self) -> str:
         self.steps = task_steps(self.task.pk)

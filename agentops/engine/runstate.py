@@ -11,6 +11,7 @@ from typing import Any
 import httpx
 
 from agentops.engine import context as ctxbuild
+from agentops.engine.checkpoints import OutputsDigest
 from agentops.engine.errors import StepFailure
 from agentops.engine.jsonvalues import Encoded
 from agentops.engine.leases import Heartbeat
@@ -40,8 +41,9 @@ class Routed:
     events: list[EventSpec] = field(default_factory=list)
     fields: dict[str, Any] = field(default_factory=lambda: {"phase": Phase.BEFORE_TOOL_CALL})
     response_record: dict[str, Any] | None = None
-    # The arguments to run are the model's proposal itself (no person's approval replaced
-    # them): the record can point at their artifact.
+    # The arguments to run are the model's proposal itself, just received (no person's
+    # approval replaced them): the record can point at their artifact, and they passed
+    # `model.checked_reply` with the reply (redaction only replaces strings).
     proposal_runs: bool = False
     key: str = ""
     # A read-only call not recorded yet (no pk): it runs first, the step's commit records it.
@@ -106,3 +108,5 @@ class RunState:
     worked_at: tuple[float, float] | None = None
     # What this slice's prompts made, for its next prompts (bounded by bytes; see `advance`).
     prompts: ctxbuild.PromptCache = field(default_factory=ctxbuild.PromptCache)
+    # The digest of the completed steps' outputs, carried from one snapshot to the next.
+    outputs_digest: OutputsDigest = field(default_factory=OutputsDigest)

@@ -13,6 +13,7 @@ import weakref
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import timedelta
+from decimal import Decimal
 from typing import Any, cast
 
 import psycopg
@@ -131,10 +132,16 @@ def assignments(
     )
 
 
+# Values of these exact types are parameters, never expressions.
+_PLAIN_VALUES = frozenset({type(None), bool, int, float, str, dict, list, Decimal})
+
+
 def _kind(name: str, value: Any) -> str | None:
     """How a field's value is written: the statement's clock (`now`), the database clock plus
     an interval (`after`), an increment of the column (`increment`: tokens, cost), a parameter
     (`value`), or None for another expression (compiled by the ORM)."""
+    if value.__class__ in _PLAIN_VALUES:
+        return "value"
     if isinstance(value, Now):
         return "now"
     if isinstance(value, DbTimeAfter):
@@ -194,16 +201,16 @@ def db_value(model_field: Any, value: Any, json_text: JsonTexts) -> Any:
     column's type, so PostgreSQL reads the same value)."""
     if value is None:
         return None
-    if _is_json(model_field):
+    if isinstance(model_field, models.JSONField):
         return json_text(value)
+    kind = type(value)
+    if kind is int or kind is bool:
+        # What `get_db_prep_save` gives an integer, key or boolean column; the cast to the
+        # column's type reads it in any other column as PostgreSQL would read its text.
+        return value
     if isinstance(value, str):
         return str.__str__(value)
     return model_field.get_db_prep_save(value, connection)
-
-
-@functools.cache
-def _is_json(model_field: Any) -> bool:
-    return isinstance(model_field, models.JSONField)
 
 
 class JsonTexts:

@@ -178,13 +178,17 @@ class StepCommits(RunState):
         fields.update({"current_step": progress, "phase": Phase.STEP_COMPLETE})
         transition = then
         with fenced_commit(self.lease, events, transition=transition, **fields) as commit:
+            known = (
+                outcome.known if outcome is not None and result.output is outcome.result else None
+            )
             output = commit.offloaded(
                 result.output,
                 path="step.output",
                 task_id=self.task.pk,
-                known=outcome.known
-                if outcome is not None and result.output is outcome.result
-                else None,
+                known=known,
+                # Its JSON is known only for a result the tool just returned, which
+                # `ledger.checked_result` validated (and redaction left equal).
+                checked=known is not None,
             )
             # Before the next step's prompt is built: it reads this step's model response.
             step_fields, args = self._unrecorded_step_fields(commit, step, result)
@@ -285,7 +289,11 @@ class StepCommits(RunState):
         if routed is not None:
             fields.update(routed.step_routing())
             args = commit.offloaded(
-                routed.arguments, path="tool_call.args", task_id=self.task.pk, known=routed.known
+                routed.arguments,
+                path="tool_call.args",
+                task_id=self.task.pk,
+                known=routed.known,
+                checked=routed.proposal_runs,
             )
             record = routed.response_record
             if record is not None and routed.proposal_runs and is_pointer(args):
@@ -309,18 +317,10 @@ class StepCommits(RunState):
             if result.output is outcome.result
             else commit.offloaded(outcome.result, path="tool_call.result", task_id=self.task.pk)
         )
-        pending = routed.call
-        return commit.call_create(
-            task=self.task,
-            step=routed.step,
-            tool=pending.tool,
-            side_effect=pending.side_effect,
-            args=args,
-            args_digest=pending.args_digest,
-            idempotency_key=pending.idempotency_key,
-            status=LedgerStatus.SUCCEEDED,
-            result=stored,
-        )
+        # The row `_defer_call` made (task, step, tool, digest, key), as it is stored.
+        call = routed.call
+        call.args, call.status, call.result = args, LedgerStatus.SUCCEEDED, stored
+        return commit.call_insert(call)
 
     def _audit_read_call(self, commit: Commit, routed: Routed, call: ToolCall) -> None:
         """The audit item of an audited read-only call names its row: it commits with it."""
@@ -373,7 +373,10 @@ class StepCommits(RunState):
             # Inserted by the same commit (no id yet): the snapshot keys the ledger by key.
             calls.append(recorded_call)
         return snapshot_state(
-            task_as(self.task, status=status, current_step=current_step), steps, calls
+            task_as(self.task, status=status, current_step=current_step),
+            steps,
+            calls,
+            self.outputs_digest,
         )
 
     def _snapshot_due(self, steps: list[Step]) -> bool:

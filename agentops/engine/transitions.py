@@ -11,6 +11,7 @@ own the transaction.
 
 from __future__ import annotations
 
+import copy
 import functools
 import logging
 import time
@@ -383,10 +384,14 @@ M = TypeVar("M", bound=models.Model)
 
 
 def _copied(instance: M) -> M:
-    """`copy.copy(instance)`: the same state (`Model.__getstate__`, which copies `_state`),
-    without the unpickling Django's `__reduce__` sends a copy through."""
+    """`copy.copy(instance)`: the same values and a copy of `_state` (with its cache of related
+    rows), as `Model.__getstate__` makes them, without the unpickling Django's `__reduce__`
+    sends a copy through, nor `__getstate__`'s pass over every value for pickling."""
     new = instance.__class__.__new__(instance.__class__)
-    new.__dict__.update(instance.__getstate__())
+    new.__dict__.update(instance.__dict__)
+    state = copy.copy(instance._state)
+    state.fields_cache = instance._state.fields_cache.copy()
+    new._state = state
     return new
 
 
