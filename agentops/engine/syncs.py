@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import threading
+from concurrent.futures import Future, ThreadPoolExecutor
 
 
 def fsync_directory(path: str) -> None:
@@ -23,21 +24,26 @@ def fsync_directory(path: str) -> None:
         os.close(directory)
 
 
-class _FileSync(threading.Thread):
-    """fsync one open file, then close it; the error, if any, is kept for `Syncs.wait`."""
+def _fsync_closed(handle: int) -> None:
+    """fsync an open file, then close it."""
+    try:
+        os.fsync(handle)
+    finally:
+        os.close(handle)
 
-    def __init__(self, handle: int) -> None:
-        super().__init__(name="agentops-fsync", daemon=True)
-        self.handle = handle
-        self.error: BaseException | None = None
 
-    def run(self) -> None:
-        try:
-            os.fsync(self.handle)
-        except BaseException as exc:
-            self.error = exc
-        finally:
-            os.close(self.handle)
+# The threads that fsync files, per process (a forked child starts its own: threads do not
+# survive a fork). Made once: a thread started per file waits for the scheduler to run it.
+_POOL: tuple[int, ThreadPoolExecutor] | None = None
+_POOL_LOCK = threading.Lock()
+
+
+def _pool() -> ThreadPoolExecutor:
+    global _POOL
+    with _POOL_LOCK:
+        if _POOL is None or _POOL[0] != os.getpid():
+            _POOL = (os.getpid(), ThreadPoolExecutor(4, thread_name_prefix="agentops-fsync"))
+        return _POOL[1]
 
 
 class Syncs:
@@ -45,7 +51,7 @@ class Syncs:
 
     def __init__(self) -> None:
         self.directories: set[str] = set()
-        self._files: dict[str, _FileSync] = {}
+        self._files: dict[str, Future[None]] = {}
 
     def has(self, path: str) -> bool:
         """Whether `path` is already made durable by this commit."""
@@ -53,18 +59,14 @@ class Syncs:
 
     def file(self, path: str, handle: int) -> None:
         """Start making the file open as `handle` durable; the handle is closed once it is."""
-        sync = self._files[path] = _FileSync(handle)
-        sync.start()
+        self._files[path] = _pool().submit(_fsync_closed, handle)
 
     def wait(self) -> None:
         """Return once every file is durable, then every directory (fsynced here, in order);
         raise the first file's error instead."""
-        errors = []
-        for sync in self._files.values():
-            sync.join()
-            if sync.error is not None:
-                errors.append(sync.error)
-        if errors:
-            raise errors[0]
+        errors = [sync.exception() for sync in list(self._files.values())]
+        for error in errors:
+            if error is not None:
+                raise error
         for directory in sorted(self.directories):
             fsync_directory(directory)
