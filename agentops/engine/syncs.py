@@ -32,18 +32,30 @@ def _fsync_closed(handle: int) -> None:
         os.close(handle)
 
 
-# The threads that fsync files, per process (a forked child starts its own: threads do not
-# survive a fork). Made once: a thread started per file waits for the scheduler to run it.
-_POOL: tuple[int, ThreadPoolExecutor] | None = None
+# The threads that fsync files, made once per process (a thread started per file waits for the
+# scheduler to run it). A forked child makes its own: threads do not survive a fork.
+_POOL: ThreadPoolExecutor | None = None
 _POOL_LOCK = threading.Lock()
 
 
 def _pool() -> ThreadPoolExecutor:
     global _POOL
     with _POOL_LOCK:
-        if _POOL is None or _POOL[0] != os.getpid():
-            _POOL = (os.getpid(), ThreadPoolExecutor(4, thread_name_prefix="agentops-fsync"))
-        return _POOL[1]
+        if _POOL is None:
+            _POOL = ThreadPoolExecutor(4, thread_name_prefix="agentops-fsync")
+        return _POOL
+
+
+def _forget_pool() -> None:
+    global _POOL, _POOL_LOCK
+    _POOL, _POOL_LOCK = None, threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_pool)
+
+
+_done: Future[None] = Future()
+_done.set_result(None)
 
 
 class Syncs:
@@ -59,7 +71,11 @@ class Syncs:
 
     def file(self, path: str, handle: int) -> None:
         """Start making the file open as `handle` durable; the handle is closed once it is."""
-        self._files[path] = _pool().submit(_fsync_closed, handle)
+        try:
+            self._files[path] = _pool().submit(_fsync_closed, handle)
+        except RuntimeError:  # the interpreter is shutting down: no new threads
+            _fsync_closed(handle)
+            self._files[path] = _done
 
     def wait(self) -> None:
         """Return once every file is durable, then every directory (fsynced here, in order);
