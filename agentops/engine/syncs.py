@@ -2,7 +2,7 @@
 
 A large value's file is written when the commit offloads it, and must be on disk, with the name
 of its directory, before the statement that points at it commits. Its fsync (about 1 ms for
-500 KB on a local disk) starts on a thread of its own as soon as the file is written, so the
+500 KB on a local disk) starts on a pool thread as soon as the file is written, so the
 commit goes on building (the next value's bytes, digest and scan) while the disk works; the
 statement waits for it (`Syncs.wait`). A file stored twice in one commit (the same content) is
 fsynced once.
