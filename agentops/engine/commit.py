@@ -20,7 +20,7 @@ from django.db.models.functions import Now
 from agentops import prometheus
 from agentops.engine.crashpoints import crashpoint
 from agentops.engine.errors import CheckpointMismatch, LeaseLost
-from agentops.engine.jsonvalues import Encoded, fsync_directory, offloaded
+from agentops.engine.jsonvalues import Encoded, offloaded
 from agentops.engine.statements import (
     DbTimeAfter,
     JsonTexts,
@@ -32,6 +32,7 @@ from agentops.engine.statements import (
     one_of,
     prepared_cursor,
 )
+from agentops.engine.syncs import Syncs
 from agentops.models import Event, Snapshot, Step, Task, ToolCall
 from agentops.states import STEP_TRANSITIONS, TERMINAL, ledger_sources
 
@@ -153,9 +154,9 @@ class Commit:
         self.sources = sources
         self._last = last
         self.parts: list[_Part] = []
-        # Directories of the artifact files this commit points to: fsynced once each, before
-        # the statement is sent.
-        self.sync_dirs: set[str] = set()
+        # The artifact files this commit points to and their directories: durable before the
+        # statement is sent (each file's fsync runs while the commit is built).
+        self.syncs = Syncs()
         self.done = False
         self._atomic: Any = None
         self.json = JsonTexts()
@@ -276,7 +277,7 @@ class Commit:
         checked: bool = False,
     ) -> Any:
         """`jsonvalues.offloaded`, with the artifact's row inserted by this commit's statement
-        (its file and directory are fsynced before the statement is sent)."""
+        (its file and directory are durable before the statement is sent: `syncs`)."""
 
         def create(name: str, size: int, sha256: str) -> int:
             return self._artifact_create(task_id, name, size, sha256)
@@ -286,7 +287,7 @@ class Commit:
             path=path,
             task_id=task_id,
             create=create,
-            sync_dirs=self.sync_dirs,
+            syncs=self.syncs,
             known=known,
             inline=self.json.remember,
             checked=checked,
@@ -323,8 +324,7 @@ class Commit:
             # The parent's wake-up commits with the child's terminal transition.
             self.in_transaction()
             return self.seq
-        for directory in sorted(self.sync_dirs):
-            fsync_directory(directory)
+        self.syncs.wait()
         sql, params = self._statement()
         sent_at, timer = time.monotonic(), time.perf_counter()
         try:

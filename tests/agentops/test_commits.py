@@ -218,6 +218,36 @@ def test_an_artifact_file_and_its_directory_are_durable_before_the_statement(
     assert Artifact.objects.get(pk=reserved).name.endswith(".json")
 
 
+def test_a_file_stored_twice_in_one_commit_is_fsynced_once_before_the_statement(
+    offloading, monkeypatch
+):
+    task, lease, step, _ = offloading
+    monkeypatch.setattr(commit_module, "artifact_id_reserved", artifact_id_reserved)
+    order: list[str] = []
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        order.append(f"fsync {'directory' if stat.S_ISDIR(os.fstat(fd).st_mode) else 'file'}")
+        real_fsync(fd)
+
+    def record(execute, sql, params, many, context):  # type: ignore[no-untyped-def]
+        order.append("statement")
+        return execute(sql, params, many, context)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    value = {"text": "w" * 500}
+    with connection.execute_wrapper(record), fenced_commit(lease, []) as c:
+        output = c.offloaded(value, path="step.output", task_id=task.pk)
+        result = c.offloaded(dict(value), path="tool_call.result", task_id=task.pk)
+        c.step_update(step, output=output)
+
+    # One file (the same content), fsynced once, then its directory, then the statement.
+    assert output["sha256"] == result["sha256"] and output["$artifact"] != result["$artifact"]
+    assert order.count("fsync file") == 1 and order.count("statement") == 1
+    assert order[-2:] == ["fsync directory", "statement"]
+    assert loaded(output) == loaded(result) == value
+
+
 def test_a_stale_lease_writes_no_artifact_row(redis_clean, settings, tmp_path):
     settings.MEDIA_ROOT = tmp_path
     settings.AGENTOPS = {**settings.AGENTOPS, "ARTIFACT_THRESHOLD_BYTES": 100}
