@@ -8,8 +8,9 @@ admins` in `policies.permissions`, `task starters` in `agentops.permissions`), m
 (`agentops.web.permissions_register`), and everyone asks through Django: views with
 `agentops.web.permission_required("<app>.<name>")`, services with `user.has_perm(...)`, templates
 and the navigation with `{% if perms.<app>.<name> %}`. The group names are read once per user
-object (rules caches them; `group_names` reads the same cache), so a page asks the database at
-most once however many checks it makes.
+object (rules caches them; `group_names` reads the same cache): for the signed-in user of a
+request, with the user (`PermissionRowsBackend.get_user`), so a page's checks ask the database
+nothing more however many it makes.
 
 A permission registered with django-rules is decided by its rule alone: `ModelBackend` (the
 per-user and group permission rows, which the admin and `agentops.view_task` use) is not asked
@@ -119,7 +120,7 @@ class PermissionRowsBackend(ModelBackend):
         if row is None:
             return None
         *values, groups, permissions = row
-        user = cast("User", model.from_db(db, _user_fields(), values))
+        user = model.from_db(db, _user_fields(), values)
         if not self.user_can_authenticate(user):
             return None
         setattr(user, RULES_GROUP_CACHE, set(groups))
@@ -156,8 +157,8 @@ def _permission_rows_sql() -> str:
     """`app_label.codename` of every permission row of the user (the first two parameters: their
     id, twice) and of their groups, as ModelBackend names them."""
     user = get_user_model()
-    own = user.user_permissions.through  # type: ignore[attr-defined]
-    member = user.groups.through  # type: ignore[attr-defined]
+    own = user.user_permissions.through
+    member = user.groups.through
     granted = Group.permissions.through
     return (
         f'SELECT DISTINCT ct."app_label" || \'.\' || p."codename" FROM {_table(Permission)} p '
@@ -173,7 +174,7 @@ def _user_sql() -> str:
     """One user (the parameter: their id) by their columns, their group names and their
     permission rows."""
     user = get_user_model()
-    member = user.groups.through  # type: ignore[attr-defined]
+    member = user.groups.through
     columns = ", ".join(f'u."{field.column}"' for field in user._meta.concrete_fields)
     rows = _permission_rows_sql().replace("%s", 'u."id"')
     return (
