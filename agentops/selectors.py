@@ -16,17 +16,16 @@ from datetime import datetime
 from functools import cache, cached_property
 from typing import TYPE_CHECKING, Any
 
+from django.db import connection
 from django.db.models import (
     Count,
     F,
     IntegerField,
-    Max,
     OuterRef,
     Prefetch,
     QuerySet,
     Subquery,
 )
-from django.db.models.expressions import RawSQL
 from django.db.models.functions import Coalesce, Least
 
 from agentops.engine.advisor import Recommendation
@@ -34,7 +33,7 @@ from agentops.engine.jsonvalues import ARTIFACT_KEY, is_pointer
 from agentops.engine.recovery import Recovery, step_attempts_total, task_recovery
 from agentops.family import Family, has_fan_out_step, task_family
 from agentops.models import Artifact, Event, Step, Task, ToolCall
-from agentops.paging import Window, window
+from agentops.paging import window
 from agentops.states import TERMINAL, LedgerStatus, TaskStatus
 from agentops.web import poll_version
 
@@ -66,11 +65,16 @@ def _with_step_number(queryset: QuerySet[Task]) -> QuerySet[Task]:
     )
 
 
+def may_read_every_task(user: User) -> bool:
+    """Operators, auditors and admins (the `agentops.view_task` permission) read every task;
+    anyone else only the tasks they started."""
+    return bool(user.has_perm("agentops.view_task"))
+
+
 def tasks_visible_to(user: User) -> QuerySet[Task]:
-    """Every task for people who may read tasks (operators, auditors, admins: the
-    `agentops.view_task` permission); for anyone else, the tasks they started. Others' tasks
-    answer 404, as if they did not exist."""
-    if user.has_perm("agentops.view_task"):
+    """Every task for people who may read tasks (`may_read_every_task`); for anyone else, the
+    tasks they started. Others' tasks answer 404, as if they did not exist."""
+    if may_read_every_task(user):
         return Task.objects.all()
     return Task.objects.filter(created_by=user.pk)
 
@@ -304,23 +308,23 @@ _PAGE_STATE = (
 )
 
 
-def task_list_page_version(page: Window[Task], *, status: str | None, viewer: User) -> str:
-    """The version (agentops.web.poll_version) of a page of the task list, from the rows it
-    shows and whether a next page exists: the same whether the page is rendered or only read."""
-    rows = [
-        (*(getattr(task, name) for name in _LIST_STATE), getattr(task, "compensated_calls", 0))
-        for task in page.object_list
-    ]
-    return poll_version("task_list", viewer.pk, status or "", page.number, page.has_next, rows)
-
-
 def task_list_version_read(*, status: str | None, viewer: User, page: Any, size: int) -> str:
-    """`task_list_page_version` read cheaply for a poll: the same rows in the same query, as
-    values instead of model instances (what the poll skips is building the page)."""
-    rows = task_list_recent(status=status, viewer=viewer).values_list(
-        *_LIST_STATE, "compensated_calls"
-    )
-    found = window(rows, page=page, size=size)
+    """The version (agentops.web.poll_version) of a page of the task list: a digest of each row
+    it shows (the list's columns and its compensated calls), whether a next page exists, the
+    viewer, the filter and the page, in one statement of cached text (the page's rows through
+    the same index as `task_list_recent`, one digest each). The list reads it before its rows,
+    so a change committed in between shows and changes the next poll's version."""
+    every = may_read_every_task(viewer)
+
+    def digests(offset: int, limit: int) -> list[str]:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                _task_list_state_sql(every=every, filtered=bool(status)),
+                [*([] if every else [viewer.pk]), *([status] if status else []), limit, offset],
+            )
+            return [row[0] for row in cursor.fetchall()]
+
+    found = window(digests, page=page, size=size)
     return poll_version(
         "task_list", viewer.pk, status or "", found.number, found.has_next, found.object_list
     )
@@ -328,40 +332,60 @@ def task_list_version_read(*, status: str | None, viewer: User, page: Any, size:
 
 def task_detail_version_read(*, task_id: int, viewer: User) -> str | None:
     """The version (agentops.web.poll_version) of the live part of a task page, in one short
-    statement whatever the number of tasks or steps: the task's state, its ledger rows (count
-    and newest change) and its family's states (its parent and children). None when `viewer`
-    may not see the task (the page answers 404 then). The page reads it before the detail, so a
-    change committed in between shows on the page and changes the next poll's version."""
-    newest_call = (
-        ToolCall.objects.filter(task=OuterRef("pk"))
-        .order_by()
-        .values("task")
-        .annotate(n=Count("*"), newest=Max("updated_at"))
-    )
-    row = (
-        tasks_visible_to(viewer)
-        .filter(pk=task_id)
-        .annotate(
-            call_count=Coalesce(Subquery(newest_call.values("n")), 0),
-            call_newest=Subquery(newest_call.values("newest")),
-            family=RawSQL(_family_states(), ()),
+    statement of cached text whatever the number of tasks or steps: a digest of the task's
+    state, its ledger rows (count and newest change) and its family's states (its parent and
+    children). None when `viewer` may not see the task (the page answers 404 then). The page
+    reads it before the detail, so a change committed in between shows on the page and changes
+    the next poll's version."""
+    every = may_read_every_task(viewer)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _task_page_state_sql(every=every), [task_id, *([] if every else [viewer.pk])]
         )
-        .values_list(*_PAGE_STATE, "call_count", "call_newest", "family")
-        .first()
-    )
+        row = cursor.fetchone()
     if row is None:
         return None
-    return poll_version("task_detail", viewer.pk, row)
+    return poll_version("task_detail", viewer.pk, row[0])
+
+
+def _columns(alias: str, names: Sequence[str]) -> str:
+    return ", ".join(f'{alias}."{Task._meta.get_field(name).column}"' for name in names)  # type: ignore[union-attr]
 
 
 @cache
-def _family_states() -> str:
-    """A task's parent's and children's list states, as one text (the outer query's task is
-    the table itself, unaliased)."""
-    table = Task._meta.db_table
-    columns = ", ".join(f'f."{Task._meta.get_field(name).column}"' for name in _LIST_STATE)  # type: ignore[union-attr]
+def _task_list_state_sql(*, every: bool, filtered: bool) -> str:
+    """One digest per row of a page of the task list (`task_list_recent`'s rows and order):
+    parameters the viewer's id (unless they read every task), the status (when filtered), the
+    limit and the offset."""
+    task, call = Task._meta.db_table, ToolCall._meta.db_table
+    where = [
+        *([] if every else ['t."created_by_id" = %s']),
+        *(['t."status" = %s'] if filtered else []),
+    ]
+    compensated = (
+        f'(SELECT count(*) FROM "{call}" k WHERE k."task_id" = t."id" '
+        f"AND k.\"status\" = '{LedgerStatus.COMPENSATED}')"
+    )
     return (
-        f'SELECT coalesce(CAST(json_agg(json_build_array({columns}) ORDER BY f."id") AS text), '
-        f'\'\') FROM "{table}" f WHERE f."parent_id" = "{table}"."id" OR '
-        f'f."id" = "{table}"."parent_id"'
+        f"SELECT md5(CAST(ROW({_columns('t', _LIST_STATE)}, {compensated}) AS text)) "
+        f'FROM "{task}" t {"WHERE " + " AND ".join(where) if where else ""} '
+        f'ORDER BY t."id" DESC LIMIT %s OFFSET %s'
+    )
+
+
+@cache
+def _task_page_state_sql(*, every: bool) -> str:
+    """A digest of one task's page state (parameters: the task's id, then the viewer's unless
+    they read every task): its columns, its ledger rows' count and newest change, and its
+    parent's and children's list states."""
+    task, call = Task._meta.db_table, ToolCall._meta.db_table
+    calls = f'SELECT ROW(count(*), max(k."updated_at")) FROM "{call}" k WHERE k."task_id" = t."id"'
+    family = (
+        f'SELECT json_agg(json_build_array({_columns("f", _LIST_STATE)}) ORDER BY f."id") '
+        f'FROM "{task}" f WHERE f."parent_id" = t."id" OR f."id" = t."parent_id"'
+    )
+    owner = "" if every else ' AND t."created_by_id" = %s'
+    return (
+        f"SELECT md5(CAST(ROW({_columns('t', _PAGE_STATE)}, ({calls}), ({family})) AS text)) "
+        f'FROM "{task}" t WHERE t."id" = %s{owner}'
     )

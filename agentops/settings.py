@@ -168,6 +168,8 @@ SECURE_HSTS_SECONDS = env_int("DJANGO_SECURE_HSTS_SECONDS", 0 if DEV else 31_536
 SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("DJANGO_SECURE_HSTS_INCLUDE_SUBDOMAINS", not DEV)
 SECURE_HSTS_PRELOAD = env_bool("DJANGO_SECURE_HSTS_PRELOAD", False)
 SESSION_COOKIE_HTTPONLY = True
+# Django's database sessions, read without building a query per request (agentops/sessions.py).
+SESSION_ENGINE = "agentops.sessions"
 X_FRAME_OPTIONS = "DENY"
 
 # The development tools (agentops.dev): their commands (bench, chaos, runstack, ...) and the

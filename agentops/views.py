@@ -32,7 +32,6 @@ from agentops.selectors import (
     artifact_get_visible,
     task_detail_version_read,
     task_get_detail,
-    task_list_page_version,
     task_list_recent,
     task_list_version_read,
 )
@@ -55,11 +54,13 @@ PAGE_SIZE = 50
 def task_list(request: AuthenticatedHttpRequest) -> HttpResponse:
     form = TaskFilterForm(request.GET)
     status = form.cleaned_data["status"] if form.is_valid() else ""
+    # Read before the rows (a change committed in between shows on the page and changes the
+    # next poll's version); a poll that already shows it ends here.
+    version = task_list_version_read(
+        status=status or None, viewer=request.user, page=request.GET.get("page"), size=PAGE_SIZE
+    )
     if poll_sent(request):
-        polled = task_list_version_read(
-            status=status or None, viewer=request.user, page=request.GET.get("page"), size=PAGE_SIZE
-        )
-        unchanged = poll_unchanged(request, polled)
+        unchanged = poll_unchanged(request, version)
         if unchanged is not None:
             return unchanged
     page = window(
@@ -67,8 +68,6 @@ def task_list(request: AuthenticatedHttpRequest) -> HttpResponse:
         page=request.GET.get("page"),
         size=PAGE_SIZE,
     )
-    # The same rows as the poll read (`task_list_version_read`), as model instances.
-    version = task_list_page_version(page, status=status or None, viewer=request.user)
     context: dict[str, Any] = {
         "form": form,
         "page": page,

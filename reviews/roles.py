@@ -8,8 +8,9 @@ admins` in `policies.permissions`, `task starters` in `agentops.permissions`), m
 (`agentops.web.permissions_register`), and everyone asks through Django: views with
 `agentops.web.permission_required("<app>.<name>")`, services with `user.has_perm(...)`, templates
 and the navigation with `{% if perms.<app>.<name> %}`. The group names are read once per user
-object (rules caches them; `group_names` reads the same cache), so a page asks the database at
-most once however many checks it makes.
+object (rules caches them; `group_names` reads the same cache): for the signed-in user of a
+request, with the user (`PermissionRowsBackend.get_user`), so a page's checks ask the database
+nothing more however many it makes.
 
 A permission registered with django-rules is decided by its rule alone: `ModelBackend` (the
 per-user and group permission rows, which the admin and `agentops.view_task` use) is not asked
@@ -19,11 +20,14 @@ for nothing.
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING, Any, cast
 
+from django.contrib.auth import get_user_model
 from django.contrib.auth.backends import ModelBackend
-from django.contrib.auth.models import Permission
-from django.db.models import Q
+from django.contrib.auth.models import Group, Permission
+from django.contrib.contenttypes.models import ContentType
+from django.db import connections, router
 from rules.permissions import perm_exists
 from rules.predicates import Predicate
 
@@ -93,26 +97,89 @@ def gate_decider_refusal(gate: Gate, user: User) -> str | None:
 class PermissionRowsBackend(ModelBackend):
     """Django's ModelBackend for every permission that is not a role's (see the module), for
     every app. It stays here although it serves every app: its dotted path is stored in each
-    signed-in session (`BACKEND_SESSION_KEY`), so moving it would sign everyone out."""
+    signed-in session (`BACKEND_SESSION_KEY`), so moving it would sign everyone out.
+
+    The signed-in user of a request is read with their group names and permission rows in one
+    statement (`get_user`), so a page's role and permission checks ask the database nothing
+    more about them."""
 
     def has_perm(self, user_obj: User | AnonymousUser, perm: str, obj: Any = None) -> bool:
         if perm_exists(perm):
             return False
         return super().has_perm(user_obj, perm, obj)
 
+    def get_user(self, user_id: Any) -> User | None:
+        """ModelBackend's answer (the active user `user_id`, else None), with the caches the
+        role checks (their group names) and this backend (their permission rows) would fill,
+        read in the same statement."""
+        model = get_user_model()
+        db = router.db_for_read(model)
+        with connections[db].cursor() as cursor:
+            cursor.execute(_user_sql(), [user_id])
+            row = cursor.fetchone()
+        if row is None:
+            return None
+        *values, groups, permissions = row
+        user = model.from_db(db, _user_fields(), values)
+        if not self.user_can_authenticate(user):
+            return None
+        setattr(user, RULES_GROUP_CACHE, set(groups))
+        if not user.is_superuser:
+            user._perm_cache = set(permissions)  # type: ignore[attr-defined]
+        return user
+
     def get_all_permissions(self, user_obj: Any, obj: Any = None) -> set[str]:
         """ModelBackend's answer (the user's permission rows and their groups'), read in one
-        query instead of two, and cached on the user object as ModelBackend caches it."""
+        query instead of two (none for the user of a request: `get_user` read them), and cached
+        on the user object as ModelBackend caches it."""
         if not user_obj.is_active or user_obj.is_anonymous or obj is not None:
             return set()
         if user_obj.is_superuser:
             return super().get_all_permissions(user_obj, obj)
         if not hasattr(user_obj, "_perm_cache"):
-            rows = (
-                Permission.objects.filter(Q(user=user_obj) | Q(group__user=user_obj))
-                .values_list("content_type__app_label", "codename")
-                .order_by()
-                .distinct()
-            )
-            user_obj._perm_cache = {f"{app}.{codename}" for app, codename in rows}
+            with connections[router.db_for_read(Permission)].cursor() as cursor:
+                cursor.execute(f"SELECT ARRAY({_permission_rows_sql()})", [user_obj.pk] * 2)
+                user_obj._perm_cache = set(cursor.fetchone()[0])
         return cast(set[str], user_obj._perm_cache)
+
+
+@functools.cache
+def _user_fields() -> tuple[str, ...]:
+    return tuple(field.attname for field in get_user_model()._meta.concrete_fields)
+
+
+def _table(model: Any) -> str:
+    return f'"{model._meta.db_table}"'
+
+
+@functools.cache
+def _permission_rows_sql() -> str:
+    """`app_label.codename` of every permission row of the user (the first two parameters: their
+    id, twice) and of their groups, as ModelBackend names them."""
+    user = get_user_model()
+    own = user.user_permissions.through
+    member = user.groups.through
+    granted = Group.permissions.through
+    return (
+        f'SELECT DISTINCT ct."app_label" || \'.\' || p."codename" FROM {_table(Permission)} p '
+        f'JOIN {_table(ContentType)} ct ON ct."id" = p."content_type_id" '
+        f'WHERE p."id" IN (SELECT o."permission_id" FROM {_table(own)} o WHERE o."user_id" = %s '
+        f'UNION SELECT gp."permission_id" FROM {_table(granted)} gp '
+        f'JOIN {_table(member)} m ON m."group_id" = gp."group_id" WHERE m."user_id" = %s)'
+    )
+
+
+@functools.cache
+def _user_sql() -> str:
+    """One user (the parameter: their id) by their columns, their group names and their
+    permission rows."""
+    user = get_user_model()
+    member = user.groups.through
+    columns = ", ".join(f'u."{field.column}"' for field in user._meta.concrete_fields)
+    rows = _permission_rows_sql().replace("%s", 'u."id"')
+    return (
+        f"SELECT {columns}, "
+        f'ARRAY(SELECT g."name" FROM {_table(Group)} g JOIN {_table(member)} m '
+        f'ON m."group_id" = g."id" WHERE m."user_id" = u."id"), ARRAY({rows}) '
+        f'FROM {_table(user)} u WHERE u."id" = %s'
+    )

@@ -415,19 +415,19 @@ def test_task_page_query_count_does_not_grow_with_events(
     # Warm the session so both requests below do the same work.
     operator_client.get(reverse("agentops:task_list"))
 
-    # session, user, the user's roles (navigation), their permissions (user and groups, for
-    # which tasks they may read), task, steps, ledger, events, and the tasks started again or
-    # forked from this one (the "start again and forks" section)
-    with django_assert_num_queries(10):
+    # session; the user with their roles (navigation) and permissions (user and groups, for
+    # which tasks they may read); the poll version; task, steps, ledger, events, and the tasks
+    # started again or forked from this one (the "start again and forks" section)
+    with django_assert_num_queries(8):
         small = operator_client.get(reverse("agentops:task_detail", args=[few.pk]))
-    with django_assert_num_queries(10):
+    with django_assert_num_queries(8):
         large = operator_client.get(reverse("agentops:task_detail", args=[many.pk]))
     with CaptureQueriesContext(connection) as fragment:
         operator_client.get(reverse("agentops:task_detail", args=[many.pk]), HTTP_HX_REQUEST="true")
 
     assert small.content.decode().count("agentops.task.noted") == 1
     assert large.content.decode().count("agentops.task.noted") == 19
-    assert len(fragment.captured_queries) == 8  # the polled fragment: no navigation roles
+    assert len(fragment.captured_queries) == 7  # the polled fragment: no section of forks
 
 
 @pytest.mark.django_db

@@ -369,11 +369,11 @@ def test_the_gate_panel_costs_the_same_queries_at_any_step(
     client = client_for(operator)
     client.get(reverse("reviews:inbox"))
 
-    # session, user, roles (the group names, which the decider check reads too); gate + steps +
-    # ledger; the navigation counts (open gates, stopped tasks).
-    with django_assert_num_queries(8):
+    # session; the user with their roles (the group names, which the decider check reads too);
+    # gate + steps + ledger; the navigation counts (open gates, stopped tasks).
+    with django_assert_num_queries(7):
         small = client.get(reverse("reviews:gate", args=[early.pk]))
-    with django_assert_num_queries(8):
+    with django_assert_num_queries(7):
         large = client.get(reverse("reviews:gate", args=[late.pk]))
 
     assert small.status_code == large.status_code == 200

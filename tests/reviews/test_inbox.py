@@ -118,10 +118,10 @@ def test_an_auditor_reads_the_inbox_without_controls(redis_clean, auditor, start
 
 
 def _inbox_queries(client: Any, django_assert_num_queries: Any) -> None:
-    # session, user, roles (the group names, read once whether or not a gate on the page asks
-    # who may decide it); the poll version's state (one statement); open gates and stopped
-    # tasks, counted and one page of each read; the navigation counts.
-    with django_assert_num_queries(13):
+    # session; the user with their roles (the group names, read with the user whether or not a
+    # gate on the page asks who may decide it); the poll version's state (one statement); open
+    # gates and stopped tasks, counted and one page of each read; the navigation counts.
+    with django_assert_num_queries(12):
         assert client.get(reverse("reviews:inbox")).status_code == 200
 
 

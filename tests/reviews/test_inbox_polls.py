@@ -67,8 +67,8 @@ def test_a_poll_with_the_current_version_gets_an_empty_204_in_few_queries(
     page = client.get(INBOX).content.decode()
     assert f"gate-{gate.pk}" in page
 
-    # session, user, the viewer's groups, and the inbox's state in one statement: no render.
-    with django_assert_max_num_queries(4):
+    # the session, the user with their groups, and the inbox's state in one statement: no render.
+    with django_assert_max_num_queries(3):
         unchanged = poll(client, version_of(page))
 
     assert unchanged.status_code == 204
