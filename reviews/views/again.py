@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from django.contrib import messages
 from django.http import Http404, HttpResponse
 from django.shortcuts import redirect
@@ -36,46 +39,47 @@ def _errors(form: RestartForm | ForkForm) -> str:
     )
 
 
-@operator_required
-@require_POST
-def task_restart_view(request: AuthenticatedHttpRequest, task_id: int) -> HttpResponse:
-    task = _task_or_404(task_id)
-    form = RestartForm(request.POST, endings=restart_endings(task))
+# The success message: (the old task's id, the new task, the form's fields) -> the text.
+Message = Callable[[int, Task, dict[str, Any]], str]
+
+
+def _start(
+    request: AuthenticatedHttpRequest,
+    task_id: int,
+    form: RestartForm | ForkForm,
+    apply: Callable[..., Task],
+    message: Message,
+) -> HttpResponse:
+    """Validate `form`, call `apply` (a service taking the form's fields as keywords), and on
+    success say `message` and go to the new task's page; a refusal goes back to the task page
+    with the reason."""
     if not form.is_valid():
         return _refused(request, task_id, _errors(form))
     try:
-        new = task_restart_apply(
-            task_id=task_id,
-            actor=request.user,
-            ending=form.cleaned_data["ending"],
-            input=form.cleaned_data["input"],
-            reason=form.cleaned_data["reason"],
-            via=VIA_BROWSER,
-        )
+        new = apply(task_id=task_id, actor=request.user, via=VIA_BROWSER, **form.cleaned_data)
     except ReviewError as exc:
         return _refused(request, task_id, str(exc))
-    messages.success(request, f"Started again as task {new.pk} (task {task_id} links to it).")
+    messages.success(request, message(task_id, new, form.cleaned_data))
     return redirect("agentops:task_detail", task_id=new.pk)
+
+
+def _restarted(task_id: int, new: Task, fields: dict[str, Any]) -> str:
+    return f"Started again as task {new.pk} (task {task_id} links to it)."
+
+
+def _forked(task_id: int, new: Task, fields: dict[str, Any]) -> str:
+    return f"Forked from step {fields['from_step'] + 1} as task {new.pk}."
+
+
+@operator_required
+@require_POST
+def task_restart_view(request: AuthenticatedHttpRequest, task_id: int) -> HttpResponse:
+    form = RestartForm(request.POST, endings=restart_endings(_task_or_404(task_id)))
+    return _start(request, task_id, form, task_restart_apply, _restarted)
 
 
 @operator_required
 @require_POST
 def task_fork_view(request: AuthenticatedHttpRequest, task_id: int) -> HttpResponse:
-    task = _task_or_404(task_id)
-    form = ForkForm(request.POST, points=fork_choices(task))
-    if not form.is_valid():
-        return _refused(request, task_id, _errors(form))
-    try:
-        new = task_fork_apply(
-            task_id=task_id,
-            actor=request.user,
-            from_step=form.cleaned_data["from_step"],
-            input=form.cleaned_data["input"],
-            reason=form.cleaned_data["reason"],
-            via=VIA_BROWSER,
-        )
-    except ReviewError as exc:
-        return _refused(request, task_id, str(exc))
-    step = form.cleaned_data["from_step"] + 1
-    messages.success(request, f"Forked from step {step} as task {new.pk}.")
-    return redirect("agentops:task_detail", task_id=new.pk)
+    form = ForkForm(request.POST, points=fork_choices(_task_or_404(task_id)))
+    return _start(request, task_id, form, task_fork_apply, _forked)
