@@ -39,14 +39,12 @@ from policies.models import Route
 # are shared with `reviews.api_again`, which adds its endpoints to the same router.
 from reviews.api_kit import DECIDE_GATE as DECIDE_GATE
 from reviews.api_kit import READ_REVIEWS as READ_REVIEWS
-from reviews.api_kit import api_via, readers_only
+from reviews.api_kit import api_via, readers_only, refusals
 from reviews.api_kit import router as router
 from reviews.selectors import scope_grants_for_task
 from reviews.services import (
     GateAlreadyDecided,
     HeldByOther,
-    NotAllowed,
-    ReviewError,
     gate_approve,
     gate_edit_and_approve,
     gate_reject,
@@ -142,16 +140,12 @@ class AuditItemOut(Schema):
 def _decide(gate_id: int, apply: Callable[[], object]) -> Gate:
     """Run one gate decision (the caller's role was checked by `TokenAuth`); the service's
     refusals become 404, 409, 403 and 400."""
-    try:
+    with refusals(
+        missing=f"no gate {gate_id}",
+        not_found=(Gate.DoesNotExist,),
+        conflicts=(GateAlreadyDecided,),
+    ):
         apply()
-    except Gate.DoesNotExist:
-        raise HttpError(404, f"no gate {gate_id}") from None
-    except GateAlreadyDecided as exc:
-        raise HttpError(409, str(exc)) from None
-    except NotAllowed as exc:
-        raise HttpError(403, str(exc)) from None
-    except ReviewError as exc:
-        raise HttpError(400, str(exc)) from None
     return Gate.objects.select_related("decided_by").get(pk=gate_id)
 
 
@@ -333,18 +327,12 @@ GRANT_RESPONSES = {200: GrantOut, 400: Error, 404: Error, 409: Error, **ROLE}
 
 def _granted(apply: Callable[[], ScopeGrant]) -> ScopeGrant:
     """Run a grant or revocation; the service's refusals become 404, 409, 403 and 400."""
-    try:
+    with refusals(
+        missing="no such task or grant",
+        not_found=(Task.DoesNotExist, ScopeGrant.DoesNotExist),
+        conflicts=(TransitionRefused, HeldByOther),
+    ):
         return apply()
-    except (Task.DoesNotExist, ScopeGrant.DoesNotExist):
-        raise HttpError(404, "no such task or grant") from None
-    except TransitionRefused as exc:
-        raise HttpError(409, str(exc)) from None
-    except HeldByOther as exc:
-        raise HttpError(409, str(exc)) from None
-    except NotAllowed as exc:
-        raise HttpError(403, str(exc)) from None
-    except ReviewError as exc:
-        raise HttpError(400, str(exc)) from None
 
 
 @router.get(
@@ -531,7 +519,12 @@ def repair_plan(request: ApiRequest, task_id: int, payload: PlanRepairIn) -> dic
         depends_on=tuple(n - 1 for n in payload.depends_on),
         strategy=payload.strategy,
     )
-    try:
+    with refusals(
+        missing=f"no task {task_id}",
+        not_found=(Task.DoesNotExist,),
+        conflicts=(TransitionRefused, HeldByOther),
+        invalid=(RepairRefused,),
+    ):
         if payload.preview:
             preview = plan_repair_preview_load(
                 task_id=task_id, edit=edit, actor_label=request.user.get_username()
@@ -546,14 +539,6 @@ def repair_plan(request: ApiRequest, task_id: int, payload: PlanRepairIn) -> dic
                 seen_digest=payload.seen_digest,
                 via=api_via(request),
             )
-    except Task.DoesNotExist:
-        raise HttpError(404, f"no task {task_id}") from None
-    except (TransitionRefused, HeldByOther) as exc:
-        raise HttpError(409, str(exc)) from None
-    except NotAllowed as exc:
-        raise HttpError(403, str(exc)) from None
-    except (ReviewError, RepairRefused) as exc:
-        raise HttpError(400, str(exc)) from None
     return {
         "applied": not payload.preview,
         "before_digest": preview.before_digest,

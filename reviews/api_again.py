@@ -12,9 +12,9 @@ from ninja.errors import HttpError
 
 from agentops.api import ROLE, ApiRequest, Error, TaskOut, TokenAuth, page_of
 from agentops.models import Gate, Task
-from reviews.api_kit import DECIDE_GATE, api_via, readers_only, router
+from reviews.api_kit import DECIDE_GATE, api_via, readers_only, refusals, router
 from reviews.models import Decision, Notice
-from reviews.services import NotAllowed, ReviewError, task_fork_apply, task_restart_apply
+from reviews.services import task_fork_apply, task_restart_apply
 
 # -- the record of a task and a gate ------------------------------------------------------------
 
@@ -95,12 +95,8 @@ class ForkIn(Schema):
 def _again(task_id: int, apply: Callable[[], Task]) -> Status[Task]:
     if not Task.objects.filter(pk=task_id).exists():
         raise HttpError(404, f"no task {task_id}")
-    try:
+    with refusals():
         new = apply()
-    except NotAllowed as exc:
-        raise HttpError(403, str(exc)) from None
-    except ReviewError as exc:
-        raise HttpError(400, str(exc)) from None
     return Status(201, Task.objects.select_related("created_by").get(pk=new.pk))
 
 
