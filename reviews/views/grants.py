@@ -14,11 +14,9 @@ from django.views.decorators.http import require_POST
 
 from agentops.models import ScopeGrant, Task
 from agentops.permissions import GRANT_SCOPES
-from agentops.services import TransitionRefused
 from agentops.web import AuthenticatedHttpRequest, permission_required
 from reviews.grant_forms import ScopeGrantForm, ScopeRevokeForm
 from reviews.services import (
-    HeldByOther,
     NotAllowed,
     ReviewError,
     scope_grant_apply,
@@ -26,7 +24,7 @@ from reviews.services import (
 )
 from reviews.states import VIA_BROWSER
 from reviews.views._common import _back
-from reviews.views.recovery import render_recovery
+from reviews.views.recovery import recovery_attempt, render_recovery
 
 granter_required = permission_required(
     GRANT_SCOPES, refusal="only scope granters may grant or revoke scopes"
@@ -40,8 +38,10 @@ def scope_grant_view(request: AuthenticatedHttpRequest, task_id: int) -> HttpRes
     if not form.is_valid():
         return render_recovery(request, task_id, grant_form=form, status=400)
     data = form.cleaned_data
-    try:
-        grant = scope_grant_apply(
+    grant = recovery_attempt(
+        request,
+        task_id,
+        lambda: scope_grant_apply(
             task_id=task_id,
             scope=data["scope"],
             minutes=data["minutes"],
@@ -50,17 +50,13 @@ def scope_grant_view(request: AuthenticatedHttpRequest, task_id: int) -> HttpRes
             reason=data["reason"],
             take_over=data["take_over"],
             via=VIA_BROWSER,
-        )
-    except Task.DoesNotExist:
-        raise Http404(f"no task {task_id}") from None
-    except TransitionRefused as exc:
-        return render_recovery(request, task_id, alert=str(exc), status=409)
-    except NotAllowed as exc:
-        return render_recovery(request, task_id, alert=str(exc), status=403)
-    except HeldByOther as exc:
-        return render_recovery(request, task_id, grant_form=form, alert=str(exc), status=409)
-    except ReviewError as exc:
-        return render_recovery(request, task_id, grant_form=form, alert=str(exc), status=400)
+        ),
+        not_found=Task.DoesNotExist,
+        missing=f"no task {task_id}",
+        kept={"grant_form": form},
+    )
+    if isinstance(grant, HttpResponse):
+        return grant
     whom = "this task" if grant.task_id else f"every {grant.agent} task"
     messages.success(
         request,

@@ -4,7 +4,8 @@ confirmation first) and the confirmation of a ledger call whose outcome is unkno
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from django.contrib import messages
 from django.http import Http404, HttpResponse
@@ -29,6 +30,8 @@ from reviews.services import (
 from reviews.states import VIA_BROWSER
 from reviews.views._common import operator_required, reader_required
 from reviews.views.grant_panel import grant_context
+
+T = TypeVar("T")
 
 CONFIRMED_INTERVENTIONS = frozenset({"rollback", "abort"})
 # The confirmation line after an intervention, like the other task actions'.
@@ -81,6 +84,34 @@ def render_recovery(
     return render(request, "reviews/recovery_panel.html", context, status=status)
 
 
+def recovery_attempt(
+    request: AuthenticatedHttpRequest,
+    task_id: int,
+    apply: Callable[[], T],
+    *,
+    not_found: type[Exception],
+    missing: str,
+    kept: dict[str, Any] | None = None,
+) -> T | HttpResponse:
+    """Run `apply` (a service acting on a stopped task) and return what it returned, or the
+    recovery panel answering its refusal: `not_found` is a 404 (saying `missing`), a refused
+    transition and someone else's claim 409, NotAllowed 403, another ReviewError 400; `kept`
+    (the person's form) is shown again where they can correct it and send it again."""
+    kept = kept or {}
+    try:
+        return apply()
+    except not_found:
+        raise Http404(missing) from None
+    except TransitionRefused as exc:
+        return render_recovery(request, task_id, alert=str(exc), status=409)
+    except NotAllowed as exc:
+        return render_recovery(request, task_id, alert=str(exc), status=403)
+    except HeldByOther as exc:
+        return render_recovery(request, task_id, **kept, alert=str(exc), status=409)
+    except ReviewError as exc:
+        return render_recovery(request, task_id, **kept, alert=str(exc), status=400)
+
+
 @reader_required
 @require_GET
 def recovery_panel(request: AuthenticatedHttpRequest, task_id: int) -> HttpResponse:
@@ -99,25 +130,23 @@ def intervention(request: AuthenticatedHttpRequest, task_id: int) -> HttpRespons
     ):
         # Ending the task is asked again, with its preview, before anything changes.
         return render_recovery(request, task_id, form=form, confirming=form.cleaned_data["action"])
-    try:
-        intervention_apply(
+    refused = recovery_attempt(
+        request,
+        task_id,
+        lambda: intervention_apply(
             task_id=task_id,
             action=form.cleaned_data["action"],
             actor=request.user,
             via=VIA_BROWSER,
             reason=form.cleaned_data["reason"],
             take_over=form.cleaned_data["take_over"],
-        )
-    except Task.DoesNotExist:
-        raise Http404(f"no task {task_id}") from None
-    except TransitionRefused as exc:
-        return render_recovery(request, task_id, alert=str(exc), status=409)
-    except NotAllowed as exc:
-        return render_recovery(request, task_id, alert=str(exc), status=403)
-    except HeldByOther as exc:
-        return render_recovery(request, task_id, form=form, alert=str(exc), status=409)
-    except ReviewError as exc:
-        return render_recovery(request, task_id, form=form, alert=str(exc), status=400)
+        ),
+        not_found=Task.DoesNotExist,
+        missing=f"no task {task_id}",
+        kept={"form": form},
+    )
+    if isinstance(refused, HttpResponse):
+        return refused
     messages.success(request, INTERVENED[form.cleaned_data["action"]].format(task_id=task_id))
     return redirect("agentops:task_detail", task_id=task_id)
 
@@ -136,8 +165,10 @@ def call_confirm(request: AuthenticatedHttpRequest, task_id: int, call_id: int) 
         ).first()
         if call is not None and call_repeat_unprotected(call):
             return render_recovery(request, task_id, alert=UNPROTECTED_REPEAT, status=400)
-    try:
-        ledger_call_confirm(
+    refused = recovery_attempt(
+        request,
+        task_id,
+        lambda: ledger_call_confirm(
             task_id=task_id,
             call_id=call_id,
             executed=form.cleaned_data["executed"],
@@ -145,13 +176,10 @@ def call_confirm(request: AuthenticatedHttpRequest, task_id: int, call_id: int) 
             via=VIA_BROWSER,
             reason=form.cleaned_data["reason"],
             take_over=form.cleaned_data["take_over"],
-        )
-    except ToolCall.DoesNotExist:
-        raise Http404(f"no call {call_id} in task {task_id}") from None
-    except TransitionRefused as exc:
-        return render_recovery(request, task_id, alert=str(exc), status=409)
-    except NotAllowed as exc:
-        return render_recovery(request, task_id, alert=str(exc), status=403)
-    except HeldByOther as exc:
-        return render_recovery(request, task_id, alert=str(exc), status=409)
+        ),
+        not_found=ToolCall.DoesNotExist,
+        missing=f"no call {call_id} in task {task_id}",
+    )
+    if isinstance(refused, HttpResponse):
+        return refused
     return redirect("agentops:task_detail", task_id=task_id)
