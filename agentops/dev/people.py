@@ -3,16 +3,17 @@
 as anyone's: the token's role, the service's checks, the separation of duties and one entry in
 the decision log; every request has a deadline.
 
-`person_act` is one person doing a scenario's `then` (`grant-scope`, `ask-human`). The
-scenarios in which several people act (`four-eyes`, `restart`, `fork`) use `people()`: `ada`
-starts tasks, `olga` is an operator, `fiona` an operator and a finance lead (made if missing, in
-a development database), with tokens made for the run and revoked at its end.
+Each person is a `Person` (a user and a token made for the run, revoked at its end, by
+`people()`) calling the `Api` of the web process `web()` starts. The scenarios in which several
+people act (`four-eyes`, `restart`, `fork`) use the default cast: `ada` starts tasks, `olga` is an
+operator, `fiona` an operator and a finance lead (made if missing, in a development database);
+`person_act` is one person doing a scenario's `then` (`grant-scope`, `ask-human`).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Collection, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -36,70 +37,6 @@ from policies.services import policy_create, policy_draft_create, policy_publish
 
 if TYPE_CHECKING:
     from agentops.dev.scenarios import Scenario
-
-REQUEST_SECONDS = 10.0
-
-
-@dataclass(frozen=True)
-class ApiPerson:
-    username: str
-    token: str
-    base_url: str  # the web process, e.g. http://127.0.0.1:8123
-
-    def post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        """POST `body` to `/api/v1/<path>`; the answer's JSON, or CommandError saying why not."""
-        response = httpx.post(
-            f"{self.base_url}/api/v1/{path}",
-            json=body,
-            headers={"Authorization": f"Bearer {self.token}"},
-            timeout=REQUEST_SECONDS,
-        )
-        if response.status_code != 200:
-            raise CommandError(
-                f"{self.username}: POST {path} answered {response.status_code}: "
-                f"{response.text[:300]}"
-            )
-        answer: dict[str, Any] = response.json()
-        return answer
-
-
-def person_with_token(*, username: str, groups: tuple[str, ...], base_url: str) -> ApiPerson:
-    """The scenario's person (created once, put in `groups`) with a new API token."""
-    user, _ = User.objects.get_or_create(username=username)
-    for name in groups:
-        user.groups.add(Group.objects.get_or_create(name=name)[0])
-    _, token = api_token_create(user=user, name="demo scenario")
-    return ApiPerson(username=username, token=token, base_url=base_url)
-
-
-def person_act(stack: Stack, scenario: Scenario, task: Task) -> dict[str, Any]:
-    """Start the web process and have the scenario's person do `scenario.then` to the stopped or
-    waiting task through the API; returns the API's answer."""
-    port = free_port()
-    web = stack.spawn_web(port)
-    try:
-        wait_until_answers(f"http://127.0.0.1:{port}/healthz", web)
-    except RuntimeError as error:
-        raise CommandError(str(error)) from None
-    base = f"http://127.0.0.1:{port}"
-    if scenario.then == "grant":
-        scope = missing_scope_of(task.failure)
-        if scope is None:
-            raise CommandError(f"task {task.pk} did not stop for a missing scope: {task.failure}")
-        granter = person_with_token(
-            username="scenario-granter", groups=(SCOPE_GRANTERS,), base_url=base
-        )
-        return granter.post(f"tasks/{task.pk}/grants", {"scope": scope, **scenario.person})
-    if scenario.then == "answer":
-        gate = Gate.objects.get(task=task, status=GateStatus.OPEN, approval_kind=QUESTION)
-        operator = person_with_token(
-            username="scenario-operator", groups=("operators",), base_url=base
-        )
-        return operator.post(
-            f"questions/{gate.pk}/answer", {"seen_digest": gate.args_digest, **scenario.person}
-        )
-    raise CommandError(f"scenario {scenario.name}: no person acts on {scenario.then!r}")
-
 
 FOUR_EYES_POLICY = "four-eyes"
 FINANCE_LEADS = "finance leads"
@@ -147,23 +84,30 @@ def _person(username: str, *groups: str) -> User:
     return user
 
 
+# The people of the scenarios in which several act: username -> their groups.
+CAST: dict[str, tuple[str, ...]] = {
+    "ada": ("task starters",),
+    "olga": ("operators",),
+    "fiona": ("operators", FINANCE_LEADS),
+}
+
+
 @contextmanager
-def people() -> Iterator[dict[str, Person]]:
-    """`ada` (task starter), `olga` (operator), `fiona` (operator, finance lead), each with a
-    token for this run; the tokens are revoked afterwards."""
-    users = {
-        "ada": _person("ada", "task starters"),
-        "olga": _person("olga", "operators"),
-        "fiona": _person("fiona", "operators", FINANCE_LEADS),
-    }
+def people(
+    cast: Mapping[str, tuple[str, ...]] = CAST,
+) -> Iterator[dict[str, Person]]:
+    """The people of `cast` (by default `ada`, task starter; `olga`, operator; `fiona`,
+    operator and finance lead), made if missing, each with a token for this run; the tokens are
+    revoked afterwards."""
+    users = {name: _person(name, *groups) for name, groups in cast.items()}
     made: list[tuple[ApiToken, User]] = []
-    cast: dict[str, Person] = {}
+    persons: dict[str, Person] = {}
     for name, user in users.items():
         row, token = api_token_create(user=user, name="demo scenario")
         made.append((row, user))
-        cast[name] = Person(user=user, token=token)
+        persons[name] = Person(user=user, token=token)
     try:
-        yield cast
+        yield persons
     finally:
         for row, user in made:
             api_token_revoke(token_id=row.pk, user=user)
@@ -176,6 +120,36 @@ def web(stack: Stack) -> Iterator[Api]:
     child = stack.spawn_web(port)
     wait_until_answers(f"http://127.0.0.1:{port}/healthz", child)
     yield Api(base=f"http://127.0.0.1:{port}")
+
+
+def person_act(stack: Stack, scenario: Scenario, task: Task) -> dict[str, Any]:
+    """Start the web process and have the scenario's person (`scenario-granter`, a scope
+    granter, or `scenario-operator`) do `scenario.then` to the stopped or waiting task through
+    the API; returns the API's answer, or CommandError saying why not."""
+    if scenario.then == "grant":
+        scope = missing_scope_of(task.failure)
+        if scope is None:
+            raise CommandError(f"task {task.pk} did not stop for a missing scope: {task.failure}")
+        who, groups = "scenario-granter", (SCOPE_GRANTERS,)
+        path, body = f"/tasks/{task.pk}/grants", {"scope": scope, **scenario.person}
+    elif scenario.then == "answer":
+        gate = Gate.objects.get(task=task, status=GateStatus.OPEN, approval_kind=QUESTION)
+        who, groups = "scenario-operator", ("operators",)
+        path = f"/questions/{gate.pk}/answer"
+        body = {"seen_digest": gate.args_digest, **scenario.person}
+    else:
+        raise CommandError(f"scenario {scenario.name}: no person acts on {scenario.then!r}")
+    try:
+        with people({who: groups}) as cast, web(stack) as api:
+            response = api.call(cast[who], "POST", path, body)
+    except RuntimeError as error:  # the web process did not come up
+        raise CommandError(str(error)) from None
+    if response.status_code != 200:
+        raise CommandError(
+            f"{who}: POST {path} answered {response.status_code}: {response.text[:300]}"
+        )
+    answer: dict[str, Any] = response.json()
+    return answer
 
 
 def four_eyes_policy_ensure(*, author: User) -> str:
