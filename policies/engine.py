@@ -64,10 +64,17 @@ class GateSettings:
     # `second_approver_group` (empty: the approver group again) before the action runs.
     approvals_required: int = 1
     second_approver_group: str = ""
+    # The gate's approval kind by name (`agentops.engine.approvals`); empty: by
+    # `approvals_required`. No rule sets it: the engine does, for an agent's question.
+    approval_kind: str = ""
 
     def as_dict(self) -> dict[str, Any]:
-        """The settings as JSON (a verdict's record, the `policy` command's output)."""
-        return asdict(self)
+        """The settings as JSON (a verdict's record, the `policy` command's output, a rule's
+        fields); an empty approval kind is left out, as no rule has one."""
+        fields = asdict(self)
+        if not self.approval_kind:
+            del fields["approval_kind"]
+        return fields
 
 
 # Used when an unknown tool is forced out of `auto` and the policy's default rule is no gate.

@@ -254,7 +254,10 @@ def approval_kind_of(gate: Gate) -> ApprovalKind:
 
 
 def approval_kind_for(settings: GateSettings) -> str:
-    """The kind of a gate opened under `settings`: two people when its rule asks for two."""
+    """The kind of a gate opened under `settings`: the kind they name (an agent's question),
+    else two people when its rule asks for two, else one."""
+    if settings.approval_kind:
+        return settings.approval_kind
     return TwoApprovers.name if settings.approvals_required >= 2 else OneApprover.name
 
 

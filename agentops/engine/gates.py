@@ -72,11 +72,10 @@ def gate_open(
     args_digest: str,
     verdict: Verdict,
     edited: bool,
-    approval_kind: str = "",
 ) -> Gate:
-    """Open the gate a task parks on (of `approval_kind`: who, and how many, decide it; by
-    default the kind its rule asks for). Caller (the runner) holds the transaction and the
-    lease."""
+    """Open the gate a task parks on, of the approval kind its verdict's settings name (who,
+    and how many, decide it: `approval_kind_for`). Caller (the runner) holds the transaction
+    and the lease."""
     settings = verdict.gate or GateSettings()
     timeout = int(settings.timeout_seconds or DEFAULT_GATE_TIMEOUT_SECONDS)
     confidence = (loaded(step.model_response) or {}).get("confidence")
@@ -97,7 +96,7 @@ def gate_open(
         approver_group=settings.approver_group or "operators",
         timeout_action=settings.timeout_action or "reject",
         escalate_to=settings.escalate_to or "",
-        approval_kind=approval_kind or approval_kind_for(settings),
+        approval_kind=approval_kind_for(settings),
         second_approver_group=(
             settings.second_approver_group if settings.approvals_required > 1 else ""
         ),

@@ -13,7 +13,7 @@ from django.conf import settings
 from django.db.models import F
 
 from agentops import prometheus, tracing
-from agentops.engine import budgets, gates, questions, routing
+from agentops.engine import budgets, gates, routing
 from agentops.engine.checkpoints import snapshot_write
 from agentops.engine.crashpoints import crashpoint
 from agentops.engine.errors import FailureKind, ModelFailure, UnknownTool
@@ -229,8 +229,6 @@ class Proposals(RunState):
                 args_digest=routed.digest,
                 verdict=routed.verdict,
                 edited=routed.edited,
-                # A question is its own kind; a gate, the kind its rule asks for.
-                approval_kind=questions.QUESTION if questions.is_question(routed.tool) else "",
             )
             snapshot_write(task_id=self.task.pk, seq=commit.seq)
 

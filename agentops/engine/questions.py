@@ -74,14 +74,19 @@ def is_question(tool_: Tool) -> bool:
 
 
 def question_verdict(verdict: Verdict) -> Verdict:
-    """The verdict of an `ask_human` call: always a person. A rule that gates it keeps its
-    settings (group, timeout, escalation); any other route waits with the default settings."""
+    """The verdict of an `ask_human` call: always a person, at a gate of the question kind. A
+    rule that gates it keeps its settings (group, timeout, escalation); any other route waits
+    with the default settings."""
     if verdict.route == Route.GATE:
-        return verdict
+        return replace(
+            verdict, gate=replace(verdict.gate or GateSettings(), approval_kind=QUESTION)
+        )
     return replace(
         verdict,
         route=Route.GATE,
-        gate=GateSettings(approver_group="operators", timeout_action="reject"),
+        gate=GateSettings(
+            approver_group="operators", timeout_action="reject", approval_kind=QUESTION
+        ),
         reasons=(*verdict.reasons, f"{ASK_HUMAN} waits for a person's answer"),
     )
 
