@@ -24,13 +24,13 @@ from agentops.engine.jsonvalues import Encoded, fsync_directory, offloaded
 from agentops.engine.statements import (
     DbTimeAfter,
     JsonTexts,
-    _artifact_insert,
-    _assignments,
-    _db_value,
-    _insert_shape,
-    _one_of,
-    _prepared_cursor,
     artifact_id_reserved,
+    artifact_insert,
+    assignments,
+    db_value,
+    insert_shape,
+    one_of,
+    prepared_cursor,
 )
 from agentops.models import Event, Snapshot, Step, Task, ToolCall
 from agentops.states import STEP_TRANSITIONS, TERMINAL, ledger_sources
@@ -85,7 +85,7 @@ TASK_OWNED_FIELDS = frozenset(
 STATUS_FIELD = frozenset({"status"})
 
 
-def _refuse_owned(function: str, fields: dict[str, Any], owned: frozenset[str]) -> None:
+def refuse_owned(function: str, fields: dict[str, Any], owned: frozenset[str]) -> None:
     """A caller's fields never include what the transition code owns."""
     if passed := sorted(owned.intersection(fields)):
         raise TypeError(
@@ -94,7 +94,7 @@ def _refuse_owned(function: str, fields: dict[str, Any], owned: frozenset[str]) 
         )
 
 
-def _status_stamped(fields: dict[str, Any]) -> dict[str, Any]:
+def status_stamped(fields: dict[str, Any]) -> dict[str, Any]:
     """Task fields plus the time of the status change, when they set a status."""
     if "status" not in fields:
         return fields
@@ -187,7 +187,7 @@ class Commit:
 
     def step_update(self, step: Step, **fields: Any) -> None:
         """Write fields other than the status on `step` (routing, the model response)."""
-        _refuse_owned("Commit.step_update", fields, STATUS_FIELD)
+        refuse_owned("Commit.step_update", fields, STATUS_FIELD)
         self._update(Step, step.pk, fields, target=step)
 
     def ledger(self, call: ToolCall, target: str, **fields: Any) -> None:
@@ -206,13 +206,13 @@ class Commit:
         `pending`; only a read-only call is recorded `succeeded`, once it ran (the database
         refuses any other row that starts past pending)."""
         call = ToolCall(**fields)
-        sql, inserted = _insert_shape(ToolCall)
+        sql, inserted = insert_shape(ToolCall)
         name = f"c{len(self.parts)}"
         self.parts.append(
             _Part(
                 name,
                 sql,
-                [_db_value(f, getattr(call, f.attname), self.json) for f in inserted],
+                [db_value(f, getattr(call, f.attname), self.json) for f in inserted],
                 target=call,
                 returns_id=True,
             )
@@ -245,11 +245,11 @@ class Commit:
     ) -> None:
         table = model._meta.db_table
         params: list[Any] = []
-        sets = _assignments(model, fields, params, self.json)
+        sets = assignments(model, fields, params, self.json)
         params.append(pk)
         where = f'"{table}"."id" = %s'
         if sources is not None:
-            where += f' AND "{table}"."status" {_one_of(sources)}'
+            where += f' AND "{table}"."status" {one_of(sources)}'
         self.parts.append(
             _Part(
                 f"u{len(self.parts)}",
@@ -290,7 +290,7 @@ class Commit:
         self.parts.append(
             _Part(
                 f"a{len(self.parts)}",
-                _artifact_insert(),
+                artifact_insert(),
                 [artifact_id, task_id, name, size, sha256],
             )
         )
@@ -318,7 +318,7 @@ class Commit:
         sql, params = self._statement()
         sent_at, timer = time.monotonic(), time.perf_counter()
         try:
-            with _prepared_cursor() as cursor:
+            with prepared_cursor() as cursor:
                 cursor.execute(sql, params)
                 row = cursor.fetchone()
         except DatabaseError as exc:
@@ -351,12 +351,12 @@ class Commit:
     def _statement(self) -> tuple[str, list[Any]]:
         table = Task._meta.db_table
         params: list[Any] = [self.seq]
-        sets = _assignments(Task, _status_stamped(self.fields), params, self.json)
+        sets = assignments(Task, status_stamped(self.fields), params, self.json)
         params += [self.lease.task_id, self.lease.epoch, self.lease.last_seq]
         ctes = [
             f'fence AS (UPDATE "{table}" SET "last_seq" = %s, "updated_at" = '
             f'STATEMENT_TIMESTAMP(){", " if sets else ""}{sets} WHERE "{table}"."id" = %s AND '
-            f'"lease_epoch" = %s AND "last_seq" = %s AND "status" {_one_of(self.sources)} '
+            f'"lease_epoch" = %s AND "last_seq" = %s AND "status" {one_of(self.sources)} '
             'RETURNING "id")'
         ]
         events = self.all_events

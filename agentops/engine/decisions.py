@@ -108,10 +108,10 @@ def gate_decide(
     if decision.choice == Choice.STOP:
         _check_stop(decision)
     with transaction.atomic():
-        gate = _locked_open_gate(gate_id, seen_digest=seen_digest)
+        gate = locked_open_gate(gate_id, seen_digest=seen_digest)
         check(gate)
         if decision.choice == Choice.STOP:
-            _close(
+            gate_close(
                 gate, "reject", actor=actor, feedback=decision.reason, stopped_with=decision.outcome
             )
             STOP_OUTCOMES[decision.outcome](
@@ -119,7 +119,7 @@ def gate_decide(
             )
             return GateDecided(gate=gate, approval=None, closed=True)
         if decision.choice == Choice.REJECT:
-            _close(gate, "reject", actor=actor, feedback=decision.reason)
+            gate_close(gate, "reject", actor=actor, feedback=decision.reason)
             task_gate_rejected(
                 task_id=gate.task_id, step_id=gate.step_id, feedback=decision.reason, actor=actor
             )
@@ -146,7 +146,10 @@ def _check_stop(decision: GateDecision) -> None:
         raise DecisionRefused("say why the task stops")
 
 
-def _locked_open_gate(gate_id: int, *, seen_digest: str | None) -> Gate:
+def locked_open_gate(gate_id: int, *, seen_digest: str | None) -> Gate:
+    """The gate, row-locked, while it is open and its task waits at it (and its arguments are
+    still those at `seen_digest`, when given); GateNotOpen otherwise. Caller holds the
+    transaction."""
     gate = Gate.objects.select_for_update().select_related("task", "step").get(pk=gate_id)
     if not approval_kind_of(gate).is_open(gate):
         raise GateNotOpen(f"this gate is already {gate.get_status_display().lower()}")
@@ -157,16 +160,18 @@ def _locked_open_gate(gate_id: int, *, seen_digest: str | None) -> Gate:
     return gate
 
 
-def _close(gate: Gate, name: str, *, actor: User, feedback: str = "", **fields: Any) -> None:
+def gate_close(gate: Gate, name: str, *, actor: User, feedback: str = "", **fields: Any) -> None:
     """Close `gate` along the gate transition `name`. Caller holds the gate's row lock (so it is
-    open: `_locked_open_gate`) and the transaction."""
+    open: `locked_open_gate`) and the transaction."""
     if not gate_transition(gate_id=gate.pk, name=name, actor=actor, feedback=feedback, **fields):
         raise GateNotOpen("this gate was decided meanwhile")
 
 
-def _approval(
+def step_approval(
     gate: Gate, arguments: dict[str, Any], *, edited: bool, actor: User
 ) -> dict[str, Any]:
+    """What the step records of a person's approval at `gate` (`Step.approval`): these exact
+    arguments, under this policy version and rule, by whom (`routing.approved` checks it)."""
     return {
         "gate": gate.pk,
         "tool": gate.tool,
@@ -187,7 +192,7 @@ def _approve(
     Caller holds the transaction and the gate's row lock."""
     arguments = gate.arguments if edited_arguments is None else edited_arguments
     edited = gate.edited if edited_arguments is None else True
-    approval = _approval(gate, arguments, edited=edited, actor=actor)
+    approval = step_approval(gate, arguments, edited=edited, actor=actor)
     kind = approval_kind_of(gate)
     # Nobody's approval counts twice, whatever the caller's own checks let through.
     refusal = kind.person_refusal(gate, user=actor)
@@ -214,7 +219,7 @@ def _approve(
         )
     # The gate keeps what was proposed (`arguments`) and records what was approved, so its page
     # shows both, their digests and who edited: the ledger runs `approved_arguments`.
-    _close(
+    gate_close(
         gate,
         "approve",
         actor=actor,

@@ -28,9 +28,9 @@ from agentops.engine.approvals import Approval, ApprovalKind, approval_kind_regi
 from agentops.engine.decisions import (
     DecisionRefused,
     GateDecided,
-    _approval,
-    _close,
-    _locked_open_gate,
+    gate_close,
+    locked_open_gate,
+    step_approval,
 )
 from agentops.engine.errors import FailureKind, OrchestrationFailure
 from agentops.engine.gates import task_gate_approved
@@ -185,14 +185,17 @@ def question_answer(
     expired, or withdrawn) first or changed since the person saw it, DecisionRefused when the
     gate is not a question or the answer does not fit it; whatever `check` raises refuses it."""
     with transaction.atomic():
-        gate = _locked_open_gate(gate_id, seen_digest=seen_digest)
+        gate = locked_open_gate(gate_id, seen_digest=seen_digest)
         if gate.approval_kind != QUESTION:
             raise DecisionRefused("this gate is an approval, not a question")
         check(gate)
         by = getattr(actor, "username", "") or "system"
         answer = answer_record(question_of(gate.arguments), text=text, choice=choice, by=by)
-        approval = {**_approval(gate, gate.arguments, edited=False, actor=actor), "answer": answer}
-        _close(
+        approval = {
+            **step_approval(gate, gate.arguments, edited=False, actor=actor),
+            "answer": answer,
+        }
+        gate_close(
             gate,
             "approve",
             actor=actor,

@@ -64,7 +64,7 @@ class _PreparedCursor(psycopg.Cursor):
 
 
 @contextmanager
-def _prepared_cursor() -> Iterator[Any]:
+def prepared_cursor() -> Iterator[Any]:
     # The connection itself, not the `connection` proxy (a thread-local lookup per use).
     db: Any = connections[DEFAULT_DB_ALIAS]
     # As Django's own cursors do: a connection a new request or job may find dead (the worker's
@@ -91,7 +91,7 @@ _CURSORS: weakref.WeakKeyDictionary[Any, _PreparedCursor] = weakref.WeakKeyDicti
 def prepared_rows(sql: str, params: Sequence[Any]) -> list[tuple[Any, ...]]:
     """The rows of a read sent as a prepared statement: the runner's reads once per claim,
     which the ORM would spend more CPU building than the server spends running."""
-    with _prepared_cursor() as cursor:
+    with prepared_cursor() as cursor:
         cursor.execute(sql, params)
         return cast(list[tuple[Any, ...]], cursor.fetchall())
 
@@ -104,7 +104,7 @@ def _quote(name: str) -> str:
     return f'"{name}"'
 
 
-def _assignments(
+def assignments(
     model: type[models.Model], fields: dict[str, Any], params: list[Any], json_text: JsonTexts
 ) -> str:
     """`"col" = ...` for each field, its value as a parameter (typed by the column) or, for
@@ -120,7 +120,7 @@ def _assignments(
         elif kind == "increment":
             params.append(value.rhs.value)
         elif kind == "value":
-            params.append(_db_value(_column(model, name)[0], value, json_text))
+            params.append(db_value(_column(model, name)[0], value, json_text))
         elif kind is None:
             compiled[name] = _compiled(model, name, value, params)
     if not compiled:
@@ -187,7 +187,7 @@ def _column(model: type[models.Model], name: str) -> tuple[Any, str, str]:
     return model_field, _quote(model_field.column), model_field.cast_db_type(connection)
 
 
-def _db_value(model_field: Any, value: Any, json_text: JsonTexts) -> Any:
+def db_value(model_field: Any, value: Any, json_text: JsonTexts) -> Any:
     """The parameter for `value` in `model_field`'s column, as `get_db_prep_save` gives it,
     except that JSON is sent as its text and a status (a str enum) as a plain str: psycopg
     dumps those without an adapter lookup each (the statement casts every parameter to its
@@ -218,7 +218,7 @@ class JsonTexts:
         known = self._texts.get(id(value))
         if known is not None and known[0] is value:
             return known[1]
-        text = _json_text(value)
+        text = json_text_of(value)
         if isinstance(value, (dict, list)):
             self._texts[id(value)] = (value, text)
         return text
@@ -229,14 +229,14 @@ class JsonTexts:
             self._texts[id(value)] = (value, data.decode())
 
 
-def _json_text(value: Any) -> str:
+def json_text_of(value: Any) -> str:
     """A JSON value as the text its jsonb parameter is sent as (what psycopg's `Jsonb` sends:
     `json.dumps`, without the spaces)."""
     return json.dumps(value, separators=(",", ":"))
 
 
 @functools.cache
-def _one_of(statuses: frozenset[str]) -> str:
+def one_of(statuses: frozenset[str]) -> str:
     """`IN (...)` of the statuses as SQL literals: they come from the transition tables, so the
     statement text stays one per shape (prepared once) and needs no array parameter."""
     if not statuses:
@@ -247,7 +247,7 @@ def _one_of(statuses: frozenset[str]) -> str:
 
 
 @functools.cache
-def _insert_shape(model: type[models.Model]) -> tuple[str, list[Any]]:
+def insert_shape(model: type[models.Model]) -> tuple[str, list[Any]]:
     """`INSERT` of a new row joined to the fence (creation times from the statement's clock),
     and the fields whose values are its parameters, in order."""
     columns, values, inserted = [], [], []
@@ -269,7 +269,7 @@ def _insert_shape(model: type[models.Model]) -> tuple[str, list[Any]]:
 
 
 @functools.cache
-def _artifact_insert() -> str:
+def artifact_insert() -> str:
     """`INSERT` of an artifact row with a reserved id, joined to the fence."""
     table = Artifact._meta.db_table
     names = ("id", "task", "name", "size", "sha256")

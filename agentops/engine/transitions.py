@@ -25,14 +25,14 @@ from django.db.models.functions import Now
 
 from agentops import prometheus
 from agentops.engine import rows
-from agentops.engine.commit import STATUS_FIELD, TASK_OWNED_FIELDS, _refuse_owned, _status_stamped
+from agentops.engine.commit import STATUS_FIELD, TASK_OWNED_FIELDS, refuse_owned, status_stamped
 from agentops.engine.commit import Commit as Commit
 from agentops.engine.commit import EventSpec as EventSpec
 from agentops.engine.commit import Lease as Lease
 from agentops.engine.dispatch import task_enqueue
-from agentops.engine.statements import _json_text, _one_of, _prepared_cursor
 from agentops.engine.statements import artifact_id_reserved as artifact_id_reserved
 from agentops.engine.statements import db_time_after as db_time_after
+from agentops.engine.statements import json_text_of, one_of, prepared_cursor
 from agentops.engine.statements import lease_deadline as lease_deadline
 from agentops.engine.statements import prepared_rows as prepared_rows
 from agentops.models import Event, Step, Task, ToolCall
@@ -74,7 +74,7 @@ def _update_and_log(
 
     Returns the new last_seq, or None when the queryset matched nothing."""
     updated = queryset.update(
-        last_seq=F("last_seq") + len(events), updated_at=Now(), **_status_stamped(fields)
+        last_seq=F("last_seq") + len(events), updated_at=Now(), **status_stamped(fields)
     )
     if not updated:
         return None
@@ -110,11 +110,11 @@ def task_claim_row(*, task_id: int, owner: str) -> tuple[Lease, Task] | None:
         timedelta(seconds=settings.AGENTOPS["LEASE_SECONDS"]),
         TaskStatus.RUNNING,
         start.event,
-        _json_text(event.stored_payload()),
+        json_text_of(event.stored_payload()),
         TaskStatus.RUNNING,
     ]
     granted_at = time.monotonic()
-    with _prepared_cursor() as cursor:
+    with prepared_cursor() as cursor:
         cursor.execute(_claim_statement(), params)
         row = cursor.fetchone()
     if row is None:
@@ -150,7 +150,7 @@ def _claim_statement() -> str:
     """
     task = Task._meta.db_table
     t = f'"{task}"'
-    claimable = _CLAIMABLE.format(t=t, sources=_one_of(TASK_TRANSITIONS["start"].sources))
+    claimable = _CLAIMABLE.format(t=t, sources=one_of(TASK_TRANSITIONS["start"].sources))
     return (
         f'WITH claimable AS (SELECT "id", "status" FROM {t} WHERE "id" = %s AND '
         f"{claimable} FOR UPDATE SKIP LOCKED), "
@@ -201,7 +201,7 @@ def fenced_commit(
     """A fenced commit to fill in a `with` block: the task's fields and events, plus what the
     block adds (step and ledger transitions, a new ledger row, a snapshot). It is sent as one
     statement when the block ends. See `Commit`."""
-    _refuse_owned("fenced_write", fields, TASK_OWNED_FIELDS)
+    refuse_owned("fenced_write", fields, TASK_OWNED_FIELDS)
     sources: set[str] = {TaskStatus.RUNNING}
     last: list[EventSpec] = []
     if transition is not None:
@@ -235,7 +235,7 @@ def task_transition(
     (a concurrent transition won). Must run inside the caller's transaction. Raises TypeError
     for a field this function owns (status, lease, sequence).
     """
-    _refuse_owned("task_transition", fields, TASK_OWNED_FIELDS)
+    refuse_owned("task_transition", fields, TASK_OWNED_FIELDS)
     spec = TASK_TRANSITIONS[name]
     assert not spec.fenced, f"{name} is a lease-holder transition"
     fields = {
@@ -306,7 +306,7 @@ def task_append_event(
     intervention changed after its transition), with the task `fields` it records (never a
     status, lease or sequence field: TypeError). Caller holds the transaction and, with
     `fields`, the task's row lock."""
-    _refuse_owned("task_append_event", fields, TASK_OWNED_FIELDS)
+    refuse_owned("task_append_event", fields, TASK_OWNED_FIELDS)
     seq = _update_and_log(Task.objects.filter(pk=task_id), task_id, [event], fields, actor=actor)
     assert seq is not None
     return seq
@@ -317,7 +317,7 @@ def step_transition(*, step: Step, name: str, **fields: Any) -> bool:
 
     The caller has fenced the task in the same transaction. Raises TypeError for `status`.
     """
-    _refuse_owned("step_transition", fields, STATUS_FIELD)
+    refuse_owned("step_transition", fields, STATUS_FIELD)
     spec = STEP_TRANSITIONS[name]
     updated = Step.objects.filter(pk=step.pk, status__in=spec.sources).update(
         status=spec.target, **fields
@@ -333,14 +333,14 @@ def step_transition(*, step: Step, name: str, **fields: Any) -> bool:
 def step_record(*, step: Step, **fields: Any) -> None:
     """Write fields of a step that change no status (its routing, a recorded model response),
     in the caller's fenced transaction. Raises TypeError for `status`."""
-    _refuse_owned("step_record", fields, STATUS_FIELD)
+    refuse_owned("step_record", fields, STATUS_FIELD)
     Step.objects.filter(pk=step.pk).update(**fields)
 
 
 def ledger_transition(*, call_id: int, target: str, **fields: Any) -> bool:
     """Move a ledger row to `target` if that is a legal transition from its current status.
     Raises TypeError for `status`."""
-    _refuse_owned("ledger_transition", fields, STATUS_FIELD)
+    refuse_owned("ledger_transition", fields, STATUS_FIELD)
     updated = ToolCall.objects.filter(pk=call_id, status__in=ledger_sources(target)).update(
         status=target, updated_at=Now(), **fields
     )
