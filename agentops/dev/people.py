@@ -87,7 +87,10 @@ def person_act(stack: Stack, scenario: Scenario, task: Task) -> dict[str, Any]:
         if scope is None:
             raise CommandError(f"task {task.pk} did not stop for a missing scope: {task.failure}")
         granter = person_with_token(
-            username="scenario-granter", groups=(SCOPE_GRANTERS,), base_url=base
+            username="scenario-granter",
+            # A granter acts on tasks they may see (the API's tasks_visible_to): an operator.
+            groups=("operators", SCOPE_GRANTERS),
+            base_url=base,
         )
         return granter.post(f"tasks/{task.pk}/grants", {"scope": scope, **scenario.person})
     if scenario.then == "answer":
