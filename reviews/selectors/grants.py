@@ -56,10 +56,7 @@ def scope_grants_for_task(*, task: Task) -> list[GrantLine]:
         .select_related("granted_by")
         .order_by("-created_at", "-id")[:GRANTS_SHOWN]
     )
-    return [
-        GrantLine(grant, grant_state(grant, now), applies=grant.applies)  # type: ignore[attr-defined]
-        for grant in grants
-    ]
+    return [GrantLine(grant, grant_state(grant, now), applies=grant.applies) for grant in grants]
 
 
 def scope_to_grant(*, task: Task) -> str | None:
