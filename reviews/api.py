@@ -32,6 +32,7 @@ from agentops.engine import (
 )
 from agentops.models import AuditItem, Gate, ScopeGrant, Task
 from agentops.permissions import GRANT_SCOPES
+from agentops.selectors import tasks_visible_to
 from agentops.states import AuditStatus, GateStatus, TaskStatus
 from policies.models import Route
 
@@ -41,7 +42,7 @@ from reviews.api_kit import DECIDE_GATE as DECIDE_GATE
 from reviews.api_kit import READ_REVIEWS as READ_REVIEWS
 from reviews.api_kit import api_via, readers_only, refusals
 from reviews.api_kit import router as router
-from reviews.selectors import scope_grants_for_task
+from reviews.selectors import grants_visible_to, scope_grants_for_task
 from reviews.services import (
     GateAlreadyDecided,
     gate_approve,
@@ -341,7 +342,7 @@ def _granted(apply: Callable[[], ScopeGrant]) -> ScopeGrant:
     auth=readers_only("scope grants are"),
 )
 def list_grants(request: ApiRequest, task_id: int) -> list[ScopeGrant]:
-    task = Task.objects.filter(pk=task_id).first()
+    task = tasks_visible_to(request.user).filter(pk=task_id).first()
     if task is None:
         raise HttpError(404, f"no task {task_id}")
     return [line.grant for line in scope_grants_for_task(task=task)]
@@ -354,6 +355,8 @@ def list_grants(request: ApiRequest, task_id: int) -> list[ScopeGrant]:
     auth=GRANTERS_ONLY,
 )
 def grant_scope(request: ApiRequest, task_id: int, payload: GrantIn) -> ScopeGrant:
+    if not tasks_visible_to(request.user).filter(pk=task_id).exists():
+        raise HttpError(404, f"no task {task_id}")
     return _granted(
         lambda: scope_grant_apply(
             task_id=task_id,
@@ -374,6 +377,8 @@ def grant_scope(request: ApiRequest, task_id: int, payload: GrantIn) -> ScopeGra
     auth=GRANTERS_ONLY,
 )
 def revoke_grant(request: ApiRequest, grant_id: int, payload: RevokeIn) -> ScopeGrant:
+    if not grants_visible_to(request.user).filter(pk=grant_id).exists():
+        raise HttpError(404, f"no grant {grant_id}")
     return _granted(
         lambda: scope_grant_revoke_apply(
             grant_id=grant_id, actor=request.user, reason=payload.reason, via=api_via(request)

@@ -130,7 +130,8 @@ def person_act(stack: Stack, scenario: Scenario, task: Task) -> dict[str, Any]:
         scope = missing_scope_of(task.failure)
         if scope is None:
             raise CommandError(f"task {task.pk} did not stop for a missing scope: {task.failure}")
-        who, groups = "scenario-granter", (SCOPE_GRANTERS,)
+        # A granter acts on tasks they may see (the API's tasks_visible_to): an operator too.
+        who, groups = "scenario-granter", ("operators", SCOPE_GRANTERS)
         path, body = f"/tasks/{task.pk}/grants", {"scope": scope, **scenario.person}
     elif scenario.then == "answer":
         gate = Gate.objects.get(task=task, status=GateStatus.OPEN, approval_kind=QUESTION)

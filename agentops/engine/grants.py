@@ -7,7 +7,8 @@ on it, records `agentops.scope.granted` on the task and retries the stopped step
 transaction under the task's row lock: only that step runs again (same idempotency key), and
 nothing else is repeated. Tool calls carry the grants in force (`scopes_held`, read at each call
 from the database clock's view of `expires_at`), so a grant that expires or is revoked
-(`scope_grant_revoke`) stops applying at the next call. The people's room checks who may grant
+(`scope_grant_revoke`) stops applying at the next call. A grant to the agent does not apply to
+the tasks its granter started (`grants_for`). The people's room checks who may grant
 and logs the decision in the same transaction (`reviews.services.grants`).
 """
 
@@ -53,11 +54,17 @@ class GrantRefused(AgentOpsError):
 
 def grants_in_force(*, task: Task, now: datetime | None = None) -> Q:
     """The grants that apply to `task` now: its own and its agent's, unexpired, not revoked."""
-    return Q(
-        Q(task_id=task.pk) | Q(task__isnull=True, agent=task.agent),
-        revoked_at__isnull=True,
-        expires_at__gt=now or timezone.now(),
-    )
+    return Q(grants_for(task=task), revoked_at__isnull=True, expires_at__gt=now or timezone.now())
+
+
+def grants_for(*, task: Task) -> Q:
+    """The grants that may apply to `task`: its own, and its agent's except those granted by the
+    person who started it. Separation of duties: nobody grants scopes to a task they started,
+    and an agent-wide grant does not reach the tasks its granter starts (now or later)."""
+    agent_wide = Q(task__isnull=True, agent=task.agent)
+    if task.created_by_id is not None:
+        agent_wide &= ~Q(granted_by_id=task.created_by_id)
+    return Q(task_id=task.pk) | agent_wide
 
 
 def scopes_held(task: Task, agent: Agent) -> tuple[str, ...] | None:

@@ -42,7 +42,12 @@ from reviews.selectors.gates import (
     gate_checks,
     gate_get_panel,
 )
-from reviews.selectors.grants import GrantLine, scope_grants_for_task, scope_to_grant
+from reviews.selectors.grants import (
+    GrantLine,
+    grants_visible_to,
+    scope_grants_for_task,
+    scope_to_grant,
+)
 from reviews.selectors.inbox import (
     AGES,
     INBOX_ORDER,
@@ -109,6 +114,7 @@ __all__ = [
     "delivery_list_for",
     "gate_checks",
     "gate_get_panel",
+    "grants_visible_to",
     "inbox_counts",
     "inbox_filter_choices",
     "inbox_list",

@@ -1,16 +1,23 @@
 """Reads of scope grants: the grants that concern a task (its own, and its agent's), each with
-its state now (in force, expired, revoked), and what the recovery panel offers to grant."""
+its state now (in force, expired, revoked) and whether it may apply to the task at all (an agent's
+grant does not reach a task its granter started: `agentops.engine.grants_for`), and what the
+recovery panel offers to grant."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from typing import TYPE_CHECKING
 
-from django.db.models import Q
+from django.db.models import BooleanField, ExpressionWrapper, Q, QuerySet
 from django.utils import timezone
 
-from agentops.engine import missing_scope_of
+from agentops.engine import grants_for, missing_scope_of
 from agentops.models import ScopeGrant, Task
+from agentops.selectors import tasks_visible_to
+
+if TYPE_CHECKING:
+    from django.contrib.auth.models import User
 
 GRANTS_SHOWN = 50
 
@@ -19,6 +26,7 @@ GRANTS_SHOWN = 50
 class GrantLine:
     grant: ScopeGrant
     state: str  # "in force" | "expired" | "revoked"
+    applies: bool = True  # False: an agent's grant by the person who started this task
 
     @property
     def in_force(self) -> bool:
@@ -31,15 +39,24 @@ def grant_state(grant: ScopeGrant, now: datetime) -> str:
     return "in force" if grant.expires_at > now else "expired"
 
 
+def grants_visible_to(user: User) -> QuerySet[ScopeGrant]:
+    """The grants `user` may find (and so act on): those of the tasks they may see
+    (`tasks_visible_to`) and the agents' grants, which belong to no task. Others answer 404."""
+    return ScopeGrant.objects.filter(
+        Q(task__isnull=True) | Q(task__in=tasks_visible_to(user).values("pk"))
+    )
+
+
 def scope_grants_for_task(*, task: Task) -> list[GrantLine]:
     """The task's grants and its agent's, newest first (one query)."""
     now = timezone.now()
     grants = (
         ScopeGrant.objects.filter(Q(task_id=task.pk) | Q(task__isnull=True, agent=task.agent))
+        .annotate(applies=ExpressionWrapper(grants_for(task=task), output_field=BooleanField()))
         .select_related("granted_by")
         .order_by("-created_at", "-id")[:GRANTS_SHOWN]
     )
-    return [GrantLine(grant, grant_state(grant, now)) for grant in grants]
+    return [GrantLine(grant, grant_state(grant, now), applies=grant.applies) for grant in grants]
 
 
 def scope_to_grant(*, task: Task) -> str | None:

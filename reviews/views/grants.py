@@ -16,6 +16,7 @@ from agentops.models import ScopeGrant, Task
 from agentops.permissions import GRANT_SCOPES
 from agentops.web import AuthenticatedHttpRequest, permission_required
 from reviews.grant_forms import ScopeGrantForm, ScopeRevokeForm
+from reviews.selectors import grants_visible_to
 from reviews.services import (
     NotAllowed,
     ReviewError,
@@ -69,7 +70,7 @@ def scope_grant_view(request: AuthenticatedHttpRequest, task_id: int) -> HttpRes
 @granter_required
 @require_POST
 def scope_revoke_view(request: AuthenticatedHttpRequest, grant_id: int) -> HttpResponse:
-    grant = ScopeGrant.objects.filter(pk=grant_id).first()
+    grant = grants_visible_to(request.user).filter(pk=grant_id).first()
     if grant is None:
         raise Http404(f"no grant {grant_id}")
     back = _back_path(grant)

@@ -26,6 +26,8 @@ FIGURES = (
     "statements_per_step",
     "fpi_bytes_per_step_first",
     "fpi_bytes_per_step_last",
+    "step_bytes_per_step_first",
+    "step_bytes_per_step_last",
 )
 
 

@@ -216,6 +216,40 @@ def test_an_agent_grant_covers_its_other_tasks_and_expiry_or_revocation_ends_it(
         scope_grant_revoke(grant_id=expired.pk, actor=person, reason="late")
 
 
+def test_an_agent_grant_does_not_reach_the_tasks_its_granter_started(sim, person):
+    """Separation of duties: the agent-wide grant covers others' tasks, never the granter's own,
+    whether started before the grant or after it (engine/grants.py: grants_for)."""
+    agent = get_agent("goodwill")
+    before = task_create(
+        agent="goodwill",
+        goal="Credit",
+        input={"order_id": "A1001", "amount": 10},
+        created_by=person,
+    )
+    grant = scope_grant(
+        task_id=stopped_goodwill().pk,
+        scope="payments:credit",
+        minutes=60,
+        to_agent=True,
+        actor=person,
+        reason="x",
+    )
+    after = run_until_parked_or_done(
+        task_create(
+            agent="goodwill",
+            goal="Credit",
+            input={"order_id": "A1002", "amount": 10},
+            created_by=person,
+        )
+    )
+
+    assert grant.task_id is None
+    assert "payments:credit" in scopes_held(goodwill(order_id="A1003"), agent)
+    assert "payments:credit" not in scopes_held(before, agent)
+    assert after.status == TaskStatus.NEEDS_ATTENTION
+    assert after.failure["detail"]["missing_scope"] == "payments:credit"
+
+
 def test_an_agent_that_declares_no_scopes_sends_no_scope_header(sim, monkeypatch):
     sent: list[httpx.Headers] = []
     original = httpx.Client.post

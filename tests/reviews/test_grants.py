@@ -266,6 +266,62 @@ def test_the_api_grants_lists_and_revokes_with_the_same_checks(sim, redis_clean,
     assert api_post(granter, "/grants/999999/revoke", {"reason": "x"}).status_code == 404
 
 
+def test_the_api_finds_only_tasks_and_grants_the_caller_may_see(
+    sim, redis_clean, granter, groups, django_user_model
+):
+    """A granter who may not read tasks (no operator or auditor role) sees only the tasks they
+    started: another's task and its grants answer 404, as GET /tasks/{id} does."""
+    blind = django_user_model.objects.create_user("gina")
+    blind.groups.add(groups["scope granters"])
+    task = stopped_goodwill()
+    body = {"scope": SCOPE, "minutes": 30, "to": "task", "reason": "via the API"}
+
+    hidden = api_post(blind, f"/tasks/{task.pk}/grants", body)
+    grant = api_post(granter, f"/tasks/{task.pk}/grants", body).json()
+    hidden_revoke = api_post(blind, f"/grants/{grant['id']}/revoke", {"reason": "x"})
+
+    assert hidden.status_code == 404 and hidden.json()["detail"] == f"no task {task.pk}"
+    assert hidden_revoke.status_code == 404
+    assert ScopeGrant.objects.get(pk=grant["id"]).revoked_at is None
+    assert list(Decision.objects.values_list("action", flat=True)) == ["reviews.scope.granted"]
+    # An agent's grant belongs to no task: a granter may revoke it.
+    other = stopped_goodwill(order_id="A1011")
+    agent_grant = api_post(granter, f"/tasks/{other.pk}/grants", {**body, "to": "agent"}).json()
+    revoked = api_post(blind, f"/grants/{agent_grant['id']}/revoke", {"reason": "reissued"})
+    assert revoked.status_code == 200 and revoked.json()["in_force"] is False
+
+
+def test_the_task_page_says_an_agent_grant_is_not_for_a_task_its_granter_started(
+    sim, redis_clean, granter, operator
+):
+    scope_grant_apply(
+        task_id=stopped_goodwill().pk,
+        scope=SCOPE,
+        minutes=60,
+        to_agent=True,
+        actor=granter,
+        reason="x",
+    )
+    own = task_create(
+        agent="goodwill",
+        goal="Credit order A1012",
+        input={"order_id": "A1012", "amount": 10},
+        created_by=granter,
+    )
+    others = task_create(
+        agent="goodwill",
+        goal="Credit order A1013",
+        input={"order_id": "A1013", "amount": 10},
+        created_by=operator,
+    )
+
+    client = client_for(operator)
+    mine = client.get(reverse("agentops:task_detail", args=[own.pk])).content.decode()
+    theirs = client.get(reverse("agentops:task_detail", args=[others.pk])).content.decode()
+    assert mine.count("not for this task: its granter started it") == 1
+    assert "not for this task" not in theirs and "agent goodwill" in theirs
+
+
 # -- any text a person gives ---------------------------------------------------------------------
 
 # Any text PostgreSQL stores (no NUL), as a person may type it.

@@ -61,6 +61,7 @@ from agentops.dev.benchmarks.checkpoint_report import (
     _round,
     ratio_to_floor,
 )
+from agentops.dev.benchmarks.checkpoint_wal import wal_figures
 from agentops.dev.benchmarks.peers import PEERS
 from agentops.dev.benchmarks.tasks import (
     bench_tasks_delete,
@@ -74,9 +75,9 @@ from agentops.engine import heap
 from agentops.engine.dispatch import job_id_for
 from agentops.engine.model import ModelRequest
 from agentops.engine.runner import task_advance
-from agentops.models import Snapshot, Task
+from agentops.models import Task
 from agentops.services import task_create
-from agentops.states import StepStatus, TaskStatus
+from agentops.states import TaskStatus
 from policies.services import policy_install
 
 AGENT = "bench_noop"
@@ -361,7 +362,7 @@ def _checkpoint(
         if wal is not None:
             for kind_pairs in pairs.values():
                 for pair in kind_pairs:
-                    pair.figures = _wal_figures(wal, pair, steps)
+                    pair.figures = wal_figures(wal, pair, steps)
     reports = {
         kind: {
             **_report(pairs[kind], steps=steps, payload_kb=payload_kb, notes=notes),
@@ -447,56 +448,6 @@ def _run_task(
         task_wal=task_wal,
         floor_wal=floor_wal,
     )
-
-
-def _wal_figures(wal: WalReader, pair: Pair, steps: int) -> dict[str, Any]:
-    assert pair.task_wal is not None and pair.floor_wal is not None
-    try:
-        floor = wal.window(*pair.floor_wal)
-        run = wal.window(*pair.task_wal)
-    except psycopg.Error as exc:
-        return {"interval_note": f"WAL not readable ({exc.diag.message_primary})"}
-    commits = sorted(run.commits(), key=lambda r: r.start)
-    snapshot_rel = (wal.dboid, wal.filenode(Snapshot._meta.db_table))
-    snapshot_xids = {r.xid for r in run.records if snapshot_rel in r.relations}
-    boundaries = [c.end for c in commits if c.xid in snapshot_xids]
-    done = [
-        sum(1 for status in state["steps"].values() if status == StepStatus.SUCCEEDED)
-        for state in Snapshot.objects.filter(task_id=pair.task_id, seq__gt=0)
-        .order_by("seq")
-        .values_list("state", flat=True)
-    ]
-    figures: dict[str, Any] = {
-        "wal_bytes_per_step": run.bytes / steps,
-        "wal_fpi_bytes_per_step": run.fpi_bytes / steps,
-        "wal_commits": len(commits),
-        "floor_bytes_per_step": floor.record_bytes / pair.floor_rows,
-        "floor_commits": len(floor.commits()),
-    }
-    if len(boundaries) != len(done) or len(commits) < 2 or not done:
-        figures["interval_note"] = (
-            f"{len(boundaries)} snapshot commits in the WAL, {len(done)} snapshots in the "
-            "table: intervals not measured"
-        )
-        return figures
-    # The claim and the first step's start are per-claim costs: the first interval begins
-    # after them, so that it holds the same kinds of commits as the last one.
-    first = run.between(commits[1].end, boundaries[0])
-    if len(boundaries) > 1:
-        last = run.between(boundaries[-2], boundaries[-1])
-        last_steps = done[-1] - done[-2]
-    else:
-        last, last_steps = first, done[0]
-    figures.update(
-        {
-            "bytes_per_step_first": first.record_bytes / done[0],
-            "bytes_per_step_last": last.record_bytes / last_steps,
-            "fpi_bytes_per_step_first": first.fpi_bytes / done[0],
-            "fpi_bytes_per_step_last": last.fpi_bytes / last_steps,
-            "interval_steps": [done[0], last_steps],
-        }
-    )
-    return figures
 
 
 def _dispatch(*, jobs: int, payload_kb: int) -> dict[str, Any]:

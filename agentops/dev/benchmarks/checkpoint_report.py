@@ -63,6 +63,7 @@ def _report(pairs: list[Pair], *, steps: int, payload_kb: int, notes: list[str])
         if "interval_note" in p.figures:
             notes.append(f"task {p.task_id}: {p.figures['interval_note']}")
     first, last = figure("bytes_per_step_first"), figure("bytes_per_step_last")
+    step_first, step_last = figure("step_bytes_per_step_first"), figure("step_bytes_per_step_last")
     return {
         "benchmark": "checkpoint",
         "backend": connection.vendor,
@@ -75,6 +76,11 @@ def _report(pairs: list[Pair], *, steps: int, payload_kb: int, notes: list[str])
         "bytes_per_step_first": _round(first, 0),
         "bytes_per_step_last": _round(last, 0),
         "last_to_first": _round(last / first if first and last else None, 2),
+        "step_bytes_per_step_first": _round(step_first, 0),
+        "step_bytes_per_step_last": _round(step_last, 0),
+        "step_last_to_first": _round(
+            step_last / step_first if step_first and step_last else None, 3
+        ),
         "client_cpu_ms_per_step": _round(
             _median([per_step_ms(p.task_cpu_seconds, steps) for p in pairs])
         ),
@@ -110,6 +116,9 @@ def checkpoint_table(report: dict[str, Any]) -> str:
         "bytes_per_step_first",
         "bytes_per_step_last",
         "last_to_first",
+        "step_bytes_per_step_first",
+        "step_bytes_per_step_last",
+        "step_last_to_first",
         "commits_per_step",
         "statements_per_step",
         "wal_bytes_per_step",

@@ -63,6 +63,14 @@ class WalWindow:
     def between(self, after: int, upto: int) -> WalWindow:
         return WalWindow([r for r in self.records if after <= r.start < upto])
 
+    def touching(self, relations: set[tuple[int, int]]) -> WalWindow:
+        """The records that change one of `relations` (database oid, filenode)."""
+        return WalWindow([r for r in self.records if r.relations & relations])
+
+    def without(self, relations: set[tuple[int, int]]) -> WalWindow:
+        """The records that change none of `relations` (commits stay)."""
+        return WalWindow([r for r in self.records if not r.relations & relations])
+
 
 class WalReader:
     """LSNs and WAL records of this database, through a raw autocommit connection."""
@@ -112,6 +120,17 @@ class WalReader:
         row = self.raw.execute("SELECT pg_relation_filenode(%s::regclass)", (table,)).fetchone()
         assert row is not None
         return int(row[0])
+
+    def table_relations(self, table: str) -> set[tuple[int, int]]:
+        """A table's storage: its heap, its indexes, its TOAST table and that table's index."""
+        rows = self.raw.execute(
+            "WITH t AS (SELECT oid, reltoastrelid FROM pg_class WHERE oid = %s::regclass)"
+            " SELECT pg_relation_filenode(c.oid) FROM pg_class c, t"
+            " WHERE c.oid IN (t.oid, t.reltoastrelid) OR c.oid IN (SELECT indexrelid"
+            " FROM pg_index WHERE indrelid IN (t.oid, t.reltoastrelid))",
+            (table,),
+        ).fetchall()
+        return {(self.dboid, int(filenode)) for (filenode,) in rows if filenode is not None}
 
     def window(self, start: int, end: int) -> WalWindow:
         """Records in [start, end) that touch this database, plus every record (commits, locks)
