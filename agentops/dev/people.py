@@ -126,6 +126,7 @@ def person_act(stack: Stack, scenario: Scenario, task: Task) -> dict[str, Any]:
     """Start the web process and have the scenario's person (`scenario-granter`, a scope
     granter, or `scenario-operator`) do `scenario.then` to the stopped or waiting task through
     the API; returns the API's answer, or CommandError saying why not."""
+    groups: tuple[str, ...]
     if scenario.then == "grant":
         scope = missing_scope_of(task.failure)
         if scope is None:
