@@ -351,17 +351,10 @@ def redis_clean() -> Iterator[None]:
     conn.flushdb()
 
 
-@pytest.fixture
-def processes(
-    sim_server: str, redis_clean: None, tmp_path: Path, settings: Any
-) -> Iterator[Processes]:
-    """Start workers and a sweeper against the test database; all are killed at teardown."""
-    settings.AGENTOPS = {
-        **settings.AGENTOPS,
-        "LEASE_SECONDS": LEASE_SECONDS,
-        "SIM_BASE_URL": sim_server,
-    }
-    env = {
+def process_env(sim_server: str, log_dir: Path) -> dict[str, str]:
+    """The environment of the workers and the sweeper a test starts: the test database, this
+    xdist worker's Redis database, the simulated services, and short leases and timeouts."""
+    return {
         **os.environ,
         "DATABASE_URL": database_url(),
         "REDIS_URL": settings.RQ_QUEUES["default"]["URL"],
@@ -369,10 +362,27 @@ def processes(
         "AGENTOPS_LEASE_SECONDS": str(LEASE_SECONDS),
         "AGENTOPS_SWEEP_GRACE_SECONDS": "1",
         "AGENTOPS_BACKOFF_BASE_SECONDS": "0.2",
-        "AGENTOPS_MODEL_CALL_LOG": str(tmp_path / "model-calls.jsonl"),
+        "AGENTOPS_MODEL_CALL_LOG": str(log_dir / "model-calls.jsonl"),
         "AGENTOPS_TOOL_TIMEOUT_SECONDS": "3",
     }
-    procs = Processes(env, tmp_path)
+
+
+def process_settings(settings: Any, sim_server: str) -> None:
+    """The test process's side of `process_env`: the same lease and simulated services."""
+    settings.AGENTOPS = {
+        **settings.AGENTOPS,
+        "LEASE_SECONDS": LEASE_SECONDS,
+        "SIM_BASE_URL": sim_server,
+    }
+
+
+@pytest.fixture
+def processes(
+    sim_server: str, redis_clean: None, tmp_path: Path, settings: Any
+) -> Iterator[Processes]:
+    """Start workers and a sweeper against the test database; all are killed at teardown."""
+    process_settings(settings, sim_server)
+    procs = Processes(process_env(sim_server, tmp_path), tmp_path)
     yield procs
     procs.stop_all()
 
