@@ -25,6 +25,7 @@ from django.conf import settings
 from django.db import connection
 
 from agentops import dburl
+from tests import zygote
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -54,20 +55,25 @@ class Processes:
     def __init__(self, env: dict[str, str], log_dir: Path) -> None:
         self.env = env
         self.log_dir = log_dir
-        self.children: list[subprocess.Popen[bytes]] = []
+        self.children: list[subprocess.Popen[bytes] | zygote.Forked] = []
 
     def start(
         self, *args: str, extra_env: dict[str, str] | None = None, name: str = "proc"
-    ) -> subprocess.Popen[bytes]:
-        log = open(self.log_dir / f"{name}-{len(self.children)}.log", "wb")  # noqa: SIM115
-        child = subprocess.Popen(
-            [sys.executable, str(ROOT / "manage.py"), *args],
-            cwd=ROOT,
-            env={**self.env, **(extra_env or {})},
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+    ) -> subprocess.Popen[bytes] | zygote.Forked:
+        path = self.log_dir / f"{name}-{len(self.children)}.log"
+        env = {**self.env, **(extra_env or {})}
+        child: subprocess.Popen[bytes] | zygote.Forked
+        if zygote.forkable(args, env):
+            child = zygote.fork(args, env, path)  # a worker or a sweeper, without the start cost
+        else:
+            child = subprocess.Popen(
+                [sys.executable, str(ROOT / "manage.py"), *args],
+                cwd=ROOT,
+                env=env,
+                stdout=open(path, "wb"),  # noqa: SIM115
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
         self.children.append(child)
         return child
 
@@ -77,13 +83,13 @@ class Processes:
         crash_at: str | None = None,
         burst: bool = False,
         extra_env: dict[str, str] | None = None,
-    ) -> subprocess.Popen[bytes]:
+    ) -> subprocess.Popen[bytes] | zygote.Forked:
         env = dict(extra_env or {})
         if crash_at:
             env["AGENTOPS_CRASH_AT"] = crash_at
         return self.start("worker", *(["--burst"] if burst else []), extra_env=env, name="worker")
 
-    def sweeper(self, interval: float = 0.3) -> subprocess.Popen[bytes]:
+    def sweeper(self, interval: float = 0.3) -> subprocess.Popen[bytes] | zygote.Forked:
         return self.start("sweeper", "--interval", str(interval), name="sweeper")
 
     def stop_all(self) -> None:
@@ -110,6 +116,13 @@ def silent_stops() -> list[tuple[int, Any]]:
         )
         .values_list("pk", "failure")
     )
+
+
+@pytest.fixture(scope="session", autouse=True)
+def zygotes_stopped() -> Iterator[None]:
+    """The warmed parents of the workers and sweepers (tests/zygote.py) end with the session."""
+    yield
+    zygote.stop_all()
 
 
 # The tiers that start real processes (and are left out of `make test-fast`).
