@@ -25,6 +25,7 @@ from django.conf import settings
 from django.db import connection
 
 from agentops import dburl
+from tests import zygote
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -54,20 +55,25 @@ class Processes:
     def __init__(self, env: dict[str, str], log_dir: Path) -> None:
         self.env = env
         self.log_dir = log_dir
-        self.children: list[subprocess.Popen[bytes]] = []
+        self.children: list[subprocess.Popen[bytes] | zygote.Forked] = []
 
     def start(
         self, *args: str, extra_env: dict[str, str] | None = None, name: str = "proc"
-    ) -> subprocess.Popen[bytes]:
-        log = open(self.log_dir / f"{name}-{len(self.children)}.log", "wb")  # noqa: SIM115
-        child = subprocess.Popen(
-            [sys.executable, str(ROOT / "manage.py"), *args],
-            cwd=ROOT,
-            env={**self.env, **(extra_env or {})},
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
+    ) -> subprocess.Popen[bytes] | zygote.Forked:
+        path = self.log_dir / f"{name}-{len(self.children)}.log"
+        env = {**self.env, **(extra_env or {})}
+        child: subprocess.Popen[bytes] | zygote.Forked
+        if zygote.forkable(args, env):
+            child = zygote.fork(args, env, path)  # a worker or a sweeper, without the start cost
+        else:
+            child = subprocess.Popen(
+                [sys.executable, str(ROOT / "manage.py"), *args],
+                cwd=ROOT,
+                env=env,
+                stdout=open(path, "wb"),  # noqa: SIM115
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
         self.children.append(child)
         return child
 
@@ -77,13 +83,13 @@ class Processes:
         crash_at: str | None = None,
         burst: bool = False,
         extra_env: dict[str, str] | None = None,
-    ) -> subprocess.Popen[bytes]:
+    ) -> subprocess.Popen[bytes] | zygote.Forked:
         env = dict(extra_env or {})
         if crash_at:
             env["AGENTOPS_CRASH_AT"] = crash_at
         return self.start("worker", *(["--burst"] if burst else []), extra_env=env, name="worker")
 
-    def sweeper(self, interval: float = 0.3) -> subprocess.Popen[bytes]:
+    def sweeper(self, interval: float = 0.3) -> subprocess.Popen[bytes] | zygote.Forked:
         return self.start("sweeper", "--interval", str(interval), name="sweeper")
 
     def stop_all(self) -> None:
@@ -110,6 +116,13 @@ def silent_stops() -> list[tuple[int, Any]]:
         )
         .values_list("pk", "failure")
     )
+
+
+@pytest.fixture(scope="session", autouse=True)
+def zygotes_stopped() -> Iterator[None]:
+    """The warmed parents of the workers and sweepers (tests/zygote.py) end with the session."""
+    yield
+    zygote.stop_all()
 
 
 # The tiers that start real processes (and are left out of `make test-fast`).
@@ -351,17 +364,10 @@ def redis_clean() -> Iterator[None]:
     conn.flushdb()
 
 
-@pytest.fixture
-def processes(
-    sim_server: str, redis_clean: None, tmp_path: Path, settings: Any
-) -> Iterator[Processes]:
-    """Start workers and a sweeper against the test database; all are killed at teardown."""
-    settings.AGENTOPS = {
-        **settings.AGENTOPS,
-        "LEASE_SECONDS": LEASE_SECONDS,
-        "SIM_BASE_URL": sim_server,
-    }
-    env = {
+def process_env(sim_server: str, log_dir: Path) -> dict[str, str]:
+    """The environment of the workers and the sweeper a test starts: the test database, this
+    xdist worker's Redis database, the simulated services, and short leases and timeouts."""
+    return {
         **os.environ,
         "DATABASE_URL": database_url(),
         "REDIS_URL": settings.RQ_QUEUES["default"]["URL"],
@@ -369,10 +375,27 @@ def processes(
         "AGENTOPS_LEASE_SECONDS": str(LEASE_SECONDS),
         "AGENTOPS_SWEEP_GRACE_SECONDS": "1",
         "AGENTOPS_BACKOFF_BASE_SECONDS": "0.2",
-        "AGENTOPS_MODEL_CALL_LOG": str(tmp_path / "model-calls.jsonl"),
+        "AGENTOPS_MODEL_CALL_LOG": str(log_dir / "model-calls.jsonl"),
         "AGENTOPS_TOOL_TIMEOUT_SECONDS": "3",
     }
-    procs = Processes(env, tmp_path)
+
+
+def process_settings(settings: Any, sim_server: str) -> None:
+    """The test process's side of `process_env`: the same lease and simulated services."""
+    settings.AGENTOPS = {
+        **settings.AGENTOPS,
+        "LEASE_SECONDS": LEASE_SECONDS,
+        "SIM_BASE_URL": sim_server,
+    }
+
+
+@pytest.fixture
+def processes(
+    sim_server: str, redis_clean: None, tmp_path: Path, settings: Any
+) -> Iterator[Processes]:
+    """Start workers and a sweeper against the test database; all are killed at teardown."""
+    process_settings(settings, sim_server)
+    procs = Processes(process_env(sim_server, tmp_path), tmp_path)
     yield procs
     procs.stop_all()
 

@@ -3,12 +3,19 @@ honours idempotency keys and offers a probe, and against a legacy tool with neit
 
 Real worker processes, real HTTP. Each fault applies to every call, so retryable faults run the
 step exactly up to its cap. Nothing may be re-executed blindly: at most one effect per key.
+
+No case kills a process: one worker and one sweeper serve every case of the module on an xdist
+worker (`matrix`), started once instead of twice per case (a start costs some 3.5 s of CPU for
+Django and the app's imports). Each case's task settles before the case ends, and its rows and
+Redis keys are emptied before the next case begins.
 """
 
 from __future__ import annotations
 
 import time
 from collections import Counter
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
@@ -17,7 +24,7 @@ from agentops.dev.sim.services import fault_set
 from agentops.models import Step, Task, ToolCall
 from agentops.services import task_create
 from agentops.states import LedgerStatus, StepStatus, TaskStatus
-from tests.conftest import wait_for
+from tests.conftest import Processes, process_env, process_settings, wait_for
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.crash]
 
@@ -88,6 +95,28 @@ CASES = [("refund", mode, expected) for mode, expected in KEYED.items()] + [
 ]
 
 
+@pytest.fixture(scope="module")
+def matrix(
+    sim_server: str, django_db_blocker: Any, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Processes]:
+    """The worker and the sweeper every case of this module shares; killed after the last."""
+    log_dir = tmp_path_factory.mktemp("fault-matrix")
+    with django_db_blocker.unblock():
+        procs = Processes(process_env(sim_server, log_dir), log_dir)
+    procs.worker(extra_env=WORKER_ENV)
+    procs.sweeper(interval=0.2)
+    yield procs
+    procs.stop_all()
+
+
+@pytest.fixture
+def processes(matrix: Processes, redis_clean: None, settings: Any, sim_server: str) -> Processes:
+    """The shared worker and sweeper, both still running, on an empty database and Redis."""
+    process_settings(settings, sim_server)
+    assert [child.poll() for child in matrix.children] == [None, None]
+    return matrix
+
+
 @pytest.mark.parametrize(
     ("operation", "mode", "expected"), CASES, ids=[f"{op}-{mode}" for op, mode, _ in CASES]
 )
@@ -99,8 +128,6 @@ def test_fault_matrix(processes, operation, mode, expected):
         **({"refund_api": "legacy"} if "legacy" in operation else {}),
     }
     task = task_create(agent="refund", goal=f"Refund ({mode})", input=task_input)
-    processes.worker(extra_env=WORKER_ENV)
-    processes.sweeper(interval=0.2)
 
     task = wait_for(
         lambda: (t := Task.objects.get(pk=task.pk)).status in SETTLED and t,
@@ -157,8 +184,6 @@ def test_a_response_to_another_request_is_not_trusted(
         **({"refund_api": "legacy"} if "legacy" in operation else {}),
     }
     task = task_create(agent="refund", goal="Refund (out of order)", input=task_input)
-    processes.worker(extra_env=WORKER_ENV)
-    processes.sweeper(interval=0.2)
 
     task = wait_for(
         lambda: (t := Task.objects.get(pk=task.pk)).status in SETTLED and t,
