@@ -45,7 +45,7 @@ def chromium() -> Iterator[Browser]:
     os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
     # Screenshots of an earlier run (a failure's especially) must not pass for this run's.
     for old in SCREENSHOTS.glob("*.png"):
-        old.unlink()
+        old.unlink(missing_ok=True)  # another xdist worker may have just removed it
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(
             executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS
