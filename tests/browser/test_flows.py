@@ -456,23 +456,24 @@ def test_pause_and_resume_a_running_task(
     page: Page, live_server: Any, processes: Processes, operator: Any
 ):
     run_workers(processes)
-    # The shipment lookup answers after 3 s: the task is running while the operator pauses it.
-    fault_set(service="logistics", operation="track", mode="slow", count=1, delay=3.0)
+    # Signed in first: the slow step must still run when the task page loads, loaded machine or not.
+    login(page, live_server, "olga")
+    # The shipment lookup answers after 5 s: the task is running while the operator pauses it.
+    fault_set(service="logistics", operation="track", mode="slow", count=1, delay=5.0)
     task = task_create(agent="refund", goal="Refund order A1001", input={"order_id": "A1001"})
     wait_for(
         lambda: Task.objects.get(pk=task.pk).current_step >= 2,
         timeout=WORKER_TIMEOUT,
         message="the slow step to start",
     )
-    login(page, live_server, "olga")
 
     page.goto(f"/tasks/{task.pk}")
     expect(task_status(page)).to_have_text("Running")
     page.locator("#pause-form").get_by_role("button", name="Pause").click()
     expect(page.get_by_text(f"Task #{task.pk} paused.")).to_be_visible()
     expect(task_status(page)).to_have_text("Paused")
-    # The worker stops at its next checkpoint: the task stays paused.
-    page.wait_for_timeout(4000)
+    # The worker stops at its next checkpoint (once the slow lookup answers): the task stays paused.
+    page.wait_for_timeout(6000)
     assert Task.objects.get(pk=task.pk).status == TaskStatus.PAUSED
     page.reload()
     page.locator("#resume-form").get_by_role("button", name="Resume").click()
