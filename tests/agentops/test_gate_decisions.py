@@ -2,7 +2,8 @@
 checked before the caller's own check runs, edited arguments are validated against the tool, a
 refusal moves nothing, and a second decision finds the gate closed.
 
-Gates are opened by the real runner against the simulated services (no mocks).
+Gates are opened by the real runner against the simulated services in this process (`sim`, no
+mocks), so each test is rolled back: nothing here needs another process to see its rows.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from agentops.models import Gate
 from agentops.states import GateStatus, TaskStatus
 from tests.reviews.builders import gated_refund, open_gate
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = pytest.mark.django_db
 
 
 class Refused(Exception):
@@ -30,7 +31,7 @@ class Refused(Exception):
 
 
 def test_the_caller_s_check_runs_on_the_locked_open_gate_and_its_refusal_moves_nothing(
-    sim_server: Any, redis_clean: Any, django_user_model: Any
+    sim: Any, redis_clean: Any, django_user_model: Any
 ) -> None:
     gate = open_gate(gated_refund())
     actor = django_user_model.objects.create_user(username="ada")
@@ -55,7 +56,7 @@ def test_the_caller_s_check_runs_on_the_locked_open_gate_and_its_refusal_moves_n
 
 
 def test_an_approval_closes_the_gate_resumes_the_task_and_a_second_decision_finds_it_closed(
-    sim_server: Any, redis_clean: Any, django_user_model: Any
+    sim: Any, redis_clean: Any, django_user_model: Any
 ) -> None:
     gate = open_gate(gated_refund())
     actor = django_user_model.objects.create_user(username="ada")
@@ -85,7 +86,7 @@ def test_an_approval_closes_the_gate_resumes_the_task_and_a_second_decision_find
 
 
 def test_edited_arguments_the_tool_refuses_and_a_stale_digest_decide_nothing(
-    sim_server: Any, redis_clean: Any, django_user_model: Any
+    sim: Any, redis_clean: Any, django_user_model: Any
 ) -> None:
     gate = open_gate(gated_refund())
     actor = django_user_model.objects.create_user(username="ada")

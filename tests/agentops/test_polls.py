@@ -126,9 +126,9 @@ def test_a_paused_task_comes_back_paused(reader: Any, user: Any) -> None:
     _changed(reader, page_url(task), version, lambda html: "badge-paused" in html)
 
 
-@pytest.mark.django_db(transaction=True)
+@pytest.mark.django_db
 def test_steps_done_and_their_ledger_rows_come_back(
-    reader: Any, sim_server: str, redis_clean: None
+    reader: Any, sim: str, redis_clean: None
 ) -> None:
     task = make_task()
     version = version_of(reader.get(page_url(task)).content.decode())
@@ -196,8 +196,8 @@ def test_a_status_change_comes_back_on_the_list(reader: Any, user: Any) -> None:
     _changed(reader, TASKS, version, lambda html: "badge-paused" in html)
 
 
-@pytest.mark.django_db(transaction=True)
-def test_progress_comes_back_on_the_list(reader: Any, sim_server: str, redis_clean: None) -> None:
+@pytest.mark.django_db
+def test_progress_comes_back_on_the_list(reader: Any, sim: str, redis_clean: None) -> None:
     task = make_task()
     version = version_of(reader.get(TASKS).content.decode())
 

@@ -27,8 +27,9 @@ from reviews.selectors import gate_get_panel
 from reviews.services import NotAllowed, gate_approve
 from tests.reviews.builders import client_for, gated_refund, open_gate
 
-# The unit tests below read no row; the two that decide a gate run the real runner.
-the_runner = pytest.mark.django_db(transaction=True)
+# The unit tests below read no row; the two that decide a gate run the real runner, against the
+# simulated services in this process (`sim`): rolled back, like every test no other process reads.
+the_runner = pytest.mark.django_db
 
 
 def test_a_gate_is_of_the_one_approver_kind_unless_it_says_otherwise() -> None:
@@ -59,7 +60,7 @@ def test_an_unknown_kind_is_refused_by_name() -> None:
 
 @the_runner
 def test_one_approval_of_the_group_closes_the_gate_as_before(
-    sim_server: Any, redis_clean: Any, operator: Any, starter: Any
+    sim: Any, redis_clean: Any, operator: Any, starter: Any
 ) -> None:
     gate = open_gate(gated_refund(created_by=starter))
 
@@ -105,7 +106,7 @@ class InMemoryTwoApprovers(ApprovalKind):
 
 @the_runner
 def test_a_new_kind_is_a_class_the_decision_the_role_check_and_the_panel_ask(
-    sim_server: Any,
+    sim: Any,
     redis_clean: Any,
     operator: Any,
     operator2: Any,

@@ -53,7 +53,12 @@ from tests.reviews.history import T0, make_call, make_gate, make_step, make_task
 
 pytestmark = pytest.mark.django_db
 
-EXAMPLES = 25
+# Drawn shapes, on top of the seven written ones (`@example` below), which give every role one
+# and every odd shape the module's docstring names. Each example runs the engine twice and reads
+# some 20 pages, so the draws are few and derandomized: every run checks the same examples, and a
+# failure found once is found again. (It was 25 random draws: 32 examples, the suite's longest
+# test.)
+EXAMPLES = 3
 ARTIFACT_BYTES = 2048
 
 # -- the agent: proposes whatever its input holds -----------------------------------------------
@@ -384,7 +389,11 @@ THE_TRIP = {"amount": 472, "note": "Bob, to LIS"}  # over 100, no currency: the 
 WIDE = {"details": {f"key {i} ключ": i * 1.5 for i in range(60)}, "items": [[[{"a": None}]]]}
 
 
-@settings(max_examples=EXAMPLES, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=EXAMPLES,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
 @example(arguments=THE_TRIP, role="operator")
 @example(arguments={"amount": 1e308, "currency": None, "items": ["金额" * 1500]}, role="auditor")
 @example(arguments={"amount": 10**299, "currency": ["EUR"], **WIDE}, role="starter")
