@@ -26,7 +26,7 @@ def pretty_json(value: Any) -> str:
     return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False)
 
 
-def _holder(task: Task) -> User | None:
+def holder_of(task: Task) -> User | None:
     """The user holding the task's inbox item, from a select_related claim (None: nobody)."""
     try:
         return task.claim.user

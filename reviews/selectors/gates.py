@@ -26,7 +26,7 @@ from agentops.engine import (
 from agentops.models import Gate, Step, Task, ToolCall
 from agentops.selectors import StepRow, mark_compensated, step_row
 from agentops.states import GateStatus, LedgerStatus
-from reviews.selectors._common import _holder, pretty_json
+from reviews.selectors._common import holder_of, pretty_json
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
@@ -178,7 +178,7 @@ def gate_get_panel(*, gate_id: int) -> GatePanel:
         calls=calls,
         arguments_json=pretty_json(gate.arguments),
         tool=tool_facts(gate.tool, recorded_side_effect=gate.side_effect),
-        holder=_holder(gate.task),
+        holder=holder_of(gate.task),
         approved_json=approved_json,
         diff=diff,
         executed=executed,

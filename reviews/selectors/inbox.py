@@ -21,7 +21,7 @@ from agentops.paging import Window, window
 from agentops.states import AuditStatus, GateStatus, LedgerStatus, TaskStatus
 from reviews.models import Claim
 from reviews.roles import gate_decider_refusal
-from reviews.selectors._common import _holder
+from reviews.selectors._common import holder_of
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
@@ -301,7 +301,7 @@ def inbox_list(
                 gate.task,
                 gate,
                 gate.due_at,
-                _holder(gate.task),
+                holder_of(gate.task),
             )
             for gate in gates
         ] + [
@@ -310,7 +310,7 @@ def inbox_list(
                 task,
                 None,
                 task.status_changed_at,
-                _holder(task),
+                holder_of(task),
                 unknown_call=task.unknown_call,
             )
             for task in stopped

@@ -37,7 +37,7 @@ log_reader_required = permission_required(
 )
 
 
-def _back(request: HttpRequest, default: str) -> HttpResponse:
+def back_or_default(request: HttpRequest, default: str) -> HttpResponse:
     target = request.POST.get("next", "")
     if not url_has_allowed_host_and_scheme(
         target, allowed_hosts={request.get_host()}, require_https=request.is_secure()
@@ -46,7 +46,7 @@ def _back(request: HttpRequest, default: str) -> HttpResponse:
     return redirect(target)
 
 
-def _task_or_404(task_id: int) -> None:
+def task_or_404(task_id: int) -> None:
     if not task_exists(task_id=task_id):
         raise Http404(f"no task {task_id}")
 

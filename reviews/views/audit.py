@@ -22,8 +22,8 @@ from reviews.services import NotAllowed, ReviewError, audit_item_review, audit_i
 from reviews.states import VIA_BROWSER
 from reviews.views._common import (
     CSV_CHUNK_ROWS,
-    _back,
     auditor_required,
+    back_or_default,
     csv_stream,
     reader_required,
 )
@@ -140,7 +140,7 @@ def audit_bulk_review(request: AuthenticatedHttpRequest) -> HttpResponse:
     form = AuditBulkForm(request.POST)
     if not form.is_valid():
         messages.error(request, "Select at least one item and a verdict.")
-        return _back(request, reverse("reviews:audit"))
+        return back_or_default(request, reverse("reviews:audit"))
     try:
         done = audit_items_bulk_review(
             item_ids=form.cleaned_data["item"],
@@ -153,4 +153,4 @@ def audit_bulk_review(request: AuthenticatedHttpRequest) -> HttpResponse:
         messages.error(request, str(exc))
     else:
         messages.success(request, f"{done} item{'s' if done != 1 else ''} reviewed.")
-    return _back(request, reverse("reviews:audit"))
+    return back_or_default(request, reverse("reviews:audit"))

@@ -24,7 +24,7 @@ from reviews.services import (
     scope_grant_revoke_apply,
 )
 from reviews.states import VIA_BROWSER
-from reviews.views._common import _back
+from reviews.views._common import back_or_default
 from reviews.views.recovery import recovery_attempt, render_recovery
 
 granter_required = permission_required(
@@ -77,7 +77,7 @@ def scope_revoke_view(request: AuthenticatedHttpRequest, grant_id: int) -> HttpR
     form = ScopeRevokeForm(request.POST)
     if not form.is_valid():
         messages.error(request, "Nothing was revoked: say why the grant is revoked.")
-        return _back(request, back)
+        return back_or_default(request, back)
     try:
         scope_grant_revoke_apply(
             grant_id=grant_id,
@@ -87,12 +87,12 @@ def scope_revoke_view(request: AuthenticatedHttpRequest, grant_id: int) -> HttpR
         )
     except NotAllowed as exc:
         messages.error(request, str(exc))
-        return _back(request, back)
+        return back_or_default(request, back)
     except ReviewError as exc:
         messages.error(request, f"Nothing was revoked: {exc}")
-        return _back(request, back)
+        return back_or_default(request, back)
     messages.success(request, f"Grant #{grant_id} ({grant.scope}) revoked.")
-    return _back(request, back)
+    return back_or_default(request, back)
 
 
 def _back_path(grant: ScopeGrant) -> str:

@@ -50,7 +50,13 @@ from reviews.services import (
 )
 from reviews.states import VIA_BROWSER
 from reviews.templatetags.reviews_tags import times_steady_until
-from reviews.views._common import OPERATE, _back, _task_or_404, operator_required, reader_required
+from reviews.views._common import (
+    OPERATE,
+    back_or_default,
+    operator_required,
+    reader_required,
+    task_or_404,
+)
 
 BULK_RESULTS = "reviews_bulk_results"
 
@@ -251,7 +257,7 @@ def gates_bulk_approve_view(request: AuthenticatedHttpRequest) -> HttpResponse:
 @operator_required
 @require_POST
 def claim(request: AuthenticatedHttpRequest, task_id: int) -> HttpResponse:
-    _task_or_404(task_id)
+    task_or_404(task_id)
     try:
         claim_take(
             task_id=task_id,
@@ -266,13 +272,13 @@ def claim(request: AuthenticatedHttpRequest, task_id: int) -> HttpResponse:
         return _inbox_response(request, message=str(exc), status=409)
     if request.htmx:
         return _inbox_response(request)
-    return _back(request, reverse("reviews:inbox"))
+    return back_or_default(request, reverse("reviews:inbox"))
 
 
 @operator_required
 @require_POST
 def assign(request: AuthenticatedHttpRequest, task_id: int) -> HttpResponse:
-    _task_or_404(task_id)
+    task_or_404(task_id)
     from django.contrib.auth import get_user_model
 
     form = AssignForm(request.POST, assignees=get_user_model().objects.filter(is_active=True))
@@ -287,14 +293,14 @@ def assign(request: AuthenticatedHttpRequest, task_id: int) -> HttpResponse:
         )
     except ReviewError as exc:
         return _inbox_response(request, message=str(exc), status=400)
-    return _back(request, reverse("reviews:inbox"))
+    return back_or_default(request, reverse("reviews:inbox"))
 
 
 @operator_required
 @require_POST
 def release(request: AuthenticatedHttpRequest, task_id: int) -> HttpResponse:
-    _task_or_404(task_id)
+    task_or_404(task_id)
     claim_release(task_id=task_id, actor=request.user)
     if request.htmx:
         return _inbox_response(request)
-    return _back(request, reverse("reviews:inbox"))
+    return back_or_default(request, reverse("reviews:inbox"))

@@ -13,7 +13,7 @@ from agentops.web import AuthenticatedHttpRequest
 from reviews.forms import TaskControlForm, TaskModifyForm
 from reviews.services import ReviewError, task_control_apply, task_modify_apply
 from reviews.states import VIA_BROWSER
-from reviews.views._common import _back, _task_or_404, operator_required
+from reviews.views._common import back_or_default, operator_required, task_or_404
 
 
 @operator_required
@@ -21,13 +21,13 @@ from reviews.views._common import _back, _task_or_404, operator_required
 def task_control(request: AuthenticatedHttpRequest, task_id: int, action: str) -> HttpResponse:
     """Pause, resume or cancel a task from the task page or the inbox; back to where it was
     asked (POST/redirect/GET), with what happened as a message."""
-    _task_or_404(task_id)
+    task_or_404(task_id)
     form = TaskControlForm(request.POST)
     valid = form.is_valid()
     reason = form.cleaned_data.get("reason", "") if valid else ""
     if action == "cancel" and not (valid and form.cleaned_data["confirm"]):
         messages.error(request, "Nothing changed: tick the box to confirm that the task ends now.")
-        return _back(request, reverse("agentops:task_detail", args=[task_id]))
+        return back_or_default(request, reverse("agentops:task_detail", args=[task_id]))
     try:
         task_control_apply(
             task_id=task_id, action=action, actor=request.user, reason=reason, via=VIA_BROWSER
@@ -39,13 +39,13 @@ def task_control(request: AuthenticatedHttpRequest, task_id: int, action: str) -
     else:
         past = {"pause": "paused", "resume": "resumed", "cancel": "cancelled"}[action]
         messages.success(request, f"Task #{task_id} {past}.")
-    return _back(request, reverse("agentops:task_detail", args=[task_id]))
+    return back_or_default(request, reverse("agentops:task_detail", args=[task_id]))
 
 
 @operator_required
 @require_POST
 def task_modify_view(request: AuthenticatedHttpRequest, task_id: int) -> HttpResponse:
-    _task_or_404(task_id)
+    task_or_404(task_id)
     form = TaskModifyForm(request.POST)
     if not form.is_valid():
         errors = "; ".join(f"{k}: {' '.join(map(str, v))}" for k, v in form.errors.items())

@@ -56,10 +56,10 @@ from agentops.agents.bench import KIND_TOOLS, bench_script
 from agentops.dburl import database_url
 from agentops.dev.benchmarks.checkpoint_report import (
     Pair,
-    _median,
-    _report,
-    _round,
+    median_of,
     ratio_to_floor,
+    report_of,
+    rounded,
 )
 from agentops.dev.benchmarks.checkpoint_wal import wal_figures
 from agentops.dev.benchmarks.peers import PEERS
@@ -294,7 +294,7 @@ class PeerProcess:
 
     def figures(self) -> dict[str, Any]:
         def median(key: str) -> float | None:
-            return _round(_median([p[key] for p in self.pairs]))
+            return rounded(median_of([p[key] for p in self.pairs]))
 
         return {
             "peer": self.peer,
@@ -306,7 +306,7 @@ class PeerProcess:
                 [p["task_ms_per_step"] for p in self.pairs],
                 [p["floor_ms_per_step"] for p in self.pairs],
             ),
-            "runs": [{k: _round(v) for k, v in p.items()} for p in self.pairs],
+            "runs": [{k: rounded(v) for k, v in p.items()} for p in self.pairs],
         }
 
 
@@ -324,8 +324,8 @@ def _peer_figures(report: dict[str, Any], peers: list[PeerProcess]) -> dict[str,
     return {
         "peers": figures,
         "best_peer": best["peer"],
-        "ratio_to_best_peer": _round(report["ratio_to_floor"] / best["ratio_to_floor"], 2),
-        "per_step_to_best_peer": _round(report["per_step_ms"] / best["per_step_ms"], 2),
+        "ratio_to_best_peer": rounded(report["ratio_to_floor"] / best["ratio_to_floor"], 2),
+        "per_step_to_best_peer": rounded(report["per_step_ms"] / best["per_step_ms"], 2),
     }
 
 
@@ -365,7 +365,7 @@ def _checkpoint(
                     pair.figures = wal_figures(wal, pair, steps)
     reports = {
         kind: {
-            **_report(pairs[kind], steps=steps, payload_kb=payload_kb, notes=notes),
+            **report_of(pairs[kind], steps=steps, payload_kb=payload_kb, notes=notes),
             "kind": kind,
             "target_ratio_to_floor": KIND_TARGETS[kind.partition(FAILING)[0]],
         }
@@ -515,9 +515,9 @@ def _dispatch(*, jobs: int, payload_kb: int) -> dict[str, Any]:
     worker_ms = statistics.median(gaps) * 1000
     in_process_ms = statistics.median(in_process) * 1000
     return {
-        "dispatch_ms_per_job": _round(worker_ms - in_process_ms),
-        "worker_ms_per_job": _round(worker_ms),
-        "in_process_ms_per_job": _round(in_process_ms),
+        "dispatch_ms_per_job": rounded(worker_ms - in_process_ms),
+        "worker_ms_per_job": rounded(worker_ms),
+        "in_process_ms_per_job": rounded(in_process_ms),
         "dispatch_jobs": jobs,
     }
 

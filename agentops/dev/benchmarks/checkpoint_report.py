@@ -29,35 +29,37 @@ class Pair:
     figures: dict[str, Any] = field(default_factory=dict)
 
 
-def _median(values: Sequence[float | None]) -> float | None:
+def median_of(values: Sequence[float | None]) -> float | None:
     present = [v for v in values if v is not None]
     return statistics.median(present) if present else None
 
 
-def _round(value: float | None, digits: int = 3) -> float | None:
+def rounded(value: float | None, digits: int = 3) -> float | None:
     return None if value is None else round(value, digits)
 
 
 def ratio_to_floor(task_ms: list[float], floor_ms: list[float]) -> float | None:
     """The median of the per-pair ratios (each pair's run over its own floor), ours and the
     peers' alike: drift on a shared machine hits both sides of each ratio."""
-    return _round(_median([t / f for t, f in zip(task_ms, floor_ms, strict=True)]), 2)
+    return rounded(median_of([t / f for t, f in zip(task_ms, floor_ms, strict=True)]), 2)
 
 
-def _report(pairs: list[Pair], *, steps: int, payload_kb: int, notes: list[str]) -> dict[str, Any]:
+def report_of(
+    pairs: list[Pair], *, steps: int, payload_kb: int, notes: list[str]
+) -> dict[str, Any]:
     def per_step_ms(seconds: float, count: int) -> float:
         return seconds * 1000 / count
 
     def figure(key: str) -> float | None:
-        return _median([p.figures.get(key) for p in pairs])
+        return median_of([p.figures.get(key) for p in pairs])
 
     task_ms = [per_step_ms(p.task_seconds, steps) for p in pairs]
     floor_ms = [per_step_ms(p.floor_seconds, p.floor_rows) for p in pairs]
     if all("wal_commits" in p.figures for p in pairs):
-        commits = _median([p.figures["wal_commits"] / steps for p in pairs])
+        commits = median_of([p.figures["wal_commits"] / steps for p in pairs])
         source = "WAL commit records"
     else:
-        commits = _median([p.hook_commits / steps for p in pairs])
+        commits = median_of([p.hook_commits / steps for p in pairs])
         source = "statement hook"
     for p in pairs:
         if "interval_note" in p.figures:
@@ -70,36 +72,36 @@ def _report(pairs: list[Pair], *, steps: int, payload_kb: int, notes: list[str])
         "steps": steps,
         "payload_kb": payload_kb,
         "repeat": len(pairs),
-        "per_step_ms": _round(_median(task_ms)),
-        "floor_per_step_ms": _round(_median(floor_ms)),
+        "per_step_ms": rounded(median_of(task_ms)),
+        "floor_per_step_ms": rounded(median_of(floor_ms)),
         "ratio_to_floor": ratio_to_floor(task_ms, floor_ms),
-        "bytes_per_step_first": _round(first, 0),
-        "bytes_per_step_last": _round(last, 0),
-        "last_to_first": _round(last / first if first and last else None, 2),
-        "step_bytes_per_step_first": _round(step_first, 0),
-        "step_bytes_per_step_last": _round(step_last, 0),
-        "step_last_to_first": _round(
+        "bytes_per_step_first": rounded(first, 0),
+        "bytes_per_step_last": rounded(last, 0),
+        "last_to_first": rounded(last / first if first and last else None, 2),
+        "step_bytes_per_step_first": rounded(step_first, 0),
+        "step_bytes_per_step_last": rounded(step_last, 0),
+        "step_last_to_first": rounded(
             step_last / step_first if step_first and step_last else None, 3
         ),
-        "client_cpu_ms_per_step": _round(
-            _median([per_step_ms(p.task_cpu_seconds, steps) for p in pairs])
+        "client_cpu_ms_per_step": rounded(
+            median_of([per_step_ms(p.task_cpu_seconds, steps) for p in pairs])
         ),
-        "commits_per_step": _round(commits, 2),
+        "commits_per_step": rounded(commits, 2),
         "commits_source": source,
-        "statements_per_step": _round(_median([p.statements / steps for p in pairs]), 1),
-        "wal_bytes_per_step": _round(figure("wal_bytes_per_step"), 0),
-        "wal_fpi_bytes_per_step": _round(figure("wal_fpi_bytes_per_step"), 0),
-        "fpi_bytes_per_step_first": _round(figure("fpi_bytes_per_step_first"), 0),
-        "fpi_bytes_per_step_last": _round(figure("fpi_bytes_per_step_last"), 0),
-        "floor_bytes_per_step": _round(figure("floor_bytes_per_step"), 0),
+        "statements_per_step": rounded(median_of([p.statements / steps for p in pairs]), 1),
+        "wal_bytes_per_step": rounded(figure("wal_bytes_per_step"), 0),
+        "wal_fpi_bytes_per_step": rounded(figure("wal_fpi_bytes_per_step"), 0),
+        "fpi_bytes_per_step_first": rounded(figure("fpi_bytes_per_step_first"), 0),
+        "fpi_bytes_per_step_last": rounded(figure("fpi_bytes_per_step_last"), 0),
+        "floor_bytes_per_step": rounded(figure("floor_bytes_per_step"), 0),
         "runs": [
             {
-                "task_ms_per_step": _round(t),
-                "client_cpu_ms_per_step": _round(per_step_ms(p.task_cpu_seconds, steps)),
-                "floor_ms_per_step": _round(f),
+                "task_ms_per_step": rounded(t),
+                "client_cpu_ms_per_step": rounded(per_step_ms(p.task_cpu_seconds, steps)),
+                "floor_ms_per_step": rounded(f),
                 "statements": p.statements,
                 "hook_commits": p.hook_commits,
-                **{k: _round(v, 1) if isinstance(v, float) else v for k, v in p.figures.items()},
+                **{k: rounded(v, 1) if isinstance(v, float) else v for k, v in p.figures.items()},
             }
             for p, t, f in zip(pairs, task_ms, floor_ms, strict=True)
         ],
