@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import FrozenInstanceError, replace
+from typing import Any
 
 import pytest
 from hypothesis import assume, given, settings
@@ -254,9 +255,49 @@ def test_first_matching_rule_wins(spec: PolicySpec, action: Action) -> None:
     )
 
 
-@given(specs(), actions(), rules(99))
-def test_a_matching_rule_put_first_decides(spec: PolicySpec, action: Action, rule: Rule) -> None:
-    assume(matches(rule, action, spec.sensitive_systems))
+@st.composite
+def rules_matching(draw: st.DrawFn, action: Action, sensitive: tuple[str, ...]) -> Rule:
+    """A rule like `rules(99)` whose every criterion is either absent or one `action` meets, so
+    each example matches by construction instead of by a rare filtered draw."""
+
+    def some(strategy: st.SearchStrategy[Any], absent: object) -> Any:
+        return draw(st.one_of(st.just(absent), strategy))
+
+    route = draw(st.sampled_from(ROUTES))
+    others = st.lists(names, max_size=1).map(lambda more: tuple({action.tool, *more}))
+    touched = st.lists(st.sampled_from(action.systems), min_size=1, unique=True).map(tuple)
+    return Rule(
+        name=f"r99-{draw(st.integers(0, 10**6))}",
+        route=route,
+        tools=some(others, ()),
+        side_effects=() if action.side_effect is None else some(st.just((action.side_effect,)), ()),
+        systems=some(touched, ()) if action.systems else (),
+        touches_sensitive=bool(set(action.systems) & set(sensitive)) and draw(st.booleans()),
+        amount_above=(
+            some(st.floats(0, action.amount, exclude_max=True), None) if action.amount else None
+        ),
+        confidence_below=(
+            some(st.floats(action.confidence, 1, exclude_min=True), None)
+            if action.confidence is not None and action.confidence < 1
+            else None
+        ),
+        agents=some(st.just((action.agent,)), ()) if action.agent else (),
+        step_at_least=some(st.integers(0, action.step), None),
+        step_at_most=some(st.integers(action.step, 6), None),
+        edited=some(st.just(action.edited), None),
+        unknown_tool=action.side_effect is None and draw(st.booleans()),
+        sample_rate=draw(st.one_of(st.none(), st.floats(0, 1))),
+        approver_group="operators" if route == "gate" else "",
+        timeout_seconds=60 if route == "gate" else None,
+    )
+
+
+@given(specs(), actions(), st.data())
+def test_a_matching_rule_put_first_decides(
+    spec: PolicySpec, action: Action, data: st.DataObject
+) -> None:
+    rule = data.draw(rules_matching(action, spec.sensitive_systems))
+    assert matches(rule, action, spec.sensitive_systems)
     assume(rule.name not in {r.name for r in spec.rules})
     expected = "gate" if rule.route == "auto" and action.side_effect is None else rule.route
 

@@ -12,6 +12,7 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.db import connection
+from django.db.models import Model
 from django.utils import timezone
 
 from agentops.models import Artifact, Event, Snapshot, Step, Task, ToolCall
@@ -30,32 +31,62 @@ CUT_OFF = (timezone.now() - timedelta(days=30)).date().isoformat()
 
 def finished_rows(count: int) -> list[int]:
     """`count` succeeded tasks that ended long ago, one step and two events each, as row
-    factories (written whole, so the transition triggers are off for these inserts only)."""
+    factories (written whole, so the transition triggers are off for these inserts only).
+    The first family is made by the ORM; the others are copies of its rows, one INSERT ... SELECT
+    per table, with their own goal and order."""
     with connection.cursor() as cursor:
         cursor.execute("SET LOCAL session_replication_role = replica")
-    tasks = Task.objects.bulk_create(
-        Task(
-            agent="refund",
-            goal=f"Refund order B{n}",
-            input={"order_id": f"B{n}"},
-            status=TaskStatus.SUCCEEDED,
-            step_count=1,
-            current_step=1,
-            last_seq=2,
-            finished_at=OLD,
-        )
-        for n in range(count)
+    task = Task.objects.create(
+        agent="refund",
+        goal="Refund order B0",
+        input={"order_id": "B0"},
+        status=TaskStatus.SUCCEEDED,
+        step_count=1,
+        current_step=1,
+        last_seq=2,
+        finished_at=OLD,
     )
-    Step.objects.bulk_create(
-        Step(task=task, ordinal=0, title="Look up", status=StepStatus.SUCCEEDED, output={"ok": 1})
-        for task in tasks
+    Step.objects.create(
+        task=task, ordinal=0, title="Look up", status=StepStatus.SUCCEEDED, output={"ok": 1}
     )
     Event.objects.bulk_create(
-        Event(task=task, seq=seq, action=f"agentops.test.{seq}") for task in tasks for seq in (1, 2)
+        Event(task=task, seq=seq, action=f"agentops.test.{seq}") for seq in (1, 2)
     )
+    ids = [task.pk, *copies(task.pk, count - 1)]
     with connection.cursor() as cursor:
         cursor.execute("SET LOCAL session_replication_role = DEFAULT")
-    return [task.pk for task in tasks]
+    return ids
+
+
+def columns(model: type[Model], *, but: set[str]) -> list[str]:
+    return [f.column for f in model._meta.concrete_fields if f.column not in {"id", *but}]
+
+
+def copies(template: int, count: int) -> list[int]:
+    """`count` copies of task `template`'s rows (task, steps, events), task n (1..count) for
+    order Bn; the new task ids."""
+    if count < 1:
+        return []
+    task_cols = columns(Task, but={"goal", "input"})
+    listed = ", ".join(task_cols)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {Task._meta.db_table} ({listed}, goal, input) "
+            f"SELECT {listed}, 'Refund order B' || n, jsonb_build_object('order_id', 'B' || n) "
+            f"FROM {Task._meta.db_table}, generate_series(1, %s) AS n WHERE id = %s "
+            "ORDER BY n RETURNING id",
+            [count, template],
+        )
+        ids = [row[0] for row in cursor.fetchall()]
+        for model in (Step, Event):
+            cols = ", ".join(columns(model, but={"task_id"}))
+            cursor.execute(
+                f"INSERT INTO {model._meta.db_table} ({cols}, task_id) "
+                f"SELECT {cols}, copy.id FROM {model._meta.db_table}, unnest(%s::bigint[]) "
+                "AS copy(id) WHERE task_id = %s",
+                [ids, template],
+            )
+    return ids
 
 
 def backdate(task: Task) -> None:
