@@ -14,8 +14,16 @@ from django.core.management import call_command
 from agentops.states import TaskStatus
 from reviews.models import Decision
 from tests.conftest import database_url
+from tests.reviews.conftest import ensure_groups
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.crash]
+
+
+@pytest.fixture(autouse=True)
+def roles(transactional_db: None) -> None:
+    """The role groups and their permissions, as migrations make them (an earlier transactional
+    test's flush emptied them): the granter must be an operator who may read the task."""
+    ensure_groups()
 
 
 def run(name: str, monkeypatch: pytest.MonkeyPatch) -> dict:
