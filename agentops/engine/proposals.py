@@ -18,9 +18,9 @@ from agentops.engine import budgets, gates, routing
 from agentops.engine.checkpoints import snapshot_write
 from agentops.engine.crashpoints import crashpoint
 from agentops.engine.errors import FailureKind, ModelFailure, UnknownTool
-from agentops.engine.jsonvalues import Encoded, is_pointer, redacted
+from agentops.engine.jsonvalues import Encoded, redacted
 from agentops.engine.ledger import arguments_encoded, idempotency_key
-from agentops.engine.model import ModelRequest, ModelResponse, get_model_adapter, record_pointing_at
+from agentops.engine.model import ModelRequest, ModelResponse, get_model_adapter
 from agentops.engine.registry import Tool, agent_tools, get_tool
 from agentops.engine.runstate import Routed, RunState
 from agentops.engine.transitions import Commit, EventSpec, fenced_commit
@@ -247,17 +247,7 @@ class Proposals(RunState):
             fold={"ledger": {key: LedgerStatus.PENDING}},
         )
         with fenced_commit(self.lease, [*routed.events, event], **routed.fields) as commit:
-            args = commit.offloaded(
-                routed.arguments,
-                path="tool_call.args",
-                task_id=self.task.pk,
-                known=routed.known,
-                checked=routed.proposal_runs,
-            )
-            record = routed.response_record
-            if record is not None and routed.proposal_runs and is_pointer(args):
-                # The proposal is stored once: the step's record points at the row's artifact.
-                record = record_pointing_at(record, args)
+            args, record = routed.arguments_stored(commit, task_id=self.task.pk)
             self._store_step(commit, step, routed.step_routing(), record)
             call = commit.call_create(
                 task=self.task,

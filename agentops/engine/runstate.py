@@ -13,12 +13,13 @@ import httpx
 from agentops.engine import context as ctxbuild
 from agentops.engine.checkpoints import OutputsDigest
 from agentops.engine.errors import StepFailure
-from agentops.engine.jsonvalues import Encoded
+from agentops.engine.jsonvalues import Encoded, is_pointer
 from agentops.engine.leases import Heartbeat
 from agentops.engine.ledger import Outcome
+from agentops.engine.model import record_pointing_at
 from agentops.engine.registry import Agent, Tool
 from agentops.engine.routing import Verdict, step_routing
-from agentops.engine.transitions import EventSpec, Lease
+from agentops.engine.transitions import Commit, EventSpec, Lease
 from agentops.engine.versions import AgentVersion
 from agentops.models import Step, Task, ToolCall
 from agentops.states import Phase
@@ -53,6 +54,24 @@ class Routed:
         """What the step records of its routed proposal: the verdict, and what the tool adds
         (an MCP tool's schema digest and definition)."""
         return {**step_routing(self.verdict), **self.tool.step_fields(self.step.spec or {})}
+
+    def arguments_stored(
+        self, commit: Commit, *, task_id: int
+    ) -> tuple[Any, dict[str, Any] | None]:
+        """The arguments as the commit stores them (inline or an artifact pointer), and the model
+        response record to store with them: when the arguments are the proposal itself, it is
+        stored once, the record pointing at the row's artifact."""
+        args = commit.offloaded(
+            self.arguments,
+            path="tool_call.args",
+            task_id=task_id,
+            known=self.known,
+            checked=self.proposal_runs,
+        )
+        record = self.response_record
+        if record is not None and self.proposal_runs and is_pointer(args):
+            record = record_pointing_at(record, args)
+        return args, record
 
 
 @dataclass

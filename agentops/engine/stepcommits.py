@@ -20,8 +20,7 @@ from agentops.engine.checkpoints import snapshot_state, snapshot_write
 from agentops.engine.crashpoints import crashpoint
 from agentops.engine.dispatch import task_enqueue
 from agentops.engine.errors import FailureKind, StepFailure
-from agentops.engine.jsonvalues import is_pointer, offloaded
-from agentops.engine.model import record_pointing_at
+from agentops.engine.jsonvalues import offloaded
 from agentops.engine.registry import Tool
 from agentops.engine.runstate import Routed, RunState, StepResult
 from agentops.engine.transitions import (
@@ -288,17 +287,7 @@ class StepCommits(RunState):
         routed = result.unrecorded_call
         if routed is not None:
             fields.update(routed.step_routing())
-            args = commit.offloaded(
-                routed.arguments,
-                path="tool_call.args",
-                task_id=self.task.pk,
-                known=routed.known,
-                checked=routed.proposal_runs,
-            )
-            record = routed.response_record
-            if record is not None and routed.proposal_runs and is_pointer(args):
-                # The proposal is stored once: the step's record points at the row's artifact.
-                record = record_pointing_at(record, args)
+            args, record = routed.arguments_stored(commit, task_id=self.task.pk)
         if record is not None:
             fields["model_response"] = commit.offloaded(
                 record, path="step.model_response", task_id=self.task.pk
