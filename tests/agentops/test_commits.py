@@ -211,11 +211,46 @@ def test_an_artifact_file_and_its_directory_are_durable_before_the_statement(
         pointer = c.offloaded({"text": "z" * 500}, path="step.output", task_id=task.pk)
         c.step_update(step, output=pointer)
 
-    # The file, then the directory that names it, then the one statement with its pointer.
+    # The file and the directory that names it (fsynced at once), then the one statement with
+    # its pointer.
     assert order.count("statement") == 1 and order[-1] == "statement"
-    assert order.index("fsync file") < len(order) - 2
-    assert order[-2] == "fsync directory"
+    assert order.index("fsync file") < len(order) - 1
+    assert sorted(order[-3:-1]) == ["fsync directory", "fsync file"]
     assert Artifact.objects.get(pk=reserved).name.endswith(".json")
+
+
+def test_an_artifact_directory_is_fsynced_while_its_file_is(offloading, monkeypatch, settings):
+    """The file's fsync does not end until its directory's has begun: they overlap (the old
+    order, file then directory, would wait here and fail)."""
+    task, lease, step, _ = offloading
+    # The task's directory exists already: no fsync of its parent for a new one.
+    os.makedirs(os.path.join(settings.MEDIA_ROOT, "artifacts", str(task.pk)))
+    order: list[str] = []
+    directory_begun = threading.Event()
+    real_fsync = os.fsync
+
+    def fsync(fd: int) -> None:
+        if stat.S_ISDIR(os.fstat(fd).st_mode):
+            order.append("fsync directory")
+            directory_begun.set()
+        elif not directory_begun.wait(30):
+            order.append("file durable before its directory's fsync began")
+        else:
+            order.append("file durable")
+        real_fsync(fd)
+
+    def record(execute, sql, params, many, context):  # type: ignore[no-untyped-def]
+        order.append("statement")
+        return execute(sql, params, many, context)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+    with connection.execute_wrapper(record), fenced_commit(lease, []) as c:
+        pointer = c.offloaded({"text": "v" * 500}, path="step.output", task_id=task.pk)
+        c.step_update(step, output=pointer)
+
+    assert order.count("file durable") == 1 and order[-2:] == ["file durable", "statement"], order
+    assert order.index("fsync directory") < order.index("file durable")
+    assert loaded(pointer) == {"text": "v" * 500}
 
 
 def test_a_file_stored_twice_in_one_commit_is_fsynced_once_before_the_statement(
@@ -241,10 +276,10 @@ def test_a_file_stored_twice_in_one_commit_is_fsynced_once_before_the_statement(
         result = c.offloaded(dict(value), path="tool_call.result", task_id=task.pk)
         c.step_update(step, output=output)
 
-    # One file (the same content), fsynced once, then its directory, then the statement.
+    # One file (the same content), fsynced once with its directory, then the statement.
     assert output["sha256"] == result["sha256"] and output["$artifact"] != result["$artifact"]
     assert order.count("fsync file") == 1 and order.count("statement") == 1
-    assert order[-2:] == ["fsync directory", "statement"]
+    assert sorted(order[-3:-1]) == ["fsync directory", "fsync file"] and order[-1] == "statement"
     assert loaded(output) == loaded(result) == value
 
 
