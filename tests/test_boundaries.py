@@ -21,13 +21,14 @@ install none of its apps, commands or URLs.
 from __future__ import annotations
 
 import ast
+import functools
 import json
 import os
 import re
 import secrets
 import subprocess
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -47,10 +48,28 @@ SHELL_MODULES = {"policies": {"agentops.web"}, "agentops": set(), "reviews": set
 SHELL_FILES = {"agentops/settings.py", "agentops/test_settings.py", "agentops/urls.py"}
 
 
+def parsed(path: Path) -> ast.Module:
+    """The syntax tree of `path`, parsed once per text in the session (several scans read the
+    same modules; a changed file is parsed again). Read only: the trees are shared."""
+    return _parsed(path.read_text(), str(path))
+
+
+@functools.cache
+def _parsed(text: str, filename: str) -> ast.Module:
+    return ast.parse(text, filename=filename)
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _parse_once() -> Iterator[None]:
+    """The trees (some 50 MB for the project) are kept while this module's tests run, no longer."""
+    yield
+    _parsed.cache_clear()
+
+
 def imported_modules(path: Path) -> set[str]:
     """Every module `path` imports, at module level or inside functions: `from a import b`
     counts as `a.b` (b may be a module) and `import_module("a.b")` as `a.b`."""
-    tree = ast.parse(path.read_text(), filename=str(path))
+    tree = parsed(path)
     names: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -184,7 +203,7 @@ def module_imports(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
     """The modules of `modules` that module `name` imports, at module level or inside
     functions: relative imports resolved; `from p import x` is `p.x` when that is a module, else
     `p`; `import p.q` and `import_module("p.q")` are `p.q` (or the nearest module above)."""
-    tree = ast.parse(path.read_text(), filename=str(path))
+    tree = parsed(path)
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     found: set[str | None] = set()
     for node in ast.walk(tree):
@@ -294,7 +313,7 @@ def engine_back_doors(
         for imported in module_imports(name, path, modules)
         if imported.startswith(f"{door}.")
     }
-    tree = ast.parse(path.read_text(), filename=str(path))
+    tree = parsed(path)
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and node.module == door and not node.level:
             found.update(
@@ -305,7 +324,7 @@ def engine_back_doors(
 
 def _dunder_all(path: Path) -> list[str]:
     """The names a module lists in its `__all__` (a literal list or tuple of strings)."""
-    for node in ast.parse(path.read_text(), filename=str(path)).body:
+    for node in parsed(path).body:
         if isinstance(node, ast.Assign) and any(
             isinstance(target, ast.Name) and target.id == "__all__" for target in node.targets
         ):

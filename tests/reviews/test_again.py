@@ -241,6 +241,12 @@ def test_the_api_starts_again_and_forks_for_operators_only(
     assert channels == {"api"}
 
 
+@pytest.fixture
+def operator_client(operator):
+    """The operator signed in once for all of a property test's examples (its pages are reads)."""
+    return client_for(operator)
+
+
 texts = st.text(min_size=1, max_size=80).filter(lambda t: t.strip() and "\x00" not in t)
 
 
@@ -249,7 +255,7 @@ texts = st.text(min_size=1, max_size=80).filter(lambda t: t.strip() and "\x00" n
 @example(value='" hx-get="/x')
 @given(value=texts)
 def test_any_edited_input_is_stored_as_given_and_rendered_as_text(
-    sim, redis_clean, operator, starter, value: str
+    sim, redis_clean, operator, starter, operator_client, value: str
 ):
     old = Task.objects.filter(agent="refund", status=TaskStatus.SUCCEEDED, origin=None).first()
     if old is None:
@@ -262,8 +268,8 @@ def test_any_edited_input_is_stored_as_given_and_rendered_as_text(
         reason=value,
         input={"order_id": "A1001", "note": value},
     )
-    page = client_for(operator).get(reverse("agentops:task_detail", args=[new.pk])).content.decode()
-    old_page = client_for(operator).get(reverse("agentops:task_detail", args=[old.pk]))
+    page = operator_client.get(reverse("agentops:task_detail", args=[new.pk])).content.decode()
+    old_page = operator_client.get(reverse("agentops:task_detail", args=[old.pk]))
 
     assert new.input["note"] == value or "[redacted" in str(new.input["note"])
     for html in (page, old_page.content.decode()):

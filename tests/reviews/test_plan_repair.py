@@ -219,6 +219,13 @@ def test_the_api_previews_and_applies_a_repair(sim, redis_clean, operator, audit
     assert refused.status_code == 403
 
 
+@pytest.fixture
+def operator_client(operator):
+    """The operator signed in once for all of a property test's examples (a preview writes
+    nothing, so the examples share the session)."""
+    return client_for(operator)
+
+
 typed = st.text(st.characters(exclude_categories=("Cs",), exclude_characters="\x00"), max_size=80)
 
 
@@ -231,12 +238,13 @@ typed = st.text(st.characters(exclude_categories=("Cs",), exclude_characters="\x
 @example(instruction='<script>alert("x")</script>', title='<b hx-get="/evil">bold</b>')
 @example(instruction="{{ 7|add:1 }} {% now 'Y' %}", title="\u202e\u0645\u0631\u062d\u0628\u0627")
 def test_what_people_type_is_rendered_escaped_in_the_preview(
-    sim, redis_clean, operator, instruction, title
+    sim, redis_clean, operator_client, instruction, title
 ):
     task = Task.objects.filter(goal="Trip to Rome").first() or sold_out_trip()
-    client = client_for(operator)
 
-    response = repair(client, task.pk, op="insert", step="4", title=title, instruction=instruction)
+    response = repair(
+        operator_client, task.pk, op="insert", step="4", title=title, instruction=instruction
+    )
 
     page = response.content.decode()
     if not title.strip():

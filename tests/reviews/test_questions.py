@@ -248,6 +248,13 @@ def test_the_api_lists_and_answers_questions_with_the_same_checks(
 
 # -- any text an agent or a person gives ---------------------------------------------------------
 
+
+@pytest.fixture
+def operator_client(operator):
+    """The operator signed in once for all of a property test's examples (its pages are reads)."""
+    return client_for(operator)
+
+
 texts = st.text(
     st.characters(blacklist_characters="\x00", blacklist_categories=("Cs",)),
     min_size=1,
@@ -258,7 +265,7 @@ texts = st.text(
 @settings(max_examples=20, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(question=texts, options=st.lists(texts, max_size=4, unique=True), context=texts, said=texts)
 def test_a_question_its_options_and_the_answer_render_escaped(
-    operator, question, options, context, said
+    operator_client, question, options, context, said
 ):
     task = task_create(agent="refund_ask", goal="Refund", input={"order_id": "A1001"})
     step = Step.objects.get(task=task, ordinal=1)
@@ -287,7 +294,7 @@ def test_a_question_its_options_and_the_answer_render_escaped(
         decided_at=now,
         due_at=now + timedelta(hours=1),
     )
-    client = client_for(operator)
+    client = operator_client
 
     panel = client.get(reverse("reviews:question", args=[open_gate.pk])).content.decode()
     answered = client.get(reverse("reviews:question", args=[closed.pk])).content.decode()

@@ -328,6 +328,10 @@ def test_each_role_gets_exactly_the_access_the_table_gives(world, clients):
     assert state() == before
 
 
+# The refusal's page (templates/403_csrf.html): what happened, without the navigation.
+EXPIRED = "<h1>This form has expired</h1>"
+
+
 @pytest.mark.django_db
 def test_every_state_change_needs_a_csrf_token(
     world, operator, auditor, policy_admin, task_starter
@@ -352,6 +356,8 @@ def test_every_state_change_needs_a_csrf_token(
                 response = client.post(url, {"reason": "x", "action": "abort"}, **headers)
                 if response.status_code != 403:
                     failures.append(f"POST {url} as {role} {headers}: {response.status_code}")
+                elif EXPIRED not in response.content.decode():
+                    failures.append(f"POST {url} as {role} {headers}: not the expired-form page")
 
     assert not failures, "\n".join(failures)
     assert state() == before
