@@ -211,11 +211,21 @@ def _normalized(value: Any) -> Any:
     return value
 
 
-def _dumps(value: Any, *, sort_keys: bool = True) -> str:
-    """json's compact text, non-ASCII kept, no NaN: the one json writer here."""
-    return json.dumps(
-        value, sort_keys=sort_keys, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+def _encoder(*, sort_keys: bool) -> json.JSONEncoder:
+    # The encoder `json.dumps` makes for these options on every call, made once: its `encode`
+    # writes the same text.
+    return json.JSONEncoder(
+        sort_keys=sort_keys, separators=(",", ":"), ensure_ascii=False, allow_nan=False
     )
+
+
+_ENCODERS = {True: _encoder(sort_keys=True).encode, False: _encoder(sort_keys=False).encode}
+
+
+def _dumps(value: Any, *, sort_keys: bool = True) -> str:
+    """json's compact text, non-ASCII kept, no NaN (`json.dumps` with those options): the one
+    json writer here."""
+    return _ENCODERS[sort_keys](value)
 
 
 # A value with at most this many parts (containers and scalars) may go to orjson.
