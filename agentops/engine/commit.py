@@ -33,7 +33,7 @@ from agentops.engine.statements import (
     prepared_cursor,
 )
 from agentops.engine.syncs import Syncs
-from agentops.models import Event, Snapshot, Step, Task, ToolCall
+from agentops.models import AuditItem, Event, Snapshot, Step, Task, ToolCall
 from agentops.states import STEP_TRANSITIONS, TERMINAL, ledger_sources
 
 
@@ -131,7 +131,8 @@ class Commit:
     that matches no row makes the server raise, which rolls the whole statement back
     (CheckpointMismatch). Outside a transaction the statement is its own transaction: one round
     trip, no BEGIN or COMMIT of its own. The caller opens one (`in_transaction`) only for ORM
-    writes that must commit with it (an audit item, a gate, a parent's wake-up). Sent as a
+    writes that must commit with it (a gate, a parent's wake-up); an audit item naming a new
+    ledger row is a part of the statement (`audit_insert`). Sent as a
     prepared statement with server-side parameters.
     """
 
@@ -222,6 +223,21 @@ class Commit:
             )
         )
         return call
+
+    def audit_insert(self, item: AuditItem, call: ToolCall) -> None:
+        """Insert `item` (not saved), the audit item of `call`, a ledger row this commit inserts
+        (`call_insert`): the same statement inserts both, the item naming the row's new id."""
+        source = next(part for part in self.parts if part.returns_id and part.target is call)
+        sql, inserted = insert_shape(AuditItem, ("tool_call", source.name))
+        self.parts.append(
+            _Part(
+                f"i{len(self.parts)}",
+                sql,
+                [db_value(f, getattr(item, f.attname), self.json) for f in inserted],
+                target=item,
+                returns_id=True,
+            )
+        )
 
     def snapshot(self, state: dict[str, Any]) -> None:
         """A snapshot of the progress state as of this commit's last event."""

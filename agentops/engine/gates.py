@@ -118,11 +118,12 @@ def gate_amount(amount: float | None) -> Decimal | None:
     return value if abs(value) < GATE_AMOUNT_LIMIT else None
 
 
-def audit_item_create(
+def audit_item_of(
     *, task: Task, step: Step, call: ToolCall, verdict: Verdict, sampled: bool
 ) -> AuditItem:
-    """Queue an autonomous decision for review. Caller (the runner) holds the transaction."""
-    return AuditItem.objects.create(
+    """The audit item (not saved) that queues an autonomous decision for review: the runner's
+    commit inserts it with the call's ledger row (`Commit.audit_insert`)."""
+    return AuditItem(
         task=task,
         step=step,
         tool_call=call,

@@ -92,6 +92,15 @@ def _check(value: Any, room: int) -> None:
         raise _Refused(value, f"nested deeper than {MAX_DEPTH} levels")
     elif isinstance(value, list):
         for index, item in enumerate(value):
+            kind = type(item)
+            # The common parts pass here, without a call (`_check`'s own tests, exact types).
+            if (
+                (kind is str and item.isascii() and "\x00" not in item)
+                or (kind is int and item.bit_length() <= _SHORT_INT_BITS)
+                or item is None
+                or kind is bool
+            ):
+                continue
             try:
                 _check(item, room - 1)
             except _Refused as refused:
@@ -104,20 +113,32 @@ def _check(value: Any, room: int) -> None:
 def _check_object(value: dict[Any, Any], room: int) -> None:
     ascii_keys = True
     for key, item in value.items():
-        if not isinstance(key, str):
+        if type(key) is str and key.isascii() and "\x00" not in key:
+            pass  # `text_refusal`'s common case, without the call
+        elif not isinstance(key, str):
             refused = _Refused(key)
+            refused.where.append(f".<key {key!r}>")
+            raise refused
         elif (reason := text_refusal(key)) is not None:
             refused = _Refused(key, reason)
+            refused.where.append(f".<key {key!r}>")
+            raise refused
         else:
             ascii_keys = ascii_keys and key.isascii()
-            try:
-                _check(item, room - 1)
-            except _Refused as inner:
-                inner.where.append(f".{key}")
-                raise
+        kind = type(item)
+        # As in `_check`'s lists: the common parts pass without a call.
+        if (
+            (kind is str and item.isascii() and "\x00" not in item)
+            or (kind is int and item.bit_length() <= _SHORT_INT_BITS)
+            or item is None
+            or kind is bool
+        ):
             continue
-        refused.where.append(f".<key {key!r}>")
-        raise refused
+        try:
+            _check(item, room - 1)
+        except _Refused as inner:
+            inner.where.append(f".{key}")
+            raise
     if not ascii_keys:
         seen: set[str] = set()
         for key in value:
@@ -153,28 +174,58 @@ def _normalized(value: Any) -> Any:
     if isinstance(value, float) and value.is_integer():
         return int(value)
     if isinstance(value, dict):
-        normalized = {unicodedata.normalize("NFC", k): _normalized(v) for k, v in value.items()}
+        normalized: dict[Any, Any] = {}
+        unchanged = True
+        for key, item in value.items():
+            # An ASCII str is NFC already (`normalize` would return it): no call for it.
+            new_key = (
+                key if type(key) is str and key.isascii() else unicodedata.normalize("NFC", key)
+            )
+            kind = type(item)
+            # ASCII strs, ints and None are their own normal form (`_normalized` returns them
+            # as they are): no call for them.
+            if (kind is str and item.isascii()) or kind is int or item is None:
+                new = item
+            else:
+                new = _normalized(item)
+            normalized[new_key] = new
+            unchanged = unchanged and new_key is key and new is item
         if len(normalized) != len(value):
             # Two keys equal in NFC would collapse into one and drop a value from the digest.
             raise ValueError("two object keys are the same string in Unicode NFC form")
-        unchanged = all(
-            new_key is key and new is old
-            for (key, old), (new_key, new) in zip(value.items(), normalized.items(), strict=True)
-        )
         return value if unchanged else normalized
     if isinstance(value, list):
-        items = [_normalized(v) for v in value]
-        return value if all(a is b for a, b in zip(items, value, strict=True)) else items
+        items: list[Any] = []
+        unchanged = True
+        for item in value:
+            kind = type(item)
+            if (kind is str and item.isascii()) or kind is int or item is None:
+                new = item  # as in objects
+            else:
+                new = _normalized(item)
+            items.append(new)
+            unchanged = unchanged and new is item
+        return value if unchanged else items
     if isinstance(value, tuple):
         return [_normalized(v) for v in value]
     return value
 
 
-def _dumps(value: Any, *, sort_keys: bool = True) -> str:
-    """json's compact text, non-ASCII kept, no NaN: the one json writer here."""
-    return json.dumps(
-        value, sort_keys=sort_keys, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+def _encoder(*, sort_keys: bool) -> json.JSONEncoder:
+    # The encoder `json.dumps` makes for these options on every call, made once: its `encode`
+    # writes the same text.
+    return json.JSONEncoder(
+        sort_keys=sort_keys, separators=(",", ":"), ensure_ascii=False, allow_nan=False
     )
+
+
+_ENCODERS = {True: _encoder(sort_keys=True).encode, False: _encoder(sort_keys=False).encode}
+
+
+def _dumps(value: Any, *, sort_keys: bool = True) -> str:
+    """json's compact text, non-ASCII kept, no NaN (`json.dumps` with those options): the one
+    json writer here."""
+    return _ENCODERS[sort_keys](value)
 
 
 # A value with at most this many parts (containers and scalars) may go to orjson.
@@ -238,12 +289,34 @@ def _plain_copy(value: Any, budget: list[int], *, sort_keys: bool) -> Any:
     if kind is list:
         if len(value) > budget[0]:
             return _NOT_PLAIN
-        items = [_plain_copy(item, budget, sort_keys=sort_keys) for item in value]
-        return _NOT_PLAIN if any(item is _NOT_PLAIN for item in items) else items
-    if kind is dict and len(value) <= budget[0] and all(type(key) is str for key in value):
-        keys = sorted(value) if sort_keys else value
-        copy = {key: _plain_copy(value[key], budget, sort_keys=sort_keys) for key in keys}
-        return _NOT_PLAIN if any(item is _NOT_PLAIN for item in copy.values()) else copy
+        items: list[Any] = []
+        for item in value:
+            part = type(item)
+            # A str, a bool or None is copied as it is, without a call (one part of `budget`).
+            if part is str or part is bool or item is None:
+                budget[0] -= 1
+            else:
+                item = _plain_copy(item, budget, sort_keys=sort_keys)
+                if item is _NOT_PLAIN:
+                    return _NOT_PLAIN
+            items.append(item)
+        return _NOT_PLAIN if budget[0] < 0 else items
+    if kind is dict and len(value) <= budget[0]:
+        for key in value:
+            if type(key) is not str:
+                return _NOT_PLAIN
+        copy: dict[str, Any] = {}
+        for key in sorted(value) if sort_keys else value:
+            item = value[key]
+            part = type(item)
+            if part is str or part is bool or item is None:
+                budget[0] -= 1  # as in lists
+            else:
+                item = _plain_copy(item, budget, sort_keys=sort_keys)
+                if item is _NOT_PLAIN:
+                    return _NOT_PLAIN
+            copy[key] = item
+        return _NOT_PLAIN if budget[0] < 0 else copy
     return _NOT_PLAIN
 
 

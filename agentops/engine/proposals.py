@@ -259,15 +259,15 @@ class Proposals(RunState):
                 idempotency_key=key,
             )
             if routing.audited(verdict, step):
-                # The audit item names the new row: it commits with it.
-                commit.in_transaction()
-                gates.audit_item_create(
+                # The audit item names the new row: the same statement inserts it.
+                item = gates.audit_item_of(
                     task=self.task,
                     step=step,
                     call=call,
                     verdict=verdict,
                     sampled=verdict.route != Route.AUDIT,
                 )
+                commit.audit_insert(item, call)
         return call
 
     def _store_step(

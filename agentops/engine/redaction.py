@@ -311,12 +311,19 @@ def redacted(value: Any) -> Any:
         value = _keywords_redacted(_literals_redacted(value))
         return _CARD_RUN.sub(_cards, value) if _may_hold_card(value) else value
     if isinstance(value, dict):
-        return {
-            key: REDACTED
-            if isinstance(key, str) and value[key] not in (None, "") and is_secret_key(key)
-            else redacted(value[key])
-            for key in value
-        }
+        copy = {}
+        for key in value:
+            item = value[key]
+            if isinstance(key, str) and item not in (None, "") and is_secret_key(key):
+                item = REDACTED
+            elif not (type(item) is int or item is None or type(item) is bool):
+                # An int, a bool and None come back as they are: no call for them.
+                item = redacted(item)
+            copy[key] = item
+        return copy
     if isinstance(value, list):
-        return [redacted(item) for item in value]
+        return [
+            item if type(item) is int or item is None or type(item) is bool else redacted(item)
+            for item in value
+        ]
     return value

@@ -239,7 +239,11 @@ class JsonTexts:
 def json_text_of(value: Any) -> str:
     """A JSON value as the text its jsonb parameter is sent as (what psycopg's `Jsonb` sends:
     `json.dumps`, without the spaces)."""
-    return json.dumps(value, separators=(",", ":"))
+    return _JSONB_TEXT(value)
+
+
+# `json.dumps(value, separators=(",", ":"))` makes this encoder on every call: made once.
+_JSONB_TEXT = json.JSONEncoder(separators=(",", ":")).encode
 
 
 @functools.cache
@@ -254,9 +258,13 @@ def one_of(statuses: frozenset[str]) -> str:
 
 
 @functools.cache
-def insert_shape(model: type[models.Model]) -> tuple[str, list[Any]]:
+def insert_shape(
+    model: type[models.Model], refers: tuple[str, str] | None = None
+) -> tuple[str, list[Any]]:
     """`INSERT` of a new row joined to the fence (creation times from the statement's clock),
-    and the fields whose values are its parameters, in order."""
+    and the fields whose values are its parameters, in order. `refers`: (a foreign key, the
+    name of another part of the statement that inserts the row it names): the key is that
+    row's id, and the row is inserted only with it."""
     columns, values, inserted = [], [], []
     for model_field in model._meta.concrete_fields:
         if model_field.primary_key:
@@ -266,11 +274,15 @@ def insert_shape(model: type[models.Model]) -> tuple[str, list[Any]]:
         if getattr(model_field, "auto_now_add", False):
             values.append("STATEMENT_TIMESTAMP()")
             continue
+        if refers is not None and model_field.name == refers[0]:
+            values.append(f'{refers[1]}."id"')
+            continue
         values.append(f"CAST(%s AS {cast_type})")
         inserted.append(model_field)
+    joined = "fence" if refers is None else f"fence, {refers[1]}"
     sql = (
         f'INSERT INTO "{model._meta.db_table}" ({", ".join(columns)}) '
-        f'SELECT {", ".join(values)} FROM fence RETURNING "id"'
+        f'SELECT {", ".join(values)} FROM {joined} RETURNING "id"'
     )
     return sql, inserted
 

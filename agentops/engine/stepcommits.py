@@ -312,16 +312,17 @@ class StepCommits(RunState):
         return commit.call_insert(call)
 
     def _audit_read_call(self, commit: Commit, routed: Routed, call: ToolCall) -> None:
-        """The audit item of an audited read-only call names its row: it commits with it."""
+        """The audit item of an audited read-only call names its row: the same statement
+        inserts it."""
         if routing.audited(routed.verdict, routed.step):
-            commit.in_transaction()
-            gates.audit_item_create(
+            item = gates.audit_item_of(
                 task=self.task,
                 step=routed.step,
                 call=call,
                 verdict=routed.verdict,
                 sampled=routed.verdict.route != Route.AUDIT,
             )
+            commit.audit_insert(item, call)
 
     def _finish(self) -> None:
         """Every step is done (e.g. the last one was skipped by a person): the task succeeds."""

@@ -74,6 +74,34 @@ def custom_policy(name: str, rules: list[dict]) -> int:
     return policy_publish(draft=draft, author=None, change_note="test").number
 
 
+def test_an_audited_call_commits_its_audit_item_naming_its_ledger_row(sim, redis_clean):
+    # Reads in the audit lane: each is recorded by its step's one commit (the read-only path),
+    # the side effects by their pending row's commit; the item names the row inserted with it.
+    custom_policy(
+        "all-audited",
+        [
+            {"name": "reads audited", "route": "audit", "side_effects": ["read"]},
+            {"name": "default", "route": "audit", "is_default": True},
+        ],
+    )
+    task = run_until_parked_or_done(
+        task_create(
+            agent="refund", goal="Refund", input={"order_id": "A1001"}, policy="all-audited"
+        )
+    )
+
+    assert task.status == TaskStatus.SUCCEEDED
+    calls = ToolCall.objects.filter(task=task)
+    items = {item.tool_call_id: item for item in AuditItem.objects.filter(task=task)}
+    assert len(calls) == 5 and set(items) == {call.pk for call in calls}
+    for call in calls:
+        item = items[call.pk]
+        assert (item.step_id, item.tool, item.agent) == (call.step_id, call.tool, "refund")
+        assert (item.route, item.sampled, item.status) == ("audit", False, "pending")
+    # Both paths: read-only calls and calls with a side effect.
+    assert {call.side_effect for call in calls} == {"read", "financial", "notify"}
+
+
 def test_the_default_policy_routes_reads_auto_payments_audit_and_gates_large_ones(
     sim, redis_clean, requester
 ):
