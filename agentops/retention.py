@@ -36,6 +36,7 @@ from agentops.states import TERMINAL
 ARCHIVE_FORMAT = "agentops-retention/1"
 MANIFEST = "manifest.json"
 TASKS_FILE = "tasks.jsonl"
+# Tasks per query and per erasing transaction (`manage.py retention --batch N` sets another).
 BATCH = 200
 
 # Each task's rows, in the order a re-import would insert them.
@@ -73,8 +74,9 @@ class Archived:
     artifact_files: int = 0
 
 
-def retention_plan(*, finished_before: datetime) -> Plan:
-    """Every task of each family whose members all ended before `finished_before`."""
+def retention_plan(*, finished_before: datetime, batch: int = BATCH) -> Plan:
+    """Every task of each family whose members all ended before `finished_before` (the families
+    read `batch` roots at a time)."""
     roots = list(
         Task.objects.filter(
             parent__isnull=True, status__in=TERMINAL, finished_at__lt=finished_before
@@ -84,10 +86,10 @@ def retention_plan(*, finished_before: datetime) -> Plan:
     )
     task_ids: list[int] = []
     skipped = 0
-    for start in range(0, len(roots), BATCH):
-        batch = roots[start : start + BATCH]
-        families = _families(batch)
-        for root in batch:
+    for start in range(0, len(roots), batch):
+        some = roots[start : start + batch]
+        families = _families(some)
+        for root in some:
             members = families[root]
             if all(_finished(row, finished_before) for row in members):
                 task_ids.extend(row["pk"] for row in members)
@@ -120,9 +122,12 @@ def _finished(row: dict[str, Any], before: datetime) -> bool:
     )
 
 
-def archive_write(directory: Path, task_ids: list[int], *, extras: dict[str, Extra]) -> Archived:
+def archive_write(
+    directory: Path, task_ids: list[int], *, extras: dict[str, Extra], batch: int = BATCH
+) -> Archived:
     """Write the tasks, their rows, their artifact files and the `extras` to `directory` (new or
-    empty) with a manifest of sha256 digests; every file is fsynced before this returns."""
+    empty) with a manifest of sha256 digests, read `batch` tasks at a time; every file is fsynced
+    before this returns."""
     directory.mkdir(parents=True, exist_ok=True)
     if any(directory.iterdir()):
         raise RetentionError(f"{directory} is not empty: archive into a new directory")
@@ -130,8 +135,8 @@ def archive_write(directory: Path, task_ids: list[int], *, extras: dict[str, Ext
     digest = hashlib.sha256()
     files: dict[str, dict[str, Any]] = {}
     with open(directory / TASKS_FILE, "wb") as out:
-        for start in range(0, len(task_ids), BATCH):
-            for line in _task_lines(task_ids[start : start + BATCH], extras, archived):
+        for start in range(0, len(task_ids), batch):
+            for line in _task_lines(task_ids[start : start + batch], extras, archived):
                 out.write(line)
                 digest.update(line)
         out.flush()
@@ -254,24 +259,25 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def tasks_erase(task_ids: list[int]) -> int:
-    """Delete the tasks and every row of theirs (the one path the record's triggers allow), then
-    their artifact files once the deletion has committed. Returns how many tasks were deleted.
+def tasks_erase(task_ids: list[int], *, batch: int = BATCH) -> int:
+    """Delete the tasks and every row of theirs (the one path the record's triggers allow), `batch`
+    tasks per transaction, then their artifact files once the deletion has committed. Returns how
+    many tasks were deleted.
 
     The caller has archived them (or they are a benchmark's own scratch tasks)."""
     names = list(Artifact.objects.filter(task_id__in=task_ids).values_list("name", flat=True))
     deleted = 0
-    for start in range(0, len(task_ids), BATCH):
-        batch = task_ids[start : start + BATCH]
+    for start in range(0, len(task_ids), batch):
+        some = task_ids[start : start + batch]
         with transaction.atomic():
             with connection.cursor() as cursor:
                 cursor.execute("SET LOCAL agentops.erasing = 'on'")
             # A compensation row points at the call it undid (PROTECT): unlink them first, the
             # collector would refuse to delete a protected row even when it goes too.
-            ToolCall.objects.filter(task_id__in=batch, compensation_of__isnull=False).update(
+            ToolCall.objects.filter(task_id__in=some, compensation_of__isnull=False).update(
                 compensation_of=None
             )
-            deleted += Task.objects.filter(pk__in=batch).delete()[1].get("agentops.Task", 0)
+            deleted += Task.objects.filter(pk__in=some).delete()[1].get("agentops.Task", 0)
     transaction.on_commit(lambda: _artifact_files_delete(names, task_ids))
     return deleted
 

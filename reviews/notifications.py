@@ -36,7 +36,13 @@ from django.db.models.functions import Cast, Concat, Left
 from django.urls import reverse
 from django.utils import timezone
 
-from agentops.engine import approval_kind_of, job_waiting, outbound_check, redacted
+from agentops.engine import (
+    approval_kind_of,
+    job_waiting,
+    outbound_check,
+    outbound_tls,
+    redacted,
+)
 from agentops.logs import job_meta
 from agentops.models import Event, Gate, Task
 from agentops.states import GateStatus, TaskStatus
@@ -444,6 +450,7 @@ def _send(delivery: Delivery) -> None:
         },
         timeout=_conf("WEBHOOK_TIMEOUT_SECONDS"),
         follow_redirects=False,
+        verify=outbound_tls(),
     )
     if not 200 <= response.status_code < 300:
         raise DeliveryRefused(f"HTTP {response.status_code}")

@@ -17,7 +17,7 @@ from urllib.parse import urlencode
 import httpx
 from django.conf import settings
 
-from agentops.engine import outbound_check
+from agentops.engine import outbound_check, outbound_tls
 
 # Methods that take their arguments form-encoded only (Slack: "This method does not currently
 # accept application/json"); every other method the product calls takes a JSON body.
@@ -63,6 +63,7 @@ def slack_call(method: str, payload: dict[str, Any]) -> dict[str, Any]:
         },
         timeout=slack_conf("SLACK_TIMEOUT_SECONDS"),
         follow_redirects=False,
+        verify=outbound_tls(),
     )
     response.raise_for_status()
     try:

@@ -27,6 +27,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qsl, urlencode
 
+from tests.serving import serve_in_thread
+
 BOT_TOKEN = "xoxb-1111-2222-standinbottoken"
 SIGNING_SECRET = "8f742231b10e8888abcd99yyyzzz85a5"
 TEAM_ID = "T0STANDIN"
@@ -573,7 +575,7 @@ def serve() -> tuple[StandInSlack, ThreadingHTTPServer]:
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     server.daemon_threads = True
     slack.url = f"http://127.0.0.1:{server.server_address[1]}/api"
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    serve_in_thread(server)
     return slack, server
 
 

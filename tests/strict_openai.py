@@ -23,6 +23,8 @@ from openai.types.chat import ChatCompletionMessageParam
 from openai.types.chat.completion_create_params import CompletionCreateParamsNonStreaming
 from pydantic import TypeAdapter, ValidationError
 
+from tests.serving import serve_in_thread
+
 PARAMS = TypeAdapter(CompletionCreateParamsNonStreaming)
 
 
@@ -246,7 +248,7 @@ def serve(state: StrictServer) -> tuple[ThreadingHTTPServer, str]:
             pass
 
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    serve_in_thread(httpd)
     state.url = f"http://127.0.0.1:{httpd.server_port}/v1"
     return httpd, state.url
 

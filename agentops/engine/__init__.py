@@ -103,7 +103,7 @@ if TYPE_CHECKING:
         task_fork,
         task_restart,
     )
-    from agentops.engine.outbound import outbound_check
+    from agentops.engine.outbound import outbound_check, outbound_tls
     from agentops.engine.planedit import PlanEdit, RepairPreview, RepairRefused, change_text
     from agentops.engine.questions import (
         ASK_HUMAN,
@@ -218,7 +218,7 @@ _HOMES: dict[str, tuple[str, ...]] = {
         "task_fork",
         "task_restart",
     ),
-    "agentops.engine.outbound": ("outbound_check",),
+    "agentops.engine.outbound": ("outbound_check", "outbound_tls"),
     "agentops.engine.planedit": (
         "PlanEdit",
         "RepairPreview",
@@ -324,6 +324,7 @@ __all__ = [
     "loaded",
     "missing_scope_of",
     "outbound_check",
+    "outbound_tls",
     "plan_repair_options",
     "plan_repair_preview_load",
     "question_answer",

@@ -12,7 +12,6 @@ import os
 import signal
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -38,6 +37,7 @@ from agentops.tokens import api_token_create
 from tests.conftest import ROOT, free_port, wait_for
 from tests.reviews.conftest import ensure_groups, make_user
 from tests.secret_corpus import TEXT_FORMS
+from tests.serving import serve_in_thread
 
 REFUND_STEP = 3
 EMAIL_STEP = 4
@@ -144,8 +144,7 @@ def receiver() -> Iterator[tuple[Receiver, str]]:
             pass
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
+    serve_in_thread(server)
     yield received, f"http://127.0.0.1:{server.server_address[1]}"
     server.shutdown()
     server.server_close()

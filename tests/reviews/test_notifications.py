@@ -49,6 +49,7 @@ from reviews.services import delivery_attempt_begin, delivery_attempt_record
 from reviews.states import Channel, DeliveryStatus, NoticeEvent
 from tests.conftest import wait_for
 from tests.reviews.builders import client_for, due_delivery, gated_refund, stopped_trip
+from tests.serving import serve_in_thread
 
 pytestmark = pytest.mark.django_db
 
@@ -79,7 +80,7 @@ class Receiver:
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        serve_in_thread(self.server)
 
 
 @pytest.fixture

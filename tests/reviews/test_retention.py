@@ -27,6 +27,11 @@ pytestmark = pytest.mark.django_db
 
 OLD = timezone.now() - timedelta(days=400)
 CUT_OFF = (timezone.now() - timedelta(days=30)).date().isoformat()
+# The batching test: more old tasks than eight batches hold, so the plan, the archive and the
+# erasure each go through nine batches, the last one partial (40 + 2 tasks at 5 a batch); the
+# default batch (agentops.retention.BATCH) is a size, not a different path.
+OLD_TASKS = 40
+BATCH_SIZE = 5
 
 
 def finished_rows(count: int) -> list[int]:
@@ -94,11 +99,12 @@ def backdate(task: Task) -> None:
         cursor.execute("UPDATE agentops_task SET finished_at = %s WHERE id = %s", [OLD, task.pk])
 
 
-def test_retention_archives_ten_thousand_tasks_removes_them_and_touches_nothing_else(
+def test_retention_archives_tasks_in_many_batches_removes_them_and_touches_nothing_else(
     tmp_path, sim, redis_clean, settings, django_capture_on_commit_callbacks
 ):
     settings.MEDIA_ROOT = tmp_path / "media"
-    old_ids = finished_rows(10_000)
+    old_ids = finished_rows(OLD_TASKS)
+    assert (OLD_TASKS + 2) // BATCH_SIZE == 8 and (OLD_TASKS + 2) % BATCH_SIZE
     real = run_until_parked_or_done(refund())
     assert real.status == TaskStatus.SUCCEEDED
     backdate(real)
@@ -121,10 +127,18 @@ def test_retention_archives_ten_thousand_tasks_removes_them_and_touches_nothing_
     out = StringIO()
     with django_capture_on_commit_callbacks(execute=True):
         call_command(
-            "retention", "--finished-before", CUT_OFF, "--archive", str(archive), stdout=out
+            "retention",
+            "--finished-before",
+            CUT_OFF,
+            "--archive",
+            str(archive),
+            "--batch",
+            str(BATCH_SIZE),
+            stdout=out,
         )
 
-    assert out.getvalue().strip() == f"archived 10002 tasks to {archive}; removed 10002"
+    total = OLD_TASKS + 2
+    assert out.getvalue().strip() == f"archived {total} tasks to {archive}; removed {total}"
     gone = [*old_ids, real.pk, big.pk]
     assert not Task.objects.filter(pk__in=gone).exists()
     for model in (Step, ToolCall, Event, Snapshot, Artifact):
@@ -136,15 +150,15 @@ def test_retention_archives_ten_thousand_tasks_removes_them_and_touches_nothing_
     # The decision log keeps its rows (append-only) and records the erasure.
     assert Decision.objects.filter(task_id_ref=real.pk, action="reviews.gate.approved").exists()
     erased = Decision.objects.get(action="reviews.retention.erased")
-    assert erased.detail["tasks"] == 10_002
+    assert erased.detail["tasks"] == total
 
     manifest = json.loads((archive / "manifest.json").read_text())
-    assert manifest["tasks"] == 10_002
-    assert manifest["rows"]["steps"] == 10_000 + real.step_count + big.step_count
+    assert manifest["tasks"] == total
+    assert manifest["rows"]["steps"] == OLD_TASKS + real.step_count + big.step_count
     assert manifest["rows"]["decisions"] == 1
     assert {f"artifacts/{artifact.name}" for artifact in artifacts} <= set(manifest["files"])
     lines = (archive / "tasks.jsonl").read_text().splitlines()
-    assert len(lines) == 10_002
+    assert len(lines) == total
     line = next(json.loads(text) for text in lines if json.loads(text)["task"]["pk"] == real.pk)
     assert line["task"]["fields"]["goal"] == "Refund order A1001"
     assert len(line["tool_calls"]) == real_calls > 0
@@ -152,7 +166,7 @@ def test_retention_archives_ten_thousand_tasks_removes_them_and_touches_nothing_
 
     verified = StringIO()
     call_command("retention", "--verify", str(archive), stdout=verified)
-    assert "complete: 10002 tasks" in verified.getvalue()
+    assert f"complete: {total} tasks" in verified.getvalue()
 
 
 def test_a_damaged_archive_fails_verification(tmp_path, redis_clean):
@@ -191,4 +205,6 @@ def test_retention_refuses_to_remove_without_an_archive_and_changes_nothing(redi
         call_command("retention", "--finished-before", CUT_OFF)
     with pytest.raises(CommandError, match="expected a date"):
         call_command("retention", "--finished-before", "last year", "--dry-run")
+    with pytest.raises(CommandError, match="--batch"):
+        call_command("retention", "--finished-before", CUT_OFF, "--dry-run", "--batch", "0")
     assert Task.objects.filter(pk__in=ids).count() == 2

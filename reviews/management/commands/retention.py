@@ -19,6 +19,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_date, parse_datetime
 
 from agentops.retention import (
+    BATCH,
     MANIFEST,
     RetentionError,
     archive_verify,
@@ -43,6 +44,13 @@ def _cut_off(value: str) -> datetime:
     return moment if timezone.is_aware(moment) else timezone.make_aware(moment)
 
 
+def _positive(value: str) -> int:
+    number = int(value)
+    if number < 1:
+        raise ValueError(value)
+    return number
+
+
 def _decisions(task_ids: list[int]) -> QuerySet[Decision]:
     return Decision.objects.filter(task_id_ref__in=task_ids).order_by("pk")
 
@@ -58,6 +66,13 @@ class Command(BaseCommand):
         parser.add_argument("--archive", metavar="DIR", type=Path)
         parser.add_argument("--dry-run", action="store_true", help="only count; change nothing")
         parser.add_argument("--verify", metavar="DIR", type=Path, help="check an archive")
+        parser.add_argument(
+            "--batch",
+            metavar="N",
+            type=_positive,
+            default=BATCH,
+            help=f"tasks per query and per erasing transaction (default {BATCH})",
+        )
 
     def handle(
         self,
@@ -66,6 +81,7 @@ class Command(BaseCommand):
         archive: Path | None,
         dry_run: bool,
         verify: Path | None,
+        batch: int,
         **options: Any,
     ) -> None:
         if verify is not None:
@@ -73,7 +89,7 @@ class Command(BaseCommand):
             return
         if finished_before is None:
             raise CommandError("give --finished-before DATE (or --verify DIR)")
-        plan = retention_plan(finished_before=_cut_off(finished_before))
+        plan = retention_plan(finished_before=_cut_off(finished_before), batch=batch)
         summary = f"{len(plan.task_ids)} tasks"
         if plan.skipped_families:
             summary += f" ({plan.skipped_families} families kept: a member has not finished)"
@@ -83,11 +99,13 @@ class Command(BaseCommand):
         if archive is None:
             raise CommandError("give --archive DIR: rows are removed only once they are archived")
         try:
-            archived = archive_write(archive, plan.task_ids, extras={"decisions": _decisions})
+            archived = archive_write(
+                archive, plan.task_ids, extras={"decisions": _decisions}, batch=batch
+            )
             archive_verify(archive)
         except RetentionError as exc:
             raise CommandError(f"nothing removed: {exc}") from exc
-        erased = tasks_erase(plan.task_ids)
+        erased = tasks_erase(plan.task_ids, batch=batch)
         manifest = json.loads((archive / MANIFEST).read_bytes())
         decision_record(
             action="reviews.retention.erased",
