@@ -11,7 +11,8 @@ it runs `manage.py <command>` as a started one does (system checks, logging set 
 
 What a fork shares with its zygote is only what the environment decided when the zygote set up
 Django: one zygote per environment (`key`), apart from the variables read at run time only
-(RUNTIME_ONLY), which each fork gets as asked. Environments that start threads or per-process
+(RUNTIME_ONLY), which each fork gets as asked, and those whose setting each fork sets again
+(PER_FORK_SETTINGS: the model server's URL). Environments that start threads or per-process
 files during setup (tracing's exporter, Prometheus' multiprocess files) are started from scratch
 (`forkable`). Forks of one zygote share its string hashing (PYTHONHASHSEED), which differs from
 the test process's: a version digested differently in two processes still shows between the
@@ -41,6 +42,10 @@ ROOT = Path(__file__).resolve().parent.parent
 RUNTIME_ONLY = frozenset(
     {"AGENTOPS_MODEL_CALL_LOG", "AGENTOPS_CRASH_AT", "AGENTOPS_CRASH_SIGNAL", "PYTEST_CURRENT_TEST"}
 )
+# Read into the settings at setup, and set again in each fork from the value its request gives:
+# the model server a test starts on a free port leaves the zygote of its other variables (only
+# whether the variable is set chooses the zygote). The variable, and where settings keep it.
+PER_FORK_SETTINGS = {"OPENAI_BASE_URL": ("AGENTOPS", "OPENAI_BASE_URL")}
 FORKED_COMMANDS = frozenset({"worker", "sweeper"})
 # Set for a run that starts every process from scratch (to compare, or to rule the zygote out).
 FRESH_ENV = "AGENTOPS_TEST_FRESH_PROCESSES"
@@ -56,7 +61,13 @@ def forkable(args: tuple[str, ...], env: Mapping[str, str]) -> bool:
 
 
 def key(env: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
-    return tuple(sorted((k, v) for k, v in env.items() if k not in RUNTIME_ONLY))
+    return tuple(
+        sorted(
+            (k, "(set in each fork)" if k in PER_FORK_SETTINGS else v)
+            for k, v in env.items()
+            if k not in RUNTIME_ONLY
+        )
+    )
 
 
 class Forked:
@@ -232,6 +243,16 @@ def _fork(request: dict[str, object]) -> int:
     return pid
 
 
+def _per_fork_settings(env: Mapping[str, str]) -> None:
+    """What the settings module read from PER_FORK_SETTINGS' variables, as this fork's request
+    has them (its zygote was set up with the same variables set, possibly other values)."""
+    from django.conf import settings
+
+    for name, (setting, item) in PER_FORK_SETTINGS.items():
+        if name in env:
+            getattr(settings, setting)[item] = env[name]
+
+
 def _run(request: dict[str, object]) -> None:
     code = 1
     try:
@@ -248,6 +269,7 @@ def _run(request: dict[str, object]) -> None:
         assert isinstance(env, dict)
         os.environ.clear()
         os.environ.update(env)
+        _per_fork_settings(env)
         os.chdir(str(request["cwd"]))
         args = request["args"]
         assert isinstance(args, list)

@@ -71,19 +71,26 @@ def strict() -> Iterator[StrictServer]:
     httpd.shutdown()
 
 
+def open_question(task: Task, worker: Any) -> Gate | None:
+    """The task's open question; fails at once if the worker or the task ended without one (the
+    wait's bound is only for a hang: a loaded machine may take a minute to start the worker)."""
+    gate = Gate.objects.filter(task=task, status=GateStatus.OPEN).first()
+    if gate is None:
+        assert worker.poll() is None, f"the worker ended (exit {worker.returncode})"
+        ended = Task.objects.get(pk=task.pk)
+        assert not ended.is_terminal, f"the task ended {ended.status}: {ended.failure}"
+    return gate
+
+
 def test_a_question_parks_without_a_worker_and_the_answer_is_the_tool_result(
     processes, strict, django_user_model
 ):
     operator = django_user_model.objects.create_user("olga")
     operator.groups.add(Group.objects.get_or_create(name="operators")[0])
     task = task_create(agent="refund_ask", goal="Refund A1001", input={"order_id": "A1001"})
-    processes.worker(extra_env=model_env(strict))
+    worker = processes.worker(extra_env=model_env(strict))
 
-    gate = wait_for(
-        lambda: Gate.objects.filter(task=task, status=GateStatus.OPEN).first(),
-        timeout=60,
-        message="the question",
-    )
+    gate = wait_for(lambda: open_question(task, worker), timeout=300, message="the question")
     time.sleep(1)  # the worker has ended its job: nothing moves while the question waits
     parked = Task.objects.get(pk=task.pk)
     assert parked.status == TaskStatus.AWAITING_APPROVAL

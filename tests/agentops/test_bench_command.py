@@ -273,16 +273,17 @@ def test_bench_pages_seeds_a_scratch_database_and_reports_every_page(redis_clean
 
 def test_bench_memory_runs_a_real_worker_and_reports_its_resident_set(redis_clean):
     out = StringIO()
-    call_command("bench", "memory", "--steps", "40", "--payload-kb", "1", "--json", stdout=out)
+    call_command("bench", "memory", "--steps", "22", "--payload-kb", "1", "--json", stdout=out)
     report = json.loads(out.getvalue())
 
     assert report["benchmark"] == "memory"
-    assert (report["steps"], report["tasks"], report["payload_kb"]) == (40, 2, 1)
-    # The first reading once one of the two tasks (20 steps) is done, the last once both are (a
-    # quick worker may have finished the second too by the time the first reading is taken).
+    assert (report["steps"], report["tasks"], report["payload_kb"]) == (22, 2, 1)
+    # 22 steps: two tasks by default (at most 20 steps each). The first reading once one of them
+    # (11 steps) is done, the last once both are (a quick worker may have finished the second too
+    # by the time the first reading is taken).
     assert report["warm_up_tasks"] == 1
-    assert 20 <= report["warm_up_steps"] <= 40
-    assert report["warm_up_steps"] + report["measured_steps"] == 40
+    assert 11 <= report["warm_up_steps"] <= 22
+    assert report["warm_up_steps"] + report["measured_steps"] == 22
     # A Django worker with its imports is tens of MB; these are read from /proc, not made up.
     assert 30 < report["rss_first_mb"] < 2000
     assert 30 < report["rss_last_mb"] < 2000

@@ -545,12 +545,30 @@ def web_server(env: dict[str, str], log_path: Path) -> Iterator[str]:
     )
     base = f"http://{env['GUNICORN_BIND']}"
     try:
-        wait_for(lambda: _answers(f"{base}/healthz"), timeout=30, message="gunicorn to start")
+        wait_serving(web, f"{base}/healthz", log_path)
         yield base
     finally:
         os.killpg(web.pid, signal.SIGTERM)
         web.wait(timeout=30)
         log.close()
+
+
+# Only a bound on a start that hangs: a loaded machine may take minutes to import a worker's
+# Django; a server that ended fails the wait at once, with its log.
+START_SECONDS = 300
+
+
+def wait_serving(web: subprocess.Popen[bytes], health: str, log_path: Path) -> None:
+    """Wait until the web server `web` answers at `health`; fail as soon as it ends."""
+
+    def answering() -> bool:
+        if web.poll() is not None:
+            raise AssertionError(
+                f"the web server ended (exit {web.returncode}): {log_path.read_text()[-4000:]}"
+            )
+        return _answers(health)
+
+    wait_for(answering, timeout=START_SECONDS, message="the web server to answer")
 
 
 def _signed_in_operator(django_user_model: Any, settings: Any, *, starter: bool = False) -> str:
