@@ -13,6 +13,7 @@ import socket
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -192,6 +193,12 @@ def serialized_rollback_asked(items: list[pytest.Item]) -> bool:
     )
 
 
+def run_id(config: pytest.Config) -> str:
+    """The same for every xdist worker of one run (xdist's test run id), new for every run."""
+    workerinput = getattr(config, "workerinput", {})
+    return workerinput.get("testrunuid") or uuid.uuid4().hex
+
+
 @pytest.fixture(scope="session")
 def django_db_setup(
     request: pytest.FixtureRequest,
@@ -218,7 +225,7 @@ def django_db_setup(
         name, _ = templatedb.test_database_copied(
             database,
             keepdb=django_db_keepdb and not django_db_createdb,
-            rebuild=django_db_createdb,
+            rebuild=run_id(request.config) if django_db_createdb else None,
             verbosity=verbosity,
         )
         templatedb.test_database_used(database, name)

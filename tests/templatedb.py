@@ -125,19 +125,22 @@ def template_built(connection: Any, cursor: Any, template: str, verbosity: int) 
 
 
 def test_database_copied(
-    connection: Any, *, keepdb: bool, rebuild: bool, verbosity: int
+    connection: Any, *, keepdb: bool, rebuild: str | None, verbosity: int
 ) -> tuple[str, str]:
     """Make this process's test database a copy of the current template (building it first if
-    missing, or if `rebuild`); with `keepdb`, keep an existing copy of the same template.
+    missing, or if `rebuild` names a run that has not built it yet: `--create-db` migrates once
+    for all the workers of a run); with `keepdb`, keep an existing copy of the same template.
     Return the test database's name and the template's."""
     name = connection.creation._get_test_db_name()
     template = template_name(connection)
     quote = connection.ops.quote_name
     with template_lock(connection) as cursor:
-        if rebuild:
+        if rebuild and comment(cursor, template) != rebuild:
             cursor.execute(f"DROP DATABASE IF EXISTS {quote(template)}")
         if not exists(cursor, template):
             template_built(connection, cursor, template, verbosity)
+            # Which run built it (`--create-db` rebuilds one that another run built).
+            cursor.execute(f"COMMENT ON DATABASE {quote(template)} IS %s", [rebuild or ""])
         if not (keepdb and comment(cursor, name) == template):
             cursor.execute(f"DROP DATABASE IF EXISTS {quote(name)}")
             cursor.execute(f"CREATE DATABASE {quote(name)} TEMPLATE {quote(template)}")
