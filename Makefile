@@ -25,6 +25,8 @@ run: install
 # (tests/conftest.py). (`--dist loadgroup` would keep an `xdist_group` on one worker; on pytest 9.2
 # xdist 3.8 ignores the mark, pytest-xdist #1386, and the suite sets none.) Three workers on two
 # cores: a process-tier test mostly waits on its workers, which a third pytest worker fills.
+# The workers' test databases are copies of one migrated template, kept on the server between
+# runs and rebuilt when the migrations change (tests/templatedb.py).
 TEST_WORKERS ?= 3
 PYTEST := DJANGO_ALLOW_ASYNC_UNSAFE=true $(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup
 

@@ -5,7 +5,8 @@ sweeper, the simulated services) inherit it. Test runs keep the database limits 
 transaction to stay idle longer (a test may wait on a process while it holds one).
 
 Under pytest-xdist (`make test` runs workers in parallel) each worker has a database of its own
-(pytest-django suffixes the test database's name with `_gwN`) and a Redis database of its own,
+(pytest-django suffixes the test database's name with `_gwN`; tests/conftest.py copies it from
+one migrated template) and a Redis database of its own,
 numbered here: a worker's tests flush their Redis database, and must not flush another's queue.
 """
 

@@ -13,6 +13,7 @@ import socket
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -25,7 +26,7 @@ from django.conf import settings
 from django.db import connection
 
 from agentops import dburl
-from tests import zygote
+from tests import templatedb, zygote
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -177,6 +178,71 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if truncates(item):
             item.add_marker(pytest.mark.truncates)
     heavy_first(items)
+
+
+def serialized_rollback_asked(items: list[pytest.Item]) -> bool:
+    """Whether a test asks for its rows back after a transactional test (`serialized_rollback`):
+    the test database's rows are then serialized once it is set up."""
+    return any(
+        (
+            (marker := item.get_closest_marker("django_db")) is not None
+            and marker.kwargs.get("serialized_rollback")
+        )
+        or "django_db_serialized_rollback" in getattr(item, "fixturenames", ())
+        for item in items
+    )
+
+
+def run_id(config: pytest.Config) -> str:
+    """The same for every xdist worker of one run (xdist's test run id), new for every run."""
+    workerinput = getattr(config, "workerinput", {})
+    return workerinput.get("testrunuid") or uuid.uuid4().hex
+
+
+@pytest.fixture(scope="session")
+def django_db_setup(
+    request: pytest.FixtureRequest,
+    django_test_environment: None,
+    django_db_blocker: Any,
+    django_db_use_migrations: bool,
+    django_db_keepdb: bool,
+    django_db_createdb: bool,
+    django_db_modify_db_settings: None,
+) -> Iterator[None]:
+    """pytest-django's test database (`test_<name>`, `_gwN` under xdist), copied from a template
+    migrated once for the run and kept for the next ones (tests/templatedb.py), not migrated
+    per worker. `--reuse-db` keeps a worker's database while it copies the current template;
+    `--create-db` migrates a new template. Without `--reuse-db` the copy is dropped at the end."""
+    from django.db import connections
+    from django.test.utils import teardown_databases
+
+    if not django_db_use_migrations:
+        raise pytest.UsageError("the suite's database needs its migrations (triggers, groups)")
+    verbosity = request.config.option.verbose
+    database = connections["default"]
+    with django_db_blocker.unblock():
+        old_name = database.settings_dict["NAME"]
+        name, _ = templatedb.test_database_copied(
+            database,
+            keepdb=django_db_keepdb and not django_db_createdb,
+            rebuild=run_id(request.config) if django_db_createdb else None,
+            verbosity=verbosity,
+        )
+        templatedb.test_database_used(database, name)
+        if serialized_rollback_asked(request.session.items):
+            database._test_serialized_contents = database.creation.serialize_db_to_string()
+    yield
+    if django_db_keepdb:
+        return  # kept for the next `--reuse-db` run
+    with django_db_blocker.unblock():
+        teardown_databases([(database, old_name, True)], verbosity=verbosity)
+
+
+@pytest.fixture(scope="session")
+def migrated_template(django_db_setup: None) -> str:
+    """The migrated template the test database is a copy of (tests/templatedb.py), for a test
+    that needs the schema on a server of its own."""
+    return templatedb.COPIED_FROM["default"]
 
 
 # What the post_migrate signal after a flush makes again, row for row: kept instead.

