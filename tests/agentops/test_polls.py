@@ -23,6 +23,7 @@ from agentops.models import Step, Task, ToolCall
 from agentops.services import task_create, task_pause
 from agentops.states import LedgerStatus, TaskStatus
 from agentops.web import POLL_VERSION_HEADER
+from tests.builders import signed_in
 from tests.factories import gated_refund_row, stopped_trip_row
 from tests.statuses import status_walk
 
@@ -42,8 +43,7 @@ def user(django_user_model: Any) -> Any:
 
 @pytest.fixture
 def reader(client: Any, user: Any) -> Any:
-    client.force_login(user)
-    return client
+    return signed_in(client, user)
 
 
 TASKS = reverse_lazy("agentops:task_list")

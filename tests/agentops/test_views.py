@@ -20,6 +20,7 @@ from agentops.engine.transitions import EventSpec, task_append_event, task_claim
 from agentops.models import Event, Step, Task, ToolCall
 from agentops.services import task_abort, task_create, task_pause
 from agentops.states import TaskStatus
+from tests.builders import signed_in
 
 HOSTILE = '<script>alert(1)</script> hx-get="/x"'
 PARKED_OR_DONE = {"succeeded", "stopped", "retry scheduled", "not claimable"}
@@ -41,8 +42,7 @@ def user(django_user_model: Any) -> Any:
 
 @pytest.fixture
 def operator_client(client: Any, user: Any) -> Any:
-    client.force_login(user)
-    return client
+    return signed_in(client, user)
 
 
 def make_task(*, goal: str = "Refund order A1001", **input_overrides: Any) -> Task:

@@ -17,6 +17,7 @@ from policies import catalog
 from policies.catalog import RecordedAction
 from policies.models import Policy, PolicyVersion
 from policies.services import policy_draft_create, policy_rule_add
+from tests.builders import signed_in
 
 TOOLS: dict[str, tuple[str, tuple[str, ...]]] = {
     "lookup_order": ("read", ("orders",)),
@@ -77,8 +78,7 @@ def operator(django_user_model: Any) -> Any:
 
 @pytest.fixture
 def admin_client(client: Any, policy_admin: Any) -> Any:
-    client.force_login(policy_admin)
-    return client
+    return signed_in(client, policy_admin)
 
 
 def make_draft(

@@ -17,15 +17,13 @@ from agentops.states import GateStatus, TaskStatus
 from reviews.models import Decision, Delivery, Notice, SlackIdentity, WebhookEndpoint
 from reviews.services.slack import slack_identity_link, slack_link_token
 from reviews.states import Channel, DecisionChannel, NoticeEvent
-from tests.builders import run_until_parked_or_done
+from tests.builders import run_until_parked_or_done, signed_in
 from tests.slack_api import TEAM_ID, StandInSlack
 from tests.statuses import status_walk
 
 
 def client_for(user: Any, *, enforce_csrf_checks: bool = False) -> Client:
-    client = Client(enforce_csrf_checks=enforce_csrf_checks)
-    client.force_login(user)
-    return client
+    return signed_in(Client(enforce_csrf_checks=enforce_csrf_checks), user)
 
 
 def slack_linked(slack: StandInSlack, user: Any, slack_user_id: str) -> SlackIdentity:

@@ -18,6 +18,7 @@ from agentops.states import AuditStatus, GateStatus, TaskStatus
 from reviews.models import Claim, Decision
 from reviews.services import claim_take
 from tests.builders import run_until_parked_or_done
+from tests.factories import gated_refund_row, stopped_trip_row
 from tests.reviews.builders import audited_refund, client_for, gated_refund, open_gate, stopped_trip
 
 pytestmark = pytest.mark.django_db
@@ -211,9 +212,9 @@ def test_gates_the_viewer_may_not_decide_are_marked_and_left_out_of_bulk_selecti
     assert "not yours to decide" in row[:2500] and f'id="claim-gate-{own.pk}"' not in row[:2500]
 
 
-def test_inbox_filters_live_in_the_url_and_narrow_the_list(sim, redis_clean, operator, starter):
-    refund = gated_refund(created_by=starter)
-    trip = stopped_trip(created_by=starter)
+def test_inbox_filters_live_in_the_url_and_narrow_the_list(redis_clean, operator, starter):
+    refund = gated_refund_row(created_by=starter)
+    trip = stopped_trip_row(created_by=starter)
     client = client_for(operator)
 
     by_agent = client.get(reverse("reviews:inbox") + "?agent=trip").content.decode()
@@ -228,9 +229,9 @@ def test_inbox_filters_live_in_the_url_and_narrow_the_list(sim, redis_clean, ope
     assert 'hx-get="/review/?agent=trip"' in polled.content.decode()
 
 
-def test_the_inbox_shows_due_and_waiting_in_separate_columns(sim, redis_clean, operator, starter):
-    gated_refund(created_by=starter)
-    stopped_trip(created_by=starter)
+def test_the_inbox_shows_due_and_waiting_in_separate_columns(redis_clean, operator, starter):
+    gated_refund_row(created_by=starter)
+    stopped_trip_row(created_by=starter)
 
     page = client_for(operator).get(reverse("reviews:inbox")).content.decode()
 

@@ -21,6 +21,7 @@ from policies.services import policy_draft_create, policy_publish
 from reviews.models import Decision
 from reviews.services import audit_item_review, decision_record, gate_approve, intervention_apply
 from reviews.states import VIA_BROWSER, DecisionChannel
+from tests.factories import stopped_trip_row
 from tests.reviews.builders import (
     audited_refund,
     client_for,
@@ -113,10 +114,8 @@ def test_the_task_page_shows_its_decisions_and_the_panel_to_open(
     assert f'href="/review/decisions?task={task.pk}"' in decided
 
 
-def test_a_stopped_task_page_links_to_its_recovery_panel(
-    sim, redis_clean, operator, django_user_model
-):
-    task = stopped_trip()
+def test_a_stopped_task_page_links_to_its_recovery_panel(redis_clean, operator, django_user_model):
+    task = stopped_trip_row()
     plain = django_user_model.objects.create_user(username="pat", password="pw-for-tests")
 
     page = client_for(operator).get(reverse("agentops:task_detail", args=[task.pk]))

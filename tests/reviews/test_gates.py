@@ -1,7 +1,8 @@
 """The gate panel at HTTP level: what it shows, and exactly one decision per gate.
 
 Gates are opened by the real runner against the simulated services; decisions go through the
-views, and the task is then advanced by the real runner to count what actually ran.
+views, and the task is then advanced by the real runner to count what actually ran. Tests of what
+the panel shows or refuses, after which nothing runs, start from a gate row (tests/factories.py).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from agentops.models import Gate, Step, ToolCall
 from agentops.states import GateStatus, LedgerStatus, TaskStatus
 from reviews.models import Decision
 from tests.builders import run_until_parked_or_done
+from tests.factories import gated_refund_row
 from tests.reviews.builders import client_for, effects, gated_refund, gated_trip, open_gate
 
 pytestmark = pytest.mark.django_db
@@ -48,9 +50,9 @@ def test_a_trip_gated_on_a_fare_with_no_currency_renders_in_the_inbox_and_its_pa
 
 
 def test_the_panel_shows_the_canonical_action_why_and_what_each_choice_does(
-    sim, redis_clean, operator, starter
+    redis_clean, operator, starter
 ):
-    gate = open_gate(gated_refund(created_by=starter, goal="Refund B2002: never arrived"))
+    gate = open_gate(gated_refund_row(created_by=starter, goal="Refund B2002: never arrived"))
 
     response = client_for(operator).get(reverse("reviews:gate", args=[gate.pk]))
 
@@ -139,8 +141,8 @@ def test_two_operators_at_once_make_one_decision(
     assert effects("payments", "refund") == 1
 
 
-def test_the_creator_sees_disabled_buttons_and_a_forced_post_is_refused(sim, redis_clean, starter):
-    gate = open_gate(gated_refund(created_by=starter))
+def test_the_creator_sees_disabled_buttons_and_a_forced_post_is_refused(redis_clean, starter):
+    gate = open_gate(gated_refund_row(created_by=starter))
     client = client_for(starter)
 
     page = client.get(reverse("reviews:gate", args=[gate.pk])).content.decode()
@@ -176,8 +178,8 @@ def test_a_stale_tab_409_links_to_the_gate_open_now(sim, redis_clean, operator, 
     assert f'href="{reverse("reviews:gate", args=[second.pk])}"' in stale.content.decode()
 
 
-def test_a_stale_seen_digest_gets_409_and_changes_nothing(sim, redis_clean, operator, starter):
-    gate = open_gate(gated_refund(created_by=starter))
+def test_a_stale_seen_digest_gets_409_and_changes_nothing(redis_clean, operator, starter):
+    gate = open_gate(gated_refund_row(created_by=starter))
 
     response = approve(client_for(operator), gate, digest="0" * 64)
 
@@ -188,8 +190,8 @@ def test_a_stale_seen_digest_gets_409_and_changes_nothing(sim, redis_clean, oper
     assert not Decision.objects.exists()
 
 
-def test_a_post_without_the_seen_digest_is_a_form_error(sim, redis_clean, operator, starter):
-    gate = open_gate(gated_refund(created_by=starter))
+def test_a_post_without_the_seen_digest_is_a_form_error(redis_clean, operator, starter):
+    gate = open_gate(gated_refund_row(created_by=starter))
 
     response = client_for(operator).post(reverse("reviews:gate_approve", args=[gate.pk]), {})
 
@@ -345,10 +347,8 @@ def test_bulk_approve_refuses_a_selection_that_mixes_rules(sim, redis_clean, ope
     assert not Decision.objects.exists()
 
 
-def test_bulk_approve_with_a_stale_digest_leaves_that_gate_open(
-    sim, redis_clean, operator, starter
-):
-    gate = open_gate(gated_refund(created_by=starter))
+def test_bulk_approve_with_a_stale_digest_leaves_that_gate_open(redis_clean, operator, starter):
+    gate = open_gate(gated_refund_row(created_by=starter))
 
     response = client_for(operator).post(
         reverse("reviews:gates_bulk_approve"), {"gate": [f"{gate.pk}:{'a' * 64}"]}, follow=True

@@ -14,6 +14,7 @@ from agentops.models import Event, ToolCall
 from agentops.states import LedgerStatus, StepStatus, TaskStatus
 from reviews.models import Decision
 from tests.builders import run_until_parked_or_done
+from tests.factories import stopped_trip_row
 from tests.reviews.builders import client_for, effects, stopped_trip, unknown_refund
 
 pytestmark = pytest.mark.django_db
@@ -206,8 +207,8 @@ def test_a_call_of_another_task_is_not_found(sim, redis_clean, operator, starter
     assert not Decision.objects.exists()
 
 
-def test_an_auditor_reads_the_panel_but_cannot_intervene(sim, redis_clean, auditor, starter):
-    task = stopped_trip(created_by=starter)
+def test_an_auditor_reads_the_panel_but_cannot_intervene(redis_clean, auditor, starter):
+    task = stopped_trip_row(created_by=starter)
     client = client_for(auditor)
 
     page = client.get(reverse("reviews:recover", args=[task.pk])).content.decode()
