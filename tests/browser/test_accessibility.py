@@ -20,7 +20,7 @@ from policies.models import Policy
 from policies.selectors import policy_version_active
 from policies.services import policy_draft_create
 from reviews.services import gate_approve
-from tests.browser.axe import axe_violations, described
+from tests.browser.axe import axe_preloaded, axe_violations, described
 from tests.browser.conftest import ACTION_TIMEOUT_MS, VIEWPORT, login
 from tests.reviews.builders import audited_refund, gated_refund, stopped_trip
 from tests.reviews.conftest import make_user
@@ -56,6 +56,10 @@ REFUSED = {
     # Nobody signed in: every page sends them to the login form.
     "anonymous": set(),
 }
+
+
+# No htmx request in flight (htmx marks the element that sent one with `htmx-request`).
+SETTLED = "() => document.querySelector('.htmx-request') === null"
 
 
 @pytest.fixture
@@ -114,6 +118,7 @@ def test_every_page_has_no_serious_accessibility_violation(
     username = ROLES[role][0]
     if username is not None:
         login(page, live_server, username)
+    axe_preloaded(context)  # in each page of the sweep, not in the sign-in's
     found: list[str] = []
     statuses: dict[str, int] = {}
     try:
@@ -123,7 +128,9 @@ def test_every_page_has_no_serious_accessibility_violation(
             statuses[name] = response.status
             if username is None:
                 assert page.url.startswith(f"{live_server.url}/login/"), page.url
-            page.wait_for_load_state("networkidle")
+            # Loaded (`goto` waits for the load event) and no htmx request in flight: what the
+            # page shows is all there (no part of a page loads later), polls included.
+            page.wait_for_function(SETTLED)
             # Folded details (the recovery panel's, the task page's) are checked open too.
             page.evaluate("() => document.querySelectorAll('details').forEach(d => d.open = true)")
             violations = axe_violations(page)
@@ -140,7 +147,7 @@ def test_forms_showing_their_errors_have_no_serious_accessibility_violation(
     chromium: Browser, live_server: Any, roles: None, django_user_model: Any
 ):
     make_user(django_user_model, "stan", "operators", "task starters")
-    context = chromium.new_context(viewport=VIEWPORT, base_url=live_server.url)
+    context = axe_preloaded(chromium.new_context(viewport=VIEWPORT, base_url=live_server.url))
     context.set_default_timeout(ACTION_TIMEOUT_MS)
     page = context.new_page()
     found: list[str] = []
