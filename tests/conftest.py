@@ -335,18 +335,24 @@ def every_stop_says_why(request: pytest.FixtureRequest) -> Iterator[None]:
         pytest.fail(f"tasks stopped without a recorded reason: {silent}", pytrace=False)
 
 
+def rolled_back(request: pytest.FixtureRequest) -> bool:
+    """Whether the test runs in a transaction rolled back at its end (it uses the database,
+    and not as a transactional test, which commits for real)."""
+    marker = request.node.get_closest_marker("django_db")
+    return not (
+        marker is None
+        or marker.kwargs.get("transaction")
+        or "transactional_db" in request.fixturenames
+    )
+
+
 @pytest.fixture(autouse=True)
 def code_commits_run_their_callbacks(
     request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[None]:
     """In a rollback-isolated test, `transaction.on_commit` callbacks run when the code's own
     transaction would have committed (tests/rollback.py); a transactional test commits for real."""
-    marker = request.node.get_closest_marker("django_db")
-    if (
-        marker is None
-        or marker.kwargs.get("transaction")
-        or "transactional_db" in request.fixturenames
-    ):
+    if not rolled_back(request):
         yield
         return
     from tests.rollback import code_commits
@@ -368,12 +374,7 @@ def redis_connections_reused(
     time (every enqueue and `redis_clean` did: some 20 ms each on a loaded machine, against
     1-2 ms on an open connection). The same server and database; transactional tests, whose
     processes and outages restart servers, keep django_rq's own new connection per call."""
-    marker = request.node.get_closest_marker("django_db")
-    if (
-        marker is None
-        or marker.kwargs.get("transaction")
-        or "transactional_db" in request.fixturenames
-    ):
+    if not rolled_back(request):
         return
     from django_rq import connection_utils, queues
 

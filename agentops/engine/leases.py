@@ -85,7 +85,12 @@ class Heartbeat:
     ) -> None:
         self._stop.set()
         self._thread.join()
-        if self.lost and exc_type is None:
+        if exc_type is None:
+            self.raise_if_lost()
+
+    def raise_if_lost(self) -> None:
+        """LeaseLost if a renewal found the lease gone."""
+        if self.lost:
             raise LeaseLost(f"task {self.lease.task_id}: lease lost during a call")
 
 
@@ -110,5 +115,5 @@ class _CallBlock:
         tb: TracebackType | None,
     ) -> None:
         self.beat._armed = False
-        if exc_type is None and self.beat.lost:
-            raise LeaseLost(f"task {self.beat.lease.task_id}: lease lost during a call")
+        if exc_type is None:
+            self.beat.raise_if_lost()
