@@ -8,12 +8,16 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from django.db import transaction
 from django.utils import timezone
 
 from agentops.models import ApiToken
+
+# How fresh a token's `last_used_at` is kept: a use within this of the last one writes nothing.
+LAST_USED_PRECISION = timedelta(minutes=1)
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
@@ -37,7 +41,9 @@ def api_token_create(*, user: User, name: str) -> tuple[ApiToken, str]:
 
 def api_token_live(token: str) -> ApiToken | None:
     """The live token row (with its active user) for `token`, or None; notes when it was last
-    used. The row's id is what the decision log keeps for an API decision."""
+    used, to the minute (the account page and `api_token` show minutes): a token in steady use
+    is written once a minute, not on every request. The row's id is what the decision log
+    keeps for an API decision."""
     row = (
         ApiToken.objects.select_related("user")
         .filter(key_hash=_digest(token), revoked_at=None, user__is_active=True)
@@ -45,7 +51,10 @@ def api_token_live(token: str) -> ApiToken | None:
     )
     if row is None:
         return None
-    ApiToken.objects.filter(pk=row.pk).update(last_used_at=timezone.now())
+    now = timezone.now()
+    if row.last_used_at is None or now - row.last_used_at >= LAST_USED_PRECISION:
+        ApiToken.objects.filter(pk=row.pk).update(last_used_at=now)
+        row.last_used_at = now
     return row
 
 

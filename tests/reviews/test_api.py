@@ -7,15 +7,18 @@ import json
 import logging
 import re
 import time
+from datetime import timedelta
 from typing import Any
 
 import pytest
 from django.contrib.staticfiles import finders
 from django.core.management import call_command
+from django.db import connection
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 
 from agentops.logs import StructuredFormatter
-from agentops.models import Gate, Task, ToolCall
+from agentops.models import ApiToken, Gate, Task, ToolCall
 from agentops.states import GateStatus, TaskStatus
 from agentops.tokens import api_token_create, api_token_revoke
 from agentops.urls import api
@@ -251,6 +254,24 @@ def test_no_token_a_revoked_token_or_a_session_cookie_gets_401(operator):
     assert client.get("/api/v1/tasks").status_code == 401
     assert Client(HTTP_AUTHORIZATION=f"Bearer {token}").get("/api/v1/tasks").status_code == 401
     assert Client(HTTP_AUTHORIZATION="Bearer ao_x_y").get("/api/v1/tasks").status_code == 401
+
+
+def test_a_tokens_last_use_is_written_once_a_minute_not_on_every_request(operator):
+    row, token = api_token_create(user=operator, name="ci")
+    client = Client(HTTP_AUTHORIZATION=f"Bearer {token}")
+
+    def token_writes() -> int:
+        with CaptureQueriesContext(connection) as queries:
+            assert client.get("/api/v1/tasks").status_code == 200
+        return sum(q["sql"].startswith('UPDATE "agentops_apitoken"') for q in queries)
+
+    assert token_writes() == 1  # never used: noted
+    first = ApiToken.objects.get(pk=row.pk).last_used_at
+    assert first is not None
+    assert token_writes() == 0  # used again within the minute: nothing written
+    ApiToken.objects.filter(pk=row.pk).update(last_used_at=first - timedelta(seconds=61))
+    assert token_writes() == 1  # a minute later: noted again
+    assert ApiToken.objects.get(pk=row.pk).last_used_at > first
 
 
 def test_the_openapi_description_is_served_and_lists_every_operation():
