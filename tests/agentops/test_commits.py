@@ -7,6 +7,7 @@ import os
 import stat
 import threading
 import time
+from typing import Any
 
 import pytest
 from django.db import connection
@@ -36,6 +37,16 @@ def claimed():  # type: ignore[no-untyped-def]
     lease = task_claim(task_id=task.pk, owner="test")
     assert lease is not None
     return task, lease
+
+
+def statements_noted(order: list[str]) -> Any:
+    """An execute wrapper that notes "statement" in `order` for each statement sent."""
+
+    def record(execute, sql, params, many, context):  # type: ignore[no-untyped-def]
+        order.append("statement")
+        return execute(sql, params, many, context)
+
+    return record
 
 
 def test_a_commit_is_one_statement_and_writes_every_part(redis_clean):
@@ -202,12 +213,8 @@ def test_an_artifact_file_and_its_directory_are_durable_before_the_statement(
         order.append(f"fsync {'directory' if stat.S_ISDIR(os.fstat(fd).st_mode) else 'file'}")
         real_fsync(fd)
 
-    def record(execute, sql, params, many, context):  # type: ignore[no-untyped-def]
-        order.append("statement")
-        return execute(sql, params, many, context)
-
     monkeypatch.setattr(os, "fsync", fsync)
-    with connection.execute_wrapper(record), fenced_commit(lease, []) as c:
+    with connection.execute_wrapper(statements_noted(order)), fenced_commit(lease, []) as c:
         pointer = c.offloaded({"text": "z" * 500}, path="step.output", task_id=task.pk)
         c.step_update(step, output=pointer)
 
@@ -239,12 +246,8 @@ def test_an_artifact_directory_is_fsynced_while_its_file_is(offloading, monkeypa
             order.append("file durable")
         real_fsync(fd)
 
-    def record(execute, sql, params, many, context):  # type: ignore[no-untyped-def]
-        order.append("statement")
-        return execute(sql, params, many, context)
-
     monkeypatch.setattr(os, "fsync", fsync)
-    with connection.execute_wrapper(record), fenced_commit(lease, []) as c:
+    with connection.execute_wrapper(statements_noted(order)), fenced_commit(lease, []) as c:
         pointer = c.offloaded({"text": "v" * 500}, path="step.output", task_id=task.pk)
         c.step_update(step, output=pointer)
 
@@ -265,13 +268,9 @@ def test_a_file_stored_twice_in_one_commit_is_fsynced_once_before_the_statement(
         order.append(f"fsync {'directory' if stat.S_ISDIR(os.fstat(fd).st_mode) else 'file'}")
         real_fsync(fd)
 
-    def record(execute, sql, params, many, context):  # type: ignore[no-untyped-def]
-        order.append("statement")
-        return execute(sql, params, many, context)
-
     monkeypatch.setattr(os, "fsync", fsync)
     value = {"text": "w" * 500}
-    with connection.execute_wrapper(record), fenced_commit(lease, []) as c:
+    with connection.execute_wrapper(statements_noted(order)), fenced_commit(lease, []) as c:
         output = c.offloaded(value, path="step.output", task_id=task.pk)
         result = c.offloaded(dict(value), path="tool_call.result", task_id=task.pk)
         c.step_update(step, output=output)
