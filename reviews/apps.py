@@ -17,7 +17,7 @@ class ReviewsConfig(AppConfig):
         from reviews.grant_page import task_grants_section
         from reviews.metrics import review_state_metrics
         from reviews.notifications import notifications_sweep
-        from reviews.services import gate_timeout_logged, stopped_tasks_sweep
+        from reviews.services import gate_timeout_logged, inbox_changes_fold, stopped_tasks_sweep
         from reviews.slack import slack_messages_sweep
         from reviews.task_again import task_again_section
         from reviews.task_page import task_review_section
@@ -27,6 +27,7 @@ class ReviewsConfig(AppConfig):
         sweep_hook_register(stopped_tasks_sweep)
         sweep_hook_register(notifications_sweep)
         sweep_hook_register(slack_messages_sweep)
+        sweep_hook_register(inbox_changes_fold)
         task_page.section_register(task_review_section)
         task_page.section_register(task_grants_section)
         task_page.section_register(task_again_section)

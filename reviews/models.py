@@ -36,6 +36,27 @@ class Claim(models.Model):
         return f"task {self.task_id} held by {self.user_id}"
 
 
+class InboxChanges(models.Model):
+    """How many times what the inbox shows has changed, counted by the database (migration 0019:
+    triggers on gates, tasks, claims, tool calls, users and group membership add one in the
+    transaction that makes the change). The inbox's version is the sum of the rows, so an
+    unchanged poll reads a few rows instead of everything that waits.
+
+    A transaction counts in its connection's own row (`backend`: the server process's pid), so
+    no two transactions ever wait on one row: no worker's transition waits for another's, and
+    none can deadlock on a count. The sweeper folds the rows of connections that have ended into
+    the row of `backend` 0 (`reviews.services.inbox_changes_fold`), which keeps the sum. Nothing
+    else in Python writes these rows."""
+
+    FOLDED = 0  # no server process has pid 0
+
+    backend = models.IntegerField(primary_key=True)
+    changes = models.BigIntegerField()
+
+    def __str__(self) -> str:
+        return f"inbox changes of backend {self.backend}: {self.changes}"
+
+
 class Decision(models.Model):
     """One human decision, append-only (a PostgreSQL trigger rejects UPDATE and DELETE)."""
 

@@ -4,22 +4,19 @@ stopped-task SLA. The polled inbox runs a fixed number of queries whatever the n
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from django.conf import settings
-from django.contrib.auth.models import Group
-from django.db import connection
-from django.db.models import Exists, OuterRef, Q, QuerySet
+from django.db.models import Exists, OuterRef, Q, QuerySet, Sum
 from django.utils import timezone
 
 from agentops.engine import QUESTION, QuestionView, question_of
 from agentops.models import AuditItem, Gate, Task, ToolCall
 from agentops.paging import Window, window
 from agentops.states import AuditStatus, GateStatus, LedgerStatus, TaskStatus
-from reviews.models import Claim
+from reviews.models import InboxChanges
 from reviews.roles import gate_decider_refusal
 from reviews.selectors._common import holder_of
 
@@ -38,61 +35,15 @@ def inbox_counts() -> tuple[int, int]:
 
 
 def inbox_state() -> str:
-    """A digest of everything the inbox can show, for every viewer and filter, in one statement:
-    each open gate and each stopped task with the columns its row prints (a two-person gate's
-    approvals so far among them) (and its task's
-    `updated_at`, which every commit and transition moves), who holds it, whether a call waits
-    for confirmation, and the operators an item can be assigned to. Any change a row, a count,
-    a filter menu or the assign menu would show changes it. It reads what waits through the
-    indexes on open gates and stopped tasks, so its cost follows the number of waiting items,
-    not the number of tasks. (The relative times the rows print are not in it: the inbox poll's
-    version expires when the first of them would change, `reviews_tags.times_steady_until`.)"""
-    with connection.cursor() as cursor:
-        cursor.execute(_inbox_state_sql(), [GateStatus.OPEN, TaskStatus.NEEDS_ATTENTION])
-        return str(cursor.fetchone()[0])
-
-
-@functools.cache
-def _inbox_state_sql() -> str:
-    from django.contrib.auth import get_user_model
-
-    gate, task, call = (m._meta.db_table for m in (Gate, Task, ToolCall))
-    claim, user = Claim._meta.db_table, get_user_model()._meta.db_table
-    member = get_user_model().groups.through._meta.db_table
-    group = Group._meta.db_table
-    holder = (
-        f'LEFT JOIN "{claim}" c ON c."task_id" = t."id" '
-        f'LEFT JOIN "{user}" u ON u."id" = c."user_id"'
-    )
-    task_columns = (
-        't."id", t."updated_at", t."agent", t."goal", t."failure", t."status_changed_at", '
-        't."created_by_id", c."user_id", c."claimed_at", u."username"'
-    )
-    unknown = (
-        f'EXISTS (SELECT 1 FROM "{call}" k WHERE k."task_id" = t."id" AND k."status" = '
-        f"'{LedgerStatus.EXECUTED_UNKNOWN}')"
-    )
-    return f"""
-        SELECT md5(coalesce(string_agg(r, E'\\n' ORDER BY r), '')) FROM (
-            SELECT CAST(ROW('g', g."id", g."tool", g."args_digest", g."edited", g."amount",
-                g."due_at", g."created_at", g."rule", g."policy_version_number",
-                g."approver_group", g."approval_kind", g."timeout_action", g."escalate_to",
-                g."approvals", g."second_approver_group",
-                {task_columns}) AS text) AS r
-            FROM "{gate}" g JOIN "{task}" t ON t."id" = g."task_id" {holder}
-            WHERE g."status" = %s
-            UNION ALL
-            SELECT CAST(ROW('t', {task_columns}, {unknown}) AS text)
-            FROM "{task}" t {holder}
-            WHERE t."status" = %s
-            UNION ALL
-            SELECT CAST(ROW('o', o."id", o."username") AS text)
-            FROM "{user}" o
-            WHERE o."is_active" AND EXISTS (
-                SELECT 1 FROM "{member}" m JOIN "{group}" gr ON gr."id" = m."group_id"
-                WHERE m."user_id" = o."id" AND gr."name" = 'operators')
-        ) AS inbox
-    """
+    """The inbox's version as the database counts it: the sum of `InboxChanges`, which a trigger
+    moves in the same transaction as any change to what the inbox can show, for every viewer
+    and filter (open gates and their tasks, stopped tasks, who holds each, a call of unknown
+    outcome, the operators an item can be assigned to; migration reviews 0019). One statement
+    over a few rows, whatever the number of tasks or waiting items. (The relative times the rows
+    print are not in it: the inbox poll's version expires when the first of them would change,
+    `reviews_tags.times_steady_until`.)"""
+    total = InboxChanges.objects.aggregate(total=Sum("changes"))["total"]
+    return str(total or 0)
 
 
 def audit_pending_count() -> int:

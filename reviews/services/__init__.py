@@ -45,6 +45,7 @@ from reviews.services.gates import (
     gates_bulk_approve,
 )
 from reviews.services.grants import grant_refusal, scope_grant_apply, scope_grant_revoke_apply
+from reviews.services.inbox import inbox_changes_fold
 from reviews.services.notifications import (
     delivery_attempt_begin,
     delivery_attempt_record,
@@ -93,6 +94,7 @@ __all__ = [
     "gate_timeout_logged",
     "gates_bulk_approve",
     "grant_refusal",
+    "inbox_changes_fold",
     "intervention_apply",
     "ledger_call_confirm",
     "notification_preference_get",
