@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
 
-from django.conf import settings
 from django.db.models import Count, Q, QuerySet, Sum
 
+from agentops.engine.costs import token_cost
 from agentops.engine.errors import FailureKind
 from agentops.models import Task
 from agentops.states import TERMINAL, TaskStatus
@@ -118,11 +118,6 @@ def task_tokens_saved_by_resume(task_ids: list[int] | None = None) -> dict[int, 
     if task_ids is not None:
         tasks = tasks.filter(pk__in=task_ids)
     return dict(tasks.values_list("pk", "tokens_saved"))
-
-
-def token_cost(tokens: int) -> Decimal:
-    """What `tokens` cost at the configured price (the runner's own accounting)."""
-    return Decimal(tokens) * Decimal(str(settings.AGENTOPS["COST_PER_1K_TOKENS"])) / 1000
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from datetime import UTC
 from typing import Any
 
 from django.conf import settings
-from django.db import transaction
+from django.db import DEFAULT_DB_ALIAS, connections, transaction
 from django.db.models import Count, Sum
 from django.utils import timezone
 from prometheus_client import (
@@ -36,6 +36,8 @@ from prometheus_client import (
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import REGISTRY, Collector
+
+from agentops.engine.costs import token_cost
 
 logger = logging.getLogger(__name__)
 
@@ -65,7 +67,6 @@ TOKENS_SPENT = Counter("agentops_model_tokens", "Model tokens spent (prompt + co
 COST_SPENT = Counter("agentops_model_cost", "Model cost spent, in the configured currency.")
 
 
-@functools.cache
 @functools.cache
 def _step_duration(part: str) -> Histogram:
     """The histogram's child for `part` (looked up once: every step observes three; the child
@@ -113,8 +114,6 @@ def _count_event(action: str, payload: dict[str, Any]) -> None:
         tokens = int(usage.get("prompt_tokens", 0) or 0) + int(
             usage.get("completion_tokens", 0) or 0
         )
-        from agentops.metrics import token_cost
-
         TOKENS_SPENT.inc(tokens)
         COST_SPENT.inc(float(token_cost(tokens)))
 
@@ -145,17 +144,21 @@ def events_written(events: Iterable[tuple[str, dict[str, Any]]]) -> None:
 
 
 def checkpoint_committed(start: float, events: Iterable[tuple[str, dict[str, Any]]]) -> None:
-    """A checkpoint's statement succeeded: once it commits (now, when the statement was its
-    own transaction), observe its duration from `start` (a `perf_counter` taken as it was
-    sent) and count its events (action, payload), as `events_written` does."""
+    """A checkpoint's statement succeeded: once it commits, observe its duration from `start`
+    (a `perf_counter` taken as it was sent) and count its events (action, payload), as
+    `events_written` does. A statement that was its own transaction has committed: counted
+    now, as `on_commit` would (without its lookups: every step commits here)."""
     counted = [(action, payload) for action, payload in events if action in COUNTED]
+    if connections[DEFAULT_DB_ALIAS].in_atomic_block:
+        transaction.on_commit(functools.partial(_checkpoint_count, start, counted))
+    else:
+        _checkpoint_count(start, counted)
 
-    def committed() -> None:
-        _step_duration("checkpoint").observe(time.perf_counter() - start)
-        for action, payload in counted:
-            _count_event(action, payload)
 
-    transaction.on_commit(committed)
+def _checkpoint_count(start: float, counted: list[tuple[str, dict[str, Any]]]) -> None:
+    _step_duration("checkpoint").observe(time.perf_counter() - start)
+    for action, payload in counted:
+        _count_event(action, payload)
 
 
 # -- state: computed at scrape time by collectors apps register ----------------------------------

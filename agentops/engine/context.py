@@ -30,7 +30,7 @@ from typing import Any, TypeVar, cast
 
 from django.conf import settings
 
-from agentops.engine.jsonvalues import canonical_json, digest, is_pointer
+from agentops.engine.jsonvalues import canonical_json, is_pointer
 from agentops.engine.model import assistant_message, tool_message
 from agentops.engine.registry import Agent
 from agentops.models import Step, Task
@@ -86,7 +86,15 @@ def _engine_calls(step: Step) -> list[dict[str, Any]]:
     return [{"id": f"call_s{step.pk}_engine", "name": name, "arguments": {}}]
 
 
-Message = tuple[dict[str, Any], str]
+# A message of a prompt, its canonical JSON, and the sha256 of that text (the prompt's digest is
+# made of its messages' digests: see `prompt_digest`).
+Message = tuple[dict[str, Any], str, bytes]
+
+
+def _message(message: dict[str, Any], text: str | None = None) -> Message:
+    """`message` with its canonical JSON (`text`, when made already) and that text's digest."""
+    text = canonical_json(message) if text is None else text
+    return message, text, hashlib.sha256(text.encode()).digest()
 
 
 class _Exchange:
@@ -105,19 +113,21 @@ class _Exchange:
         calls = calls or _engine_calls(step)
         self.ids = [str(c["id"]) for c in calls]
         assistant = assistant_message(text, calls)
-        self.assistant: list[Message] = (
-            [(assistant, canonical_json(assistant))] if calls or text else []
-        )
+        self.assistant: list[Message] = [_message(assistant)] if calls or text else []
         # The output is serialized once, for its size, whole and shortened; only the tool
         # messages made from it are kept.
         output = step.output
         output_text = (
             canonical_json(output) if output is not None and not is_pointer(output) else None
         )
+        whole = self._made(step, output_text, verbatim=True)
+        # The two forms differ only when a result is too long to keep whole.
+        differ = output_text is not None and len(output_text) > RECENT_RESULT_CHARS
         self._messages = {
-            verbatim: self._made(step, output_text, verbatim=verbatim) for verbatim in (True, False)
+            True: whole,
+            False: self._made(step, output_text, verbatim=False) if differ else whole,
         }
-        self.weight = text_bytes(text for made in self._messages.values() for _, text in made)
+        self.weight = text_bytes(text for made in self._messages.values() for _, text, _ in made)
 
     def messages(self, *, verbatim: bool) -> list[Message]:
         return self._messages[verbatim]
@@ -129,7 +139,10 @@ class _Exchange:
         # Every call of the assistant message is answered, as the API requires.
         return [
             *self.assistant,
-            *((tool_message(id, content), _tool_message_text(id, content_text)) for id in self.ids),
+            *(
+                _message(tool_message(id, content), _tool_message_text(id, content_text))
+                for id in self.ids
+            ),
         ]
 
 
@@ -374,11 +387,10 @@ def build_context(
             resumed_at=resumed_at,
             notes=notes,
         )
-        messages = [dict(message) for message, _ in assembled]
-        # `canonical_json(messages)`: a list's canonical form is its items' joined, so each
-        # message is serialized once (the recent exchanges once per step, not per prompt).
-        text = f"[{','.join(text for _, text in assembled)}]"
-        estimate = max(1, len(text) // 4)
+        # The length of `canonical_json(messages)`: a list's canonical form is its items'
+        # joined by commas in brackets, so each message is serialized once (the recent
+        # exchanges once per step, not per prompt) and the prompt's text is never joined.
+        estimate = max(1, (sum(len(text) for _, text, _ in assembled) + len(assembled) + 1) // 4)
         tokens = math.ceil(estimate * scale)
         older = len(done) - keep
         fits = tokens <= budget
@@ -388,14 +400,14 @@ def build_context(
             summary_keep = older // 2 if summary_keep is None else summary_keep // 2
         else:
             return Context(
-                messages,
+                [dict(message) for message, _, _ in assembled],
                 tokens,
                 budget,
                 older,
                 not fits,
                 scale,
                 estimate,
-                hashlib.sha256(text.encode()).hexdigest(),
+                _digest_of(digest for _, _, digest in assembled),
             )
 
 
@@ -455,7 +467,7 @@ def _assemble(
             "Completed "
             "steps are listed below and must not be repeated.",
         }
-        assembled.append((note, canonical_json(note)))
+        assembled.append(_message(note))
     assembled.append(_goal_message(cache, task))
     if older:
         lines = _earlier_lines(cache, task, older)
@@ -466,7 +478,7 @@ def _assemble(
                 *(lines[len(lines) - summary_keep :] if summary_keep else []),
             ]
         summary = {"role": "system", "content": "Earlier work:\n" + "\n".join(lines)}
-        assembled.append((summary, canonical_json(summary)))
+        assembled.append(_message(summary))
     for index, step in enumerate(recent_steps):
         assembled += _exchange_messages(cache, step, verbatim=index == len(recent_steps) - 1)
     last: list[dict[str, Any]] = [
@@ -481,7 +493,7 @@ def _assemble(
                 "content": step_line(current, task.step_count),
             }
         )
-    assembled += [(m, canonical_json(m)) for m in last]
+    assembled += [_message(m) for m in last]
     return assembled
 
 
@@ -489,8 +501,7 @@ def _assemble(
 def _system_message(prompt: str) -> Message:
     """The agent's system prompt as the first message, with its canonical JSON (the same in
     every prompt of every task of the agent; the caller copies the message it sends)."""
-    message = {"role": "system", "content": prompt}
-    return message, canonical_json(message)
+    return _message({"role": "system", "content": prompt})
 
 
 def step_line(step: Step, step_count: int) -> str:
@@ -507,8 +518,7 @@ def _goal_message(cache: PromptCache, task: Task) -> Message:
 
     def make() -> Message:
         content = f"Goal: {task.goal}\nInput: {canonical_json(_visible_input(task.input))}"
-        message = {"role": "user", "content": content}
-        return message, canonical_json(message)
+        return _message({"role": "user", "content": content})
 
     return _remembered(
         cache,
@@ -526,5 +536,12 @@ def _visible_input(task_input: dict[str, Any]) -> dict[str, Any]:
 
 
 def prompt_digest(messages: list[dict[str, Any]]) -> str:
-    """The digest of a prompt (`Context.digest` is the same, computed while building it)."""
-    return digest(messages)
+    """The digest of a prompt: the sha256 of its messages' sha256s, each of the message's
+    canonical JSON, in order (`Context.digest` is the same, computed while building it). Any
+    change to any message, or to their order, changes it; a message repeated in the next
+    prompts (the recent exchanges, the goal) is hashed once, not once per prompt."""
+    return _digest_of(hashlib.sha256(canonical_json(m).encode()).digest() for m in messages)
+
+
+def _digest_of(message_digests: Iterable[bytes]) -> str:
+    return hashlib.sha256(b"".join(message_digests)).hexdigest()

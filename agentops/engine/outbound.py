@@ -13,7 +13,7 @@ import functools
 import ssl
 
 import httpx
-from django.db import connection
+from django.db import DEFAULT_DB_ALIAS, connections
 
 
 class OutboundInTransaction(RuntimeError):
@@ -23,8 +23,12 @@ class OutboundInTransaction(RuntimeError):
 def in_transaction() -> bool:
     """True when a transaction of the code is open on this thread's connection. The transaction a
     rollback-isolated test wraps around each test does not count (Django marks it, as it does to
-    let a durable block run inside it)."""
-    return any(not getattr(block, "_from_testcase", False) for block in connection.atomic_blocks)
+    let a durable block run inside it). The connection itself is read once, not through the
+    `connection` proxy (a thread-local lookup per attribute): the runner asks twice a step."""
+    db = connections[DEFAULT_DB_ALIAS]
+    return db.in_atomic_block and any(
+        not getattr(block, "_from_testcase", False) for block in db.atomic_blocks
+    )
 
 
 def outbound_check(what: str) -> None:

@@ -7,15 +7,14 @@ from __future__ import annotations
 
 import time
 from contextlib import nullcontext
-from decimal import Decimal
 from typing import Any
 
-from django.conf import settings
 from django.db.models import F
 
 from agentops import prometheus, tracing
 from agentops.engine import budgets, gates, routing
 from agentops.engine.checkpoints import snapshot_write
+from agentops.engine.costs import token_cost
 from agentops.engine.crashpoints import crashpoint
 from agentops.engine.errors import FailureKind, ModelFailure, UnknownTool
 from agentops.engine.jsonvalues import Encoded, redacted
@@ -81,7 +80,7 @@ class Proposals(RunState):
         record = response.as_record()
         usage = response.usage
         tokens = int(usage.get("prompt_tokens", 0)) + int(usage.get("completion_tokens", 0))
-        cost = Decimal(tokens) * Decimal(str(settings.AGENTOPS["COST_PER_1K_TOKENS"])) / 1000
+        cost = token_cost(tokens)
         calls = response.tool_calls
         event = EventSpec(
             "agentops.step.model_result",

@@ -190,6 +190,7 @@ def checkpoint(
     conf = {**settings.AGENTOPS, "SLICE_SECONDS": 24 * 3600.0, "BACKOFF_BASE_SECONDS": 0.0}
     # The worker's heap settings (engine/heap.py): the runner runs here as it runs there.
     kept = heap.heap_keep_freed()
+    heap.heap_startup_frozen()
     # DEBUG makes every query log itself (about a fifth of a step here): workers in
     # production run without it, so the benchmark does too.
     with override_settings(AGENTOPS=conf, DEBUG=False):

@@ -19,7 +19,7 @@ from django.db import close_old_connections, connection
 from rq.serializers import JSONSerializer
 from rq.worker import SimpleWorker
 
-from agentops.engine.heap import heap_keep_freed
+from agentops.engine.heap import heap_keep_freed, heap_startup_frozen
 from agentops.outages import (
     POSTGRESQL,
     REDIS,
@@ -154,4 +154,5 @@ class Command(BaseCommand):
         worker = AgentWorker(
             [queue], connection=queue.connection, serializer=JSONSerializer, name=name
         )
+        heap_startup_frozen()
         worker.work(burst=burst, with_scheduler=False, logging_level="WARNING")
