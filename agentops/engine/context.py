@@ -44,10 +44,11 @@ SUMMARY_CHARS = 160
 RECENT_RESULT_CHARS = 2000
 
 
-def _short(value: Any, limit: int = SUMMARY_CHARS) -> str:
+def _short(value: Any, limit: int = SUMMARY_CHARS, *, text: str | None = None) -> str:
+    """`value` in at most `limit` characters of its canonical JSON (`text`, when made already)."""
     if is_pointer(value):
         return f"<artifact {value['size']} bytes sha256 {value['sha256'][:12]}>"
-    return _shortened(canonical_json(value), limit)
+    return _shortened(canonical_json(value) if text is None else text, limit)
 
 
 def _shortened(text: str, limit: int = SUMMARY_CHARS) -> str:
@@ -120,6 +121,8 @@ class _Exchange:
         output_text = (
             canonical_json(output) if output is not None and not is_pointer(output) else None
         )
+        # Kept for the step's summary line, made once the step leaves the recent exchanges.
+        self.output_text = output_text
         whole = self._made(step, output_text, verbatim=True)
         # The two forms differ only when a result is too long to keep whole.
         differ = output_text is not None and len(output_text) > RECENT_RESULT_CHARS
@@ -127,7 +130,12 @@ class _Exchange:
             True: whole,
             False: self._made(step, output_text, verbatim=False) if differ else whole,
         }
-        self.weight = text_bytes(text for made in self._messages.values() for _, text, _ in made)
+        self.weight = text_bytes(
+            chain(
+                (text for made in self._messages.values() for _, text, _ in made),
+                [output_text or ""],
+            )
+        )
 
     def messages(self, *, verbatim: bool) -> list[Message]:
         return self._messages[verbatim]
@@ -169,34 +177,43 @@ def _tool_message_text(call_id: str, content_text: str) -> str:
 def _exchange_messages(cache: PromptCache, step: Step, *, verbatim: bool) -> list[Message]:
     """The messages of a completed step's exchange (`_Exchange`), with their canonical JSON."""
     exchange = _remembered(
-        cache,
+        cache, *_exchange_slot(step), lambda: _Exchange(step), lambda made: made.weight
+    )
+    return exchange.messages(verbatim=verbatim)
+
+
+def _exchange_slot(step: Step) -> tuple[tuple[str, int], tuple[Any, ...], tuple[Any, ...]]:
+    """Where `cache` keeps a step's exchange, and what it is made of (see `_remembered`)."""
+    return (
         ("exchange", step.pk),
         (step.status, step.ordinal),
         (step.output, step.model_response, step.approval, step.spec),
-        lambda: _Exchange(step),
-        lambda made: made.weight,
     )
-    return exchange.messages(verbatim=verbatim)
 
 
 def summary_line(step: Step, *, cache: PromptCache | None = None) -> str:
     """One line of the "earlier work" summary. Each prompt of a long task summarizes every
     older step again: the line is remembered per step in `cache` while what it is made of is
     the same."""
+    cache = PromptCache() if cache is None else cache
     return _remembered(
-        PromptCache() if cache is None else cache,
+        cache,
         ("summary", step.pk),
         (step.status, step.ordinal, step.title),
         (step.output, step.model_response, step.approval),
-        lambda: _summary_line(step),
+        lambda: _summary_line(step, cache),
         sys.getsizeof,
     )
 
 
-def _summary_line(step: Step) -> str:
+def _summary_line(step: Step, cache: PromptCache) -> str:
     calls = executed_calls(step)
     tool = calls[0]["name"] if calls else "no tool"
-    return f"Step {step.ordinal + 1} '{step.title}' ({tool}) {step.status}: {_short(step.output)}"
+    # The step's exchange, when the cache still has it, serialized its output already (looked
+    # at without making it the most recently used: the summary does not send it).
+    exchange = _recalled(cache, *_exchange_slot(step), touch=False)
+    output = _short(step.output, text=exchange.output_text if exchange else None)
+    return f"Step {step.ordinal + 1} '{step.title}' ({tool}) {step.status}: {output}"
 
 
 # What a run's `PromptCache` may hold: the latest five exchanges (the ones prompts send) fit
@@ -235,8 +252,11 @@ class PromptCache:
     def __len__(self) -> int:
         return len(self._entries)
 
-    def get(self, slot: Slot) -> Any:
-        """The value kept in `slot` (now the most recently used), or None."""
+    def get(self, slot: Slot, *, touch: bool = True) -> Any:
+        """The value kept in `slot` (now the most recently used, when `touch`), or None."""
+        if not touch:
+            entry = self._entries.get(slot)
+            return None if entry is None else entry[0]
         entry = self._entries.pop(slot, None)
         if entry is None:
             return None
@@ -277,19 +297,36 @@ def _remembered(
     `key` is equal and every one of `sources` is the same object (identity means the same
     recorded values); it weighs `weigh(value)` bytes."""
     kind, pk = slot
-    cached = cache.get((kind, pk)) if pk is not None else None
-    if (
-        cached is not None
-        and cached[0] == key
-        and all(a is b for a, b in zip(cached[1], sources, strict=True))
-    ):
-        return cast(T, cached[2])
+    cached = _recalled(cache, slot, key, sources)
+    if cached is not None:
+        return cast(T, cached)
     value = make()
     cache.made[kind] += 1
     if pk is not None:
         # The sources are kept (not their ids), so they cannot be reused by other objects.
         cache.put((kind, pk), (key, sources, value), weigh(value))
     return value
+
+
+def _recalled(
+    cache: PromptCache,
+    slot: tuple[str, int | None],
+    key: tuple[Any, ...],
+    sources: tuple[Any, ...],
+    *,
+    touch: bool = True,
+) -> Any:
+    """What `_remembered` keeps in `slot` for `key` and `sources`, or None. `touch`: the entry
+    becomes the most recently used."""
+    kind, pk = slot
+    cached = cache.get((kind, pk), touch=touch) if pk is not None else None
+    if (
+        cached is not None
+        and cached[0] == key
+        and all(a is b for a, b in zip(cached[1], sources, strict=True))
+    ):
+        return cached[2]
+    return None
 
 
 # What an "earlier work" line is made of (`summary_line`), read in one call per step.
