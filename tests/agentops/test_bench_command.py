@@ -258,12 +258,16 @@ def test_bench_pages_seeds_a_scratch_database_and_reports_every_page(redis_clean
         assert page["status"] == 200, name
         assert page["queries"] > 0 and page["queries_constant"], name
         assert page["bytes"] > 1000, name
+        # Time inside the WSGI handler: part of each request's own time, never more.
+        assert 0 < page["server_p50_ms"] <= page["p50_ms"], name
+        assert 0 < page["server_p95_ms"] <= page["p95_ms"], name
     # Each polled page's poll that finds nothing new: an empty 204, under a kilobyte on the wire.
     assert list(report["unchanged_polls"]) == ["inbox", "task_list", "task_page"]
     for name, poll in report["unchanged_polls"].items():
         assert poll["status"] == 204, name
         assert 0 < poll["bytes"] <= 1024 and poll["queries_constant"], name
         assert 0 < poll["queries"] <= 12, name
+        assert 0 < poll["server_p50_ms"] <= poll["p50_ms"], name
     # The scratch database is gone and nothing was written to this one.
     assert not Task.objects.exists()
     with connection.cursor() as cursor:

@@ -63,6 +63,11 @@ def unchanged_polls(client: Client, *, measure: Callable[..., Any], repeat: int)
     return figures
 
 
+def server_times(page: dict[str, Any]) -> str:
+    """A page's time inside the WSGI handler, p50/p95 in ms."""
+    return f"{page['server_p50_ms']}/{page['server_p95_ms']}"
+
+
 def unchanged_polls_lines(report: dict[str, Any]) -> list[str]:
     """The unchanged polls' rows of the pages table."""
     lines = ["  unchanged polls (204, no render; bytes: headers and body):"]
@@ -70,6 +75,6 @@ def unchanged_polls_lines(report: dict[str, Any]) -> list[str]:
         constant = "" if page["queries_constant"] else " (varies)"
         lines.append(
             f"  {name:<12} {page['p50_ms']:>8} {page['p95_ms']:>8} {page['cpu_p50_ms']:>8}"
-            f" {page['queries']:>8} {page['bytes']:>9}{constant}"
+            f" {page['queries']:>8} {page['bytes']:>9} {server_times(page):>18}{constant}"
         )
     return lines
