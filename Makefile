@@ -28,6 +28,11 @@ run: install
 # The workers' test databases are copies of one migrated template, kept on the server between
 # runs and rebuilt when the migrations change (tests/templatedb.py).
 TEST_WORKERS ?= 3
+# The suite starts many Python processes (workers, servers, the installed wheel's commands): each
+# reuses the bytecode the first one wrote, as Python does by default, even where the environment
+# asks otherwise (some CI images set PYTHONDONTWRITEBYTECODE=1, which compiles every module again
+# in every process).
+unexport PYTHONDONTWRITEBYTECODE
 PYTEST := DJANGO_ALLOW_ASYNC_UNSAFE=true $(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup
 
 test: install peers-venv
