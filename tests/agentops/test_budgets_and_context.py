@@ -12,6 +12,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from agentops.engine import context
+from agentops.engine.jsonvalues import canonical_json
 from agentops.engine.leases import Heartbeat
 from agentops.engine.registry import get_agent
 from agentops.engine.runner import TaskRun, http_client, task_advance
@@ -314,3 +315,26 @@ def test_a_slice_makes_each_exchange_once_and_empties_its_cache_when_it_ends(set
     assert run.prompts.made == {"exchange": 29, "summary": 24, "goal": 1}
     assert 0 < run.prompts.peak_bytes <= context.CACHE_BYTES
     assert len(run.prompts) == 0 and run.prompts.bytes == 0
+
+
+def test_a_prompts_digest_and_estimate_are_those_of_the_messages_it_sends(settings, redis_clean):
+    """The digest is `prompt_digest` of the messages sent (the sha256 of their canonical JSONs'
+    sha256s), however much of it came from the cache, and the estimate is a quarter of the
+    length of their canonical JSON; any change to a message changes the digest."""
+    task, steps = bench_task_done(settings, steps=8, payload_kb=2)
+    agent = get_agent("bench_noop")
+    cache = context.PromptCache()
+
+    digests = set()
+    for step in steps:
+        built = context.build_context(
+            agent=agent, task=task, steps=steps, current=step, cache=cache
+        )
+        assert built.digest == context.prompt_digest(built.messages)
+        assert built.estimate == len(canonical_json(built.messages)) // 4
+        digests.add(built.digest)
+        changed = [*built.messages[:-1], {**built.messages[-1], "content": "Now do nothing"}]
+        assert context.prompt_digest(changed) != built.digest
+        assert context.prompt_digest(built.messages[::-1]) != built.digest
+    assert len(digests) == len(steps)
+    assert cache.made["exchange"] == len(steps) - 1  # each exchange made once, then reused

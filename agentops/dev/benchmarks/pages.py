@@ -25,7 +25,6 @@ belongs here, printed as figures; the tests check that it runs and counts.
 
 from __future__ import annotations
 
-import statistics
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -52,7 +51,7 @@ from agentops.dev.benchmarks.tasks import (
     raw_postgres,
     scratch_database_name,
 )
-from agentops.dev.benchmarks.wal import StatementCounter
+from agentops.dev.benchmarks.timing import measure_page
 from agentops.models import AuditItem, Event, Gate, Step, Task, ToolCall
 from agentops.states import (
     TERMINAL,
@@ -65,7 +64,6 @@ from agentops.states import (
 )
 
 PASSWORD = "bench-pages"  # users of a scratch database, dropped at the end
-WARMUP = 3
 
 # The mix, in parts per 10,000 tasks (at least one task each), taken in this order from a
 # permutation of the ids, so every status is spread over the whole id range and the counts are
@@ -129,25 +127,6 @@ TOOLS = (
 )
 # Tasks are spread over this many days before now.
 SPAN_DAYS = 30
-
-
-@dataclass(frozen=True)
-class PageFigures:
-    name: str
-    url: str
-    role: str
-    p50_ms: float
-    p95_ms: float
-    # The web process's own CPU per request (median): what a busy machine inflates least.
-    cpu_p50_ms: float
-    # Inside the WSGI handler (what gunicorn calls per request), without the test client's own
-    # work around it (building the request's environ, its cookies, reading the response).
-    server_p50_ms: float
-    server_p95_ms: float
-    queries: int
-    queries_constant: bool
-    bytes: int
-    status: int
 
 
 def _table(model_name: str) -> str:
@@ -487,65 +466,6 @@ def _counts() -> dict[str, Any]:
         "audit_items": AuditItem.objects.count(),
         "audit_pending": AuditItem.objects.filter(status=AuditStatus.PENDING).count(),
     }
-
-
-def _percentile(values: list[float], q: int) -> float:
-    """The q-th percentile (inclusive method, as statistics.quantiles computes it)."""
-    if len(values) == 1:
-        return values[0]
-    return statistics.quantiles(values, n=100, method="inclusive")[q - 1]
-
-
-class _TimedHandler:
-    """The test client's WSGI handler, each call timed (milliseconds in `ms`)."""
-
-    def __init__(self, handler: Any) -> None:
-        self.handler = handler
-        self.ms: list[float] = []
-
-    def __call__(self, environ: dict[str, Any]) -> Any:
-        began = time.perf_counter()
-        try:
-            return self.handler(environ)
-        finally:
-            self.ms.append((time.perf_counter() - began) * 1000)
-
-
-def measure_page(
-    client: Client, *, name: str, url: str, role: str, repeat: int, headers: dict[str, str]
-) -> PageFigures:
-    for _ in range(WARMUP):
-        client.get(url, headers=headers)
-    times, cpu, queries = [], [], []
-    status, size = 0, 0
-    handler = client.handler
-    client.handler = timed = _TimedHandler(handler)
-    try:
-        for _ in range(repeat):
-            counter = StatementCounter()
-            with connection.execute_wrapper(counter):
-                began, began_cpu = time.perf_counter(), time.process_time()
-                response = client.get(url, headers=headers)
-                times.append((time.perf_counter() - began) * 1000)
-                cpu.append((time.process_time() - began_cpu) * 1000)
-            queries.append(counter.statements)
-            status, size = response.status_code, len(response.content)
-    finally:
-        client.handler = handler
-    return PageFigures(
-        name=name,
-        url=url,
-        role=role,
-        p50_ms=round(statistics.median(times), 1),
-        p95_ms=round(_percentile(times, 95), 1),
-        cpu_p50_ms=round(statistics.median(cpu), 1),
-        server_p50_ms=round(statistics.median(timed.ms), 1),
-        server_p95_ms=round(_percentile(timed.ms, 95), 1),
-        queries=max(queries),
-        queries_constant=len(set(queries)) == 1,
-        bytes=size,
-        status=status,
-    )
 
 
 def _targets() -> dict[str, int]:

@@ -52,7 +52,8 @@ def poll_version_of(client: Client, url: str) -> str:
 
 def unchanged_polls(client: Client, *, measure: Callable[..., Any], repeat: int) -> list[Any]:
     """Time each polled page's unchanged poll as the operator, with `measure` (the pages
-    bench's `measure_page`); bytes are the whole response (headers included)."""
+    bench's `measure_page`, in benchmarks/timing.py); bytes are the whole response (headers
+    included)."""
     figures = []
     for name, url in polled_pages():
         headers = {"HX-Request": "true", POLL_VERSION_HEADER: poll_version_of(client, url)}
