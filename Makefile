@@ -31,7 +31,7 @@ TEST_WORKERS ?= 3
 # The suite starts many Python processes (workers, servers, the installed wheel's commands): each
 # reuses the bytecode the first one wrote, as Python does by default, even where the environment
 # asks otherwise (some CI images set PYTHONDONTWRITEBYTECODE=1, which compiles every module again
-# in every process).
+# in every process). For every target: `make run` starts its processes too.
 unexport PYTHONDONTWRITEBYTECODE
 PYTEST := DJANGO_ALLOW_ASYNC_UNSAFE=true $(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup
 

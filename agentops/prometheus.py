@@ -149,10 +149,11 @@ def checkpoint_committed(start: float, events: Iterable[tuple[str, dict[str, Any
     `events_written` does. A statement that was its own transaction has committed: counted
     now, as `on_commit` would (without its lookups: every step commits here)."""
     counted = [(action, payload) for action, payload in events if action in COUNTED]
-    if connections[DEFAULT_DB_ALIAS].in_atomic_block:
-        transaction.on_commit(functools.partial(_checkpoint_count, start, counted))
-    else:
+    db = connections[DEFAULT_DB_ALIAS]
+    if not db.in_atomic_block and db.get_autocommit():
         _checkpoint_count(start, counted)
+    else:
+        transaction.on_commit(functools.partial(_checkpoint_count, start, counted))
 
 
 def _checkpoint_count(start: float, counted: list[tuple[str, dict[str, Any]]]) -> None:

@@ -115,13 +115,13 @@ class _Exchange:
         self.ids = [str(c["id"]) for c in calls]
         assistant = assistant_message(text, calls)
         self.assistant: list[Message] = [_message(assistant)] if calls or text else []
-        # The output is serialized once, for its size, whole and shortened; only the tool
-        # messages made from it are kept.
+        # The output is serialized once, for its size, whole and shortened; its text is kept
+        # with the tool messages made from it (for the step's summary line, below).
         output = step.output
         output_text = (
             canonical_json(output) if output is not None and not is_pointer(output) else None
         )
-        # Kept for the step's summary line, made once the step leaves the recent exchanges.
+        # The step's summary line, made once the step leaves the recent exchanges, reads it.
         self.output_text = output_text
         whole = self._made(step, output_text, verbatim=True)
         # The two forms differ only when a result is too long to keep whole.

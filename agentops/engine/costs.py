@@ -13,9 +13,10 @@ from django.conf import settings
 
 def token_cost(tokens: int) -> Decimal:
     """What `tokens` cost at the configured price."""
-    return Decimal(tokens) * _price(settings.AGENTOPS["COST_PER_1K_TOKENS"]) / 1000
+    return Decimal(tokens) * _price(str(settings.AGENTOPS["COST_PER_1K_TOKENS"])) / 1000
 
 
 @functools.lru_cache(maxsize=8)
-def _price(per_1k_tokens: float | str | Decimal) -> Decimal:
-    return Decimal(str(per_1k_tokens))
+def _price(per_1k_tokens: str) -> Decimal:
+    # Keyed by the setting's text: equal numbers of other forms (2 and 2.0) are other decimals.
+    return Decimal(per_1k_tokens)

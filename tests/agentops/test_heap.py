@@ -73,8 +73,12 @@ def test_the_worker_keeps_freed_buffers(monkeypatch, redis_clean):
     from agentops.management.commands import worker
 
     started: list[bool] = []
+    frozen: list[bool] = []
     monkeypatch.setattr(worker, "heap_keep_freed", lambda: started.append(True) or True)
+    # Asked for, not done: this test's process must not freeze what it holds.
+    monkeypatch.setattr(worker, "heap_startup_frozen", lambda: frozen.append(True))
 
     call_command("worker", "--burst")
 
     assert started == [True]
+    assert frozen == [True]

@@ -192,7 +192,8 @@ def checkpoint(
     # The worker's heap settings (engine/heap.py): the runner runs here as it runs there.
     kept = heap.heap_keep_freed()
     # What the process holds now is frozen as a worker's start-up is, until the benchmark ends
-    # (it may run inside another process: a test's).
+    # (it may run inside another process: a test's), unless something froze it before.
+    frozen_before = gc.get_freeze_count() > 0
     heap.heap_startup_frozen()
     # DEBUG makes every query log itself (about a fifth of a step here): workers in
     # production run without it, so the benchmark does too.
@@ -207,7 +208,8 @@ def checkpoint(
             if dispatch:
                 report.update(_dispatch(jobs=dispatch, payload_kb=payload_kb))
     finally:
-        gc.unfreeze()
+        if not frozen_before:
+            gc.unfreeze()
     return report
 
 
