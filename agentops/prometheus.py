@@ -23,7 +23,7 @@ from datetime import UTC
 from typing import Any
 
 from django.conf import settings
-from django.db import DEFAULT_DB_ALIAS, connections, transaction
+from django.db import transaction
 from django.db.models import Count, Sum
 from django.utils import timezone
 from prometheus_client import (
@@ -144,22 +144,17 @@ def events_written(events: Iterable[tuple[str, dict[str, Any]]]) -> None:
 
 
 def checkpoint_committed(start: float, events: Iterable[tuple[str, dict[str, Any]]]) -> None:
-    """A checkpoint's statement succeeded: once it commits, observe its duration from `start`
-    (a `perf_counter` taken as it was sent) and count its events (action, payload), as
-    `events_written` does. A statement that was its own transaction has committed: counted
-    now, as `on_commit` would (without its lookups: every step commits here)."""
+    """A checkpoint's statement succeeded: once it commits (now, when the statement was its
+    own transaction), observe its duration from `start` (a `perf_counter` taken as it was
+    sent) and count its events (action, payload), as `events_written` does."""
     counted = [(action, payload) for action, payload in events if action in COUNTED]
-    db = connections[DEFAULT_DB_ALIAS]
-    if not db.in_atomic_block and db.get_autocommit():
-        _checkpoint_count(start, counted)
-    else:
-        transaction.on_commit(functools.partial(_checkpoint_count, start, counted))
 
+    def committed() -> None:
+        _step_duration("checkpoint").observe(time.perf_counter() - start)
+        for action, payload in counted:
+            _count_event(action, payload)
 
-def _checkpoint_count(start: float, counted: list[tuple[str, dict[str, Any]]]) -> None:
-    _step_duration("checkpoint").observe(time.perf_counter() - start)
-    for action, payload in counted:
-        _count_event(action, payload)
+    transaction.on_commit(committed)
 
 
 # -- state: computed at scrape time by collectors apps register ----------------------------------

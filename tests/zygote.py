@@ -26,7 +26,6 @@ a child subreaper (Linux prctl) for that moment only, adopts it, so `wait()` giv
 from __future__ import annotations
 
 import ctypes
-import gc
 import json
 import os
 import signal
@@ -210,11 +209,12 @@ def serve() -> None:
     get_resolver().url_patterns  # noqa: B018  # what the system checks import
     for command in FORKED_COMMANDS:
         load_command_class("agentops", command)
-    # As Python's gc docs advise before forking: a fork's own collections (the worker's
-    # `heap_startup_frozen` among them) then walk only what it made, and leave the pages it
-    # shares with this parent uncopied.
-    gc.collect()
-    gc.freeze()
+    # Frozen as a worker freezes its start-up, here before forking (as Python's gc docs advise):
+    # a fork's own collections (the worker's `heap_startup_frozen` among them) then walk only
+    # what it made, and leave the pages it shares with this parent uncopied.
+    from agentops.engine.heap import heap_startup_frozen
+
+    heap_startup_frozen()
     global _answer_fd
     _answer_fd = os.dup(1)
     os.dup2(2, 1)  # whatever else is printed goes to the zygote's log, not into the answers

@@ -1,11 +1,9 @@
 """What model tokens cost: the one price rule, for the runner's accounting (`Task.cost_used`),
-the Prometheus counter and the dashboard's figures. The price is a setting
-(AGENTOPS_COST_PER_1K_TOKENS); every step of every task prices its tokens, so the setting's
-decimal is made once per value, not per call."""
+the Prometheus counter and the dashboard's figures (the price is the setting
+AGENTOPS_COST_PER_1K_TOKENS)."""
 
 from __future__ import annotations
 
-import functools
 from decimal import Decimal
 
 from django.conf import settings
@@ -13,10 +11,4 @@ from django.conf import settings
 
 def token_cost(tokens: int) -> Decimal:
     """What `tokens` cost at the configured price."""
-    return Decimal(tokens) * _price(str(settings.AGENTOPS["COST_PER_1K_TOKENS"])) / 1000
-
-
-@functools.lru_cache(maxsize=8)
-def _price(per_1k_tokens: str) -> Decimal:
-    # Keyed by the setting's text: equal numbers of other forms (2 and 2.0) are other decimals.
-    return Decimal(per_1k_tokens)
+    return Decimal(tokens) * Decimal(str(settings.AGENTOPS["COST_PER_1K_TOKENS"])) / 1000

@@ -9,7 +9,7 @@ with 360 faults against 0.22 ms with 6 once the thresholds were raised. The proc
 runner (the worker, and the checkpoint benchmark that stands for it) raise them once at start.
 
 They also leave what they made while starting up out of Python's cyclic garbage collector
-(`heap_startup_frozen`): Django, the apps and their modules are some 125,000 objects that live as
+(`heap_startup_frozen`): Django, the apps and their modules are some 122,000 objects that live as
 long as the process, and every full collection walked all of them again.
 """
 
@@ -19,6 +19,8 @@ import ctypes
 import gc
 import os
 import platform
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 # glibc's mallopt parameters (malloc.h).
 M_TRIM_THRESHOLD = -1
@@ -71,3 +73,17 @@ def heap_startup_frozen() -> None:
     stays referenced for the life of the process."""
     gc.collect()
     gc.freeze()
+
+
+@contextmanager
+def heap_frozen_while() -> Iterator[None]:
+    """`heap_startup_frozen` for a block that stands for a worker inside another process (the
+    checkpoint benchmark, which a test may run): the objects go back to the collector when the
+    block ends, unless the process had frozen them before it."""
+    frozen_before = gc.get_freeze_count() > 0
+    heap_startup_frozen()
+    try:
+        yield
+    finally:
+        if not frozen_before:
+            gc.unfreeze()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import platform
 import subprocess
@@ -82,3 +83,19 @@ def test_the_worker_keeps_freed_buffers(monkeypatch, redis_clean):
 
     assert started == [True]
     assert frozen == [True]
+
+
+def test_a_block_frozen_as_a_worker_gives_the_objects_back_unless_they_were_frozen_before():
+    gc.unfreeze()  # whatever an earlier test of this process left (none should)
+    with heap.heap_frozen_while():
+        assert gc.get_freeze_count() > 0
+    assert gc.get_freeze_count() == 0
+
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        with heap.heap_frozen_while():
+            pass
+        assert gc.get_freeze_count() >= frozen  # still frozen: it was not the block's to undo
+    finally:
+        gc.unfreeze()

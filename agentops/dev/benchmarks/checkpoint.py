@@ -28,7 +28,6 @@ ratios and printed table are `checkpoint_report.py`'s.
 
 from __future__ import annotations
 
-import gc
 import json
 import os
 import queue
@@ -191,25 +190,17 @@ def checkpoint(
     conf = {**settings.AGENTOPS, "SLICE_SECONDS": 24 * 3600.0, "BACKOFF_BASE_SECONDS": 0.0}
     # The worker's heap settings (engine/heap.py): the runner runs here as it runs there.
     kept = heap.heap_keep_freed()
-    # What the process holds now is frozen as a worker's start-up is, until the benchmark ends
-    # (it may run inside another process: a test's), unless something froze it before.
-    frozen_before = gc.get_freeze_count() > 0
-    heap.heap_startup_frozen()
     # DEBUG makes every query log itself (about a fifth of a step here): workers in
     # production run without it, so the benchmark does too.
-    try:
-        with override_settings(AGENTOPS=conf, DEBUG=False):
-            bench_policy_ensure()
-            report = _checkpoint(
-                steps=steps, payload_kb=payload_kb, repeat=repeat, peers=peers, kinds=kinds
-            )
-            if not kept:
-                report["notes"].append("malloc runs as the environment or the C library sets it")
-            if dispatch:
-                report.update(_dispatch(jobs=dispatch, payload_kb=payload_kb))
-    finally:
-        if not frozen_before:
-            gc.unfreeze()
+    with heap.heap_frozen_while(), override_settings(AGENTOPS=conf, DEBUG=False):
+        bench_policy_ensure()
+        report = _checkpoint(
+            steps=steps, payload_kb=payload_kb, repeat=repeat, peers=peers, kinds=kinds
+        )
+        if not kept:
+            report["notes"].append("malloc runs as the environment or the C library sets it")
+        if dispatch:
+            report.update(_dispatch(jobs=dispatch, payload_kb=payload_kb))
     return report
 
 
