@@ -6,6 +6,12 @@ the tests inject it into the page under test with Playwright (a sweep over many 
 browser context, as a script Chromium runs in each document it opens), so no CDN is reached at
 test time and the product never serves it. Every rule axe runs by default applies (WCAG 2.0,
 2.1 and 2.2 A and AA, and best practices); none is disabled.
+
+A sweep over many pages (`AxeSweep`) runs axe once per distinct document: what axe examines is the
+document, not its address, and a role's sweep meets the same one many times (every page is the
+login form for someone signed out, the 403 page for a role refused it). Two documents count as
+the same when they differ only in what nobody sees and no rule reads: the values of hidden inputs
+(a CSRF token, the login form's `next`) and htmx's request headers (the CSRF token again).
 """
 
 from __future__ import annotations
@@ -25,6 +31,31 @@ def axe_preloaded(context: BrowserContext) -> BrowserContext:
     to Chromium once per context, not once per page (`axe_violations` injects it otherwise)."""
     context.add_init_script(path=str(AXE))
     return context
+
+
+# The document as axe sees it, without the per-response values nobody sees (module docstring).
+SHOWN_DOCUMENT = """() => {
+  const copy = document.documentElement.cloneNode(true);
+  copy.querySelectorAll('input[type=hidden]').forEach(input => input.removeAttribute('value'));
+  copy.querySelectorAll('[hx-headers]').forEach(element => element.removeAttribute('hx-headers'));
+  return copy.outerHTML;
+}"""
+
+
+class AxeSweep:
+    """axe-core over a sweep of pages: run once per distinct document, its violations given again
+    for a document met before. `runs` counts the documents axe examined."""
+
+    def __init__(self) -> None:
+        self.runs = 0
+        self._violations: dict[str, list[dict[str, Any]]] = {}
+
+    def violations(self, page: Page) -> list[dict[str, Any]]:
+        document = page.evaluate(SHOWN_DOCUMENT)
+        if document not in self._violations:
+            self._violations[document] = axe_violations(page)
+            self.runs += 1
+        return self._violations[document]
 
 
 def axe_violations(page: Page) -> list[dict[str, Any]]:

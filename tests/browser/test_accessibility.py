@@ -4,7 +4,9 @@ The rows come from the real engine, in-process against the simulated services (`
 waiting at a gate, a trip stopped with its flight booked, refunds that went through with audit
 items, a decided gate in the decision log, and a policy draft. Then each role signs in through
 the login form and opens every page of the product (a page a role may not open shows it the 403
-or 404 page, which is checked too) and axe runs on it as it loaded.
+or 404 page, which is checked too) and axe runs on it as it loaded: once per distinct document
+(tests/browser/axe.py, `AxeSweep`), so the login form a signed-out sweep meets on every page is
+examined once, not twenty times.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from policies.models import Policy
 from policies.selectors import policy_version_active
 from policies.services import policy_draft_create
 from reviews.services import gate_approve
-from tests.browser.axe import axe_preloaded, axe_violations, described
+from tests.browser.axe import AxeSweep, axe_preloaded, axe_violations, described
 from tests.browser.conftest import ACTION_TIMEOUT_MS, VIEWPORT, login
 from tests.reviews.builders import audited_refund, gated_refund, stopped_trip
 from tests.reviews.conftest import make_user
@@ -121,6 +123,7 @@ def test_every_page_has_no_serious_accessibility_violation(
     axe_preloaded(context)  # in each page of the sweep, not in the sign-in's
     found: list[str] = []
     statuses: dict[str, int] = {}
+    sweep = AxeSweep()
     try:
         for name, path in pages.items():
             response = page.goto(path)
@@ -133,7 +136,7 @@ def test_every_page_has_no_serious_accessibility_violation(
             page.wait_for_function(SETTLED)
             # Folded details (the recovery panel's, the task page's) are checked open too.
             page.evaluate("() => document.querySelectorAll('details').forEach(d => d.open = true)")
-            violations = axe_violations(page)
+            violations = sweep.violations(page)
             if violations:
                 found.append(f"{name} ({path}, {page.url}):")
                 found.extend(f"  {line}" for line in described(violations))
