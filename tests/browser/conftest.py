@@ -6,9 +6,8 @@ the same Blink and V8 as Debian's `chromium`, without the desktop browser's laye
 which is what Playwright itself launches for headless Chromium (its `chromium-headless-shell`
 download) and about 2.5 times less CPU per page load than `chromium --headless` here (0.04 s
 against 0.1 s). Playwright's own download is not used, and a Chromium that cannot start fails
-the tests instead of skipping them. The web app
-is pytest-django's `live_server` on the test database; workers and the sweeper come from the
-`processes` fixture and see the same rows.
+the tests instead of skipping them. The web app is pytest-django's `live_server` on the test
+database; workers and the sweeper come from the `processes` fixture and see the same rows.
 """
 
 from __future__ import annotations
