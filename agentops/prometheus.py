@@ -146,15 +146,9 @@ def events_written(events: Iterable[tuple[str, dict[str, Any]]]) -> None:
 def checkpoint_committed(start: float, events: Iterable[tuple[str, dict[str, Any]]]) -> None:
     """A checkpoint's statement succeeded: once it commits (now, when the statement was its
     own transaction), observe its duration from `start` (a `perf_counter` taken as it was
-    sent) and count its events (action, payload), as `events_written` does."""
-    counted = [(action, payload) for action, payload in events if action in COUNTED]
-
-    def committed() -> None:
-        _step_duration("checkpoint").observe(time.perf_counter() - start)
-        for action, payload in counted:
-            _count_event(action, payload)
-
-    transaction.on_commit(committed)
+    sent); its events are counted by `events_written`."""
+    transaction.on_commit(lambda: _step_duration("checkpoint").observe(time.perf_counter() - start))
+    events_written(events)
 
 
 # -- state: computed at scrape time by collectors apps register ----------------------------------
