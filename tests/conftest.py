@@ -126,6 +126,30 @@ def zygotes_stopped() -> Iterator[None]:
     zygote.stop_all()
 
 
+@pytest.fixture(scope="session", autouse=True)
+def stacks_fork(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """The commands the tests run in-process that supervise processes of their own (`chaos`,
+    `demo_scenario`: `agentops.dev.devstack.Stack`) fork their workers and sweepers from the
+    warmed parents too, as `Processes.start` does; what else they start (the simulated services)
+    starts as before. A chaos run restarts a worker after every kill."""
+    from agentops.dev.devstack import Stack
+
+    started = Stack.spawn
+    logs = tmp_path_factory.mktemp("stack-forks")
+
+    def spawn(stack: Stack, *args: str, env: dict[str, str] | None = None) -> Any:
+        full = {**stack.env, **(env or {})}
+        if not zygote.forkable(args, full):
+            return started(stack, *args, env=env)
+        child = zygote.fork(args, full, logs / f"{args[0]}-{uuid.uuid4().hex[:8]}.log")
+        stack.children.append(child)  # type: ignore[arg-type]  # as much of Popen as Stack uses
+        return child
+
+    Stack.spawn = spawn  # type: ignore[method-assign]
+    yield
+    Stack.spawn = started  # type: ignore[method-assign]
+
+
 # The tiers that start real processes (and are left out of `make test-fast`).
 PROCESS_TIERS = ("browser", "crash", "install", "outage")
 

@@ -12,11 +12,11 @@ it runs `manage.py <command>` as a started one does (system checks, logging set 
 What a fork shares with its zygote is only what the environment decided when the zygote set up
 Django: one zygote per environment (`key`), apart from the variables read at run time only
 (RUNTIME_ONLY), which each fork gets as asked, and those whose setting each fork sets again
-(PER_FORK_SETTINGS: the model server's URL). Environments that start threads or per-process
-files during setup (tracing's exporter, Prometheus' multiprocess files) are started from scratch
-(`forkable`). Forks of one zygote share its string hashing (PYTHONHASHSEED), which differs from
-the test process's: a version digested differently in two processes still shows between the
-test that creates a task and the worker that runs it.
+(PER_FORK_SETTINGS: the URLs of the model server and of the simulated services). Environments
+that start threads or per-process files during setup (tracing's exporter, Prometheus'
+multiprocess files) are started from scratch (`forkable`). Forks of one zygote share its string
+hashing (PYTHONHASHSEED), which differs from the test process's: a version digested differently
+in two processes still shows between the test that creates a task and the worker that runs it.
 
 The forked process is the zygote's grandchild: its parent exits at once, and the test process,
 a child subreaper (Linux prctl) for that moment only, adopts it, so `wait()` gives its exit status
@@ -43,9 +43,13 @@ RUNTIME_ONLY = frozenset(
     {"AGENTOPS_MODEL_CALL_LOG", "AGENTOPS_CRASH_AT", "AGENTOPS_CRASH_SIGNAL", "PYTEST_CURRENT_TEST"}
 )
 # Read into the settings at setup, and set again in each fork from the value its request gives:
-# the model server a test starts on a free port leaves the zygote of its other variables (only
-# whether the variable is set chooses the zygote). The variable, and where settings keep it.
-PER_FORK_SETTINGS = {"OPENAI_BASE_URL": ("AGENTOPS", "OPENAI_BASE_URL")}
+# the model server or the simulated services a command starts on a free port leave the zygote of
+# its other variables (only whether the variable is set chooses the zygote). The variable, and
+# where settings keep it.
+PER_FORK_SETTINGS = {
+    "OPENAI_BASE_URL": ("AGENTOPS", "OPENAI_BASE_URL"),
+    "AGENTOPS_SIM_BASE_URL": ("AGENTOPS", "SIM_BASE_URL"),
+}
 FORKED_COMMANDS = frozenset({"worker", "sweeper"})
 # Set for a run that starts every process from scratch (to compare, or to rule the zygote out).
 FRESH_ENV = "AGENTOPS_TEST_FRESH_PROCESSES"
