@@ -647,7 +647,11 @@ def test_the_production_web_server_answers_200_concurrent_requests_with_bounded_
             watch.start()
             paths = ["/healthz", "/", "/review/", "/review/audit", "/review/decisions"]
             signed_in = {**headers, "Cookie": f"sessionid={cookie}"}
-            with httpx.Client(timeout=60, limits=httpx.Limits(max_connections=200)) as client:
+            # Each request on a connection of its own: a connection kept idle past gunicorn's
+            # keep-alive (5 s; the last request below can come that late on a loaded machine)
+            # may be closed by the server just as the client reuses it.
+            no_reuse = httpx.Limits(max_connections=200, max_keepalive_connections=0)
+            with httpx.Client(timeout=60, limits=no_reuse) as client:
 
                 def fetch(number: int) -> int:
                     path = paths[number % len(paths)]
