@@ -290,6 +290,17 @@ def test_preferences_choose_events_and_quiet_hours_hold_email_back(
     assert mailbox == []
 
 
+def test_with_no_open_gate_and_no_stopped_task_a_sweep_looks_twice_and_records_nothing(
+    django_assert_num_queries,
+):
+    Task.objects.create(agent="refund", goal="waiting for a worker")  # queued: nothing to tell
+
+    with django_assert_num_queries(2):
+        assert notices_find() == []
+
+    assert not Notice.objects.exists()
+
+
 def test_a_gate_near_its_timeout_is_announced_once(sim, redis_clean, mailbox, operator):
     with_email(operator)
     task = gated_refund()
