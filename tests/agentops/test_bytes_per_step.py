@@ -57,6 +57,7 @@ def test_bytes_per_step_stay_flat_over_200_steps(redis_clean):
     assert at_last <= at_first, run["snapshot_bytes"]
 
 
+@pytest.mark.django_db  # rolled back: it writes on a connection of its own
 def test_a_window_holds_what_this_databases_sessions_wrote_not_an_analyze_or_a_vacuum():
     """An auto-analyze that falls in a run rewrites the statistics of the tables it analyzes:
     hundreds of KB, counted once as 1,300 bytes more per step in one half of a CI run."""
