@@ -44,6 +44,20 @@ def runstack(port: int, *, log: Path) -> subprocess.Popen[bytes]:
     )
 
 
+def free_port_and_the_next() -> int:
+    """A free port whose next one is free too: runstack takes both (the web and the simulated
+    services), and a port the system handed out may be followed by one in use."""
+    for _ in range(100):
+        port = free_port()
+        with socket.socket() as probe:
+            try:
+                probe.bind(("127.0.0.1", port + 1))
+            except OSError:
+                continue
+        return port
+    raise AssertionError("no two free ports in a row")
+
+
 def test_runstack_refuses_a_taken_port_with_one_line_and_a_non_zero_exit(tmp_path, redis_clean):
     with socket.socket() as holder:
         holder.bind(("127.0.0.1", 0))
@@ -62,11 +76,17 @@ def test_runstack_refuses_a_taken_port_with_one_line_and_a_non_zero_exit(tmp_pat
 def test_runstack_prints_its_banner_once_the_site_answers_and_stops_on_ctrl_c(
     tmp_path, redis_clean
 ):
-    port = free_port()
+    port = free_port_and_the_next()
     log = tmp_path / "run.log"
     child = runstack(port, log=log)
+
+    def banner() -> bool:
+        text = log.read_text()
+        assert child.poll() is None, f"runstack exited ({child.returncode}): {text[-2000:]}"
+        return "agentops is running" in text
+
     try:
-        wait_for(lambda: "agentops is running" in log.read_text(), timeout=180, message="banner")
+        wait_for(banner, timeout=180, message="banner")
         # The banner came after the site answered: it answers now, at once.
         assert httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2).status_code == 200
         assert httpx.get(f"http://127.0.0.1:{port}/login/", timeout=10).status_code == 200
