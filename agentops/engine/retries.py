@@ -71,22 +71,28 @@ def at_cap(task: Task, step: Step) -> bool:
 def cap_failure(task: Task, step: Step) -> StepFailure:
     """The failure that stops a task whose step is at its cap, carrying the step's last one.
     A step with none (its error is cleared when a try starts) had a last try that did not
-    finish: its worker stopped mid-step. Tests fail on "none recorded" (tests/conftest.py): an
-    error the engine does not classify must not end a try unrecorded."""
+    finish: its worker stopped mid-step, a process crash (`unfinished` in the detail). Tests
+    that kill no worker fail on one (tests/conftest.py): an error the engine does not classify
+    must not end a try unrecorded."""
     last = step.error or {}
-    unfinished = (
-        "none recorded: the last try did not finish (its worker stopped mid-step: killed, out "
-        "of memory, or an error in the worker's log)"
-    )
     tool = step_tool(step)
     cap = attempt_cap(task, tool)
     whose = f"tool {tool.name}'s own cap" if tool and cap < task.step_retry_cap else "cap"
+    attempted = f"step {step.ordinal + 1} was attempted {step.attempts} times ({whose} {cap})"
+    detail = {"step": step.ordinal, "last_failure": last or None, "attempt_cap": cap}
+    if not last:
+        return OrchestrationFailure(
+            f"{attempted}; its last try did not finish: its worker stopped mid-step (killed, "
+            "out of memory, or an error in the worker's log)",
+            kind=FailureKind.PROCESS_CRASH,
+            retryable=False,
+            detail={**detail, "unfinished": True},
+        )
     return OrchestrationFailure(
-        f"step {step.ordinal + 1} was attempted {step.attempts} times ({whose} {cap}); last "
-        f"failure: {last.get('message', unfinished)}",
+        f"{attempted}; last failure: {last.get('message', last.get('kind'))}",
         kind=FailureKind(last.get("kind", FailureKind.RETRY_CAP)),
         retryable=False,
-        detail={"step": step.ordinal, "last_failure": last or None, "attempt_cap": cap},
+        detail=detail,
     )
 
 

@@ -12,7 +12,7 @@ from django.utils import timezone
 from hypothesis import strategies as st
 
 from agentops.agents.bench import bench_script
-from agentops.engine.errors import NotSerializable, UnknownAgent
+from agentops.engine.errors import FailureKind, NotSerializable, UnknownAgent
 from agentops.engine.jsonvalues import is_pointer, loaded
 from agentops.engine.model import ModelRequest, loaded_response
 from agentops.engine.registry import Agent, PlanStep, register_agent
@@ -284,8 +284,9 @@ def test_an_amount_too_large_for_a_float_or_the_gate_is_routed_not_a_crash(redis
 
 
 def test_a_stop_without_a_recorded_reason_is_what_the_suite_fails_a_test_for(redis_clean):
-    """The check every test that uses the database ends with (`every_stop_says_why`) finds a
-    step that reached its cap with no failure of its own (its tries ended unrecorded)."""
+    """A step that reached its cap with no failure of its own (its last try did not finish) is
+    a process crash; the check every test that uses the database ends with
+    (`every_stop_says_why`) fails a test that killed no worker for it."""
     task = task_create(agent="test_unstorable", goal="look", step_retry_cap=1)
     Step.objects.filter(task=task).update(attempts=1)
 
@@ -293,10 +294,21 @@ def test_a_stop_without_a_recorded_reason_is_what_the_suite_fails_a_test_for(red
 
     task.refresh_from_db()
     assert task.status == TaskStatus.NEEDS_ATTENTION
-    assert "last failure: none recorded" in task.failure["message"]
+    assert task.failure["kind"] == FailureKind.PROCESS_CRASH
+    assert task.failure["message"] == (
+        "step 1 was attempted 1 times (cap 1); its last try did not finish: its worker stopped "
+        "mid-step (killed, out of memory, or an error in the worker's log)"
+    )
+    assert task.failure["detail"] == {
+        "step": 0,
+        "last_failure": None,
+        "attempt_cap": 1,
+        "unfinished": True,
+    }
     assert silent_stops() == [(task.pk, task.failure)]
+    assert silent_stops(workers_killed=True) == []
     # Said why after all, so that this test's own teardown check passes.
-    Task.objects.filter(pk=task.pk).update(failure={**task.failure, "message": "checked"})
+    Task.objects.filter(pk=task.pk).update(failure={**task.failure, "detail": {}})
     assert silent_stops() == []
 
 
