@@ -36,9 +36,9 @@ def ready() -> bool:
                 logger.warning("readyz: migrations are pending")
                 return False
             _migrations_checked = True
-        import django_rq
+        from agentops import queues
 
-        django_rq.get_connection("default").ping()
+        queues.redis_client().ping()
     except (DatabaseError, RedisError) as error:
         logger.warning("readyz: not ready: %s", error.__class__.__name__)
         return False

@@ -260,9 +260,10 @@ def tasks_state_metrics() -> Iterable[Metric]:
 
 
 def queue_metrics() -> Iterable[Metric]:
-    import django_rq
     from rq.exceptions import NoSuchJobError
     from rq.job import Job
+
+    from agentops import queues
 
     depth = GaugeMetricFamily(
         "agentops_queue_depth", "Jobs waiting in the queue.", labels=["queue"]
@@ -272,7 +273,7 @@ def queue_metrics() -> Iterable[Metric]:
         "Age of the oldest waiting job (0 when the queue is empty).",
         labels=["queue"],
     )
-    queue = django_rq.get_queue("default")
+    queue = queues.queue()
     depth.add_metric([queue.name], queue.count)
     oldest = 0.0
     for job_id in queue.get_job_ids(0, 0):

@@ -26,7 +26,6 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-import django_rq
 import httpx
 from django.conf import settings
 from django.contrib.auth import get_user_model
@@ -36,6 +35,7 @@ from django.db.models.functions import Cast, Concat, Left
 from django.urls import reverse
 from django.utils import timezone
 
+from agentops import queues
 from agentops.engine import (
     approval_kind_of,
     job_waiting,
@@ -310,7 +310,7 @@ def deliveries_enqueue_due() -> int:
         attempt_started_at=None,
         next_attempt_at__lte=timezone.now(),
     ).values_list("pk", "attempts")
-    queue = django_rq.get_queue("default")
+    queue = queues.queue()
     count = 0
     for delivery_id, attempts in due:
         job_id = f"deliver-{delivery_id}-{attempts}"

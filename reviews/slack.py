@@ -25,10 +25,10 @@ import math
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-import django_rq
 import httpx
 from django.urls import reverse
 
+from agentops import queues
 from agentops.engine import QUESTION, job_waiting, redacted
 from agentops.logs import job_meta
 from agentops.models import Gate
@@ -377,7 +377,7 @@ def slack_message_update(*, message_id: int) -> str:
 
 
 def _enqueue(message_id: int, attempts: int) -> bool:
-    queue = django_rq.get_queue("default")
+    queue = queues.queue()
     job_id = f"slack-update-{message_id}-{attempts}"
     if job_waiting(queue, job_id):
         return False

@@ -386,35 +386,6 @@ def code_commits_run_their_callbacks(
         yield
 
 
-# The Redis clients of the rolled-back tests, one per connection settings (URL and db).
-_REDIS_CLIENTS: dict[tuple[Any, ...], Any] = {}
-
-
-@pytest.fixture(autouse=True)
-def redis_connections_reused(
-    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """In a rollback-isolated test, django_rq's queues and connections share one Redis client
-    (and its connection pool) per connection settings instead of opening a new connection each
-    time (every enqueue and `redis_clean` did: some 20 ms each on a loaded machine, against
-    1-2 ms on an open connection). The same server and database; transactional tests, whose
-    processes and outages restart servers, keep django_rq's own new connection per call."""
-    if not rolled_back(request):
-        return
-    from django_rq import connection_utils, queues
-
-    made = connection_utils.get_redis_connection
-
-    def reused(config: dict[str, Any], use_strict_redis: bool = False) -> Any:
-        key = (tuple(sorted((k, repr(v)) for k, v in config.items())), use_strict_redis)
-        if key not in _REDIS_CLIENTS:
-            _REDIS_CLIENTS[key] = made(config, use_strict_redis)
-        return _REDIS_CLIENTS[key]
-
-    monkeypatch.setattr(connection_utils, "get_redis_connection", reused)
-    monkeypatch.setattr(queues, "get_redis_connection", reused)
-
-
 @pytest.fixture(scope="session")
 def sim_server(
     django_db_setup: Any, django_db_blocker: Any, tmp_path_factory: Any
@@ -482,9 +453,9 @@ def throttle_counters_cleared() -> None:
 
 @pytest.fixture
 def redis_clean() -> Iterator[None]:
-    import django_rq
+    from agentops import queues
 
-    conn = django_rq.get_connection("default")
+    conn = queues.redis_client()
     conn.flushdb()
     yield
     conn.flushdb()

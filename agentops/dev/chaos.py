@@ -29,11 +29,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import django_rq
 from django.conf import settings
 from django.db import connection
 from django.db.models import Count, Max
 
+from agentops import queues
 from agentops.dburl import database_url
 from agentops.dev.devstack import Stack, free_port
 from agentops.dev.sim.models import Effect
@@ -105,7 +105,7 @@ class ChaosRun:
                     next_kill = time.monotonic() + self.rng.expovariate(1 / self.kill_every)
                 workers = self._fault(stack, workers)
                 if self.redis_flushes == 0 and time.monotonic() >= flush_at:
-                    django_rq.get_connection("default").flushdb()
+                    queues.redis_client().flushdb()
                     self.redis_flushes += 1
                 time.sleep(self.rng.uniform(0.2, min(1.0, self.kill_every)))
             fault_reset()

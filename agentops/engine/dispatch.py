@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import logging
 
-import django_rq
 from django.db import transaction
 from rq.exceptions import NoSuchJobError
 from rq.job import Job, JobStatus
 from rq.queue import Queue
 
-from agentops import tracing
+from agentops import queues, tracing
 from agentops.logs import job_meta
 
 logger = logging.getLogger(__name__)
@@ -45,7 +44,7 @@ def enqueue_now(task_id: int, *, token: int) -> bool:
     A job whose record says `queued` but which is in no queue was popped by a worker that died
     before it marked the job started (found by `manage.py chaos`): it is enqueued again.
     """
-    queue = django_rq.get_queue("default")
+    queue = queues.queue()
     job_id = job_id_for(task_id, token)
     if job_waiting(queue, job_id):
         return False

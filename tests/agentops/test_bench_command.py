@@ -4,13 +4,13 @@ import json
 import re
 from io import StringIO
 
-import django_rq
 import pytest
 from django.conf import settings
 from django.core.management import CommandError, call_command
 from django.db import connection
 from rq.worker import Worker
 
+from agentops import queues
 from agentops.models import Event, Step, Task, ToolCall
 from agentops.states import TaskStatus
 
@@ -299,7 +299,7 @@ def test_bench_memory_runs_a_real_worker_and_reports_its_resident_set(redis_clea
     growth = report["growth_kb_per_step"]
     assert isinstance(growth, float) if report["measured_steps"] else growth is None
     # The worker stopped (and unregistered), and the tasks are gone.
-    assert Worker.count(queue=django_rq.get_queue("default")) == 0
+    assert Worker.count(queue=queues.queue()) == 0
     assert not Task.objects.filter(agent="bench_noop").exists()
 
 

@@ -30,7 +30,6 @@ from importlib import import_module
 from pathlib import Path
 from typing import Any
 
-import django_rq
 import httpx
 import psycopg
 import pytest
@@ -43,7 +42,7 @@ from django.test import Client, RequestFactory
 from django.urls import reverse
 from rq.job import Job
 
-from agentops import dburl
+from agentops import dburl, queues
 from agentops.logs import RefusalFilter, StructuredFormatter, task_context
 from agentops.models import Task
 from agentops.request_ids import server_error
@@ -418,7 +417,7 @@ def test_a_job_a_request_enqueued_carries_its_request_id_into_the_worker_log(
         HTTP_X_REQUEST_ID="req-start-0001",
     )
     task = Task.objects.get()
-    queue = django_rq.get_queue("default")
+    queue = queues.queue()
     (job_id,) = queue.job_ids
     job = Job.fetch(job_id, connection=queue.connection, serializer=queue.serializer)
     worker = processes.worker(burst=True)
@@ -835,7 +834,7 @@ def test_the_production_web_server_answers_while_50_clients_trickle_headers_and_
     assert 0 < watch.peak <= WEB_PROCESSES * WEB_SLOTS
     # A form post through the gevent worker: its job went to Redis with the request id.
     task = Task.objects.get()
-    queue = django_rq.get_queue("default")
+    queue = queues.queue()
     (job_id,) = queue.job_ids
     job = Job.fetch(job_id, connection=queue.connection, serializer=queue.serializer)
     assert started.status_code == 302, started.text[-2000:]

@@ -8,12 +8,12 @@ import time
 from datetime import timedelta
 from pathlib import Path
 
-import django_rq
 import psycopg
 import pytest
 from django.db import close_old_connections, connection, connections, transaction
 from django.utils import timezone
 
+from agentops import queues
 from agentops.dev.sim.models import Effect
 from agentops.engine.dispatch import enqueue_now, job_id_for
 from agentops.engine.errors import LeaseLost
@@ -179,7 +179,7 @@ def test_a_lease_runs_from_the_moment_the_claim_is_written(redis_clean, settings
 def test_only_one_sweeper_sweeps_at_a_time(redis_clean):
     task = task_create(agent="refund", goal="Refund", input={"order_id": "A1001"})
     Task.objects.filter(pk=task.pk).update(updated_at=timezone.now() - timedelta(minutes=5))
-    django_rq.get_connection("default").flushdb()  # the job is lost: the sweeper must re-drive
+    queues.redis_client().flushdb()  # the job is lost: the sweeper must re-drive
     with psycopg.connect(database_url(), autocommit=True) as other:
         other.execute("SELECT pg_advisory_lock(%s)", [SWEEP_LOCK_KEY])
         skipped = sweep_exclusive()
@@ -220,7 +220,7 @@ def test_two_sweeper_processes_never_sweep_at_the_same_time(processes):
 def test_a_job_popped_by_a_worker_that_died_is_enqueued_again(redis_clean):
     task = task_create(agent="refund", goal="Refund", input={"order_id": "A1001"})
     task.refresh_from_db()
-    queue = django_rq.get_queue("default")
+    queue = queues.queue()
     job_id = job_id_for(task.pk, task.last_seq)
     # A worker took the job off the list and died before marking it started: its record still
     # says queued, but no queue holds it.
@@ -247,7 +247,7 @@ def test_redis_flushed_mid_run_the_sweeper_recovers_every_task(processes):
         ),
         message="the worker to make progress",
     )
-    django_rq.get_connection("default").flushdb()
+    queues.redis_client().flushdb()
     processes.worker(extra_env=slice_env)
     processes.sweeper()
 

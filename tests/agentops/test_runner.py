@@ -5,12 +5,12 @@ from __future__ import annotations
 from datetime import timedelta
 from pathlib import Path
 
-import django_rq
 import hypothesis
 import pytest
 from django.utils import timezone
 from hypothesis import strategies as st
 
+from agentops import queues
 from agentops.agents.bench import bench_script
 from agentops.engine.errors import FailureKind, NotSerializable, UnknownAgent
 from agentops.engine.jsonvalues import is_pointer, loaded
@@ -130,7 +130,7 @@ def test_resume_rebuilds_the_context_with_a_checkpoint_note(sim, redis_clean, se
     task.refresh_from_db()
     assert task.status == TaskStatus.QUEUED
     assert "agentops.task.yielded" in actions(task)
-    assert django_rq.get_queue("default").count >= 1
+    assert queues.queue().count >= 1
 
     task_advance(task_id=task.pk, owner="test")
     started = Event.objects.filter(task=task, action="agentops.step.started", step_ordinal=1).get()
@@ -152,7 +152,7 @@ def test_resume_rebuilds_the_context_with_a_checkpoint_note(sim, redis_clean, se
 
 def test_pause_revokes_the_lease_and_resume_enqueues_a_job(sim, redis_clean):
     task = refund()
-    queue = django_rq.get_queue("default")
+    queue = queues.queue()
     queue.empty()
 
     task_pause(task_id=task.pk, actor=None, reason="checking with the customer")
@@ -176,7 +176,7 @@ def test_enqueueing_the_same_task_state_twice_makes_one_job(redis_clean):
     from agentops.engine.dispatch import enqueue_now
 
     task = refund()
-    queue = django_rq.get_queue("default")
+    queue = queues.queue()
     assert queue.count == 1  # enqueued on commit by task_create
     task.refresh_from_db()
     assert enqueue_now(task.pk, token=task.last_seq) is False

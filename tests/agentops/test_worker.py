@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-import django_rq
 import pytest
 from rq.serializers import JSONSerializer
 
+from agentops import queues
 from agentops.management.commands.worker import AgentWorker
 
 
 @pytest.fixture
 def worker(redis_clean):  # type: ignore[no-untyped-def]
-    queue = django_rq.get_queue("default")
+    queue = queues.queue()
     worker = AgentWorker([queue], connection=queue.connection, serializer=JSONSerializer)
     worker.register_birth()
     yield worker

@@ -25,7 +25,6 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-import django_rq
 import pytest
 from django.contrib.auth.models import Group
 from django.core import mail
@@ -34,6 +33,7 @@ from django.test import Client
 from django.utils import timezone
 from rq.timeouts import JobTimeoutException, UnixSignalDeathPenalty
 
+from agentops import queues
 from agentops.engine.outbound import OutboundInTransaction
 from agentops.models import Gate, Task
 from agentops.services import task_create
@@ -499,7 +499,7 @@ def test_an_attempt_whose_worker_died_counts_once_its_deadline_passed_then_waits
     }
     endpoint = WebhookEndpoint.objects.create(name="gone", url="http://127.0.0.1:9/", secret=SECRET)
     delivery = due_delivery(endpoint=endpoint)
-    queue = django_rq.get_queue("default")
+    queue = queues.queue()
     in_flight, after_deadline, after_backoff = [], [], []
 
     for attempt in (1, 2, 3):

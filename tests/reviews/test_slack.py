@@ -12,11 +12,11 @@ import json
 import time
 from typing import Any
 
-import django_rq
 import pytest
 from django.test import Client
 from django.urls import reverse
 
+from agentops import queues
 from agentops.engine import digest
 from agentops.models import Gate
 from agentops.states import GateStatus
@@ -50,7 +50,7 @@ def post(payload: dict[str, Any], **signing: Any) -> Any:
 def run_jobs() -> list[Any]:
     """Run the enqueued Slack updates as a worker would (RQ's own perform), in order; the task's
     own jobs (its advance after an approval) stay queued."""
-    queue = django_rq.get_queue("default")
+    queue = queues.queue()
     results = []
     for job in queue.get_jobs():
         if job.func_name == "reviews.jobs.slack_message_update":

@@ -42,7 +42,6 @@ from itertools import pairwise
 from pathlib import Path
 from typing import IO, Any, NoReturn, cast
 
-import django_rq
 import psycopg
 from django.conf import settings
 from django.core.management.base import CommandError
@@ -52,6 +51,7 @@ from rq.exceptions import NoSuchJobError
 from rq.job import Job
 from rq.worker import Worker
 
+from agentops import queues
 from agentops.agents.bench import KIND_TOOLS, bench_script
 from agentops.dburl import database_url
 from agentops.dev.benchmarks.checkpoint_report import (
@@ -456,7 +456,7 @@ def _dispatch(*, jobs: int, payload_kb: int) -> dict[str, Any]:
     A job's cost in the worker is the median gap between consecutive job starts (dequeue,
     bookkeeping in Redis, the advance itself), which leaves out the process start-up.
     """
-    queue = django_rq.get_queue("default")
+    queue = queues.queue()
     if queue.count or Worker.count(queue=queue):
         return {
             "dispatch_ms_per_job": None,
@@ -526,7 +526,7 @@ def _drop_job(task_id: int) -> None:
     """The task was enqueued on commit; remove that job so no worker races the bench for it.
 
     If a worker already took it, the in-process claim fails and the bench says so."""
-    queue = django_rq.get_queue("default")
+    queue = queues.queue()
     token = Task.objects.filter(pk=task_id).values_list("last_seq", flat=True).get()
     with suppress(NoSuchJobError):
         Job.fetch(

@@ -26,13 +26,13 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
-import django_rq
 from django.conf import settings
 from django.core.management.base import CommandError
 from django.db import connection
 from django.db.models import Count, Q
 from rq.worker import Worker
 
+from agentops import queues
 from agentops.agents.bench import MAX_STEPS
 from agentops.dburl import database_url
 from agentops.dev.benchmarks.tasks import bench_tasks_delete
@@ -83,7 +83,7 @@ def memory(*, steps: int, payload_kb: int, tasks: int | None = None) -> dict[str
     """Run the memory benchmark; CommandError when the queue is busy, the worker dies or
     stalls, or a task does not succeed."""
     sizes = task_sizes(steps=steps, tasks=tasks)
-    queue = django_rq.get_queue("default")
+    queue = queues.queue()
     if queue.count or Worker.count(queue=queue):
         raise CommandError("the queue has jobs or a worker: the benchmark needs it to itself")
     created: list[int] = []

@@ -30,13 +30,13 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-import django_rq
 import psycopg
 from django.conf import settings
 from django.db import connection
 from django.db.models import Max, Min
 from rq.worker import Worker
 
+from agentops import queues
 from agentops.dburl import database_url
 from agentops.dev.benchmarks.tasks import bench_tasks_delete
 from agentops.models import Task
@@ -102,12 +102,12 @@ def _state_label(state: str | None, wait_type: str | None, wait_event: str | Non
 
 
 def _redis_cpu_seconds() -> float:
-    info = django_rq.get_connection("default").info("cpu")
+    info = queues.redis_client().info("cpu")
     return float(info["used_cpu_sys"]) + float(info["used_cpu_user"])
 
 
 def throughput(*, workers: int, tasks: int, steps: int, payload_kb: int) -> dict[str, Any]:
-    queue = django_rq.get_queue("default")
+    queue = queues.queue()
     if queue.count or Worker.count(queue=queue):
         return {"benchmark": "throughput", "note": "skipped: the queue has jobs or a worker"}
     created = [
