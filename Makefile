@@ -23,11 +23,13 @@ run: install
 # worker in collection order: on each worker the rolled-back tests run first, then the ones that
 # empty the database, the process tiers (crash, outage, browser, install) first among those
 # (tests/conftest.py). (`--dist loadgroup` would keep an `xdist_group` on one worker; on pytest 9.2
-# xdist 3.8 ignores the mark, pytest-xdist #1386, and the suite sets none.) Three workers on two
-# cores: a process-tier test mostly waits on its workers, which a third pytest worker fills.
+# xdist 3.8 ignores the mark, pytest-xdist #1386, and the suite sets none.) Four workers on two
+# cores: a process-tier test mostly waits on its workers (and timeouts), which the other pytest
+# workers fill; with three, about a fifth of the two cores stayed idle (make test 370 s with
+# three, 340 s with four, back to back, 2026-12-03).
 # The workers' test databases are copies of one migrated template, kept on the server between
 # runs and rebuilt when the migrations change (tests/templatedb.py).
-TEST_WORKERS ?= 3
+TEST_WORKERS ?= 4
 # The suite starts many Python processes (workers, servers, the installed wheel's commands): each
 # reuses the bytecode the first one wrote, as Python does by default, even where the environment
 # asks otherwise (some CI images set PYTHONDONTWRITEBYTECODE=1, which compiles every module again
