@@ -277,3 +277,45 @@ def test_a_worker_frozen_inside_a_transaction_is_cut_off_and_another_finishes_th
     assert taken_over_in < 20, f"took {taken_over_in:.1f} s"
     assert Event.objects.filter(task=task).count() == events
     assert_finished_once(task, processes)
+
+
+def test_a_step_whose_every_try_was_killed_stops_as_a_crash_and_a_retry_finishes_it(processes):
+    """The refund step's own cap is 2: its worker killed in both tries (after the call, before
+    the step's completion commits) stops the task as a process crash that says the last try did
+    not finish; a person's retry finishes the step with the same key, and the refund happens
+    once."""
+    from agentops.services import task_retry
+
+    task = task_create(agent="refund", goal="Refund order A1001", input={"order_id": "A1001"})
+    for _ in range(2):
+        victim = processes.worker(crash_at=f"inside_step_complete@{REFUND_STEP}")
+        victim_sweeper = processes.sweeper()
+        assert victim.wait(timeout=60) == -9
+        victim_sweeper.kill()
+    processes.worker()
+    processes.sweeper()
+    wait_for(
+        lambda: Task.objects.get(pk=task.pk).status == TaskStatus.NEEDS_ATTENTION,
+        timeout=60,
+        message="the task to stop at the refund step's cap",
+    )
+
+    task.refresh_from_db()
+    assert task.failure["kind"] == "process_crash"
+    assert task.failure["detail"]["unfinished"] is True
+    assert task.failure["message"].startswith(
+        "step 4 was attempted 2 times (tool issue_refund's own cap 2); its last try did not finish"
+    )
+    refund_step = Step.objects.get(task=task, ordinal=REFUND_STEP)
+    assert (refund_step.status, refund_step.attempts) == (StepStatus.RUNNING, 2)
+    assert Effect.objects.filter(service="payments", operation="refund").count() == 1
+
+    task_retry(task_id=task.pk, actor=None, reason="the workers' memory limit was raised")
+    wait_for(
+        lambda: Task.objects.get(pk=task.pk).is_terminal,
+        timeout=60,
+        message="the retried task to finish",
+    )
+    task.refresh_from_db()
+    assert task.status == TaskStatus.SUCCEEDED, task.failure
+    assert Effect.objects.filter(service="payments", operation="refund").count() == 1
