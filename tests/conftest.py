@@ -27,6 +27,7 @@ from django.db import connection
 
 from agentops import dburl
 from tests import templatedb, zygote
+from tests.blackhole import BlackHole
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -459,6 +460,27 @@ def redis_clean() -> Iterator[None]:
     conn.flushdb()
     yield
     conn.flushdb()
+
+
+@pytest.fixture
+def black_hole() -> Iterator[BlackHole]:
+    """A TCP server that accepts connections and never answers (tests/blackhole.py)."""
+    hole = BlackHole()
+    yield hole
+    hole.close()
+
+
+@pytest.fixture
+def queue_on_black_hole(monkeypatch: pytest.MonkeyPatch, black_hole: BlackHole) -> BlackHole:
+    """The queue's client made as the product makes it (`queues.with_deadline`), on a Redis
+    that accepts connections and never answers."""
+    from redis import Redis
+
+    from agentops import queues
+
+    client = queues.with_deadline(Redis.from_url(f"redis://127.0.0.1:{black_hole.port}/0"))
+    monkeypatch.setattr(queues, "redis_client", lambda: client)
+    return black_hole
 
 
 def process_env(sim_server: str, log_dir: Path) -> dict[str, str]:

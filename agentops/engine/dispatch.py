@@ -18,6 +18,7 @@ from rq.queue import Queue
 
 from agentops import queues, tracing
 from agentops.logs import job_meta
+from agentops.outages import REDIS_ERRORS
 
 logger = logging.getLogger(__name__)
 
@@ -62,4 +63,19 @@ def enqueue_now(task_id: int, *, token: int) -> bool:
 
 def task_enqueue(task_id: int, *, token: int) -> None:
     """Enqueue after the current transaction commits (at once when there is none)."""
-    transaction.on_commit(lambda: enqueue_now(task_id, token=token))
+    transaction.on_commit(lambda: _enqueue_committed(task_id, token))
+
+
+def _enqueue_committed(task_id: int, token: int) -> None:
+    """The task's state is committed: when Redis is away or does not answer within the queue's
+    deadline, say so and leave the job to the sweeper, which enqueues a claimable task that sat
+    past its grace (engine/sweeper.py). The person's request, or the worker's job, goes on."""
+    try:
+        enqueue_now(task_id, token=token)
+    except REDIS_ERRORS as error:
+        logger.warning(
+            "task %s: not enqueued (%s: %s); the sweeper will enqueue it",
+            task_id,
+            type(error).__name__,
+            error,
+        )

@@ -17,6 +17,7 @@ from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
+from agentops import queues
 from agentops.logs import StructuredFormatter
 from agentops.models import ApiToken, Gate, Task, ToolCall
 from agentops.states import GateStatus, TaskStatus
@@ -242,6 +243,20 @@ def test_the_api_refuses_a_goal_that_cannot_be_stored_with_a_400(redis_clean, st
     assert response.status_code == 400
     assert response.json()["detail"] == says
     assert Task.objects.count() == 0
+
+
+def test_a_task_started_through_the_api_while_redis_never_answers_is_created_within_the_deadline(
+    queue_on_black_hole, starter
+):
+    began = time.monotonic()
+    response = post(api_client(starter), "/tasks", {"agent": "refund", "goal": "Refund A1001"})
+    took = time.monotonic() - began
+
+    assert response.status_code == 201, response.content
+    assert queues.DEADLINE_SECONDS <= took < queues.DEADLINE_SECONDS + 1.5
+    assert len(queue_on_black_hole.connections) == 1  # the enqueue asked, and gave up
+    task = Task.objects.get(pk=response.json()["id"])
+    assert task.status == TaskStatus.QUEUED  # the sweeper enqueues it once Redis answers
 
 
 def test_no_token_a_revoked_token_or_a_session_cookie_gets_401(operator):
