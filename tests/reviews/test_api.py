@@ -253,7 +253,7 @@ def test_a_task_started_through_the_api_while_redis_never_answers_is_created_wit
     took = time.monotonic() - began
 
     assert response.status_code == 201, response.content
-    assert queues.DEADLINE_SECONDS <= took < queues.DEADLINE_SECONDS + 1.5
+    assert queues.DEADLINE_SECONDS <= took < queues.DEADLINE_SECONDS + 5  # not forever
     assert len(queue_on_black_hole.connections) == 1  # the enqueue asked, and gave up
     task = Task.objects.get(pk=response.json()["id"])
     assert task.status == TaskStatus.QUEUED  # the sweeper enqueues it once Redis answers
