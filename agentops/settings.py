@@ -133,6 +133,10 @@ def database_settings(url: str) -> dict[str, Any]:
     server_options = " ".join(f"-c {name}={value}" for name, value in limits.items())
     options["options"] = f"{options.get('options', '')} {server_options}".strip()
     options.setdefault("application_name", f"agentops:{process_name()}"[:63])
+    # A server that accepts the connection and never answers (frozen, or a host that drops the
+    # packets) must not hold a request or a readiness probe: the connect gives up (a URL's own
+    # `?connect_timeout=` wins).
+    options.setdefault("connect_timeout", env_int("AGENTOPS_DB_CONNECT_TIMEOUT", 5))
     database["TEST"] = {"NAME": os.environ.get("DATABASE_TEST_NAME") or None}
     return dict(database)
 

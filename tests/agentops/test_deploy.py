@@ -166,6 +166,39 @@ def test_readyz_answers_503_and_nothing_more_when_redis_is_unreachable():
     assert result.stdout.strip().splitlines()[-1] == "503 not ready", result.stderr
 
 
+def test_readyz_answers_503_within_the_connect_deadline_when_postgresql_never_answers(black_hole):
+    probe = (
+        "import time; from django.test import Client; began = time.monotonic(); "
+        "r = Client().get('/readyz'); "
+        "print(r.status_code, r.content.decode().strip(), round(time.monotonic() - began, 1))"
+    )
+    result = manage(
+        "shell",
+        "-c",
+        probe,
+        env={
+            **os.environ,
+            "DATABASE_URL": f"postgres://agentops@127.0.0.1:{black_hole.port}/agentops",
+            "AGENTOPS_DB_CONNECT_TIMEOUT": "2",
+        },
+    )
+
+    status, answer, took = result.stdout.strip().splitlines()[-1].rsplit(" ", 2)
+    assert (status, answer) == ("503 not", "ready"), result.stderr
+    assert 2 <= float(took) < 2 + 5  # the connect gave up, not forever
+    assert len(black_hole.connections) >= 1
+
+
+def test_a_database_urls_own_connect_timeout_wins_over_the_default():
+    from agentops.settings import database_settings
+
+    default = database_settings("postgres://u@db.example/agentops")
+    own = database_settings("postgres://u@db.example/agentops?connect_timeout=11")
+
+    assert default["OPTIONS"]["connect_timeout"] == 5
+    assert str(own["OPTIONS"]["connect_timeout"]) == "11"
+
+
 # -- error pages, favicon, dashboards -----------------------------------------------------------
 
 
