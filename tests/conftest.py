@@ -337,8 +337,8 @@ def every_stop_says_why(request: pytest.FixtureRequest) -> Iterator[None]:
     """Fail the test in which a task stopped for a person (needs_attention) without a recorded
     reason: no failure, a failure without a kind, or, in a test that kills no worker (not
     marked `crash`), a step that reached its retry cap with a last try that did not finish (an
-    error escaped the engine). One query at teardown, only in tests that use the database,
-    while their rows are still there."""
+    error escaped the engine and could not even be recorded on its step). One query at
+    teardown, only in tests that use the database, while their rows are still there."""
     uses_db = request.node.get_closest_marker("django_db") is not None or any(
         name in request.fixturenames for name in _DB_FIXTURES
     )

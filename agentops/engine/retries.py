@@ -73,7 +73,7 @@ def cap_failure(task: Task, step: Step) -> StepFailure:
     A step with none (its error is cleared when a try starts) had a last try that did not
     finish: its worker stopped mid-step, a process crash (`unfinished` in the detail). Tests
     that kill no worker fail on one (tests/conftest.py): an error the engine does not classify
-    must not end a try unrecorded."""
+    is recorded on the step it interrupts (`TaskRun.escaped`), and is the last failure here."""
     last = step.error or {}
     tool = step_tool(step)
     cap = attempt_cap(task, tool)

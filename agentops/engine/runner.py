@@ -72,6 +72,7 @@ from agentops.engine.transitions import (
 from agentops.engine.versions import agent_version, model_name, version_check
 from agentops.logs import task_context, task_context_step
 from agentops.models import Step, ToolCall
+from agentops.outages import UNAVAILABLE
 from agentops.states import STEP_DONE, TASK_TRANSITIONS, LedgerStatus, Phase, StepStatus, TaskMode
 
 logger = logging.getLogger(__name__)
@@ -88,7 +89,12 @@ def task_advance(*, task_id: int, owner: str, enqueued_by: str | None = None) ->
     with tracing.slice_span(task, enqueued_by=enqueued_by) as span:
         try:
             with task_context(task_id=task_id), Heartbeat(lease, armed=False) as beat:
-                outcome = TaskRun(lease=lease, http=http_client(), beat=beat, task=task).advance()
+                run = TaskRun(lease=lease, http=http_client(), beat=beat, task=task)
+                try:
+                    outcome = run.advance()
+                except Exception as error:
+                    run.escaped(error)
+                    raise
         except LeaseLost as lost:
             logger.warning("stopping: %s", lost)
             outcome = "lease lost"
@@ -154,6 +160,29 @@ class TaskRun(StepCommits, Proposals):
         finally:
             self.prompts.clear()
             self.outputs_digest = OutputsDigest()
+
+    def escaped(self, error: Exception) -> None:
+        """Record an error that escaped the step loop (not a failure the engine classifies: a
+        bug) on the step whose try it interrupted, so that the stop at the step's cap quotes it
+        (`retries.cap_failure`) rather than saying the try did not finish. The step stays as
+        a crash leaves it, for the sweeper to re-drive. Nothing is written for a lost lease or
+        an outage (nothing could be), nor outside a running step's try (before one began, after
+        it committed its end); the worker's log has the traceback either way."""
+        step = self.current
+        if step is None or step.status != StepStatus.RUNNING:
+            return
+        if isinstance(error, (LeaseLost, *UNAVAILABLE)):
+            return
+        failure = OrchestrationFailure(
+            f"its try raised {type(error).__name__}: {error}",
+            kind=FailureKind.PROCESS_CRASH,
+            detail={"escaped": type(error).__name__},
+        )
+        try:
+            with fenced_commit(self.lease, []) as commit:
+                commit.step_update(step, error=failure.as_failure())
+        except Exception:
+            logger.exception("step %s: the error that escaped it could not be recorded", step.pk)
 
     def _advance(self) -> str:
         self.steps = task_steps(self.task.pk)
@@ -279,6 +308,7 @@ class TaskRun(StepCommits, Proposals):
 
     def _run_step(self, step: Step) -> StepResult:
         task_context_step(step.ordinal)
+        self.current = step
         with tracing.step_span(step):
             return self._step_result(step)
 

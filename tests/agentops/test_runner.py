@@ -472,3 +472,42 @@ def test_the_same_action_proposed_again_and_again_stops_as_a_planning_loop(sim, 
     assert task.failure["kind"] == "planning_loop"
     assert Step.objects.filter(task=task, status=StepStatus.SUCCEEDED).count() == 2
     assert ToolCall.objects.filter(task=task).count() == 2
+
+
+def test_an_error_that_escapes_a_step_is_recorded_on_it_and_quoted_by_the_stop_at_its_cap(
+    redis_clean, monkeypatch
+):
+    """An error the engine does not classify (a bug) still propagates to the worker's log, and
+    is recorded, redacted, on the step it interrupted: the step stays as a crash leaves it, and
+    the stop at its cap says what its last try raised instead of "did not finish"."""
+    from agentops.engine.proposals import Proposals
+
+    def bug(self, step):
+        raise RuntimeError("boom, password=hunter22")
+
+    monkeypatch.setattr(Proposals, "_ask_model", bug)
+    task = task_create(agent="refund", goal="Refund A1001", input={"order_id": "A1001"})
+    Task.objects.filter(pk=task.pk).update(step_retry_cap=2)
+    said = "its try raised RuntimeError: boom, password=[redacted]"
+
+    for attempt in (1, 2):
+        with pytest.raises(RuntimeError, match="hunter22"):
+            task_advance(task_id=task.pk, owner=f"worker-{attempt}")
+        step = Step.objects.get(task=task, ordinal=0)
+        assert (step.status, step.attempts) == (StepStatus.RUNNING, attempt)
+        assert step.error["kind"] == FailureKind.PROCESS_CRASH
+        assert step.error["message"] == said
+        assert step.error["detail"] == {"escaped": "RuntimeError"}
+        # Its worker's lease runs out, as after a crash; the sweeper would re-drive it.
+        Task.objects.filter(pk=task.pk).update(
+            lease_expires_at=timezone.now() - timedelta(minutes=1)
+        )
+
+    task_advance(task_id=task.pk, owner="worker-3")
+
+    task.refresh_from_db()
+    assert task.status == TaskStatus.NEEDS_ATTENTION
+    assert task.failure["kind"] == FailureKind.PROCESS_CRASH
+    assert task.failure["message"] == f"step 1 was attempted 2 times (cap 2); last failure: {said}"
+    assert "hunter22" not in str(Step.objects.get(task=task, ordinal=0).error)
+    assert silent_stops() == []
