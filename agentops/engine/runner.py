@@ -168,10 +168,13 @@ class TaskRun(StepCommits, Proposals):
         a crash leaves it, for the sweeper to re-drive. Nothing is written for a lost lease or
         an outage (nothing could be), nor outside a running step's try (before one began, after
         it committed its end); the worker's log has the traceback either way."""
-        step = self.current
-        if step is None or step.status != StepStatus.RUNNING:
-            return
         if isinstance(error, (LeaseLost, *UNAVAILABLE)):
+            return
+        # The run's rows mirror what it committed: at most one step is running, the one whose
+        # try was interrupted (the rows are not read yet if the claim's first read failed).
+        steps: list[Step] = getattr(self, "steps", [])
+        step = next((s for s in steps if s.status == StepStatus.RUNNING), None)
+        if step is None:
             return
         failure = OrchestrationFailure(
             f"its try raised {type(error).__name__}: {error}",
@@ -308,7 +311,6 @@ class TaskRun(StepCommits, Proposals):
 
     def _run_step(self, step: Step) -> StepResult:
         task_context_step(step.ordinal)
-        self.current = step
         with tracing.step_span(step):
             return self._step_result(step)
 

@@ -129,5 +129,3 @@ class RunState:
     prompts: ctxbuild.PromptCache = field(default_factory=ctxbuild.PromptCache)
     # The digest of the completed steps' outputs, carried from one snapshot to the next.
     outputs_digest: OutputsDigest = field(default_factory=OutputsDigest)
-    # The step whose try is running (`TaskRun.escaped` records an error that interrupts it).
-    current: Step | None = None

@@ -185,12 +185,11 @@ def test_worker_killed_during_the_tool_call_finds_the_effect_by_probe(processes)
     )
 
 
-def test_a_crash_loop_stops_at_the_recovery_cap(processes):
-    task = task_create(
-        agent="refund", goal="Refund order A1001", input={"order_id": "A1001"}, recovery_cap=2
-    )
-    for _ in range(3):
-        victim = processes.worker(crash_at="after_claim")
+def stopped_after_kills(processes, task: Task, *, crash_at: str, kills: int) -> None:
+    """Kill a worker at `crash_at` `kills` times in a row (a sweeper beside each re-drives the
+    task), then run a healthy worker and sweeper until the task stops for a person."""
+    for _ in range(kills):
+        victim = processes.worker(crash_at=crash_at)
         victim_sweeper = processes.sweeper()
         assert victim.wait(timeout=60) == -9
         victim_sweeper.kill()
@@ -199,8 +198,15 @@ def test_a_crash_loop_stops_at_the_recovery_cap(processes):
     wait_for(
         lambda: Task.objects.get(pk=task.pk).status == TaskStatus.NEEDS_ATTENTION,
         timeout=60,
-        message="the task to stop at the recovery cap",
+        message=f"the task to stop after {kills} workers were killed at {crash_at}",
     )
+
+
+def test_a_crash_loop_stops_at_the_recovery_cap(processes):
+    task = task_create(
+        agent="refund", goal="Refund order A1001", input={"order_id": "A1001"}, recovery_cap=2
+    )
+    stopped_after_kills(processes, task, crash_at="after_claim", kills=3)
 
     task.refresh_from_db()
     assert task.failure["kind"] == "process_crash"
@@ -287,18 +293,7 @@ def test_a_step_whose_every_try_was_killed_stops_as_a_crash_and_a_retry_finishes
     from agentops.services import task_retry
 
     task = task_create(agent="refund", goal="Refund order A1001", input={"order_id": "A1001"})
-    for _ in range(2):
-        victim = processes.worker(crash_at=f"inside_step_complete@{REFUND_STEP}")
-        victim_sweeper = processes.sweeper()
-        assert victim.wait(timeout=60) == -9
-        victim_sweeper.kill()
-    processes.worker()
-    processes.sweeper()
-    wait_for(
-        lambda: Task.objects.get(pk=task.pk).status == TaskStatus.NEEDS_ATTENTION,
-        timeout=60,
-        message="the task to stop at the refund step's cap",
-    )
+    stopped_after_kills(processes, task, crash_at=f"inside_step_complete@{REFUND_STEP}", kills=2)
 
     task.refresh_from_db()
     assert task.failure["kind"] == "process_crash"
