@@ -95,7 +95,9 @@ RULES: tuple[Rule, ...] = (
     Rule(
         "crash-resume",
         _A.RETRY,
-        "The worker died mid-task; resume from the last checkpoint: completed steps and "
+        "The worker stopped mid-step (killed, or the step's try raised an error the engine "
+        "does not handle: the stop's message says which, the worker's log has the traceback); "
+        "once the cause is fixed, resume from the last checkpoint: completed steps and "
         "recorded effects are not repeated.",
         kinds=_kinds(K.PROCESS_CRASH),
         task_cap_reached=False,
