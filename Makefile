@@ -5,15 +5,30 @@ VENV := .venv
 PY := $(VENV)/bin/python
 DEV := AGENTOPS_DEV=1
 
-.PHONY: run test test-fast install lint deploy-check bench peers-venv bench-peers
+.PHONY: run test test-fast install lock lint deploy-check bench peers-venv bench-peers
 
-$(VENV)/.installed: pyproject.toml
+# Every install comes from uv.lock: the versions (and their hashes) CI passed with, so a fresh
+# machine gets what CI tested, whatever PyPI released since. uv is bootstrapped at its locked
+# version with the virtualenv's pip, then `uv sync --locked` installs exactly the lock (this
+# checkout editable) and refuses a lock that no longer matches pyproject.toml. The wheel keeps
+# pyproject.toml's ranges for users. `make lock` moves every package to its newest allowed version
+# (docs/architecture.md, "Dependencies").
+UV := $(VENV)/bin/uv
+UV_ENV := UV_PYTHON_DOWNLOADS=never UV_NO_PROGRESS=1
+UV_LOCKED_VERSION = $(shell sed -n '/^name = "uv"$$/{n;s/^version = "\(.*\)"/\1/p;}' uv.lock)
+
+$(VENV)/.installed: pyproject.toml uv.lock
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev]'
+	test -x $(UV) || $(PY) -m pip install --quiet "uv==$(UV_LOCKED_VERSION)"
+	$(UV_ENV) $(UV) sync --locked --extra dev --python $(PY) --quiet
 	touch $@
 
 install: $(VENV)/.installed
+
+lock: install
+	$(UV_ENV) $(UV) lock --upgrade --python $(PY)
+	$(UV_ENV) $(UV) pip compile --quiet --generate-hashes --python-version 3.11 \
+	--output-file agentops/dev/benchmarks/peers-requirements.txt agentops/dev/benchmarks/peers.in
 
 run: install
 	$(DEV) $(PY) manage.py runstack
@@ -74,9 +89,10 @@ bench: install
 # virtualenv of their own: agentops/dev/benchmarks/peers.py imports nothing of this project.
 PEERS_VENV := .venv-peers
 
-$(PEERS_VENV)/.installed: agentops/dev/benchmarks/peers-requirements.txt
+$(PEERS_VENV)/.installed: agentops/dev/benchmarks/peers-requirements.txt $(VENV)/.installed
 	test -x $(PEERS_VENV)/bin/python || $(PYTHON) -m venv $(PEERS_VENV)
-	$(PEERS_VENV)/bin/python -m pip install --quiet -r agentops/dev/benchmarks/peers-requirements.txt
+	$(UV_ENV) $(UV) pip sync --quiet --require-hashes --python $(PEERS_VENV)/bin/python \
+	agentops/dev/benchmarks/peers-requirements.txt
 	touch $@
 
 peers-venv: $(PEERS_VENV)/.installed

@@ -143,7 +143,7 @@ def test_bench_checkpoint_runs_the_same_steps_through_each_peer(redis_clean):
     for peer in report["peers"]:
         for package in peer["version"].split(", "):
             name, version = package.split()
-            assert f"{name}=={version}\n" in pins
+            assert re.search(rf"^{re.escape(name)}=={re.escape(version)}\s", pins, re.MULTILINE)
         # One pair per repeat (the warm-up is not kept), each a positive time and floor.
         assert len(peer["runs"]) == 2
         assert all(run["task_ms_per_step"] > 0 for run in peer["runs"])

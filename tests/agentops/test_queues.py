@@ -40,10 +40,10 @@ def test_a_redis_that_never_answers_costs_a_task_start_the_queue_deadline_and_lo
     # The task is recorded, queued, for the sweeper to enqueue once Redis answers.
     task.refresh_from_db()
     assert task.status == TaskStatus.QUEUED
-    assert [r.getMessage() for r in caplog.records if r.name == "agentops.engine.dispatch"] == [
-        f"task {task.pk}: not enqueued (TimeoutError: Timeout reading from socket); "
-        "the sweeper will enqueue it"
-    ]
+    # The product's words around the client's own (redis-py words its timeouts per release).
+    (logged,) = [r.getMessage() for r in caplog.records if r.name == "agentops.engine.dispatch"]
+    assert logged.startswith(f"task {task.pk}: not enqueued (TimeoutError: ")
+    assert logged.endswith("); the sweeper will enqueue it")
 
 
 @pytest.mark.django_db
