@@ -241,12 +241,19 @@ def test_a_tool_that_answers_is_error_fails_its_step_without_an_effect():
     assert ToolCall.objects.get(task=task).status == LedgerStatus.FAILED
 
 
+# How long the slow note takes: far past the server's 3 s deadline, so a step that returns
+# sooner was cut off by the deadline, however slow the machine.
+SLOW_NOTE_SECONDS = 60
+
+
 def test_a_call_past_its_deadline_of_a_non_idempotent_tool_asks_did_it_happen():
     policy = notes_policy({"name": "all notes", "route": "auto", "systems": ["notes"]})
     discover(NOTES)
     started = time.monotonic()
     task = run_until_parked_or_done(
-        notes_task(("notes__slow_note", {"text": "late", "seconds": 6}), policy=policy)
+        notes_task(
+            ("notes__slow_note", {"text": "late", "seconds": SLOW_NOTE_SECONDS}), policy=policy
+        )
     )
     took = time.monotonic() - started
 
@@ -254,7 +261,9 @@ def test_a_call_past_its_deadline_of_a_non_idempotent_tool_asks_did_it_happen():
     assert task.failure["kind"] == FailureKind.SIDE_EFFECT_UNKNOWN
     assert ToolCall.objects.get(task=task).status == LedgerStatus.EXECUTED_UNKNOWN
     assert task_get_recovery(task_id=task.pk).action == "confirm"
-    assert took < 6, "the call was held to the server's 3 s deadline"
+    # Without the deadline the step would have waited the note out; with it, it stops after
+    # 3 s plus the overhead of starting the server and the task, which a loaded machine stretches.
+    assert took < SLOW_NOTE_SECONDS, "the call was held to the server's 3 s deadline"
     # The timed-out server was closed: the next request starts it afresh.
     discover(NOTES)
     assert connections.starts["notes"] == 2
@@ -350,13 +359,15 @@ def test_a_server_at_a_streamable_http_url_is_used_the_same_way(tmp_path):
     )
     try:
         web = McpServer(name="webnotes", url=f"http://127.0.0.1:{port}/mcp", start_timeout=20)
-        deadline = time.monotonic() + 20
+        # Until the server listens: a Python process importing the MCP SDK, which a loaded
+        # machine can take tens of seconds to start (the bound only stops a server that never does).
+        deadline = time.monotonic() + 180
         while True:
             try:
                 tools = discover(web)
                 break
             except Exception:
-                if time.monotonic() > deadline:
+                if time.monotonic() > deadline or server.poll() is not None:
                     raise
                 time.sleep(0.3)
         ctx = ToolContext("k", task_id=0, step=0, http=None, base_url="", timeout=5)  # type: ignore[arg-type]
