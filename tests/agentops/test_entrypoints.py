@@ -36,11 +36,13 @@ def installed(site: Path, *, name: str, entry_points: str, modules: dict[str, st
 
 @pytest.fixture
 def site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    """A directory on sys.path for the test's packages; the registry as it was is restored
-    after (a refused package may have registered before it was refused)."""
+    """A directory on sys.path for the test's packages; the registry and the list of loaded
+    packages as they were are restored after (a refused package may have registered before it
+    was refused)."""
     monkeypatch.syspath_prepend(str(tmp_path))
     for name in ("_AGENTS", "_TOOLS", "_TOOL_ENTRIES"):
         monkeypatch.setattr(registry, name, dict(getattr(registry, name)))
+    monkeypatch.setattr(entrypoints, "_LOADED", list(entrypoints._LOADED))
     before = set(sys.modules)
     yield tmp_path
     for module in set(sys.modules) - before:
