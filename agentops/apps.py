@@ -18,10 +18,16 @@ class AgentopsConfig(AppConfig):
 
         permissions_register(PERMISSIONS)
 
-        # Agents and tools register themselves on import; the policy engine learns of them (and
-        # of the recorded steps dry-runs replay) through its catalog, since policies imports no app.
-        from agentops import agents, policy_hooks  # noqa: F401
+        # Agents and tools register themselves on import: the shipped ones, then other installed
+        # packages', each named by an entry point of the group `agentops.agents` (a module that
+        # fails to load stops the process here, naming its distribution). The policy engine
+        # learns of them (and of the recorded steps dry-runs replay) through its catalog, since
+        # policies imports no app.
+        from agentops import policy_hooks
+        from agentops.engine.entrypoints import agent_packages_load
         from agentops.engine.gates import gate_decision_seconds
+
+        agent_packages_load()
 
         policy_hooks.register(decision_seconds=gate_decision_seconds)
 

@@ -13,6 +13,11 @@ services, selectors, views, forms and admin above it, nor of the development too
 module of the project takes part in an import cycle (lazy imports inside functions count: they
 only hide a cycle), so each layer can be read, tested and changed from the bottom up.
 
+Agents are declared through one door: every module of `agentops/agents/` (and of the example
+agent package under `tests/example_agent/`, which stands for any other installed package)
+imports of the project only `agentops.sdk` and the agents package itself; the engine never imports
+either.
+
 The development tooling (`agentops/dev/`) is apart: the simulated services import nothing of the
 project, the product imports nothing of it but the embedded servers, and production settings
 install none of its apps, commands or URLs.
@@ -173,6 +178,9 @@ ABOVE_THE_ENGINE = (
     "agentops.devstack",
     "agentops.embedded",
     "agentops.benchmarks",
+    # The agent author's door and the agents behind it sit above the engine too.
+    "agentops.sdk",
+    "agentops.agents",
 )
 # Import cycles known and accepted, each a sorted tuple of module names with the reason. Empty:
 # a new cycle fails the test below.
@@ -425,6 +433,143 @@ def test_the_cycle_scan_finds_every_component_and_no_acyclic_one() -> None:
 
     assert import_cycles(graph) == {("a", "b", "c"), ("d", "e")}
     assert import_cycles({"a": {"b"}, "b": {"c"}, "c": set()}) == set()
+
+
+# -- the agent author's door -------------------------------------------------------------------
+
+SDK = "agentops.sdk"
+AGENTS_PACKAGE = "agentops.agents"
+EXAMPLE_AGENT = ROOT / "tests" / "example_agent"
+
+
+def agent_back_doors(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
+    """The modules of the project that a module of agents imports besides the SDK and the
+    agents package (lazy, relative and dynamic imports count)."""
+    return {
+        imported
+        for imported in module_imports(name, path, modules)
+        if imported != SDK
+        and imported != AGENTS_PACKAGE
+        and not imported.startswith(f"{AGENTS_PACKAGE}.")
+    }
+
+
+def test_the_shipped_agents_import_nothing_of_the_project_but_the_sdk() -> None:
+    modules = project_modules(ROOT, APPS)
+    agents = {
+        name: path
+        for name, path in modules.items()
+        if name == AGENTS_PACKAGE or name.startswith(f"{AGENTS_PACKAGE}.")
+    }
+    offenders = {
+        name: sorted(found)
+        for name, path in sorted(agents.items())
+        if (found := agent_back_doors(name, path, modules))
+    }
+
+    assert len(agents) >= 10  # the scan sees the agents package and its modules
+    assert offenders == {}
+    # Every module declares through the door; the package's __init__ only imports the modules.
+    assert {
+        name for name, path in agents.items() if SDK not in module_imports(name, path, modules)
+    } == {AGENTS_PACKAGE}
+
+
+def test_the_example_agent_package_imports_nothing_of_the_project_but_the_sdk() -> None:
+    modules = {
+        **project_modules(ROOT, APPS),
+        **project_modules(EXAMPLE_AGENT, ["agentops_example_agent"]),
+    }
+    example = {
+        name: path for name, path in modules.items() if name.startswith("agentops_example_agent")
+    }
+    offenders = {
+        name: sorted(found)
+        for name, path in sorted(example.items())
+        # Its own modules aside: it may import itself, as the shipped agents do.
+        if (found := {m for m in agent_back_doors(name, path, modules) if m not in example})
+    }
+
+    assert len(example) >= 2
+    assert offenders == {}
+
+
+def test_the_agent_door_scan_sees_lazy_relative_and_dynamic_imports(tmp_path: Path) -> None:
+    package = tmp_path / "agentops"
+    (package / "agents").mkdir(parents=True)
+    (package / "engine").mkdir()
+    for name in (
+        "__init__",
+        "sdk",
+        "models",
+        "agents/__init__",
+        "agents/remote",
+        "engine/__init__",
+    ):
+        (package / f"{name}.py").write_text("")
+    (package / "engine" / "registry.py").write_text("")
+    (package / "agents" / "shop.py").write_text(
+        "from agentops.sdk import Agent, tool\n"
+        "from agentops.agents import remote\n"
+        "from . import remote as again\n"
+        "def f():\n"
+        "    from ..engine import registry\n"
+        "    import agentops.models\n"
+        "    importlib.import_module('agentops.engine.registry')\n"
+        "    from agentops import engine\n"
+    )
+    modules = project_modules(tmp_path, ["agentops"])
+
+    assert agent_back_doors("agentops.agents.shop", package / "agents" / "shop.py", modules) == {
+        "agentops.engine",
+        "agentops.engine.registry",
+        "agentops.models",
+    }
+
+
+def test_the_sdk_lists_each_name_once_everywhere_and_loads_it_on_first_use() -> None:
+    import agentops.sdk as door
+
+    typed = {
+        alias.asname or alias.name
+        for node in ast.walk(ast.parse(Path(door.__file__ or "").read_text()))
+        if isinstance(node, ast.If)
+        for statement in node.body
+        if isinstance(statement, ast.ImportFrom)
+        for alias in statement.names
+    }
+    homes = [name for names in door._HOMES.values() for name in names]
+
+    assert len(homes) == len(set(homes)) >= 15
+    assert set(door.__all__) == set(homes) == typed
+    for module, names in door._HOMES.items():
+        for name in names:
+            assert getattr(door, name) is getattr(__import__(module, fromlist=[name]), name)
+
+
+def test_the_sdk_imports_cheaply_and_a_tool_module_needs_no_django_setup() -> None:
+    # A tool module of another package (its own unit tests, a type checker's run) imports the
+    # SDK without a configured project: the door loads no engine module, and the names a tool
+    # needs load neither the models nor the runner.
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys; import agentops.sdk; "
+            "print(sorted(m for m in sys.modules if m.startswith('agentops.engine')) == []); "
+            "from agentops.sdk import Agent, FailureKind, McpServer, ModelRequest, PlanStep, "
+            "ToolContext, ToolFailure, register_agent, tool; "
+            "print(not {'agentops.models', 'agentops.engine.runner'} & set(sys.modules))",
+        ],
+        cwd=ROOT,
+        env={k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["True", "True"]
 
 
 # -- templates ----------------------------------------------------------------------------------

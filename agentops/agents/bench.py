@@ -11,9 +11,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentops.engine.errors import FailureKind, ToolFailure
-from agentops.engine.model import ModelRequest
-from agentops.engine.registry import Agent, PlanStep, ToolContext, register_agent, tool
+from agentops.sdk import (
+    Agent,
+    FailureKind,
+    ModelRequest,
+    PlanStep,
+    ToolContext,
+    ToolFailure,
+    register_agent,
+    tool,
+)
 
 MAX_STEPS = 200
 # The task input's `kind` -> the tool each step calls (None: a text reply).

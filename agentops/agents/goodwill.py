@@ -12,8 +12,7 @@ from typing import Any
 
 from agentops.agents import remote
 from agentops.agents.refund import email_customer, lookup_order, track_shipment
-from agentops.engine.model import ModelRequest
-from agentops.engine.registry import Agent, PlanStep, ToolContext, register_agent, tool
+from agentops.sdk import Agent, ModelRequest, PlanStep, ToolContext, register_agent, tool
 
 
 @tool(side_effect="financial", systems=("payments",), idempotent_remote=True)

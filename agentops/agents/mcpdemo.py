@@ -12,9 +12,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from agentops.engine.mcptools import McpServer
-from agentops.engine.model import ModelRequest
-from agentops.engine.registry import Agent, PlanStep, register_agent
+from agentops.sdk import Agent, McpServer, ModelRequest, PlanStep, register_agent
 
 TIME = McpServer(
     name="time",

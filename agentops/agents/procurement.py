@@ -12,9 +12,16 @@ from __future__ import annotations
 from typing import Any
 
 from agentops.agents import remote
-from agentops.engine.children import ChildSpec, fan_out
-from agentops.engine.model import ModelRequest
-from agentops.engine.registry import Agent, PlanStep, ToolContext, register_agent, tool
+from agentops.sdk import (
+    Agent,
+    ChildSpec,
+    ModelRequest,
+    PlanStep,
+    ToolContext,
+    fan_out,
+    register_agent,
+    tool,
+)
 
 DEFAULT_SUPPLIERS = ("acme", "globex", "initech")
 

@@ -12,9 +12,7 @@ import re
 from typing import Any
 
 from agentops.agents.refund import email_customer, issue_refund, lookup_order
-from agentops.engine.model import ModelRequest
-from agentops.engine.questions import ASK_HUMAN, ask_human
-from agentops.engine.registry import Agent, PlanStep, register_agent
+from agentops.sdk import ASK_HUMAN, Agent, ModelRequest, PlanStep, ask_human, register_agent
 
 OPTIONS = ["the full amount", "half", "nothing"]
 

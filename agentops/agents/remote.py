@@ -15,10 +15,7 @@ from typing import Any
 
 import httpx
 
-from agentops.engine.errors import FailureKind, ToolFailure
-from agentops.engine.registry import ToolContext
-from agentops.engine.retry_after import retry_after_seconds
-from agentops.engine.scopes import SCOPE
+from agentops.sdk import SCOPE, FailureKind, ToolContext, ToolFailure, retry_after_seconds
 
 SCOPES_HEADER = "X-OAuth-Scopes"
 # The scope a Bearer challenge names (RFC 6750 §3): `scope="a:b c:d"`.

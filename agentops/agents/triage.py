@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentops.engine.model import ModelRequest
-from agentops.engine.registry import Agent, PlanStep, register_agent
+from agentops.sdk import Agent, ModelRequest, PlanStep, register_agent
 
 
 def triage_script(request: ModelRequest) -> dict[str, Any]:

@@ -10,8 +10,7 @@ import re
 from typing import Any
 
 from agentops.agents import remote
-from agentops.engine.model import ModelRequest
-from agentops.engine.registry import Agent, PlanStep, ToolContext, register_agent, tool
+from agentops.sdk import Agent, ModelRequest, PlanStep, ToolContext, register_agent, tool
 
 
 @tool(side_effect="read", systems=("flights",))

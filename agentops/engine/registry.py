@@ -19,7 +19,7 @@ import json
 import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 import httpx
 import pydantic
@@ -34,7 +34,10 @@ from agentops.engine.errors import (
     UnknownTool,
 )
 
-SIDE_EFFECT_CLASSES = ("read", "write", "notify", "financial")
+# What a tool does to the world, the class policies route on: a type for the tools' authors (a
+# misspelt class fails mypy) and the tuple the registry checks at run time.
+SideEffect = Literal["read", "write", "notify", "financial"]
+SIDE_EFFECT_CLASSES: tuple[str, ...] = typing.get_args(SideEffect)
 # The class of a tool that changes nothing anywhere (the ledger's migration 0019 names it too).
 READ_ONLY = "read"
 
@@ -143,15 +146,20 @@ class Tool:
                 kind=FailureKind.OUTPUT_INVALID,
             ) from None
 
+    @functools.cached_property
+    def result_adapter(self) -> TypeAdapter[Any] | None:
+        """The validator of the declared result type (None: any object), built once: at
+        registration, so a type pydantic cannot validate is refused there, not at the first
+        call in a worker."""
+        return None if self.result_type is None else TypeAdapter(self.result_type)
+
     def check_result(self, result: Any, *, text: bytes | None = None) -> None:
         """Raise ToolFailure(schema_mismatch) if the result breaks the declared result type.
         `text`: the result's JSON when the caller has it already."""
-        if self.result_type is None:
+        if self.result_adapter is None:
             return
         try:
-            TypeAdapter(self.result_type).validate_json(
-                json.dumps(result) if text is None else text
-            )
+            self.result_adapter.validate_json(json.dumps(result) if text is None else text)
         except ValidationError as exc:
             raise ToolFailure(
                 f"{self.name} returned a result that breaks its declared schema: "
@@ -301,7 +309,7 @@ _SOURCES: dict[str, ToolSource] = {}
 
 def tool(
     *,
-    side_effect: str,
+    side_effect: SideEffect,
     systems: tuple[str, ...] = (),
     idempotent_remote: bool = False,
     name: str | None = None,
@@ -337,6 +345,7 @@ def tool(
             result_type=result if result is not None else _declared_result(fn),
         )
         spec.arguments_model  # noqa: B018 - build (and check) the contract at registration
+        spec.result_adapter  # noqa: B018 - and the result's
         _TOOLS[spec.name] = spec
         _TOOL_ENTRIES[spec.name] = (spec.side_effect, tuple(spec.systems))
         return spec

@@ -1,39 +1,21 @@
-"""The documentation's worked example runs as written, and the scenario command reports truly."""
+"""The scenario command reports truly (docs/agents.md's tutorial is checked by
+test_agents_tutorial.py and run by test_example_agent.py)."""
 
 from __future__ import annotations
 
 import json
-import re
 from io import StringIO
 from pathlib import Path
 
 import pytest
 from django.core.management import call_command
 
-from agentops.dev.sim.models import Effect
 from agentops.models import Task
-from agentops.services import task_create
 from agentops.states import TaskStatus
-from tests.builders import run_until_parked_or_done
 from tests.conftest import database_url
 
 pytestmark = pytest.mark.django_db
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def test_the_worked_example_in_docs_agents_md_runs(sim, redis_clean):
-    text = (ROOT / "docs" / "agents.md").read_text()
-    example = re.search(r"```python\n(# agentops/agents/shipping.py\n.*?)```", text, re.S)
-    assert example, "docs/agents.md lost its worked example"
-    exec(compile(example.group(1), "docs/agents.md", "exec"), {"__name__": "shipping_doc"})
-
-    task = run_until_parked_or_done(
-        task_create(agent="shipping_status", goal="Where is A1001?", input={"order_id": "A1001"})
-    )
-
-    assert task.status == TaskStatus.SUCCEEDED
-    email = Effect.objects.get(service="email", operation="send")
-    assert email.request["body"] == "Your parcel is delivered."
 
 
 @pytest.mark.django_db(transaction=True)  # the scenario's own worker reads committed rows
