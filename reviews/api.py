@@ -22,11 +22,12 @@ from ninja.errors import HttpError
 
 from agentops.api import ROLE, ApiRequest, Error, TaskOut, TokenAuth, page_of
 from agentops.engine import (
-    QUESTION,
+    Choice,
     PlanEdit,
     RepairRefused,
     TransitionRefused,
     approval_kind_of,
+    approval_kinds_offering,
     plan_repair_preview_load,
     question_of,
 )
@@ -45,11 +46,11 @@ from reviews.api_kit import router as router
 from reviews.selectors import grants_visible_to, scope_grants_for_task
 from reviews.services import (
     GateAlreadyDecided,
+    gate_answer,
     gate_approve,
     gate_edit_and_approve,
     gate_reject,
     plan_repair_apply,
-    question_answer_apply,
     scope_grant_apply,
     scope_grant_revoke_apply,
 )
@@ -137,7 +138,7 @@ class AuditItemOut(Schema):
 # -- rules --------------------------------------------------------------------------------------
 
 
-def _decide(gate_id: int, apply: Callable[[], object]) -> Gate:
+def _decided_gate(gate_id: int, apply: Callable[[], object]) -> Gate:
     """Run one gate decision (the caller's role was checked by `TokenAuth`); the service's
     refusals become 404, 409, 403 and 400."""
     with refusals(
@@ -210,7 +211,7 @@ OPERATORS_ONLY = TokenAuth(DECIDE_GATE, "deciding gates is for operators")
     auth=OPERATORS_ONLY,
 )
 def approve_gate(request: ApiRequest, gate_id: int, payload: ApproveIn) -> Gate:
-    return _decide(
+    return _decided_gate(
         gate_id,
         lambda: gate_approve(
             gate_id=gate_id,
@@ -229,7 +230,7 @@ def approve_gate(request: ApiRequest, gate_id: int, payload: ApproveIn) -> Gate:
     auth=OPERATORS_ONLY,
 )
 def reject_gate(request: ApiRequest, gate_id: int, payload: RejectIn) -> Gate:
-    return _decide(
+    return _decided_gate(
         gate_id,
         lambda: gate_reject(
             gate_id=gate_id,
@@ -248,7 +249,7 @@ def reject_gate(request: ApiRequest, gate_id: int, payload: RejectIn) -> Gate:
     auth=OPERATORS_ONLY,
 )
 def edit_gate(request: ApiRequest, gate_id: int, payload: EditIn) -> Gate:
-    return _decide(
+    return _decided_gate(
         gate_id,
         lambda: gate_edit_and_approve(
             gate_id=gate_id,
@@ -430,6 +431,11 @@ class QuestionOut(Schema):
         return gate.feedback if gate.status == GateStatus.APPROVED else ""
 
 
+def _answered_kinds() -> tuple[str, ...]:
+    """The approval kinds whose gates are answered (an agent's question): the kinds say so."""
+    return approval_kinds_offering(Choice.ANSWER)
+
+
 class AnswerIn(Schema):
     seen_digest: str
     answer: str = ""
@@ -446,7 +452,7 @@ def list_questions(
     request: ApiRequest, status: GateStatus = GateStatus.OPEN, limit: int = 50, offset: int = 0
 ) -> list[Gate]:
     questions = (
-        Gate.objects.filter(approval_kind=QUESTION, status=status)
+        Gate.objects.filter(approval_kind__in=_answered_kinds(), status=status)
         .select_related("decided_by")
         .order_by("due_at", "id")
     )
@@ -460,11 +466,11 @@ def list_questions(
     auth=OPERATORS_ONLY,
 )
 def answer_question(request: ApiRequest, gate_id: int, payload: AnswerIn) -> Gate:
-    if not Gate.objects.filter(pk=gate_id, approval_kind=QUESTION).exists():
+    if not Gate.objects.filter(pk=gate_id, approval_kind__in=_answered_kinds()).exists():
         raise HttpError(404, f"no question {gate_id}")
-    return _decide(
+    return _decided_gate(
         gate_id,
-        lambda: question_answer_apply(
+        lambda: gate_answer(
             gate_id=gate_id,
             actor=request.user,
             seen_digest=payload.seen_digest,

@@ -14,6 +14,11 @@ class ReviewsConfig(AppConfig):
         from agentops.engine import gate_hook_register, sweep_hook_register
         from agentops.web import permissions_register
         from reviews import roles
+        from reviews.channels import channel_register
+        from reviews.channels.email import EmailChannel
+        from reviews.channels.slack import SlackChannel
+        from reviews.channels.web import ApiChannel, BrowserChannel
+        from reviews.channels.webhook import WebhookChannel
         from reviews.grant_page import task_grants_section
         from reviews.metrics import review_state_metrics
         from reviews.notifications import notifications_sweep
@@ -23,6 +28,15 @@ class ReviewsConfig(AppConfig):
         from reviews.task_page import task_review_section
 
         permissions_register(roles.PERMISSIONS)
+        # The built-in channels, in the order notifications fan a notice out to them.
+        for channel in (
+            EmailChannel(),
+            WebhookChannel(),
+            SlackChannel(),
+            BrowserChannel(),
+            ApiChannel(),
+        ):
+            channel_register(channel)
         gate_hook_register(gate_timeout_logged)
         sweep_hook_register(stopped_tasks_sweep)
         sweep_hook_register(notifications_sweep)
