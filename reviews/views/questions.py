@@ -14,7 +14,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from agentops.models import Gate
 from agentops.web import AuthenticatedHttpRequest
-from reviews.question_forms import QuestionAnswerForm
+from reviews.forms import QuestionAnswerForm
 from reviews.selectors import QuestionPanel, question_get_panel
 from reviews.services import (
     GateAlreadyDecided,
