@@ -14,6 +14,7 @@ class ReviewsConfig(AppConfig):
         from agentops.engine import gate_hook_register, sweep_hook_register
         from agentops.web import permissions_register
         from reviews import roles
+        from reviews.again_page import task_again_section
         from reviews.channels import channel_register
         from reviews.channels.email import EmailChannel
         from reviews.channels.slack import SlackChannel
@@ -24,7 +25,6 @@ class ReviewsConfig(AppConfig):
         from reviews.notifications import notifications_sweep
         from reviews.services import gate_timeout_logged, inbox_changes_fold, stopped_tasks_sweep
         from reviews.slack import slack_messages_sweep
-        from reviews.task_again import task_again_section
         from reviews.task_page import task_review_section
 
         permissions_register(roles.PERMISSIONS)

@@ -3,10 +3,11 @@ one recipient (Django's `TimestampSigner`: the gate, the user, the action and th
 arguments the email showed), usable once, for `AGENTOPS_EMAIL_ACTION_MAX_AGE_SECONDS`.
 
 A link opens a confirmation page after sign-in; a GET never decides. The POST (with its CSRF
-token) decides through the same command as the panel and the API (`gate_approve` /
-`gate_reject`: roles, separation of duties, the claim, the digest), with channel `email`, and
-records the link as used in the same transaction: a refused decision leaves the link usable, and
-a used link, an expired or tampered one, or someone else's decides nothing.
+token) decides through the one decision service, as the panel, the API and Slack do
+(`gate_decide` with the link's choice: roles, separation of duties, the claim, the digest), with
+channel `email`, and records the link as used in the same transaction: a refused decision leaves
+the link usable, and a used link, an expired or tampered one, or someone else's decides nothing.
+The confirmation page asks the service's checks first (`gate_decide_check`).
 
 The email itself: the plain text puts the notice on one line (a goal cannot fake a line of its
 own, such as another "Approve:" link), and the HTML alternative is a template with autoescape.

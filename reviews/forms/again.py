@@ -1,4 +1,4 @@
-"""The forms of starting a task again and forking it from a step (`reviews.task_again`,
+"""The forms of starting a task again and forking it from a step (`reviews.again_page`,
 `reviews.views.again`)."""
 
 from __future__ import annotations
