@@ -25,7 +25,13 @@ from reviews.channels import (
 )
 from reviews.models import Decision, Delivery, Notice
 from reviews.notifications import delivery_send, notices_find
-from reviews.services import GateAlreadyDecided, NotAllowed, ReviewError, gate_decide
+from reviews.services import (
+    GateAlreadyDecided,
+    NotAllowed,
+    ReviewError,
+    gate_decide,
+    gate_decide_check,
+)
 from reviews.states import DeliveryStatus, NoticeEvent
 from tests.factories import gated_refund_row
 from tests.reviews.builders import asked_question, open_gate
@@ -173,3 +179,82 @@ def test_channels_offer_what_the_gates_approval_kind_offers(sim, redis_clean, st
         Choice.ANSWER,
     )
     assert channel_get("api").choices_for(question) == (Choice.REJECT, Choice.ANSWER)
+
+
+def test_every_choice_through_the_one_service_records_the_channel_it_came_through(
+    sim, pager, redis_clean, operator, starter
+):
+    edited = open_gate(gated_refund_row(created_by=starter))
+    stopped = open_gate(gated_refund_row(created_by=starter, order_id="B2003"))
+    question = asked_question(created_by=starter)
+    common = {"actor": operator, "via": pager.via()}
+
+    gate_decide(
+        gate_id=edited.pk,
+        choice=Choice.EDIT,
+        seen_digest=edited.args_digest,
+        arguments={**edited.arguments, "amount": 100.0},
+        reason="cap it",
+        **common,
+    )
+    gate_decide(
+        gate_id=stopped.pk,
+        choice=Choice.STOP,
+        seen_digest=stopped.args_digest,
+        outcome="abort",
+        reason="duplicate",
+        **common,
+    )
+    gate_decide(
+        gate_id=question.pk,
+        choice=Choice.ANSWER,
+        seen_digest=question.args_digest,
+        option="half",
+        **common,
+    )
+
+    logged = dict(
+        Decision.objects.filter(
+            action__in=[
+                "reviews.gate.edited",
+                "reviews.gate.rejected_and_stopped",
+                "reviews.question.answered",
+            ]
+        ).values_list("action", "channel")
+    )
+    assert logged == {
+        "reviews.gate.edited": "pager",
+        "reviews.gate.rejected_and_stopped": "pager",
+        "reviews.question.answered": "pager",
+    }
+    assert Gate.objects.get(pk=question.pk).feedback == "half"
+
+
+def test_the_checks_of_a_decision_refuse_as_the_decision_would_and_decide_nothing(
+    sim, redis_clean, operator, starter
+):
+    gate = open_gate(gated_refund_row(created_by=starter))
+    question = asked_question(created_by=starter)
+
+    assert gate_decide_check(gate_id=gate.pk, choice=Choice.REJECT, actor=operator) == gate
+    with pytest.raises(NotAllowed, match="someone else must decide"):
+        gate_decide_check(gate_id=gate.pk, choice=Choice.APPROVE, actor=starter)
+    with pytest.raises(GateAlreadyDecided, match="changed since you opened it"):
+        gate_decide_check(
+            gate_id=gate.pk, choice=Choice.APPROVE, actor=operator, seen_digest="0" * 64
+        )
+    with pytest.raises(ReviewError, match="answer it"):
+        gate_decide_check(gate_id=question.pk, choice=Choice.APPROVE, actor=operator)
+    with pytest.raises(Gate.DoesNotExist):
+        gate_decide_check(gate_id=10**9, choice=Choice.APPROVE, actor=operator)
+    gate_decide(
+        gate_id=gate.pk,
+        choice=Choice.REJECT,
+        actor=operator,
+        seen_digest=gate.args_digest,
+        reason="no",
+    )
+    with pytest.raises(GateAlreadyDecided, match="already rejected"):
+        gate_decide_check(gate_id=gate.pk, choice=Choice.APPROVE, actor=operator)
+
+    assert list(Decision.objects.values_list("action", flat=True)) == ["reviews.gate.rejected"]
