@@ -210,8 +210,7 @@ def _default_groups(notice: Notice) -> set[str]:
 
 def _audience(notice: Notice, routes: list[NotificationRoute]) -> Audience:
     """Who hears about `notice`: the people of the routed groups (or of the default groups
-    without a route), the routed endpoints and Slack channels. Each channel makes its
-    deliveries from it."""
+    without a route), and the routes themselves. Each channel makes its deliveries from it."""
     groups = {route.group.name for route in routes if route.group is not None}
     if not routes:
         groups = _default_groups(notice)
@@ -228,14 +227,7 @@ def _audience(notice: Notice, routes: list[NotificationRoute]) -> Audience:
         # Who approved already is not asked again (four eyes: someone else must).
         approved = [a.user_id for a in approval_kind_of(notice.gate).approvals_of(notice.gate)]
         people = people.exclude(pk__in=[pk for pk in approved if pk is not None])
-    return Audience(
-        people=tuple(people),
-        endpoints=tuple(
-            {route.endpoint for route in routes if route.endpoint and route.endpoint.active}
-        ),
-        slack_channels=tuple({route.slack_channel for route in routes if route.slack_channel}),
-        now=timezone.now(),
-    )
+    return Audience(people=tuple(people), routes=tuple(routes), now=timezone.now())
 
 
 def _deliveries_create(notice: Notice) -> None:

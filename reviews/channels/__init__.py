@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from django.contrib.auth.models import User
 
     from agentops.models import Gate
-    from reviews.models import Delivery, Notice, WebhookEndpoint
+    from reviews.models import Delivery, Notice, NotificationRoute
 
 # A channel's name is stored on each delivery and decision (`Delivery.channel`,
 # `Decision.channel`).
@@ -43,15 +43,15 @@ class DeliveryRefused(Exception):
 
 @dataclass(frozen=True)
 class Audience:
-    """Who a notice is for, found once per notice from the notification routes (or, without a
-    route, the groups the gate waits for: `reviews.notifications`): the people (active members of
-    the routed groups, not the task's starter nor an earlier approver for a gate, with their
-    notification preference loaded), the webhook endpoints and the Slack channel IDs the routes
-    name, and the moment the deliveries are made."""
+    """Who a notice is for, found once per notice (`reviews.notifications`): the people (active
+    members of the routed groups, or without a route of the groups the gate waits for; never the
+    task's starter nor an earlier approver for a gate; their notification preference loaded), the
+    notification routes that match the notice (a channel with targets of its own, such as a
+    webhook endpoint or a Slack channel ID, reads them there), and the moment the deliveries are
+    made."""
 
     people: tuple[User, ...]
-    endpoints: tuple[WebhookEndpoint, ...]
-    slack_channels: tuple[str, ...]
+    routes: tuple[NotificationRoute, ...]
     now: datetime
 
 

@@ -33,7 +33,9 @@ class SlackChannel(Channel):
                 slack_channel=slack_channel,
                 next_attempt_at=audience.now,
             )
-            for slack_channel in sorted(audience.slack_channels)
+            for slack_channel in sorted(
+                {route.slack_channel for route in audience.routes if route.slack_channel}
+            )
         ]
 
     def deliver(self, delivery: Delivery, link: str) -> None:

@@ -16,7 +16,7 @@ from django.conf import settings
 
 from agentops.engine import outbound_tls
 from reviews.channels import Audience, Channel, DeliveryRefused
-from reviews.models import Delivery
+from reviews.models import Delivery, WebhookEndpoint
 from reviews.slack import mrkdwn_escape
 from reviews.states import DeliveryChannel, WebhookFormat
 
@@ -33,7 +33,7 @@ class WebhookChannel(Channel):
             Delivery(
                 notice=notice, channel=self.name, endpoint=endpoint, next_attempt_at=audience.now
             )
-            for endpoint in sorted(audience.endpoints, key=lambda e: e.pk)
+            for endpoint in sorted(_endpoints(audience), key=lambda e: e.pk)
         ]
 
     def deliver(self, delivery: Delivery, link: str) -> None:
@@ -60,6 +60,11 @@ class WebhookChannel(Channel):
         )
         if not 200 <= response.status_code < 300:
             raise DeliveryRefused(f"HTTP {response.status_code}")
+
+
+def _endpoints(audience: Audience) -> set[WebhookEndpoint]:
+    """The active endpoints the notice's routes name."""
+    return {route.endpoint for route in audience.routes if route.endpoint and route.endpoint.active}
 
 
 def webhook_signature(secret: str, timestamp: str, body: bytes) -> str:
