@@ -17,8 +17,7 @@ from agentops.models import Task, ToolCall
 from agentops.services import TransitionRefused
 from agentops.states import LedgerStatus
 from agentops.web import AuthenticatedHttpRequest
-from reviews.forms import ConfirmForm, InterventionForm, PlanRepairForm
-from reviews.grant_forms import ScopeGrantForm
+from reviews.forms import ConfirmForm, InterventionForm, PlanRepairForm, ScopeGrantForm
 from reviews.selectors import call_repeat_unprotected, task_get_recovery_panel
 from reviews.services import (
     HeldByOther,

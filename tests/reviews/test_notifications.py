@@ -44,7 +44,7 @@ from reviews.models import (
 )
 from reviews.notifications import delivery_send, notices_find, notifications_sweep
 from reviews.services import delivery_attempt_begin, delivery_attempt_record
-from reviews.states import Channel, DeliveryStatus, NoticeEvent
+from reviews.states import DeliveryChannel, DeliveryStatus, NoticeEvent
 from tests.blackhole import BlackHole
 from tests.conftest import wait_for
 from tests.reviews.builders import client_for, due_delivery, gated_refund, stopped_trip
@@ -511,7 +511,7 @@ def test_a_delivery_sent_from_inside_a_transaction_is_refused_before_anything_is
     assert delivery.status == DeliveryStatus.PENDING and delivery.attempts == 0
 
 
-@pytest.mark.parametrize("channel", [Channel.EMAIL, Channel.WEBHOOK])
+@pytest.mark.parametrize("channel", [DeliveryChannel.EMAIL, DeliveryChannel.WEBHOOK])
 @pytest.mark.django_db(transaction=True)
 def test_a_receiver_that_never_answers_frees_the_worker_within_its_timeout_and_fails_at_the_cap(
     channel, processes, black_hole, operator
@@ -526,7 +526,7 @@ def test_a_receiver_that_never_answers_frees_the_worker_within_its_timeout_and_f
         AGENTOPS_NOTIFY_MAX_ATTEMPTS="3",
         AGENTOPS_NOTIFY_BACKOFF_SECONDS="0.5",
     )
-    if channel == Channel.EMAIL:
+    if channel == DeliveryChannel.EMAIL:
         delivery = due_delivery(user=operator)
     else:
         hook = f"http://127.0.0.1:{black_hole.port}/hook"
