@@ -10,9 +10,10 @@ class ReviewsConfig(AppConfig):
     def ready(self) -> None:
         # The engine calls this app only through the hooks registered here; it imports nothing
         # of `reviews`.
-        from agentops import prometheus, task_page
+        from agentops import task_page
         from agentops.engine import gate_hook_register, sweep_hook_register
-        from agentops.web import permissions_register
+        from agentops.plumbing import prometheus
+        from agentops.plumbing.web import permissions_register
         from reviews import roles
         from reviews.again_page import task_again_section
         from reviews.channels import channel_register

@@ -33,15 +33,15 @@ from django.db.models.functions import Cast, Concat, Left
 from django.urls import reverse
 from django.utils import timezone
 
-from agentops import queues
 from agentops.engine import (
     approval_kind_of,
     job_waiting,
     outbound_check,
     redacted,
 )
-from agentops.logs import job_meta
 from agentops.models import Event, Gate, Task
+from agentops.plumbing import queues
+from agentops.plumbing.logs import job_meta
 from agentops.states import GateStatus, TaskStatus
 from reviews.channels import Audience, Channel, DeliveryRefused, channel_get, channels
 from reviews.links import public_link

@@ -28,10 +28,10 @@ from typing import TYPE_CHECKING, Any
 import httpx
 from django.urls import reverse
 
-from agentops import queues
 from agentops.engine import Choice, job_waiting, redacted
-from agentops.logs import job_meta
 from agentops.models import Gate
+from agentops.plumbing import queues
+from agentops.plumbing.logs import job_meta
 from agentops.states import GateStatus
 from reviews.channels import channel_get
 from reviews.links import public_link

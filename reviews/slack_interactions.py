@@ -36,9 +36,8 @@ import httpx
 from django.conf import settings
 from django.urls import reverse
 
-from agentops.engine import Choice
+from agentops.engine import Choice, TransitionRefused
 from agentops.models import Gate
-from agentops.services import TransitionRefused
 from agentops.states import GateStatus
 from reviews.channels import channel_get
 from reviews.links import public_link

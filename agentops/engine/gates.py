@@ -7,10 +7,10 @@ open exactly while its task waits at it. A gate's status moves only here, along
 is decided once, and the loser of a race changes zero rows. People decide gates in `reviews`,
 which calls `gate_transition` and the task moves a decision makes (`task_gate_approved`,
 `task_gate_rejected`, here because the sweeper's timeout rejects too); the engine never imports
-`reviews` or `agentops.services`, whose interventions use the same moves (`transition_or_refuse`
-and its kin: a task leaving its gate without a decision withdraws it). What a timeout does to a
-gate (escalate, expire) is told to the hooks other apps register (`gate_hook_register`), in the
-same transaction, so the people's decision log records it once.
+`reviews`, whose interventions use the same moves (`transition_or_refuse` and its kin: a task
+leaving its gate without a decision withdraws it). What a timeout does to a gate (escalate, expire)
+is told to the hooks other apps register (`gate_hook_register`), in the same transaction, so the
+people's decision log records it once.
 """
 
 from __future__ import annotations

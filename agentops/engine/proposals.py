@@ -11,7 +11,6 @@ from typing import Any
 
 from django.db.models import F
 
-from agentops import prometheus, tracing
 from agentops.engine import budgets, gates, routing
 from agentops.engine.checkpoints import snapshot_write
 from agentops.engine.costs import token_cost
@@ -24,6 +23,7 @@ from agentops.engine.registry import Tool, agent_tools, get_tool
 from agentops.engine.runstate import Routed, RunState
 from agentops.engine.transitions import Commit, EventSpec, fenced_commit
 from agentops.models import Step, ToolCall
+from agentops.plumbing import prometheus, tracing
 from agentops.states import LedgerStatus, Phase
 from policies.engine import Route
 

@@ -12,7 +12,7 @@ from agentops.engine import children
 from agentops.engine.errors import FailureKind, OrchestrationFailure, StepFailure, UnknownTool
 from agentops.engine.registry import Tool, get_tool
 from agentops.models import Step, Task, ToolCall
-from agentops.outages import exponential_backoff
+from agentops.plumbing.outages import exponential_backoff
 from agentops.states import LedgerStatus
 
 

@@ -10,7 +10,7 @@ from django import forms
 from django.core.exceptions import ValidationError
 
 from agentops.engine import validated
-from agentops.web import JSONObjectField
+from agentops.plumbing.web import JSONObjectField
 from reviews.forms._common import ARGUMENTS_MAX, DIGEST, NOTE_MAX, SELECTION
 
 

@@ -6,7 +6,7 @@ from typing import Any
 
 from django import forms
 
-from agentops.web import JSONObjectField
+from agentops.plumbing.web import JSONObjectField
 from reviews.forms._common import ARGUMENTS_MAX, NOTE_MAX
 
 

@@ -20,7 +20,7 @@ from agentops.engine import (
     question_of,
 )
 from agentops.models import AuditItem, Gate, Task, ToolCall
-from agentops.paging import Window, window
+from agentops.plumbing.paging import Window, window
 from agentops.states import AuditStatus, GateStatus, LedgerStatus, TaskStatus
 from reviews.models import InboxChanges
 from reviews.roles import gate_decider_refusal

@@ -13,7 +13,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from agentops.models import Task
-from agentops.web import AuthenticatedHttpRequest
+from agentops.plumbing.web import AuthenticatedHttpRequest
 from reviews.again_page import fork_choices, restart_endings
 from reviews.forms import ForkForm, RestartForm
 from reviews.services import ReviewError, task_fork_apply, task_restart_apply

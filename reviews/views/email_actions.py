@@ -23,11 +23,10 @@ from django.http import HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods
 
-from agentops.engine import Choice
+from agentops.engine import Choice, TransitionRefused
 from agentops.models import Gate
-from agentops.services import TransitionRefused
+from agentops.plumbing.web import AuthenticatedHttpRequest
 from agentops.states import GateStatus
-from agentops.web import AuthenticatedHttpRequest
 from reviews.email_actions import (
     APPROVE,
     EmailAction,

@@ -13,10 +13,9 @@ from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
-from agentops.engine import approval_kind_of
+from agentops.engine import TransitionRefused, approval_kind_of
 from agentops.models import Gate
-from agentops.services import TransitionRefused
-from agentops.web import AuthenticatedHttpRequest
+from agentops.plumbing.web import AuthenticatedHttpRequest
 from reviews.forms import ApproveForm, EditApproveForm, RejectForm, RejectStopForm
 from reviews.selectors import GatePanel, gate_get_panel, task_open_gate_id
 from reviews.services import (

@@ -13,7 +13,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
 from agentops.models import Gate
-from agentops.web import AuthenticatedHttpRequest
+from agentops.plumbing.web import AuthenticatedHttpRequest
 from reviews.forms import QuestionAnswerForm
 from reviews.selectors import QuestionPanel, question_get_panel
 from reviews.services import (

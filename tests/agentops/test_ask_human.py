@@ -15,8 +15,8 @@ import pytest
 from django.contrib.auth.models import Group
 
 from agentops.dev.sim.models import Effect
+from agentops.engine import task_create
 from agentops.models import Gate, Task, ToolCall
-from agentops.services import task_create
 from agentops.states import GateStatus, LedgerStatus, TaskStatus
 from reviews.models import Decision
 from reviews.services import gate_answer

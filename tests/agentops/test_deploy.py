@@ -42,10 +42,10 @@ from django.test import Client, RequestFactory
 from django.urls import reverse
 from rq.job import Job
 
-from agentops import dburl, queues
-from agentops.logs import RefusalFilter, StructuredFormatter, task_context
 from agentops.models import Task
-from agentops.request_ids import server_error
+from agentops.plumbing import dburl, queues
+from agentops.plumbing.logs import RefusalFilter, StructuredFormatter, task_context
+from agentops.plumbing.request_ids import server_error
 from tests.conftest import ROOT, database_url, free_port, wait_for
 
 PRODUCTION_HOST = "agentops.example.com"

@@ -12,13 +12,13 @@ import pytest
 from django.contrib.auth.models import Group, Permission
 
 from agentops.agents.mcpdemo import GIT
+from agentops.engine import task_create
 from agentops.engine.errors import FailureKind
 from agentops.engine.jsonvalues import loaded
 from agentops.engine.mcpclient import connections
 from agentops.engine.mcptools import discover, forget_discovered
 from agentops.models import Event, Gate, Step, Task, ToolCall
 from agentops.selectors import task_get_recovery
-from agentops.services import task_create
 from agentops.states import GateStatus, LedgerStatus, StepStatus, TaskStatus
 from policies import catalog
 from policies.services import (

@@ -32,11 +32,11 @@ from django.db import OperationalError, connection
 from django.http import HttpResponse
 from django.test import Client
 
-from agentops import outages
 from agentops.dev import embedded, sim_settings
 from agentops.dev.sim.models import Effect, FaultMode
 from agentops.dev.sim.services import fault_set
-from agentops.outages import Outage, exponential_backoff
+from agentops.plumbing import outages
+from agentops.plumbing.outages import Outage, exponential_backoff
 from tests import templatedb
 from tests.conftest import ROOT, Processes, free_port, wait_for
 
@@ -73,7 +73,7 @@ def test_an_outage_logs_its_start_at_a_bounded_rate_while_it_lasts_and_its_end(
     clock = FakeClock()
     monkeypatch.setattr(outages.time, "monotonic", clock)
     outage = Outage("postgresql")
-    caplog.set_level(logging.INFO, logger="agentops.outages")
+    caplog.set_level(logging.INFO, logger="agentops.plumbing.outages")
 
     for _ in range(60):  # one failed try a second for a minute
         delay = outage.failed(OperationalError("connection refused\nis the server running?"))
@@ -308,7 +308,7 @@ import time
 from django.db import transaction
 from agentops.engine.transitions import task_claim
 from agentops.models import ToolCall
-from agentops.services import task_create
+from agentops.engine import task_create
 
 refund = task_create(agent="refund", goal="Refund order A1001", input={"order_id": "A1001"})
 calling = ToolCall.objects.filter(task=refund, tool="issue_refund", status="pending")
@@ -434,7 +434,7 @@ def test_worker_and_sweeper_outlive_a_redis_outage_and_run_what_is_enqueued_afte
     stack.servers.redis.start()
     later = int(
         stack.shell(
-            'from agentops.services import task_create; print(task_create(agent="bench_noop", '
+            'from agentops.engine import task_create; print(task_create(agent="bench_noop", '
             'goal="after", input={"steps": 2}).pk)'
         )
     )

@@ -12,11 +12,11 @@ import pytest
 from django.urls import reverse
 from pydantic import BaseModel, Field
 
+from agentops.engine import task_create, task_retry
 from agentops.engine.errors import ModelFailure
 from agentops.engine.model import ModelRequest
 from agentops.engine.registry import Agent, PlanStep, ToolContext, register_agent, tool
 from agentops.models import Event, Step, Task, ToolCall
-from agentops.services import task_create, task_retry
 from agentops.states import LedgerStatus, StepStatus, TaskStatus
 from tests.builders import run_until_parked_or_done
 

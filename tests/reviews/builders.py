@@ -11,8 +11,8 @@ from django.utils import timezone
 
 from agentops.dev.sim.models import Effect
 from agentops.dev.sim.services import fault_set
+from agentops.engine import task_create
 from agentops.models import Gate, Task
-from agentops.services import task_create
 from agentops.states import GateStatus, TaskStatus
 from reviews.models import Decision, Delivery, Notice, SlackIdentity, WebhookEndpoint
 from reviews.services.slack import slack_identity_link, slack_link_token

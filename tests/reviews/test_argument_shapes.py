@@ -32,13 +32,13 @@ from django.utils.html import escape
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from agentops.engine import task_create
 from agentops.engine.gates import GATE_AMOUNT_LIMIT
 from agentops.engine.jsonvalues import ARTIFACT_KEY, offloaded
 from agentops.engine.model import ModelRequest
 from agentops.engine.registry import Agent, PlanStep, register_agent, tool
 from agentops.models import Artifact, AuditItem, Gate, Task, ToolCall
 from agentops.selectors import artifact_id_of, json_preview
-from agentops.services import task_create
 from agentops.states import AuditStatus, GateStatus, LedgerStatus, TaskStatus
 from agentops.templatetags.agentops_tags import gate_money
 from agentops.tokens import api_token_create

@@ -31,10 +31,10 @@ from django.test import Client
 from django.utils import timezone
 from rq.timeouts import JobTimeoutException, UnixSignalDeathPenalty
 
-from agentops import queues
+from agentops.engine import task_create
 from agentops.engine.outbound import OutboundInTransaction
 from agentops.models import Gate, Task
-from agentops.services import task_create
+from agentops.plumbing import queues
 from reviews.models import (
     Delivery,
     Notice,

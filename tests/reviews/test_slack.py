@@ -16,9 +16,9 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
-from agentops import queues
 from agentops.engine import digest
 from agentops.models import Gate
+from agentops.plumbing import queues
 from agentops.states import GateStatus
 from reviews.models import (
     Claim,
