@@ -79,7 +79,9 @@ def manage(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
         env=env,
         capture_output=True,
         text=True,
-        timeout=120,
+        # Only against a command that hangs: `migrate` on a new embedded server took over 120 s
+        # at a load average of 20 on two cores.
+        timeout=600,
     )
 
 
