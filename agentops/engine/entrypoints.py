@@ -102,15 +102,22 @@ def agent_package_load(point: EntryPoint) -> AgentPackage:
         tools=tuple(sorted(set(tools_after) - set(tools_before))),
     )
     _LOADED.append(package)
-    if package.distribution != PRODUCT:
-        logger.info(
-            "agents of %s %s (entry point %s): %s",
-            package.distribution,
-            package.version,
-            package.entry_point,
-            ", ".join(package.agents) or "none new",
-        )
     return package
+
+
+def agent_packages_log() -> None:
+    """One line per package of another distribution whose agents this process loaded, for a
+    long-running process to say at start what it can run (a worker); a command that answers in
+    one line (`check`, `migrate`, `runstack`'s refusal) stays one line."""
+    for package in _LOADED:
+        if package.distribution != PRODUCT:
+            logger.info(
+                "agents of %s %s (entry point %s): %s",
+                package.distribution,
+                package.version,
+                package.entry_point,
+                ", ".join(package.agents) or "none new",
+            )
 
 
 def agent_packages() -> list[AgentPackage]:

@@ -25,7 +25,7 @@ import django; django.setup()
 _SHARE = """
 import gevent
 from django.db import connection
-from agentops import slots
+from agentops.plumbing import slots
 
 pool = slots.web_slots()
 backends = []

@@ -19,6 +19,7 @@ from django.db import close_old_connections, connection
 from rq.serializers import JSONSerializer
 from rq.worker import SimpleWorker
 
+from agentops.engine.entrypoints import agent_packages_log
 from agentops.engine.heap import heap_keep_freed, heap_startup_frozen
 from agentops.plumbing.outages import (
     POSTGRESQL,
@@ -150,6 +151,7 @@ class Command(BaseCommand):
 
     def handle(self, *args: object, burst: bool, name: str | None, **options: object) -> None:
         heap_keep_freed()
+        agent_packages_log()
         queue = django_rq.get_queue("default")
         worker = AgentWorker(
             [queue], connection=queue.connection, serializer=JSONSerializer, name=name
