@@ -73,8 +73,6 @@ if TYPE_CHECKING:
         GRANT_DURATIONS,
         GRANT_MAX_MINUTES,
         GrantRefused,
-        grants_for,
-        grants_in_force,
         scope_grant,
         scope_grant_revoke,
     )
@@ -128,7 +126,7 @@ if TYPE_CHECKING:
         task_plan_repair,
     )
     from agentops.engine.restore import checkpoint_read, task_restore
-    from agentops.engine.scopes import missing_scope_of
+    from agentops.engine.scopes import grants_for, grants_in_force, missing_scope_of
     from agentops.engine.sweeper import sweep_hook_register
     from agentops.engine.tasks import START_TASK, task_create
 
@@ -182,8 +180,6 @@ _HOMES: dict[str, tuple[str, ...]] = {
         "GRANT_DURATIONS",
         "GRANT_MAX_MINUTES",
         "GrantRefused",
-        "grants_for",
-        "grants_in_force",
         "scope_grant",
         "scope_grant_revoke",
     ),
@@ -248,7 +244,11 @@ _HOMES: dict[str, tuple[str, ...]] = {
         "checkpoint_read",
         "task_restore",
     ),
-    "agentops.engine.scopes": ("missing_scope_of",),
+    "agentops.engine.scopes": (
+        "grants_for",
+        "grants_in_force",
+        "missing_scope_of",
+    ),
     "agentops.engine.repair": (
         "RepairOptions",
         "plan_repair_options",

@@ -36,7 +36,6 @@ from agentops.engine import (
     budgets,
     children,
     gates,
-    grants,
     handoff,
     planning,
     retries,
@@ -58,9 +57,17 @@ from agentops.engine.leases import Heartbeat
 from agentops.engine.ledger import INVALID_OUTPUT_KEY, Outcome, invoke, is_invalid_output, reconcile
 from agentops.engine.model import ModelResponse, loaded_response
 from agentops.engine.proposals import Proposals
-from agentops.engine.registry import Tool, ToolContext, get_agent, registered_tool
+from agentops.engine.registry import (
+    Tool,
+    ToolContext,
+    get_agent,
+    is_fan_out,
+    is_handoff,
+    registered_tool,
+)
 from agentops.engine.rollback import Rollback
 from agentops.engine.runstate import StepResult
+from agentops.engine.scopes import scopes_held
 from agentops.engine.stepcommits import StepCommits
 from agentops.engine.transitions import (
     EventSpec,
@@ -316,14 +323,14 @@ class TaskRun(StepCommits, Proposals):
 
     def _step_result(self, step: Step) -> StepResult:
         try:
-            if handoff.is_handoff(step):
+            if is_handoff(step):
                 handed = handoff.handoff_run(
                     lease=self.lease, task=self.task, step=step, steps=self.steps
                 )
                 self.agent, self.steps = handed.agent, handed.steps
                 self.version, self.model_name = agent_version(self.agent), model_name(self.agent)
                 return StepResult(output=handed.output)
-            if children.is_fan_out(step):
+            if is_fan_out(step):
                 collected = children.fan_out_run(
                     lease=self.lease, task=self.task, step=step, steps=self.steps
                 )
@@ -450,7 +457,7 @@ class TaskRun(StepCommits, Proposals):
             http=self.http,
             base_url=settings.AGENTOPS["SIM_BASE_URL"].rstrip("/"),
             timeout=tool.timeout_or(settings.AGENTOPS["TOOL_TIMEOUT_SECONDS"]),
-            scopes=grants.scopes_held(self.task, self.agent),
+            scopes=scopes_held(self.task, self.agent),
             answer=(step.approval or {}).get("answer"),
         )
         fresh = call.pk is None or call.pk in self.fresh_calls
