@@ -2,7 +2,7 @@
 and forms, the development tooling).
 
 The writes are the engine's commands, behind its front door (`agentops.engine`): task creation
-(`engine.tasks`), the moves a gate decision makes (`engine.gates`), and the people's moves on a
+(`engine.tasks`), the moves a gate decision makes (`engine.decisions`), and the people's moves on a
 task (`engine.interventions`: pause, resume, abort, retry, skip, rollback, confirm, modify), and
 the repair of a stopped task's plan (`engine.repair`).
 Each owns its transaction and enqueues jobs on commit. Calls go down only: the engine imports

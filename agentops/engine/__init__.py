@@ -51,6 +51,9 @@ if TYPE_CHECKING:
         GateDecision,
         GateNotOpen,
         gate_decide,
+        reject_loop_threshold,
+        task_gate_approved,
+        task_gate_rejected,
     )
     from agentops.engine.dispatch import job_waiting
     from agentops.engine.errors import (
@@ -62,13 +65,7 @@ if TYPE_CHECKING:
         UnknownAgent,
         UnknownTool,
     )
-    from agentops.engine.gates import (
-        DEFAULT_GATE_TIMEOUT_SECONDS,
-        gate_hook_register,
-        reject_loop_threshold,
-        task_gate_approved,
-        task_gate_rejected,
-    )
+    from agentops.engine.gates import DEFAULT_GATE_TIMEOUT_SECONDS, gate_hook_register
     from agentops.engine.grants import (
         GRANT_DURATIONS,
         GRANT_MAX_MINUTES,
@@ -158,6 +155,9 @@ _HOMES: dict[str, tuple[str, ...]] = {
         "GateDecision",
         "GateNotOpen",
         "gate_decide",
+        "reject_loop_threshold",
+        "task_gate_approved",
+        "task_gate_rejected",
     ),
     "agentops.engine.dispatch": ("job_waiting",),
     "agentops.engine.errors": (
@@ -172,9 +172,6 @@ _HOMES: dict[str, tuple[str, ...]] = {
     "agentops.engine.gates": (
         "DEFAULT_GATE_TIMEOUT_SECONDS",
         "gate_hook_register",
-        "reject_loop_threshold",
-        "task_gate_approved",
-        "task_gate_rejected",
     ),
     "agentops.engine.grants": (
         "GRANT_DURATIONS",

@@ -24,8 +24,8 @@ from django.db.models.functions import Now
 from django.utils import timezone
 
 from agentops import prometheus
+from agentops.engine.decisions import gates_expire_overdue
 from agentops.engine.dispatch import enqueue_now
-from agentops.engine.gates import gates_expire_overdue
 from agentops.models import Task
 from agentops.outages import UNAVAILABLE
 from agentops.states import TaskStatus

@@ -15,7 +15,7 @@ from django.utils.html import escape
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agentops.engine.gates import gates_expire_overdue
+from agentops.engine.decisions import gates_expire_overdue
 from agentops.models import Gate, Step, Task, ToolCall
 from agentops.services import task_create
 from agentops.states import GateStatus, LedgerStatus, TaskStatus
