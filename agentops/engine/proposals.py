@@ -1,7 +1,8 @@
 """What the model proposes and what becomes of it: a plan for an agent without a fixed one
 (`plan_propose`), and a step's proposal path: the model call, the proposal it returns, the checks
 on it (arguments fit the tool, no planning loop, confidence), its route, and the commit of its
-outcome with the model result: a `pending` ledger row, or a gate that parks the task.
+outcome with the model result: a `pending` ledger row, or a gate that parks the task; and, for a
+step whose recorded proposal's call failed, its row re-issued with the same key (`reopen_call`).
 
 Functions over the run's state (`runstate.RunState`), called by the runner's step loop; none of
 them calls the model or a tool inside a transaction (each call is made between commits).
@@ -13,6 +14,7 @@ import time
 from contextlib import nullcontext
 from typing import Any
 
+from django.db import transaction
 from django.db.models import F
 
 from agentops import prometheus, tracing
@@ -28,7 +30,7 @@ from agentops.engine.ledger import arguments_encoded, idempotency_key
 from agentops.engine.model import ModelRequest, ModelResponse, get_model_adapter
 from agentops.engine.registry import Agent, Tool, agent_tools, get_tool
 from agentops.engine.runstate import Routed, RunState
-from agentops.engine.transitions import Commit, EventSpec, fenced_commit
+from agentops.engine.transitions import Commit, EventSpec, fenced_commit, fenced_write
 from agentops.models import Step, Task, ToolCall
 from agentops.states import LedgerStatus, Phase
 from policies.engine import Route
@@ -321,6 +323,49 @@ def _store_step(
         )
         step.model_response = fields["model_response"]
     commit.step_update(step, **fields)
+
+
+def live_call(step: Step) -> ToolCall | None:
+    """The step's ledger row that still counts (failed tries are history)."""
+    return (
+        ToolCall.objects.filter(step=step, compensation_of__isnull=True)
+        .exclude(status=LedgerStatus.FAILED)
+        .order_by("-id")
+        .first()
+    )
+
+
+def reopen_call(run: RunState, step: Step, tool: Tool) -> ToolCall:
+    """A new `pending` row with the same key, after the previous try failed."""
+    failed = ToolCall.objects.filter(step=step, status=LedgerStatus.FAILED).order_by("-id")[0]
+    event = EventSpec(
+        "agentops.ledger.pending",
+        step=step.ordinal,
+        payload={
+            "tool": tool.name,
+            "key": failed.idempotency_key,
+            "retry": True,
+            "phase": Phase.BEFORE_TOOL_CALL,
+        },
+        fold={"ledger": {failed.idempotency_key: LedgerStatus.PENDING}},
+    )
+    with transaction.atomic():
+        fenced_write(run.lease, [event], phase=Phase.BEFORE_TOOL_CALL)
+        call = ToolCall.objects.create(
+            task=run.task,
+            step=step,
+            tool=tool.name,
+            side_effect=tool.side_effect,
+            args=failed.args,
+            args_digest=failed.args_digest,
+            idempotency_key=failed.idempotency_key,
+        )
+        # The audit queue follows the live row: one item per executed call, never one on a
+        # failed try while the re-issued call goes unreviewed.
+        gates.audit_item_follow(from_call_id=failed.pk, to_call=call)
+    run.fresh_calls.add(call.pk)
+    run.calls[call.pk] = call
+    return call
 
 
 def proposed_tool(run: RunState, name: str) -> Tool:

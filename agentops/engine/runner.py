@@ -35,7 +35,6 @@ from agentops import prometheus, tracing
 from agentops.engine import (
     budgets,
     children,
-    gates,
     handoff,
     planning,
     proposals,
@@ -80,7 +79,7 @@ from agentops.engine.versions import agent_version, model_name, version_check
 from agentops.logs import task_context, task_context_step
 from agentops.models import Step, ToolCall
 from agentops.outages import UNAVAILABLE
-from agentops.states import STEP_DONE, TASK_TRANSITIONS, LedgerStatus, Phase, StepStatus, TaskMode
+from agentops.states import STEP_DONE, TASK_TRANSITIONS, LedgerStatus, StepStatus, TaskMode
 
 logger = logging.getLogger(__name__)
 
@@ -351,10 +350,10 @@ class TaskRun(RunState):
                 return StepResult(output={"text": response.text}, unrecorded_reply=reply)
             name = response.tool_calls[0]["name"]
             tool = proposals.proposed_tool(self, name) if fresh else registered_tool(name)
-            call = None if fresh else self._live_call(step)
+            call = None if fresh else proposals.live_call(step)
             if call is None:
                 if not fresh and retries.has_failed_try(step):
-                    call = self._reopen_call(step, tool)
+                    call = proposals.reopen_call(self, step, tool)
                 else:
                     call = proposals.route(self, step, response, tool, record=fresh)
                 if call is None:
@@ -384,47 +383,6 @@ class TaskRun(RunState):
             tool=tool,
             unrecorded_call=deferred,
         )
-
-    def _live_call(self, step: Step) -> ToolCall | None:
-        """The step's ledger row that still counts (failed tries are history)."""
-        return (
-            ToolCall.objects.filter(step=step, compensation_of__isnull=True)
-            .exclude(status=LedgerStatus.FAILED)
-            .order_by("-id")
-            .first()
-        )
-
-    def _reopen_call(self, step: Step, tool: Tool) -> ToolCall:
-        """A new `pending` row with the same key, after the previous try failed."""
-        failed = ToolCall.objects.filter(step=step, status=LedgerStatus.FAILED).order_by("-id")[0]
-        event = EventSpec(
-            "agentops.ledger.pending",
-            step=step.ordinal,
-            payload={
-                "tool": tool.name,
-                "key": failed.idempotency_key,
-                "retry": True,
-                "phase": Phase.BEFORE_TOOL_CALL,
-            },
-            fold={"ledger": {failed.idempotency_key: LedgerStatus.PENDING}},
-        )
-        with transaction.atomic():
-            fenced_write(self.lease, [event], phase=Phase.BEFORE_TOOL_CALL)
-            call = ToolCall.objects.create(
-                task=self.task,
-                step=step,
-                tool=tool.name,
-                side_effect=tool.side_effect,
-                args=failed.args,
-                args_digest=failed.args_digest,
-                idempotency_key=failed.idempotency_key,
-            )
-            # The audit queue follows the live row: one item per executed call, never one on a
-            # failed try while the re-issued call goes unreviewed.
-            gates.audit_item_follow(from_call_id=failed.pk, to_call=call)
-        self.fresh_calls.add(call.pk)
-        self.calls[call.pk] = call
-        return call
 
     # -- the tool call --------------------------------------------------------------------------
 
