@@ -18,7 +18,7 @@ from agentops.models import (
     Task,
     ToolCall,
 )
-from agentops.web import ReadOnlyAdmin
+from agentops.plumbing.web import ReadOnlyAdmin
 
 
 class StepInline(admin.TabularInline):

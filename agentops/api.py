@@ -11,9 +11,9 @@ decision log (`reviews.api`).
 Requests authenticate with a personal bearer token (`Authorization: Bearer ao_...`,
 `agentops.tokens`); the actor is the token's user. Browser sessions do not authenticate here, so
 the API needs no CSRF token and the pages' CSRF rules stay as they are. Bad tokens are counted per
-client address (`agentops.throttle`): past the limit every token from that address, good or bad,
-answers 429 with Retry-After until the lockout ends (checked before the token is looked up, so a
-guesser learns nothing more).
+client address (`agentops.plumbing.throttle`): past the limit every token from that address, good or
+bad, answers 429 with Retry-After until the lockout ends (checked before the token is looked up, so
+a guesser learns nothing more).
 
 The order of checks is the same for every operation: throttle (429), token (401 with a
 `WWW-Authenticate: Bearer` challenge), role (403), and only then the path, query and body (422),
@@ -38,14 +38,14 @@ from ninja.errors import AuthenticationError, HttpError, Throttled
 from ninja.openapi.schema import OpenAPISchema
 from ninja.security import HttpBearer
 
-from agentops import throttle
+from agentops.engine import START_TASK, task_create
 from agentops.engine.errors import AgentOpsError, StartRefused
 from agentops.models import ApiToken, Task
+from agentops.plumbing import throttle
+from agentops.plumbing.web import AuthenticatedHttpRequest
 from agentops.selectors import tasks_visible_to
-from agentops.services import START_TASK, task_create
 from agentops.states import TaskStatus
 from agentops.tokens import api_token_live
-from agentops.web import AuthenticatedHttpRequest
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User

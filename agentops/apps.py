@@ -9,12 +9,12 @@ class AgentopsConfig(AppConfig):
 
     def ready(self) -> None:
         # Before the request handler loads its middleware: tracing the web tier adds one.
-        from agentops import tracing
+        from agentops.plumbing import tracing
 
         tracing.configure()
 
         from agentops.permissions import PERMISSIONS
-        from agentops.web import permissions_register
+        from agentops.plumbing.web import permissions_register
 
         permissions_register(PERMISSIONS)
 
@@ -31,9 +31,10 @@ class AgentopsConfig(AppConfig):
 
         policy_hooks.register(decision_seconds=gate_decision_seconds)
 
-        from agentops import prometheus
+        from agentops import metrics
+        from agentops.plumbing import prometheus
 
-        prometheus.collector_register("agentops.tasks", prometheus.tasks_state_metrics)
+        prometheus.collector_register("agentops.tasks", metrics.tasks_state_metrics)
         prometheus.collector_register("agentops.queue", prometheus.queue_metrics)
 
         from agentops.engine.children import parents_wake_stranded

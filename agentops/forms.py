@@ -1,6 +1,6 @@
 """Forms of the agentops pages: starting a task, and filtering the task list.
 
-Forms only parse and check what a person typed; writes go through `agentops.services`. The task
+Forms only parse and check what a person typed; writes go through the engine's commands. The task
 input is checked with the same JSON validation the save path uses, so a value the form accepts is
 one the service will persist, and a rejected one keeps the person's text for correction.
 """
@@ -17,8 +17,8 @@ from django.forms.fields import InvalidJSONInput
 from agentops.engine.errors import NotSerializable
 from agentops.engine.jsonvalues import validated
 from agentops.engine.registry import agents
+from agentops.plumbing.web import JSONObjectField
 from agentops.states import TaskStatus
-from agentops.web import JSONObjectField
 
 INPUT_MAX_CHARS = 64 * 1024
 

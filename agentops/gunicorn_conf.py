@@ -4,13 +4,13 @@ gevent workers: each client is read in a greenlet of its own, so clients that se
 request slowly (a slow link, or on purpose) hold up no other request; a threaded worker gives
 each such client a thread until its headers are complete, and a few dozen of them stall it.
 The database stays bounded: a request takes one of `AGENTOPS_WEB_SLOTS` database slots per
-process before it reaches Django's session and views (agentops.slots), so one web process opens
-at most that many connections to PostgreSQL and the whole web tier at most
+process before it reaches Django's session and views (agentops.plumbing.slots), so one web process
+opens at most that many connections to PostgreSQL and the whole web tier at most
 `WEB_CONCURRENCY * AGENTOPS_WEB_SLOTS` (8 by default), whatever the number of clients.
 
 Nothing of Django may be imported here (gunicorn's master reads this module before it forks the
 workers, and gevent patches the standard library in each worker): Django's connection handler
-must be made after that patch. The log formatter module (agentops.logs) keeps to this too.
+must be made after that patch. The log formatter module (agentops.plumbing.logs) keeps to this too.
 """
 
 from __future__ import annotations
@@ -69,7 +69,7 @@ logconfig_dict = {
     "disable_existing_loggers": False,
     "formatters": {
         "structured": {
-            "()": "agentops.logs.StructuredFormatter",
+            "()": "agentops.plumbing.logs.StructuredFormatter",
             "style": os.environ.get("AGENTOPS_LOG_FORMAT", "kv"),
         }
     },
@@ -90,7 +90,9 @@ class AccessLogger(glogging.Logger):
     """
 
     def atoms(self, resp: Any, req: Any, environ: dict[str, Any], request_time: Any) -> Any:
-        from agentops.logs import kv_value  # in the worker (see agentops.logs on imports)
+        from agentops.plumbing.logs import (
+            kv_value,  # in the worker (see agentops.plumbing.logs on imports)
+        )
 
         atoms = super().atoms(resp, req, environ, request_time)
         path = environ.get("PATH_INFO")

@@ -2,7 +2,7 @@
 
 The job's meta may carry the id of the request that enqueued it: the job's log lines carry it
 too, and each job ends with one line saying what it did. It may carry that request's trace
-context too: the slice's span links to it (`agentops.tracing`).
+context too: the slice's span links to it (`agentops.plumbing.tracing`).
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import socket
 
 from rq import get_current_job
 
-from agentops.logs import job_request_context
-from agentops.tracing import TRACEPARENT
+from agentops.plumbing.logs import job_request_context
+from agentops.plumbing.tracing import TRACEPARENT
 
 logger = logging.getLogger(__name__)
 

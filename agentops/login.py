@@ -17,7 +17,7 @@ from django.contrib.auth.forms import AuthenticationForm
 from django.core.exceptions import ValidationError
 from django.http import HttpResponse
 
-from agentops import throttle
+from agentops.plumbing import throttle
 
 
 class ThrottledLoginMixin:

@@ -9,11 +9,13 @@ definition, the runner's (`TaskRun._tokens_saved_by_resume`, recorded on each re
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from decimal import Decimal
 
 from django.db.models import Count, Q, QuerySet, Sum
+from prometheus_client.core import GaugeMetricFamily, Metric
 
 from agentops.engine.costs import token_cost
 from agentops.engine.errors import FailureKind
@@ -154,3 +156,42 @@ def resume_savings(window: Window) -> ResumeSavings:
         cost_saved=token_cost(tokens_saved),
         tasks_resumed=figures["resumed"],
     )
+
+
+def tasks_state_metrics() -> Iterable[Metric]:
+    """The Prometheus gauges of the tasks' state: tasks by status and agent, and tokens, cost and
+    tokens saved by resume per agent (registered by `agentops.apps`, read on every scrape)."""
+    tasks = GaugeMetricFamily(
+        "agentops_tasks", "Tasks by status and agent.", labels=["status", "agent"]
+    )
+    tokens = GaugeMetricFamily("agentops_tokens_spent", "Tokens spent, by agent.", labels=["agent"])
+    cost = GaugeMetricFamily("agentops_cost_spent", "Cost spent, by agent.", labels=["agent"])
+    saved = GaugeMetricFamily(
+        "agentops_tokens_saved_by_resume",
+        "Tokens a rerun from scratch would have spent again, as the runner recorded them on "
+        "each recovery (Task.tokens_saved; see docs/metrics.md).",
+        labels=["agent"],
+    )
+    rows = (
+        Task.objects.order_by()
+        .values("status", "agent")
+        .annotate(
+            n=Count("id"),
+            tokens=Sum("tokens_used"),
+            cost=Sum("cost_used"),
+            saved=Sum("tokens_saved"),
+        )
+    )
+    per_agent: dict[str, list[float]] = {}
+    for row in rows:
+        tasks.add_metric([row["status"], row["agent"]], row["n"])
+        figures = per_agent.setdefault(row["agent"], [0.0, 0.0, 0.0])
+        figures[0] += float(row["tokens"] or 0)
+        figures[1] += float(row["cost"] or 0)
+        figures[2] += float(row["saved"] or 0)
+    for agent, (agent_tokens, agent_cost, agent_saved) in sorted(per_agent.items()):
+        tokens.add_metric([agent], agent_tokens)
+        cost.add_metric([agent], agent_cost)
+        if agent_saved:
+            saved.add_metric([agent], agent_saved)
+    yield from (tasks, tokens, cost, saved)

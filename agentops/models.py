@@ -82,7 +82,8 @@ class Task(models.Model):
         "Step", null=True, blank=True, on_delete=models.CASCADE, related_name="child_tasks"
     )
     fanout_index = models.PositiveIntegerField(null=True, blank=True, editable=False)
-    # The W3C traceparent the task's trace hangs from (`agentops.tracing`; "" with tracing off).
+    # The W3C traceparent the task's trace hangs from (`agentops.plumbing.tracing`; "" with tracing
+    # off).
     trace_context = models.CharField(
         max_length=55, blank=True, default="", db_default="", editable=False
     )

@@ -14,7 +14,7 @@ from __future__ import annotations
 from rules.predicates import Predicate
 
 from agentops.engine.tasks import START_TASK
-from agentops.web import role
+from agentops.plumbing.web import role
 
 TASK_STARTERS = "task starters"
 SCOPE_GRANTERS = "scope granters"

@@ -33,9 +33,9 @@ from agentops.engine.jsonvalues import ARTIFACT_KEY, is_pointer
 from agentops.engine.recovery import Recovery, step_attempts_total, task_recovery
 from agentops.family import Family, has_fan_out_step, task_family
 from agentops.models import Artifact, Event, Step, Task, ToolCall
-from agentops.paging import window
+from agentops.plumbing.paging import window
+from agentops.plumbing.web import poll_version
 from agentops.states import TERMINAL, LedgerStatus, TaskStatus
-from agentops.web import poll_version
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
@@ -81,7 +81,7 @@ def tasks_visible_to(user: User) -> QuerySet[Task]:
 
 def task_list_recent(*, status: str | None = None, viewer: User) -> QuerySet[Task]:
     """Tasks `viewer` may see, newest first, optionally only those in `status`; the caller
-    takes a window of it (agentops.paging: no count of the whole list)."""
+    takes a window of it (agentops.plumbing.paging: no count of the whole list)."""
     queryset = (
         tasks_visible_to(viewer)
         .only(
@@ -309,8 +309,8 @@ _PAGE_STATE = (
 
 
 def task_list_version_read(*, status: str | None, viewer: User, page: Any, size: int) -> str:
-    """The version (agentops.web.poll_version) of a page of the task list: a digest of each row
-    it shows (the list's columns and its compensated calls), whether a next page exists, the
+    """The version (agentops.plumbing.web.poll_version) of a page of the task list: a digest of each
+    row it shows (the list's columns and its compensated calls), whether a next page exists, the
     viewer, the filter and the page, in one statement of cached text (the page's rows through
     the same index as `task_list_recent`, one digest each). The list reads it before its rows,
     so a change committed in between shows and changes the next poll's version."""
@@ -331,8 +331,8 @@ def task_list_version_read(*, status: str | None, viewer: User, page: Any, size:
 
 
 def task_detail_version_read(*, task_id: int, viewer: User) -> str | None:
-    """The version (agentops.web.poll_version) of the live part of a task page, in one short
-    statement of cached text whatever the number of tasks or steps: a digest of the task's
+    """The version (agentops.plumbing.web.poll_version) of the live part of a task page, in one
+    short statement of cached text whatever the number of tasks or steps: a digest of the task's
     state, its ledger rows (count and newest change) and its family's states (its parent and
     children). None when `viewer` may not see the task (the page answers 404 then). The page
     reads it before the detail, so a change committed in between shows on the page and changes

@@ -172,8 +172,9 @@ SECURE_HSTS_SECONDS = env_int("DJANGO_SECURE_HSTS_SECONDS", 0 if DEV else 31_536
 SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("DJANGO_SECURE_HSTS_INCLUDE_SUBDOMAINS", not DEV)
 SECURE_HSTS_PRELOAD = env_bool("DJANGO_SECURE_HSTS_PRELOAD", False)
 SESSION_COOKIE_HTTPONLY = True
-# Django's database sessions, read without building a query per request (agentops/sessions.py).
-SESSION_ENGINE = "agentops.sessions"
+# Django's database sessions, read without building a query per request
+# (agentops/plumbing/sessions.py).
+SESSION_ENGINE = "agentops.plumbing.sessions"
 X_FRAME_OPTIONS = "DENY"
 
 # The development tools (agentops.dev): their commands (bench, chaos, runstack, ...) and the
@@ -199,12 +200,12 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
-    "agentops.request_ids.RequestIdMiddleware",
-    "agentops.health.HealthCheckMiddleware",
+    "agentops.plumbing.request_ids.RequestIdMiddleware",
+    "agentops.plumbing.health.HealthCheckMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     # Past this point a request may use the database: under gevent it waits for a slot.
-    "agentops.slots.DatabaseSlotMiddleware",
+    "agentops.plumbing.slots.DatabaseSlotMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -319,11 +320,11 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "filters": {
-        "context": {"()": "agentops.logs.ContextFilter"},
-        "refusals_without_traceback": {"()": "agentops.logs.RefusalFilter"},
+        "context": {"()": "agentops.plumbing.logs.ContextFilter"},
+        "refusals_without_traceback": {"()": "agentops.plumbing.logs.RefusalFilter"},
     },
     "formatters": {
-        "structured": {"()": "agentops.logs.StructuredFormatter", "style": LOG_FORMAT},
+        "structured": {"()": "agentops.plumbing.logs.StructuredFormatter", "style": LOG_FORMAT},
     },
     "handlers": {
         "console": {
@@ -428,8 +429,8 @@ AGENTOPS: dict[str, Any] = {
     "WEB_SLOT_WAIT_SECONDS": env_float("AGENTOPS_WEB_SLOT_WAIT_SECONDS", 30.0),
     # Bearer token of /metrics (Prometheus); unset, the endpoint answers 404.
     "METRICS_TOKEN": os.environ.get("AGENTOPS_METRICS_TOKEN", ""),
-    # Guessing is throttled (agentops.throttle): this many failed logins per username or per
-    # client address, or bad API tokens per address, within the window start a lockout; a
+    # Guessing is throttled (agentops.plumbing.throttle): this many failed logins per username or
+    # per client address, or bad API tokens per address, within the window start a lockout; a
     # lockout soon after the previous one is twice as long, up to the longest. 0 attempts: off.
     "LOGIN_USER_ATTEMPTS": env_int("AGENTOPS_LOGIN_USER_ATTEMPTS", 5),
     "LOGIN_ADDRESS_ATTEMPTS": env_int("AGENTOPS_LOGIN_ADDRESS_ATTEMPTS", 20),

@@ -11,7 +11,7 @@ from reviews import api as reviews_api
 
 # The admin's sign-in is throttled like the product's (agentops.login).
 admin.site.login_form = AdminLoginForm
-handler500 = "agentops.request_ids.server_error"
+handler500 = "agentops.plumbing.request_ids.server_error"
 
 # The JSON API: one NinjaAPI, each app's router on it. Reviews' first: its `/tasks/stopped` must
 # be tried before agentops' `/tasks/{task_id}`, which would take it (see `api_build`).

@@ -2,11 +2,11 @@
 
 Views are thin: parse with a form, read with a selector, write with one service. Each page also
 serves its htmx fragment (a partial of the same template) from the same URL, through
-`agentops.web.render_page`. The polled task fragment answers 286 once the task is terminal, which
-stops the polling. A poll whose fragment already shows the current version
+`agentops.plumbing.web.render_page`. The polled task fragment answers 286 once the task is terminal,
+which stops the polling. A poll whose fragment already shows the current version
 (`task_list_version_read`, `task_detail_version_read`) gets an empty 204 instead
-(`agentops.web.poll_unchanged`). Starting a task needs `agentops.start_task` (the task-starter
-role).
+(`agentops.plumbing.web.poll_unchanged`). Starting a task needs `agentops.start_task` (the
+task-starter role).
 """
 
 from __future__ import annotations
@@ -23,20 +23,14 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods
 from django_htmx.http import HTMX_STOP_POLLING, HttpResponseClientRedirect
 
-from agentops import prometheus, task_page
+from agentops import task_page
+from agentops.engine import task_create
 from agentops.engine.errors import StartRefused, UnknownAgent
 from agentops.forms import TaskFilterForm, TaskStartForm
 from agentops.models import Task
-from agentops.paging import window
-from agentops.selectors import (
-    artifact_get_visible,
-    task_detail_version_read,
-    task_get_detail,
-    task_list_recent,
-    task_list_version_read,
-)
-from agentops.services import task_create
-from agentops.web import (
+from agentops.plumbing import prometheus
+from agentops.plumbing.paging import window
+from agentops.plumbing.web import (
     AuthenticatedHttpRequest,
     login_required,
     permission_required,
@@ -44,6 +38,13 @@ from agentops.web import (
     poll_unchanged,
     render_page,
     wants_fragment,
+)
+from agentops.selectors import (
+    artifact_get_visible,
+    task_detail_version_read,
+    task_get_detail,
+    task_list_recent,
+    task_list_version_read,
 )
 
 PAGE_SIZE = 50

@@ -7,7 +7,7 @@ from typing import Any
 from django.contrib import admin
 from django.http import HttpRequest
 
-from agentops.web import ReadOnlyAdmin
+from agentops.plumbing.web import ReadOnlyAdmin
 from policies.models import Policy, PolicyChange, PolicyRule, PolicyVersion
 
 

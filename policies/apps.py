@@ -10,7 +10,7 @@ class PoliciesConfig(AppConfig):
     verbose_name = "Oversight policies"
 
     def ready(self) -> None:
-        from agentops.web import permissions_register
+        from agentops.plumbing.web import permissions_register
         from policies.permissions import PERMISSIONS
 
         permissions_register(PERMISSIONS)

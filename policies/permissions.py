@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from rules.predicates import Predicate
 
-from agentops.web import role
+from agentops.plumbing.web import role
 
 POLICY_ADMINS = "policy admins"
 

@@ -1,7 +1,7 @@
 """The policy editor pages: policies and versions, the draft editor, diff, publish, revert, dry-run.
 
 Every view is for policy admins only, checked on the server (`policies.edit_policy`, through
-`agentops.web.permission_required`; the project's one web layer, and the only import from
+`agentops.plumbing.web.permission_required`; the project's one web layer, and the only import from
 outside this app). Views are
 thin: parse with a form, call one service or selector, render a page or its htmx fragment from the
 same URL. Draft edits answer with the editor fragment (validation messages included) to htmx and
@@ -19,7 +19,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
-from agentops.web import (
+from agentops.plumbing.web import (
     AuthenticatedHttpRequest,
     HtmxHttpRequest,
     permission_required,

@@ -17,7 +17,7 @@ from django.http import HttpRequest
 from agentops.admin import TaskAdmin, ToolCallAdmin
 from agentops.engine import AgentOpsError
 from agentops.models import Task, ToolCall
-from agentops.web import ReadOnlyAdmin, request_user
+from agentops.plumbing.web import ReadOnlyAdmin, request_user
 from reviews.models import Decision, Delivery, NotificationRoute, WebhookEndpoint
 from reviews.services import (
     ReviewError,

@@ -13,7 +13,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from agentops.metrics import agent_names
-from agentops.web import AuthenticatedHttpRequest, permission_required
+from agentops.plumbing.web import AuthenticatedHttpRequest, permission_required
 from policies.errors import PolicyError
 from reviews.forms import CalibrationDraftForm, DashboardFilterForm
 from reviews.metrics import figures_collect

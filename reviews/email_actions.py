@@ -3,10 +3,11 @@ one recipient (Django's `TimestampSigner`: the gate, the user, the action and th
 arguments the email showed), usable once, for `AGENTOPS_EMAIL_ACTION_MAX_AGE_SECONDS`.
 
 A link opens a confirmation page after sign-in; a GET never decides. The POST (with its CSRF
-token) decides through the same command as the panel and the API (`gate_approve` /
-`gate_reject`: roles, separation of duties, the claim, the digest), with channel `email`, and
-records the link as used in the same transaction: a refused decision leaves the link usable, and
-a used link, an expired or tampered one, or someone else's decides nothing.
+token) decides through the one decision service, as the panel, the API and Slack do
+(`gate_decide` with the link's choice: roles, separation of duties, the claim, the digest), with
+channel `email`, and records the link as used in the same transaction: a refused decision leaves
+the link usable, and a used link, an expired or tampered one, or someone else's decides nothing.
+The confirmation page asks the service's checks first (`gate_decide_check`).
 
 The email itself: the plain text puts the notice on one line (a goal cannot fake a line of its
 own, such as another "Approve:" link), and the HTML alternative is a template with autoescape.
@@ -27,13 +28,14 @@ from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils import timezone
 
-from agentops.engine import QUESTION
+from agentops.engine import Choice
 from agentops.models import Gate
 from agentops.states import GateStatus
+from reviews.channels import channel_get
 from reviews.links import public_link
 from reviews.models import EmailActionUse
-from reviews.services import NotAllowed, ReviewError, gate_approve, gate_reject
-from reviews.states import VIA_EMAIL
+from reviews.services import NotAllowed, ReviewError, gate_decide
+from reviews.states import DeliveryChannel
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
@@ -41,7 +43,8 @@ if TYPE_CHECKING:
     from reviews.models import Delivery
 
 SALT = "reviews.email_action"
-APPROVE, REJECT = "approve", "reject"
+# A link's action is a choice of the decision service.
+APPROVE, REJECT = Choice.APPROVE.value, Choice.REJECT.value
 ACTIONS = (APPROVE, REJECT)
 
 
@@ -131,22 +134,14 @@ def email_action_take(*, token: str, user: User, reason: str) -> EmailAction:
                 )
         except IntegrityError:
             raise LinkRefused("this link was used already", http_status=410) from None
-        if action.action == APPROVE:
-            gate_approve(
-                gate_id=action.gate_id,
-                actor=user,
-                seen_digest=action.digest,
-                reason=reason,
-                via=VIA_EMAIL,
-            )
-        else:
-            gate_reject(
-                gate_id=action.gate_id,
-                actor=user,
-                seen_digest=action.digest,
-                feedback=reason,
-                via=VIA_EMAIL,
-            )
+        gate_decide(
+            gate_id=action.gate_id,
+            choice=Choice(action.action),
+            actor=user,
+            seen_digest=action.digest,
+            reason=reason,
+            via=channel_get(DeliveryChannel.EMAIL).via(),
+        )
     return action
 
 
@@ -170,7 +165,9 @@ def _action_links(delivery: Delivery) -> ActionLinks | None:
     gate, user = delivery.notice.gate, delivery.user
     if gate is None or user is None or gate.status != GateStatus.OPEN or not _max_age():
         return None
-    if gate.approval_kind == QUESTION:  # answered on its page, never approved
+    # Links for the choices the gate's kind offers by email (an agent's question: none, it is
+    # answered on its page).
+    if not {APPROVE, REJECT} <= set(channel_get(DeliveryChannel.EMAIL).choices_for(gate)):
         return None
     return ActionLinks(
         approve=email_action_link(gate=gate, user=user, action=APPROVE),

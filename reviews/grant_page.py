@@ -11,7 +11,7 @@ from django.template.loader import render_to_string
 
 from agentops.models import Task
 from agentops.permissions import GRANT_SCOPES
-from reviews.grant_forms import ScopeRevokeForm
+from reviews.forms import ScopeRevokeForm
 from reviews.selectors import scope_grants_for_task
 
 

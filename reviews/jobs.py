@@ -3,7 +3,7 @@ the id of the request that enqueued it, for its log lines)."""
 
 from __future__ import annotations
 
-from agentops.logs import job_request_context
+from agentops.plumbing.logs import job_request_context
 
 
 def delivery_send(delivery_id: int) -> str:

@@ -4,7 +4,7 @@ together for the dashboard and the report command (calibration lives in `reviews
 Read-only selectors over gates, audit items and the append-only decision log, filtered by a
 `Window` (created in [since, until), optionally one agent). Percentiles interpolate linearly
 between ranks (PostgreSQL's `percentile_cont`). The Prometheus gauges of review state (gates and
-audit items open, gate wait) are registered with `agentops.prometheus` from `reviews.apps`.
+audit items open, gate wait) are registered with `agentops.plumbing.prometheus` from `reviews.apps`.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ from django.core.validators import RegexValidator
 from django.db import models
 from django.db.models import Q
 
-from reviews.states import Channel, DecisionChannel, DeliveryStatus, NoticeEvent, WebhookFormat
+from reviews.states import DecisionChannel, DeliveryStatus, NoticeEvent, WebhookFormat
 
 
 class Claim(models.Model):
@@ -76,11 +76,11 @@ class Decision(models.Model):
     reason = models.TextField(blank=True)
     policy_version_number = models.PositiveIntegerField(null=True)
     detail = models.JSONField(default=dict, blank=True)
-    # How the decision came in. Rows logged before this was recorded say `unknown` (the column's
-    # default when it was added); new rows always name their channel (`decision_record`).
-    channel = models.CharField(
-        max_length=12, choices=DecisionChannel.choices, default=DecisionChannel.UNKNOWN
-    )
+    # How the decision came in: a `DecisionChannel`, or the name of a channel registered in
+    # `reviews.channels` (so no fixed choices). Rows logged before this was recorded say `unknown`
+    # (the column's default when it was added); new rows always name their channel
+    # (`decision_record`).
+    channel = models.CharField(max_length=20, default=DecisionChannel.UNKNOWN)
     # The API token that made an API decision; kept as an id when the token row goes.
     api_token = models.ForeignKey(
         "agentops.ApiToken",
@@ -213,7 +213,9 @@ class Delivery(models.Model):
     """
 
     notice = models.ForeignKey(Notice, on_delete=models.CASCADE, related_name="deliveries")
-    channel = models.CharField(max_length=8, choices=Channel.choices)
+    # The registered channel (`reviews.channels`) that delivers it: email, webhook, slack, or
+    # the name of a channel registered elsewhere (so no fixed choices).
+    channel = models.CharField(max_length=20)
     user = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE, related_name="+"
     )

@@ -1,7 +1,9 @@
 """Notifications: people hear where they work that a gate opened, that a gate nears its timeout,
-or that a task stopped for a human, by email (with Approve and Reject links on gates:
-`reviews.email_actions`), by signed webhook and by Slack message (Approve and Reject buttons on
-gates: `reviews.slack`), with a link to the panel.
+or that a task stopped for a human, through every registered channel (`reviews.channels`: email
+with Approve and Reject links on gates, signed webhooks, Slack messages with Approve and Reject
+buttons, and any channel registered elsewhere), with a link to the panel. This module names no
+channel: it finds a notice's audience once, asks each channel for its deliveries, and sends each
+delivery through the channel it names.
 
 The database is the truth here too. `notifications_sweep()` runs inside every sweep: it finds what
 happened from the rows (so nothing is lost when a process dies between the event and the
@@ -16,13 +18,9 @@ counts as failed once its deadline has passed. Nothing else waits on a delivery.
 
 from __future__ import annotations
 
-import hashlib
-import hmac
-import json
 import logging
 import math
-import time
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -35,27 +33,24 @@ from django.db.models.functions import Cast, Concat, Left
 from django.urls import reverse
 from django.utils import timezone
 
-from agentops import queues
 from agentops.engine import (
     approval_kind_of,
     job_waiting,
     outbound_check,
-    outbound_tls,
     redacted,
 )
-from agentops.logs import job_meta
 from agentops.models import Event, Gate, Task
+from agentops.plumbing import queues
+from agentops.plumbing.logs import job_meta
 from agentops.states import GateStatus, TaskStatus
-from reviews.email_actions import notice_email
+from reviews.channels import Audience, Channel, DeliveryRefused, channel_get, channels
 from reviews.links import public_link
-from reviews.models import Delivery, Notice, NotificationPreference, NotificationRoute
+from reviews.models import Delivery, Notice, NotificationRoute
 from reviews.services import delivery_attempt_begin, delivery_attempt_record
-from reviews.slack import mrkdwn_escape, slack_notice_post
-from reviews.slack_web import SlackError
-from reviews.states import Channel, DeliveryStatus, NoticeEvent, Role, WebhookFormat
+from reviews.states import DeliveryStatus, NoticeEvent, Role
 
 if TYPE_CHECKING:
-    from django.contrib.auth.models import User
+    pass
 
 logger = logging.getLogger(__name__)
 
@@ -213,76 +208,34 @@ def _default_groups(notice: Notice) -> set[str]:
     return {Role.OPERATORS}
 
 
-def _deliveries_create(notice: Notice) -> None:
-    """One delivery per recipient and channel, per the routes (or the default group)."""
-    routes = _routes(notice)
+def _audience(notice: Notice, routes: list[NotificationRoute]) -> Audience:
+    """Who hears about `notice`: the people of the routed groups (or of the default groups
+    without a route), and the routes themselves. Each channel makes its deliveries from it."""
     groups = {route.group.name for route in routes if route.group is not None}
-    endpoints = {route.endpoint for route in routes if route.endpoint and route.endpoint.active}
-    slack_channels = {route.slack_channel for route in routes if route.slack_channel}
     if not routes:
         groups = _default_groups(notice)
-    now = timezone.now()
-    users = (
+    people = (
         get_user_model()
         .objects.filter(groups__name__in=groups, is_active=True)
-        .exclude(email="")
         .select_related("notification_preference")
         .distinct()
     )
     if notice.gate is not None and notice.task.created_by_id:
         # Separation of duties: whoever started the task cannot approve its gates.
-        users = users.exclude(pk=notice.task.created_by_id)
+        people = people.exclude(pk=notice.task.created_by_id)
     if notice.gate is not None:
         # Who approved already is not asked again (four eyes: someone else must).
         approved = [a.user_id for a in approval_kind_of(notice.gate).approvals_of(notice.gate)]
-        users = users.exclude(pk__in=[pk for pk in approved if pk is not None])
-    rows = [
-        Delivery(
-            notice=notice, channel=Channel.EMAIL, user=user, next_attempt_at=_after_quiet(user, now)
-        )
-        for user in users
-        if _wants(user, notice.event)
-    ]
-    rows += [
-        Delivery(notice=notice, channel=Channel.WEBHOOK, endpoint=endpoint, next_attempt_at=now)
-        for endpoint in sorted(endpoints, key=lambda e: e.pk)
-    ]
-    rows += [
-        Delivery(
-            notice=notice, channel=Channel.SLACK, slack_channel=slack_channel, next_attempt_at=now
-        )
-        for slack_channel in sorted(slack_channels)
-    ]
-    Delivery.objects.bulk_create(rows)
+        people = people.exclude(pk__in=[pk for pk in approved if pk is not None])
+    return Audience(people=tuple(people), routes=tuple(routes), now=timezone.now())
 
 
-def _preference(user: User) -> NotificationPreference | None:
-    try:
-        return user.notification_preference
-    except NotificationPreference.DoesNotExist:
-        return None
-
-
-def _wants(user: User, event: str) -> bool:
-    preference = _preference(user)
-    if preference is None:
-        return True
-    return preference.email and (not preference.events or event in preference.events)
-
-
-def _after_quiet(user: User, now: datetime) -> datetime:
-    """`now`, or the end of the user's quiet hours when now falls inside them (server time)."""
-    preference = _preference(user)
-    if preference is None or preference.quiet_from is None or preference.quiet_until is None:
-        return now
-    local = timezone.localtime(now)
-    start, end = preference.quiet_from, preference.quiet_until
-    moment = local.time()
-    quiet = start <= moment < end if start < end else (moment >= start or moment < end)
-    if not quiet:
-        return now
-    until = local.replace(hour=end.hour, minute=end.minute, second=0, microsecond=0)
-    return until if until > local else until + timedelta(days=1)
+def _deliveries_create(notice: Notice) -> None:
+    """One delivery per recipient and channel: each registered channel's, from the audience."""
+    audience = _audience(notice, _routes(notice))
+    Delivery.objects.bulk_create(
+        [row for channel in channels() for row in channel.deliveries(notice, audience)]
+    )
 
 
 # -- sending ------------------------------------------------------------------------------------
@@ -377,8 +330,19 @@ def delivery_send(*, delivery_id: int) -> str:
         "notice__task", "notice__gate", "user", "endpoint"
     ).get(pk=delivery_id)
     try:
-        _send(delivery)
-    except (httpx.HTTPError, OSError, DeliveryRefused, SlackError) as error:
+        channel = _channel(delivery)
+    except DeliveryRefused as error:
+        return _attempt_failed(delivery_id, attempt, _error_text(error))
+    # What counts as a failed attempt: the network's errors, a refusal, and the channel's own.
+    failures: tuple[type[Exception], ...] = (
+        httpx.HTTPError,
+        OSError,
+        DeliveryRefused,
+        *channel.failures,
+    )
+    try:
+        _send(delivery, channel)
+    except failures as error:
         return _attempt_failed(delivery_id, attempt, _error_text(error))
     except Exception as error:
         # Anything else that ends the attempt (the job's timeout, a backend's own error) is
@@ -393,10 +357,6 @@ def delivery_send(*, delivery_id: int) -> str:
         last_error="",
     )
     return "sent"
-
-
-class DeliveryRefused(Exception):
-    """The receiver answered, but not with a 2xx."""
 
 
 def _error_text(error: BaseException) -> str:
@@ -428,65 +388,15 @@ def _attempt_failed(delivery_id: int, attempt: int, error: str) -> str:
     return f"attempt {attempt} failed"
 
 
-def _send(delivery: Delivery) -> None:
+def _channel(delivery: Delivery) -> Channel:
+    """The channel that sends `delivery`; one no longer registered refuses it (it is retried,
+    then fails at the cap, with that error)."""
+    try:
+        return channel_get(delivery.channel)
+    except LookupError as exc:
+        raise DeliveryRefused(str(exc)) from None
+
+
+def _send(delivery: Delivery, channel: Channel) -> None:
     outbound_check(f"notification delivery {delivery.pk}")
-    if delivery.channel == Channel.EMAIL:
-        notice_email(delivery, notice_link(delivery.notice)).send()
-        return
-    if delivery.channel == Channel.SLACK:
-        slack_notice_post(delivery, notice_link(delivery.notice))
-        return
-    endpoint = delivery.endpoint
-    assert endpoint is not None, "a webhook delivery has an endpoint"
-    body = json.dumps(webhook_body(delivery), sort_keys=True).encode()
-    timestamp = str(int(time.time()))
-    response = httpx.post(
-        endpoint.url,
-        content=body,
-        headers={
-            "Content-Type": "application/json",
-            "User-Agent": "agentops-notifications",
-            "X-Agentops-Event": delivery.notice.event,
-            "X-Agentops-Delivery": str(delivery.pk),
-            "X-Agentops-Timestamp": timestamp,
-            "X-Agentops-Signature": f"sha256={webhook_signature(endpoint.secret, timestamp, body)}",
-        },
-        timeout=_conf("WEBHOOK_TIMEOUT_SECONDS"),
-        follow_redirects=False,
-        verify=outbound_tls(),
-    )
-    if not 200 <= response.status_code < 300:
-        raise DeliveryRefused(f"HTTP {response.status_code}")
-
-
-def webhook_signature(secret: str, timestamp: str, body: bytes) -> str:
-    """Hex HMAC-SHA256 of `<timestamp>.<body>`: a receiver recomputes it with the shared
-    secret and rejects old timestamps (replays)."""
-    message = timestamp.encode() + b"." + body
-    return hmac.new(secret.encode(), message, hashlib.sha256).hexdigest()
-
-
-def webhook_body(delivery: Delivery) -> dict[str, Any]:
-    notice = delivery.notice
-    assert delivery.endpoint is not None, "a webhook delivery has an endpoint"
-    if delivery.endpoint.body_format == WebhookFormat.SLACK:
-        return {
-            "text": f"{mrkdwn_escape(notice.text)} <{notice_link(notice)}|Open in agentops>",
-        }
-    return {
-        "event": notice.event,
-        "delivery": delivery.pk,
-        "task": {
-            "id": notice.task_id,
-            "agent": notice.task.agent,
-            "goal": notice.task.goal,
-            "status": notice.task.status,
-        },
-        "gate": (
-            {"id": notice.gate_id, "rule": notice.rule, "due_at": notice.gate.due_at.isoformat()}
-            if notice.gate
-            else None
-        ),
-        "text": notice.text,
-        "link": notice_link(notice),
-    }
+    channel.deliver(delivery, notice_link(delivery.notice))

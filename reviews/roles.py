@@ -3,12 +3,12 @@ grant, and who may decide a given gate.
 
 A role is membership of a group the migrations create (`operators`, `auditors` here; `policy
 admins` in `policies.permissions`, `task starters` in `agentops.permissions`), made with
-`agentops.web.role`: only active users hold one, and an active superuser holds every permission
-(Django's own rule). Each app registers its own permissions from its `AppConfig.ready`
-(`agentops.web.permissions_register`), and everyone asks through Django: views with
-`agentops.web.permission_required("<app>.<name>")`, services with `user.has_perm(...)`, templates
-and the navigation with `{% if perms.<app>.<name> %}`. The group names are read once per user
-object (rules caches them; `group_names` reads the same cache): for the signed-in user of a
+`agentops.plumbing.web.role`: only active users hold one, and an active superuser holds every
+permission (Django's own rule). Each app registers its own permissions from its `AppConfig.ready`
+(`agentops.plumbing.web.permissions_register`), and everyone asks through Django: views with
+`agentops.plumbing.web.permission_required("<app>.<name>")`, services with `user.has_perm(...)`,
+templates and the navigation with `{% if perms.<app>.<name> %}`. The group names are read once per
+user object (rules caches them; `group_names` reads the same cache): for the signed-in user of a
 request, with the user (`PermissionRowsBackend.get_user`), so a page's checks ask the database
 nothing more however many it makes.
 
@@ -32,7 +32,7 @@ from rules.permissions import perm_exists
 from rules.predicates import Predicate
 
 from agentops.engine import approval_kind_of
-from agentops.web import role
+from agentops.plumbing.web import role
 from policies.permissions import is_policy_admin
 from reviews.states import Role
 

@@ -28,11 +28,12 @@ from typing import TYPE_CHECKING, Any
 import httpx
 from django.urls import reverse
 
-from agentops import queues
-from agentops.engine import QUESTION, job_waiting, redacted
-from agentops.logs import job_meta
+from agentops.engine import Choice, job_waiting, redacted
 from agentops.models import Gate
+from agentops.plumbing import queues
+from agentops.plumbing.logs import job_meta
 from agentops.states import GateStatus
+from reviews.channels import channel_get
 from reviews.links import public_link
 from reviews.models import SlackMessage
 from reviews.services.slack import (
@@ -43,7 +44,7 @@ from reviews.services.slack import (
     slack_messages_stale,
 )
 from reviews.slack_web import SlackError, slack_call, slack_conf, slack_configured
-from reviews.states import NoticeEvent
+from reviews.states import DeliveryChannel, NoticeEvent
 
 if TYPE_CHECKING:
     from reviews.models import Delivery, Notice
@@ -149,36 +150,39 @@ def gate_message(gate: Gate, *, event: str = NoticeEvent.GATE_OPENED) -> dict[st
     """The message of an open gate: what it asks, and Approve, Reject and Open buttons."""
     headline = "Times out soon" if event == NoticeEvent.GATE_DUE_SOON else "Approval needed"
     value = button_value(gate)
+    buttons = {
+        Choice.APPROVE: {
+            "type": "button",
+            "action_id": APPROVE,
+            "text": _plain("Approve"),
+            "style": "primary",
+            "value": value,
+            "confirm": {
+                "title": _plain("Approve this action?", 100),
+                "text": _plain(f"{gate.tool} runs with the arguments shown.", 300),
+                "confirm": _plain("Approve", 30),
+                "deny": _plain("Cancel", 30),
+            },
+        },
+        Choice.REJECT: {
+            "type": "button",
+            "action_id": REJECT,
+            "text": _plain("Reject…"),
+            "style": "danger",
+            "value": value,
+        },
+    }
+    # The buttons of the choices the gate's kind offers through Slack (an agent's question:
+    # none, it is answered on its page through the Open button).
+    offered = channel_get(DeliveryChannel.SLACK).choices_for(gate)
     actions = {
         "type": "actions",
         "block_id": f"gate:{gate.pk}",
         "elements": [
-            {
-                "type": "button",
-                "action_id": APPROVE,
-                "text": _plain("Approve"),
-                "style": "primary",
-                "value": value,
-                "confirm": {
-                    "title": _plain("Approve this action?", 100),
-                    "text": _plain(f"{gate.tool} runs with the arguments shown.", 300),
-                    "confirm": _plain("Approve", 30),
-                    "deny": _plain("Cancel", 30),
-                },
-            },
-            {
-                "type": "button",
-                "action_id": REJECT,
-                "text": _plain("Reject…"),
-                "style": "danger",
-                "value": value,
-            },
+            *(button for choice, button in buttons.items() if choice in offered),
             _open_button(gate),
         ],
     }
-    if gate.approval_kind == QUESTION:
-        # An agent's question is answered on its page (the Open button), never approved.
-        actions["elements"] = [_open_button(gate)]
     fallback = f"{headline}: {gate.tool} for task {gate.task_id}. Goal: {gate.task.goal}"
     return {
         "text": mrkdwn_fit(fallback, FALLBACK_TEXT_MAX),

@@ -7,9 +7,10 @@ of now, and its signature never seen before (`slack_request_record`: a replay is
 
 - the Slack user (workspace and member ID, never a display name) maps to the product user who
   linked it on their account page; an unlinked user gets a modal with a link to do that;
-- the decision is `gate_approve` / `gate_reject` (roles, separation of duties, the claim, one
-  decision however many clicks), logged with channel `slack`, and bound to the digest of the
-  proposal the message showed: each button carries it (`reviews.slack.button_value`), the
+- the decision is the one decision service's (`gate_decide` with the button's choice: roles,
+  separation of duties, the claim, one decision however many clicks; the Reject button runs
+  `gate_decide_check` before it asks why), logged with channel `slack`, and bound to the digest
+  of the proposal the message showed: each button carries it (`reviews.slack.button_value`), the
   Reject modal keeps the clicked button's, and a proposal changed since the message was posted
   refuses the click as stale, like the browser's stale tab;
 - the message is then updated by a job (`slack_message_update`): the outcome, "already decided
@@ -35,13 +36,13 @@ import httpx
 from django.conf import settings
 from django.urls import reverse
 
+from agentops.engine import Choice, TransitionRefused
 from agentops.models import Gate
-from agentops.services import TransitionRefused
 from agentops.states import GateStatus
+from reviews.channels import channel_get
 from reviews.links import public_link
 from reviews.models import SlackIdentity
-from reviews.roles import gate_decider_refusal
-from reviews.services import GateAlreadyDecided, ReviewError, gate_approve, gate_reject
+from reviews.services import GateAlreadyDecided, ReviewError, gate_decide, gate_decide_check
 from reviews.services.slack import (
     REQUEST_WINDOW_SECONDS,
     slack_link_token,
@@ -58,7 +59,7 @@ from reviews.slack import (
     slack_message_follow,
 )
 from reviews.slack_web import SlackError, slack_call
-from reviews.states import VIA_SLACK
+from reviews.states import DeliveryChannel, Via
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
@@ -201,9 +202,6 @@ def _refused_as_not_open(gate_id: int, *, channel: str, ts: str, slack_user_id: 
     return still_open
 
 
-STALE = "the proposed action changed since this message was posted; the message shows it now"
-
-
 def interaction_handle(payload: dict[str, Any]) -> Answer:
     """Act on one verified interaction: a button of a gate message, or the Reject modal's
     submission. Other interactions (the Open link button) are acknowledged and ignored."""
@@ -216,12 +214,16 @@ def interaction_handle(payload: dict[str, Any]) -> Answer:
     return Answer()
 
 
+# What each button of a gate message decides.
+BUTTON_CHOICES = {APPROVE: Choice.APPROVE, REJECT: Choice.REJECT}
+
+
 def _button(payload: dict[str, Any]) -> Answer:
     actions = _get(payload, "actions")
     if not isinstance(actions, list) or not actions or not isinstance(actions[0], dict):
         raise BadPayload("no actions in the payload")
-    action_id = actions[0].get("action_id")
-    if action_id not in (APPROVE, REJECT):
+    choice = BUTTON_CHOICES.get(str(actions[0].get("action_id")))
+    if choice is None:
         return Answer()
     gate_id, digest = _gate_and_digest(_text(actions[0], "value"))
     channel = _text(payload, "container", "channel_id")
@@ -232,46 +234,14 @@ def _button(payload: dict[str, Any]) -> Answer:
     if user is None:
         _modal_open(trigger_id, _link_modal(team_id, slack_user_id))
         return Answer()
-    if action_id == APPROVE:
-        return _approve(
-            gate_id,
-            digest,
-            user,
-            channel=channel,
-            ts=ts,
-            trigger_id=trigger_id,
-            slack_user_id=slack_user_id,
-        )
-    gate = Gate.objects.select_related("task").filter(pk=gate_id).first()
-    if gate is None:
-        _modal_open(trigger_id, notice_modal("Not found", f"There is no gate {gate_id}."))
-        return Answer()
-    if gate.status != GateStatus.OPEN:
-        slack_message_follow(gate_id=gate_id, channel=channel, ts=ts, late_slack_user=slack_user_id)
-        return Answer()
-    refusal = gate_decider_refusal(gate, user)
-    if refusal is None and digest != gate.args_digest:
-        slack_message_follow(gate_id=gate_id, channel=channel, ts=ts)
-        refusal = STALE
-    if refusal is not None:
-        _modal_open(trigger_id, _refusal_modal(gate_id, refusal))
-        return Answer()
-    _modal_open(trigger_id, reject_modal(gate, digest=digest, channel=channel, ts=ts))
-    return Answer()
-
-
-def _approve(
-    gate_id: int,
-    digest: str,
-    user: User,
-    *,
-    channel: str,
-    ts: str,
-    trigger_id: str,
-    slack_user_id: str,
-) -> Answer:
     try:
-        gate_approve(gate_id=gate_id, actor=user, seen_digest=digest, via=VIA_SLACK)
+        if choice == Choice.REJECT:
+            # A rejection needs a reason: the same checks now, the decision when the modal with
+            # the reason comes back (`_reject_submitted`), bound to the digest clicked here.
+            gate = gate_decide_check(gate_id=gate_id, choice=choice, actor=user, seen_digest=digest)
+            _modal_open(trigger_id, reject_modal(gate, digest=digest, channel=channel, ts=ts))
+            return Answer()
+        gate_decide(gate_id=gate_id, choice=choice, actor=user, seen_digest=digest, via=_via())
     except Gate.DoesNotExist:
         _modal_open(trigger_id, notice_modal("Not found", f"There is no gate {gate_id}."))
         return Answer()
@@ -284,6 +254,11 @@ def _approve(
         return Answer()
     slack_message_follow(gate_id=gate_id, channel=channel, ts=ts)
     return Answer()
+
+
+def _via() -> Via:
+    """A decision from Slack, as the decision log records it."""
+    return channel_get(DeliveryChannel.SLACK).via()
 
 
 def _errors(message: str) -> Answer:
@@ -310,12 +285,13 @@ def _reject_submitted(payload: dict[str, Any]) -> Answer:
         return _errors("your Slack account is not linked to agentops any more")
     channel, ts = _text(metadata, "channel"), _text(metadata, "ts")
     try:
-        gate_reject(
+        gate_decide(
             gate_id=gate_id,
+            choice=Choice.REJECT,
             actor=user,
             seen_digest=_text(metadata, "digest"),
-            feedback=str(reason),
-            via=VIA_SLACK,
+            reason=str(reason),
+            via=_via(),
         )
     except Gate.DoesNotExist:
         return _errors(f"there is no gate {gate_id}")

@@ -29,7 +29,10 @@ class NoticeEvent(models.TextChoices):
     TASK_STOPPED = "task_stopped", "A task stopped for a human"
 
 
-class Channel(models.TextChoices):
+class DeliveryChannel(models.TextChoices):
+    """The names of the built-in channels that deliver notices (`reviews.channels`); a channel
+    registered elsewhere delivers under its own name."""
+
     EMAIL = "email", "Email"
     WEBHOOK = "webhook", "Webhook"
     # A message the Slack app's bot posts to a channel (chat.postMessage), with Approve and
@@ -49,7 +52,9 @@ class WebhookFormat(models.TextChoices):
 
 
 class DecisionChannel(models.TextChoices):
-    """How a decision reached us: the decision log tells an API approval from a browser one."""
+    """How a decision reached us, for the built-in channels and the decisions no channel made
+    (the decision log tells an API approval from a browser one). A channel registered elsewhere
+    (`reviews.channels.channel_register`) records its own name."""
 
     BROWSER = "browser", "Browser"
     API = "api", "API"
@@ -68,12 +73,14 @@ class DecisionChannel(models.TextChoices):
 
 @dataclass(frozen=True)
 class Via:
-    """The channel a decision came through and, for the API, the id of the token that made it.
+    """The channel a decision came through (a `DecisionChannel`, or the name of a registered
+    channel) and, for the API, the id of the token that made it.
 
-    Interfaces say it (pages and the admin: `VIA_BROWSER`, the API: `Via.api(token_id)`); the
-    services pass it on to the decision log unchanged."""
+    Interfaces say it (pages and the admin: `VIA_BROWSER`, the API: `Via.api(token_id)`, a
+    registered channel: `Channel.via()`); the services pass it on to the decision log
+    unchanged."""
 
-    channel: DecisionChannel
+    channel: str
     api_token_id: int | None = None
 
     @classmethod

@@ -11,9 +11,8 @@ from typing import Any
 from django.http import HttpRequest
 from django.template.loader import render_to_string
 
-from agentops.engine import UnknownAgent, get_agent
+from agentops.engine import MODIFIABLE, UnknownAgent, get_agent
 from agentops.models import Task
-from agentops.services import MODIFIABLE
 from agentops.states import TaskStatus
 from reviews.forms import TaskModifyForm
 from reviews.selectors import decision_list_for_task, task_controls_for, task_open_gate_id

@@ -19,9 +19,9 @@ from django.test import Client
 from django.utils import timezone
 from django.utils.crypto import get_random_string
 
+from agentops.engine import task_create
 from agentops.engine.runner import task_advance
 from agentops.models import Task
-from agentops.services import task_create
 from agentops.states import TaskStatus
 
 

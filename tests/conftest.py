@@ -25,7 +25,7 @@ import pytest
 from django.conf import settings
 from django.db import connection
 
-from agentops import dburl
+from agentops.plumbing import dburl
 from tests import templatedb, zygote
 from tests.blackhole import BlackHole
 
@@ -447,14 +447,14 @@ def sim(settings: Any, monkeypatch: pytest.MonkeyPatch) -> str:
 def throttle_counters_cleared() -> None:
     """Every test starts with no failed-login or bad-token counts: the counters live in Redis
     beyond one test (and one run), and every test client comes from 127.0.0.1."""
-    from agentops.throttle import throttle_forget_all
+    from agentops.plumbing.throttle import throttle_forget_all
 
     throttle_forget_all()
 
 
 @pytest.fixture
 def redis_clean() -> Iterator[None]:
-    from agentops import queues
+    from agentops.plumbing import queues
 
     conn = queues.redis_client()
     conn.flushdb()
@@ -476,7 +476,7 @@ def queue_on_black_hole(monkeypatch: pytest.MonkeyPatch, black_hole: BlackHole) 
     that accepts connections and never answers."""
     from redis import Redis
 
-    from agentops import queues
+    from agentops.plumbing import queues
 
     client = queues.with_deadline(Redis.from_url(f"redis://127.0.0.1:{black_hole.port}/0"))
     monkeypatch.setattr(queues, "redis_client", lambda: client)

@@ -17,9 +17,9 @@ from typing import Any
 
 from django.utils import timezone
 
+from agentops.engine import task_create
 from agentops.engine.jsonvalues import digest
 from agentops.models import Gate, Step, Task
-from agentops.services import task_create
 from agentops.states import StepStatus, TaskStatus
 from tests.statuses import status_walk
 

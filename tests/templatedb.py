@@ -30,7 +30,7 @@ from typing import Any
 import django
 from django.conf import settings
 
-from agentops import dburl
+from agentops.plumbing import dburl
 
 TEMPLATE_INFIX = "_migrated_"
 

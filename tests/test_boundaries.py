@@ -1,8 +1,8 @@
 """The one-way doors between the apps (policies <- agentops <- reviews) and inside them.
 
-`policies` imports no other app (only `agentops.web`, the project's web shell, which imports only
-Django, django-htmx, django-rules and the standard library); `agentops` imports nothing from
-`reviews` except in the project shell (its settings, its URL modules and the test settings);
+`policies` imports no other app (only `agentops.plumbing.web`, the project's web shell, which
+imports only Django, django-htmx, django-rules and the standard library); `agentops` imports nothing
+from `reviews` except in the project shell (its settings, its URL modules and the test settings);
 `reviews` may import both. The same holds in templates: a template of `agentops` or `policies`
 loads no tag library, and includes or extends no template, of an app it may not import. Every .py
 file of each app is parsed (lazy imports inside functions count), and so is every template under
@@ -48,7 +48,7 @@ MAY_IMPORT = {
     "reviews": {"reviews", "agentops", "policies"},
 }
 # Modules an app may import although their app is off limits to it.
-SHELL_MODULES = {"policies": {"agentops.web"}, "agentops": set(), "reviews": set()}
+SHELL_MODULES = {"policies": {"agentops.plumbing.web"}, "agentops": set(), "reviews": set()}
 # Files of the project shell that wire every app together.
 SHELL_FILES = {"agentops/settings.py", "agentops/test_settings.py", "agentops/urls.py"}
 
@@ -127,7 +127,7 @@ def test_an_app_imports_only_the_apps_below_it(app: str) -> None:
 
 def test_the_web_shell_imports_only_django_htmx_rules_and_the_standard_library() -> None:
     # django-rules: the one way every app declares its roles and permissions is in the shell.
-    roots = {m.split(".")[0] for m in imported_modules(ROOT / "agentops" / "web.py")}
+    roots = {m.split(".")[0] for m in imported_modules(ROOT / "agentops" / "plumbing" / "web.py")}
 
     assert roots <= {"__future__", "collections", "functools", "json", "typing"} | {
         "django",
@@ -136,11 +136,48 @@ def test_the_web_shell_imports_only_django_htmx_rules_and_the_standard_library()
     }
 
 
+# What the process plumbing may use of the project besides itself: the two pure rules it applies
+# on the way out (spans are exported redacted; the cost counter prices tokens as the runner does).
+PLUMBING_USES = {"agentops.engine.redaction", "agentops.engine.costs"}
+
+
+def run_time_imports(path: Path) -> set[str]:
+    """The modules `path` imports when it runs: `imported_modules` less the imports under
+    `if TYPE_CHECKING:`, which only name types in annotations."""
+    typing_only = {
+        name
+        for node in ast.walk(parsed(path))
+        if isinstance(node, ast.If) and getattr(node.test, "id", "") == "TYPE_CHECKING"
+        for inner in node.body
+        if isinstance(inner, ast.ImportFrom) and inner.module
+        for name in (f"{inner.module}.{alias.name}" for alias in inner.names)
+    }
+    return imported_modules(path) - typing_only
+
+
+def test_the_plumbing_imports_nothing_of_the_domain_but_its_two_rules() -> None:
+    offenders = {
+        str(path.relative_to(ROOT)): found
+        for path in sorted((ROOT / "agentops" / "plumbing").rglob("*.py"))
+        if (
+            found := {
+                name
+                for name in run_time_imports(path)
+                if name.split(".")[0] in APPS
+                and not name.startswith("agentops.plumbing.")
+                and not any(name.startswith(f"{rule}.") or name == rule for rule in PLUMBING_USES)
+            }
+        )
+    }
+
+    assert offenders == {}
+
+
 def test_the_import_scan_sees_lazy_from_and_dynamic_imports(tmp_path: Path) -> None:
     sample = tmp_path / "sample.py"
     sample.write_text(
-        "from agentops.web import page\n"
-        "from agentops import web\n"
+        "from agentops.plumbing.web import page\n"
+        "from agentops.plumbing import web\n"
         "def f():\n"
         "    from reviews.services import gate_approve\n"
         "    import reviews.models\n"

@@ -1,5 +1,5 @@
 """Each app declares its own permissions (`policies.permissions`, `agentops.permissions`,
-`reviews.roles`) with the one mechanism of the web shell (`agentops.web.role` and
+`reviews.roles`) with the one mechanism of the web shell (`agentops.plumbing.web.role` and
 `permissions_register`), and Django's `has_perm` answers for all of them."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from django.contrib.auth.models import Group
 from rules.permissions import permissions as registered
 
 from agentops import permissions as agentops_permissions
-from agentops.web import role
+from agentops.plumbing.web import role
 from policies import permissions as policies_permissions
 from reviews import roles as reviews_permissions
 

@@ -18,8 +18,8 @@ from django.db.models import Q
 from agentops.dev.people import Api, Person, Wait
 from agentops.dev.sim.models import Effect
 from agentops.dev.sim.services import fault_reset, fault_set
+from agentops.engine import task_create
 from agentops.models import Step, Task
-from agentops.services import task_create
 from agentops.states import TERMINAL, TaskStatus
 
 SETTLED = {*TERMINAL, TaskStatus.NEEDS_ATTENTION}

@@ -33,14 +33,14 @@ from django.conf import settings
 from django.db import connection
 from django.db.models import Count, Max
 
-from agentops import queues
-from agentops.dburl import database_url
 from agentops.dev.devstack import Stack, free_port
 from agentops.dev.sim.models import Effect
 from agentops.dev.sim.services import fault_reset, fault_set
 from agentops.dev.sim.world import order
+from agentops.engine import task_create
 from agentops.models import Event, Step, Task
-from agentops.services import task_create
+from agentops.plumbing import queues
+from agentops.plumbing.dburl import database_url
 from agentops.states import TERMINAL, StepStatus, TaskStatus
 
 GOAL_PREFIX = "chaos:"

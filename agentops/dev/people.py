@@ -23,11 +23,11 @@ from django.contrib.auth.models import Group, User
 from django.core.management.base import CommandError
 
 from agentops.dev.devstack import Stack, free_port, wait_until_answers
+from agentops.engine import task_create
 from agentops.engine.questions import QUESTION
 from agentops.engine.scopes import missing_scope_of
 from agentops.models import ApiToken, Gate, Task
 from agentops.permissions import SCOPE_GRANTERS
-from agentops.services import task_create
 from agentops.states import GateStatus
 from agentops.tokens import api_token_create, api_token_revoke
 from policies.defaults import DEFAULT_RULES

@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from agentops.dev import mcpgit
 from agentops.dev.sim.services import fault_set
+from agentops.engine import PlanEdit, task_create, task_plan_repair
 from agentops.models import Task
-from agentops.services import PlanEdit, task_create, task_plan_repair
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User

@@ -15,8 +15,9 @@ its modules are private to `agentops`. The surface, by what a caller does with i
   say what it may change and what it would do);
 - read models: the recovery of a stopped task (`task_recovery`, `Recovery`, `Preview`), what
   stopping at a gate would do (`stop_previews`), a tool's facts (`tool_facts`), the registered
-  agents and tools (`get_agent`, `get_tool`), a gate's approval kind (`approval_kind_of`) and
-  a task's rows against the fold of its log (`checkpoint_read`, `CheckpointComparison`);
+  agents and tools (`get_agent`, `get_tool`), a gate's approval kind and the choices it offers
+  (`approval_kind_of`, `Choice`, `approval_kinds_offering`) and a task's rows against the
+  fold of its log (`checkpoint_read`, `CheckpointComparison`);
 - the errors callers catch, the hooks other apps register in their `AppConfig.ready()`
   (`gate_hook_register`, `sweep_hook_register`, `approval_kind_register`), and the few value
   helpers callers need to store and show what the engine stores (`digest`, `redacted`,
@@ -37,15 +38,16 @@ if TYPE_CHECKING:
     from agentops.engine.approvals import (
         Approval,
         ApprovalKind,
+        Choice,
         OneApprover,
         TwoApprovers,
         approval_kind_of,
         approval_kind_register,
+        approval_kinds_offering,
     )
     from agentops.engine.checkpoints import CheckpointComparison, CheckpointDifference
     from agentops.engine.decisions import (
         STOP_OUTCOMES,
-        Choice,
         DecisionRefused,
         GateDecided,
         GateDecision,
@@ -138,10 +140,12 @@ _HOMES: dict[str, tuple[str, ...]] = {
     "agentops.engine.approvals": (
         "Approval",
         "ApprovalKind",
+        "Choice",
         "OneApprover",
         "TwoApprovers",
         "approval_kind_of",
         "approval_kind_register",
+        "approval_kinds_offering",
     ),
     "agentops.engine.checkpoints": (
         "CheckpointComparison",
@@ -149,7 +153,6 @@ _HOMES: dict[str, tuple[str, ...]] = {
     ),
     "agentops.engine.decisions": (
         "STOP_OUTCOMES",
-        "Choice",
         "DecisionRefused",
         "GateDecided",
         "GateDecision",
@@ -304,6 +307,7 @@ __all__ = [
     "UnknownTool",
     "approval_kind_of",
     "approval_kind_register",
+    "approval_kinds_offering",
     "change_text",
     "checkpoint_read",
     "digest",

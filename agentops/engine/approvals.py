@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from django.contrib.auth.models import Group
@@ -34,6 +35,21 @@ from policies.engine import GateSettings
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import AnonymousUser, User
+
+
+class Choice(StrEnum):
+    """What a person may decide on a gate; its approval kind says which it offers
+    (`ApprovalKind.offers`)."""
+
+    APPROVE = "approve"
+    EDIT = "edit"  # approve with edited arguments
+    REJECT = "reject"  # the agent re-plans the step from the feedback
+    STOP = "stop"  # reject and end the task (`outcome`: abort or rollback)
+    ANSWER = "answer"  # answer an agent's question (`question_answer`), which resumes the task
+
+
+# What a gate that asks for approval offers: approve as proposed or edited, reject, or stop.
+APPROVAL_CHOICES = frozenset({Choice.APPROVE, Choice.EDIT, Choice.REJECT, Choice.STOP})
 
 
 @dataclass(frozen=True)
@@ -78,6 +94,23 @@ class ApprovalKind:
     label: ClassVar[str]
     # How many different people's approvals let the action run (the gate's "1 of 2").
     required: ClassVar[int] = 1
+    # The decisions this kind offers; every channel asks (`offers`) instead of naming kinds.
+    choices: ClassVar[frozenset[Choice]] = APPROVAL_CHOICES
+
+    def offers(self, choice: Choice) -> bool:
+        """Whether a person may decide a gate of this kind with `choice` (the gate decision
+        refuses any other, and channels offer only these)."""
+        return choice in self.choices
+
+    @property
+    def takes_answer(self) -> bool:
+        """Whether a gate of this kind is decided by answering it (an agent's question): a
+        channel sends the person to the question's page or form, never to Approve."""
+        return self.offers(Choice.ANSWER)
+
+    def choice_refusal(self, choice: Choice) -> str:
+        """Why a gate of this kind cannot be decided with `choice` (one it does not offer)."""
+        return f"a gate that asks for {self.label} cannot be decided with {choice.value}"
 
     def is_open(self, gate: Gate) -> bool:
         """Whether the gate still waits for a decision."""
@@ -251,6 +284,12 @@ def approval_kind_of(gate: Gate) -> ApprovalKind:
             f"gate {gate.pk} has approval kind {gate.approval_kind!r}, which no "
             "class is registered for"
         ) from None
+
+
+def approval_kinds_offering(choice: Choice) -> tuple[str, ...]:
+    """The names of the registered kinds that offer `choice` (to filter gates by what they
+    offer, as the question lists do with ANSWER)."""
+    return tuple(name for name, kind in APPROVAL_KINDS.items() if kind.offers(choice))
 
 
 def approval_kind_for(settings: GateSettings) -> str:

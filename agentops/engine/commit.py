@@ -17,7 +17,6 @@ from django.conf import settings
 from django.db import DatabaseError, connection, models, transaction
 from django.db.models.functions import Now
 
-from agentops import prometheus
 from agentops.engine.crashpoints import crashpoint
 from agentops.engine.errors import CheckpointMismatch, LeaseLost
 from agentops.engine.jsonvalues import Encoded, offloaded
@@ -34,6 +33,7 @@ from agentops.engine.statements import (
 )
 from agentops.engine.syncs import Syncs
 from agentops.models import AuditItem, Event, Snapshot, Step, Task, ToolCall
+from agentops.plumbing import prometheus
 from agentops.states import STEP_TRANSITIONS, TERMINAL, ledger_sources
 
 

@@ -21,13 +21,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 from django.db import transaction
 from django.utils import timezone
 
-from agentops.engine.approvals import Approval, approval_kind_of
+from agentops.engine.approvals import Approval, Choice, approval_kind_of
 from agentops.engine.errors import (
     AgentOpsError,
     FailureKind,
@@ -62,13 +61,6 @@ class GateNotOpen(AgentOpsError):
 class DecisionRefused(AgentOpsError):
     """The decision itself cannot be taken (edited arguments the tool refuses, an unknown way
     to stop, no reason given); the message says why, for the person."""
-
-
-class Choice(StrEnum):
-    APPROVE = "approve"
-    EDIT = "edit"  # approve with edited arguments
-    REJECT = "reject"  # the agent re-plans the step from the feedback
-    STOP = "stop"  # reject and end the task (`outcome`: abort or rollback)
 
 
 # How "reject and stop" ends the task: abort keeps the effects, rollback undoes them.
@@ -131,6 +123,7 @@ def gate_decide(
     with transaction.atomic():
         gate = locked_open_gate(gate_id, seen_digest=seen_digest)
         check(gate)
+        _check_offered(gate, decision.choice)
         if decision.choice == Choice.STOP:
             gate_close(
                 gate, "reject", actor=actor, feedback=decision.reason, stopped_with=decision.outcome
@@ -151,6 +144,16 @@ def gate_decide(
             except (StepFailure, UnknownTool) as exc:
                 raise DecisionRefused(str(exc)) from None
         return _approve(gate, actor=actor, edited_arguments=arguments, reason=decision.reason)
+
+
+def _check_offered(gate: Gate, choice: Choice) -> None:
+    """Refuse a choice the gate's approval kind does not offer, and an answer (which is
+    `question_answer`'s: it carries the answer, not a decision)."""
+    kind = approval_kind_of(gate)
+    if not kind.offers(choice):
+        raise DecisionRefused(kind.choice_refusal(choice))
+    if choice == Choice.ANSWER:
+        raise DecisionRefused("an answer is given with question_answer, not gate_decide")
 
 
 def _edited(decision: GateDecision) -> dict[str, Any]:

@@ -4,7 +4,7 @@ The job id is `advance-<task>-<last_seq>`: two enqueues for the same task state 
 job, and a job already waiting in the queue is not enqueued again. A duplicate that slips through
 is harmless: its claim finds the task leased or not claimable and it returns. The job's meta
 carries the id of the request that enqueued it (an id, for the worker's log lines) and its
-trace context (the worker's slice links to it: `agentops.tracing`).
+trace context (the worker's slice links to it: `agentops.plumbing.tracing`).
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from rq.exceptions import NoSuchJobError
 from rq.job import Job, JobStatus
 from rq.queue import Queue
 
-from agentops import queues, tracing
-from agentops.logs import job_meta
-from agentops.outages import REDIS_ERRORS
+from agentops.plumbing import queues, tracing
+from agentops.plumbing.logs import job_meta
+from agentops.plumbing.outages import REDIS_ERRORS
 
 logger = logging.getLogger(__name__)
 

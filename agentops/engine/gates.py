@@ -8,7 +8,7 @@ is decided once, and the loser of a race changes zero rows. A decision (a person
 `reviews`, or the clock's on an overdue gate) is `engine.decisions`', which closes the gate here
 (`gate_transition`) and moves the task with the moves the interventions use too
 (`transition_or_refuse` and its kin: a task leaving its gate without a decision withdraws it);
-the engine never imports `reviews` or `agentops.services`. What a timeout does to a gate
+the engine never imports `reviews`. What a timeout does to a gate
 (escalate, expire) is told to the hooks other apps register (`gate_hook_register`), in the same
 transaction, so the people's decision log records it once.
 """

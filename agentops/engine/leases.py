@@ -17,7 +17,7 @@ from agentops.engine.errors import LeaseLost
 from agentops.engine.outbound import outbound_check
 from agentops.engine.transitions import Lease, lease_deadline
 from agentops.models import Task
-from agentops.outages import DATABASE_ERRORS
+from agentops.plumbing.outages import DATABASE_ERRORS
 from agentops.states import TaskStatus
 
 

@@ -17,7 +17,6 @@ from typing import Any
 from django.db import transaction
 from django.db.models import F
 
-from agentops import prometheus, tracing
 from agentops.engine import budgets, gates, routing
 from agentops.engine import context as ctxbuild
 from agentops.engine.checkpoints import snapshot_write
@@ -32,6 +31,7 @@ from agentops.engine.registry import Agent, Tool, agent_tools, get_tool
 from agentops.engine.runstate import Routed, RunState
 from agentops.engine.transitions import Commit, EventSpec, fenced_commit, fenced_write
 from agentops.models import Step, Task, ToolCall
+from agentops.plumbing import prometheus, tracing
 from agentops.states import LedgerStatus, Phase
 from policies.engine import Route
 

@@ -24,7 +24,13 @@ from typing import TYPE_CHECKING, Annotated, Any, ClassVar
 from django.db import transaction
 from pydantic import Field
 
-from agentops.engine.approvals import Approval, ApprovalKind, approval_kind_register
+from agentops.engine.approvals import (
+    Approval,
+    ApprovalKind,
+    Choice,
+    approval_kind_of,
+    approval_kind_register,
+)
 from agentops.engine.decisions import (
     DecisionRefused,
     GateDecided,
@@ -76,6 +82,8 @@ class Question(ApprovalKind):
 
     name: ClassVar[str] = QUESTION
     label: ClassVar[str] = "a person's answer"
+    # Answered, or declined (rejected, or rejected and stopped); never approved.
+    choices: ClassVar[frozenset[Choice]] = frozenset({Choice.ANSWER, Choice.REJECT, Choice.STOP})
 
     def may_decide(
         self, gate: Gate, *, user: User | AnonymousUser, groups: frozenset[str]
@@ -88,7 +96,10 @@ class Question(ApprovalKind):
         return False
 
     def approval_record(self, gate: Gate, approval: Approval) -> None:
-        raise DecisionRefused(
+        raise DecisionRefused(self.choice_refusal(Choice.APPROVE))
+
+    def choice_refusal(self, choice: Choice) -> str:
+        return (
             "this is the agent's question: answer it (its page, or POST /questions/{id}/answer); "
             "approving it would give the agent no answer"
         )
@@ -163,7 +174,7 @@ def question_answer(
     gate is not a question or the answer does not fit it; whatever `check` raises refuses it."""
     with transaction.atomic():
         gate = locked_open_gate(gate_id, seen_digest=seen_digest)
-        if gate.approval_kind != QUESTION:
+        if not approval_kind_of(gate).takes_answer:
             raise DecisionRefused("this gate is an approval, not a question")
         check(gate)
         by = getattr(actor, "username", "") or "system"

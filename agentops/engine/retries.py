@@ -11,7 +11,7 @@ from django.conf import settings
 from agentops.engine.errors import FailureKind, OrchestrationFailure, StepFailure, UnknownTool
 from agentops.engine.registry import Tool, get_tool, is_fan_out
 from agentops.models import Step, Task, ToolCall
-from agentops.outages import exponential_backoff
+from agentops.plumbing.outages import exponential_backoff
 from agentops.states import LedgerStatus
 
 

@@ -31,7 +31,6 @@ import httpx
 from django.conf import settings
 from django.db import transaction
 
-from agentops import prometheus, tracing
 from agentops.engine import (
     budgets,
     children,
@@ -76,9 +75,10 @@ from agentops.engine.transitions import (
     task_claim_row,
 )
 from agentops.engine.versions import agent_version, model_name, version_check
-from agentops.logs import task_context, task_context_step
 from agentops.models import Step, ToolCall
-from agentops.outages import UNAVAILABLE
+from agentops.plumbing import prometheus, tracing
+from agentops.plumbing.logs import task_context, task_context_step
+from agentops.plumbing.outages import UNAVAILABLE
 from agentops.states import STEP_DONE, TASK_TRANSITIONS, LedgerStatus, StepStatus, TaskMode
 
 logger = logging.getLogger(__name__)

@@ -23,11 +23,11 @@ from django.db.models import Q
 from django.db.models.functions import Now
 from django.utils import timezone
 
-from agentops import prometheus
 from agentops.engine.decisions import gates_expire_overdue
 from agentops.engine.dispatch import enqueue_now
 from agentops.models import Task
-from agentops.outages import UNAVAILABLE
+from agentops.plumbing import prometheus
+from agentops.plumbing.outages import UNAVAILABLE
 from agentops.states import TaskStatus
 
 logger = logging.getLogger(__name__)
@@ -75,7 +75,7 @@ def sweep() -> int:
         try:
             enqueued += hook()
         except UNAVAILABLE:
-            raise  # the sweep cannot go on: the sweeper waits for the server (agentops.outages)
+            raise  # the sweep cannot go on: the sweeper waits for the server (plumbing.outages)
         except Exception:
             # One hook's bug must not stop the re-drives and the other hooks.
             logger.exception("sweeper: hook %s failed", getattr(hook, "__name__", hook))

@@ -1,7 +1,7 @@
 """Task creation: a registered agent's task with its plan, its first snapshot and its job.
 
 The engine owns it because the engine itself creates tasks (a fan-out step's children); the
-services of `agentops.services` (the form, the API) call it with the person asking.
+start form and the API call it, through the engine's front door, with the person asking.
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING, Any, Protocol
 from django.conf import settings
 from django.db import transaction
 
-from agentops import tracing
 from agentops.engine.checkpoints import snapshot_state
 from agentops.engine.dispatch import task_enqueue
 from agentops.engine.errors import StartRefused
@@ -22,6 +21,7 @@ from agentops.engine.registry import get_agent, plan_for, step_spec
 from agentops.engine.transitions import EventSpec, task_append_event
 from agentops.engine.versions import agent_version
 from agentops.models import Snapshot, Step, Task
+from agentops.plumbing import tracing
 from policies.services import policy_version_ensure_active
 
 if TYPE_CHECKING:

@@ -24,7 +24,6 @@ from django.db import connection, models
 from django.db.models import F, QuerySet
 from django.db.models.functions import Now
 
-from agentops import prometheus
 from agentops.engine import rows
 from agentops.engine.commit import STATUS_FIELD, TASK_OWNED_FIELDS, refuse_owned, status_stamped
 from agentops.engine.commit import Commit as Commit
@@ -37,6 +36,7 @@ from agentops.engine.statements import json_text_of, one_of, prepared_cursor
 from agentops.engine.statements import lease_deadline as lease_deadline
 from agentops.engine.statements import prepared_rows as prepared_rows
 from agentops.models import Event, Step, Task, ToolCall
+from agentops.plumbing import prometheus
 from agentops.states import STEP_TRANSITIONS, TASK_TRANSITIONS, TERMINAL, TaskStatus, ledger_sources
 
 logger = logging.getLogger(__name__)

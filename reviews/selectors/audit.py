@@ -10,7 +10,7 @@ from django.db import connection
 from django.db.models import Case, IntegerField, QuerySet, Value, When
 
 from agentops.models import AuditItem
-from agentops.paging import Window, window
+from agentops.plumbing.paging import Window, window
 from agentops.states import AuditStatus
 
 if TYPE_CHECKING:

@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING
 from django.db.models import Q, QuerySet
 
 from policies.models import PolicyChange
+from reviews.channels import channel_label
 from reviews.models import Decision
 from reviews.selectors._common import TASK_LOG_LIMIT
-from reviews.states import DecisionChannel
 
 if TYPE_CHECKING:
     pass
@@ -50,8 +50,8 @@ class LogEntry:
     after_digest: str
     reason: str
     policy_version_number: int | None
-    # How the decision came in (`DecisionChannel`); blank for policy publishes and reverts, which
-    # `policies` records without one.
+    # How the decision came in (a `DecisionChannel` or a registered channel's name); blank for
+    # policy publishes and reverts, which `policies` records without one.
     channel: str = ""
     # For an API decision: the token's prefix and id (`ab12cd34 (#7)`; `#7` once the row is gone).
     api_token: str = ""
@@ -60,7 +60,7 @@ class LogEntry:
     def channel_label(self) -> str:
         if not self.channel:
             return ""
-        label = DecisionChannel(self.channel).label
+        label = channel_label(self.channel)
         return f"{label}, token {self.api_token}" if self.api_token else label
 
 

@@ -12,9 +12,15 @@ from django.conf import settings
 from django.db.models import Exists, OuterRef, Q, QuerySet, Sum
 from django.utils import timezone
 
-from agentops.engine import QUESTION, QuestionView, question_of
+from agentops.engine import (
+    Choice,
+    QuestionView,
+    approval_kind_of,
+    approval_kinds_offering,
+    question_of,
+)
 from agentops.models import AuditItem, Gate, Task, ToolCall
-from agentops.paging import Window, window
+from agentops.plumbing.paging import Window, window
 from agentops.states import AuditStatus, GateStatus, LedgerStatus, TaskStatus
 from reviews.models import InboxChanges
 from reviews.roles import gate_decider_refusal
@@ -171,10 +177,10 @@ def _inbox_querysets(
         gates_qs = gates_qs.none()
         tasks_qs = tasks_qs.filter(failure__kind=filters.failure)
     if filters.kind == "gate":
-        gates_qs = gates_qs.exclude(approval_kind=QUESTION)
+        gates_qs = gates_qs.exclude(approval_kind__in=approval_kinds_offering(Choice.ANSWER))
         tasks_qs = tasks_qs.none()
     elif filters.kind == "question":
-        gates_qs = gates_qs.filter(approval_kind=QUESTION)
+        gates_qs = gates_qs.filter(approval_kind__in=approval_kinds_offering(Choice.ANSWER))
         tasks_qs = tasks_qs.none()
     elif filters.kind == "stopped":
         gates_qs = gates_qs.none()
@@ -248,7 +254,7 @@ def inbox_list(
         )
         items = [
             InboxItem(
-                "question" if gate.approval_kind == QUESTION else "gate",
+                "question" if approval_kind_of(gate).takes_answer else "gate",
                 gate.task,
                 gate,
                 gate.due_at,

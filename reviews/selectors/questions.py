@@ -6,7 +6,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from agentops.engine import QUESTION, QuestionView, question_of
+from agentops.engine import (
+    Choice,
+    QuestionView,
+    approval_kinds_offering,
+    question_of,
+)
 from agentops.models import Gate, Step, Task
 from agentops.states import GateStatus
 from reviews.models import Claim
@@ -43,7 +48,7 @@ class QuestionPanel:
 def question_get_panel(*, gate_id: int) -> QuestionPanel:
     """Raises Gate.DoesNotExist for an unknown id or a gate that is not a question."""
     gate = Gate.objects.select_related("task", "step", "decided_by").get(
-        pk=gate_id, approval_kind=QUESTION
+        pk=gate_id, approval_kind__in=approval_kinds_offering(Choice.ANSWER)
     )
     steps = list(
         Step.objects.filter(task_id=gate.task_id)

@@ -7,11 +7,13 @@ changes them only through the engine's commands behind its front door (`agentops
 decision log. The sweeper tells the hooks registered here what a timeout did to a gate
 (`gate_timeout_logged`), and runs the stopped-task SLA as a sweep hook.
 
-Check functions (`gate_check_decider`, `operator_check`) are separate from do functions; a gate
-is locked (`select_for_update`) before it is decided, so a double click or two operators at once
-make one decision, and the loser gets GateAlreadyDecided. Interventions on stopped tasks and
-confirmations of unknown calls wrap the engine's commands, check the role, and log the Decision
-in the same transaction.
+Gate decisions have one path whatever the channel (`gates`: one function per decision,
+`gate_decide` for a choice carried as data; the channel is data on the decision, `via`). Check
+functions (`gate_check_decider`, `gate_decide_check`, `operator_check`) are separate from do
+functions; a gate is locked (`select_for_update`) before it is decided, so a double click or two
+operators at once make one decision, and the loser gets GateAlreadyDecided. Interventions on
+stopped tasks and confirmations of unknown calls wrap the engine's commands, check the role, and
+log the Decision in the same transaction.
 
 The writes live in one module per sub-domain (`claims`, `gates`, `audit`, `recovery`, `tasks`,
 `notifications`, `calibration`; shared errors and the decision log in `_common`); this package
@@ -36,8 +38,11 @@ from reviews.services.calibration import calibration_draft_create
 from reviews.services.claims import claim_assign, claim_release, claim_take
 from reviews.services.gates import (
     BulkResult,
+    gate_answer,
     gate_approve,
     gate_check_decider,
+    gate_decide,
+    gate_decide_check,
     gate_edit_and_approve,
     gate_reject,
     gate_reject_and_stop,
@@ -53,7 +58,6 @@ from reviews.services.notifications import (
     notification_preference_save,
 )
 from reviews.services.plans import plan_repair_apply
-from reviews.services.questions import question_answer_apply
 from reviews.services.recovery import (
     intervention_apply,
     ledger_call_confirm,
@@ -86,8 +90,11 @@ __all__ = [
     "decision_record",
     "delivery_attempt_begin",
     "delivery_attempt_record",
+    "gate_answer",
     "gate_approve",
     "gate_check_decider",
+    "gate_decide",
+    "gate_decide_check",
     "gate_edit_and_approve",
     "gate_reject",
     "gate_reject_and_stop",
@@ -101,7 +108,6 @@ __all__ = [
     "notification_preference_save",
     "operator_check",
     "plan_repair_apply",
-    "question_answer_apply",
     "scope_grant_apply",
     "scope_grant_revoke_apply",
     "stopped_tasks_escalate_overdue",

@@ -1,26 +1,39 @@
-"""Gate decisions: approve, edit and approve, reject, reject and stop, bulk approval, and the
-log line of a gate the sweeper timed out. A decision is one engine command (`gate_decide`: the
-gate locked and checked against the digest the person saw, so two clicks make one decision); this
-module adds what is the people's: the role and the separation of duties, the claim, the required
-reason, and the decision log, in the same transaction.
+"""Gate decisions, the one path every channel takes (the browser, the API, Slack, an email link,
+any registered `reviews.channels.Channel`): approve, edit and approve, reject, reject and stop,
+answer an agent's question, bulk approval, and the log line of a gate the sweeper timed out.
+
+One function per decision (`gate_approve`, `gate_edit_and_approve`, `gate_reject`,
+`gate_reject_and_stop`, `gate_answer`; a second approval of a four-eyes gate is `gate_approve`
+again: the gate's kind counts it), and `gate_decide` for a channel that carries the choice as
+data. The channel is data too (`via`), recorded on the decision. A decision is one engine command
+(the gate locked and checked against the digest the person saw, so two clicks make one decision;
+a choice the gate's kind does not offer refused); this module adds, once for every channel, what
+is the people's: the role and the separation of duties, the claim, the required reason, and the
+decision log, in the same transaction. `gate_decide_check` asks the same questions without
+deciding, for a channel that confirms before it decides (the email page, the Slack modal).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from django.db import transaction
 
+from agentops import engine
 from agentops.engine import (
     Choice,
     DecisionRefused,
     GateDecided,
     GateDecision,
     GateNotOpen,
-    gate_decide,
+    approval_kind_of,
+    question_answer,
+    question_of,
 )
 from agentops.models import Gate
+from agentops.states import TaskStatus
 from reviews.models import Claim
 from reviews.roles import gate_decider_refusal
 from reviews.services._common import (
@@ -45,7 +58,42 @@ def gate_check_decider(*, gate: Gate, user: User) -> None:
         raise NotAllowed(refusal)
 
 
-def _decide(
+def gate_decide_check(
+    *, gate_id: int, choice: Choice, actor: User, seen_digest: str | None = None
+) -> Gate:
+    """The checks of a decision, without deciding, for a channel that asks the person to confirm
+    (or to say why) before it decides: the gate, open, its task waiting at it, still the proposal
+    at `seen_digest` (when given), `actor` allowed to decide it, and `choice` offered by its kind.
+
+    Raises Gate.DoesNotExist, GateAlreadyDecided (decided, expired, or changed since), NotAllowed
+    and ReviewError (a choice the kind does not offer). The claim is checked when deciding (taking
+    an item over is asked for then), and everything again under the gate's lock."""
+    gate = Gate.objects.select_related("task", "decided_by").get(pk=gate_id)
+    kind = approval_kind_of(gate)
+    if not kind.is_open(gate):
+        raise GateAlreadyDecided(f"this gate is already {gate.get_status_display().lower()}")
+    if gate.task.status != TaskStatus.AWAITING_APPROVAL:
+        raise GateAlreadyDecided("the task is no longer waiting at this gate")
+    if seen_digest is not None and seen_digest != gate.args_digest:
+        raise GateAlreadyDecided("the proposed action changed since you opened it; review again")
+    gate_check_decider(gate=gate, user=actor)
+    if not kind.offers(choice):
+        raise ReviewError(kind.choice_refusal(choice))
+    return gate
+
+
+def _people_check(*, actor: User, take_over: bool, via: Via) -> Callable[[Gate], None]:
+    """What the people's room checks on the locked, open gate before any decision: the decider
+    (role, separation of duties, the kind's groups) and the claim."""
+
+    def check(gate: Gate) -> None:
+        gate_check_decider(gate=gate, user=actor)
+        claim_check_or_take_over(task_id=gate.task_id, actor=actor, take_over=take_over, via=via)
+
+    return check
+
+
+def _decided(
     gate_id: int,
     decision: GateDecision,
     *,
@@ -54,16 +102,16 @@ def _decide(
     take_over: bool,
     via: Via,
 ) -> GateDecided:
-    """Have the engine decide the gate, after the decider and claim checks on the locked gate.
-    Caller holds the transaction (the decision log joins it)."""
-
-    def check(gate: Gate) -> None:
-        gate_check_decider(gate=gate, user=actor)
-        claim_check_or_take_over(task_id=gate.task_id, actor=actor, take_over=take_over, via=via)
-
+    """Have the engine decide the gate, after the people's checks on the locked gate; its
+    refusals become the review errors every channel answers. Caller holds the transaction (the
+    decision log joins it)."""
     try:
-        return gate_decide(
-            gate_id=gate_id, decision=decision, actor=actor, seen_digest=seen_digest, check=check
+        return engine.gate_decide(
+            gate_id=gate_id,
+            decision=decision,
+            actor=actor,
+            seen_digest=seen_digest,
+            check=_people_check(actor=actor, take_over=take_over, via=via),
         )
     except GateNotOpen as exc:
         raise GateAlreadyDecided(str(exc)) from None
@@ -149,7 +197,7 @@ def gate_approve(
     the policy version; the runner checks both again right before the call. `bulk` marks the
     decision as one of a bulk approval (reviewer-quality figures count them)."""
     with transaction.atomic():
-        decided = _decide(
+        decided = _decided(
             gate_id,
             GateDecision(Choice.APPROVE, reason=reason),
             actor=actor,
@@ -176,7 +224,7 @@ def gate_edit_and_approve(
     """Approve with edited arguments. The edited action is evaluated again by the runner; a
     stricter verdict (another gate rule, or deny) opens a new gate or stops the task."""
     with transaction.atomic():
-        decided = _decide(
+        decided = _decided(
             gate_id,
             GateDecision(Choice.EDIT, reason=reason, arguments=arguments),
             actor=actor,
@@ -203,7 +251,7 @@ def gate_reject(
     if not feedback:
         raise ReviewError("say why: the agent re-plans from your feedback")
     with transaction.atomic():
-        decided = _decide(
+        decided = _decided(
             gate_id,
             GateDecision(Choice.REJECT, reason=feedback),
             actor=actor,
@@ -231,7 +279,7 @@ def gate_reject_and_stop(
     Nothing of the gated action is sent. The gate, the task and the decision commit together."""
     reason = reason.strip()
     with transaction.atomic():
-        decided = _decide(
+        decided = _decided(
             gate_id,
             GateDecision(Choice.STOP, reason=reason, outcome=outcome),
             actor=actor,
@@ -247,6 +295,97 @@ def gate_reject_and_stop(
             detail={"outcome": outcome},
             via=via,
         )
+
+
+def gate_answer(
+    *,
+    gate_id: int,
+    actor: User,
+    seen_digest: str | None,
+    text: str = "",
+    choice: str = "",
+    take_over: bool = False,
+    via: Via = VIA_UNKNOWN,
+) -> Gate:
+    """Answer the agent's question at gate `gate_id` with `text` or one of its options
+    (`choice`), log it, and return the gate as answered: the engine stores the answer with the
+    step's approval and resumes the task. Only a gate whose kind takes an answer can be answered.
+
+    Raises Gate.DoesNotExist, NotAllowed, HeldByOther, GateAlreadyDecided (answered, expired or
+    changed first: a second submission of the same form lands here) and ReviewError (the answer
+    does not fit the question, or the gate asks for approval, not an answer)."""
+    with transaction.atomic():
+        try:
+            decided = question_answer(
+                gate_id=gate_id,
+                actor=actor,
+                seen_digest=seen_digest,
+                text=text,
+                choice=choice,
+                check=_people_check(actor=actor, take_over=take_over, via=via),
+            )
+        except GateNotOpen as exc:
+            raise GateAlreadyDecided(str(exc)) from None
+        except DecisionRefused as exc:
+            raise ReviewError(str(exc)) from None
+        gate, answer = decided.gate, (decided.approval or {})["answer"]
+        asked = question_of(gate.arguments)
+        decision_record(
+            action="reviews.question.answered",
+            actor=actor,
+            task_id=gate.task_id,
+            subject=f"question {gate.pk}: {asked.question}",
+            before_digest=gate.args_digest,
+            after_digest=gate.args_digest,
+            reason=answer["answer"],
+            policy_version_number=gate.policy_version_number,
+            detail={
+                "gate": gate.pk,
+                "step": gate.step.ordinal,
+                "question": asked.question[:500],
+                "options": list(asked.options),
+                "answer": answer["answer"],
+                "chosen": answer["chosen"],
+            },
+            via=via,
+        )
+    return Gate.objects.select_related("decided_by").get(pk=gate_id)
+
+
+def gate_decide(
+    *,
+    gate_id: int,
+    choice: Choice,
+    actor: User,
+    seen_digest: str | None,
+    reason: str = "",
+    arguments: Any = None,
+    outcome: str = "",
+    option: str = "",
+    take_over: bool = False,
+    via: Via = VIA_UNKNOWN,
+) -> None:
+    """Decide gate `gate_id` with `choice`, for a channel that carries the choice as data (a
+    button, a signed link): the one decision function of that choice, with `reason` as its
+    reason (a rejection's feedback, an answer's text), `arguments` an edit's, `outcome` a stop's
+    and `option` the chosen option of an answer. Raises what that function raises."""
+    common: dict[str, Any] = {
+        "gate_id": gate_id,
+        "actor": actor,
+        "seen_digest": seen_digest,
+        "take_over": take_over,
+        "via": via,
+    }
+    if choice == Choice.APPROVE:
+        gate_approve(reason=reason, **common)
+    elif choice == Choice.EDIT:
+        gate_edit_and_approve(arguments=arguments, reason=reason, **common)
+    elif choice == Choice.REJECT:
+        gate_reject(feedback=reason, **common)
+    elif choice == Choice.STOP:
+        gate_reject_and_stop(outcome=outcome, reason=reason, **common)
+    else:
+        gate_answer(text=reason, choice=option, **common)
 
 
 @dataclass(frozen=True)

@@ -1,12 +1,12 @@
 """The review workspace pages: inbox, gate panel, recovery panel, audit queue and decision log.
 
-Views are thin: check the permission (`agentops.web.permission_required`, with the permissions
-`reviews.roles` registers), parse with a form, call one service or selector, render a page or its
-fragment (`agentops.web.render_page`). State changes are POST only (with CSRF); the services check
-roles, separation of duties and the seen digest again, so a forged request gets what the page
-would have refused. A decision that lost a race answers 409 with the current state rendered; a
-person who may not decide gets 403 with the reason; form errors answer 400 with what was typed
-kept.
+Views are thin: check the permission (`agentops.plumbing.web.permission_required`, with the
+permissions `reviews.roles` registers), parse with a form, call one service or selector, render a
+page or its fragment (`agentops.plumbing.web.render_page`). State changes are POST only (with CSRF);
+the services check roles, separation of duties and the seen digest again, so a forged request gets
+what the page would have refused. A decision that lost a race answers 409 with the current state
+rendered; a person who may not decide gets 403 with the reason; form errors answer 400 with what was
+typed kept.
 
 The views live in one module per page family (`queue` for the inbox and claims, `gates`,
 `recovery`, `audit`, `decisions`, `tasks`, `accounts`; decorators and the CSV export in

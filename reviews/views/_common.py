@@ -14,7 +14,7 @@ from django.shortcuts import redirect
 from django.utils import timezone
 from django.utils.http import url_has_allowed_host_and_scheme
 
-from agentops.web import permission_required
+from agentops.plumbing.web import permission_required
 from reviews.selectors import task_exists
 
 CSV_FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")

@@ -9,8 +9,8 @@ from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
+from agentops.plumbing.web import AuthenticatedHttpRequest, login_required
 from agentops.tokens import api_token_create, api_token_revoke
-from agentops.web import AuthenticatedHttpRequest, login_required
 from reviews.forms import ApiTokenForm, NotificationPreferenceForm
 from reviews.models import SlackIdentity
 from reviews.selectors import api_token_list, delivery_list_for

@@ -13,11 +13,11 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from agentops.models import Task
-from agentops.web import AuthenticatedHttpRequest
-from reviews.again_forms import ForkForm, RestartForm
+from agentops.plumbing.web import AuthenticatedHttpRequest
+from reviews.again_page import fork_choices, restart_endings
+from reviews.forms import ForkForm, RestartForm
 from reviews.services import ReviewError, task_fork_apply, task_restart_apply
 from reviews.states import VIA_BROWSER
-from reviews.task_again import fork_choices, restart_endings
 from reviews.views._common import operator_required
 
 

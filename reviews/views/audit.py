@@ -14,8 +14,8 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from agentops.models import AuditItem
+from agentops.plumbing.web import AuthenticatedHttpRequest, render_page
 from agentops.selectors import json_preview
-from agentops.web import AuthenticatedHttpRequest, render_page
 from reviews.forms import AuditBulkForm, AuditFilterForm, AuditReviewForm
 from reviews.selectors import audit_filter_choices, audit_item_get, audit_item_list, audit_item_page
 from reviews.services import NotAllowed, ReviewError, audit_item_review, audit_items_bulk_review

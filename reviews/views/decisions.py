@@ -10,7 +10,7 @@ from typing import Any
 from django.http import HttpResponse, StreamingHttpResponse
 from django.views.decorators.http import require_GET
 
-from agentops.web import AuthenticatedHttpRequest, render_page
+from agentops.plumbing.web import AuthenticatedHttpRequest, render_page
 from reviews.forms import DecisionFilterForm
 from reviews.selectors import LogEntry, decision_log_iter, decision_log_list
 from reviews.views._common import CSV_CHUNK_ROWS, csv_stream, log_reader_required

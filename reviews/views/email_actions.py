@@ -23,10 +23,10 @@ from django.http import HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods
 
+from agentops.engine import Choice, TransitionRefused
 from agentops.models import Gate
-from agentops.services import TransitionRefused
+from agentops.plumbing.web import AuthenticatedHttpRequest
 from agentops.states import GateStatus
-from agentops.web import AuthenticatedHttpRequest
 from reviews.email_actions import (
     APPROVE,
     EmailAction,
@@ -34,8 +34,13 @@ from reviews.email_actions import (
     email_action_check,
     email_action_take,
 )
-from reviews.roles import gate_decider_refusal
-from reviews.services import GateAlreadyDecided, HeldByOther, NotAllowed, ReviewError
+from reviews.services import (
+    GateAlreadyDecided,
+    HeldByOther,
+    NotAllowed,
+    ReviewError,
+    gate_decide_check,
+)
 from reviews.views._common import reader_required
 
 
@@ -110,12 +115,16 @@ def email_action(request: AuthenticatedHttpRequest, token: str) -> HttpResponse:
 
 
 def _confirmation(request: AuthenticatedHttpRequest, action: EmailAction) -> HttpResponse:
-    gate = Gate.objects.select_related("task", "decided_by").filter(pk=action.gate_id).first()
-    if gate is None:
+    """What the link would do, when the decision service's checks let `request.user` do it now
+    (the digest is checked when they confirm: the page shows the gate as it is)."""
+    try:
+        gate_decide_check(gate_id=action.gate_id, choice=Choice(action.action), actor=request.user)
+    except Gate.DoesNotExist:
         return _page(request, error=f"there is no gate {action.gate_id}", status=404)
-    if gate.status != GateStatus.OPEN:
+    except GateAlreadyDecided:
         return _page(request, action=action, status=409)
-    refusal = gate_decider_refusal(gate, request.user)
-    if refusal is not None:
-        return _page(request, action=action, error=refusal, status=403)
+    except NotAllowed as exc:
+        return _page(request, action=action, error=str(exc), status=403)
+    except ReviewError as exc:
+        return _page(request, action=action, error=str(exc), status=400)
     return _page(request, action=action)

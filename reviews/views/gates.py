@@ -1,4 +1,5 @@
-"""The gate panel and its decisions: approve, reject, edit and approve, reject and stop. A
+"""The gate panel and its decisions: approve, reject, edit and approve, reject and stop, each one
+call of the decision service with the browser as its channel (`reviews.services.gates`). A
 decision that lost a race answers 409 with the current state; a person who may not decide gets
 403 with the reason; form errors answer 400 with what was typed kept.
 """
@@ -12,10 +13,9 @@ from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
-from agentops.engine import QUESTION
+from agentops.engine import TransitionRefused, approval_kind_of
 from agentops.models import Gate
-from agentops.services import TransitionRefused
-from agentops.web import AuthenticatedHttpRequest
+from agentops.plumbing.web import AuthenticatedHttpRequest
 from reviews.forms import ApproveForm, EditApproveForm, RejectForm, RejectStopForm
 from reviews.selectors import GatePanel, gate_get_panel, task_open_gate_id
 from reviews.services import (
@@ -50,8 +50,9 @@ def _render_gate(
 ) -> HttpResponse:
     panel = _gate_panel(gate_id)
     gate = panel.gate
-    if gate.approval_kind == QUESTION and request.method == "GET":
-        # An agent's question is answered on its own page, not approved.
+    if approval_kind_of(gate).takes_answer and request.method == "GET":
+        # A gate its kind decides by an answer (an agent's question) is answered on its own
+        # page, not approved.
         return redirect("reviews:question", gate_id=gate_id)
     refusal = ""
     if panel.is_open:
@@ -90,7 +91,7 @@ def gate_panel(request: AuthenticatedHttpRequest, gate_id: int) -> HttpResponse:
     return _render_gate(request, gate_id)
 
 
-def _decide(
+def _decision_page(
     request: AuthenticatedHttpRequest,
     gate_id: int,
     *,
@@ -98,6 +99,8 @@ def _decide(
     form: ApproveForm | RejectForm | EditApproveForm | RejectStopForm,
     apply: Callable[[dict[str, Any]], object],
 ) -> HttpResponse:
+    """Parse the decision's form, `apply` it (one call of the decision service), and answer: the
+    gate panel after it, or the panel again with the refusal (400, 403, 404, 409)."""
     if not form.is_valid():
         return _render_gate(request, gate_id, bound={name: form}, status=400)
     try:
@@ -122,7 +125,7 @@ def _decide(
 @operator_required
 @require_POST
 def gate_approve_view(request: AuthenticatedHttpRequest, gate_id: int) -> HttpResponse:
-    return _decide(
+    return _decision_page(
         request,
         gate_id,
         name="approve",
@@ -141,7 +144,7 @@ def gate_approve_view(request: AuthenticatedHttpRequest, gate_id: int) -> HttpRe
 @operator_required
 @require_POST
 def gate_reject_view(request: AuthenticatedHttpRequest, gate_id: int) -> HttpResponse:
-    return _decide(
+    return _decision_page(
         request,
         gate_id,
         name="reject",
@@ -160,7 +163,7 @@ def gate_reject_view(request: AuthenticatedHttpRequest, gate_id: int) -> HttpRes
 @operator_required
 @require_POST
 def gate_edit_view(request: AuthenticatedHttpRequest, gate_id: int) -> HttpResponse:
-    return _decide(
+    return _decision_page(
         request,
         gate_id,
         name="edit",
@@ -180,7 +183,7 @@ def gate_edit_view(request: AuthenticatedHttpRequest, gate_id: int) -> HttpRespo
 @operator_required
 @require_POST
 def gate_reject_stop_view(request: AuthenticatedHttpRequest, gate_id: int) -> HttpResponse:
-    return _decide(
+    return _decision_page(
         request,
         gate_id,
         name="stop",

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from agentops.models import Task
-from reviews.grant_forms import ScopeGrantForm
+from reviews.forms import ScopeGrantForm
 from reviews.selectors import scope_to_grant
 from reviews.services import grant_refusal
 

@@ -14,8 +14,8 @@ from django.views.decorators.http import require_POST
 
 from agentops.models import ScopeGrant, Task
 from agentops.permissions import GRANT_SCOPES
-from agentops.web import AuthenticatedHttpRequest, permission_required
-from reviews.grant_forms import ScopeGrantForm, ScopeRevokeForm
+from agentops.plumbing.web import AuthenticatedHttpRequest, permission_required
+from reviews.forms import ScopeGrantForm, ScopeRevokeForm
 from reviews.selectors import grants_visible_to
 from reviews.services import (
     NotAllowed,

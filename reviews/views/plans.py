@@ -9,10 +9,9 @@ from django.http import Http404, HttpResponse
 from django.shortcuts import redirect
 from django.views.decorators.http import require_POST
 
-from agentops.engine import RepairRefused, plan_repair_preview_load
+from agentops.engine import RepairRefused, TransitionRefused, plan_repair_preview_load
 from agentops.models import Task
-from agentops.services import TransitionRefused
-from agentops.web import AuthenticatedHttpRequest
+from agentops.plumbing.web import AuthenticatedHttpRequest
 from reviews.forms import PlanRepairForm
 from reviews.services import HeldByOther, NotAllowed, ReviewError, plan_repair_apply
 from reviews.states import VIA_BROWSER

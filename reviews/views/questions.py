@@ -13,16 +13,16 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
 from agentops.models import Gate
-from agentops.web import AuthenticatedHttpRequest
-from reviews.question_forms import QuestionAnswerForm
+from agentops.plumbing.web import AuthenticatedHttpRequest
+from reviews.forms import QuestionAnswerForm
 from reviews.selectors import QuestionPanel, question_get_panel
 from reviews.services import (
     GateAlreadyDecided,
     HeldByOther,
     NotAllowed,
     ReviewError,
+    gate_answer,
     gate_check_decider,
-    question_answer_apply,
 )
 from reviews.states import VIA_BROWSER
 from reviews.views._common import operator_required, reader_required
@@ -81,7 +81,7 @@ def question_answer_view(request: AuthenticatedHttpRequest, gate_id: int) -> Htt
         return _render_question(request, gate_id, form=form, status=400)
     data = form.cleaned_data
     try:
-        question_answer_apply(
+        gate_answer(
             gate_id=gate_id,
             actor=request.user,
             seen_digest=data["seen_digest"],

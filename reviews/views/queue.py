@@ -1,7 +1,8 @@
 """The inbox page (the polled queue of open gates and stopped tasks), its bulk approval, and the
 claims on its items (claim, assign, release). A poll of the inbox rows that already show the
-current version (`_inbox_version`) gets an empty 204 and no render (agentops.web.poll_unchanged),
-after one statement (`inbox_state`) besides the session and the viewer's groups.
+current version (`_inbox_version`) gets an empty 204 and no render
+(agentops.plumbing.web.poll_unchanged), after one statement (`inbox_state`) besides the session and
+the viewer's groups.
 """
 
 from __future__ import annotations
@@ -19,8 +20,8 @@ from django.utils import timezone
 from django.utils.html import format_html_join
 from django.views.decorators.http import require_GET, require_POST
 
-from agentops.paging import page_number
-from agentops.web import (
+from agentops.plumbing.paging import page_number
+from agentops.plumbing.web import (
     AuthenticatedHttpRequest,
     poll_sent,
     poll_sent_until_ms,
@@ -133,9 +134,9 @@ def _inbox_rows(items: Iterable[InboxItem], *, assignees: list[Any]) -> list[_In
 
 
 def _inbox_version(request: AuthenticatedHttpRequest, *, state: str, until_ms: int | None) -> str:
-    """The version (agentops.web.poll_version) of the polled inbox rows: what every viewer's
-    inbox can show (`inbox_state`, one statement), who views it (their groups and role decide
-    which rows are theirs to decide), the query (filters) and the page; `until_ms` the first
+    """The version (agentops.plumbing.web.poll_version) of the polled inbox rows: what every
+    viewer's inbox can show (`inbox_state`, one statement), who views it (their groups and role
+    decide which rows are theirs to decide), the query (filters) and the page; `until_ms` the first
     time a relative time on the rows prints something else (ms since the epoch). Computed the
     same way whether the rows are rendered or only polled, from the request alone, so an
     unchanged poll reads nothing else."""

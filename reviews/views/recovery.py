@@ -12,13 +12,11 @@ from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
-from agentops.engine import plan_repair_options
+from agentops.engine import TransitionRefused, plan_repair_options
 from agentops.models import Task, ToolCall
-from agentops.services import TransitionRefused
+from agentops.plumbing.web import AuthenticatedHttpRequest
 from agentops.states import LedgerStatus
-from agentops.web import AuthenticatedHttpRequest
-from reviews.forms import ConfirmForm, InterventionForm, PlanRepairForm
-from reviews.grant_forms import ScopeGrantForm
+from reviews.forms import ConfirmForm, InterventionForm, PlanRepairForm, ScopeGrantForm
 from reviews.selectors import call_repeat_unprotected, task_get_recovery_panel
 from reviews.services import (
     HeldByOther,

@@ -17,7 +17,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_http_methods, require_POST
 
-from agentops.web import AuthenticatedHttpRequest, login_required
+from agentops.plumbing.web import AuthenticatedHttpRequest, login_required
 from reviews.services import NotAllowed, ReviewError
 from reviews.services.slack import (
     SlackUnconfirmed,

@@ -8,8 +8,8 @@ from django.shortcuts import redirect
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
-from agentops.services import TransitionRefused
-from agentops.web import AuthenticatedHttpRequest
+from agentops.engine import TransitionRefused
+from agentops.plumbing.web import AuthenticatedHttpRequest
 from reviews.forms import TaskControlForm, TaskModifyForm
 from reviews.services import ReviewError, task_control_apply, task_modify_apply
 from reviews.states import VIA_BROWSER

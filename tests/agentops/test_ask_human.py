@@ -15,11 +15,11 @@ import pytest
 from django.contrib.auth.models import Group
 
 from agentops.dev.sim.models import Effect
+from agentops.engine import task_create
 from agentops.models import Gate, Task, ToolCall
-from agentops.services import task_create
 from agentops.states import GateStatus, LedgerStatus, TaskStatus
 from reviews.models import Decision
-from reviews.services import question_answer_apply
+from reviews.services import gate_answer
 from reviews.states import VIA_BROWSER
 from tests.agentops.test_openai_e2e import model_env
 from tests.conftest import wait_for
@@ -104,7 +104,7 @@ def test_a_question_parks_without_a_worker_and_the_answer_is_the_tool_result(
     }
     assert ToolCall.objects.filter(task=task, tool="ask_human").count() == 0
 
-    question_answer_apply(
+    gate_answer(
         gate_id=gate.pk,
         actor=operator,
         seen_digest=gate.args_digest,

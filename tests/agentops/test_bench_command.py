@@ -10,8 +10,8 @@ from django.core.management import CommandError, call_command
 from django.db import connection
 from rq.worker import Worker
 
-from agentops import queues
 from agentops.models import Event, Step, Task, ToolCall
+from agentops.plumbing import queues
 from agentops.states import TaskStatus
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -11,14 +11,13 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
-from agentops.engine import context
+from agentops.engine import context, task_create
 from agentops.engine.jsonvalues import canonical_json
 from agentops.engine.leases import Heartbeat
 from agentops.engine.registry import get_agent
 from agentops.engine.runner import TaskRun, http_client, task_advance
 from agentops.engine.transitions import task_claim_row
 from agentops.models import Event, Step, Task
-from agentops.services import task_create
 from agentops.states import TaskStatus
 from tests.builders import refund, run_until_parked_or_done
 from tests.conftest import record_clock_moved

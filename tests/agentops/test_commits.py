@@ -15,6 +15,7 @@ from django.db.models.functions import Now
 
 from agentops.dev.benchmarks.checkpoint import BENCH_POLICY, bench_policy_ensure
 from agentops.engine import commit as commit_module
+from agentops.engine import task_create
 from agentops.engine.errors import CheckpointMismatch, LeaseLost
 from agentops.engine.jsonvalues import loaded
 from agentops.engine.runner import task_advance
@@ -26,7 +27,6 @@ from agentops.engine.transitions import (
     task_claim,
 )
 from agentops.models import Artifact, Event, Snapshot, Step, Task, ToolCall
-from agentops.services import task_create
 from agentops.states import LedgerStatus, StepStatus
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -18,10 +18,10 @@ from django.db.models import Count
 
 from agentops.dev.benchmarks.checkpoint import BENCH_POLICY, bench_policy_ensure
 from agentops.dev.sim.models import Effect, Fault, FaultMode
+from agentops.engine import task_create
 from agentops.engine.jsonvalues import loaded
 from agentops.engine.model import loaded_response
 from agentops.models import Event, Step, Task, ToolCall
-from agentops.services import task_create
 from agentops.states import LedgerStatus, StepStatus, TaskStatus
 from tests.conftest import wait_for
 
@@ -218,7 +218,7 @@ def test_a_crash_loop_stops_at_the_recovery_cap(processes):
 @pytest.mark.parametrize("crash_at", ["rollback_after_pending@1", "rollback_after_tool_call@1"])
 def test_worker_killed_mid_rollback_cancels_the_flight_exactly_once(processes, crash_at):
     from agentops.dev.sim.services import fault_set
-    from agentops.services import task_rollback
+    from agentops.engine import task_rollback
 
     fault_set(service="hotels", operation="book", mode="forbidden", count=1)
     task = task_create(agent="trip", goal="Trip", input={"traveller": "Ada"})
@@ -290,7 +290,7 @@ def test_a_step_whose_every_try_was_killed_stops_as_a_crash_and_a_retry_finishes
     the step's completion commits) stops the task as a process crash that says the last try did
     not finish; a person's retry finishes the step with the same key, and the refund happens
     once."""
-    from agentops.services import task_retry
+    from agentops.engine import task_retry
 
     task = task_create(agent="refund", goal="Refund order A1001", input={"order_id": "A1001"})
     stopped_after_kills(processes, task, crash_at=f"inside_step_complete@{REFUND_STEP}", kills=2)

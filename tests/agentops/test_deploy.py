@@ -42,10 +42,10 @@ from django.test import Client, RequestFactory
 from django.urls import reverse
 from rq.job import Job
 
-from agentops import dburl, queues
-from agentops.logs import RefusalFilter, StructuredFormatter, task_context
 from agentops.models import Task
-from agentops.request_ids import server_error
+from agentops.plumbing import dburl, queues
+from agentops.plumbing.logs import RefusalFilter, StructuredFormatter, task_context
+from agentops.plumbing.request_ids import server_error
 from tests.conftest import ROOT, database_url, free_port, wait_for
 
 PRODUCTION_HOST = "agentops.example.com"
@@ -79,7 +79,9 @@ def manage(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
         env=env,
         capture_output=True,
         text=True,
-        timeout=120,
+        # Only against a command that hangs: `migrate` on a new embedded server took over 120 s
+        # at a load average of 20 on two cores.
+        timeout=600,
     )
 
 

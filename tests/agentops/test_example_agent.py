@@ -10,8 +10,8 @@ from __future__ import annotations
 import pytest
 
 from agentops.dev.sim.models import Effect
+from agentops.engine import task_create
 from agentops.models import Event, Step, Task, ToolCall
-from agentops.services import task_create
 from agentops.states import TaskStatus
 from tests.conftest import wait_for
 

@@ -21,8 +21,8 @@ import pytest
 
 from agentops.dev.sim.models import Effect
 from agentops.dev.sim.services import fault_set
+from agentops.engine import task_create
 from agentops.models import Step, Task, ToolCall
-from agentops.services import task_create
 from agentops.states import LedgerStatus, StepStatus, TaskStatus
 from tests.conftest import Processes, process_env, process_settings, wait_for
 

@@ -10,8 +10,8 @@ from django.db.models import Count
 from django.urls import reverse
 
 from agentops.dev.sim.models import Effect
+from agentops.engine import task_create
 from agentops.models import Event, Task, ToolCall
-from agentops.services import task_create
 from agentops.states import LedgerStatus, StepStatus, TaskStatus
 from tests.builders import run_until_parked_or_done
 from tests.conftest import wait_for

@@ -11,9 +11,7 @@ from django.db import IntegrityError, connection, transaction
 
 from agentops.dev.sim.models import Effect
 from agentops.dev.sim.services import fault_reset, fault_set
-from agentops.models import Event, Step, Task, ToolCall
-from agentops.selectors import task_get_recovery
-from agentops.services import (
+from agentops.engine import (
     TransitionRefused,
     ledger_confirm,
     task_abort,
@@ -22,6 +20,8 @@ from agentops.services import (
     task_rollback,
     task_skip_step,
 )
+from agentops.models import Event, Step, Task, ToolCall
+from agentops.selectors import task_get_recovery
 from agentops.states import LedgerStatus, StepStatus, TaskStatus
 from reviews.models import Decision
 from tests.builders import run_until_parked_or_done

@@ -13,15 +13,15 @@ import pytest
 from django.db import close_old_connections, connection, connections, transaction
 from django.utils import timezone
 
-from agentops import queues
 from agentops.dev.sim.models import Effect
+from agentops.engine import task_abort, task_create, task_pause
 from agentops.engine.dispatch import enqueue_now, job_id_for
 from agentops.engine.errors import LeaseLost
 from agentops.engine.leases import Heartbeat, lease_renew
 from agentops.engine.sweeper import SWEEP_LOCK_KEY, sweep_exclusive
 from agentops.engine.transitions import EventSpec, fenced_write, task_claim, task_claim_row
 from agentops.models import Event, Task
-from agentops.services import task_abort, task_create, task_pause
+from agentops.plumbing import queues
 from agentops.states import TaskStatus
 from tests.conftest import database_url, wait_for
 

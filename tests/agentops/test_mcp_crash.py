@@ -12,8 +12,8 @@ from __future__ import annotations
 import pytest
 from django.contrib.auth.models import Group, Permission
 
+from agentops.engine import ledger_confirm, task_create
 from agentops.models import Gate, Task, ToolCall
-from agentops.services import ledger_confirm, task_create
 from agentops.states import GateStatus, LedgerStatus, TaskStatus
 from reviews.services import gate_approve
 from tests.agentops.mcp_helpers import commits, git_repository

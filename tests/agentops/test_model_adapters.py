@@ -21,6 +21,7 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
+from agentops.engine import task_create
 from agentops.engine.errors import ModelFailure
 from agentops.engine.model import (
     ModelRequest,
@@ -30,7 +31,6 @@ from agentops.engine.model import (
     tool_message,
 )
 from agentops.engine.retry_after import retry_after_seconds
-from agentops.services import task_create
 from tests.agentops.test_jsonvalues import ON_THE_WIRE, json_objects, with_unstorable_parts
 from tests.agentops.test_runner import assert_stopped_by_the_reply
 from tests.builders import run_until_parked_or_done

@@ -13,8 +13,8 @@ from django.test import Client
 from django.urls import reverse
 
 from agentops.dev.sim.models import Effect
+from agentops.engine import task_create
 from agentops.models import Event, Step, Task, ToolCall
-from agentops.services import task_create
 from agentops.states import LedgerStatus, StepStatus, TaskStatus
 from tests.agentops.test_crash import model_calls
 from tests.conftest import wait_for

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from agentops.paging import MAX_PAGE, page_number, window
+from agentops.plumbing.paging import MAX_PAGE, page_number, window
 
 
 def test_a_window_shows_its_rows_and_knows_whether_more_follow() -> None:

@@ -10,13 +10,13 @@ from __future__ import annotations
 import pytest
 
 from agentops.dev.sim.models import Effect
+from agentops.engine import task_create, task_retry
 from agentops.engine.checkpoints import checkpoint_verify
 from agentops.engine.errors import FailureKind, TransitionRefused
 from agentops.engine.planedit import PlanEdit, RepairRefused
 from agentops.engine.repair import plan_repair_preview_load, task_plan_repair
 from agentops.models import Event, Step, Task, ToolCall
 from agentops.selectors import task_get_recovery
-from agentops.services import task_create, task_retry
 from agentops.states import LedgerStatus, StepStatus, TaskStatus
 from tests.builders import run_until_parked_or_done
 

@@ -12,6 +12,7 @@ from django.db import transaction
 from django.test import Client
 from django.urls import reverse, reverse_lazy
 
+from agentops.engine import task_create, task_pause
 from agentops.engine.runner import task_advance
 from agentops.engine.transitions import (
     EventSpec,
@@ -20,9 +21,8 @@ from agentops.engine.transitions import (
     task_claim,
 )
 from agentops.models import Step, Task, ToolCall
-from agentops.services import task_create, task_pause
+from agentops.plumbing.web import POLL_VERSION_HEADER
 from agentops.states import LedgerStatus, TaskStatus
-from agentops.web import POLL_VERSION_HEADER
 from tests.builders import signed_in
 from tests.factories import gated_refund_row, stopped_trip_row
 from tests.statuses import status_walk

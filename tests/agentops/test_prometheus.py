@@ -18,11 +18,11 @@ from django.urls import reverse
 from prometheus_client import REGISTRY
 from prometheus_client.parser import text_string_to_metric_families
 
-from agentops import prometheus
+from agentops.engine import task_create
 from agentops.engine.dispatch import enqueue_now
 from agentops.metrics import task_tokens_saved_by_resume
 from agentops.models import Event, Task
-from agentops.services import task_create
+from agentops.plumbing import prometheus
 from agentops.states import TaskStatus
 from tests.conftest import wait_for
 from tests.reviews.history import T0, make_audit_item, make_gate, make_task

@@ -8,9 +8,9 @@ import time
 import pytest
 from django.test import Client
 
-from agentops import queues
+from agentops.engine import task_create
 from agentops.engine.dispatch import enqueue_now
-from agentops.services import task_create
+from agentops.plumbing import queues
 from agentops.states import TaskStatus
 
 

@@ -19,10 +19,10 @@ from django.db import connection
 
 from agentops.dev.sim.models import Effect
 from agentops.dev.sim.services import fault_set
+from agentops.engine import task_create, task_retry
 from agentops.engine.errors import FailureKind
 from agentops.models import Event, Snapshot, Step, Task, ToolCall
 from agentops.selectors import task_get_recovery
-from agentops.services import task_create, task_retry
 from agentops.states import LedgerStatus, StepStatus, TaskStatus
 from reviews.models import Decision
 from reviews.services import ReviewError, task_restore_from_log

@@ -12,10 +12,10 @@ from django.db import connections
 from django.utils import timezone
 
 from agentops.dev.sim.models import Effect
+from agentops.engine import task_create
 from agentops.engine.decisions import gates_expire_overdue
 from agentops.engine.jsonvalues import REDACTED, redacted
 from agentops.models import AuditItem, Event, Gate, Step, Task, ToolCall
-from agentops.services import task_create
 from agentops.states import GateStatus, LedgerStatus, StepStatus, TaskStatus
 from policies.engine import sampled
 from policies.services import (

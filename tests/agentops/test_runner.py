@@ -10,15 +10,15 @@ import pytest
 from django.utils import timezone
 from hypothesis import strategies as st
 
-from agentops import queues
 from agentops.agents.bench import bench_script
+from agentops.engine import task_create, task_pause, task_resume
 from agentops.engine.errors import FailureKind, NotSerializable, UnknownAgent
 from agentops.engine.jsonvalues import is_pointer, loaded
 from agentops.engine.model import ModelRequest, loaded_response
 from agentops.engine.registry import Agent, PlanStep, register_agent
 from agentops.engine.runner import task_advance
 from agentops.models import Artifact, Event, Gate, Snapshot, Step, Task, ToolCall
-from agentops.services import task_create, task_pause, task_resume
+from agentops.plumbing import queues
 from agentops.states import LedgerStatus, StepStatus, TaskStatus
 from tests.agentops.test_jsonvalues import (
     UNSTORABLE,

@@ -3,8 +3,8 @@ from __future__ import annotations
 import pytest
 
 from agentops.dev.sim.models import Effect
+from agentops.engine import task_create
 from agentops.models import Task
-from agentops.services import task_create
 from agentops.states import TaskStatus
 from tests.conftest import wait_for
 

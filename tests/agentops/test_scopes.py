@@ -12,6 +12,7 @@ import pytest
 from django.utils import timezone
 
 from agentops.dev.sim.models import Effect
+from agentops.engine import task_create
 from agentops.engine.advisor import Action, Situation, advise
 from agentops.engine.errors import TransitionRefused
 from agentops.engine.grants import GrantRefused, scope_grant, scope_grant_revoke
@@ -19,7 +20,6 @@ from agentops.engine.recovery import intervention_recovery
 from agentops.engine.registry import get_agent
 from agentops.engine.scopes import scopes_held
 from agentops.models import Event, ScopeGrant, Task, ToolCall
-from agentops.services import task_create
 from agentops.states import LedgerStatus, TaskStatus
 from tests.builders import run_until_parked_or_done
 from tests.simulated import BASE_URL, sim_client

@@ -84,7 +84,7 @@ def test_slots_refuse_a_connection_store_made_before_gevent_patched_threading():
         "import django.db\n"
         "from gevent import monkey; monkey.patch_all()\n"
         "import django; django.setup()\n"
-        "from agentops import slots\n"
+        "from agentops.plumbing import slots\n"
         "slots.web_slots()\n"
     )
 
@@ -96,6 +96,6 @@ def test_slots_refuse_a_connection_store_made_before_gevent_patched_threading():
 
 
 def test_outside_gevent_there_are_no_slots_to_hold():
-    from agentops import slots
+    from agentops.plumbing import slots
 
     assert slots.web_slots() is None

@@ -10,11 +10,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from agentops.dev.benchmarks.checkpoint import BENCH_POLICY, bench_policy_ensure
+from agentops.engine import task_create
 from agentops.engine.checkpoints import OutputsDigest
 from agentops.engine.jsonvalues import digest
 from agentops.engine.runner import task_advance
 from agentops.models import Snapshot, Step
-from agentops.services import task_create
 from agentops.states import StepStatus
 from tests.agentops.test_jsonvalues import json_values
 

@@ -13,9 +13,7 @@ from django.db.models import Count
 
 from agentops.dev.sim.models import Effect, Fault, FaultMode
 from agentops.dev.sim.services import fault_set
-from agentops.engine.planning import PlanInvalid, dependants, plan_check
-from agentops.models import Event, Step, Task, ToolCall
-from agentops.services import (
+from agentops.engine import (
     task_abort,
     task_create,
     task_pause,
@@ -24,6 +22,8 @@ from agentops.services import (
     task_rollback,
     task_skip_step,
 )
+from agentops.engine.planning import PlanInvalid, dependants, plan_check
+from agentops.models import Event, Step, Task, ToolCall
 from agentops.states import LedgerStatus, StepStatus, TaskStatus
 from tests.builders import run_until_parked_or_done
 from tests.conftest import wait_for

@@ -18,8 +18,8 @@ from django.core.management import CommandError, call_command
 from django.test import Client
 from django.urls import reverse
 
-from agentops.logs import StructuredFormatter
-from agentops.throttle import Scope, address_bucket
+from agentops.plumbing.logs import StructuredFormatter
+from agentops.plumbing.throttle import Scope, address_bucket
 
 PASSWORD = "correct horse battery staple"
 WRONG = "Tr0ub4dor&3-wrong"
@@ -174,11 +174,11 @@ def test_a_lockout_soon_after_another_is_twice_as_long_up_to_the_longest(
 def test_the_lockout_is_logged_once_with_who_and_where_but_no_password(
     alice: Any, caplog: Any
 ) -> None:
-    with caplog.at_level(logging.INFO, logger="agentops.throttle"):
+    with caplog.at_level(logging.INFO, logger="agentops.plumbing.throttle"):
         for _ in range(4):
             sign_in("alice", WRONG, REMOTE_ADDR="192.0.2.7")
 
-    (record,) = [r for r in caplog.records if r.name == "agentops.throttle"]
+    (record,) = [r for r in caplog.records if r.name == "agentops.plumbing.throttle"]
     line = StructuredFormatter("kv").format(record)
     assert record.levelname == "WARNING"
     assert (record.scope, record.client, record.username) == ("login.user", "192.0.2.7", "alice")
@@ -248,14 +248,14 @@ def test_without_redis_attempts_are_let_through_and_the_lapse_is_logged(
     alice: Any, settings: Any, caplog: Any
 ) -> None:
     settings.REDIS_URL = "redis://127.0.0.1:1/0"  # nothing listens on port 1
-    with caplog.at_level(logging.ERROR, logger="agentops.throttle"):
+    with caplog.at_level(logging.ERROR, logger="agentops.plumbing.throttle"):
         wrong = [sign_in("alice", WRONG) for _ in range(4)]
         right = sign_in("alice", PASSWORD)
 
     assert [r.status_code for r in wrong] == [200] * 4
     assert right.status_code == 302 and right.signed_in
     # Said once, then Redis is left alone for a while instead of costing every request a timeout.
-    (lapse,) = [r for r in caplog.records if r.name == "agentops.throttle"]
+    (lapse,) = [r for r in caplog.records if r.name == "agentops.plumbing.throttle"]
     assert lapse.getMessage().startswith("agentops.throttle.unavailable: Redis did not answer")
 
 

@@ -31,7 +31,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from agentops.dev.sim.models import Effect, Fault, FaultMode
 from agentops.models import Gate, Task, ToolCall
-from agentops.otlp import RedactingExporter
+from agentops.plumbing.otlp import RedactingExporter
 from agentops.states import GateStatus, TaskStatus
 from agentops.tokens import api_token_create
 from tests.conftest import ROOT, free_port, wait_for
@@ -357,7 +357,7 @@ def test_tracing_is_off_without_an_endpoint():
     """No endpoint: no tracer provider, no exporter, no instrumentation of the web tier."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
     probe = (
-        "import sys, django; django.setup(); from agentops import tracing; "
+        "import sys, django; django.setup(); from agentops.plumbing import tracing; "
         "from agentops.engine import runner; from opentelemetry import trace; "
         "from django.conf import settings; "
         "print(tracing.enabled(), type(trace.get_tracer_provider()).__name__, "

@@ -14,12 +14,12 @@ from django.test import Client
 from django.urls import reverse
 
 from agentops.dev.sim.services import fault_set
+from agentops.engine import task_create, task_retry
 from agentops.engine.errors import FailureKind
 from agentops.engine.registry import PlanStep, get_agent, register_agent
 from agentops.engine.versions import agent_version, changed_parts, version_check
 from agentops.models import Event, Step, Task
 from agentops.selectors import task_get_recovery
-from agentops.services import task_create, task_retry
 from agentops.states import StepStatus, TaskStatus
 from tests.builders import run_until_parked_or_done
 

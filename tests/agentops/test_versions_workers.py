@@ -14,11 +14,11 @@ import pytest
 
 from agentops.dev.sim.models import Effect
 from agentops.dev.sim.services import fault_set
+from agentops.engine import task_create, task_retry
 from agentops.engine.errors import FailureKind
 from agentops.engine.registry import get_agent
 from agentops.engine.versions import agent_version
 from agentops.models import Task
-from agentops.services import task_create, task_retry
 from agentops.states import TaskStatus
 from tests.agentops.redeclared_worker import EXTRA_PROMPT
 from tests.conftest import ROOT, wait_for

@@ -15,10 +15,10 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from agentops.dev.sim.models import Fault, FaultMode
+from agentops.engine import task_abort, task_create, task_pause
 from agentops.engine.runner import task_advance
 from agentops.engine.transitions import EventSpec, task_append_event, task_claim
 from agentops.models import Event, Step, Task, ToolCall
-from agentops.services import task_abort, task_create, task_pause
 from agentops.states import TaskStatus
 from tests.builders import signed_in
 

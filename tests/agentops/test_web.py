@@ -1,4 +1,4 @@
-"""The one web layer (`agentops.web`): page-or-fragment rendering, the login-and-permission
+"""The one web layer (`agentops.plumbing.web`): page-or-fragment rendering, the login-and-permission
 decorator with its htmx-aware redirect, and the JSON-object form field."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from django.core.exceptions import ValidationError
 from django.test import Client
 from django.urls import reverse
 
-from agentops.web import JSONObjectField
+from agentops.plumbing.web import JSONObjectField
 
 pytestmark = pytest.mark.django_db
 

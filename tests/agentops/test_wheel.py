@@ -17,8 +17,8 @@ import httpx
 import pytest
 from django.conf import settings
 
-from agentops.dburl import database_url
 from agentops.dev.benchmarks.tasks import database_drop, database_recreate, scratch_database_name
+from agentops.plumbing.dburl import database_url
 from tests.agentops.test_deploy import PRODUCTION_HOST, production_env, wait_serving
 from tests.conftest import ROOT, free_port
 

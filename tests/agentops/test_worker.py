@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from rq.serializers import JSONSerializer
 
-from agentops import queues
 from agentops.management.commands.worker import AgentWorker
+from agentops.plumbing import queues
 
 
 @pytest.fixture

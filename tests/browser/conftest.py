@@ -34,9 +34,13 @@ CHROMIUM_ARGS = [
 VIEWPORT = {"width": 1280, "height": 800}
 SCREENSHOTS = ROOT / "test-artifacts" / "screenshots"
 PASSWORD = "pw-for-tests"  # what `tests.reviews.conftest.make_user` sets
-# Waits for a worker to act (boot included) and for a page to catch up with it.
-WORKER_TIMEOUT_MS = 30_000
-ACTION_TIMEOUT_MS = 10_000
+# Waits for a worker to act (boot included) and for a page to catch up with it, and for an
+# element to be ready for an action. They bound a wait for something that does happen (a test
+# that waits them out fails), so they are sized for a loaded machine (a load average of 30 on
+# two cores, where a click's page took over 10 s), not for a quiet one, where each wait ends in
+# well under a second.
+WORKER_TIMEOUT_MS = 120_000
+ACTION_TIMEOUT_MS = 60_000
 
 _written: list[Path] = []
 

@@ -18,8 +18,8 @@ from playwright.sync_api import Locator, Page, expect
 
 from agentops.dev.sim.models import Effect
 from agentops.dev.sim.services import fault_set
+from agentops.engine import task_create
 from agentops.models import AuditItem, Gate, Task, ToolCall
-from agentops.services import task_create
 from agentops.states import AuditStatus, GateStatus, LedgerStatus, TaskStatus
 from policies.services import policy_default_install
 from reviews.models import Decision

@@ -9,8 +9,8 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from agentops.dev.sim.models import Effect
+from agentops.engine import task_create
 from agentops.models import Event, ScopeGrant
-from agentops.services import task_create
 from agentops.states import TaskStatus
 from reviews.models import Decision
 from tests.browser.conftest import WORKER_TIMEOUT_MS, login, shoot

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from playwright.sync_api import Page, expect
 
-from agentops.services import task_create
+from agentops.engine import task_create
 from tests.browser.axe import axe_violations
 from tests.browser.conftest import login
 from tests.browser.test_flows import open_gate_of, run_workers

@@ -13,8 +13,8 @@ from playwright.sync_api import Page, expect
 
 from agentops.dev.people import FINANCE_LEADS, four_eyes_policy_ensure
 from agentops.dev.sim.services import fault_set
+from agentops.engine import task_create
 from agentops.models import Task
-from agentops.services import task_create
 from agentops.states import GateStatus, TaskStatus
 from reviews.models import Decision
 from tests.browser.conftest import login, shoot

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from playwright.sync_api import Page, expect
 
+from agentops.engine import task_create
 from agentops.models import Task, ToolCall
-from agentops.services import task_create
 from agentops.states import LedgerStatus, TaskStatus
 from reviews.models import Decision
 from tests.browser.conftest import WORKER_TIMEOUT_MS, login, shoot

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from playwright.sync_api import Page, Response, expect
 
+from agentops.engine import task_create, task_pause, task_resume
 from agentops.engine.transitions import task_claim
-from agentops.services import task_create, task_pause, task_resume
 from tests.browser.conftest import login
 from tests.reviews.builders import gated_refund, open_gate
 

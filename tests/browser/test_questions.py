@@ -10,8 +10,8 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from agentops.dev.sim.models import Effect
+from agentops.engine import task_create
 from agentops.models import Gate, ToolCall
-from agentops.services import task_create
 from agentops.states import GateStatus, TaskStatus
 from reviews.models import Decision
 from tests.browser.conftest import WORKER_TIMEOUT_MS, login, shoot

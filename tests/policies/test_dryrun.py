@@ -242,10 +242,10 @@ def test_dry_run_command_rejects_unknown_draft() -> None:
 @pytest.mark.django_db
 def test_hook_turns_routed_steps_into_history(sim: str) -> None:
     from agentops import policy_hooks
+    from agentops.engine import task_create
     from agentops.engine.registry import get_tool
     from agentops.engine.runner import task_advance
     from agentops.models import Step
-    from agentops.services import task_create
 
     since = timezone.now() - timedelta(minutes=1)
     task = task_create(

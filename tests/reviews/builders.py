@@ -11,12 +11,12 @@ from django.utils import timezone
 
 from agentops.dev.sim.models import Effect
 from agentops.dev.sim.services import fault_set
+from agentops.engine import task_create
 from agentops.models import Gate, Task
-from agentops.services import task_create
 from agentops.states import GateStatus, TaskStatus
 from reviews.models import Decision, Delivery, Notice, SlackIdentity, WebhookEndpoint
 from reviews.services.slack import slack_identity_link, slack_link_token
-from reviews.states import Channel, DecisionChannel, NoticeEvent
+from reviews.states import DecisionChannel, DeliveryChannel, NoticeEvent
 from tests.builders import run_until_parked_or_done, signed_in
 from tests.slack_api import TEAM_ID, StandInSlack
 from tests.statuses import status_walk
@@ -142,7 +142,7 @@ def due_delivery(*, user: Any = None, endpoint: WebhookEndpoint | None = None) -
     )
     return Delivery.objects.create(
         notice=notice,
-        channel=Channel.EMAIL if user is not None else Channel.WEBHOOK,
+        channel=DeliveryChannel.EMAIL if user is not None else DeliveryChannel.WEBHOOK,
         user=user,
         endpoint=endpoint,
         next_attempt_at=timezone.now(),

@@ -18,8 +18,8 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from agentops.dev.sim.models import Effect
+from agentops.engine import task_create
 from agentops.models import Task
-from agentops.services import task_create
 from agentops.states import StepStatus, TaskStatus
 from agentops.tokens import api_token_create
 from reviews.models import Decision

@@ -17,15 +17,30 @@ import pytest
 from django.contrib.auth.models import AnonymousUser, User
 from django.urls import reverse
 
-from agentops.engine import Approval, ApprovalKind, OneApprover, approval_kind_of
+from agentops.engine import (
+    QUESTION,
+    Approval,
+    ApprovalKind,
+    Choice,
+    OneApprover,
+    TwoApprovers,
+    approval_kind_of,
+    approval_kinds_offering,
+)
 from agentops.engine.approvals import APPROVAL_KINDS
 from agentops.models import Gate
 from agentops.states import GateStatus, TaskStatus
 from reviews.models import Decision
 from reviews.roles import gate_decider_refusal
 from reviews.selectors import gate_get_panel
-from reviews.services import NotAllowed, gate_approve
-from tests.reviews.builders import client_for, gated_refund, open_gate
+from reviews.services import (
+    NotAllowed,
+    ReviewError,
+    gate_answer,
+    gate_approve,
+    gate_edit_and_approve,
+)
+from tests.reviews.builders import asked_question, client_for, gated_refund, open_gate
 
 # The unit tests below read no row; the two that decide a gate run the real runner, against the
 # simulated services in this process (`sim`): rolled back, like every test no other process reads.
@@ -51,6 +66,44 @@ def test_one_approver_is_one_person_of_the_approver_group_and_one_approval() -> 
     assert kind.is_open(gate) and not kind.is_open(Gate(status=GateStatus.APPROVED))
     assert kind.approvals_of(gate) == ()
     assert kind.is_satisfied(gate, [approval]) and not kind.is_satisfied(gate, [])
+
+
+def test_each_kind_says_which_choices_it_offers_and_which_kinds_take_an_answer() -> None:
+    one, two, question = (
+        approval_kind_of(Gate(approval_kind=name))
+        for name in (OneApprover.name, TwoApprovers.name, QUESTION)
+    )
+
+    for kind in (one, two):
+        assert kind.choices == {Choice.APPROVE, Choice.EDIT, Choice.REJECT, Choice.STOP}
+        assert kind.offers(Choice.APPROVE) and not kind.takes_answer
+    assert question.choices == {Choice.ANSWER, Choice.REJECT, Choice.STOP}
+    assert question.takes_answer and not question.offers(Choice.APPROVE)
+    assert "answer it" in question.choice_refusal(Choice.EDIT)
+    assert approval_kinds_offering(Choice.ANSWER) == (QUESTION,)
+    assert set(approval_kinds_offering(Choice.APPROVE)) >= {OneApprover.name, TwoApprovers.name}
+
+
+@the_runner
+def test_the_decision_refuses_a_choice_the_gates_kind_does_not_offer(
+    sim, redis_clean, operator
+) -> None:
+    question = asked_question()
+
+    with pytest.raises(ReviewError, match="approving it would give the agent no answer"):
+        gate_edit_and_approve(
+            gate_id=question.pk,
+            actor=operator,
+            seen_digest=question.args_digest,
+            arguments={"question": "something else?"},
+        )
+    with pytest.raises(ReviewError, match="is an approval, not a question"):
+        gate_answer(
+            gate_id=open_gate(gated_refund()).pk, actor=operator, seen_digest=None, text="yes"
+        )
+
+    assert Gate.objects.get(pk=question.pk).status == GateStatus.OPEN
+    assert not Decision.objects.filter(action__startswith="reviews.gate").exists()
 
 
 def test_an_unknown_kind_is_refused_by_name() -> None:

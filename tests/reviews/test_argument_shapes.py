@@ -32,21 +32,22 @@ from django.utils.html import escape
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from agentops.engine import task_create
 from agentops.engine.gates import GATE_AMOUNT_LIMIT
 from agentops.engine.jsonvalues import ARTIFACT_KEY, offloaded
 from agentops.engine.model import ModelRequest
 from agentops.engine.registry import Agent, PlanStep, register_agent, tool
 from agentops.models import Artifact, AuditItem, Gate, Task, ToolCall
 from agentops.selectors import artifact_id_of, json_preview
-from agentops.services import task_create
 from agentops.states import AuditStatus, GateStatus, LedgerStatus, TaskStatus
 from agentops.templatetags.agentops_tags import gate_money
 from agentops.tokens import api_token_create
+from reviews.channels.webhook import webhook_body
 from reviews.models import Delivery, Notice, NotificationRoute, WebhookEndpoint
-from reviews.notifications import delivery_send, notices_find, webhook_body
+from reviews.notifications import delivery_send, notice_link, notices_find
 from reviews.selectors import pretty_json
 from reviews.services import gate_approve, task_control_apply
-from reviews.states import Channel, WebhookFormat
+from reviews.states import DeliveryChannel, WebhookFormat
 from tests.builders import run_until_parked_or_done
 from tests.reviews.builders import client_for, open_gate
 from tests.reviews.history import T0, make_call, make_gate, make_step, make_task
@@ -375,8 +376,10 @@ def delivered_notices(ex: Example) -> list[str]:
     for delivery in Delivery.objects.filter(notice__in=notices).select_related(
         "notice__task", "notice__gate", "endpoint"
     ):
-        if delivery.channel == Channel.WEBHOOK:
-            bodies.append(json.dumps(webhook_body(delivery), sort_keys=True))
+        if delivery.channel == DeliveryChannel.WEBHOOK:
+            bodies.append(
+                json.dumps(webhook_body(delivery, notice_link(delivery.notice)), sort_keys=True)
+            )
         else:
             assert delivery_send(delivery_id=delivery.pk) == "sent"
     bodies += [message.body for message in mail.outbox]

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 from django.urls import reverse
 
+from agentops.engine import task_create
 from agentops.models import AuditItem, Event, Gate, Task
-from agentops.services import task_create
 from agentops.states import AuditStatus, GateStatus, TaskStatus
 from reviews.models import Claim, Decision
 from reviews.services import claim_take

@@ -8,9 +8,9 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from agentops.engine import task_create
 from agentops.metrics import Window
 from agentops.models import AuditItem, Event, Gate, Step
-from agentops.services import task_create
 from agentops.states import TaskStatus
 from reviews.calibration import confidence_bucket
 from reviews.metrics import figures_collect

@@ -7,8 +7,8 @@ import pytest
 from django.urls import reverse
 
 from agentops.dev.sim.services import fault_set
+from agentops.engine import task_create, task_retry
 from agentops.models import Task
-from agentops.services import task_create, task_retry
 from agentops.states import TaskStatus
 from tests.agentops.test_subtasks import run_family
 from tests.builders import run_until_parked_or_done

@@ -19,10 +19,16 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from agentops.dev.people import FINANCE_LEADS, four_eyes_policy_ensure
-from agentops.engine import Choice, DecisionRefused, GateDecision, TwoApprovers, gate_decide
+from agentops.engine import (
+    Choice,
+    DecisionRefused,
+    GateDecision,
+    TwoApprovers,
+    gate_decide,
+    task_create,
+)
 from agentops.engine.approvals import approval_kind_for
 from agentops.models import Gate
-from agentops.services import task_create
 from agentops.states import GateStatus, TaskStatus
 from agentops.tokens import api_token_create
 from policies.engine import GateSettings

@@ -16,8 +16,8 @@ from django.utils.html import escape
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from agentops.engine import task_create
 from agentops.models import ScopeGrant, Task, ToolCall
-from agentops.services import task_create
 from agentops.states import LedgerStatus, TaskStatus
 from agentops.tokens import api_token_create
 from reviews.models import Claim, Decision

@@ -19,8 +19,8 @@ from django.contrib.auth.models import Group, User
 from django.db import connection
 from django.utils import timezone
 
+from agentops.engine import task_create
 from agentops.models import Gate, Step, Task, ToolCall
-from agentops.services import task_create
 from agentops.states import GateStatus, LedgerStatus, StepStatus, TaskStatus
 from reviews.models import InboxChanges
 from reviews.selectors import inbox_state

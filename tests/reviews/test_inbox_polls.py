@@ -1,5 +1,5 @@
 """The polled inbox answers "nothing changed" (an empty 204) when the rows it shows are the same,
-and its rows again after every kind of change they show (agentops.web.poll_unchanged).
+and its rows again after every kind of change they show (agentops.plumbing.web.poll_unchanged).
 
 The inbox's tasks are rows (tests/factories.py), and the tests are rolled back: what a poll
 shows is read in the request's own connection, no other process is involved."""
@@ -18,7 +18,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from agentops.models import Gate
-from agentops.web import POLL_VERSION_HEADER
+from agentops.plumbing.web import POLL_VERSION_HEADER
 from reviews.services import claim_release, claim_take, gate_approve
 from reviews.templatetags.reviews_tags import times_steady_until
 from reviews.views import queue

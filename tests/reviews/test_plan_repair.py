@@ -13,8 +13,8 @@ from django.utils.html import escape
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
+from agentops.engine import task_create
 from agentops.models import Step, Task
-from agentops.services import task_create
 from agentops.states import StepStatus, TaskStatus
 from agentops.tokens import api_token_create
 from reviews.models import Decision

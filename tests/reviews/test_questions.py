@@ -15,9 +15,9 @@ from django.utils.html import escape
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from agentops.engine import task_create
 from agentops.engine.decisions import gates_expire_overdue
 from agentops.models import Gate, Step, Task, ToolCall
-from agentops.services import task_create
 from agentops.states import GateStatus, LedgerStatus, TaskStatus
 from agentops.tokens import api_token_create
 from reviews.models import Decision
@@ -25,8 +25,8 @@ from reviews.services import (
     GateAlreadyDecided,
     NotAllowed,
     ReviewError,
+    gate_answer,
     gate_approve,
-    question_answer_apply,
 )
 from tests.builders import run_until_parked_or_done
 from tests.markup import markup, plain
@@ -60,9 +60,7 @@ def answer(client: Any, gate: Gate, **fields: str) -> Any:
 def test_a_chosen_option_is_the_tool_result_and_one_decision(sim, redis_clean, operator):
     task, gate = asking()
 
-    question_answer_apply(
-        gate_id=gate.pk, actor=operator, seen_digest=gate.args_digest, choice="half"
-    )
+    gate_answer(gate_id=gate.pk, actor=operator, seen_digest=gate.args_digest, choice="half")
     task = run_until_parked_or_done(Task.objects.get(pk=task.pk))
 
     assert task.status == TaskStatus.SUCCEEDED
@@ -89,18 +87,14 @@ def test_answers_that_do_not_fit_and_people_who_may_not_answer_are_refused(
         ({"choice": "", "text": "x" * 4001}, "at most 4000"),
     ]:
         with pytest.raises(ReviewError, match=refusal):
-            question_answer_apply(
-                gate_id=gate.pk, actor=operator, seen_digest=gate.args_digest, **fields
-            )
+            gate_answer(gate_id=gate.pk, actor=operator, seen_digest=gate.args_digest, **fields)
     for person, refusal in [(starter, "you started this task"), (auditor, "only members")]:
         with pytest.raises(NotAllowed, match=refusal):
-            question_answer_apply(
-                gate_id=gate.pk, actor=person, seen_digest=gate.args_digest, text="20"
-            )
+            gate_answer(gate_id=gate.pk, actor=person, seen_digest=gate.args_digest, text="20")
     with pytest.raises(ReviewError, match="answer it"):
         gate_approve(gate_id=gate.pk, actor=operator, seen_digest=gate.args_digest)
     with pytest.raises(GateAlreadyDecided, match="changed since you opened it"):
-        question_answer_apply(gate_id=gate.pk, actor=operator, seen_digest="0" * 64, text="20")
+        gate_answer(gate_id=gate.pk, actor=operator, seen_digest="0" * 64, text="20")
 
     assert Decision.objects.count() == 0
     assert Task.objects.get(pk=task.pk).status == TaskStatus.AWAITING_APPROVAL
@@ -134,9 +128,7 @@ def test_an_escalated_question_goes_to_the_escalation_group(sim, redis_clean, op
     gate.refresh_from_db()
     assert gate.status == GateStatus.OPEN and gate.approver_group == "auditors"
     with pytest.raises(NotAllowed, match="only members of 'auditors'"):
-        question_answer_apply(
-            gate_id=gate.pk, actor=operator, seen_digest=gate.args_digest, text="20"
-        )
+        gate_answer(gate_id=gate.pk, actor=operator, seen_digest=gate.args_digest, text="20")
 
 
 # -- the pages -----------------------------------------------------------------------------------

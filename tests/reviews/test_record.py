@@ -13,10 +13,10 @@ from django.utils import timezone
 
 from agentops.dev.sim.models import Effect
 from agentops.dev.sim.services import fault_set
+from agentops.engine import task_create
 from agentops.models import AuditItem, Gate, Step, Task, ToolCall
 from agentops.policy_hooks import recorded_actions
 from agentops.selectors import task_get_detail
-from agentops.services import task_create
 from agentops.states import GateStatus, TaskStatus
 from reviews.models import Decision
 from reviews.services import gate_reject, ledger_call_confirm

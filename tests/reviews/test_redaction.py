@@ -24,8 +24,8 @@ from django.core.files.storage import default_storage
 from django.db import connection
 from django.urls import reverse
 
-from agentops import dburl
 from agentops.models import Artifact, AuditItem, Task
+from agentops.plumbing import dburl
 from agentops.states import AuditStatus, TaskStatus
 from agentops.tokens import api_token_create
 from reviews.models import NotificationRoute, WebhookEndpoint

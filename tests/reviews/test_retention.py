@@ -15,8 +15,8 @@ from django.db import connection
 from django.db.models import Model
 from django.utils import timezone
 
+from agentops.engine import task_create
 from agentops.models import Artifact, Event, Snapshot, Step, Task, ToolCall
-from agentops.services import task_create
 from agentops.states import StepStatus, TaskStatus
 from reviews.models import Decision
 from reviews.services import decision_record

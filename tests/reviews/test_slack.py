@@ -16,9 +16,9 @@ import pytest
 from django.test import Client
 from django.urls import reverse
 
-from agentops import queues
 from agentops.engine import digest
 from agentops.models import Gate
+from agentops.plumbing import queues
 from agentops.states import GateStatus
 from reviews.models import (
     Claim,
@@ -32,7 +32,7 @@ from reviews.notifications import delivery_send, notices_find
 from reviews.services import gate_approve
 from reviews.services.slack import slack_link_token
 from reviews.slack import slack_messages_sweep
-from reviews.states import VIA_BROWSER, Channel, DeliveryStatus
+from reviews.states import VIA_BROWSER, DeliveryChannel, DeliveryStatus
 from tests import slack_api
 from tests.reviews.builders import client_for, gated_refund, open_gate, slack_linked
 from tests.slack_api import CHANNEL, TEAM_ID, StandInSlack, signed
@@ -64,7 +64,7 @@ def gate_posted(slack: StandInSlack, **task: Any) -> tuple[Gate, slack_api.Messa
     NotificationRoute.objects.create(slack_channel=CHANNEL)
     gate = open_gate(gated_refund(**task))
     notices_find()
-    (delivery,) = Delivery.objects.filter(channel=Channel.SLACK)
+    (delivery,) = Delivery.objects.filter(channel=DeliveryChannel.SLACK)
     assert delivery_send(delivery_id=delivery.pk) == "sent"
     return gate, slack.only_message()
 
@@ -91,7 +91,7 @@ def test_a_gate_notice_is_a_block_kit_message_with_approve_and_reject(
     }
     assert f"{gate.pk}:{gate.args_digest}" in values
     assert gate.tool in message.block_text() and "Refund order B2002" in message.block_text()
-    assert Delivery.objects.get(channel=Channel.SLACK).status == DeliveryStatus.SENT
+    assert Delivery.objects.get(channel=DeliveryChannel.SLACK).status == DeliveryStatus.SENT
 
 
 def test_approve_in_slack_decides_as_the_linked_user_and_updates_the_message(
@@ -333,7 +333,7 @@ def test_a_slack_route_without_a_bot_token_fails_with_a_clear_error(
     NotificationRoute.objects.create(slack_channel=CHANNEL)
     gated_refund()
     notices_find()
-    delivery = Delivery.objects.get(channel=Channel.SLACK)
+    delivery = Delivery.objects.get(channel=DeliveryChannel.SLACK)
 
     assert delivery_send(delivery_id=delivery.pk) == "attempt 1 failed"
     delivery.refresh_from_db()
@@ -346,7 +346,7 @@ def test_a_channel_the_bot_is_not_in_is_retried_with_slacks_error(sim, redis_cle
     NotificationRoute.objects.create(slack_channel="C0ELSEWHERE")
     gated_refund()
     notices_find()
-    delivery = Delivery.objects.get(channel=Channel.SLACK)
+    delivery = Delivery.objects.get(channel=DeliveryChannel.SLACK)
 
     assert delivery_send(delivery_id=delivery.pk) == "attempt 1 failed"
     delivery.refresh_from_db()

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from django.test import Client
 
+from agentops.engine import task_create
 from agentops.models import Gate, Task
-from agentops.services import task_create
 from agentops.states import GateStatus, TaskStatus
 from reviews.models import Decision, NotificationRoute, SlackMessage
 from tests import slack_api

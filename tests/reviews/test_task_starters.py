@@ -8,9 +8,9 @@ from django.core.management import call_command
 from django.test import Client
 from django.urls import reverse
 
+from agentops.engine import task_create
 from agentops.engine.errors import StartRefused
 from agentops.models import Task
-from agentops.services import task_create
 from agentops.tokens import api_token_create
 from tests.reviews.builders import client_for
 

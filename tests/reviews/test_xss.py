@@ -18,10 +18,10 @@ import pytest
 from django.templatetags.static import static
 from django.urls import reverse
 
+from agentops.engine import task_create
 from agentops.engine.model import ModelRequest
 from agentops.engine.registry import Agent, PlanStep, register_agent
 from agentops.models import AuditItem, Gate, Task
-from agentops.services import task_create
 from agentops.states import GateStatus, TaskStatus
 from reviews.services import audit_item_review, gate_reject
 from tests.builders import run_until_parked_or_done

@@ -51,9 +51,7 @@ from rq.exceptions import NoSuchJobError
 from rq.job import Job
 from rq.worker import Worker
 
-from agentops import queues
 from agentops.agents.bench import KIND_TOOLS, bench_script
-from agentops.dburl import database_url
 from agentops.dev.benchmarks.checkpoint_report import (
     Pair,
     median_of,
@@ -71,12 +69,13 @@ from agentops.dev.benchmarks.tasks import (
     scratch_database_name,
 )
 from agentops.dev.benchmarks.wal import StatementCounter, WalReader
-from agentops.engine import heap
+from agentops.engine import heap, task_create
 from agentops.engine.dispatch import job_id_for
 from agentops.engine.model import ModelRequest
 from agentops.engine.runner import task_advance
 from agentops.models import Task
-from agentops.services import task_create
+from agentops.plumbing import queues
+from agentops.plumbing.dburl import database_url
 from agentops.states import TaskStatus
 from policies.services import policy_install
 

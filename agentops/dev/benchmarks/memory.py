@@ -32,12 +32,12 @@ from django.db import connection
 from django.db.models import Count, Q
 from rq.worker import Worker
 
-from agentops import queues
 from agentops.agents.bench import MAX_STEPS
-from agentops.dburl import database_url
 from agentops.dev.benchmarks.tasks import bench_tasks_delete
+from agentops.engine import task_create
 from agentops.models import Step, Task
-from agentops.services import task_create
+from agentops.plumbing import queues
+from agentops.plumbing.dburl import database_url
 from agentops.states import CLAIMABLE, StepStatus, TaskStatus
 
 AGENT = "bench_noop"

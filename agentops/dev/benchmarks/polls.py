@@ -3,8 +3,8 @@
 Each polled page (the inbox rows every 5 s, the task list every 2 s, the live part of a running
 task's page every 1 s) is fetched once as htmx fetches it, and its version read from the
 fragment's `hx-headers`; then the same poll is timed with that version, as the browser sends it
-back while nothing changes. The answer is an empty 204 (agentops.web.poll_unchanged); its bytes
-here are what the server sends: the status line and headers plus the (empty) body.
+back while nothing changes. The answer is an empty 204 (agentops.plumbing.web.poll_unchanged); its
+bytes here are what the server sends: the status line and headers plus the (empty) body.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from django.test import Client
 from django.urls import reverse
 
 from agentops.models import Task
+from agentops.plumbing.web import POLL_VERSION_HEADER
 from agentops.states import TaskStatus
-from agentops.web import POLL_VERSION_HEADER
 
 _VERSION = re.compile(rb'"X-Poll-Version": "([0-9a-f]+(?:\.[0-9]+)?)"')
 

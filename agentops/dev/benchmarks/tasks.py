@@ -11,7 +11,7 @@ from django.core.management.base import CommandError
 from django.db import connection
 from psycopg import sql
 
-from agentops.dburl import database_url
+from agentops.plumbing.dburl import database_url
 from agentops.retention import tasks_erase
 
 

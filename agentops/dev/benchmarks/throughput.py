@@ -36,11 +36,11 @@ from django.db import connection
 from django.db.models import Max, Min
 from rq.worker import Worker
 
-from agentops import queues
-from agentops.dburl import database_url
 from agentops.dev.benchmarks.tasks import bench_tasks_delete
+from agentops.engine import task_create
 from agentops.models import Task
-from agentops.services import task_create
+from agentops.plumbing import queues
+from agentops.plumbing.dburl import database_url
 from agentops.states import TaskStatus
 
 AGENT = "bench_noop"

@@ -1,8 +1,8 @@
 """The sweeper loop: re-drive stalled tasks and expire overdue gates, one sweeper at a time.
 
 The loop outlives PostgreSQL restarts and Redis outages: a sweep that finds either away is given
-up, and the next is tried after a capped backoff (agentops.outages), so sweeping resumes within one
-capped wait of the server's return. Only `--once` reports the failure and exits.
+up, and the next is tried after a capped backoff (agentops.plumbing.outages), so sweeping resumes
+within one capped wait of the server's return. Only `--once` reports the failure and exits.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from django.core.management.base import BaseCommand, CommandParser
 from django.db import close_old_connections, connection
 
 from agentops.engine.sweeper import Sweep, sweep_exclusive
-from agentops.outages import POSTGRESQL, REDIS, UNAVAILABLE, Outage, dependency_of
+from agentops.plumbing.outages import POSTGRESQL, REDIS, UNAVAILABLE, Outage, dependency_of
 
 
 class Command(BaseCommand):

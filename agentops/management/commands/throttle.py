@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from agentops.throttle import (
+from agentops.plumbing.throttle import (
     Key,
     Scope,
     address_key,
@@ -20,7 +20,7 @@ from agentops.throttle import (
 
 
 class Command(BaseCommand):
-    help = "Show or clear failed sign-in and bad-token counts and lockouts (agentops.throttle)."
+    help = "Show or clear failed sign-in and bad-token counts and lockouts (plumbing.throttle)."
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("action", choices=["status", "clear"])

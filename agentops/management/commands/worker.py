@@ -1,10 +1,10 @@
 """`manage.py worker`: an RQ worker that advances tasks, and outlives PostgreSQL and Redis outages.
 
-A worker that loses Redis waits for it (capped backoff, agentops.outages) wherever RQ's loop would
-have raised and quit, then goes on with the same identity. A job that failed because PostgreSQL
-went away leaves its task to the sweeper (its lease lapses, or its job is found lost), and the
-worker waits for the database before it takes the next job, instead of failing every job in the
-queue meanwhile.
+A worker that loses Redis waits for it (capped backoff, agentops.plumbing.outages) wherever RQ's
+loop would have raised and quit, then goes on with the same identity. A job that failed because
+PostgreSQL went away leaves its task to the sweeper (its lease lapses, or its job is found lost),
+and the worker waits for the database before it takes the next job, instead of failing every job in
+the queue meanwhile.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from rq.serializers import JSONSerializer
 from rq.worker import SimpleWorker
 
 from agentops.engine.heap import heap_keep_freed, heap_startup_frozen
-from agentops.outages import (
+from agentops.plumbing.outages import (
     POSTGRESQL,
     REDIS,
     REDIS_ERRORS,

@@ -24,11 +24,10 @@ from agentops.dev.scenarios import (
 )
 from agentops.dev.sim.models import Effect
 from agentops.dev.sim.services import fault_reset
-from agentops.engine import Choice, GateDecision, gate_decide
+from agentops.engine import Choice, GateDecision, gate_decide, task_retry, task_rollback
 from agentops.engine.questions import ASK_HUMAN, QUESTION
 from agentops.models import Event, Gate, ScopeGrant, Task
 from agentops.selectors import task_get_recovery
-from agentops.services import task_retry, task_rollback
 from agentops.states import TERMINAL, GateStatus, LedgerStatus, StepStatus, TaskStatus
 
 SETTLED = {*TERMINAL, TaskStatus.NEEDS_ATTENTION}

@@ -9,8 +9,8 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import transaction
 
 from agentops.dev.scenarios import scenario_start
+from agentops.engine import task_create
 from agentops.models import Task
-from agentops.services import task_create
 
 DEMO_USERS = [
     # username, password, superuser, groups (one demo user per role; the operator also starts tasks)

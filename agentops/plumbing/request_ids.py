@@ -19,7 +19,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseServerError
 from django.template import loader
 from django.utils.html import escape
 
-from agentops.logs import request_context
+from agentops.plumbing.logs import request_context
 
 logger = logging.getLogger(__name__)
 

@@ -258,7 +258,7 @@ def _log_lockout(
     key: Key, *, client: str, username: str | None, failures: int, seconds: int
 ) -> None:
     logger.warning(
-        "agentops.throttle.locked: too many failed attempts",
+        "agentops.plumbing.throttle.locked: too many failed attempts",
         extra={
             "scope": str(key.scope),
             "client": client,

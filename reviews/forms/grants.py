@@ -6,7 +6,7 @@ from __future__ import annotations
 from django import forms
 
 from agentops.engine import GRANT_DURATIONS
-from reviews.forms import NOTE_MAX
+from reviews.forms._common import NOTE_MAX
 
 
 class ScopeGrantForm(forms.Form):

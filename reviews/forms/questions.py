@@ -8,7 +8,7 @@ from typing import Any
 from django import forms
 
 from agentops.engine import QuestionView
-from reviews.forms import NOTE_MAX
+from reviews.forms._common import NOTE_MAX
 
 
 class QuestionAnswerForm(forms.Form):

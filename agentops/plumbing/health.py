@@ -15,7 +15,7 @@ from django.db import DatabaseError, connection
 from django.http import HttpRequest, HttpResponse
 from redis.exceptions import RedisError
 
-from agentops.slots import database_slot
+from agentops.plumbing.slots import database_slot
 
 logger = logging.getLogger(__name__)
 
@@ -36,7 +36,7 @@ def ready() -> bool:
                 logger.warning("readyz: migrations are pending")
                 return False
             _migrations_checked = True
-        from agentops import queues
+        from agentops.plumbing import queues
 
         queues.redis_client().ping()
     except (DatabaseError, RedisError) as error:

@@ -1,19 +1,21 @@
-"""What the review API's modules share: their one router (`reviews.api` and `reviews.api_again`
-add their endpoints to it; the project shell mounts it), the roles they ask for, the channel
-a decision made through the API records, and how a service's refusal becomes an error answer
-(acting on an item someone else holds included)."""
+"""What the review API's modules share: their one router (each module of `reviews.api` adds its
+endpoints to it; the project shell mounts it as `reviews.api.router`), the roles they ask for,
+the channel a decision made through the API records, how a service's refusal becomes an error
+answer (acting on an item someone else holds included), and the answer of a gate decision."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from ninja import Router
 from ninja.errors import HttpError
 
 from agentops.api import ApiRequest, TokenAuth
-from reviews.services import HeldByOther, NotAllowed, ReviewError
-from reviews.states import Via
+from agentops.models import Gate
+from reviews.channels import channel_get
+from reviews.services import GateAlreadyDecided, HeldByOther, NotAllowed, ReviewError
+from reviews.states import DecisionChannel, Via
 
 Refusals = tuple[type[Exception], ...]
 
@@ -28,8 +30,8 @@ def readers_only(what: str) -> TokenAuth:
 
 
 def api_via(request: ApiRequest) -> Via:
-    """The channel of a decision made with the request's token."""
-    return Via.api(request.auth.pk)
+    """The channel of a decision made with the request's token: the API, and the token."""
+    return channel_get(DecisionChannel.API).via(api_token_id=request.auth.pk)
 
 
 @contextmanager
@@ -69,3 +71,20 @@ def held_by_other(exc: HeldByOther) -> HttpError:
         f"{exc.holder} is already working on this task (claimed in the inbox): nothing was "
         "done; they release it, or you take it over in the inbox, before you act on it",
     )
+
+
+def decided_gate(gate_id: int, apply: Callable[[], object]) -> Gate:
+    """Run one gate decision (`apply`: one call of the decision service; the caller's role was
+    checked by `TokenAuth`) and answer the gate as it is then; the service's refusals become 404,
+    409, 403 and 400."""
+    with refusals(
+        missing=f"no gate {gate_id}",
+        not_found=(Gate.DoesNotExist,),
+        conflicts=(GateAlreadyDecided,),
+    ):
+        apply()
+    return Gate.objects.select_related("decided_by").get(pk=gate_id)
+
+
+# Deciding gates and answering questions.
+OPERATORS_ONLY = TokenAuth(DECIDE_GATE, "deciding gates is for operators")

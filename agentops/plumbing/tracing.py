@@ -75,7 +75,7 @@ def configure(environ: Mapping[str, str] = os.environ) -> bool:
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
-    from agentops.otlp import RedactingExporter
+    from agentops.plumbing.otlp import RedactingExporter
 
     provider = TracerProvider(
         resource=Resource.create({"service.name": environ.get("OTEL_SERVICE_NAME", "agentops")})

@@ -134,7 +134,7 @@ class ContextFilter(logging.Filter):
             fields["method"] = request.method
             fields["path"] = request.path
             # Only for a crash: it is logged where it happened, inside the request's database
-            # slot (agentops.slots), and the lookup is worth its query there.
+            # slot (agentops.plumbing.slots), and the lookup is worth its query there.
             crash = record.exc_info is not None and record.levelno >= logging.ERROR
             fields["user"] = request_user_label(request, look_up=crash)
         fields["request_id"] = request_id
@@ -156,7 +156,7 @@ class RefusalFilter(logging.Filter):
 
 # Fields a record may carry (`extra=`): the request and task context, a response's status, the
 # throttle's lockout lines, and an outage of PostgreSQL or Redis as a worker or the sweeper rides
-# it out (agentops.outages).
+# it out (agentops.plumbing.outages).
 _CONTEXT_KEYS = (
     "request_id",
     "method",

@@ -1,4 +1,5 @@
-"""The forms of starting a task again and forking it from a step (`reviews.task_again`)."""
+"""The forms of starting a task again and forking it from a step (`reviews.again_page`,
+`reviews.views.again`)."""
 
 from __future__ import annotations
 
@@ -6,8 +7,8 @@ from typing import Any
 
 from django import forms
 
-from agentops.web import JSONObjectField
-from reviews.forms import ARGUMENTS_MAX, NOTE_MAX
+from agentops.plumbing.web import JSONObjectField
+from reviews.forms._common import ARGUMENTS_MAX, NOTE_MAX
 
 ENDING_CHOICES = [
     ("abort", "Abort it: it ends now, effects made stay"),

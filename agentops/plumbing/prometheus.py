@@ -24,7 +24,6 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Count, Sum
 from django.utils import timezone
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -217,53 +216,14 @@ def token_accepted(authorization: str) -> bool | None:
     return scheme.lower() == "bearer" and hmac.compare_digest(given.strip(), expected)
 
 
-# -- the engine's own state gauges ---------------------------------------------------------------
-
-
-def tasks_state_metrics() -> Iterable[Metric]:
-    from agentops.models import Task
-
-    tasks = GaugeMetricFamily(
-        "agentops_tasks", "Tasks by status and agent.", labels=["status", "agent"]
-    )
-    tokens = GaugeMetricFamily("agentops_tokens_spent", "Tokens spent, by agent.", labels=["agent"])
-    cost = GaugeMetricFamily("agentops_cost_spent", "Cost spent, by agent.", labels=["agent"])
-    saved = GaugeMetricFamily(
-        "agentops_tokens_saved_by_resume",
-        "Tokens a rerun from scratch would have spent again, as the runner recorded them on "
-        "each recovery (Task.tokens_saved; see docs/metrics.md).",
-        labels=["agent"],
-    )
-    rows = (
-        Task.objects.order_by()
-        .values("status", "agent")
-        .annotate(
-            n=Count("id"),
-            tokens=Sum("tokens_used"),
-            cost=Sum("cost_used"),
-            saved=Sum("tokens_saved"),
-        )
-    )
-    per_agent: dict[str, list[float]] = {}
-    for row in rows:
-        tasks.add_metric([row["status"], row["agent"]], row["n"])
-        figures = per_agent.setdefault(row["agent"], [0.0, 0.0, 0.0])
-        figures[0] += float(row["tokens"] or 0)
-        figures[1] += float(row["cost"] or 0)
-        figures[2] += float(row["saved"] or 0)
-    for agent, (agent_tokens, agent_cost, agent_saved) in sorted(per_agent.items()):
-        tokens.add_metric([agent], agent_tokens)
-        cost.add_metric([agent], agent_cost)
-        if agent_saved:
-            saved.add_metric([agent], agent_saved)
-    yield from (tasks, tokens, cost, saved)
+# -- the queue's gauges ---------------------------------------------------------------------------
 
 
 def queue_metrics() -> Iterable[Metric]:
     from rq.exceptions import NoSuchJobError
     from rq.job import Job
 
-    from agentops import queues
+    from agentops.plumbing import queues
 
     depth = GaugeMetricFamily(
         "agentops_queue_depth", "Jobs waiting in the queue.", labels=["queue"]

@@ -1,4 +1,4 @@
-"""The OTLP export of `agentops.tracing`: every span leaves with its attributes redacted.
+"""The OTLP export of `agentops.plumbing.tracing`: every span leaves with its attributes redacted.
 
 Imported only once tracing is on (it loads the OpenTelemetry SDK).
 """

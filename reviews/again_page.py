@@ -15,7 +15,7 @@ from django.template.loader import render_to_string
 from agentops.engine import Ending, fork_points
 from agentops.models import Task, ToolCall
 from agentops.states import TERMINAL
-from reviews.again_forms import ForkForm, RestartForm
+from reviews.forms import ForkForm, RestartForm
 
 STOPPED = ("needs_attention", "paused")
 

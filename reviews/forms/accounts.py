@@ -1,0 +1,42 @@
+"""A person's account forms: their notification preferences and a new API token."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import forms
+
+from reviews.models import NotificationPreference
+from reviews.states import NoticeEvent
+
+
+# `type-arg`: ModelForm is generic only in django-stubs (see the admin override in pyproject.toml).
+class NotificationPreferenceForm(forms.ModelForm):  # type: ignore[type-arg]
+    """Which events reach me by email, and hours (server time) to hold email back."""
+
+    events = forms.MultipleChoiceField(
+        choices=NoticeEvent.choices,
+        widget=forms.CheckboxSelectMultiple,
+        required=False,
+        help_text="None ticked: every event.",
+    )
+
+    class Meta:
+        model = NotificationPreference
+        fields = ["events", "email", "quiet_from", "quiet_until"]
+        widgets = {
+            "quiet_from": forms.TimeInput(attrs={"type": "time"}),
+            "quiet_until": forms.TimeInput(attrs={"type": "time"}),
+        }
+        labels = {"email": "Send me email", "quiet_from": "Quiet from", "quiet_until": "until"}
+
+    def clean(self) -> dict[str, Any]:
+        super().clean()
+        data = self.cleaned_data
+        if (data.get("quiet_from") is None) != (data.get("quiet_until") is None):
+            raise forms.ValidationError("Give both ends of the quiet hours, or neither.")
+        return data
+
+
+class ApiTokenForm(forms.Form):
+    name = forms.CharField(max_length=100, help_text="What the token is for (a script, a bot).")

@@ -1,0 +1,72 @@
+"""The audit queue's forms: one verdict, a bulk verdict, and the queue's filters."""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+from django import forms
+
+from agentops.states import AuditStatus
+from reviews.forms._common import NOTE_MAX, DateRangeForm
+from reviews.selectors import AuditFilters
+
+LANE_CHOICES = [("", "All lanes"), ("audit", "audit"), ("auto", "auto (sampled)")]
+
+
+class AuditReviewForm(forms.Form):
+    verdict = forms.ChoiceField(
+        choices=[(AuditStatus.OK, "OK"), (AuditStatus.FLAGGED, "Flag")], label="Verdict"
+    )
+    note = forms.CharField(required=False, max_length=NOTE_MAX, label="Note")
+
+    def clean(self) -> dict[str, Any]:
+        super().clean()
+        data = self.cleaned_data
+        if data.get("verdict") == AuditStatus.FLAGGED and not data.get("note", "").strip():
+            self.add_error("note", "A flag needs a note saying what is wrong.")
+        return data
+
+
+class AuditFilterForm(DateRangeForm):
+    agent = forms.ChoiceField(required=False, label="Agent")
+    tool = forms.ChoiceField(required=False, label="Tool")
+    rule = forms.ChoiceField(required=False, label="Rule")
+    route = forms.ChoiceField(required=False, choices=LANE_CHOICES, label="Lane")
+    status = forms.ChoiceField(
+        required=False, choices=[("", "All statuses"), *AuditStatus.choices], label="Status"
+    )
+    field_order = ["status", "agent", "tool", "rule", "route", "date_from", "date_to"]
+
+    def __init__(self, *args: Any, choices: dict[str, list[str]], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        for name, label in (("agent", "All agents"), ("tool", "All tools"), ("rule", "All rules")):
+            field = cast(forms.ChoiceField, self.fields[name])
+            field.choices = [("", label), *[(v, v) for v in choices[name]]]
+
+    def filters(self) -> AuditFilters:
+        """The valid filters; a value that does not parse is ignored rather than an error."""
+        self.is_valid()
+        data = self.cleaned_data
+        return AuditFilters(
+            agent=data.get("agent") or "",
+            tool=data.get("tool") or "",
+            rule=data.get("rule") or "",
+            route=data.get("route") or "",
+            status=data.get("status") or "",
+            date_from=data.get("date_from"),
+            date_to=data.get("date_to"),
+        )
+
+
+class AuditBulkForm(forms.Form):
+    item = forms.TypedMultipleChoiceField(coerce=int, label="Items")
+    verdict = forms.ChoiceField(
+        choices=[(AuditStatus.OK, "Mark OK"), (AuditStatus.FLAGGED, "Flag")], label="Verdict"
+    )
+    note = forms.CharField(required=False, max_length=NOTE_MAX, label="Note")
+    next = forms.CharField(required=False, widget=forms.HiddenInput)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # Any id parses; the service skips ids that do not exist.
+        self.fields["item"].valid_value = lambda value: str(value).isdigit()  # type: ignore[attr-defined]
