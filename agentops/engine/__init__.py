@@ -53,6 +53,9 @@ if TYPE_CHECKING:
         GateDecision,
         GateNotOpen,
         gate_decide,
+        reject_loop_threshold,
+        task_gate_approved,
+        task_gate_rejected,
     )
     from agentops.engine.dispatch import job_waiting
     from agentops.engine.errors import (
@@ -64,19 +67,11 @@ if TYPE_CHECKING:
         UnknownAgent,
         UnknownTool,
     )
-    from agentops.engine.gates import (
-        DEFAULT_GATE_TIMEOUT_SECONDS,
-        gate_hook_register,
-        reject_loop_threshold,
-        task_gate_approved,
-        task_gate_rejected,
-    )
+    from agentops.engine.gates import DEFAULT_GATE_TIMEOUT_SECONDS, gate_hook_register
     from agentops.engine.grants import (
         GRANT_DURATIONS,
         GRANT_MAX_MINUTES,
         GrantRefused,
-        grants_for,
-        grants_in_force,
         scope_grant,
         scope_grant_revoke,
     )
@@ -130,7 +125,7 @@ if TYPE_CHECKING:
         task_plan_repair,
     )
     from agentops.engine.restore import checkpoint_read, task_restore
-    from agentops.engine.scopes import missing_scope_of
+    from agentops.engine.scopes import grants_for, grants_in_force, missing_scope_of
     from agentops.engine.sweeper import sweep_hook_register
     from agentops.engine.tasks import START_TASK, task_create
 
@@ -163,6 +158,9 @@ _HOMES: dict[str, tuple[str, ...]] = {
         "GateDecision",
         "GateNotOpen",
         "gate_decide",
+        "reject_loop_threshold",
+        "task_gate_approved",
+        "task_gate_rejected",
     ),
     "agentops.engine.dispatch": ("job_waiting",),
     "agentops.engine.errors": (
@@ -177,16 +175,11 @@ _HOMES: dict[str, tuple[str, ...]] = {
     "agentops.engine.gates": (
         "DEFAULT_GATE_TIMEOUT_SECONDS",
         "gate_hook_register",
-        "reject_loop_threshold",
-        "task_gate_approved",
-        "task_gate_rejected",
     ),
     "agentops.engine.grants": (
         "GRANT_DURATIONS",
         "GRANT_MAX_MINUTES",
         "GrantRefused",
-        "grants_for",
-        "grants_in_force",
         "scope_grant",
         "scope_grant_revoke",
     ),
@@ -251,7 +244,11 @@ _HOMES: dict[str, tuple[str, ...]] = {
         "checkpoint_read",
         "task_restore",
     ),
-    "agentops.engine.scopes": ("missing_scope_of",),
+    "agentops.engine.scopes": (
+        "grants_for",
+        "grants_in_force",
+        "missing_scope_of",
+    ),
     "agentops.engine.repair": (
         "RepairOptions",
         "plan_repair_options",

@@ -71,10 +71,6 @@ def fan_out(name: str) -> Callable[[FanOutFn], FanOutFn]:
     return register
 
 
-def is_fan_out(step: Step) -> bool:
-    return bool((step.spec or {}).get("fan_out"))
-
-
 @dataclass(frozen=True)
 class Collected:
     """What a fan-out step produced on this claim: the children's results, or a park."""

@@ -8,25 +8,46 @@ satisfy it, closes the gate along `GATE_TRANSITIONS` and makes the task's move (
 approval, re-plan from the feedback, abort or roll back). Two clicks make one decision: the
 second finds the gate closed (GateNotOpen). The people's room (`reviews.services.gates`) wraps
 it with its log of who decided, in the same transaction.
+
+The rule of a decision lives here whole: the move it makes on the task (`task_gate_approved`,
+`task_gate_rejected` with the rule that holds a task whose same action was rejected twice) and
+the decision the clock makes on an overdue gate (`gates_expire_overdue`: escalate once, else
+reject as a person would). The waiting states themselves (opening a gate, a gate's status, a task
+leaving its waits) are `engine.gates`'; who must approve is the gate's kind's (`engine.approvals`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from django.db import transaction
 from django.utils import timezone
 
 from agentops.engine.approvals import Approval, Choice, approval_kind_of
-from agentops.engine.errors import AgentOpsError, StepFailure, UnknownTool
-from agentops.engine.gates import gate_transition, task_gate_approved, task_gate_rejected
+from agentops.engine.errors import (
+    AgentOpsError,
+    FailureKind,
+    StepFailure,
+    TransitionRefused,
+    UnknownTool,
+)
+from agentops.engine.gates import (
+    gate_hooks_call,
+    gate_transition,
+    resume_events_enqueue,
+    resume_or_refuse,
+    step_reset_or_refuse,
+    transition_or_refuse,
+)
 from agentops.engine.interventions import task_abort, task_rollback
-from agentops.engine.jsonvalues import digest, redacted, validated
+from agentops.engine.jsonvalues import digest, loaded, redacted, validated
 from agentops.engine.registry import get_tool
-from agentops.models import Gate
-from agentops.states import TaskStatus
+from agentops.engine.transitions import EventSpec, task_append_event
+from agentops.models import Event, Gate, Step
+from agentops.states import GateStatus, StepStatus, TaskStatus
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
@@ -240,3 +261,163 @@ def _approve(
         required=kind.required,
         **proposed,
     )
+
+
+# -- the move a decision makes on the task ---------------------------------------------------------
+
+
+def task_gate_approved(
+    *, task_id: int, step_id: int, approval: dict[str, Any], actor: User
+) -> None:
+    """Resume a task parked at a gate whose action a person approved (arguments possibly edited).
+
+    Caller holds the transaction and has closed the gate. The approval is stored on the step; the
+    runner checks it against the arguments' digest and the policy version before the call.
+    """
+    resume_or_refuse(task_id, actor=actor)
+    step = Step.objects.get(pk=step_id, task_id=task_id)
+    step_reset_or_refuse(step, attempts=0, approval=approval)
+    resume_events_enqueue(
+        task_id,
+        actor=actor,
+        events=[
+            EventSpec(
+                "agentops.step.approved",
+                step=step.ordinal,
+                payload={
+                    "gate": approval.get("gate"),
+                    "args_digest": approval["args_digest"],
+                    "edited": approval.get("edited", False),
+                },
+                fold={"steps": {str(step.ordinal): StepStatus.PENDING}},
+            )
+        ],
+    )
+
+
+def task_gate_rejected(*, task_id: int, step_id: int, feedback: str, actor: User | None) -> bool:
+    """Resume a task whose gated action was rejected: the step forgets the model's proposal and
+    carries the feedback as a note, so the next model call re-plans it.
+
+    The step counts rejections per arguments digest: when the same action has been rejected
+    REJECT_LOOP_THRESHOLD times, the task is not resumed but held for a person (needs_attention,
+    kind planning_loop), so a model that re-proposes it cannot loop through the gate forever.
+    Returns True when the task was held instead of resumed. Caller holds the transaction and has
+    closed the gate.
+    """
+    feedback = redacted(feedback)
+    step = Step.objects.get(pk=step_id, task_id=task_id)
+    response = loaded(step.model_response) or {}
+    rejected = response.get("tool_calls") or []
+    tool = rejected[0]["name"] if rejected else "the proposal"
+    gate_digest = _gated_digest(step)
+    counts = dict(step.spec.get("rejections") or {})
+    if gate_digest:
+        counts[gate_digest] = int(counts.get(gate_digest, 0)) + 1
+    note = f"A reviewer rejected {tool}: {feedback}"
+    spec = {**step.spec, "notes": [*(step.spec.get("notes") or []), note], "rejections": counts}
+    threshold = reject_loop_threshold()
+    times = counts.get(gate_digest, 0) if gate_digest else 0
+    if times >= threshold:
+        failure = {
+            "layer": "orchestration",
+            "kind": FailureKind.PLANNING_LOOP.value,
+            "nature": "logic",
+            "message": f"{tool} was rejected {times} times with the same arguments "
+            f"(threshold {threshold}); a person decides how to go on",
+            "retryable": False,
+            "detail": {"args_digest": gate_digest, "rejections": times},
+        }
+        transition_or_refuse(task_id, "hold", actor=actor, reason=feedback, failure=failure)
+    else:
+        resume_or_refuse(task_id, actor=actor)
+    step_reset_or_refuse(step, attempts=0, model_response=None, approval=None, spec=spec)
+    events = [
+        EventSpec(
+            "agentops.step.rejected",
+            step=step.ordinal,
+            payload={"feedback": feedback, "args_digest": gate_digest, "rejections": times},
+            fold={"steps": {str(step.ordinal): StepStatus.PENDING}},
+        )
+    ]
+    if times >= threshold:
+        for event in events:
+            task_append_event(task_id=task_id, event=event, actor=actor)
+        return True
+    resume_events_enqueue(task_id, actor=actor, events=events)
+    return False
+
+
+def reject_loop_threshold() -> int:
+    """How many rejections of the same action hold a gated task for a person (default 2)."""
+    from django.conf import settings
+
+    return int(settings.AGENTOPS["REJECT_LOOP_THRESHOLD"])
+
+
+def _gated_digest(step: Step) -> str:
+    """The arguments digest the step was gated with (from its gated event's payload)."""
+    payload = (
+        Event.objects.filter(
+            task_id=step.task_id, step_ordinal=step.ordinal, action="agentops.step.gated"
+        )
+        .order_by("-seq")
+        .values_list("payload", flat=True)
+        .first()
+    )
+    return str((payload or {}).get("args_digest") or "")
+
+
+# -- a decision by the clock: timeouts, from the sweeper -------------------------------------------
+
+
+def gates_expire_overdue(*, now: datetime | None = None) -> int:
+    """Apply each overdue gate's timeout action: escalate to another group once, else reject
+    with feedback that the request timed out (the task re-plans the step, as after a person's
+    rejection). Each gate in its own transaction; returns how many gates were handled."""
+    now = now or timezone.now()
+    handled = 0
+    overdue = Gate.objects.filter(status=GateStatus.OPEN, due_at__lt=now).values_list(
+        "pk", flat=True
+    )
+    for gate_id in list(overdue):
+        with transaction.atomic():
+            gate = (
+                Gate.objects.select_for_update(skip_locked=True)
+                .filter(pk=gate_id, status=GateStatus.OPEN, due_at__lt=now)
+                .first()
+            )
+            if gate is None:
+                continue
+            waited = int((gate.due_at - gate.created_at).total_seconds())
+            if gate.timeout_action == "escalate" and gate.escalate_to:
+                # Still open, for another group: no status change.
+                Gate.objects.filter(pk=gate.pk).update(
+                    approver_group=gate.escalate_to,
+                    escalate_to="",
+                    due_at=now + timedelta(seconds=max(waited, 60)),
+                )
+                gate_hooks_call(
+                    gate,
+                    what="escalated",
+                    reason=f"no decision within {waited} s; escalated to {gate.escalate_to}",
+                    detail={"from": gate.approver_group, "to": gate.escalate_to},
+                )
+            else:
+                feedback = approval_kind_of(gate).timeout_feedback(gate, waited)
+                try:
+                    with transaction.atomic():
+                        gate_transition(gate_id=gate.pk, name="expire", feedback=feedback)
+                        task_gate_rejected(
+                            task_id=gate.task_id,
+                            step_id=gate.step_id,
+                            feedback=feedback,
+                            actor=None,
+                        )
+                        gate_hooks_call(gate, what="expired", reason=feedback, detail={})
+                except TransitionRefused:
+                    # The task is no longer parked at this gate: close it and move on, so one
+                    # stale gate cannot stop the sweep.
+                    gate_transition(gate_id=gate.pk, name="expire", feedback=feedback)
+            handled += 1
+    return handled

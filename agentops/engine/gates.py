@@ -4,31 +4,30 @@ step.
 A gate is opened, and an audit item queued, inside the runner's fenced transaction, so a gate is
 open exactly while its task waits at it. A gate's status moves only here, along
 `agentops.states.GATE_TRANSITIONS`, with a conditional UPDATE from the declared sources: a gate
-is decided once, and the loser of a race changes zero rows. People decide gates in `reviews`,
-which calls `gate_transition` and the task moves a decision makes (`task_gate_approved`,
-`task_gate_rejected`, here because the sweeper's timeout rejects too); the engine never imports
-`reviews`, whose interventions use the same moves (`transition_or_refuse` and its kin: a task
-leaving its gate without a decision withdraws it). What a timeout does to a gate (escalate, expire)
-is told to the hooks other apps register (`gate_hook_register`), in the same transaction, so the
-people's decision log records it once.
+is decided once, and the loser of a race changes zero rows. A decision (a person's, through
+`reviews`, or the clock's on an overdue gate) is `engine.decisions`', which closes the gate here
+(`gate_transition`) and moves the task with the moves the interventions use too
+(`transition_or_refuse` and its kin: a task leaving its gate without a decision withdraws it);
+the engine never imports `reviews`. What a timeout does to a gate
+(escalate, expire) is told to the hooks other apps register (`gate_hook_register`), in the same
+transaction, so the people's decision log records it once.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Mapping
-from datetime import datetime, timedelta
+from datetime import timedelta
 from decimal import Decimal
 from typing import Any
 
 from django.contrib.auth.models import User
-from django.db import transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
-from agentops.engine.approvals import approval_kind_for, approval_kind_of
+from agentops.engine.approvals import approval_kind_for
 from agentops.engine.dispatch import task_enqueue
-from agentops.engine.errors import FailureKind, TransitionRefused
+from agentops.engine.errors import TransitionRefused
 from agentops.engine.jsonvalues import loaded, redacted
 from agentops.engine.registry import Tool
 from agentops.engine.transitions import (
@@ -37,8 +36,8 @@ from agentops.engine.transitions import (
     task_append_event,
     task_transition,
 )
-from agentops.models import AuditItem, Event, Gate, Step, Task, ToolCall
-from agentops.states import GATE_TRANSITIONS, GateStatus, StepStatus
+from agentops.models import AuditItem, Gate, Step, Task, ToolCall
+from agentops.states import GATE_TRANSITIONS
 from policies.catalog import amount_of
 from policies.engine import GateSettings, Verdict
 
@@ -55,7 +54,8 @@ def gate_hook_register(hook: GateHook) -> None:
         GATE_HOOKS.append(hook)
 
 
-def _gate_hooks_call(gate: Gate, *, what: str, reason: str, detail: dict[str, Any]) -> None:
+def gate_hooks_call(gate: Gate, *, what: str, reason: str, detail: dict[str, Any]) -> None:
+    """Tell the registered hooks what the sweeper did to `gate` (in the caller's transaction)."""
     for hook in GATE_HOOKS:
         hook(gate, what=what, reason=reason, detail=detail)
 
@@ -249,163 +249,6 @@ def resume_events_enqueue(task_id: int, *, actor: User | None, events: list[Even
     for event in events:
         seq = task_append_event(task_id=task_id, event=event, actor=actor)
     task_enqueue(task_id, token=seq)
-
-
-def task_gate_approved(
-    *, task_id: int, step_id: int, approval: dict[str, Any], actor: User
-) -> None:
-    """Resume a task parked at a gate whose action a person approved (arguments possibly edited).
-
-    Caller holds the transaction and has closed the gate. The approval is stored on the step; the
-    runner checks it against the arguments' digest and the policy version before the call.
-    """
-    resume_or_refuse(task_id, actor=actor)
-    step = Step.objects.get(pk=step_id, task_id=task_id)
-    step_reset_or_refuse(step, attempts=0, approval=approval)
-    resume_events_enqueue(
-        task_id,
-        actor=actor,
-        events=[
-            EventSpec(
-                "agentops.step.approved",
-                step=step.ordinal,
-                payload={
-                    "gate": approval.get("gate"),
-                    "args_digest": approval["args_digest"],
-                    "edited": approval.get("edited", False),
-                },
-                fold={"steps": {str(step.ordinal): StepStatus.PENDING}},
-            )
-        ],
-    )
-
-
-def task_gate_rejected(*, task_id: int, step_id: int, feedback: str, actor: User | None) -> bool:
-    """Resume a task whose gated action was rejected: the step forgets the model's proposal and
-    carries the feedback as a note, so the next model call re-plans it.
-
-    The step counts rejections per arguments digest: when the same action has been rejected
-    REJECT_LOOP_THRESHOLD times, the task is not resumed but held for a person (needs_attention,
-    kind planning_loop), so a model that re-proposes it cannot loop through the gate forever.
-    Returns True when the task was held instead of resumed. Caller holds the transaction and has
-    closed the gate.
-    """
-    feedback = redacted(feedback)
-    step = Step.objects.get(pk=step_id, task_id=task_id)
-    response = loaded(step.model_response) or {}
-    rejected = response.get("tool_calls") or []
-    tool = rejected[0]["name"] if rejected else "the proposal"
-    gate_digest = _gated_digest(step)
-    counts = dict(step.spec.get("rejections") or {})
-    if gate_digest:
-        counts[gate_digest] = int(counts.get(gate_digest, 0)) + 1
-    note = f"A reviewer rejected {tool}: {feedback}"
-    spec = {**step.spec, "notes": [*(step.spec.get("notes") or []), note], "rejections": counts}
-    threshold = reject_loop_threshold()
-    times = counts.get(gate_digest, 0) if gate_digest else 0
-    if times >= threshold:
-        failure = {
-            "layer": "orchestration",
-            "kind": FailureKind.PLANNING_LOOP.value,
-            "nature": "logic",
-            "message": f"{tool} was rejected {times} times with the same arguments "
-            f"(threshold {threshold}); a person decides how to go on",
-            "retryable": False,
-            "detail": {"args_digest": gate_digest, "rejections": times},
-        }
-        transition_or_refuse(task_id, "hold", actor=actor, reason=feedback, failure=failure)
-    else:
-        resume_or_refuse(task_id, actor=actor)
-    step_reset_or_refuse(step, attempts=0, model_response=None, approval=None, spec=spec)
-    events = [
-        EventSpec(
-            "agentops.step.rejected",
-            step=step.ordinal,
-            payload={"feedback": feedback, "args_digest": gate_digest, "rejections": times},
-            fold={"steps": {str(step.ordinal): StepStatus.PENDING}},
-        )
-    ]
-    if times >= threshold:
-        for event in events:
-            task_append_event(task_id=task_id, event=event, actor=actor)
-        return True
-    resume_events_enqueue(task_id, actor=actor, events=events)
-    return False
-
-
-def reject_loop_threshold() -> int:
-    """How many rejections of the same action hold a gated task for a person (default 2)."""
-    from django.conf import settings
-
-    return int(settings.AGENTOPS["REJECT_LOOP_THRESHOLD"])
-
-
-def _gated_digest(step: Step) -> str:
-    """The arguments digest the step was gated with (from its gated event's payload)."""
-    payload = (
-        Event.objects.filter(
-            task_id=step.task_id, step_ordinal=step.ordinal, action="agentops.step.gated"
-        )
-        .order_by("-seq")
-        .values_list("payload", flat=True)
-        .first()
-    )
-    return str((payload or {}).get("args_digest") or "")
-
-
-# -- timeouts, from the sweeper -----------------------------------------------------------------
-
-
-def gates_expire_overdue(*, now: datetime | None = None) -> int:
-    """Apply each overdue gate's timeout action: escalate to another group once, else reject
-    with feedback that the request timed out (the task re-plans the step, as after a person's
-    rejection). Each gate in its own transaction; returns how many gates were handled."""
-    now = now or timezone.now()
-    handled = 0
-    overdue = Gate.objects.filter(status=GateStatus.OPEN, due_at__lt=now).values_list(
-        "pk", flat=True
-    )
-    for gate_id in list(overdue):
-        with transaction.atomic():
-            gate = (
-                Gate.objects.select_for_update(skip_locked=True)
-                .filter(pk=gate_id, status=GateStatus.OPEN, due_at__lt=now)
-                .first()
-            )
-            if gate is None:
-                continue
-            waited = int((gate.due_at - gate.created_at).total_seconds())
-            if gate.timeout_action == "escalate" and gate.escalate_to:
-                # Still open, for another group: no status change.
-                Gate.objects.filter(pk=gate.pk).update(
-                    approver_group=gate.escalate_to,
-                    escalate_to="",
-                    due_at=now + timedelta(seconds=max(waited, 60)),
-                )
-                _gate_hooks_call(
-                    gate,
-                    what="escalated",
-                    reason=f"no decision within {waited} s; escalated to {gate.escalate_to}",
-                    detail={"from": gate.approver_group, "to": gate.escalate_to},
-                )
-            else:
-                feedback = approval_kind_of(gate).timeout_feedback(gate, waited)
-                try:
-                    with transaction.atomic():
-                        gate_transition(gate_id=gate.pk, name="expire", feedback=feedback)
-                        task_gate_rejected(
-                            task_id=gate.task_id,
-                            step_id=gate.step_id,
-                            feedback=feedback,
-                            actor=None,
-                        )
-                        _gate_hooks_call(gate, what="expired", reason=feedback, detail={})
-                except TransitionRefused:
-                    # The task is no longer parked at this gate: close it and move on, so one
-                    # stale gate cannot stop the sweep.
-                    gate_transition(gate_id=gate.pk, name="expire", feedback=feedback)
-            handled += 1
-    return handled
 
 
 # -- read by policy dry-runs --------------------------------------------------------------------

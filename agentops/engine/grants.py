@@ -5,21 +5,19 @@ A service names the scope it missed (`agents.remote`: 403 `insufficient_scope`, 
 failure's `detail.missing_scope`); `scope_grant` grants exactly that scope, to the task stopped
 on it, records `agentops.scope.granted` on the task and retries the stopped step, in one
 transaction under the task's row lock: only that step runs again (same idempotency key), and
-nothing else is repeated. Tool calls carry the grants in force (`scopes_held`, read at each call
-from the database clock's view of `expires_at`), so a grant that expires or is revoked
-(`scope_grant_revoke`) stops applying at the next call. A grant to the agent does not apply to
-the tasks its granter started (`grants_for`). The people's room checks who may grant
-and logs the decision in the same transaction (`reviews.services.grants`).
+nothing else is repeated. Tool calls carry the grants in force (`scopes.scopes_held`, read at
+each call), so a grant that expires or is revoked (`scope_grant_revoke`) stops applying at the
+next call. The people's room checks who may grant and logs the decision in the same transaction
+(`reviews.services.grants`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from django.db import transaction
-from django.db.models import Q
 from django.utils import timezone
 
 from agentops.engine.errors import AgentOpsError, TransitionRefused
@@ -32,8 +30,6 @@ from agentops.states import TaskStatus
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
-
-    from agentops.engine.registry import Agent
 
 # A grant is bounded: at most a week; the panel offers these durations (minutes).
 GRANT_MAX_MINUTES = 7 * 24 * 60
@@ -50,30 +46,6 @@ REVOKED = "agentops.scope.revoked"
 
 class GrantRefused(AgentOpsError):
     """The grant (or its revocation) cannot be made; the message says why, for the person."""
-
-
-def grants_in_force(*, task: Task, now: datetime | None = None) -> Q:
-    """The grants that apply to `task` now: its own and its agent's, unexpired, not revoked."""
-    return Q(grants_for(task=task), revoked_at__isnull=True, expires_at__gt=now or timezone.now())
-
-
-def grants_for(*, task: Task) -> Q:
-    """The grants that may apply to `task`: its own, and its agent's except those granted by the
-    person who started it. Separation of duties: nobody grants scopes to a task they started,
-    and an agent-wide grant does not reach the tasks its granter starts (now or later)."""
-    agent_wide = Q(task__isnull=True, agent=task.agent)
-    if task.created_by_id is not None:
-        agent_wide &= ~Q(granted_by_id=task.created_by_id)
-    return Q(task_id=task.pk) | agent_wide
-
-
-def scopes_held(task: Task, agent: Agent) -> tuple[str, ...] | None:
-    """The scopes a tool call of `task` carries: the agent's credential and the grants in force
-    (one query). None when the agent declares no scopes (the unrestricted key)."""
-    if agent.scopes is None:
-        return None
-    granted = ScopeGrant.objects.filter(grants_in_force(task=task)).values_list("scope", flat=True)
-    return tuple(sorted({*agent.scopes, *granted}))
 
 
 GrantCheck = Callable[[Task], None]

@@ -37,10 +37,6 @@ class HandedOff:
     output: dict[str, Any]
 
 
-def is_handoff(step: Step) -> bool:
-    return bool((step.spec or {}).get("handoff"))
-
-
 def handoff_run(*, lease: Lease, task: Task, step: Step, steps: list[Step]) -> HandedOff:
     """Hand `task` over to the agent `step` names (lease holder; raises OrchestrationFailure
     for an unknown agent)."""

@@ -1,11 +1,10 @@
-"""A task's plan: asking the model for one, and its dependency order (which step runs next, and
-what a skipped step blocks).
+"""A task's plan: its dependency order (which step runs next, and what a skipped step blocks).
 
-`plan_propose` asks the model for a plan and returns its steps unsaved; the runner commits them.
-The rest is pure Python over `Step` rows already loaded (no queries). A step runs only when every
-step it depends on (`Step.depends_on`, ordinals) has succeeded; a step whose dependency was
-skipped can never get that dependency's output, so skipping a step skips its dependants too
-(transitively), and the recovery preview names them. A plan's dependencies point at earlier
+Pure Python over `Step` rows already loaded (no queries); asking the model for a plan is
+`proposals.plan_propose`. A step runs only when every step it depends on (`Step.depends_on`,
+ordinals) has succeeded; a step whose dependency was skipped can never get that dependency's
+output, so skipping a step skips its dependants too (transitively), and the recovery preview
+names them. A plan's dependencies point at earlier
 ordinals only, so running open steps in ordinal order never runs a step before its dependencies.
 """
 
@@ -15,13 +14,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from typing import Any, Protocol, TypeVar
 
-from agentops.engine import context as ctxbuild
 from agentops.engine.advisor import Preview
-from agentops.engine.errors import FailureKind, ModelFailure
-from agentops.engine.leases import Heartbeat
-from agentops.engine.model import ModelRequest, get_model_adapter
-from agentops.engine.registry import Agent, agent_tools, get_tool
-from agentops.models import Step, Task
 from agentops.states import STEP_DONE, StepStatus
 
 
@@ -32,31 +25,6 @@ class PlannedStep(Protocol):
 
 
 S = TypeVar("S", bound=PlannedStep)
-
-
-def plan_propose(*, agent: Agent, task: Task, beat: Heartbeat) -> list[Step]:
-    """Ask the model for a plan (agents without a fixed plan); its steps, not yet saved."""
-    with beat.call():  # listing an MCP server's tools may start it
-        tools = [get_tool(name).schema() for name in agent_tools(agent, refresh=True)]
-    request = ModelRequest(
-        agent=agent.name,
-        task_id=task.pk,
-        step=-1,
-        step_title="plan",
-        attempt=task.claims,
-        task_input=task.input,
-        planning=True,
-        messages=ctxbuild.build_messages(agent=agent, task=task, steps=[], current=None),
-        tools=tools,
-    )
-    with beat.call():
-        response = get_model_adapter(agent).complete(request)
-    if not response.plan:
-        raise ModelFailure("the model returned no plan", kind=FailureKind.OUTPUT_INVALID)
-    return [
-        Step(task=task, ordinal=i, title=str(p["title"])[:200], spec={"tool": p.get("tool")})
-        for i, p in enumerate(response.plan)
-    ]
 
 
 class PlanInvalid(ValueError):

@@ -1,6 +1,11 @@
-"""The proposal path of a step: the model call, the proposal it returns, the checks on it
-(arguments fit the tool, no planning loop, confidence), its route, and the commit of its outcome
-with the model result: a `pending` ledger row, or a gate that parks the task.
+"""What the model proposes and what becomes of it: a plan for an agent without a fixed one
+(`plan_propose`), and a step's proposal path: the model call, the proposal it returns, the checks
+on it (arguments fit the tool, no planning loop, confidence), its route, and the commit of its
+outcome with the model result: a `pending` ledger row, or a gate that parks the task; and, for a
+step whose recorded proposal's call failed, its row re-issued with the same key (`reopen_call`).
+
+Functions over the run's state (`runstate.RunState`), called by the runner's step loop; none of
+them calls the model or a tool inside a transaction (each call is made between commits).
 """
 
 from __future__ import annotations
@@ -9,288 +14,368 @@ import time
 from contextlib import nullcontext
 from typing import Any
 
+from django.db import transaction
 from django.db.models import F
 
 from agentops.engine import budgets, gates, routing
+from agentops.engine import context as ctxbuild
 from agentops.engine.checkpoints import snapshot_write
 from agentops.engine.costs import token_cost
 from agentops.engine.crashpoints import crashpoint
 from agentops.engine.errors import FailureKind, ModelFailure, UnknownTool
 from agentops.engine.jsonvalues import Encoded, redacted
+from agentops.engine.leases import Heartbeat
 from agentops.engine.ledger import arguments_encoded, idempotency_key
 from agentops.engine.model import ModelRequest, ModelResponse, get_model_adapter
-from agentops.engine.registry import Tool, agent_tools, get_tool
+from agentops.engine.registry import Agent, Tool, agent_tools, get_tool
 from agentops.engine.runstate import Routed, RunState
-from agentops.engine.transitions import Commit, EventSpec, fenced_commit
-from agentops.models import Step, ToolCall
+from agentops.engine.transitions import Commit, EventSpec, fenced_commit, fenced_write
+from agentops.models import Step, Task, ToolCall
 from agentops.plumbing import prometheus, tracing
 from agentops.states import LedgerStatus, Phase
 from policies.engine import Route
 
 
-class Proposals(RunState):
-    """The proposal path of a task run (mixed into `TaskRun`)."""
+def plan_propose(*, agent: Agent, task: Task, beat: Heartbeat) -> list[Step]:
+    """Ask the model for a plan (agents without a fixed plan); its steps, not yet saved (the
+    runner commits them)."""
+    with beat.call():  # listing an MCP server's tools may start it
+        tools = [get_tool(name).schema() for name in agent_tools(agent, refresh=True)]
+    request = ModelRequest(
+        agent=agent.name,
+        task_id=task.pk,
+        step=-1,
+        step_title="plan",
+        attempt=task.claims,
+        task_input=task.input,
+        planning=True,
+        messages=ctxbuild.build_messages(agent=agent, task=task, steps=[], current=None),
+        tools=tools,
+    )
+    with beat.call():
+        response = get_model_adapter(agent).complete(request)
+    if not response.plan:
+        raise ModelFailure("the model returned no plan", kind=FailureKind.OUTPUT_INVALID)
+    return [
+        Step(task=task, ordinal=i, title=str(p["title"])[:200], spec={"tool": p.get("tool")})
+        for i, p in enumerate(response.plan)
+    ]
 
-    def _ask_model(self, step: Step) -> ModelResponse:
-        budgets.check_budgets(self.task, worked=self._worked_seconds)
-        # Listing an MCP server's tools may start it: an external call. Python tools are not.
-        with self.beat.call() if self.agent.mcp_servers else nullcontext():
-            tools = [get_tool(name).schema() for name in agent_tools(self.agent, refresh=True)]
-        request = ModelRequest(
-            agent=self.agent.name,
-            task_id=self.task.pk,
-            step=step.ordinal,
-            step_title=step.title,
-            step_tool=(step.spec or {}).get("tool"),
-            instruction=str((step.spec or {}).get("instruction") or ""),
-            attempt=step.attempts,
-            messages=self.messages,
-            tools=tools,
-            task_input=self.task.input,
-            prompt_estimate=self.prompt_estimate,
-        )
-        adapter = get_model_adapter(self.agent)
-        with (
-            self.beat.call(),
-            prometheus.timed("model"),
-            tracing.model_span(adapter.model, adapter.name) as span,
-        ):
-            response = adapter.complete(request)
-            tracing.usage_record(span, response.usage)
-        # Recorded next to the provider's count, so later prompts calibrate the estimate.
-        record = response.as_record()
-        record["usage"] = {**response.usage, "prompt_estimate": self.prompt_estimate}
-        # Model output is untrusted: a leaked credential must not reach the database (nor run).
-        # What the database cannot store failed in the adapter (`model.response_from`).
-        return ModelResponse.from_record(redacted(record))
 
-    def _worked_seconds(self) -> float:
-        """`budgets.worked_seconds`, read from the event log once per claim, then advanced by
-        the run's own clock: while it holds the lease, the task is running."""
-        if self.worked_at is None:
-            self.worked_at = (budgets.worked_seconds(self.task.pk), time.monotonic())
-        base, since = self.worked_at
-        return base + time.monotonic() - since
+def ask_model(run: RunState, step: Step) -> ModelResponse:
+    """The model's response for `step`, asked with the run's prompt (budgets checked first),
+    redacted before anything reads it."""
+    budgets.check_budgets(run.task, worked=lambda: _worked_seconds(run))
+    # Listing an MCP server's tools may start it: an external call. Python tools are not.
+    with run.beat.call() if run.agent.mcp_servers else nullcontext():
+        tools = [get_tool(name).schema() for name in agent_tools(run.agent, refresh=True)]
+    request = ModelRequest(
+        agent=run.agent.name,
+        task_id=run.task.pk,
+        step=step.ordinal,
+        step_title=step.title,
+        step_tool=(step.spec or {}).get("tool"),
+        instruction=str((step.spec or {}).get("instruction") or ""),
+        attempt=step.attempts,
+        messages=run.messages,
+        tools=tools,
+        task_input=run.task.input,
+        prompt_estimate=run.prompt_estimate,
+    )
+    adapter = get_model_adapter(run.agent)
+    with (
+        run.beat.call(),
+        prometheus.timed("model"),
+        tracing.model_span(adapter.model, adapter.name) as span,
+    ):
+        response = adapter.complete(request)
+        tracing.usage_record(span, response.usage)
+    # Recorded next to the provider's count, so later prompts calibrate the estimate.
+    record = response.as_record()
+    record["usage"] = {**response.usage, "prompt_estimate": run.prompt_estimate}
+    # Model output is untrusted: a leaked credential must not reach the database (nor run).
+    # What the database cannot store failed in the adapter (`model.response_from`).
+    return ModelResponse.from_record(redacted(record))
 
-    def _model_result(
-        self, step: Step, response: ModelResponse
-    ) -> tuple[EventSpec, dict[str, Any], Any]:
-        """The model_result event, the task's usage increments and the record to store (offload
-        it inside the caller's transaction, so an artifact row commits with its pointer)."""
-        record = response.as_record()
-        usage = response.usage
-        tokens = int(usage.get("prompt_tokens", 0)) + int(usage.get("completion_tokens", 0))
-        cost = token_cost(tokens)
-        calls = response.tool_calls
-        event = EventSpec(
-            "agentops.step.model_result",
-            step=step.ordinal,
-            payload={
-                "usage": usage,
-                "confidence": response.confidence,
-                "tool": calls[0]["name"] if calls else None,
-                "phase": Phase.MODEL_RESULT,
-            },
-        )
-        self.task.tokens_used += tokens
-        self.task.cost_used += cost
-        usage_fields = {
-            "tokens_used": F("tokens_used") + tokens,
-            "cost_used": F("cost_used") + cost,
-        }
-        return event, usage_fields, record
 
-    def _route(
-        self, step: Step, response: ModelResponse, tool: Tool, *, record: bool
-    ) -> ToolCall | None:
-        """Route the proposed action and commit the outcome with the model result (if new):
-        a `pending` ledger row (auto, audit: plus an audit item), or a gate that parks the task
-        (returns None). A denied action raises authorization_gap."""
-        arguments, edited = routing.effective_arguments(step, tool, response.tool_calls[0])
-        # Serialized and digested once: the contract check, the loop check, the ledger key, the
-        # gate binding and the arguments' artifact all use it.
-        known = arguments_encoded(arguments)
-        digest = known.sha256
-        if record:
-            self._check_proposal(step, response, tool, arguments, known)
-        verdict = routing.verdict_for(
-            task=self.task,
-            tool=tool,
-            arguments=arguments,
-            step=step.ordinal,
-            confidence=response.confidence,
-            edited=edited,
-        )
-        routed = Routed(
+def _worked_seconds(run: RunState) -> float:
+    """`budgets.worked_seconds`, read from the event log once per claim, then advanced by
+    the run's own clock: while it holds the lease, the task is running."""
+    if run.worked_at is None:
+        run.worked_at = (budgets.worked_seconds(run.task.pk), time.monotonic())
+    base, since = run.worked_at
+    return base + time.monotonic() - since
+
+
+def model_result(
+    run: RunState, step: Step, response: ModelResponse
+) -> tuple[EventSpec, dict[str, Any], Any]:
+    """The model_result event, the task's usage increments and the record to store (offload
+    it inside the caller's transaction, so an artifact row commits with its pointer)."""
+    record = response.as_record()
+    usage = response.usage
+    tokens = int(usage.get("prompt_tokens", 0)) + int(usage.get("completion_tokens", 0))
+    cost = token_cost(tokens)
+    calls = response.tool_calls
+    event = EventSpec(
+        "agentops.step.model_result",
+        step=step.ordinal,
+        payload={
+            "usage": usage,
+            "confidence": response.confidence,
+            "tool": calls[0]["name"] if calls else None,
+            "phase": Phase.MODEL_RESULT,
+        },
+    )
+    run.task.tokens_used += tokens
+    run.task.cost_used += cost
+    usage_fields = {
+        "tokens_used": F("tokens_used") + tokens,
+        "cost_used": F("cost_used") + cost,
+    }
+    return event, usage_fields, record
+
+
+def route(
+    run: RunState, step: Step, response: ModelResponse, tool: Tool, *, record: bool
+) -> ToolCall | None:
+    """Route the proposed action and commit the outcome with the model result (if new):
+    a `pending` ledger row (auto, audit: plus an audit item), or a gate that parks the task
+    (returns None). A denied action raises authorization_gap."""
+    arguments, edited = routing.effective_arguments(step, tool, response.tool_calls[0])
+    # Serialized and digested once: the contract check, the loop check, the ledger key, the
+    # gate binding and the arguments' artifact all use it.
+    known = arguments_encoded(arguments)
+    digest = known.sha256
+    if record:
+        _check_proposal(run, step, response, tool, arguments, known)
+    verdict = routing.verdict_for(
+        task=run.task,
+        tool=tool,
+        arguments=arguments,
+        step=step.ordinal,
+        confidence=response.confidence,
+        edited=edited,
+    )
+    routed = Routed(
+        step=step,
+        tool=tool,
+        arguments=arguments,
+        edited=edited,
+        verdict=verdict,
+        digest=digest,
+        known=known,
+    )
+    if record:
+        event, usage_fields, routed.response_record = model_result(run, step, response)
+        routed.events.append(event)
+        routed.fields.update(usage_fields)
+        routed.proposal_runs = arguments is response.tool_calls[0]["arguments"]
+    if verdict.route == Route.GATE:
+        if not routing.approved(step, routed.digest, verdict):
+            _park_at_gate(run, routed)
+            tracing.event_add("agentops.gate.opened", {"agentops.policy.rule": verdict.rule})
+            return None
+        tracing.event_add("agentops.gate.decided", {"agentops.policy.rule": verdict.rule})
+    run.proposals.setdefault((tool.name, routed.digest), set()).add(step.pk)
+    if tool.read_only:
+        return _defer_call(run, routed)
+    call = _open_call(run, routed)
+    if record:
+        crashpoint("after_model_result", step=step.ordinal)
+    crashpoint("after_pending", step=step.ordinal)
+    _opened(run, call, routed)
+    return call
+
+
+def _opened(run: RunState, call: ToolCall, routed: Routed) -> None:
+    run.fresh_calls.add(call.pk)
+    # The arguments just stored (perhaps as an artifact) are run from memory, not read back.
+    run.call_arguments[call.pk] = routed.arguments
+    run.calls[call.pk] = call
+
+
+def _defer_call(run: RunState, routed: Routed) -> ToolCall:
+    """A read-only call, routed but not committed: it runs first, and the step's one commit
+    records it `succeeded` with the model result, the routing and the step's completion
+    (`stepcommits.complete`). Nothing is at stake before that commit: a crash there costs
+    the model call and the read, which the next holder makes again."""
+    step, tool = routed.step, routed.tool
+    routed.key = _call_key(run, routed)
+    routed.call = ToolCall(
+        task=run.task,
+        step=step,
+        tool=tool.name,
+        side_effect=tool.side_effect,
+        args=routed.arguments,
+        args_digest=routed.digest,
+        idempotency_key=routed.key,
+    )
+    run.deferred = routed
+    return routed.call
+
+
+def open_deferred(run: RunState, routed: Routed) -> ToolCall:
+    """Commit the `pending` row of a read-only call that did not succeed (as `_open_call`
+    does before any other call runs), so that its failure is recorded on it."""
+    call = _open_call(run, routed)
+    _opened(run, call, routed)
+    return call
+
+
+def _call_key(run: RunState, routed: Routed) -> str:
+    return idempotency_key(
+        task_id=run.task.pk,
+        step_id=routed.step.pk,
+        tool=routed.tool.name,
+        args_digest=routed.digest,
+    )
+
+
+def _check_proposal(
+    run: RunState,
+    step: Step,
+    response: ModelResponse,
+    tool: Tool,
+    arguments: dict[str, Any],
+    known: Encoded,
+) -> None:
+    """Checks on a new proposal, before it is routed: its arguments fit the tool, it is not
+    a planning loop, and the model's confidence has not collapsed."""
+    tool.check_arguments(arguments, text=known.data if known.exact else None)
+    budgets.check_loop(run.proposals, step, tool, arguments, digest=known.sha256)
+    budgets.check_confidence(run.agent, run.steps, step, response)
+
+
+def _park_at_gate(run: RunState, routed: Routed) -> None:
+    """Commit the gate, the routing (and model result) and the `await_approval` transition
+    together, with a snapshot: the job ends and no worker waits for the decision."""
+    step = routed.step
+    payload = routing.routed_payload(tool=routed.tool, verdict=routed.verdict, digest=routed.digest)
+    events = [
+        *routed.events,
+        EventSpec("agentops.step.gated", step=step.ordinal, payload=payload),
+    ]
+    with fenced_commit(run.lease, events, transition="await_approval", **routed.fields) as commit:
+        _store_step(run, commit, step, routed.step_routing(), routed.response_record)
+        # The gate's rows commit with the step's.
+        commit.in_transaction()
+        gates.gate_open(
+            task=run.task,
             step=step,
-            tool=tool,
-            arguments=arguments,
-            edited=edited,
-            verdict=verdict,
-            digest=digest,
-            known=known,
+            tool=routed.tool,
+            arguments=routed.arguments,
+            args_digest=routed.digest,
+            verdict=routed.verdict,
+            edited=routed.edited,
         )
-        if record:
-            event, usage_fields, routed.response_record = self._model_result(step, response)
-            routed.events.append(event)
-            routed.fields.update(usage_fields)
-            routed.proposal_runs = arguments is response.tool_calls[0]["arguments"]
-        if verdict.route == Route.GATE:
-            if not routing.approved(step, routed.digest, verdict):
-                self._park_at_gate(routed)
-                tracing.event_add("agentops.gate.opened", {"agentops.policy.rule": verdict.rule})
-                return None
-            tracing.event_add("agentops.gate.decided", {"agentops.policy.rule": verdict.rule})
-        self.proposals.setdefault((tool.name, routed.digest), set()).add(step.pk)
-        if tool.read_only:
-            return self._defer_call(routed)
-        call = self._open_call(routed)
-        if record:
-            crashpoint("after_model_result", step=step.ordinal)
-        crashpoint("after_pending", step=step.ordinal)
-        self._opened(call, routed)
-        return call
+        snapshot_write(task_id=run.task.pk, seq=commit.seq)
 
-    def _opened(self, call: ToolCall, routed: Routed) -> None:
-        self.fresh_calls.add(call.pk)
-        # The arguments just stored (perhaps as an artifact) are run from memory, not read back.
-        self.call_arguments[call.pk] = routed.arguments
-        self.calls[call.pk] = call
 
-    def _defer_call(self, routed: Routed) -> ToolCall:
-        """A read-only call, routed but not committed: it runs first, and the step's one commit
-        records it `succeeded` with the model result, the routing and the step's completion
-        (`StepCommits._complete`). Nothing is at stake before that commit: a crash there costs
-        the model call and the read, which the next holder makes again."""
-        step, tool = routed.step, routed.tool
-        routed.key = self._call_key(routed)
-        routed.call = ToolCall(
-            task=self.task,
+def _open_call(run: RunState, routed: Routed) -> ToolCall:
+    """Commit the `pending` ledger row (and an audit item when the call is audited) with the
+    routing and the model result, before the tool runs."""
+    step, tool, verdict = routed.step, routed.tool, routed.verdict
+    key = _call_key(run, routed)
+    payload = routing.routed_payload(tool=tool, verdict=verdict, digest=routed.digest)
+    event = EventSpec(
+        "agentops.ledger.pending",
+        step=step.ordinal,
+        payload={**payload, "key": key},
+        fold={"ledger": {key: LedgerStatus.PENDING}},
+    )
+    with fenced_commit(run.lease, [*routed.events, event], **routed.fields) as commit:
+        args, record = routed.arguments_stored(commit, task_id=run.task.pk)
+        _store_step(run, commit, step, routed.step_routing(), record)
+        call = commit.call_create(
+            task=run.task,
             step=step,
             tool=tool.name,
             side_effect=tool.side_effect,
-            args=routed.arguments,
+            args=args,
             args_digest=routed.digest,
-            idempotency_key=routed.key,
+            idempotency_key=key,
         )
-        self.deferred = routed
-        return routed.call
-
-    def _open_deferred(self, routed: Routed) -> ToolCall:
-        """Commit the `pending` row of a read-only call that did not succeed (as `_open_call`
-        does before any other call runs), so that its failure is recorded on it."""
-        call = self._open_call(routed)
-        self._opened(call, routed)
-        return call
-
-    def _call_key(self, routed: Routed) -> str:
-        return idempotency_key(
-            task_id=self.task.pk,
-            step_id=routed.step.pk,
-            tool=routed.tool.name,
-            args_digest=routed.digest,
-        )
-
-    def _check_proposal(
-        self,
-        step: Step,
-        response: ModelResponse,
-        tool: Tool,
-        arguments: dict[str, Any],
-        known: Encoded,
-    ) -> None:
-        """Checks on a new proposal, before it is routed: its arguments fit the tool, it is not
-        a planning loop, and the model's confidence has not collapsed."""
-        tool.check_arguments(arguments, text=known.data if known.exact else None)
-        budgets.check_loop(self.proposals, step, tool, arguments, digest=known.sha256)
-        budgets.check_confidence(self.agent, self.steps, step, response)
-
-    def _park_at_gate(self, routed: Routed) -> None:
-        """Commit the gate, the routing (and model result) and the `await_approval` transition
-        together, with a snapshot: the job ends and no worker waits for the decision."""
-        step = routed.step
-        payload = routing.routed_payload(
-            tool=routed.tool, verdict=routed.verdict, digest=routed.digest
-        )
-        events = [
-            *routed.events,
-            EventSpec("agentops.step.gated", step=step.ordinal, payload=payload),
-        ]
-        with fenced_commit(
-            self.lease, events, transition="await_approval", **routed.fields
-        ) as commit:
-            self._store_step(commit, step, routed.step_routing(), routed.response_record)
-            # The gate's rows commit with the step's.
-            commit.in_transaction()
-            gates.gate_open(
-                task=self.task,
+        if routing.audited(verdict, step):
+            # The audit item names the new row: the same statement inserts it.
+            item = gates.audit_item_of(
+                task=run.task,
                 step=step,
-                tool=routed.tool,
-                arguments=routed.arguments,
-                args_digest=routed.digest,
-                verdict=routed.verdict,
-                edited=routed.edited,
+                call=call,
+                verdict=verdict,
+                sampled=verdict.route != Route.AUDIT,
             )
-            snapshot_write(task_id=self.task.pk, seq=commit.seq)
+            commit.audit_insert(item, call)
+    return call
 
-    def _open_call(self, routed: Routed) -> ToolCall:
-        """Commit the `pending` ledger row (and an audit item when the call is audited) with the
-        routing and the model result, before the tool runs."""
-        step, tool, verdict = routed.step, routed.tool, routed.verdict
-        key = self._call_key(routed)
-        payload = routing.routed_payload(tool=tool, verdict=verdict, digest=routed.digest)
-        event = EventSpec(
-            "agentops.ledger.pending",
-            step=step.ordinal,
-            payload={**payload, "key": key},
-            fold={"ledger": {key: LedgerStatus.PENDING}},
+
+def _store_step(
+    run: RunState,
+    commit: Commit,
+    step: Step,
+    fields: dict[str, Any],
+    response_record: dict[str, Any] | None,
+) -> None:
+    """Write the routing fields (and a new model response) on the step, in `commit`."""
+    if response_record is not None:
+        fields["model_response"] = commit.offloaded(
+            response_record, path="step.model_response", task_id=run.task.pk
         )
-        with fenced_commit(self.lease, [*routed.events, event], **routed.fields) as commit:
-            args, record = routed.arguments_stored(commit, task_id=self.task.pk)
-            self._store_step(commit, step, routed.step_routing(), record)
-            call = commit.call_create(
-                task=self.task,
-                step=step,
-                tool=tool.name,
-                side_effect=tool.side_effect,
-                args=args,
-                args_digest=routed.digest,
-                idempotency_key=key,
-            )
-            if routing.audited(verdict, step):
-                # The audit item names the new row: the same statement inserts it.
-                item = gates.audit_item_of(
-                    task=self.task,
-                    step=step,
-                    call=call,
-                    verdict=verdict,
-                    sampled=verdict.route != Route.AUDIT,
-                )
-                commit.audit_insert(item, call)
-        return call
+        step.model_response = fields["model_response"]
+    commit.step_update(step, **fields)
 
-    def _store_step(
-        self,
-        commit: Commit,
-        step: Step,
-        fields: dict[str, Any],
-        response_record: dict[str, Any] | None,
-    ) -> None:
-        """Write the routing fields (and a new model response) on the step, in `commit`."""
-        if response_record is not None:
-            fields["model_response"] = commit.offloaded(
-                response_record, path="step.model_response", task_id=self.task.pk
-            )
-            step.model_response = fields["model_response"]
-        commit.step_update(step, **fields)
 
-    def _proposed_tool(self, name: str) -> Tool:
-        if name not in agent_tools(self.agent):
-            raise ModelFailure(
-                f"the model proposed tool {name!r}, which agent {self.agent.name} does not have",
-                kind=FailureKind.OUTPUT_INVALID,
-            )
-        try:
-            return get_tool(name)
-        except UnknownTool as exc:
-            raise ModelFailure(str(exc), kind=FailureKind.OUTPUT_INVALID) from None
+def live_call(step: Step) -> ToolCall | None:
+    """The step's ledger row that still counts (failed tries are history)."""
+    return (
+        ToolCall.objects.filter(step=step, compensation_of__isnull=True)
+        .exclude(status=LedgerStatus.FAILED)
+        .order_by("-id")
+        .first()
+    )
+
+
+def reopen_call(run: RunState, step: Step, tool: Tool) -> ToolCall:
+    """A new `pending` row with the same key, after the previous try failed."""
+    failed = ToolCall.objects.filter(step=step, status=LedgerStatus.FAILED).order_by("-id")[0]
+    event = EventSpec(
+        "agentops.ledger.pending",
+        step=step.ordinal,
+        payload={
+            "tool": tool.name,
+            "key": failed.idempotency_key,
+            "retry": True,
+            "phase": Phase.BEFORE_TOOL_CALL,
+        },
+        fold={"ledger": {failed.idempotency_key: LedgerStatus.PENDING}},
+    )
+    with transaction.atomic():
+        fenced_write(run.lease, [event], phase=Phase.BEFORE_TOOL_CALL)
+        call = ToolCall.objects.create(
+            task=run.task,
+            step=step,
+            tool=tool.name,
+            side_effect=tool.side_effect,
+            args=failed.args,
+            args_digest=failed.args_digest,
+            idempotency_key=failed.idempotency_key,
+        )
+        # The audit queue follows the live row: one item per executed call, never one on a
+        # failed try while the re-issued call goes unreviewed.
+        gates.audit_item_follow(from_call_id=failed.pk, to_call=call)
+    run.fresh_calls.add(call.pk)
+    run.calls[call.pk] = call
+    return call
+
+
+def proposed_tool(run: RunState, name: str) -> Tool:
+    """The tool the model proposed, if the run's agent has it; output_invalid otherwise."""
+    if name not in agent_tools(run.agent):
+        raise ModelFailure(
+            f"the model proposed tool {name!r}, which agent {run.agent.name} does not have",
+            kind=FailureKind.OUTPUT_INVALID,
+        )
+    try:
+        return get_tool(name)
+    except UnknownTool as exc:
+        raise ModelFailure(str(exc), kind=FailureKind.OUTPUT_INVALID) from None

@@ -3,7 +3,7 @@ answer that comes back as the tool's result.
 
 An agent that declares `ask_human` among its tools may call it with a question, the options it
 offers (optional) and the context a person needs. The call is always routed to a person
-(`question_verdict`: the policy's gate settings when it gates the call, else the defaults;
+(`routing.question_verdict`: the policy's gate settings when it gates the call, else the defaults;
 a policy that denies it refuses it): the step parks at a gate of approval kind `question`
 (`Question`), the task waits in `awaiting_approval` and the job ends, so no worker waits for the
 answer. A person answers with text or one of the offered options (`question_answer`, under the
@@ -18,7 +18,7 @@ rule's group, or expire: the agent is told nobody answered and re-plans the step
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any, ClassVar
 
 from django.db import transaction
@@ -37,19 +37,18 @@ from agentops.engine.decisions import (
     gate_close,
     locked_open_gate,
     step_approval,
+    task_gate_approved,
 )
 from agentops.engine.errors import FailureKind, OrchestrationFailure
-from agentops.engine.gates import task_gate_approved
 from agentops.engine.jsonvalues import redacted
-from agentops.engine.registry import Tool, ToolContext, tool
+from agentops.engine.registry import ToolContext, tool
+from agentops.engine.routing import ASK_HUMAN as ASK_HUMAN
+from agentops.engine.routing import QUESTION as QUESTION
 from agentops.models import Gate
-from policies.engine import GateSettings, Route, Verdict
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import AnonymousUser, User
 
-ASK_HUMAN = "ask_human"
-QUESTION = "question"
 QUESTION_MAX = 2000
 OPTION_MAX = 200
 OPTIONS_MAX = 10
@@ -73,28 +72,6 @@ def ask_human(
             "ask_human ran without a person's answer", kind=FailureKind.OUTPUT_INVALID
         )
     return dict(call.answer)
-
-
-def is_question(tool_: Tool) -> bool:
-    return tool_.name == ASK_HUMAN
-
-
-def question_verdict(verdict: Verdict) -> Verdict:
-    """The verdict of an `ask_human` call: always a person, at a gate of the question kind. A
-    rule that gates it keeps its settings (group, timeout, escalation); any other route waits
-    with the default settings."""
-    if verdict.route == Route.GATE:
-        return replace(
-            verdict, gate=replace(verdict.gate or GateSettings(), approval_kind=QUESTION)
-        )
-    return replace(
-        verdict,
-        route=Route.GATE,
-        gate=GateSettings(
-            approver_group="operators", timeout_action="reject", approval_kind=QUESTION
-        ),
-        reasons=(*verdict.reasons, f"{ASK_HUMAN} waits for a person's answer"),
-    )
 
 
 class Question(ApprovalKind):

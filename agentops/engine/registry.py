@@ -19,7 +19,7 @@ import json
 import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import httpx
 import pydantic
@@ -33,6 +33,9 @@ from agentops.engine.errors import (
     UnknownAgent,
     UnknownTool,
 )
+
+if TYPE_CHECKING:
+    from agentops.models import Step
 
 # What a tool does to the world, the class policies route on: a type for the tools' authors (a
 # misspelt class fails mypy) and the tuple the registry checks at run time.
@@ -381,6 +384,16 @@ def step_spec(step: PlanStep) -> dict[str, Any]:
     if step.instruction:
         spec["instruction"] = step.instruction
     return spec
+
+
+def is_fan_out(step: Step) -> bool:
+    """The step starts child tasks (its spec names a fan-out) instead of calling a tool."""
+    return bool((step.spec or {}).get("fan_out"))
+
+
+def is_handoff(step: Step) -> bool:
+    """The step hands the task over to another agent (its spec names one)."""
+    return bool((step.spec or {}).get("handoff"))
 
 
 # The name of an agent's own plan among its strategies.

@@ -8,9 +8,8 @@ from __future__ import annotations
 
 from django.conf import settings
 
-from agentops.engine import children
 from agentops.engine.errors import FailureKind, OrchestrationFailure, StepFailure, UnknownTool
-from agentops.engine.registry import Tool, get_tool
+from agentops.engine.registry import Tool, get_tool, is_fan_out
 from agentops.models import Step, Task, ToolCall
 from agentops.plumbing.outages import exponential_backoff
 from agentops.states import LedgerStatus
@@ -65,7 +64,7 @@ def retry_delay(
 def at_cap(task: Task, step: Step) -> bool:
     """The step has had all its tries (`attempt_cap`: its tool's own cap counts). A fan-out
     step is claimed again each time its children wake it; its children have their own caps."""
-    return step.attempts >= attempt_cap(task, step_tool(step)) and not children.is_fan_out(step)
+    return step.attempts >= attempt_cap(task, step_tool(step)) and not is_fan_out(step)
 
 
 def cap_failure(task: Task, step: Step) -> StepFailure:

@@ -3,30 +3,40 @@
 The one seam between the engine and `policies`: the runner builds a policy `Action` here and asks
 `policies.selectors.policy_evaluate` (pure evaluation over a cached, immutable version). This
 module decides (the arguments to run, the verdict, whether a person's approval still holds, what
-is recorded on the step); the runner commits the outcome in its fenced transaction.
+is recorded on the step), including the one route no policy changes: an agent's question always
+waits for a person. The runner commits the outcome in its fenced transaction.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
-from agentops.engine import questions
 from agentops.engine.errors import FailureKind, OrchestrationFailure
 from agentops.engine.registry import Tool
 from agentops.models import Step, Task
 from agentops.states import Phase
 from policies import catalog
-from policies.engine import Action, Route, Verdict
+from policies.engine import Action, GateSettings, Route, Verdict
 from policies.selectors import policy_evaluate
 from policies.services import policy_version_ensure_active
 
+# The built-in tool an agent asks a person with (`questions.ask_human`) and the approval kind of
+# the gate its call waits at: whatever the policy says, a question goes to a person
+# (`question_verdict`; a policy that denies it refuses it).
+ASK_HUMAN = "ask_human"
+QUESTION = "question"
+
 __all__ = [
+    "ASK_HUMAN",
+    "QUESTION",
     "Action",
     "Verdict",
     "action_for",
     "approved",
     "audited",
     "effective_arguments",
+    "question_verdict",
     "route_action",
     "routed_payload",
     "step_routing",
@@ -99,9 +109,27 @@ def verdict_for(
             kind=FailureKind.AUTHORIZATION_GAP,
             detail={"rule": verdict.rule, "policy_version": verdict.version},
         )
-    if questions.is_question(tool):
-        return questions.question_verdict(verdict)
+    if tool.name == ASK_HUMAN:
+        return question_verdict(verdict)
     return verdict
+
+
+def question_verdict(verdict: Verdict) -> Verdict:
+    """The verdict of an `ask_human` call: always a person, at a gate of the question kind. A
+    rule that gates it keeps its settings (group, timeout, escalation); any other route waits
+    with the default settings."""
+    if verdict.route == Route.GATE:
+        return replace(
+            verdict, gate=replace(verdict.gate or GateSettings(), approval_kind=QUESTION)
+        )
+    return replace(
+        verdict,
+        route=Route.GATE,
+        gate=GateSettings(
+            approver_group="operators", timeout_action="reject", approval_kind=QUESTION
+        ),
+        reasons=(*verdict.reasons, f"{ASK_HUMAN} waits for a person's answer"),
+    )
 
 
 def approved(step: Step, digest: str, verdict: Verdict) -> bool:

@@ -11,11 +11,11 @@ recorded, and a tool with a side effect never runs for a key whose effect is rec
 is fenced by the lease epoch (LeaseLost stops the run).
 A job runs for one time slice, then yields the task back to the queue; parked tasks hold no worker.
 
-The runner keeps the step loop (`TaskRun`); its commits are assembled in `stepcommits` and the
-proposal path (model call, proposal, checks, route) is `proposals`, over the state they share
-(`runstate`). The decisions live beside it, one job each:
+The runner keeps the step loop (`TaskRun`, a `runstate.RunState` with the loop); its commits are
+assembled in `stepcommits` and the proposal path (a plan; a step's model call, proposal, checks,
+route) is `proposals`: functions over the run. The decisions live beside it, one job each:
 `retries` (backoff and attempt caps), `budgets` (budgets, planning loops, confidence collapse),
-`planning` (asking for a plan, the order of steps), `routing` (the policy verdict for a proposed
+`planning` (the order of steps), `routing` (the policy verdict for a proposed
 call) and `rollback` (compensating a task's effects).
 """
 
@@ -34,12 +34,12 @@ from django.db import transaction
 from agentops.engine import (
     budgets,
     children,
-    gates,
-    grants,
     handoff,
     planning,
+    proposals,
     retries,
     rows,
+    stepcommits,
 )
 from agentops.engine.checkpoints import OutputsDigest, checkpoint_verify
 from agentops.engine.crashpoints import crashpoint
@@ -56,11 +56,17 @@ from agentops.engine.jsonvalues import loaded
 from agentops.engine.leases import Heartbeat
 from agentops.engine.ledger import INVALID_OUTPUT_KEY, Outcome, invoke, is_invalid_output, reconcile
 from agentops.engine.model import ModelResponse, loaded_response
-from agentops.engine.proposals import Proposals
-from agentops.engine.registry import Tool, ToolContext, get_agent, registered_tool
+from agentops.engine.registry import (
+    Tool,
+    ToolContext,
+    get_agent,
+    is_fan_out,
+    is_handoff,
+    registered_tool,
+)
 from agentops.engine.rollback import Rollback
-from agentops.engine.runstate import StepResult
-from agentops.engine.stepcommits import StepCommits
+from agentops.engine.runstate import RunState, StepResult
+from agentops.engine.scopes import scopes_held
 from agentops.engine.transitions import (
     EventSpec,
     fenced_commit,
@@ -73,7 +79,7 @@ from agentops.models import Step, ToolCall
 from agentops.plumbing import prometheus, tracing
 from agentops.plumbing.logs import task_context, task_context_step
 from agentops.plumbing.outages import UNAVAILABLE
-from agentops.states import STEP_DONE, TASK_TRANSITIONS, LedgerStatus, Phase, StepStatus, TaskMode
+from agentops.states import STEP_DONE, TASK_TRANSITIONS, LedgerStatus, StepStatus, TaskMode
 
 logger = logging.getLogger(__name__)
 
@@ -143,9 +149,10 @@ def step_tokens(step: Step) -> int:
 
 
 @dataclass
-class TaskRun(StepCommits, Proposals):
-    """One claim's run of a task: the step loop. Its commits are `StepCommits`', its model
-    calls and proposals `Proposals`'; the state they share is `RunState`'s."""
+class TaskRun(RunState):
+    """One claim's run of a task: its state (`RunState`) and the step loop over it. The loop's
+    phases are functions of their sub-domain's module, given the run: the model call and the
+    proposal's route are `proposals`', each phase's commit `stepcommits`'."""
 
     # -- the loop -----------------------------------------------------------------------------
 
@@ -196,15 +203,15 @@ class TaskRun(StepCommits, Proposals):
             failure = Rollback(
                 lease=self.lease, task=self.task, http=self.http, beat=self.beat
             ).execute()
-            return "rolled back" if failure is None else self._stop(failure)
+            return "rolled back" if failure is None else stepcommits.stop(self, failure)
         if not self.steps:
             try:
                 self._plan()
             except StepFailure as failure:
-                return self._park_or_stop(failure, attempts=self.task.claims)
+                return stepcommits.park_or_stop(self, failure, attempts=self.task.claims)
         step = self._first_open_step()
         if step is None:
-            self._finish()
+            stepcommits.finish(self)
             return "succeeded"
         if any(s.attempts for s in self.steps):
             self.resumed_at = (
@@ -220,40 +227,43 @@ class TaskRun(StepCommits, Proposals):
             if result.parked:
                 return "awaiting approval"
             if result.failure is not None:
-                return self._fail(step, result)
+                return stepcommits.fail(self, step, result)
             following = self._first_open_step(after=step)
             if following is None:
-                self._complete(step, result, then="succeed")
+                stepcommits.complete(self, step, result, then="succeed")
                 return "succeeded"
             if time.monotonic() > deadline:
-                self._complete(step, result, then="yield")
+                stepcommits.complete(self, step, result, then="yield")
                 return "yielded"
             if retries.at_cap(self.task, following):
-                self._complete(step, result)
-                return self._stop(retries.cap_failure(self.task, following))
-            self._complete(step, result, begin=following)
+                stepcommits.complete(self, step, result)
+                return stepcommits.stop(self, retries.cap_failure(self.task, following))
+            stepcommits.complete(self, step, result, begin=following)
             step = following
 
     def _preflight(self) -> str | None:
         """Checks made once per claim; each failure stops the task with a structured reason."""
         task = self.task
         if task.recoveries > task.recovery_cap:
-            return self._stop(
+            return stepcommits.stop(
+                self,
                 OrchestrationFailure(
                     f"the task was recovered after a crash {task.recoveries} times (cap "
                     f"{task.recovery_cap})",
                     kind=FailureKind.PROCESS_CRASH,
-                )
+                ),
             )
         try:
             self.agent = get_agent(task.agent)
         except UnknownAgent as exc:
-            return self._stop(OrchestrationFailure(str(exc), kind=FailureKind.UNKNOWN_AGENT))
+            return stepcommits.stop(
+                self, OrchestrationFailure(str(exc), kind=FailureKind.UNKNOWN_AGENT)
+            )
         # No step runs under a declaration other than the one the task pinned (engine/versions).
         self.version, changed = version_check(task.agent_version, self.agent)
         self.model_name = model_name(self.agent)
         if changed is not None:
-            return self._stop(changed)
+            return stepcommits.stop(self, changed)
         calls = task_calls(task.pk)
         self.calls = {call.pk: call for call in calls}
         for call in calls:
@@ -261,7 +271,8 @@ class TaskRun(StepCommits, Proposals):
         try:
             checkpoint_verify(task, self.steps, calls)
         except CheckpointMismatch as exc:
-            return self._stop(
+            return stepcommits.stop(
+                self,
                 OrchestrationFailure(str(exc), kind=FailureKind.CHECKPOINT_MISMATCH),
                 snapshot=False,
             )
@@ -300,11 +311,11 @@ class TaskRun(StepCommits, Proposals):
     def _begin(self, step: Step) -> bool:
         """Start `step` in its own commit (the first step of a claim). Counts the attempt."""
         if retries.at_cap(self.task, step):
-            self._stop(retries.cap_failure(self.task, step))
+            stepcommits.stop(self, retries.cap_failure(self.task, step))
             return False
-        events, fields = self._begin_events(step)
+        events, fields = stepcommits.begin_events(self, step)
         with fenced_commit(self.lease, events, **fields) as commit:
-            self._begin_rows(commit, step, events)
+            stepcommits.begin_rows(self, commit, step, events)
         return True
 
     # -- phases 2-3: model_result, before_tool_call --------------------------------------------
@@ -316,35 +327,35 @@ class TaskRun(StepCommits, Proposals):
 
     def _step_result(self, step: Step) -> StepResult:
         try:
-            if handoff.is_handoff(step):
+            if is_handoff(step):
                 handed = handoff.handoff_run(
                     lease=self.lease, task=self.task, step=step, steps=self.steps
                 )
                 self.agent, self.steps = handed.agent, handed.steps
                 self.version, self.model_name = agent_version(self.agent), model_name(self.agent)
                 return StepResult(output=handed.output)
-            if children.is_fan_out(step):
+            if is_fan_out(step):
                 collected = children.fan_out_run(
                     lease=self.lease, task=self.task, step=step, steps=self.steps
                 )
                 return StepResult(output=collected.output, parked=collected.parked)
             fresh = step.model_response is None
             if fresh:
-                response = self._ask_model(step)
+                response = proposals.ask_model(self, step)
             else:
                 response = ModelResponse.from_record(loaded_response(step.model_response))
             if not response.tool_calls:
                 # A new reply is recorded by the step's one commit, with its completion.
-                reply = self._model_result(step, response) if fresh else None
+                reply = proposals.model_result(self, step, response) if fresh else None
                 return StepResult(output={"text": response.text}, unrecorded_reply=reply)
             name = response.tool_calls[0]["name"]
-            tool = self._proposed_tool(name) if fresh else registered_tool(name)
-            call = None if fresh else self._live_call(step)
+            tool = proposals.proposed_tool(self, name) if fresh else registered_tool(name)
+            call = None if fresh else proposals.live_call(step)
             if call is None:
                 if not fresh and retries.has_failed_try(step):
-                    call = self._reopen_call(step, tool)
+                    call = proposals.reopen_call(self, step, tool)
                 else:
-                    call = self._route(step, response, tool, record=fresh)
+                    call = proposals.route(self, step, response, tool, record=fresh)
                 if call is None:
                     return StepResult(parked=True)
         except StepFailure as failure:
@@ -358,7 +369,7 @@ class TaskRun(StepCommits, Proposals):
         if outcome.status != LedgerStatus.SUCCEEDED or outcome.failure is not None:
             if deferred is not None:
                 # The failure is recorded on a committed `pending` row, as for any call.
-                call = self._open_deferred(deferred)
+                call = proposals.open_deferred(self, deferred)
             refused = outcome.failure or OrchestrationFailure("the tool call failed")
             refused.detail.setdefault(
                 "ledger",
@@ -372,47 +383,6 @@ class TaskRun(StepCommits, Proposals):
             tool=tool,
             unrecorded_call=deferred,
         )
-
-    def _live_call(self, step: Step) -> ToolCall | None:
-        """The step's ledger row that still counts (failed tries are history)."""
-        return (
-            ToolCall.objects.filter(step=step, compensation_of__isnull=True)
-            .exclude(status=LedgerStatus.FAILED)
-            .order_by("-id")
-            .first()
-        )
-
-    def _reopen_call(self, step: Step, tool: Tool) -> ToolCall:
-        """A new `pending` row with the same key, after the previous try failed."""
-        failed = ToolCall.objects.filter(step=step, status=LedgerStatus.FAILED).order_by("-id")[0]
-        event = EventSpec(
-            "agentops.ledger.pending",
-            step=step.ordinal,
-            payload={
-                "tool": tool.name,
-                "key": failed.idempotency_key,
-                "retry": True,
-                "phase": Phase.BEFORE_TOOL_CALL,
-            },
-            fold={"ledger": {failed.idempotency_key: LedgerStatus.PENDING}},
-        )
-        with transaction.atomic():
-            fenced_write(self.lease, [event], phase=Phase.BEFORE_TOOL_CALL)
-            call = ToolCall.objects.create(
-                task=self.task,
-                step=step,
-                tool=tool.name,
-                side_effect=tool.side_effect,
-                args=failed.args,
-                args_digest=failed.args_digest,
-                idempotency_key=failed.idempotency_key,
-            )
-            # The audit queue follows the live row: one item per executed call, never one on a
-            # failed try while the re-issued call goes unreviewed.
-            gates.audit_item_follow(from_call_id=failed.pk, to_call=call)
-        self.fresh_calls.add(call.pk)
-        self.calls[call.pk] = call
-        return call
 
     # -- the tool call --------------------------------------------------------------------------
 
@@ -450,7 +420,7 @@ class TaskRun(StepCommits, Proposals):
             http=self.http,
             base_url=settings.AGENTOPS["SIM_BASE_URL"].rstrip("/"),
             timeout=tool.timeout_or(settings.AGENTOPS["TOOL_TIMEOUT_SECONDS"]),
-            scopes=grants.scopes_held(self.task, self.agent),
+            scopes=scopes_held(self.task, self.agent),
             answer=(step.approval or {}).get("answer"),
         )
         fresh = call.pk is None or call.pk in self.fresh_calls
@@ -475,7 +445,7 @@ class TaskRun(StepCommits, Proposals):
     def _plan(self) -> None:
         """Agents without a fixed plan ask the model for one; the plan is committed as steps."""
         budgets.check_budgets(self.task)
-        steps = planning.plan_propose(agent=self.agent, task=self.task, beat=self.beat)
+        steps = proposals.plan_propose(agent=self.agent, task=self.task, beat=self.beat)
         event = EventSpec(
             "agentops.task.planned",
             payload={"steps": len(steps)},

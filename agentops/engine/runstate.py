@@ -1,6 +1,10 @@
-"""What a task run holds while it advances a task (`RunState`), shared by the runner's step loop
-(`engine.runner.TaskRun`), its commits (`engine.stepcommits`) and its proposal path
-(`engine.proposals`), and what running one step produced (`StepResult`).
+"""What a task run holds while it advances a task (`RunState`) and what running one step
+produced (`StepResult`, with the proposal it `Routed`).
+
+The run is one object: `runner.TaskRun` is a `RunState` with the step loop, and the loop's
+phases are functions over it in the modules of their sub-domain (`proposals`: the model call and
+the proposal's route; `stepcommits`: each phase's commit). Only the loop and those functions
+change it; it is session state, rebuilt from the rows on every claim and never persisted.
 """
 
 from __future__ import annotations
@@ -95,8 +99,8 @@ class StepResult:
 @dataclass
 class RunState:
     """The state of one claim's run: the lease, the rows as the run last wrote them, and what
-    this slice's prompts made. `TaskRun` adds the step loop, `StepCommits` and `Proposals` the
-    commits and the proposal path."""
+    this slice's prompts made. `TaskRun` adds the step loop; `proposals` and `stepcommits`
+    read and update it."""
 
     lease: Lease
     http: httpx.Client
@@ -120,7 +124,7 @@ class RunState:
     tokens_saved: int = 0
     # The task's ledger rows by id, as this run last wrote them (the in-memory snapshot's).
     calls: dict[int, ToolCall] = field(default_factory=dict)
-    # The step's read-only call routed but not recorded yet (`Proposals._route`).
+    # The step's read-only call routed but not recorded yet (`proposals.route`).
     deferred: Routed | None = None
     call_arguments: dict[int, dict[str, Any]] = field(default_factory=dict)
     # Worked seconds at the first budget check of this claim, and the monotonic clock then.

@@ -23,8 +23,8 @@ from django.db.models import Q
 from django.db.models.functions import Now
 from django.utils import timezone
 
+from agentops.engine.decisions import gates_expire_overdue
 from agentops.engine.dispatch import enqueue_now
-from agentops.engine.gates import gates_expire_overdue
 from agentops.models import Task
 from agentops.plumbing import prometheus
 from agentops.plumbing.outages import UNAVAILABLE

@@ -385,7 +385,7 @@ def test_situation_from_views_counts_progress_and_effects():
 
 
 def test_an_action_reviewers_rejected_twice_is_not_recommended_for_retry():
-    # The failure engine/gates.py records when reviewers reject the same action twice.
+    # The failure engine/decisions.py records when reviewers reject the same action twice.
     loop = {
         "layer": "orchestration",
         "kind": "planning_loop",

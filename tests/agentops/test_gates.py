@@ -18,10 +18,10 @@ from django.utils import timezone
 
 from agentops import task_page
 from agentops.engine import gates
+from agentops.engine.decisions import gates_expire_overdue
 from agentops.engine.gates import (
     gate_amount,
     gate_transition,
-    gates_expire_overdue,
     gates_withdraw,
 )
 from agentops.models import Gate, Task

@@ -263,7 +263,7 @@ def test_aborting_a_task_at_a_gate_withdraws_the_gate_and_the_sweep_goes_on(
 
     from django.utils import timezone
 
-    from agentops.engine.gates import gates_expire_overdue
+    from agentops.engine.decisions import gates_expire_overdue
     from agentops.models import Gate
 
     task = run_until_parked_or_done(

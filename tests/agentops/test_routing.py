@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from agentops.dev.sim.models import Effect
 from agentops.engine import task_create
-from agentops.engine.gates import gates_expire_overdue
+from agentops.engine.decisions import gates_expire_overdue
 from agentops.engine.jsonvalues import REDACTED, redacted
 from agentops.models import AuditItem, Event, Gate, Step, Task, ToolCall
 from agentops.states import GateStatus, LedgerStatus, StepStatus, TaskStatus

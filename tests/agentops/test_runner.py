@@ -480,12 +480,12 @@ def test_an_error_that_escapes_a_step_is_recorded_on_it_and_quoted_by_the_stop_a
     """An error the engine does not classify (a bug) still propagates to the worker's log, and
     is recorded, redacted, on the step it interrupted: the step stays as a crash leaves it, and
     the stop at its cap says what its last try raised instead of "did not finish"."""
-    from agentops.engine.proposals import Proposals
+    from agentops.engine import proposals
 
-    def bug(self, step):
+    def bug(run, step):
         raise RuntimeError("boom, password=hunter22")
 
-    monkeypatch.setattr(Proposals, "_ask_model", bug)
+    monkeypatch.setattr(proposals, "ask_model", bug)
     task = task_create(agent="refund", goal="Refund A1001", input={"order_id": "A1001"})
     Task.objects.filter(pk=task.pk).update(step_retry_cap=2)
     said = "its try raised RuntimeError: boom, password=[redacted]"

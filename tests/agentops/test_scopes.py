@@ -15,9 +15,10 @@ from agentops.dev.sim.models import Effect
 from agentops.engine import task_create
 from agentops.engine.advisor import Action, Situation, advise
 from agentops.engine.errors import TransitionRefused
-from agentops.engine.grants import GrantRefused, scope_grant, scope_grant_revoke, scopes_held
+from agentops.engine.grants import GrantRefused, scope_grant, scope_grant_revoke
 from agentops.engine.recovery import intervention_recovery
 from agentops.engine.registry import get_agent
+from agentops.engine.scopes import scopes_held
 from agentops.models import Event, ScopeGrant, Task, ToolCall
 from agentops.states import LedgerStatus, TaskStatus
 from tests.builders import run_until_parked_or_done
@@ -218,7 +219,7 @@ def test_an_agent_grant_covers_its_other_tasks_and_expiry_or_revocation_ends_it(
 
 def test_an_agent_grant_does_not_reach_the_tasks_its_granter_started(sim, person):
     """Separation of duties: the agent-wide grant covers others' tasks, never the granter's own,
-    whether started before the grant or after it (engine/grants.py: grants_for)."""
+    whether started before the grant or after it (engine/scopes.py: grants_for)."""
     agent = get_agent("goodwill")
     before = task_create(
         agent="goodwill",

@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agentops.engine import task_create
-from agentops.engine.gates import gates_expire_overdue
+from agentops.engine.decisions import gates_expire_overdue
 from agentops.models import Gate, Step, Task, ToolCall
 from agentops.states import GateStatus, LedgerStatus, TaskStatus
 from agentops.tokens import api_token_create
