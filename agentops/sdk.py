@@ -7,7 +7,9 @@ declared with these names and registered on import (`register_agent`). A tool re
 `ToolContext` and signals failure with `ToolFailure(kind=FailureKind...)`; a scripted model reads a
 `ModelRequest`. The rest is for the agents that need it: MCP servers (`McpServer`), child tasks
 (`fan_out`, `ChildSpec`), a question to a person (`ask_human`, `ASK_HUMAN`), and the helpers an
-HTTP tool classifies answers with (`retry_after_seconds`, `SCOPE`). docs/agents.md is the tutorial.
+HTTP tool calls a service with and classifies its answers by (`http_post`, `http_probe`,
+`http_answer`: the product's one rule for what an answer means; `retry_after_seconds`, `SCOPE`).
+docs/agents.md is the tutorial.
 
 The constraint: the shipped agents, and agents of other installed packages (registered through
 the `agentops.agents` entry-point group, `agentops.engine.entrypoints`), import nothing else of
@@ -25,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from agentops.engine.children import ChildSpec, fan_out
     from agentops.engine.errors import FailureKind, ToolFailure
+    from agentops.engine.httpcalls import http_answer, http_post, http_probe
     from agentops.engine.mcptools import McpServer
     from agentops.engine.model import ModelRequest
     from agentops.engine.questions import ASK_HUMAN, ask_human
@@ -60,6 +63,7 @@ _HOMES: dict[str, tuple[str, ...]] = {
     # Django set up, as at start-up, where agents are imported (AppConfig.ready).
     "agentops.engine.children": ("ChildSpec", "fan_out"),
     "agentops.engine.questions": ("ASK_HUMAN", "ask_human"),
+    "agentops.engine.httpcalls": ("http_answer", "http_post", "http_probe"),
     "agentops.engine.retry_after": ("retry_after_seconds",),
     "agentops.engine.scopes": ("SCOPE",),
 }
@@ -79,6 +83,9 @@ __all__ = [
     "ToolFailure",
     "ask_human",
     "fan_out",
+    "http_answer",
+    "http_post",
+    "http_probe",
     "register_agent",
     "retry_after_seconds",
     "tool",

@@ -541,13 +541,13 @@ def test_model_check_of_the_scripted_model_is_ok(capsys):
 def test_a_tool_service_retry_after_as_an_http_date_is_a_wait_not_a_crash():
     import httpx
 
-    from agentops.agents.remote import _checked
     from agentops.engine.errors import ToolFailure
+    from agentops.sdk import http_answer
 
     response = httpx.Response(429, headers={"Retry-After": http_date(20)})
 
     with pytest.raises(ToolFailure) as failure:
-        _checked(response, "payments", "refund", ("refund_id",))
+        http_answer(response, name="payments.refund", expect=("refund_id",))
 
     assert failure.value.kind == "rate_limited"
     assert 15 <= failure.value.retry_after <= 21

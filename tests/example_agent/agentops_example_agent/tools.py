@@ -10,10 +10,9 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-import httpx
 from pydantic import BaseModel, Field
 
-from agentops.sdk import FailureKind, ToolContext, ToolFailure, retry_after_seconds, tool
+from agentops.sdk import ToolContext, http_post, http_probe, tool
 
 # An order number as the shop writes it: a letter and digits.
 OrderId = Annotated[str, Field(pattern=r"^[A-Z][0-9]{3,12}$")]
@@ -55,71 +54,13 @@ def notify_customer(
 @notify_customer.probe
 def _notice_sent(call: ToolContext) -> dict[str, Any] | None:
     """The email sent under this call's key, or None: asked when a call's outcome was lost."""
-    try:
-        response = call.http.get(
-            f"{call.base_url}/email/send/effects/{call.idempotency_key}", timeout=call.timeout
-        )
-    except httpx.HTTPError as exc:
-        raise ToolFailure(
-            f"probe of email/send failed: {exc}", kind=FailureKind.UNAVAILABLE
-        ) from None
-    if response.status_code == 404:
-        return None
-    if response.status_code != 200:
-        raise ToolFailure(
-            f"probe of email/send answered {response.status_code}", kind=FailureKind.UNAVAILABLE
-        )
-    sent: dict[str, Any] = response.json()["response"]
-    return sent
+    url = f"{call.base_url}/email/send/effects/{call.idempotency_key}"
+    found = http_probe(call, url, name="email/send")
+    return None if found is None else dict(found["response"])
 
 
 def post(call: ToolContext, path: str, body: dict[str, Any]) -> dict[str, Any]:
-    """POST `body` to the services with the call's idempotency key; a failure, classified."""
-    try:
-        response = call.http.post(
-            f"{call.base_url}/{path}",
-            json=body,
-            headers={"Idempotency-Key": call.idempotency_key},
-            timeout=call.timeout,
-        )
-    except httpx.TimeoutException:
-        # The request may have been sent and run: the ledger probes before any retry.
-        raise ToolFailure(
-            f"{path} timed out after {call.timeout:g} s",
-            kind=FailureKind.TIMEOUT,
-            retryable=True,
-            detail={"maybe_executed": True},
-        ) from None
-    except httpx.TransportError as exc:
-        raise ToolFailure(
-            f"{path} unreachable: {exc}", kind=FailureKind.UNAVAILABLE, retryable=True
-        ) from None
-    if response.status_code == 429:
-        raise ToolFailure(
-            f"{path} rate limited",
-            kind=FailureKind.RATE_LIMITED,
-            retryable=True,
-            retry_after=retry_after_seconds(response.headers),
-        )
-    if response.status_code >= 500:
-        raise ToolFailure(
-            f"{path} answered {response.status_code}",
-            kind=FailureKind.UNAVAILABLE,
-            retryable=True,
-            detail={"maybe_executed": True},
-        )
-    if response.status_code >= 400:
-        raise ToolFailure(
-            f"{path} refused the request ({response.status_code})", kind=FailureKind.BAD_REQUEST
-        )
-    try:
-        answer = response.json()
-    except ValueError:
-        answer = None
-    if not isinstance(answer, dict):
-        raise ToolFailure(
-            f"{path} answered in an unexpected shape",
-            kind=FailureKind.SCHEMA_MISMATCH,
-            detail={"maybe_executed": True},
-        )
-    return answer
+    """POST `body` to the services with the call's idempotency key. `http_post` classifies what
+    comes back for the ledger: a timeout or a 5xx may have run (the ledger probes before any
+    retry), a 429 waits for its Retry-After, a 403 names the missing scope, a 4xx is not retried."""
+    return http_post(call, f"{call.base_url}/{path}", body, name=path)
