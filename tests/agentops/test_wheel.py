@@ -75,7 +75,20 @@ def test_the_installed_wheel_migrates_checks_and_serves_the_inbox(tmp_path, scra
     # own, and the modules are compiled when imported, not all of them at install time.
     run(sys.executable, "-m", "venv", "--without-pip", venv)
     python = venv / "bin" / "python"
-    run(sys.executable, "-m", "pip", "--python", python, "install", "-q", "--no-compile", wheel)
+    # At the versions this checkout's lock pins (as CI passed with), not whatever PyPI released
+    # since: the wheel keeps ranges for users, and a test must not change with the day it runs.
+    constraints = tmp_path / "constraints.txt"
+    run(
+        Path(sys.executable).with_name("uv"),
+        *("export", "--frozen", "--format", "requirements-txt", "--no-hashes", "--quiet"),
+        *("--no-emit-project", "--no-dev", "--all-extras", "--output-file", constraints),
+        cwd=ROOT,
+    )
+    run(
+        sys.executable,
+        *("-m", "pip", "--python", python, "install", "-q", "--no-compile"),
+        *("--constraint", constraints, wheel),
+    )
     site = tmp_path / "site"  # the operator's working directory, outside the checkout
     site.mkdir()
     port = free_port()
