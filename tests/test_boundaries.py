@@ -564,9 +564,10 @@ def test_the_agent_door_scan_sees_lazy_relative_and_dynamic_imports(tmp_path: Pa
     }
 
 
-def test_the_sdk_lists_each_name_once_everywhere_and_loads_it_on_first_use() -> None:
-    import agentops.sdk as door
-
+def lazy_door_homes(door: Any) -> list[str]:
+    """The names a lazily loading door (`_HOMES`: module -> names) lists, after checking that
+    its `__all__`, its table and its TYPE_CHECKING imports agree and that each name loads, on
+    first use, as the object its module holds."""
     typed = {
         alias.asname or alias.name
         for node in ast.walk(ast.parse(Path(door.__file__ or "").read_text()))
@@ -576,12 +577,19 @@ def test_the_sdk_lists_each_name_once_everywhere_and_loads_it_on_first_use() -> 
         for alias in statement.names
     }
     homes = [name for names in door._HOMES.values() for name in names]
-
-    assert len(homes) == len(set(homes)) >= 15
     assert set(door.__all__) == set(homes) == typed
     for module, names in door._HOMES.items():
         for name in names:
             assert getattr(door, name) is getattr(__import__(module, fromlist=[name]), name)
+    return homes
+
+
+def test_the_sdk_lists_each_name_once_everywhere_and_loads_it_on_first_use() -> None:
+    import agentops.sdk
+
+    homes = lazy_door_homes(agentops.sdk)
+
+    assert len(homes) == len(set(homes)) >= 15
 
 
 def test_the_sdk_imports_cheaply_and_a_tool_module_needs_no_django_setup() -> None:
@@ -798,23 +806,11 @@ def test_development_settings_install_the_development_apps_and_the_sim_process_s
 
 
 def test_the_front_door_lists_each_name_once_everywhere_and_loads_it_on_first_use() -> None:
-    import agentops.engine as door
+    import agentops.engine
 
-    typed = {
-        alias.asname or alias.name
-        for node in ast.walk(ast.parse(Path(door.__file__ or "").read_text()))
-        if isinstance(node, ast.If)
-        for statement in node.body
-        if isinstance(statement, ast.ImportFrom)
-        for alias in statement.names
-    }
-    homes = [name for names in door._HOMES.values() for name in names]
+    homes = lazy_door_homes(agentops.engine)
 
     assert len(homes) == len(set(homes)) > 20
-    assert set(door.__all__) == set(homes) == typed
-    for module, names in door._HOMES.items():
-        for name in names:
-            assert getattr(door, name) is getattr(__import__(module, fromlist=[name]), name)
 
 
 def test_an_engine_module_loads_without_django_set_up() -> None:
