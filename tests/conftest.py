@@ -94,6 +94,25 @@ class Processes:
     def sweeper(self, interval: float = 0.3) -> subprocess.Popen[bytes] | zygote.Forked:
         return self.start("sweeper", "--interval", str(interval), name="sweeper")
 
+    def log(self, child: subprocess.Popen[bytes] | zygote.Forked) -> str:
+        (path,) = self.log_dir.glob(f"*-{self.children.index(child)}.log")
+        return path.read_text(errors="replace")
+
+    def finished(self, child: subprocess.Popen[bytes] | zygote.Forked, *, timeout: float) -> int:
+        """The child's exit status once it ends. One still running after `timeout` is aborted
+        (SIGABRT: with PYTHONFAULTHANDLER set, Python writes every thread's stack to its log
+        first) and the test fails with that log."""
+        try:
+            return child.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            child.send_signal(signal.SIGABRT)
+            child.wait(timeout=30)
+            command = " ".join(map(str, child.args[2:]))
+            raise AssertionError(
+                f"manage.py {command} still ran after {timeout:g} s; its log, with its "
+                f"threads' stacks at the end:\n{self.log(child)}"
+            ) from None
+
     def stop_all(self) -> None:
         for child in self.children:
             if child.poll() is None:
@@ -496,6 +515,8 @@ def process_env(sim_server: str, log_dir: Path) -> dict[str, str]:
         "AGENTOPS_BACKOFF_BASE_SECONDS": "0.2",
         "AGENTOPS_MODEL_CALL_LOG": str(log_dir / "model-calls.jsonl"),
         "AGENTOPS_TOOL_TIMEOUT_SECONDS": "3",
+        # A process aborted (SIGABRT, `Processes.finished`) writes its threads' stacks first.
+        "PYTHONFAULTHANDLER": "1",
     }
 
 

@@ -456,8 +456,8 @@ def test_a_job_a_request_enqueued_carries_its_request_id_into_the_worker_log(
     (job_id,) = queue.job_ids
     job = Job.fetch(job_id, connection=queue.connection, serializer=queue.serializer)
     worker = processes.worker(burst=True)
-    worker.wait(timeout=60)
-    log = next(processes.log_dir.glob("worker-*.log")).read_text()
+    processes.finished(worker, timeout=120)
+    log = processes.log(worker)
 
     assert response.status_code == 302
     assert job.args == [task.pk]  # the job's arguments are still ids only

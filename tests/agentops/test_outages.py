@@ -45,14 +45,12 @@ LEASE_SECONDS = 2
 GHOST_LEASE_SECONDS = 3
 SLOW_CALL_SECONDS = 3.0
 OUTAGE_SECONDS = 6
-# After PostgreSQL's return the sweeper, and the worker that lost its connection, each wait at
-# most their capped backoff (the product's AGENTOPS_RECONNECT_MAX_SECONDS, 5 s, plus a quarter of
-# jitter) before they try again, and a try opens a connection (2 s allowed); what follows (the
-# sweep's grace, the re-drive, a worker's claim) is timed on the same stack just before the outage
-# (`redrive_seconds`) and allowed twice: a loaded machine slows the processes, not the product's
-# clocks.
-RECONNECT_WAIT_SECONDS = 5 * 1.25
-RECONNECT_WORK_SECONDS = 2
+# How long the processes get to finish what an outage left them after the server's return: a
+# liveness limit, not a measure of speed. What the product bounds (each reconnection waits at most
+# its capped backoff, AGENTOPS_RECONNECT_MAX_SECONDS plus a quarter of jitter) is tested alone
+# above; after it comes a connection, a sweep, a re-drive and a claim, each as slow as a starved
+# process is (at a load of 16 on two cores that was more than 15 s, 2026-12-06).
+LIVENESS_SECONDS = 120
 
 
 # -- the backoff and the outage log, alone ------------------------------------------------------
@@ -279,9 +277,7 @@ class Stack:
         return done.stdout.strip().splitlines()[-1]
 
     def log(self, child: subprocess.Popen[bytes]) -> str:
-        index = self.processes.children.index(child)
-        (path,) = self.processes.log_dir.glob(f"*-{index}.log")
-        return path.read_text(errors="replace")
+        return self.processes.log(child)
 
 
 @pytest.fixture
@@ -346,44 +342,12 @@ def start_tasks(stack: Stack) -> tuple[int, int]:
     return int(refund), int(ghost)
 
 
-# A task whose worker is gone: claimed by an owner that never comes back, with a short lease.
-LOST_LEASE_SECONDS = 1
-LOST_TASK = """
-from django.db import transaction
-from agentops.engine import task_create
-from agentops.engine.transitions import task_claim
-
-with transaction.atomic():
-    lost = task_create(agent="bench_noop", goal="lost", input={"steps": 2})
-    assert task_claim(task_id=lost.pk, owner="gone") is not None
-print(lost.pk)
-"""
-
-
-def redrive_seconds(stack: Stack) -> float:
-    """How long this stack takes now, from a lost task's lease running out to a worker's claim
-    of it (the sweep's grace, its re-drive and the claim, at the machine's present pace), read
-    from the two claims' events."""
-    lost = int(stack.shell(LOST_TASK, AGENTOPS_LEASE_SECONDS=str(LOST_LEASE_SECONDS)))
-    wait_for(
-        lambda: task_row(stack, lost)["claims"] >= 2,
-        timeout=120,
-        message="the sweeper to re-drive a lost task before the outage",
-    )
-    ((between,),) = stack.servers.postgres.rows(
-        "SELECT extract(epoch FROM max(created_at) - min(created_at)) FROM agentops_event "
-        "WHERE task_id = %s AND action = 'agentops.task.claimed'",
-        lost,
-    )
-    return max(0.0, float(between) - LOST_LEASE_SECONDS)
-
-
 def outage_seen(stack: Stack, dependency: str, *children: Any) -> None:
     """Wait until every child has logged that `dependency` is away: the outage lasts until the
     processes under test met it (a starved sweeper may not have looked within a fixed time)."""
     wait_for(
         lambda: all(outage_lines(stack.log(child), dependency)[0] >= 1 for child in children),
-        timeout=120,
+        timeout=LIVENESS_SECONDS,
         message=f"the processes to meet the {dependency} outage",
     )
 
@@ -399,7 +363,7 @@ def assert_finished_once(stack: Stack, task_id: int, steps: int) -> None:
     """The task succeeds with every step completed exactly once."""
     wait_for(
         lambda: task_row(stack, task_id)["status"] in {"succeeded", "needs_attention", "aborted"},
-        timeout=60,
+        timeout=LIVENESS_SECONDS,
         message=f"task {task_id} to finish",
     )
     assert task_row(stack, task_id)["status"] == "succeeded"
@@ -441,7 +405,6 @@ def test_worker_and_sweeper_outlive_a_postgresql_restart_and_redrive_the_task_it
     postgres = stack.servers.postgres
     worker = stack.processes.worker()
     sweeper = stack.processes.sweeper()
-    redrive = redrive_seconds(stack)
     refund, ghost = start_tasks(stack)
     claims_before = task_row(stack, refund)["claims"]
 
@@ -456,13 +419,10 @@ def test_worker_and_sweeper_outlive_a_postgresql_restart_and_redrive_the_task_it
 
     wait_for(
         lambda: task_row(stack, refund)["claims"] > claims_before,
-        timeout=2 * RECONNECT_WAIT_SECONDS + RECONNECT_WORK_SECONDS + 2 * redrive,
+        timeout=LIVENESS_SECONDS,
         message="the sweeper to re-drive the refund whose lease expired, and a worker to claim it",
     )
-    print(
-        f"re-driven and claimed {time.monotonic() - back:.1f} s after PostgreSQL was back"
-        f" (a re-drive took {redrive:.1f} s before the outage)"
-    )
+    print(f"re-driven and claimed {time.monotonic() - back:.1f} s after PostgreSQL was back")
     assert_finished_once(stack, refund, steps=5)
     assert_finished_once(stack, ghost, steps=2)
     assert task_row(stack, refund)["recoveries"] == 1
