@@ -8,11 +8,10 @@ context too: the slice's span links to it (`agentops.plumbing.tracing`).
 from __future__ import annotations
 
 import logging
-import os
-import socket
 
 from rq import get_current_job
 
+from agentops.plumbing.identity import process_identity
 from agentops.plumbing.logs import job_request_context
 from agentops.plumbing.tracing import TRACEPARENT
 
@@ -24,7 +23,7 @@ def task_advance(task_id: int) -> str:
     from agentops.engine.runner import task_advance as advance
 
     job = get_current_job()
-    owner = f"{socket.gethostname()}:{os.getpid()}:{job.id if job else '-'}"
+    owner = f"{process_identity()}:{job.id if job else '-'}"
     with job_request_context():
         enqueued_by = job.meta.get(TRACEPARENT) if job else None
         outcome = advance(

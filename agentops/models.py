@@ -547,3 +547,19 @@ class ScopeGrant(models.Model):
     def __str__(self) -> str:
         where = f"task {self.task_id}" if self.task_id else f"agent {self.agent}"
         return f"{self.scope} for {where} until {self.expires_at:%Y-%m-%d %H:%M}"
+
+
+class SweepLease(models.Model):
+    """Who sweeps now: one row (id 1), claimed by a sweeper for one sweep
+    (`agentops.engine.sweeper`).
+
+    A lease in a row, not a PostgreSQL advisory lock: a session's lock stays on whichever server
+    connection took it, which a pooler in transaction mode hands to other clients, so its unlock
+    would land elsewhere and the lock leak. A sweeper that dies while it sweeps holds the lease
+    until it runs out."""
+
+    holder = models.CharField(max_length=200, blank=True)
+    expires_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"sweep lease of {self.holder or 'nobody'} until {self.expires_at}"

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import datetime
 from typing import Any
 
+from agentops.plumbing.paging import keyset_rows
 from policies import catalog
 from policies.catalog import RecordedAction
 from policies.engine import Action
@@ -79,12 +80,14 @@ def recorded_actions(
     rows = (
         Step.objects.filter(started_at__gte=since, model_response__isnull=False)
         .exclude(route="")
-        .order_by("started_at", "pk")
         .values_list(
             "pk", "task__agent", "ordinal", "route", "started_at", "model_response", "approval"
         )
     )
-    for chunk in _chunks(rows.iterator(chunk_size=CHUNK)):
+    ordered = keyset_rows(
+        rows, order=("started_at", "pk"), size=CHUNK, key=lambda row: (row[4], row[0])
+    )
+    for chunk in _chunks(ordered):
         decided = decision_seconds([row[0] for row in chunk]) if decision_seconds else {}
         for pk, agent, ordinal, route, started_at, record, approval in chunk:
             response = loaded_response(record)

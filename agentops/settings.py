@@ -117,28 +117,47 @@ def database_settings(url: str) -> dict[str, Any]:
 
     Every connection carries the server-side limits that keep a frozen process from blocking
     others: a transaction left idle is cut off, a lock is never waited on for long, and no
-    statement runs away. The connection ceiling per process is documented in operations.md.
+    statement runs away. The backend (agentops.plumbing.postgres) refuses a connection without
+    them. Direct connections ask for them as startup options; through a pooler in transaction
+    mode (AGENTOPS_DB_POOL_MODE=transaction) they are the role's defaults, and nothing that lives
+    in a server session is used: no startup options, no server-side cursors, no prepared
+    statements unless AGENTOPS_DB_PREPARED_STATEMENTS=1 says the pooler keeps them (PgBouncer
+    1.21 and later with max_prepared_statements). The connection ceiling per process is
+    documented in operations.md; pooling in scaling.md.
     """
-    database = dj_database_url.parse(url, conn_max_age=60, conn_health_checks=True)
+    database: dict[str, Any] = dict(
+        dj_database_url.parse(url, conn_max_age=60, conn_health_checks=True)
+    )
     if database["ENGINE"] != "django.db.backends.postgresql":
         refuse("DATABASE_URL", "must name a PostgreSQL database (postgres://...)")
-    limits = {
+    database["ENGINE"] = "agentops.plumbing.postgres"
+    database["LIMITS"] = {
         "lock_timeout": env_duration("AGENTOPS_DB_LOCK_TIMEOUT", "3s"),
         "idle_in_transaction_session_timeout": env_duration(
             "AGENTOPS_DB_IDLE_IN_TRANSACTION_TIMEOUT", "10s"
         ),
         "statement_timeout": env_duration("AGENTOPS_DB_STATEMENT_TIMEOUT", "30s"),
     }
+    pooled = DB_POOL_MODE == "transaction"
     options = database.setdefault("OPTIONS", {})
-    server_options = " ".join(f"-c {name}={value}" for name, value in limits.items())
-    options["options"] = f"{options.get('options', '')} {server_options}".strip()
+    if not pooled:
+        limits = " ".join(f"-c {name}={value}" for name, value in database["LIMITS"].items())
+        options["options"] = f"{options.get('options', '')} {limits}".strip()
+    database["DISABLE_SERVER_SIDE_CURSORS"] = pooled
     options.setdefault("application_name", f"agentops:{process_name()}"[:63])
     # A server that accepts the connection and never answers (frozen, or a host that drops the
     # packets) must not hold a request or a readiness probe: the connect gives up (a URL's own
     # `?connect_timeout=` wins).
     options.setdefault("connect_timeout", env_int("AGENTOPS_DB_CONNECT_TIMEOUT", 5))
     database["TEST"] = {"NAME": os.environ.get("DATABASE_TEST_NAME") or None}
-    return dict(database)
+    return database
+
+
+# How connections reach PostgreSQL: `direct` (or a pooler in session mode: a client keeps its
+# server connection) or `transaction` (a pooler such as PgBouncer in transaction mode).
+DB_POOL_MODE = os.environ.get("AGENTOPS_DB_POOL_MODE", "").strip() or "direct"
+if DB_POOL_MODE not in {"direct", "transaction"}:
+    refuse("AGENTOPS_DB_POOL_MODE", f"must be direct or transaction, not {DB_POOL_MODE!r}")
 
 
 DEV = env_bool("AGENTOPS_DEV", False)
@@ -360,6 +379,11 @@ AGENTOPS: dict[str, Any] = {
     # Sweeper loop interval, and how long a claimable task may sit before it is re-driven.
     "SWEEP_INTERVAL_SECONDS": env_float("AGENTOPS_SWEEP_INTERVAL_SECONDS", 2.0),
     "SWEEP_GRACE_SECONDS": env_float("AGENTOPS_SWEEP_GRACE_SECONDS", 5.0),
+    # The hot path's statements are prepared once per connection, which a pooler in transaction
+    # mode keeps only when it tracks them (PgBouncer 1.21+, max_prepared_statements > 0).
+    "DB_PREPARED_STATEMENTS": env_bool(
+        "AGENTOPS_DB_PREPARED_STATEMENTS", DB_POOL_MODE != "transaction"
+    ),
     # Caps, counted before execution so that a crash loop counts too.
     "STEP_RETRY_CAP": env_int("AGENTOPS_STEP_RETRY_CAP", 3),
     "TASK_RECOVERY_CAP": env_int("AGENTOPS_TASK_RECOVERY_CAP", 5),

@@ -6,3 +6,7 @@ from django.core.wsgi import get_wsgi_application
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "agentops.settings")
 application = get_wsgi_application()
+
+from agentops.plumbing.postgres import limits_checked_at_start  # noqa: E402  (after setup)
+
+limits_checked_at_start()

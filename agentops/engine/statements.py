@@ -58,10 +58,11 @@ def lease_deadline() -> Any:
 
 class _PreparedCursor(psycopg.Cursor):
     """Server-side parameters, prepared on first use: the hot path's statements are parsed and
-    planned once per connection."""
+    planned once per connection (unless the connections go through a pooler that cannot keep
+    prepared statements: `DB_PREPARED_STATEMENTS`, then each is sent unnamed)."""
 
     def execute(self, query: Any, params: Any = None, **kwargs: Any) -> Any:
-        return super().execute(query, params, prepare=True)
+        return super().execute(query, params, prepare=settings.AGENTOPS["DB_PREPARED_STATEMENTS"])
 
 
 @contextmanager

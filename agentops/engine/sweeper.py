@@ -5,8 +5,10 @@ the grace period gets a job, unless a job for its current state is already waiti
 worker killed mid-slice (its lease expires), a job lost with Redis, and a retry whose time has come.
 Overdue approval gates take their policy's timeout action (reject, or escalate once).
 
-Any number of sweepers may run (one per machine): a PostgreSQL advisory lock lets one sweep at a
-time, and a sweeper that dies releases it with its connection.
+Any number of sweepers may run (one per machine): the sweep lease (one row, `SweepLease`) lets
+one sweep at a time. A sweeper claims it for a sweep and gives it back when the sweep ends; one
+that dies while it sweeps holds it until it runs out (SWEEP_LEASE_SECONDS). A row rather than an
+advisory lock, because a pooler in transaction mode would hand the lock's session to others.
 """
 
 from __future__ import annotations
@@ -25,15 +27,19 @@ from django.utils import timezone
 
 from agentops.engine.decisions import gates_expire_overdue
 from agentops.engine.dispatch import enqueue_now
-from agentops.models import Task
+from agentops.engine.statements import ClockTimestamp
+from agentops.models import SweepLease, Task
 from agentops.plumbing import prometheus
+from agentops.plumbing.identity import process_identity
 from agentops.plumbing.outages import UNAVAILABLE
 from agentops.states import TaskStatus
 
 logger = logging.getLogger(__name__)
 
-# pg_advisory_lock key of the sweep: "agentops sweep" in a bigint, the same in every process.
-SWEEP_LOCK_KEY = 0x6167_6F70_7377_6570
+# Longer than a sweep takes (milliseconds, seconds with a backlog): a sweep that outlasts it may
+# overlap the next sweeper's, which re-drives nothing twice (a job's id is its task's state) and
+# expires no gate twice (the expiry is conditional).
+SWEEP_LEASE_SECONDS = 30
 
 
 def tasks_to_redrive() -> list[tuple[int, int]]:
@@ -92,17 +98,32 @@ class Sweep:
 
 
 def sweep_exclusive() -> Sweep | None:
-    """`sweep()` while holding the sweep lock; None (and nothing done) when another sweeper
+    """`sweep()` while holding the sweep lease; None (and nothing done) when another sweeper
     holds it."""
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT pg_try_advisory_lock(%s)", [SWEEP_LOCK_KEY])
-        (acquired,) = cursor.fetchone()
-    if not acquired:
+    holder = process_identity()
+    if not sweep_lease_claim(holder):
         return None
     try:
         started = time.time()
         enqueued = sweep()
         return Sweep(started=started, ended=time.time(), enqueued=enqueued)
     finally:
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_advisory_unlock(%s)", [SWEEP_LOCK_KEY])
+        SweepLease.objects.filter(pk=1, holder=holder).update(expires_at=ClockTimestamp())
+
+
+# One row (id 1), written by whichever sweeper claims it first: a flushed table needs no setup.
+SWEEP_LEASE_CLAIM = """
+INSERT INTO agentops_sweeplease AS lease (id, holder, expires_at)
+VALUES (1, %(holder)s, clock_timestamp() + make_interval(secs => %(seconds)s))
+ON CONFLICT (id) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at
+WHERE lease.expires_at IS NULL OR lease.expires_at <= clock_timestamp()
+    OR lease.holder = excluded.holder
+RETURNING lease.id
+"""
+
+
+def sweep_lease_claim(holder: str) -> bool:
+    """Whether `holder` now holds the sweep lease (it was free, ran out, or is its own)."""
+    with connection.cursor() as cursor:
+        cursor.execute(SWEEP_LEASE_CLAIM, {"holder": holder, "seconds": SWEEP_LEASE_SECONDS})
+        return cursor.fetchone() is not None

@@ -15,6 +15,7 @@ from django.db import DatabaseError, connection
 from django.http import HttpRequest, HttpResponse
 from redis.exceptions import RedisError
 
+from agentops.plumbing.postgres.base import LimitsMissing
 from agentops.plumbing.slots import database_slot
 
 logger = logging.getLogger(__name__)
@@ -41,6 +42,9 @@ def ready() -> bool:
         queues.redis_client().ping()
     except (DatabaseError, RedisError) as error:
         logger.warning("readyz: not ready: %s", error.__class__.__name__)
+        return False
+    except LimitsMissing as error:
+        logger.error("readyz: not ready: %s", error)
         return False
     return True
 

@@ -13,6 +13,8 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+from django.db.models import Q
+
 if TYPE_CHECKING:
     from django.db.models import QuerySet
 
@@ -105,3 +107,43 @@ def window(
         # get_page falls back to a page that exists.
         return window(rows, page=1, size=size, count=count)
     return Window(fetched[:size], number, size, len(fetched) > size, count)
+
+
+def keyset_rows(
+    rows: QuerySet[Any, T],
+    *,
+    order: tuple[str, str],
+    size: int,
+    key: Callable[[T], tuple[Any, Any]] | None = None,
+) -> Iterator[T]:
+    """Every row of `rows` in `order` (a column and a unique tie-breaker, both ascending or both
+    descending: `("-created_at", "-id")`), read `size` rows at a time, each read a query of its
+    own that starts after the last row of the one before.
+
+    What an export streams, with memory flat however long the list and no server-side cursor
+    (which lives in a server session: a pooler in transaction mode hands that session to other
+    clients between two reads). `key` gives a row's two ordering values when the rows are not
+    model instances (a `values_list`)."""
+    first, second = order
+    descending = first.startswith("-")
+    if second.startswith("-") != descending:
+        raise ValueError(f"{order}: both columns must run the same way")
+    names = (first.lstrip("-"), second.lstrip("-"))
+    ordered = rows.order_by(first, second)
+    after: tuple[Any, Any] | None = None
+    while True:
+        page = ordered if after is None else ordered.filter(_past(names, after, descending))
+        fetched = list(page[:size])
+        yield from fetched
+        if len(fetched) < size:
+            return
+        last = fetched[-1]
+        after = key(last) if key else (getattr(last, names[0]), getattr(last, names[1]))
+
+
+def _past(names: tuple[str, str], after: tuple[Any, Any], descending: bool) -> Q:
+    """The rows that come after `after` in the order of `names`."""
+    beyond = "lt" if descending else "gt"
+    return Q(**{f"{names[0]}__{beyond}": after[0]}) | Q(
+        **{names[0]: after[0], f"{names[1]}__{beyond}": after[1]}
+    )

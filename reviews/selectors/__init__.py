@@ -20,8 +20,8 @@ from reviews.selectors.audit import (
     AUDIT_PAGE_SIZE,
     AuditFilters,
     audit_filter_choices,
+    audit_item_export,
     audit_item_get,
-    audit_item_list,
     audit_item_page,
 )
 from reviews.selectors.decisions import (
@@ -103,8 +103,8 @@ __all__ = [
     "api_token_list",
     "args_diff",
     "audit_filter_choices",
+    "audit_item_export",
     "audit_item_get",
-    "audit_item_list",
     "audit_item_page",
     "audit_pending_count",
     "call_repeat_unprotected",

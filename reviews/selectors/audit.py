@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import date
 from typing import TYPE_CHECKING, Any
 
 from django.db import connection
-from django.db.models import Case, IntegerField, QuerySet, Value, When
+from django.db.models import QuerySet
 
 from agentops.models import AuditItem
-from agentops.plumbing.paging import Window, window
+from agentops.plumbing.paging import Window, keyset_rows, window
 from agentops.states import AuditStatus
 
 if TYPE_CHECKING:
@@ -47,32 +48,29 @@ def _audit_items(filters: AuditFilters) -> QuerySet[AuditItem]:
     return queryset
 
 
-def audit_item_list(*, filters: AuditFilters) -> QuerySet[AuditItem]:
-    """Audit items matching `filters`: items to review first, then newest first (the export;
-    the queue reads pages of the same order with audit_item_page)."""
-    return (
-        _audit_items(filters)
-        .annotate(
-            pending_first=Case(
-                When(status=AuditStatus.PENDING, then=Value(0)),
-                default=Value(1),
-                output_field=IntegerField(),
-            )
-        )
-        .order_by("pending_first", "-created_at", "-id")
-    )
+NEWEST_FIRST = ("-created_at", "-id")
+
+
+def audit_item_export(*, filters: AuditFilters, chunk_size: int = 2000) -> Iterator[AuditItem]:
+    """Every audit item matching `filters`, items to review first, then newest first (the order
+    of the queue's pages), read `chunk_size` at a time without a server-side cursor."""
+    matching = _audit_items(filters)
+    pending = matching.filter(status=AuditStatus.PENDING)
+    reviewed = matching.exclude(status=AuditStatus.PENDING)
+    for items in (pending, reviewed):
+        yield from keyset_rows(items, order=NEWEST_FIRST, size=chunk_size)
 
 
 def audit_item_page(
     *, filters: AuditFilters, page: Any = 1, size: int = AUDIT_PAGE_SIZE
 ) -> Window[AuditItem]:
-    """One page of audit items in the order of audit_item_list, read as two index-ordered lists
+    """One page of audit items in the order of audit_item_export, read as two index-ordered lists
     (items to review, newest first, then the reviewed ones, newest first; an index serves
     each), so a page costs the same with 100 and with 1,000,000 items. Counts nothing
     unless the page starts past the end of the items to review (then it counts those)."""
     matching = _audit_items(filters)
-    pending = matching.filter(status=AuditStatus.PENDING).order_by("-created_at", "-id")
-    reviewed = matching.exclude(status=AuditStatus.PENDING).order_by("-created_at", "-id")
+    pending = matching.filter(status=AuditStatus.PENDING).order_by(*NEWEST_FIRST)
+    reviewed = matching.exclude(status=AuditStatus.PENDING).order_by(*NEWEST_FIRST)
 
     def rows(offset: int, limit: int) -> list[AuditItem]:
         first = list(pending[offset : offset + limit])

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from django.db.models import Q, QuerySet
 
+from agentops.plumbing.paging import keyset_rows
 from policies.models import PolicyChange
 from reviews.channels import channel_label
 from reviews.models import Decision
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
     pass
 
 LOG_LIMIT = 200
+NEWEST_FIRST = ("-created_at", "-id")
 
 
 # Policy changes that count as human decisions in the log (draft edits do not).
@@ -136,10 +138,9 @@ def _decision_log_querysets(
         changes = changes.filter(created_at__date__lte=filters.date_to)
     if filters.task_id is not None:
         decisions = decisions.filter(task_id_ref=filters.task_id)
-    newest_first = ("-created_at", "-id")
     return (
-        decisions.order_by(*newest_first),
-        changes.order_by(*newest_first) if filters.task_id is None else None,
+        decisions.order_by(*NEWEST_FIRST),
+        changes.order_by(*NEWEST_FIRST) if filters.task_id is None else None,
     )
 
 
@@ -162,12 +163,17 @@ def decision_log_list(
 def decision_log_iter(*, filters: DecisionFilters, chunk_size: int = 2000) -> Iterator[LogEntry]:
     """Every decision matching `filters`, newest first, with no cap: the export.
 
-    Both tables are read through server-side cursors `chunk_size` rows at a time and merged by
-    time as they stream, so memory stays flat however long the log is."""
+    Both tables are read `chunk_size` rows at a time (each read a query of its own, no
+    server-side cursor) and merged by time as they stream, so memory stays flat however long
+    the log is."""
     decisions, changes = _decision_log_querysets(filters)
-    streams = [(_decision_entry(d) for d in decisions.iterator(chunk_size=chunk_size))]
+    streams = [
+        (_decision_entry(d) for d in keyset_rows(decisions, order=NEWEST_FIRST, size=chunk_size))
+    ]
     if changes is not None:
-        streams.append(_policy_entry(c) for c in changes.iterator(chunk_size=chunk_size))
+        streams.append(
+            _policy_entry(c) for c in keyset_rows(changes, order=NEWEST_FIRST, size=chunk_size)
+        )
     return heapq.merge(*streams, key=lambda e: e.created_at, reverse=True)
 
 

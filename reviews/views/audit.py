@@ -17,7 +17,12 @@ from agentops.models import AuditItem
 from agentops.plumbing.web import AuthenticatedHttpRequest, render_page
 from agentops.selectors import json_preview
 from reviews.forms import AuditBulkForm, AuditFilterForm, AuditReviewForm
-from reviews.selectors import audit_filter_choices, audit_item_get, audit_item_list, audit_item_page
+from reviews.selectors import (
+    audit_filter_choices,
+    audit_item_export,
+    audit_item_get,
+    audit_item_page,
+)
 from reviews.services import NotAllowed, ReviewError, audit_item_review, audit_items_bulk_review
 from reviews.states import VIA_BROWSER
 from reviews.views._common import (
@@ -94,8 +99,8 @@ def _audit_csv_rows(items: Iterable[AuditItem]) -> Iterable[list[Any]]:
 @reader_required
 @require_GET
 def audit_csv(request: AuthenticatedHttpRequest) -> StreamingHttpResponse:
-    items = audit_item_list(filters=_audit_filter_form(request).filters())
-    rows = _audit_csv_rows(items.iterator(chunk_size=CSV_CHUNK_ROWS))
+    filters = _audit_filter_form(request).filters()
+    rows = _audit_csv_rows(audit_item_export(filters=filters, chunk_size=CSV_CHUNK_ROWS))
     return csv_stream(request, rows, name="audit")
 
 

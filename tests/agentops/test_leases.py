@@ -18,9 +18,9 @@ from agentops.engine import task_abort, task_create, task_pause
 from agentops.engine.dispatch import enqueue_now, job_id_for
 from agentops.engine.errors import LeaseLost
 from agentops.engine.leases import Heartbeat, lease_renew
-from agentops.engine.sweeper import SWEEP_LOCK_KEY, sweep_exclusive
+from agentops.engine.sweeper import sweep_exclusive, sweep_lease_claim
 from agentops.engine.transitions import EventSpec, fenced_write, task_claim, task_claim_row
-from agentops.models import Event, Task
+from agentops.models import Event, SweepLease, Task
 from agentops.plumbing import queues
 from agentops.states import TaskStatus
 from tests.conftest import database_url, wait_for
@@ -180,14 +180,15 @@ def test_only_one_sweeper_sweeps_at_a_time(redis_clean):
     task = task_create(agent="refund", goal="Refund", input={"order_id": "A1001"})
     Task.objects.filter(pk=task.pk).update(updated_at=timezone.now() - timedelta(minutes=5))
     queues.redis_client().flushdb()  # the job is lost: the sweeper must re-drive
-    with psycopg.connect(database_url(), autocommit=True) as other:
-        other.execute("SELECT pg_advisory_lock(%s)", [SWEEP_LOCK_KEY])
-        skipped = sweep_exclusive()
-        other.execute("SELECT pg_advisory_unlock(%s)", [SWEEP_LOCK_KEY])
-    swept = sweep_exclusive()
+    assert sweep_lease_claim("another host:1:0bad0bad")  # it sweeps, or died sweeping
+    skipped = sweep_exclusive()
+    SweepLease.objects.filter(pk=1).update(expires_at=timezone.now() - timedelta(seconds=1))
+    swept = sweep_exclusive()  # its lease ran out
 
     assert skipped is None
     assert swept is not None and swept.enqueued == 1
+    # Given back at the end of the sweep: the next sweeper need not wait for it to run out.
+    assert sweep_lease_claim("a third host:1:0ddba11")
 
 
 def _sweeps(log: Path) -> list[tuple[float, float]]:

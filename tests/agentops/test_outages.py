@@ -20,6 +20,7 @@ import tempfile
 import time
 import warnings
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -389,6 +390,16 @@ def outage_lines(log: str, dependency: str) -> tuple[int, int]:
     return started, ended
 
 
+@contextmanager
+def logs_on_failure(stack: Stack, *children: Any) -> Iterator[None]:
+    """A failed wait says what the processes logged."""
+    try:
+        yield
+    except AssertionError as failure:
+        logs = "\n".join(f"--- {child.args[2:]}:\n{stack.log(child)}" for child in children)
+        raise AssertionError(f"{failure}\n{logs}") from None
+
+
 def assert_alive(*children: subprocess.Popen[bytes]) -> None:
     assert [child.poll() for child in children] == [None] * len(children)
 
@@ -417,11 +428,13 @@ def test_worker_and_sweeper_outlive_a_postgresql_restart_and_redrive_the_task_it
     postgres.start()
     back = time.monotonic()
 
-    wait_for(
-        lambda: task_row(stack, refund)["claims"] > claims_before,
-        timeout=LIVENESS_SECONDS,
-        message="the sweeper to re-drive the refund whose lease expired, and a worker to claim it",
-    )
+    with logs_on_failure(stack, worker, sweeper):
+        wait_for(
+            lambda: task_row(stack, refund)["claims"] > claims_before,
+            timeout=LIVENESS_SECONDS,
+            message="the sweeper to re-drive the refund whose lease expired, and a worker to "
+            "claim it",
+        )
     print(f"re-driven and claimed {time.monotonic() - back:.1f} s after PostgreSQL was back")
     assert_finished_once(stack, refund, steps=5)
     assert_finished_once(stack, ghost, steps=2)

@@ -19,7 +19,7 @@ from reviews.models import Decision
 from reviews.selectors import (
     AuditFilters,
     audit_filter_choices,
-    audit_item_list,
+    audit_item_export,
     audit_item_page,
 )
 from reviews.services import audit_item_review
@@ -185,8 +185,14 @@ def test_pages_of_the_queue_follow_the_export_order_without_counting(
     for item in items[::2]:
         audit_item_review(item_id=item.pk, actor=auditor, verdict="ok")
     filters = AuditFilters()
-    expected = [item.pk for item in audit_item_list(filters=filters)]
+    # Items to review first, then newest first (sorted here, not by the code under test).
+    newest_first = sorted(
+        AuditItem.objects.all(), key=lambda item: (item.created_at, item.pk), reverse=True
+    )
+    to_review_first = sorted(newest_first, key=lambda item: item.status != AuditStatus.PENDING)
+    expected = [item.pk for item in to_review_first]
     assert len(expected) >= 5
+    assert [item.pk for item in audit_item_export(filters=filters, chunk_size=2)] == expected
 
     pages, number = [], 1
     while True:

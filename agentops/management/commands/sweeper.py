@@ -15,6 +15,7 @@ from django.db import close_old_connections, connection
 
 from agentops.engine.sweeper import Sweep, sweep_exclusive
 from agentops.plumbing.outages import POSTGRESQL, REDIS, UNAVAILABLE, Outage, dependency_of
+from agentops.plumbing.postgres import limits_checked_at_start
 
 
 class Command(BaseCommand):
@@ -27,6 +28,7 @@ class Command(BaseCommand):
     def handle(
         self, *args: object, once: bool, interval: float | None, verbosity: int, **options: object
     ) -> None:
+        limits_checked_at_start()
         interval = interval or settings.AGENTOPS["SWEEP_INTERVAL_SECONDS"]
         outages = {POSTGRESQL: Outage(POSTGRESQL), REDIS: Outage(REDIS)}
         while True:

@@ -29,6 +29,7 @@ from agentops.plumbing.outages import (
     database_answers,
     wait_until,
 )
+from agentops.plumbing.postgres import limits_checked_at_start
 
 T = TypeVar("T")
 
@@ -150,6 +151,7 @@ class Command(BaseCommand):
         parser.add_argument("--name", default=None)
 
     def handle(self, *args: object, burst: bool, name: str | None, **options: object) -> None:
+        limits_checked_at_start()
         heap_keep_freed()
         agent_packages_log()
         queue = django_rq.get_queue("default")
