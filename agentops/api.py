@@ -25,6 +25,7 @@ an operation answers is declared in the OpenAPI description (`/api/v1/openapi.js
 from __future__ import annotations
 
 import functools
+import logging
 from collections.abc import Callable
 from datetime import datetime
 from decimal import Decimal
@@ -42,6 +43,7 @@ from agentops.engine import START_TASK, task_create
 from agentops.engine.errors import AgentOpsError, StartRefused
 from agentops.models import ApiToken, Task
 from agentops.plumbing import throttle
+from agentops.plumbing.outages import UNAVAILABLE, dependency_of
 from agentops.plumbing.web import AuthenticatedHttpRequest
 from agentops.selectors import tasks_visible_to
 from agentops.states import TaskStatus
@@ -52,7 +54,11 @@ if TYPE_CHECKING:
     from ninja.operation import Operation
 
 PAGE_LIMIT = 100
+logger = logging.getLogger(__name__)
+
 REALM = "agentops API"
+# What a 503 asks a client to wait: about one capped reconnect wait of the workers.
+UNAVAILABLE_RETRY_SECONDS = 5
 DOCS_PATH = "/api/v1/docs"
 
 
@@ -102,6 +108,8 @@ class AgentopsApi(NinjaAPI):
         super().__init__(**kwargs)
         self.exception_handler(Throttled)(self._throttled)
         self.exception_handler(AuthenticationError)(self._unauthenticated)
+        for unavailable in UNAVAILABLE:
+            self.exception_handler(unavailable)(self._unavailable)
 
     def get_openapi_operation_id(self, operation: Operation) -> str:
         # Generated clients name their functions after these: `list_gates`, `approve_gate`.
@@ -164,6 +172,24 @@ class AgentopsApi(NinjaAPI):
             status=429,
         )
         response["Retry-After"] = str(wait)
+        return response
+
+    def _unavailable(self, request: HttpRequest, exc: Exception) -> HttpResponse:
+        """503 with Retry-After while PostgreSQL or Redis does not answer (or a statement ran
+        past its limit): a client tries again later instead of reading an HTML error page.
+        Nothing was done that the client would repeat: a decision is one transaction."""
+        dependency = dependency_of(exc)
+        logger.warning("api: %s unavailable (%s), answered 503", dependency, type(exc).__name__)
+        response = self.create_response(
+            request,
+            {
+                "detail": f"{dependency} is unavailable; try again in "
+                f"{UNAVAILABLE_RETRY_SECONDS} seconds",
+                "retry_after": UNAVAILABLE_RETRY_SECONDS,
+            },
+            status=503,
+        )
+        response["Retry-After"] = str(UNAVAILABLE_RETRY_SECONDS)
         return response
 
     def _unauthenticated(self, request: HttpRequest, exc: AuthenticationError) -> HttpResponse:

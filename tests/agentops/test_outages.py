@@ -530,3 +530,54 @@ def test_the_simulated_services_answer_503_with_json_while_their_database_restar
     )
     assert effects == [(1,)]
     assert sim.poll() is None
+
+
+API_TOKEN = """
+from django.contrib.auth.models import Group, User
+from agentops.tokens import api_token_create
+olga = User.objects.create_user("olga-api", password="unused-password-1")
+olga.groups.add(Group.objects.get(name="operators"))
+print(api_token_create(user=olga, name="outage")[1])
+"""
+
+
+@pytest.mark.outage
+@pytest.mark.django_db(transaction=True)
+def test_the_api_answers_json_503_with_retry_after_while_the_database_is_away(stack):
+    token = stack.shell(API_TOKEN)
+    port = free_port()
+    stack.processes.start(
+        "runserver",
+        f"127.0.0.1:{port}",
+        "--noreload",
+        "--skip-checks",
+        extra_env={"AGENTOPS_DEV": "1", "AGENTOPS_DB_CONNECT_TIMEOUT": "2"},
+        name="web",
+    )
+    headers = {"Authorization": f"Bearer {token}"}
+
+    def gates() -> httpx.Response:
+        return httpx.get(f"http://127.0.0.1:{port}/api/v1/gates", headers=headers, timeout=30)
+
+    def answers() -> bool:
+        try:
+            return gates().status_code == 200
+        except httpx.TransportError:
+            return False
+
+    wait_for(answers, timeout=LIVENESS_SECONDS, message="the web to start")
+    stack.servers.postgres.stop()
+    try:
+        away = gates()
+    finally:
+        stack.servers.postgres.start()
+    back = wait_for(answers, timeout=LIVENESS_SECONDS, message="the API to answer again")
+
+    assert away.status_code == 503
+    assert away.headers["content-type"].startswith("application/json")
+    assert away.headers["retry-after"] == "5"
+    assert away.json() == {
+        "detail": "postgresql is unavailable; try again in 5 seconds",
+        "retry_after": 5,
+    }
+    assert back
