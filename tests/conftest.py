@@ -113,6 +113,18 @@ class Processes:
                 f"threads' stacks at the end:\n{self.log(child)}"
             ) from None
 
+    @contextmanager
+    def logs_on_failure(self, *children: subprocess.Popen[bytes] | zygote.Forked) -> Iterator[None]:
+        """A wait inside that fails says what `children` logged."""
+        try:
+            yield
+        except AssertionError as failure:
+            logs = "\n".join(
+                f"--- manage.py {' '.join(map(str, child.args[2:]))}:\n{self.log(child)}"
+                for child in children
+            )
+            raise AssertionError(f"{failure}\n{logs}") from None
+
     def stop_all(self) -> None:
         for child in self.children:
             if child.poll() is None:

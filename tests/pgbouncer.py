@@ -1,7 +1,9 @@
 """A real PgBouncer in transaction pooling in front of the test database's server.
 
 Debian's `pgbouncer` (1.18 on bookworm; `.ci/run` installs it). It refuses to run as root, so as
-root it runs as `nobody`, with its files in a directory of its own that `nobody` may read. It
+root it runs as the user that owns the server's socket directory (the embedded server's system
+user, whose data directory holds its socket) or, for a server on TCP, as `nobody`, with its files
+in a directory of its own that this user may read. It
 trusts its clients, as the test servers do, and passes every database name through to the
 server, so each xdist worker's test database is reached by its own name.
 """
@@ -52,7 +54,7 @@ class PgBouncer:
             [PGBOUNCER, str(self.root / "pgbouncer.ini")],
             stdout=subprocess.DEVNULL,
             stderr=open(self.root / "stderr.log", "wb"),  # noqa: SIM115
-            **_as_nobody(),
+            **self._user(),
         )
         deadline = time.monotonic() + START_SECONDS
         while not self._listening():
@@ -109,14 +111,14 @@ ignore_startup_parameters = extra_float_digits
         )
         for path in self.root.iterdir():
             path.chmod(0o644)
-        if os.geteuid() == 0:
-            nobody = pwd.getpwnam("nobody")
-            os.chown(self.root, nobody.pw_uid, nobody.pw_gid)
+        if "user" in self._user():
+            os.chown(self.root, self._user()["user"], self._user()["group"])
 
-
-def _as_nobody() -> dict[str, Any]:
-    """Popen's arguments that run it as `nobody` when the tests run as root."""
-    if os.geteuid() != 0:
-        return {}
-    nobody = pwd.getpwnam("nobody")
-    return {"user": nobody.pw_uid, "group": nobody.pw_gid, "extra_groups": []}
+    def _user(self) -> dict[str, Any]:
+        """Popen's arguments that run it as another user when the tests run as root."""
+        if os.geteuid() != 0:
+            return {}
+        host = self.server.get("HOST") or ""
+        owner = os.stat(host).st_uid if host.startswith("/") else 0
+        user = pwd.getpwuid(owner) if owner else pwd.getpwnam("nobody")
+        return {"user": user.pw_uid, "group": user.pw_gid, "extra_groups": []}

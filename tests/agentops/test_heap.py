@@ -70,7 +70,7 @@ def test_malloc_tuned_by_the_operator_is_left_alone(monkeypatch):
     assert heap.heap_environment() == (expected if platform.libc_ver()[0] == "glibc" else {})
 
 
-def test_the_worker_keeps_freed_buffers(monkeypatch, redis_clean):
+def test_the_worker_keeps_freed_buffers(monkeypatch, redis_clean, db):
     from agentops.management.commands import worker
 
     started: list[bool] = []

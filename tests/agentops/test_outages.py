@@ -20,7 +20,6 @@ import tempfile
 import time
 import warnings
 from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -390,16 +389,6 @@ def outage_lines(log: str, dependency: str) -> tuple[int, int]:
     return started, ended
 
 
-@contextmanager
-def logs_on_failure(stack: Stack, *children: Any) -> Iterator[None]:
-    """A failed wait says what the processes logged."""
-    try:
-        yield
-    except AssertionError as failure:
-        logs = "\n".join(f"--- {child.args[2:]}:\n{stack.log(child)}" for child in children)
-        raise AssertionError(f"{failure}\n{logs}") from None
-
-
 def assert_alive(*children: subprocess.Popen[bytes]) -> None:
     assert [child.poll() for child in children] == [None] * len(children)
 
@@ -428,7 +417,7 @@ def test_worker_and_sweeper_outlive_a_postgresql_restart_and_redrive_the_task_it
     postgres.start()
     back = time.monotonic()
 
-    with logs_on_failure(stack, worker, sweeper):
+    with stack.processes.logs_on_failure(worker, sweeper):
         wait_for(
             lambda: task_row(stack, refund)["claims"] > claims_before,
             timeout=LIVENESS_SECONDS,

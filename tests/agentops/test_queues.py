@@ -4,14 +4,19 @@ deadline on every command."""
 from __future__ import annotations
 
 import time
+from urllib.parse import urlsplit
 
 import pytest
 from django.test import Client
 
 from agentops.engine import task_create
 from agentops.engine.dispatch import enqueue_now
+from agentops.management.commands.worker import WORKER_TTL_SECONDS
+from agentops.models import Task
 from agentops.plumbing import queues
 from agentops.states import TaskStatus
+from tests.conftest import wait_for
+from tests.partition import Partition
 
 
 def test_enqueues_go_over_one_redis_connection(redis_clean):
@@ -62,3 +67,47 @@ def test_the_queue_client_connects_within_the_deadline():
     kwargs = queues.redis_client().connection_pool.connection_kwargs
 
     assert kwargs["socket_timeout"] == kwargs["socket_connect_timeout"] == queues.DEADLINE_SECONDS
+
+
+# -- a worker cut off from Redis ----------------------------------------------------------------
+
+
+def _succeeded(task_id: int) -> bool:
+    return Task.objects.get(pk=task_id).status == TaskStatus.SUCCEEDED
+
+
+@pytest.mark.outage
+@pytest.mark.django_db(transaction=True)
+def test_a_worker_cut_off_from_redis_takes_jobs_again_within_30_s_of_redis_answering(processes):
+    """A partition: Redis stops answering the worker without closing its connection. Once it
+    answers again the worker gives up its silent connection at its read timeout and opens a new
+    one (RQ's default held it for 415 s)."""
+    direct = urlsplit(processes.env["REDIS_URL"])
+    partition = Partition((direct.hostname or "127.0.0.1", direct.port or 6379))
+    through = f"redis://127.0.0.1:{partition.port}{direct.path}"
+    worker = processes.worker(extra_env={"REDIS_URL": through})
+    warm = task_create(agent="bench_noop", goal="before", input={"steps": 2})
+    wait_for(lambda: _succeeded(warm.pk), timeout=120, message="the worker to run a task")
+    paced = time.monotonic()
+    timed = task_create(agent="bench_noop", goal="timed", input={"steps": 2})
+    wait_for(lambda: _succeeded(timed.pk), timeout=120, message="the worker to run a task")
+    paced = time.monotonic() - paced
+
+    partition.cut()  # the worker waits on the queue, on a connection that is now silent
+    during = task_create(agent="bench_noop", goal="during", input={"steps": 2})
+    # Redis hands the job to the worker's wait, and its answer is lost: the sweeper (not cut
+    # off) finds the job in no queue and enqueues it again.
+    processes.sweeper()
+    wait_for(lambda: queues.queue().job_ids, timeout=120, message="the sweeper to re-drive it")
+    stranded = not _succeeded(during.pk)
+    partition.heal()
+    healed = time.monotonic()
+    with processes.logs_on_failure(worker):
+        wait_for(lambda: _succeeded(during.pk), timeout=120, message="the worker to take the job")
+    took = time.monotonic() - healed
+    print(f"taken and run {took:.1f} s after Redis answered again (a task took {paced:.1f} s)")
+
+    assert stranded
+    # Its read timeout and RQ's longest wait before it tries again: 30 s; then the task, at the
+    # machine's present pace (twice a task's time just before).
+    assert took < WORKER_TTL_SECONDS + 2 * paced

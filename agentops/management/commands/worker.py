@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import django_rq
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandParser
 from django.db import close_old_connections, connection
 from rq.serializers import JSONSerializer
@@ -21,6 +22,7 @@ from rq.worker import SimpleWorker
 
 from agentops.engine.entrypoints import agent_packages_log
 from agentops.engine.heap import heap_keep_freed, heap_startup_frozen
+from agentops.plumbing import queues
 from agentops.plumbing.outages import (
     POSTGRESQL,
     REDIS,
@@ -35,6 +37,12 @@ T = TypeVar("T")
 
 # The command channel's thread tries again this long after losing Redis (as RQ does).
 PUBSUB_RETRY_SECONDS = 2.0
+# RQ waits on the queue for its worker TTL less 15 s, and reads on its connection with a timeout
+# 10 s longer than that wait: with RQ's default TTL (420 s) a Redis that stops answering without
+# closing the connection (a partition, a frozen server) held a worker for 415 s. With 30 s, it
+# waits 15 s on the queue and gives up a read after 25 s; with RQ's wait before it tries again
+# (at most RECONNECT_MAX_SECONDS, 5 s), a worker takes jobs again within 30 s of Redis answering.
+WORKER_TTL_SECONDS = 30
 # A worker heartbeat this recent, that set at least the TTL asked for, makes another redundant.
 HEARTBEAT_REDUNDANT_SECONDS = 1.0
 
@@ -54,6 +62,9 @@ class AgentWorker(SimpleWorker):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        # RQ's own waits between tries on the queue double up to 60 s; ours stop at the cap
+        # every other reconnect has.
+        self.max_connection_wait_time = settings.AGENTOPS["RECONNECT_MAX_SECONDS"]
         self.redis_outage = Outage(REDIS)
         self.database_outage = Outage(POSTGRESQL)
 
@@ -154,9 +165,16 @@ class Command(BaseCommand):
         limits_checked_at_start()
         heap_keep_freed()
         agent_packages_log()
-        queue = django_rq.get_queue("default")
+        # A client of its own (the jobs enqueue on the process's, bound by 2 s): rq raises its
+        # read timeout to the dequeue's wait plus 10 s; a connect gives up after 2 s.
+        redis_connection = queues.with_deadline(django_rq.get_connection(queues.NAME))
+        queue = django_rq.get_queue(queues.NAME, connection=redis_connection)
         worker = AgentWorker(
-            [queue], connection=queue.connection, serializer=JSONSerializer, name=name
+            [queue],
+            connection=redis_connection,
+            serializer=JSONSerializer,
+            name=name,
+            worker_ttl=WORKER_TTL_SECONDS,
         )
         heap_startup_frozen()
         worker.work(burst=burst, with_scheduler=False, logging_level="WARNING")

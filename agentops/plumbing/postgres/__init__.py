@@ -17,5 +17,3 @@ def limits_checked_at_start() -> None:
         return
     except LimitsMissing as error:
         raise SystemExit(str(error)) from None
-    finally:
-        connection.close()
