@@ -14,6 +14,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections import deque
 from pathlib import Path
 from typing import IO
 
@@ -55,6 +56,10 @@ def wait_until_answers(url: str, child: subprocess.Popen[bytes], *, seconds: flo
     raise RuntimeError(f"{url} did not answer within {seconds:g} s")
 
 
+# A kept child that exits this many times within a minute is failing, not crashing now and then.
+RESTARTS_PER_MINUTE = 5
+
+
 class Stack:
     """A set of child processes sharing one environment; `stop()` ends every one of them."""
 
@@ -62,6 +67,9 @@ class Stack:
         self.env = dict(os.environ if env is None else env)
         self.quiet = quiet
         self.children: list[subprocess.Popen[bytes]] = []
+        # Children started again when they exit (workers, the sweeper): name -> its command,
+        # its process, and when it was last started again.
+        self.kept: dict[str, tuple[tuple[str, ...], subprocess.Popen[bytes], deque[float]]] = {}
 
     def manage(self, *args: str) -> None:
         """Run a management command to completion in the stack's environment."""
@@ -120,6 +128,32 @@ class Stack:
             raise RuntimeError(f"the simulated services did not start on port {port}")
         self.env["AGENTOPS_SIM_BASE_URL"] = base
         return base
+
+    def spawn_kept(self, name: str, *args: str) -> subprocess.Popen[bytes]:
+        """Start `manage.py <args>` as a child that `restart_exited` starts again if it exits."""
+        child = self.spawn(*args)
+        self.kept[name] = (args, child, deque(maxlen=RESTARTS_PER_MINUTE))
+        return child
+
+    def restart_exited(self) -> list[str]:
+        """Start again every kept child that exited, and say so. A child that exits again and
+        again (RESTARTS_PER_MINUTE times within a minute) is not started again: it raises."""
+        said = []
+        for name, (args, child, restarts) in list(self.kept.items()):
+            if child.poll() is None:
+                continue
+            now = time.monotonic()
+            if len(restarts) == restarts.maxlen and now - restarts[0] < 60:
+                raise RuntimeError(
+                    f"{name} exited {restarts.maxlen + 1} times within a minute (last exit "
+                    f"{child.returncode}); not started again"
+                )
+            restarts.append(now)
+            self.children.remove(child)
+            again = self.spawn(*args)
+            self.kept[name] = (args, again, restarts)
+            said.append(f"{name} exited ({child.returncode}); started again as pid {again.pid}")
+        return said
 
     def any_exited(self) -> bool:
         return any(child.poll() is not None for child in self.children)

@@ -1,5 +1,6 @@
 """`make run` (manage.py runstack) as a newcomer meets it: the banner only once the site answers,
-one clear line and a non-zero exit when its port is taken, Ctrl-C stops everything."""
+one clear line and a non-zero exit when its port is taken, a worker that dies started again,
+Ctrl-C stops everything."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import httpx
 import pytest
 from django.conf import settings
 
-from agentops.dev.devstack import port_taken
+from agentops.dev.devstack import Stack, port_taken
 from tests.conftest import database_url, free_port, wait_for
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -45,6 +46,19 @@ def runstack(port: int, *, log: Path) -> subprocess.Popen[bytes]:
     )
 
 
+def pids_running(argument: str) -> list[int]:
+    """The processes whose command line has `argument`."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            arguments = (entry / "cmdline").read_bytes().split(b"\0")
+        except (OSError, ValueError):
+            continue
+        if argument.encode() in arguments:
+            found.append(int(entry.name))
+    return found
+
+
 def free_port_and_the_next() -> int:
     """A free port whose next one is free too: runstack takes both (the web and the simulated
     services), and a port the system handed out may be followed by one in use."""
@@ -70,7 +84,7 @@ def test_runstack_refuses_a_taken_port_with_one_line_and_a_non_zero_exit(tmp_pat
     ]
 
 
-def test_runstack_prints_its_banner_once_the_site_answers_and_stops_on_ctrl_c(
+def test_runstack_prints_its_banner_restarts_a_dead_worker_and_stops_on_ctrl_c(
     tmp_path, redis_clean
 ):
     port = free_port_and_the_next()
@@ -87,6 +101,15 @@ def test_runstack_prints_its_banner_once_the_site_answers_and_stops_on_ctrl_c(
         # The banner came after the site answered: it answers now, at once.
         assert httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2).status_code == 200
         assert httpx.get(f"http://127.0.0.1:{port}/login/", timeout=10).status_code == 200
+        # A worker that dies is started again; the rest runs on.
+        (worker,) = pids_running(f"worker-1-{child.pid}")
+        os.kill(worker, signal.SIGKILL)
+        again = "worker-1 exited (-9); started again as pid "
+        wait_for(lambda: again in log.read_text(), timeout=60, message="the worker to restart")
+        (restarted,) = pids_running(f"worker-1-{child.pid}")
+        assert restarted != worker and f"{again}{restarted}" in log.read_text()
+        assert child.poll() is None
+        assert httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=10).status_code == 200
         os.killpg(child.pid, signal.SIGINT)
         assert child.wait(timeout=60) == 0
     finally:
@@ -103,3 +126,20 @@ def test_runstack_prints_its_banner_once_the_site_answers_and_stops_on_ctrl_c(
         time.sleep(0.2)
     else:
         raise AssertionError("the web process still answers after Ctrl-C")
+
+
+def test_a_kept_child_that_keeps_exiting_is_given_up_after_five_restarts_in_a_minute():
+    stack = Stack(quiet=True)
+    stack.spawn_kept("broken", "no_such_command")
+    said: list[str] = []
+    try:
+        with pytest.raises(RuntimeError, match="broken exited 6 times within a minute"):
+            deadline = time.monotonic() + 300  # against a hang only
+            while time.monotonic() < deadline:
+                said += stack.restart_exited()
+                time.sleep(0.05)
+    finally:
+        stack.stop()
+
+    assert len(said) == 5
+    assert all(line.startswith("broken exited (1); started again as pid ") for line in said)

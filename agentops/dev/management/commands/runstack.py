@@ -1,7 +1,9 @@
 """`make run`: web (gunicorn), simulated services, two workers and the sweeper, as children.
 
 With DATABASE_URL / REDIS_URL unset the settings have started (or reused) the embedded PostgreSQL
-and Redis servers. Ctrl-C stops every child, and the embedded servers this command started.
+and Redis servers. A worker or the sweeper that exits is started again (one that keeps exiting
+stops the stack); the web or the simulated services exiting stops it. Ctrl-C stops every child,
+and the embedded servers this command started.
 """
 
 from __future__ import annotations
@@ -50,8 +52,9 @@ class Command(BaseCommand):
             stack.manage("seed_demo")
             web = stack.spawn_web(port)
             for number in range(workers):
-                stack.spawn("worker", "--name", f"worker-{number + 1}-{os.getpid()}")
-            stack.spawn("sweeper")
+                name = f"worker-{number + 1}"
+                stack.spawn_kept(name, "worker", "--name", f"{name}-{os.getpid()}")
+            stack.spawn_kept("sweeper", "sweeper")
             try:
                 wait_until_answers(f"http://127.0.0.1:{port}/healthz", web)
             except RuntimeError as error:
@@ -95,6 +98,11 @@ class Command(BaseCommand):
         signal.signal(signal.SIGINT, stop)
         signal.signal(signal.SIGTERM, stop)
         while not stopping:
+            try:
+                for line in stack.restart_exited():
+                    self.stdout.write(line)
+            except RuntimeError as error:
+                raise CommandError(f"{error}; stopped everything") from None
             if stack.any_exited():
-                raise CommandError("a child process exited; stopped everything")
+                raise CommandError("the web or the simulated services exited; stopped everything")
             time.sleep(0.5)
