@@ -323,12 +323,10 @@ REDIS_URL = os.environ.get("REDIS_URL") or embedded_url(
     "REDIS_URL",
     lambda: embedded.redis_url(DATA_DIR / "embedded", db=env_int("AGENTOPS_EMBEDDED_REDIS_DB", 0)),
 )
+# Steps ("default") and notices (email, webhooks, Slack), each with workers of its own.
 RQ_QUEUES: dict[str, dict[str, Any]] = {
-    "default": {
-        "URL": REDIS_URL,
-        "DEFAULT_TIMEOUT": 600,
-        "SERIALIZER": "rq.serializers.JSONSerializer",
-    },
+    name: {"URL": REDIS_URL, "DEFAULT_TIMEOUT": 600, "SERIALIZER": "rq.serializers.JSONSerializer"}
+    for name in ("default", "notices")
 }
 RQ = {"COMMIT_MODE": "on_db_commit"}
 

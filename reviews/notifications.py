@@ -263,7 +263,7 @@ def deliveries_enqueue_due() -> int:
         attempt_started_at=None,
         next_attempt_at__lte=timezone.now(),
     ).values_list("pk", "attempts")
-    queue = queues.queue()
+    queue = queues.queue(queues.NOTICES)
     count = 0
     for delivery_id, attempts in due:
         job_id = f"deliver-{delivery_id}-{attempts}"

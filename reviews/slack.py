@@ -381,7 +381,7 @@ def slack_message_update(*, message_id: int) -> str:
 
 
 def _enqueue(message_id: int, attempts: int) -> bool:
-    queue = queues.queue()
+    queue = queues.queue(queues.NOTICES)
     job_id = f"slack-update-{message_id}-{attempts}"
     if job_waiting(queue, job_id):
         return False

@@ -91,6 +91,10 @@ class Processes:
             env["AGENTOPS_CRASH_AT"] = crash_at
         return self.start("worker", *(["--burst"] if burst else []), extra_env=env, name="worker")
 
+    def notices_worker(self) -> subprocess.Popen[bytes] | zygote.Forked:
+        """A worker of the notices' queue (email, webhooks, Slack)."""
+        return self.start("worker", "--queues", "notices", name="worker")
+
     def sweeper(self, interval: float = 0.3) -> subprocess.Popen[bytes] | zygote.Forked:
         return self.start("sweeper", "--interval", str(interval), name="sweeper")
 

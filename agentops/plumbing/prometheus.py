@@ -233,18 +233,19 @@ def queue_metrics() -> Iterable[Metric]:
         "Age of the oldest waiting job (0 when the queue is empty).",
         labels=["queue"],
     )
-    queue = queues.queue()
-    depth.add_metric([queue.name], queue.count)
-    oldest = 0.0
-    for job_id in queue.get_job_ids(0, 0):
-        try:
-            job = Job.fetch(job_id, connection=queue.connection, serializer=queue.serializer)
-        except NoSuchJobError:
-            continue
-        if job.enqueued_at is not None:
-            enqueued = job.enqueued_at
-            if enqueued.tzinfo is None:
-                enqueued = enqueued.replace(tzinfo=UTC)
-            oldest = max(0.0, (timezone.now() - enqueued).total_seconds())
-    age.add_metric([queue.name], oldest)
+    for kind in queues.KINDS:
+        queue = queues.queue(kind)
+        depth.add_metric([queue.name], queue.count)
+        oldest = 0.0
+        for job_id in queue.get_job_ids(0, 0):
+            try:
+                job = Job.fetch(job_id, connection=queue.connection, serializer=queue.serializer)
+            except NoSuchJobError:
+                continue
+            if job.enqueued_at is not None:
+                enqueued = job.enqueued_at
+                if enqueued.tzinfo is None:
+                    enqueued = enqueued.replace(tzinfo=UTC)
+                oldest = max(0.0, (timezone.now() - enqueued).total_seconds())
+        age.add_metric([queue.name], oldest)
     yield from (depth, age)

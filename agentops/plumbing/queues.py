@@ -1,4 +1,4 @@
-"""The RQ queue and its Redis client: one client per process.
+"""The RQ queues and their Redis client: one client per process.
 
 `django_rq.get_queue` builds a new Redis client, with a connection pool of its own, on every call
 (django-rq #210), so every enqueue, every sweep's look at the queue and every health check opened
@@ -22,7 +22,11 @@ import django_rq
 from redis import Redis
 from rq.queue import Queue
 
-NAME = "default"
+# Queues by kind, each with workers of its own (`manage.py worker --queues ...`): a step's job
+# never waits behind a notice whose receiver hangs until its timeout.
+STEPS = "default"
+NOTICES = "notices"
+KINDS = (STEPS, NOTICES)
 # A command or a connect that takes longer fails (commands are a few small round trips).
 DEADLINE_SECONDS = 2.0
 
@@ -30,7 +34,7 @@ DEADLINE_SECONDS = 2.0
 @functools.cache
 def redis_client() -> Redis[bytes]:
     """The Redis client of the queue's connection settings (RQ_QUEUES), made once per process."""
-    return with_deadline(django_rq.get_connection(NAME))
+    return with_deadline(django_rq.get_connection(STEPS))
 
 
 def with_deadline(client: Redis[bytes]) -> Redis[bytes]:
@@ -42,6 +46,6 @@ def with_deadline(client: Redis[bytes]) -> Redis[bytes]:
     return client
 
 
-def queue() -> Queue:
-    """The RQ queue on this process's client."""
-    return django_rq.get_queue(NAME, connection=redis_client())
+def queue(name: str = STEPS) -> Queue:
+    """The RQ queue `name` (the steps' unless said) on this process's client."""
+    return django_rq.get_queue(name, connection=redis_client())

@@ -307,6 +307,7 @@ def refund_stack(stack, sim_server) -> Stack:
 # worker that never comes back (a worker killed holding it) sees its lease run out during it;
 # that one's job waits in the queue behind the refund's.
 START_TASKS = """
+import os
 import time
 from django.db import transaction
 from agentops.engine.transitions import task_claim
@@ -322,13 +323,26 @@ while not calling.exists():
 with transaction.atomic():
     ghost = task_create(agent="bench_noop", goal="ghost", input={"steps": 2})
     assert task_claim(task_id=ghost.pk, owner="ghost") is not None
-print(refund.pk, ghost.pk)
+refund.refresh_from_db()
+ids = f"{refund.pk} {ghost.pk} {refund.claims}"
+if os.environ.get("STOP_POSTGRES_AT"):  # at once, while the call is surely in flight
+    from pathlib import Path
+    from django.db import connection
+    from agentops.dev import embedded
+
+    connection.close()
+    embedded.stop(Path(os.environ["STOP_POSTGRES_AT"]), redis=False)
+print(ids)
 """
 
 
-def start_tasks(stack: Stack) -> tuple[int, int]:
+def start_tasks(stack: Stack, *, then_stop_postgres: bool = False) -> tuple[int, int, int]:
     """Start the refund (its payments call answering after SLOW_CALL_SECONDS) and the ghost;
-    returns their ids as soon as the refund call is under way."""
+    returns their ids and the refund's claims so far as soon as the refund call is under way.
+    `then_stop_postgres`: the same
+    process stops the private PostgreSQL right then, so the outage begins while the call is in
+    flight however slow the machine is (a test that stopped it after this process had ended
+    found the refund done at a load of 22)."""
     fault_set(
         service="payments",
         operation="refund",
@@ -336,10 +350,11 @@ def start_tasks(stack: Stack) -> tuple[int, int]:
         count=1,
         delay=SLOW_CALL_SECONDS,
     )
-    refund, ghost = stack.shell(
-        START_TASKS, AGENTOPS_LEASE_SECONDS=str(GHOST_LEASE_SECONDS)
+    stop = {"STOP_POSTGRES_AT": str(stack.servers.postgres.root)} if then_stop_postgres else {}
+    refund, ghost, claims = stack.shell(
+        START_TASKS, AGENTOPS_LEASE_SECONDS=str(GHOST_LEASE_SECONDS), **stop
     ).split()
-    return int(refund), int(ghost)
+    return int(refund), int(ghost), int(claims)
 
 
 def outage_seen(stack: Stack, dependency: str, *children: Any) -> None:
@@ -405,10 +420,8 @@ def test_worker_and_sweeper_outlive_a_postgresql_restart_and_redrive_the_task_it
     postgres = stack.servers.postgres
     worker = stack.processes.worker()
     sweeper = stack.processes.sweeper()
-    refund, ghost = start_tasks(stack)
-    claims_before = task_row(stack, refund)["claims"]
-
-    postgres.stop()
+    refund, ghost, claims_before = start_tasks(stack, then_stop_postgres=True)
+    assert not postgres.running
     time.sleep(OUTAGE_SECONDS)  # the refund call returns meanwhile; both leases run out
     # The sweeper meets it on its next sweep; the worker, waiting on the queue, when it next
     # reaches the database (checked once the task has finished).
@@ -444,7 +457,7 @@ def test_worker_and_sweeper_outlive_a_redis_outage_and_run_what_is_enqueued_afte
     stack = refund_stack
     worker = stack.processes.worker()
     sweeper = stack.processes.sweeper()
-    refund, ghost = start_tasks(stack)
+    refund, ghost, _ = start_tasks(stack)
 
     stack.servers.redis.stop()  # the ghost's job goes with it
     time.sleep(OUTAGE_SECONDS)

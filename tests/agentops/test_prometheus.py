@@ -176,6 +176,7 @@ def test_queue_depth_and_oldest_job_age(token, redis_clean, clock):
     samples = scrape()
 
     assert value(samples, "agentops_queue_depth", queue="default") == 2
+    assert value(samples, "agentops_queue_depth", queue="notices") == 0  # a queue of its own
     assert value(samples, "agentops_queue_oldest_job_age_seconds", queue="default") >= 0
 
 

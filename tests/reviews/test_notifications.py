@@ -37,6 +37,7 @@ from agentops.engine import task_create
 from agentops.engine.outbound import OutboundInTransaction
 from agentops.models import Gate, Task
 from agentops.plumbing import queues
+from agentops.states import TaskStatus
 from reviews.models import (
     Delivery,
     Notice,
@@ -325,6 +326,7 @@ def test_the_sweeper_and_a_worker_deliver_a_notice_end_to_end(processes, tmp_pat
     )
     task = task_create(agent="refund", goal="Refund order B2002", input={"order_id": "B2002"})
     processes.worker()
+    processes.notices_worker()
     processes.sweeper()
 
     wait_for(
@@ -459,7 +461,7 @@ def test_an_attempt_whose_worker_died_counts_once_its_deadline_passed_then_waits
     }
     endpoint = WebhookEndpoint.objects.create(name="gone", url="http://127.0.0.1:9/", secret=SECRET)
     delivery = due_delivery(endpoint=endpoint)
-    queue = queues.queue()
+    queue = queues.queue(queues.NOTICES)
     in_flight, after_deadline, after_backoff = [], [], []
 
     for attempt in (1, 2, 3):
@@ -542,19 +544,10 @@ def test_a_receiver_that_never_answers_frees_the_worker_within_its_timeout_and_f
         delivery = due_delivery(
             endpoint=WebhookEndpoint.objects.create(name="hole", url=hook, secret=SECRET)
         )
-    processes.worker()  # one worker: while it waits on the black hole, nobody else works
+    processes.notices_worker()
     processes.sweeper()
 
     wait_for(lambda: black_hole.connections, timeout=60, message="the first attempt")
-    asked = time.monotonic()
-    task = task_create(agent="bench_noop", goal="meanwhile", input={"steps": 2, "payload_kb": 0})
-    wait_for(
-        lambda: Task.objects.filter(pk=task.pk, lease_epoch__gt=0).exists(),
-        timeout=5,
-        interval=0.05,
-        message="the task started meanwhile to be claimed",
-    )
-    claimed_after = time.monotonic() - asked
     wait_for(
         lambda: Delivery.objects.filter(pk=delivery.pk, status=DeliveryStatus.FAILED).exists(),
         timeout=60,
@@ -563,7 +556,6 @@ def test_a_receiver_that_never_answers_frees_the_worker_within_its_timeout_and_f
     delivery.refresh_from_db()
     wait_for(lambda: len(black_hole.held_seconds()) == 3, timeout=5, message="three hang-ups")
 
-    assert claimed_after < 5
     assert len(black_hole.connections) == 3
     assert all(held < HOLE_TIMEOUT + 1.5 for held in black_hole.held_seconds())
     assert delivery.attempts == 3 and delivery.attempt_started_at is None
@@ -572,6 +564,41 @@ def test_a_receiver_that_never_answers_frees_the_worker_within_its_timeout_and_f
         smtplib.SMTPServerDisconnected if channel == DeliveryChannel.EMAIL else httpx.ReadTimeout
     )
     assert delivery.last_error.startswith(f"{gave_up.__name__}: ")
+
+
+HELD_SECONDS = 60  # how long the black-holed SMTP server holds the notices' worker
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_notice_held_by_a_silent_smtp_server_slows_no_step(processes, black_hole, operator):
+    """Notices have a queue and workers of their own: while the notices' worker waits on a
+    silent SMTP server, the steps' worker runs a task start to end."""
+    with_email(operator)
+    processes.env.update(
+        DJANGO_EMAIL_BACKEND="django.core.mail.backends.smtp.EmailBackend",
+        DJANGO_EMAIL_HOST="127.0.0.1",
+        DJANGO_EMAIL_PORT=str(black_hole.port),
+        DJANGO_EMAIL_TIMEOUT=str(HELD_SECONDS),
+        AGENTOPS_NOTIFY_ATTEMPT_TIMEOUT_SECONDS=str(HELD_SECONDS),
+    )
+    delivery = due_delivery(user=operator)
+    processes.worker()
+    processes.notices_worker()
+    processes.sweeper()
+    wait_for(lambda: black_hole.connections, timeout=120, message="the notice's attempt")
+    started = time.monotonic()
+
+    task = task_create(agent="bench_noop", goal="meanwhile", input={"steps": 3, "payload_kb": 0})
+    wait_for(
+        lambda: Task.objects.get(pk=task.pk).is_terminal, timeout=120, message="the task to end"
+    )
+    took = time.monotonic() - started
+    print(f"a 3-step task ran start to end in {took:.2f} s while a notice was held")
+
+    assert Task.objects.get(pk=task.pk).status == TaskStatus.SUCCEEDED
+    # The attempt still held the notices' worker: nothing of the task waited for it.
+    assert black_hole.connections[0][1] is None
+    assert Delivery.objects.get(pk=delivery.pk).attempt_started_at is not None
 
 
 @pytest.mark.django_db(transaction=True)
@@ -589,7 +616,7 @@ def test_a_worker_killed_mid_attempt_counts_it_and_the_jobs_timeout_ends_the_nex
         AGENTOPS_NOTIFY_BACKOFF_SECONDS="0",
     )
     delivery = due_delivery(user=operator)
-    doomed = processes.worker()
+    doomed = processes.notices_worker()
     processes.sweeper()
 
     wait_for(lambda: black_hole.connections, timeout=60, message="the first attempt")
@@ -601,7 +628,7 @@ def test_a_worker_killed_mid_attempt_counts_it_and_the_jobs_timeout_ends_the_nex
         timeout=30,
         message="the sweeper to count the abandoned attempt",
     )
-    processes.worker()
+    processes.notices_worker()
     wait_for(
         lambda: Delivery.objects.filter(pk=delivery.pk, status=DeliveryStatus.FAILED).exists(),
         timeout=60,

@@ -48,9 +48,9 @@ def post(payload: dict[str, Any], **signing: Any) -> Any:
 
 
 def run_jobs() -> list[Any]:
-    """Run the enqueued Slack updates as a worker would (RQ's own perform), in order; the task's
-    own jobs (its advance after an approval) stay queued."""
-    queue = queues.queue()
+    """Run the enqueued Slack updates as a notices' worker would (RQ's own perform), in order;
+    the task's own jobs (its advance after an approval) wait on the steps' queue."""
+    queue = queues.queue(queues.NOTICES)
     results = []
     for job in queue.get_jobs():
         if job.func_name == "reviews.jobs.slack_message_update":

@@ -45,6 +45,7 @@ def test_a_click_in_slack_approves_and_the_message_follows_through_an_outage(
         slack_linked(slack, operator, "U0OLGA")
         task = task_create(agent="refund", goal="Refund order B2002", input={"order_id": "B2002"})
         processes.worker()
+        processes.notices_worker()
         processes.sweeper()
 
         message = wait_for(

@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 import django_rq
 from django.conf import settings
-from django.core.management.base import BaseCommand, CommandParser
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import close_old_connections, connection
 from rq.serializers import JSONSerializer
 from rq.worker import SimpleWorker
@@ -160,17 +160,33 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--burst", action="store_true", help="exit when the queue is empty")
         parser.add_argument("--name", default=None)
+        parser.add_argument(
+            "--queues",
+            dest="queue_names",
+            default=queues.STEPS,
+            help=f"comma-separated, in the order taken: {', '.join(queues.KINDS)} "
+            f"(steps' jobs are on {queues.STEPS}, notices' on {queues.NOTICES})",
+        )
 
-    def handle(self, *args: object, burst: bool, name: str | None, **options: object) -> None:
+    def handle(
+        self, *args: object, burst: bool, name: str | None, queue_names: str, **options: object
+    ) -> None:
+        names = [item.strip() for item in queue_names.split(",") if item.strip()]
+        unknown = sorted(set(names) - set(queues.KINDS))
+        if unknown or not names:
+            raise CommandError(
+                f"--queues: {', '.join(unknown) or 'none given'}; the queues are "
+                f"{', '.join(queues.KINDS)}"
+            )
         limits_checked_at_start()
         heap_keep_freed()
         agent_packages_log()
         # A client of its own (the jobs enqueue on the process's, bound by 2 s): rq raises its
         # read timeout to the dequeue's wait plus 10 s; a connect gives up after 2 s.
-        redis_connection = queues.with_deadline(django_rq.get_connection(queues.NAME))
-        queue = django_rq.get_queue(queues.NAME, connection=redis_connection)
+        redis_connection = queues.with_deadline(django_rq.get_connection(queues.STEPS))
+        taken = [django_rq.get_queue(each, connection=redis_connection) for each in names]
         worker = AgentWorker(
-            [queue],
+            taken,
             connection=redis_connection,
             serializer=JSONSerializer,
             name=name,

@@ -1,4 +1,5 @@
-"""`make run`: web (gunicorn), simulated services, two workers and the sweeper, as children.
+"""`make run`: web (gunicorn), simulated services, two workers, a notices' worker and the sweeper,
+as children.
 
 With DATABASE_URL / REDIS_URL unset the settings have started (or reused) the embedded PostgreSQL
 and Redis servers. A worker or the sweeper that exits is started again (one that keeps exiting
@@ -54,6 +55,7 @@ class Command(BaseCommand):
             for number in range(workers):
                 name = f"worker-{number + 1}"
                 stack.spawn_kept(name, "worker", "--name", f"{name}-{os.getpid()}")
+            stack.spawn_kept("notices", "worker", "--queues", "notices")
             stack.spawn_kept("sweeper", "sweeper")
             try:
                 wait_until_answers(f"http://127.0.0.1:{port}/healthz", web)
@@ -69,7 +71,8 @@ class Command(BaseCommand):
                     f"  redis:    {settings.REDIS_URL}"
                     f"{' (embedded)' if 'REDIS_URL' not in os.environ else ''}\n"
                     f"  sim:      {sim}\n"
-                    f"  {workers} workers and the sweeper are running. Ctrl-C stops everything.\n"
+                    f"  {workers} workers, a notices' worker and the sweeper are running. "
+                    "Ctrl-C stops everything.\n"
                 )
             )
             self._wait(stack)
