@@ -20,8 +20,8 @@ import psycopg
 from django.core.exceptions import ImproperlyConfigured
 from django.db.backends.postgresql import base
 
-# PostgreSQL reports these in milliseconds in pg_settings; the wanted values are durations
-# (`3s`, `500ms`), compared by the server's own reading of them.
+# The limits in force that differ from those wanted: both durations (`3s`, `1min`, `500ms`, `0`),
+# compared as the server reads them.
 LIMITS_SQL = (
     "SELECT wanted.name, current_setting(wanted.name), wanted.value "
     "FROM unnest(%s::text[], %s::text[]) AS wanted(name, value) "
