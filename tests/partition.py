@@ -16,7 +16,8 @@ import threading
 
 
 class Partition:
-    def __init__(self, target: tuple[str, int]) -> None:
+    def __init__(self, target: tuple[str, int] | str) -> None:
+        """`target`: the server's (host, port), or the path of its Unix socket."""
         self.target = target
         self.server = socket.create_server(("127.0.0.1", 0))
         self.port = self.server.getsockname()[1]
@@ -42,7 +43,7 @@ class Partition:
             except OSError:
                 return
             if self._whole.is_set():
-                upstream = socket.create_connection(self.target)
+                upstream = self._connect()
                 generation = self._cut_generation
                 for source, sink in ((client, upstream), (upstream, client)):
                     threading.Thread(
@@ -50,6 +51,13 @@ class Partition:
                     ).start()
             else:
                 threading.Thread(target=self._drain, args=(client,), daemon=True).start()
+
+    def _connect(self) -> socket.socket:
+        if isinstance(self.target, str):
+            upstream = socket.socket(socket.AF_UNIX)
+            upstream.connect(self.target)
+            return upstream
+        return socket.create_connection(self.target)
 
     def _pipe(self, source: socket.socket, sink: socket.socket, generation: int) -> None:
         """Forward until the connection is cut (then drop what comes) or closed."""

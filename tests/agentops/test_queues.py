@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 from django.test import Client
@@ -83,9 +83,8 @@ def test_a_worker_cut_off_from_redis_takes_jobs_again_within_30_s_of_redis_answe
     """A partition: Redis stops answering the worker without closing its connection. Once it
     answers again the worker gives up its silent connection at its read timeout and opens a new
     one (RQ's default held it for 415 s)."""
-    direct = urlsplit(processes.env["REDIS_URL"])
-    partition = Partition((direct.hostname or "127.0.0.1", direct.port or 6379))
-    through = f"redis://127.0.0.1:{partition.port}{direct.path}"
+    partition, database = partition_of(processes.env["REDIS_URL"])
+    through = f"redis://127.0.0.1:{partition.port}/{database}"
     worker = processes.worker(extra_env={"REDIS_URL": through})
     with processes.logs_on_failure(worker):
         took, paced, stranded = _cut_off_and_healed(processes, partition)
@@ -95,6 +94,15 @@ def test_a_worker_cut_off_from_redis_takes_jobs_again_within_30_s_of_redis_answe
     # Its read timeout and RQ's longest wait before it tries again: 30 s; then the task, at the
     # machine's present pace (twice a task's time just before).
     assert took < WORKER_TTL_SECONDS + 2 * paced
+
+
+def partition_of(url: str) -> tuple[Partition, str]:
+    """A partition in front of the Redis of `url` (TCP, or the embedded server's Unix socket),
+    and the database number the URL names."""
+    parts = urlsplit(url)
+    if parts.scheme == "unix":
+        return Partition(parts.path), parse_qs(parts.query).get("db", ["0"])[0]
+    return Partition((parts.hostname or "127.0.0.1", parts.port or 6379)), parts.path.strip("/")
 
 
 def _cut_off_and_healed(processes: Any, partition: Partition) -> tuple[float, float, bool]:
