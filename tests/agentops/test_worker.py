@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from django.core.management import CommandError, call_command
 from rq.serializers import JSONSerializer
 
 from agentops.management.commands.worker import AgentWorker
@@ -40,3 +41,11 @@ def test_the_state_is_written_when_it_changes(worker):
 
     worker.set_state("busy")
     assert redis.hget(worker.key, "state") == b"busy"
+
+
+@pytest.mark.parametrize("given", ["bogus", "default,bogus", " , "])
+def test_a_worker_asked_for_a_queue_that_does_not_exist_refuses_naming_the_queues(given):
+    with pytest.raises(CommandError) as refused:
+        call_command("worker", "--queues", given)
+
+    assert str(refused.value).endswith(f"the queues are {', '.join(queues.KINDS)}")
