@@ -42,7 +42,7 @@ from django.test import Client, RequestFactory
 from django.urls import reverse
 from rq.job import Job
 
-from agentops.models import Task
+from agentops.models import Event, Task
 from agentops.plumbing import dburl, queues
 from agentops.plumbing.logs import RefusalFilter, StructuredFormatter, task_context
 from agentops.plumbing.request_ids import server_error
@@ -470,6 +470,12 @@ def test_a_job_a_request_enqueued_carries_its_request_id_into_the_worker_log(
     assert done, log
     assert {line["request_id"] for line in done} == {"req-start-0001"}
     assert {line["task_id"] for line in done} == {str(task.pk)}
+    # The worker names itself as its claims do: host, pid and a token of its own.
+    assert re.search(rf'msg="worker {socket.gethostname()}:{worker.pid}:[0-9a-f]{{8}} takes', log)
+    assert re.fullmatch(
+        rf"{socket.gethostname()}:{worker.pid}:[0-9a-f]{{8}}:{job_id}",
+        Event.objects.get(task=task, action="agentops.task.claimed").payload["owner"],
+    )
 
 
 # -- the embedded PostgreSQL server -------------------------------------------------------------

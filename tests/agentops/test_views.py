@@ -505,3 +505,14 @@ def test_a_person_without_the_reader_role_sees_only_the_tasks_they_started(
     assert f"#{mine.pk}<" in listing and f"#{theirs.pk}<" not in listing
     assert client.get(reverse("agentops:task_detail", args=[mine.pk])).status_code == 200
     assert client.get(reverse("agentops:task_detail", args=[theirs.pk])).status_code == 404
+
+
+@pytest.mark.django_db
+def test_a_running_task_page_names_the_worker_that_holds_it(operator_client: Any) -> None:
+    task = make_task()
+    holder = "host-a:1:0c0ffee0:advance-1-1"  # two hosts may both run pid 1: the token differs
+    assert task_claim(task_id=task.pk, owner=holder) is not None
+
+    html = operator_client.get(reverse("agentops:task_detail", args=[task.pk])).content.decode()
+
+    assert "Held by" in html and holder in html

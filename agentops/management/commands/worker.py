@@ -9,6 +9,7 @@ the queue meanwhile.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -23,6 +24,7 @@ from rq.worker import SimpleWorker
 from agentops.engine.entrypoints import agent_packages_log
 from agentops.engine.heap import heap_keep_freed, heap_startup_frozen
 from agentops.plumbing import queues
+from agentops.plumbing.identity import process_identity
 from agentops.plumbing.outages import (
     POSTGRESQL,
     REDIS,
@@ -32,6 +34,8 @@ from agentops.plumbing.outages import (
     wait_until,
 )
 from agentops.plumbing.postgres import limits_checked_at_start
+
+logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
@@ -192,5 +196,7 @@ class Command(BaseCommand):
             name=name,
             worker_ttl=WORKER_TTL_SECONDS,
         )
+        # The name its leases and claims carry, unique across hosts (plumbing.identity).
+        logger.info("worker %s takes the queues %s", process_identity(), ", ".join(names))
         heap_startup_frozen()
         worker.work(burst=burst, with_scheduler=False, logging_level="WARNING")
