@@ -23,7 +23,13 @@ from psycopg import sql
 from agentops.engine import task_create
 from agentops.models import Task
 from agentops.plumbing.postgres.base import limits_missing
-from tests.agentops.test_crash import REFUND_STEP, assert_finished_once, crash_then_recover
+from tests.agentops.test_crash import (
+    REFUND_STEP,
+    _process_state,
+    assert_finished_once,
+    crash_then_recover,
+)
+from tests.agentops.test_deploy import manage
 from tests.agentops.test_leases import _sweeps
 from tests.conftest import (
     ROOT,
@@ -71,17 +77,6 @@ def role_defaults_reset() -> None:
             )
 
 
-def manage(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, str(ROOT / "manage.py"), *args],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-
-
 def last_line(done: subprocess.CompletedProcess[str]) -> str:
     """What a `manage.py shell -c` printed last (the shell may say what it imported first)."""
     return done.stdout.strip().splitlines()[-1]
@@ -101,7 +96,7 @@ def pooled_env(bouncer: PgBouncer, sim_server: str, redis_clean: None, tmp_path,
     with psycopg.connect(env["DATABASE_URL"], autocommit=True) as through_pooler:
         missing = limits_missing(through_pooler, WANTED)
     if missing:
-        applied = manage(env, "dblimits", "--apply")
+        applied = manage("dblimits", "--apply", env=env)
         assert "set as the role's defaults" in applied.stdout, applied.stderr
         bouncer.restart()
     return env
@@ -121,15 +116,15 @@ def test_a_pooled_connection_without_the_roles_limits_is_refused_until_dblimits_
     bouncer.restart()
     shell = ["shell", "-c", "from agentops.models import Task; print(Task.objects.count())"]
 
-    refused = manage(pooled_env, *shell)
-    checked = manage(pooled_env, "dblimits")
-    worker = manage(pooled_env, "worker", "--burst")
-    applied = manage(pooled_env, "dblimits", "--apply")
+    refused = manage(*shell, env=pooled_env)
+    checked = manage("dblimits", env=pooled_env)
+    worker = manage("worker", "--burst", env=pooled_env)
+    applied = manage("dblimits", "--apply", env=pooled_env)
     bouncer.restart()
-    accepted = manage(pooled_env, *shell)
-    checked_again = manage(pooled_env, "dblimits")
+    accepted = manage(*shell, env=pooled_env)
+    checked_again = manage("dblimits", env=pooled_env)
     direct = manage(
-        {**pooled_env, "DATABASE_URL": database_url(), "AGENTOPS_DB_POOL_MODE": ""}, "dblimits"
+        "dblimits", env={**pooled_env, "DATABASE_URL": database_url(), "AGENTOPS_DB_POOL_MODE": ""}
     )
 
     for name in WANTED:  # every missing limit named, with its fix
@@ -147,7 +142,7 @@ def test_a_pooled_connection_without_the_roles_limits_is_refused_until_dblimits_
 
 
 def test_options_sent_to_the_pooler_are_refused_with_the_setting_to_use(bouncer, pooled_env):
-    unpooled = manage({**pooled_env, "AGENTOPS_DB_POOL_MODE": "direct"}, "dblimits")
+    unpooled = manage("dblimits", env={**pooled_env, "AGENTOPS_DB_POOL_MODE": "direct"})
 
     assert unpooled.returncode != 0
     assert "AGENTOPS_DB_POOL_MODE=transaction" in unpooled.stderr
@@ -163,7 +158,7 @@ def test_through_the_pooler_a_runaway_statement_is_cancelled_at_its_limit(pooled
         "except OperationalError as error:\n"
         "    print(type(error.__cause__).__name__, round(time.monotonic() - started, 1))\n"
     )
-    ran = manage(pooled_env, "shell", "-c", statement)
+    ran = manage("shell", "-c", statement, env=pooled_env)
 
     cause, seconds = last_line(ran).split()
     assert cause == psycopg.errors.QueryCanceled.__name__, ran.stderr
@@ -191,11 +186,6 @@ def test_through_the_pooler_a_frozen_transactions_locks_are_cut_off_and_another_
     os.kill(frozen.pid, signal.SIGCONT)
 
     assert_finished_once(task, pooled)
-
-
-def _process_state(pid: int) -> str:
-    with open(f"/proc/{pid}/stat") as stat:
-        return stat.read().rsplit(")", 1)[1].split()[0]
 
 
 @pytest.mark.parametrize("crash_at", ["after_claim", f"after_tool_call@{REFUND_STEP}"])
