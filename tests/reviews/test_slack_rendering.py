@@ -186,8 +186,8 @@ def test_a_web_api_call_gives_up_at_its_deadline(slow_slack):
     with pytest.raises(httpx.TimeoutException):
         slack_call("chat.postMessage", {"channel": slack_api.CHANNEL, "text": "hello"})
 
-    # Well before the answer would come (a loaded machine adds its own delay to the 0.5 s).
-    assert time.monotonic() - started < 3.0
+    # Before the answer would come (a loaded machine adds its own delay to the 0.5 s).
+    assert time.monotonic() - started < slow_slack.delay
 
 
 def test_an_outage_or_a_refusal_is_an_error_to_retry(slow_slack, settings):
