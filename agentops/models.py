@@ -563,3 +563,17 @@ class SweepLease(models.Model):
 
     def __str__(self) -> str:
         return f"sweep lease of {self.holder or 'nobody'} until {self.expires_at}"
+
+
+class StoredFile(models.Model):
+    """An artifact's bytes, when artifacts are kept in PostgreSQL
+    (`AGENTOPS_ARTIFACT_STORAGE=postgres`, `agentops.storage.DatabaseStorage`): every host that
+    reaches the database reads them, and they are backed up and restored with the record."""
+
+    name = models.CharField(max_length=300, unique=True)
+    content = models.BinaryField()
+    size = models.PositiveBigIntegerField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.size} bytes)"

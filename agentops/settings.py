@@ -296,8 +296,17 @@ STATICFILES_DIRS = [PACKAGE_DIR / "_static"]
 STATIC_ROOT = Path(os.environ.get("AGENTOPS_STATIC_ROOT", DATA_DIR / "staticfiles"))
 MEDIA_ROOT = Path(os.environ.get("AGENTOPS_MEDIA_ROOT", DATA_DIR / "media"))
 MEDIA_URL = "media/"
+# Where artifact files live: `files` (MEDIA_ROOT on this host's disk) or `postgres` (a table in
+# the database, which every host reaches: set it when workers run on more than one host).
+ARTIFACT_STORAGES = {
+    "files": "django.core.files.storage.FileSystemStorage",
+    "postgres": "agentops.storage.DatabaseStorage",
+}
+ARTIFACT_STORAGE = os.environ.get("AGENTOPS_ARTIFACT_STORAGE", "").strip() or "files"
+if ARTIFACT_STORAGE not in ARTIFACT_STORAGES:
+    refuse("AGENTOPS_ARTIFACT_STORAGE", f"must be files or postgres, not {ARTIFACT_STORAGE!r}")
 STORAGES = {
-    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "default": {"BACKEND": ARTIFACT_STORAGES[ARTIFACT_STORAGE]},
     "staticfiles": {
         "BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"
         if DEV

@@ -11,6 +11,13 @@ different keys (a step's effect on one service), no task lost (each is terminal 
 human with a reason), no step completed twice, gapless event numbers, and how many model calls
 each completed step cost. The report lists the figures; any broken invariant makes it fail.
 
+With `hosts` (two or more), the workers and a sweeper per host run on hosts of their own
+(agentops.dev.hosts: network namespaces, each with its own hostname and pid space, reaching
+PostgreSQL, Redis and the services over a link), artifacts go to PostgreSQL
+(AGENTOPS_ARTIFACT_STORAGE=postgres) above a 2 KB threshold so that most step outputs are
+artifacts, each host has a MEDIA_ROOT of its own, and the report says per host how many claims
+and which process identities it saw, and how many tasks moved between hosts.
+
 It works on the configured database and touches only the tasks it creates.
 """
 
@@ -19,9 +26,11 @@ from __future__ import annotations
 import json
 import os
 import random
+import shutil
 import signal
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
 from collections import Counter
@@ -33,12 +42,13 @@ from django.conf import settings
 from django.db import connection
 from django.db.models import Count, Max
 
-from agentops.dev.devstack import Stack, free_port
+from agentops.dev.devstack import MANAGE, Stack, free_port
+from agentops.dev.hosts import Host, hosts_create
 from agentops.dev.sim.models import Effect
 from agentops.dev.sim.services import fault_reset, fault_set
 from agentops.dev.sim.world import order
 from agentops.engine import task_create
-from agentops.models import Event, Step, Task
+from agentops.models import Artifact, Event, Step, Task
 from agentops.plumbing import queues
 from agentops.plumbing.dburl import database_url
 from agentops.states import TERMINAL, StepStatus, TaskStatus
@@ -50,6 +60,8 @@ KEYED_WRITES = ["payments.refund", "email.send", "flights.book", "hotels.book"]
 SERVICE_FAULTS = ["execute_then_timeout", "execute_then_5xx", "out_of_order", "duplicate", "429"]
 MODEL_FAULTS = ["429", "timeout", "5xx"]
 WAITING = {TaskStatus.AWAITING_APPROVAL, TaskStatus.NEEDS_ATTENTION, TaskStatus.PAUSED}
+# On several hosts: most step outputs and tool results become artifacts.
+HOSTS_ARTIFACT_THRESHOLD_BYTES = 256
 
 
 @dataclass
@@ -58,6 +70,7 @@ class ChaosRun:
     workers: int
     tasks: int
     seed: int
+    hosts: int = 1
     kill_every: float = 4.0
     settle_seconds: float = 180.0
     rng: random.Random = field(init=False)
@@ -66,6 +79,9 @@ class ChaosRun:
     redis_flushes: int = 0
     faults: Counter[str] = field(default_factory=Counter)
     task_ids: list[int] = field(default_factory=list)
+    machines: list[Host] = field(default_factory=list)
+    placed: dict[int, Host] = field(default_factory=dict)  # a child's pid: its host
+    media: Path = field(init=False)  # the hosts' MEDIA_ROOTs, one folder each
 
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed)
@@ -94,8 +110,13 @@ class ChaosRun:
         started = time.monotonic()
         try:
             stack.start_sim(free_port())
-            workers = [stack.spawn("worker") for _ in range(self.workers)]
-            stack.spawn("sweeper")
+            if self.hosts > 1:
+                self.media = Path(tempfile.mkdtemp(prefix="agentops-chaos-media-"))
+                self.machines = hosts_create([f"host-{chr(97 + i)}" for i in range(self.hosts)])
+            workers = [self._spawn(stack, "worker") for _ in range(self.workers)]
+            sweeper_hosts: list[Host | None] = [*self.machines] or [None]  # a sweeper each
+            for machine in sweeper_hosts:
+                self._spawn(stack, "sweeper", machine)
             flush_at = started + self.minutes * 30  # halfway
             next_kill = started + self.rng.expovariate(1 / self.kill_every)
             while time.monotonic() - started < self.minutes * 60:
@@ -111,14 +132,46 @@ class ChaosRun:
             fault_reset()
             for child in workers:
                 if child.poll() is None:
-                    os.kill(child.pid, signal.SIGCONT)  # nobody stays frozen
+                    os.killpg(child.pid, signal.SIGCONT)  # nobody stays frozen
             settled = self._settle()
         finally:
             stack.stop()
+            for machine in self.machines:
+                machine.remove()
+            if self.machines:
+                shutil.rmtree(self.media, ignore_errors=True)
             fault_reset()
         report = self._report(calls, settled=settled, seconds=time.monotonic() - started)
         calls.unlink(missing_ok=True)
         return report
+
+    def _spawn(
+        self, stack: Stack, command: str, machine: Host | None = None
+    ) -> subprocess.Popen[bytes]:
+        """`manage.py <command>` here, or on `machine` (by default the host with the fewest
+        live children) when the run has hosts. Each child leads its process group: a signal to
+        the group reaches the process on a host, not only the `unshare` above it."""
+        if not self.machines:
+            return stack.spawn(command)
+        if machine is None:
+            live = Counter(
+                host.name
+                for child in stack.children
+                if child.poll() is None and (host := self.placed.get(child.pid))
+            )
+            machine = min(self.machines, key=lambda host: live[host.name])
+        env = {
+            "DATABASE_URL": machine.reach(stack.env["DATABASE_URL"]),
+            "REDIS_URL": machine.reach(stack.env["REDIS_URL"]),
+            "AGENTOPS_SIM_BASE_URL": machine.reach(stack.env["AGENTOPS_SIM_BASE_URL"]),
+            "AGENTOPS_ARTIFACT_STORAGE": "postgres",
+            "AGENTOPS_ARTIFACT_THRESHOLD_BYTES": str(HOSTS_ARTIFACT_THRESHOLD_BYTES),
+            # Nothing shared through files: a host's disk is its own.
+            "AGENTOPS_MEDIA_ROOT": str(self.media / machine.name),
+        }
+        child = stack.spawn_program(*machine.command(sys.executable, MANAGE, command), env=env)
+        self.placed[child.pid] = machine
+        return child
 
     def _top_up(self) -> None:
         active = Task.objects.filter(pk__in=self.task_ids).exclude(status__in=[*TERMINAL, *WAITING])
@@ -160,12 +213,12 @@ class ChaosRun:
         live = [child for child in workers if child.poll() is None]
         if live:
             victim = self.rng.choice(live)
-            os.kill(victim.pid, signal.SIGKILL)
+            os.killpg(victim.pid, signal.SIGKILL)
             victim.wait()
             self.kills += 1
             live = [child for child in live if child is not victim]
         while len(live) < self.workers:
-            live.append(stack.spawn("worker"))
+            live.append(self._spawn(stack, "worker"))
         return live
 
     def _fault(
@@ -176,9 +229,9 @@ class ChaosRun:
         live = [child for child in workers if child.poll() is None]
         if roll < 0.02 and live and self.freezes < max(1, int(self.minutes)):
             victim = self.rng.choice(live)
-            os.kill(victim.pid, signal.SIGSTOP)
+            os.killpg(victim.pid, signal.SIGSTOP)
             time.sleep(LEASE_SECONDS + 1.5)  # past its lease: another worker takes over
-            os.kill(victim.pid, signal.SIGCONT)
+            os.killpg(victim.pid, signal.SIGCONT)
             self.freezes += 1
         elif roll < 0.3:
             endpoint = self.rng.choice(KEYED_WRITES)
@@ -187,7 +240,7 @@ class ChaosRun:
             fault_set(service=service, operation=operation, mode=mode, count=1, delay=2.0)
             self.faults[f"service.{mode}"] += 1
         while len(live) < self.workers:
-            live.append(stack.spawn("worker"))
+            live.append(self._spawn(stack, "worker"))
         return live
 
     def _settle(self) -> bool:
@@ -253,6 +306,29 @@ class ChaosRun:
             "resume_p50_s": _percentile(resumes, 50),
             "resume_p99_s": _percentile(resumes, 99),
             "model_calls_per_completed_step": model_calls,
+            **(self._hosts_seen(tasks) if self.machines else {}),
+        }
+
+    def _hosts_seen(self, tasks: Any) -> dict[str, Any]:
+        """Per host, its claims and the identities (host:pid:token) of the processes that made
+        them; the tasks claimed on more than one host; the artifacts of the run's tasks."""
+        claims: Counter[str] = Counter()
+        identities: dict[str, set[str]] = {machine.name: set() for machine in self.machines}
+        hosts_of: dict[int, set[str]] = {}
+        for task_id, owner in Event.objects.filter(
+            task__in=tasks, action="agentops.task.claimed"
+        ).values_list("task_id", "payload__owner"):
+            host, pid, token = str(owner).split(":")[:3]
+            claims[host] += 1
+            identities.setdefault(host, set()).add(f"{host}:{pid}:{token}")
+            hosts_of.setdefault(task_id, set()).add(host)
+        return {
+            "hosts": {
+                host: {"claims": claims[host], "identities": sorted(seen)}
+                for host, seen in sorted(identities.items())
+            },
+            "tasks_on_several_hosts": sum(1 for hosts in hosts_of.values() if len(hosts) > 1),
+            "artifacts": Artifact.objects.filter(task__in=tasks).count(),
         }
 
     def _effects(self) -> dict[str, Any]:
@@ -351,4 +427,14 @@ def chaos_markdown(report: dict[str, Any]) -> str:
         f"p99 {report['resume_p99_s']} s.",
         f"Model calls per completed step: mean {calls['mean']}, max {calls['max']}.",
     ]
+    if "hosts" in report:
+        lines += [
+            f"On {name}: {seen['claims']} claims by {len(seen['identities'])} processes "
+            f"({', '.join(seen['identities'])})."
+            for name, seen in report["hosts"].items()
+        ]
+        lines.append(
+            f"Tasks claimed on more than one host: {report['tasks_on_several_hosts']}; "
+            f"artifacts (in PostgreSQL): {report['artifacts']}."
+        )
     return "\n".join(lines)

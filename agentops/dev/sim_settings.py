@@ -16,3 +16,6 @@ MIDDLEWARE = [
     "agentops.dev.sim.middleware.DatabaseUnavailableMiddleware",
 ]
 INSTALLED_APPS = [app for app in INSTALLED_APPS if app != "django.contrib.admin"]  # noqa: F405
+# Clients on other hosts (agentops.dev.hosts) name it by their link's address: whichever name
+# they use, the process listens on 127.0.0.1 only.
+ALLOWED_HOSTS = ["*"]

@@ -23,6 +23,8 @@ pytestmark = pytest.mark.django_db
         ("AGENTOPS_LOG_LEVEL", "loud", "must be one of DEBUG, INFO, WARNING, ERROR, CRITICAL"),
         ("AGENTOPS_MODEL_ADAPTER", "gpt", "must be one of scripted, openai, not 'gpt'"),
         ("AGENTOPS_PUBLIC_URL", "agentops.example.com", "must be an http(s) URL"),
+        ("AGENTOPS_ARTIFACT_STORAGE", "s3", "must be files or postgres, not 's3'"),
+        ("AGENTOPS_DB_POOL_MODE", "session", "must be direct or transaction, not 'session'"),
     ],
 )
 def test_a_setting_that_does_not_parse_stops_with_one_line_naming_it(variable, value, expected):
@@ -43,6 +45,7 @@ def test_good_values_in_every_accepted_form_pass():
             DJANGO_SECURE_HSTS_PRELOAD="Yes",
             AGENTOPS_DB_LOCK_TIMEOUT="500ms",
             AGENTOPS_LOG_FORMAT="json",
+            AGENTOPS_ARTIFACT_STORAGE="postgres",
             AGENTOPS_PUBLIC_URL="https://agentops.example.com/",
         ),
     )

@@ -1,4 +1,4 @@
-"""`manage.py chaos [--minutes M] [--workers N] [--tasks T] [--seed S] [--json]`."""
+"""`manage.py chaos [--minutes M] [--workers N] [--tasks T] [--seed S] [--hosts H] [--json]`."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
 from agentops.dev.chaos import ChaosRun, chaos_markdown
+from agentops.dev.hosts import hosts_unavailable
 
 
 class Command(BaseCommand):
@@ -23,6 +24,13 @@ class Command(BaseCommand):
         parser.add_argument("--tasks", type=int, default=8, help="tasks kept in flight")
         parser.add_argument("--seed", type=int, default=1)
         parser.add_argument(
+            "--hosts",
+            type=int,
+            default=1,
+            help="run the workers and sweepers on this many hosts of their own (network "
+            "namespaces; needs root)",
+        )
+        parser.add_argument(
             "--kill-every", type=float, default=4.0, help="mean seconds between worker kills"
         )
         parser.add_argument("--json", action="store_true", dest="as_json")
@@ -34,17 +42,27 @@ class Command(BaseCommand):
         workers: int,
         tasks: int,
         seed: int,
+        hosts: int,
         kill_every: float,
         as_json: bool,
         **options: object,
     ) -> None:
-        if minutes <= 0 or workers < 1 or tasks < 1 or kill_every <= 0:
-            raise CommandError("--minutes, --workers, --tasks and --kill-every must be positive")
+        if minutes <= 0 or workers < 1 or tasks < 1 or kill_every <= 0 or hosts < 1:
+            raise CommandError(
+                "--minutes, --workers, --tasks, --hosts and --kill-every must be positive"
+            )
+        if hosts > 1 and (why := hosts_unavailable()):
+            raise CommandError(why)
         executor = MigrationExecutor(connection)
         if executor.migration_plan(executor.loader.graph.leaf_nodes()):
             raise CommandError("the database has unapplied migrations: run `manage.py migrate`")
         report = ChaosRun(
-            minutes=minutes, workers=workers, tasks=tasks, seed=seed, kill_every=kill_every
+            minutes=minutes,
+            workers=workers,
+            tasks=tasks,
+            seed=seed,
+            hosts=hosts,
+            kill_every=kill_every,
         ).run()
         self.stdout.write(json.dumps(report, indent=2) if as_json else chaos_markdown(report))
         if not report["ok"]:
