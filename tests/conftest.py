@@ -25,6 +25,7 @@ import pytest
 from django.conf import settings
 from django.db import connection
 
+from agentops.dev.hosts import Host
 from agentops.plumbing import dburl
 from tests import templatedb, zygote
 from tests.blackhole import BlackHole
@@ -76,6 +77,30 @@ class Processes:
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
+        self.children.append(child)
+        return child
+
+    def start_on(
+        self,
+        host: Host,
+        command: list[str],
+        *,
+        extra_env: dict[str, str] | None = None,
+        name: str = "proc",
+    ) -> subprocess.Popen[bytes]:
+        """`command` on `host` (agentops.dev.hosts), reaching the database, Redis and the
+        simulated services over its link."""
+        env = {**self.env, **(extra_env or {})}
+        for key in ("DATABASE_URL", "REDIS_URL", "AGENTOPS_SIM_BASE_URL"):
+            env[key] = host.reach(env[key])
+        child = subprocess.Popen(
+            host.command(*command),
+            cwd=ROOT,
+            env={**env, "PATH": f"{Path(sys.executable).parent}:{env['PATH']}"},
+            stdout=open(self.log_dir / f"{name}-{len(self.children)}.log", "wb"),  # noqa: SIM115
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         self.children.append(child)
         return child
 

@@ -1,11 +1,13 @@
 """Hosts of our own on this machine, for running the product on several hosts in one test.
 
 A host is a network namespace joined to this one by a veth pair on private addresses; each process
-started on it also gets a hostname and a pid space of its own (so the first process on every host
-is pid 1, as in containers). Its processes reach PostgreSQL, Redis and the simulated services over
-that link only: those listen on 127.0.0.1 or on Unix sockets here, so a forwarder of ours accepts
-on our end of the link and passes each connection through. Files are not isolated: a host keeps
-its artifacts apart only if it is given a MEDIA_ROOT of its own.
+started on it also gets a hostname and a pid space of its own, whose pid 1 is a shell that starts
+it (so processes on different hosts have the same pids, as in containers; the shell rather than
+the process is pid 1 because pid 1 cannot signal itself, which the crash points do). Its processes
+reach PostgreSQL, Redis and the simulated services over that link only: those listen on 127.0.0.1
+or on Unix sockets here, so a forwarder of ours accepts on our end of the link and passes each
+connection through. Files are not isolated: a host keeps its artifacts apart only if it is given
+a MEDIA_ROOT of its own.
 
 Creating namespaces takes root (CAP_NET_ADMIN and CAP_SYS_ADMIN) and iproute2's `ip`.
 """
@@ -104,12 +106,12 @@ class Host:
     forwarders: dict[tuple[str, int] | str, Forwarder] = field(default_factory=dict)
 
     def command(self, *argv: str) -> list[str]:
-        """`argv` run on this host: in its namespace, with its hostname, as pid 1 of its own pid
-        space (killed with it if the `unshare` above it dies)."""
+        """`argv` run on this host: in its namespace, with its hostname, as pid 2 of a pid space
+        of its own (all of it killed if the `unshare` above it dies)."""
         return [
             "ip", "netns", "exec", self.namespace,
             "unshare", "--uts", "--pid", "--fork", "--mount-proc", "--kill-child",
-            "sh", "-c", 'hostname "$0" && exec "$@"', self.name, *argv,
+            "sh", "-c", 'hostname "$0" && "$@"', self.name, *argv,
         ]  # fmt: skip
 
     def reach(self, url: str) -> str:
