@@ -63,6 +63,7 @@ class AgentWorker(SimpleWorker):
     """
 
     _beat: tuple[float, int] | None = None
+    _end_lost: str | None = None  # the job whose end Redis did not take
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -124,6 +125,42 @@ class AgentWorker(SimpleWorker):
 
     def run_maintenance_tasks(self) -> None:
         self._through_outage(super().run_maintenance_tasks)
+
+    # A job that returned has done its work, and the task's state is in PostgreSQL. RQ's records
+    # of the job's end (the execution, the result, the registries) are Redis writes made after
+    # it; when Redis drops there, RQ took the job for one that raised and logged it as failed,
+    # with an ERROR and a traceback. The records are given up with one warning instead: the job
+    # stays in the started registry until RQ's maintenance clears it.
+
+    def handle_execution_ended(self, job: Any, queue: Any, timeout: Any) -> None:
+        self._end_recorded(
+            job, lambda: super(AgentWorker, self).handle_execution_ended(job, queue, timeout)
+        )
+
+    def handle_job_success(
+        self, job: Any, queue: Any, started_job_registry: Any, execution: Any
+    ) -> None:
+        self._end_recorded(
+            job,
+            lambda: super(AgentWorker, self).handle_job_success(
+                job, queue, started_job_registry, execution
+            ),
+        )
+
+    def _end_recorded(self, job: Any, record: Callable[[], None]) -> None:
+        if self._end_lost == job.id:
+            return  # Redis dropped at this job's end already: no second wait for it
+        try:
+            record()
+        except REDIS_ERRORS as error:
+            self._end_lost = job.id
+            logger.warning(
+                "job %s (%s) ended; Redis did not take RQ's record of its end (%s): what the "
+                "job did is in the database",
+                job.id,
+                job.func_name,
+                type(error).__name__,
+            )
 
     def _pubsub_exception_handler(self, exc: Exception, pubsub: Any, pubsub_thread: Any) -> None:
         # The command channel's thread (stop a job, shut down) reconnects by itself; RQ logs an
