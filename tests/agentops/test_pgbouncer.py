@@ -8,6 +8,7 @@ shorter here than in production so that their effect shows within a test.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -17,6 +18,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from django.core.management import call_command
 from django.db import connection
 from psycopg import sql
 
@@ -252,3 +254,21 @@ def test_through_the_pooler_concurrent_exports_read_every_row(pooled_env):
     outputs = [export.communicate(timeout=600) for export in exports]
 
     assert [out.strip().splitlines()[-1] for out, _ in outputs] == [f"{decisions} {audit}"] * 6
+
+
+def test_bench_throughput_compares_direct_the_pooler_and_two_hosts(pooled_env, monkeypatch, capsys):
+    for name, value in LIMITS.items():  # the role's defaults, which the pooled workers check
+        monkeypatch.setenv(name, value)
+    call_command(
+        "bench", "throughput", "--through", "direct,pooled,hosts",
+        "--pooler-url", pooled_env["DATABASE_URL"],
+        "--workers", "1", "--tasks", "3", "--steps", "2", "--json",
+    )  # fmt: skip
+    report = json.loads(capsys.readouterr().out)
+
+    assert list(report["ratio_to_direct"]) == ["direct", "pooled", "hosts"]
+    assert report["ratio_to_direct"]["direct"] == 1.0
+    for route, (run,) in report["runs"].items():
+        assert run["route"] == route and run["tasks_succeeded"] == 3, run
+        assert run["steps_per_second"] > 0 and report["ratio_to_direct"][route] > 0
+    assert Task.objects.count() == 0  # the bench's tasks are gone

@@ -15,6 +15,12 @@ reports the workers' own CPU (their rusage), the backends' CPU and Redis's (`INF
 server: other databases included), each per step and as a share of the run's wall time, next to
 the cores the machine has and its load average. `throughputs` runs several worker counts in turn
 (repeated, alternating), so each scaling ratio compares runs made side by side.
+
+A run takes one route to the database (`Route`): `direct`; `pooled`, through a connection pooler
+in transaction pooling (the operator's PgBouncer, named by its URL; the workers run with
+AGENTOPS_DB_POOL_MODE=transaction); or `hosts`, the workers spread over two hosts of their own
+(agentops.dev.hosts: network namespaces reaching PostgreSQL and Redis over a link). `routes`
+runs each route in turn, alternating, and each one's ratio to the first.
 """
 
 from __future__ import annotations
@@ -27,6 +33,9 @@ import sys
 import threading
 import time
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +46,7 @@ from django.db.models import Max, Min
 from rq.worker import Worker
 
 from agentops.dev.benchmarks.tasks import bench_tasks_delete
+from agentops.dev.hosts import Host, hosts_create
 from agentops.engine import task_create
 from agentops.models import Task
 from agentops.plumbing import queues
@@ -106,7 +116,62 @@ def _redis_cpu_seconds() -> float:
     return float(info["used_cpu_sys"]) + float(info["used_cpu_user"])
 
 
-def throughput(*, workers: int, tasks: int, steps: int, payload_kb: int) -> dict[str, Any]:
+@dataclass
+class Route:
+    """How the workers reach the database: `name`, the `DATABASE_URL` they are given (None: this
+    process's), more environment, and the hosts they are spread over (none: this one)."""
+
+    name: str
+    database_url: str | None = None
+    env: dict[str, str] = field(default_factory=dict)
+    hosts: list[Host] = field(default_factory=list)
+
+    def command(self, index: int, *argv: str) -> tuple[list[str], dict[str, str]]:
+        """The `index`th worker's command line and environment on this route."""
+        env = {
+            **os.environ,
+            "DATABASE_URL": self.database_url or database_url(connection.settings_dict),
+            "REDIS_URL": settings.RQ_QUEUES["default"]["URL"],
+            **self.env,
+        }
+        if not self.hosts:
+            return list(argv), env
+        host = self.hosts[index % len(self.hosts)]
+        env.update(
+            DATABASE_URL=host.reach(env["DATABASE_URL"]), REDIS_URL=host.reach(env["REDIS_URL"])
+        )
+        return host.command(*argv), env
+
+
+DIRECT = Route("direct")
+ROUTES = ("direct", "pooled", "hosts")
+
+
+@contextmanager
+def routes_made(names: list[str], pooler_url: str | None) -> Iterator[list[Route]]:
+    """The routes `names`; `hosts` makes two hosts for the length of the block."""
+    made: list[Route] = []
+    hosts: list[Host] = []
+    try:
+        for name in names:
+            if name == "direct":
+                made.append(DIRECT)
+            elif name == "pooled":
+                if not pooler_url:
+                    raise ValueError("the pooled route needs the pooler's URL")
+                made.append(Route(name, pooler_url, {"AGENTOPS_DB_POOL_MODE": "transaction"}))
+            else:
+                hosts = hosts or hosts_create(["bench-a", "bench-b"])
+                made.append(Route(name, hosts=hosts))
+        yield made
+    finally:
+        for host in hosts:
+            host.remove()
+
+
+def throughput(
+    *, workers: int, tasks: int, steps: int, payload_kb: int, route: Route = DIRECT
+) -> dict[str, Any]:
     queue = queues.queue()
     if queue.count or Worker.count(queue=queue):
         return {"benchmark": "throughput", "note": "skipped: the queue has jobs or a worker"}
@@ -120,20 +185,16 @@ def throughput(*, workers: int, tasks: int, steps: int, payload_kb: int) -> dict
     ]
     sampler = BackendSampler()
     try:
-        env = {
-            **os.environ,
-            "DATABASE_URL": database_url(connection.settings_dict),
-            "REDIS_URL": settings.RQ_QUEUES["default"]["URL"],
-        }
         manage = str(Path(settings.BASE_DIR) / "manage.py")
+        commands = [
+            route.command(index, sys.executable, manage, "worker", "--burst")
+            for index in range(workers)
+        ]
         children_cpu = _children_cpu_seconds()
         redis_cpu = _redis_cpu_seconds()
         sampler.start()
         began = time.perf_counter()
-        children = [
-            subprocess.Popen([sys.executable, manage, "worker", "--burst"], env=env)
-            for _ in range(workers)
-        ]
+        children = [subprocess.Popen(command, env=env) for command, env in commands]
         for child in children:
             child.wait(timeout=3600)
         wall = time.perf_counter() - began
@@ -153,6 +214,7 @@ def throughput(*, workers: int, tasks: int, steps: int, payload_kb: int) -> dict
     backend_cpu = sampler.backend_cpu_seconds()
     return {
         "benchmark": "throughput",
+        "route": route.name,
         "workers": workers,
         "tasks": tasks,
         "tasks_succeeded": succeeded,
@@ -211,4 +273,39 @@ def throughputs(
         "rounds": rounds,
         f"speedup_over_{base}": scaling,
         "runs": {str(count): runs[count] for count in workers},
+    }
+
+
+def routes_compared(
+    *, routes: list[Route], workers: int, tasks: int, steps: int, payload_kb: int, rounds: int
+) -> dict[str, Any]:
+    """`throughput` on each route in turn, `rounds` times (alternating), and each route's steps
+    per second over the first's: the median of the per-round ratios."""
+    runs: dict[str, list[dict[str, Any]]] = {route.name: [] for route in routes}
+    for _ in range(rounds):
+        for route in routes:
+            runs[route.name].append(
+                throughput(
+                    workers=workers, tasks=tasks, steps=steps, payload_kb=payload_kb, route=route
+                )
+            )
+    base = routes[0].name
+    ratios = {}
+    for name, measured in runs.items():
+        each = [
+            run["steps_per_second"] / first["steps_per_second"]
+            for run, first in zip(measured, runs[base], strict=True)
+            if run.get("steps_per_second") and first.get("steps_per_second")
+        ]
+        ratios[name] = round(statistics.median(each), 3) if each else None
+    return {
+        "benchmark": "throughput",
+        "workers": workers,
+        "rounds": rounds,
+        "steps_per_second": {
+            name: [run.get("steps_per_second") for run in measured]
+            for name, measured in runs.items()
+        },
+        f"ratio_to_{base}": ratios,
+        "runs": runs,
     }

@@ -17,7 +17,14 @@ from agentops.dev.benchmarks.checkpoint import FAILING, KINDS, checkpoint
 from agentops.dev.benchmarks.checkpoint_report import checkpoint_table
 from agentops.dev.benchmarks.memory import memory, memory_table
 from agentops.dev.benchmarks.pages import pages, pages_table
-from agentops.dev.benchmarks.throughput import throughput, throughputs
+from agentops.dev.benchmarks.throughput import (
+    ROUTES,
+    routes_compared,
+    routes_made,
+    throughput,
+    throughputs,
+)
+from agentops.dev.hosts import hosts_unavailable
 
 PEERS_PYTHON = Path(settings.BASE_DIR) / ".venv-peers" / "bin" / "python"
 
@@ -35,6 +42,10 @@ steps through LangGraph's PostgresSaver (and with a DeltaChannel) and DBOS, each
 its own floor in a scratch database <name>_peer_<peer>: their ratio_to_floor, and
 ratio_to_best_peer.
 throughput: steps per second through --workers real burst workers running --tasks tasks.
+With --through direct,pooled,hosts, the same run on each route in turn (--repeat rounds,
+alternating) and each route's ratio to the first: pooled goes through the connection pooler at
+--pooler-url (transaction pooling), hosts spreads the workers over two hosts of their own
+(network namespaces; needs root).
 pages: seed --tasks tasks (default 10000) with a realistic mix into a scratch database
 (<name>_pages, dropped after), then time the inbox, the audit queue, a task page, a gate panel
 and the task list through the test client, DEBUG off: p50, p95, queries and bytes per page over
@@ -55,6 +66,18 @@ class Command(BaseCommand):
             default="1",
             help="throughput: worker processes (default 1), or several counts, comma separated "
             "(1,2,4: each run in turn, --repeat rounds, with the speed-up over the first)",
+        )
+        parser.add_argument(
+            "--through",
+            default="direct",
+            help="throughput: the routes to the database, comma separated: direct, pooled "
+            "(through --pooler-url), hosts (two hosts of their own; needs root)",
+        )
+        parser.add_argument(
+            "--pooler-url",
+            default=None,
+            help="throughput --through pooled: the pooler's database URL (PgBouncer in "
+            "transaction pooling, in front of this database)",
         )
         parser.add_argument(
             "--tasks",
@@ -135,6 +158,8 @@ class Command(BaseCommand):
         dispatch: int,
         peers: str | None,
         workers: str,
+        through: str,
+        pooler_url: str | None,
         tasks: int | None,
         keep: bool,
         kind: str,
@@ -162,27 +187,15 @@ class Command(BaseCommand):
             return
         steps = 20 if steps is None else steps
         if benchmark == "throughput":
-            tasks = 40 if tasks is None else tasks
-            try:
-                counts = [int(count) for count in workers.split(",")]
-            except ValueError:
-                raise CommandError(
-                    "--workers takes a count, or counts separated by commas"
-                ) from None
-            if min(counts) < 1 or tasks < 1 or steps < 1:
-                raise CommandError("--workers, --tasks and --steps must be positive")
-            if len(counts) == 1:
-                report = throughput(
-                    workers=counts[0], tasks=tasks, steps=steps, payload_kb=payload_kb
-                )
-            else:
-                report = throughputs(
-                    workers=counts,
-                    tasks=tasks,
-                    steps=steps,
-                    payload_kb=payload_kb,
-                    rounds=1 if repeat is None else repeat,
-                )
+            report = _throughput_report(
+                workers=workers,
+                through=through,
+                pooler_url=pooler_url,
+                tasks=40 if tasks is None else tasks,
+                steps=steps,
+                payload_kb=payload_kb,
+                rounds=1 if repeat is None else repeat,
+            )
             self.stdout.write(json.dumps(report, indent=None if as_json else 2))
             return
         repeat = 3 if repeat is None else repeat
@@ -209,3 +222,45 @@ class Command(BaseCommand):
             self.stdout.write(json.dumps(report, indent=2))
         else:
             self.stdout.write(checkpoint_table(report))
+
+
+def _throughput_report(
+    *,
+    workers: str,
+    through: str,
+    pooler_url: str | None,
+    tasks: int,
+    steps: int,
+    payload_kb: int,
+    rounds: int,
+) -> dict[str, Any]:
+    try:
+        counts = [int(count) for count in workers.split(",")]
+    except ValueError:
+        raise CommandError("--workers takes a count, or counts separated by commas") from None
+    if min(counts) < 1 or tasks < 1 or steps < 1:
+        raise CommandError("--workers, --tasks and --steps must be positive")
+    names = [name.strip() for name in through.split(",") if name.strip()]
+    if not names or any(name not in ROUTES for name in names):
+        raise CommandError(f"--through takes one or more of {', '.join(ROUTES)}")
+    if "pooled" in names and not pooler_url:
+        raise CommandError("--through pooled needs --pooler-url (the pooler's database URL)")
+    if "hosts" in names and (why := hosts_unavailable()):
+        raise CommandError(why)
+    if names != ["direct"]:
+        if len(counts) > 1:
+            raise CommandError("--through compares routes at one --workers count")
+        with routes_made(names, pooler_url) as routes:
+            return routes_compared(
+                routes=routes,
+                workers=counts[0],
+                tasks=tasks,
+                steps=steps,
+                payload_kb=payload_kb,
+                rounds=rounds,
+            )
+    if len(counts) == 1:
+        return throughput(workers=counts[0], tasks=tasks, steps=steps, payload_kb=payload_kb)
+    return throughputs(
+        workers=counts, tasks=tasks, steps=steps, payload_kb=payload_kb, rounds=rounds
+    )
