@@ -41,6 +41,9 @@ PASSWORD = "pw-for-tests"  # what `tests.reviews.conftest.make_user` sets
 # well under a second.
 WORKER_TIMEOUT_MS = 120_000
 ACTION_TIMEOUT_MS = 60_000
+# An assertion on the page waits on a clock of its own (Playwright's 5 s unless told), not the
+# context's: it waits as long as an action may (a form post took more than 5 s at a load of 23).
+expect.set_options(timeout=ACTION_TIMEOUT_MS)
 
 _written: list[Path] = []
 
