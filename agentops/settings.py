@@ -328,9 +328,31 @@ LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "agentops:task_list"
 LOGOUT_REDIRECT_URL = "login"
 
-REDIS_URL = os.environ.get("REDIS_URL") or embedded_url(
-    "REDIS_URL",
-    lambda: embedded.redis_url(DATA_DIR / "embedded", db=env_int("AGENTOPS_EMBEDDED_REDIS_DB", 0)),
+
+def redis_url_checked(url: str) -> str:
+    """`url`, if redis-py can read it; else stop with one line (which does not echo the URL: it
+    may hold a password)."""
+    from redis.connection import parse_url
+
+    try:
+        parse_url(url)
+    except ValueError:
+        refuse(
+            "REDIS_URL",
+            "is not a Redis URL (redis://[:password@]host[:port][/db], rediss://..., or "
+            "unix:///path/to/socket?db=N)",
+        )
+    return url
+
+
+REDIS_URL = redis_url_checked(
+    os.environ.get("REDIS_URL")
+    or embedded_url(
+        "REDIS_URL",
+        lambda: embedded.redis_url(
+            DATA_DIR / "embedded", db=env_int("AGENTOPS_EMBEDDED_REDIS_DB", 0)
+        ),
+    )
 )
 # Steps ("default") and notices (email, webhooks, Slack), each with workers of its own.
 RQ_QUEUES: dict[str, dict[str, Any]] = {

@@ -24,6 +24,8 @@ pytestmark = pytest.mark.django_db
         ("AGENTOPS_MODEL_ADAPTER", "gpt", "must be one of scripted, openai, not 'gpt'"),
         ("AGENTOPS_PUBLIC_URL", "agentops.example.com", "must be an http(s) URL"),
         ("AGENTOPS_ARTIFACT_STORAGE", "s3", "must be files or postgres, not 's3'"),
+        ("REDIS_URL", "notaurl", "is not a Redis URL (redis://"),
+        ("REDIS_URL", "redis://localhost:notaport/0", "is not a Redis URL (redis://"),
         ("AGENTOPS_DB_POOL_MODE", "session", "must be direct or transaction, not 'session'"),
     ],
 )
@@ -34,6 +36,14 @@ def test_a_setting_that_does_not_parse_stops_with_one_line_naming_it(variable, v
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, result.stderr
     assert lines[0].startswith(f"agentops: {variable} {expected}"), lines[0]
+
+
+def test_a_redis_url_that_does_not_parse_is_refused_without_its_password():
+    result = manage("check", env=production_env(REDIS_URL="redis://:hunter2@cache:63x9/0"))
+
+    assert result.returncode != 0
+    assert result.stderr.startswith("agentops: REDIS_URL is not a Redis URL")
+    assert "hunter2" not in result.stderr
 
 
 def test_good_values_in_every_accepted_form_pass():
