@@ -62,6 +62,13 @@ class DecidingTaskAdmin(TaskAdmin):
         # Tasks are created by `task_create` (plan, snapshot, job), never by a bare row.
         return False
 
+    def has_change_permission(self, request: HttpRequest, obj: Task | None = None) -> bool:
+        # A finished task is the record: shown, with no field to edit and no Save (its budgets
+        # no longer bind anything, and the service would refuse the change).
+        if obj is not None and obj.is_terminal:
+            return False
+        return super().has_change_permission(request, obj)
+
     def save_model(self, request: HttpRequest, obj: Task, form: Any, change: bool) -> None:
         budgets = {name: form.cleaned_data.get(name) for name in form.changed_data}
         budgets = {k: v for k, v in budgets.items() if k in _BUDGETS}

@@ -387,3 +387,19 @@ def test_a_cancelled_task_reads_cancelled_and_an_aborted_one_aborted(
     assert Task.objects.get(pk=cancelled.pk).status == TaskStatus.ABORTED  # stored value kept
     assert "Cancelled" in badge(cancelled) and "Aborted" not in badge(cancelled)
     assert "Aborted" in badge(stopped) and "Cancelled" not in badge(stopped)
+
+
+def test_a_finished_task_shows_read_only_in_the_admin(redis_clean, admin_client):
+    task = run_until_parked_or_done(task_create(agent="bench_noop", goal="done", input={}))
+    assert task.status == TaskStatus.SUCCEEDED
+    url = reverse("admin:agentops_task_change", args=[task.pk])
+
+    page = admin_client.get(url)
+    refused = admin_client.post(url, {"token_budget": "999"})
+
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert 'name="_save"' not in html and 'name="token_budget"' not in html
+    assert "View task" in html
+    assert refused.status_code == 403
+    assert Task.objects.get(pk=task.pk).token_budget is None
