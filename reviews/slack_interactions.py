@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import json
 import logging
 import time
 from dataclasses import dataclass
@@ -36,7 +35,7 @@ import httpx
 from django.conf import settings
 from django.urls import reverse
 
-from agentops.engine import Choice, TransitionRefused
+from agentops.engine import Choice, TransitionRefused, json_parsed
 from agentops.models import Gate
 from agentops.states import GateStatus
 from reviews.channels import channel_get
@@ -269,7 +268,7 @@ def _errors(message: str) -> Answer:
 def _reject_submitted(payload: dict[str, Any]) -> Answer:
     view = _get(payload, "view")
     try:
-        metadata = json.loads(_text(view, "private_metadata"))
+        metadata = json_parsed(_text(view, "private_metadata"))
     except ValueError:
         raise BadPayload("the modal's metadata is not JSON") from None
     gate_id = _get(metadata, "gate")

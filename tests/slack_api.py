@@ -515,13 +515,15 @@ class StandInSlack:
 
 
 def signed(
-    payload: dict[str, Any], *, secret: str = SIGNING_SECRET, timestamp: int | None = None
+    payload: dict[str, Any] | str, *, secret: str = SIGNING_SECRET, timestamp: int | None = None
 ) -> tuple[bytes, dict[str, str]]:
-    """The body and headers of an interaction request as Slack sends it, signed with the
-    reference implementation (slack-sdk's SignatureVerifier)."""
+    """The body and headers of an interaction request as Slack sends it (the payload's JSON, or
+    `payload` itself when it is text), signed with the reference implementation (slack-sdk's
+    SignatureVerifier)."""
     from slack_sdk.signature import SignatureVerifier
 
-    body = urlencode({"payload": json.dumps(payload)}).encode()
+    text = payload if isinstance(payload, str) else json.dumps(payload)
+    body = urlencode({"payload": text}).encode()
     stamp = str(int(time.time()) if timestamp is None else timestamp)
     signature = SignatureVerifier(secret).generate_signature(timestamp=stamp, body=body)
     assert signature is not None

@@ -91,7 +91,14 @@ if TYPE_CHECKING:
         task_rollback,
         task_skip_step,
     )
-    from agentops.engine.jsonvalues import digest, is_pointer, loaded, redacted, validated
+    from agentops.engine.jsonvalues import (
+        digest,
+        is_pointer,
+        json_parsed,
+        loaded,
+        redacted,
+        validated,
+    )
     from agentops.engine.origins import (
         AgainRefused,
         Ending,
@@ -202,6 +209,7 @@ _HOMES: dict[str, tuple[str, ...]] = {
     "agentops.engine.jsonvalues": (
         "digest",
         "is_pointer",
+        "json_parsed",
         "loaded",
         "redacted",
         "validated",
@@ -321,6 +329,7 @@ __all__ = [
     "intervention_recovery",
     "is_pointer",
     "job_waiting",
+    "json_parsed",
     "ledger_confirm",
     "loaded",
     "missing_scope_of",

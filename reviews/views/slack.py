@@ -8,8 +8,6 @@ here keeps CSRF.
 
 from __future__ import annotations
 
-import json
-
 from django.conf import settings
 from django.contrib import messages
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
@@ -17,6 +15,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_http_methods, require_POST
 
+from agentops.engine import json_parsed
 from agentops.plumbing.web import AuthenticatedHttpRequest, login_required
 from reviews.services import NotAllowed, ReviewError
 from reviews.services.slack import (
@@ -42,7 +41,8 @@ def slack_interactions(request: HttpRequest) -> HttpResponse:
     if refusal is not None:
         return HttpResponse(refusal, status=401, content_type="text/plain")
     try:
-        payload = json.loads(request.POST.get("payload", ""))
+        # Read as every JSON from outside is: nesting too deep for Python is a ValueError.
+        payload = json_parsed(request.POST.get("payload", ""))
         if not isinstance(payload, dict):
             raise BadPayload("the payload is not an object")
         answer = interaction_handle(payload)

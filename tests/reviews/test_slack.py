@@ -42,7 +42,7 @@ pytestmark = pytest.mark.django_db
 URL = "/review/slack/interactions"
 
 
-def post(payload: dict[str, Any], **signing: Any) -> Any:
+def post(payload: dict[str, Any] | str, **signing: Any) -> Any:
     body, headers = signed(payload, **signing)
     return Client().post(URL, body, content_type="application/x-www-form-urlencoded", **headers)
 
@@ -373,6 +373,14 @@ def test_a_slack_account_linked_to_someone_else_is_not_taken(slack, operator, op
     assert response.status_code == 400
     assert "linked to another person" in response.content.decode()
     assert SlackIdentity.objects.get().user == operator2
+
+
+@pytest.mark.parametrize("depth", [100_000, 5_000])
+def test_a_signed_payload_nested_too_deep_is_a_bad_payload_not_an_error(slack, depth):
+    response = post('{"a":' * depth + "1" + "}" * depth)
+
+    assert response.status_code == 400
+    assert response.content.decode().startswith("bad payload: ")
 
 
 def test_a_tampered_link_links_nothing(operator):
