@@ -5,12 +5,13 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
 from agentops import api as agentops_api
-from agentops.login import AdminLoginForm, LoginView
+from agentops.login import AdminLoginForm, LoginView, admin_login
 from agentops.views import favicon
 from reviews import api as reviews_api
 
-# The admin's sign-in is throttled like the product's (agentops.login).
+# The admin's sign-in is throttled like the product's, and answers the same (agentops.login).
 admin.site.login_form = AdminLoginForm
+admin.site.login = admin_login(admin.site.login)  # type: ignore[method-assign]
 handler500 = "agentops.plumbing.request_ids.server_error"
 
 # The JSON API: one NinjaAPI, each app's router on it. Reviews' first: its `/tasks/stopped` must

@@ -1,5 +1,7 @@
 """Guessing is throttled: failed password and bearer-token attempts are counted in Redis, and a key
-(a username, a client address) that fails too often in a window is locked out for a while.
+(an account from one client address, a client address) that fails too often in a window is
+locked out for a while. An account is counted per address, never alone: a lockout of the account
+itself would let anyone lock a colleague out by guessing at their username, from anywhere.
 
 A lockout that follows soon after the previous one on the same key is twice as long (up to a
 ceiling), so a guesser is slowed, then refused for longer and longer, while nobody's request ever
@@ -57,16 +59,17 @@ return {failures, lockout}
 
 
 class Scope(StrEnum):
-    """What is counted: failed logins per username and per address, bad tokens per address."""
+    """What is counted: failed logins per account from one address and per address, bad tokens
+    per address."""
 
-    LOGIN_USER = "login.user"
+    LOGIN_ACCOUNT = "login.account"
     LOGIN_ADDRESS = "login.address"
     API_ADDRESS = "api.address"
 
     @property
     def attempts(self) -> int:
         setting = {
-            Scope.LOGIN_USER: "LOGIN_USER_ATTEMPTS",
+            Scope.LOGIN_ACCOUNT: "LOGIN_USER_ATTEMPTS",
             Scope.LOGIN_ADDRESS: "LOGIN_ADDRESS_ATTEMPTS",
             Scope.API_ADDRESS: "API_ADDRESS_ATTEMPTS",
         }[self]
@@ -75,7 +78,8 @@ class Scope(StrEnum):
 
 @dataclass(frozen=True)
 class Key:
-    """One counted thing: a scope and what it counts (the username or the address as typed)."""
+    """One counted thing: a scope and what it counts (a username as typed with an address, or an
+    address)."""
 
     scope: Scope
     subject: str
@@ -87,8 +91,9 @@ class Key:
         return f"{PREFIX}{{{self.scope}:{digest}}}:{kind}"
 
 
-def user_key(username: str) -> Key:
-    return Key(Scope.LOGIN_USER, username)
+def account_key(username: str, address: str) -> Key:
+    """The sign-in attempts at `username` from the client at `address`."""
+    return Key(Scope.LOGIN_ACCOUNT, f"{username} from {address_bucket(address)}")
 
 
 def address_key(scope: Scope, address: str) -> Key:
@@ -264,7 +269,7 @@ def _log_lockout(
             "client": client,
             # The username is what an operator clears the lockout by; the password never
             # reaches this module, and neither does a token.
-            "username": username if key.scope == Scope.LOGIN_USER else None,
+            "username": username if key.scope == Scope.LOGIN_ACCOUNT else None,
             "failures": failures,
             "lockout_seconds": seconds,
         },

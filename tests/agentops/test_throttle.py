@@ -80,18 +80,22 @@ def test_a_username_past_the_limit_is_refused_even_with_the_right_password(alice
 
 
 @pytest.mark.django_db
-def test_a_locked_username_does_not_lock_other_users_at_other_addresses(
+def test_someone_guessing_at_an_account_does_not_lock_its_owner_out_from_elsewhere(
     alice: Any, django_user_model: Any
 ) -> None:
     django_user_model.objects.create_user(username="bob", password=PASSWORD)
     for _ in range(3):
-        sign_in("alice", WRONG)
+        sign_in("alice", WRONG)  # from 127.0.0.1: that address's attempts at alice are locked
 
+    from_there = sign_in("alice", PASSWORD)
     bob = sign_in("bob", PASSWORD, REMOTE_ADDR="10.0.0.2")
-    alice_elsewhere = sign_in("alice", PASSWORD, REMOTE_ADDR="10.0.0.2")
+    alice_at_her_desk = sign_in("alice", PASSWORD, REMOTE_ADDR="10.0.0.2")
+    still_guessing = sign_in("alice", WRONG)
 
+    assert refused(from_there) and not from_there.signed_in
     assert bob.status_code == 302 and bob.signed_in
-    assert refused(alice_elsewhere), "the username's lockout holds from every address"
+    assert alice_at_her_desk.status_code == 302 and alice_at_her_desk.signed_in
+    assert refused(still_guessing), "signing in elsewhere lifts nothing at the guesser's address"
 
 
 @pytest.mark.django_db
@@ -186,9 +190,13 @@ def test_the_lockout_is_logged_once_with_who_and_where_but_no_password(
     (record,) = [r for r in caplog.records if r.name == "agentops.plumbing.throttle"]
     line = StructuredFormatter("kv").format(record)
     assert record.levelname == "WARNING"
-    assert (record.scope, record.client, record.username) == ("login.user", "192.0.2.7", "alice")
+    assert (record.scope, record.client, record.username) == (
+        "login.account",
+        "192.0.2.7",
+        "alice",
+    )
     assert (record.failures, record.lockout_seconds) == (3, 600)
-    assert "scope=login.user client=192.0.2.7 username=alice" in line
+    assert "scope=login.account client=192.0.2.7 username=alice" in line
     assert WRONG not in line and PASSWORD not in line
     assert all(WRONG not in r.getMessage() and WRONG not in str(r.__dict__) for r in caplog.records)
 
@@ -235,6 +243,7 @@ def test_the_admin_sign_in_is_throttled_too(limits: Any, django_user_model: Any)
     response = client.post(reverse("admin:login"), {"username": "root", "password": PASSWORD})
 
     assert "Too many failed sign-in attempts. Try again in 10 minutes." in response.content.decode()
+    assert response.status_code == 429 and 0 < int(response["Retry-After"]) <= 600
     assert SESSION_KEY not in client.session
 
 
@@ -244,7 +253,7 @@ def test_a_limit_of_zero_turns_that_scope_off(alice: Any, limits: Any) -> None:
     for _ in range(4):
         sign_in("alice", WRONG)
 
-    assert Scope.LOGIN_USER.attempts == 0
+    assert Scope.LOGIN_ACCOUNT.attempts == 0
     assert sign_in("alice", PASSWORD).status_code == 302
 
 
@@ -274,24 +283,27 @@ def test_an_operator_sees_and_lifts_a_lockout_with_the_throttle_command(
     call_command("throttle", "status", "--user", "alice", "--address", "127.0.0.1")
     elapsed = math.ceil(time.monotonic() - locked_at)
     before = capsys.readouterr().out.splitlines()
-    call_command("throttle", "clear", "--user", "alice")
-    still_from_here = sign_in("alice", PASSWORD)
     call_command("throttle", "clear", "--address", "127.0.0.1")
+    still_from_here = sign_in("alice", PASSWORD)
+    call_command("throttle", "clear", "--user", "alice", "--address", "127.0.0.1")
     after = capsys.readouterr().out.splitlines()
     lifted = sign_in("alice", PASSWORD)
 
     # Each lockout is shown with what is left of it: 600 s less the seconds since it began.
-    lockouts = {"login.user\talice": before[0], "login.address\t127.0.0.1": before[1]}
+    lockouts = {
+        "login.account\talice from 127.0.0.1": before[0],
+        "login.address\t127.0.0.1": before[1],
+    }
     for key, line in lockouts.items():
         shown = re.fullmatch(rf"{key}\t0 failure\(s\)\tlocked for (\d+) s", line)
         assert shown and 600 - elapsed <= int(shown[1]) <= 600, line
     assert before[2] == "api.address\t127.0.0.1\t0 failure(s)\tnot locked"
-    assert refused(still_from_here), "the address is still locked"
+    assert refused(still_from_here), "alice is still locked at that address"
     assert after[-3:] == [
-        "login.user\talice\t0 failure(s)\tnot locked",
+        "login.account\talice from 127.0.0.1\t0 failure(s)\tnot locked",
         "login.address\t127.0.0.1\t0 failure(s)\tnot locked",
         "api.address\t127.0.0.1\t0 failure(s)\tnot locked",
     ]
     assert lifted.status_code == 302 and lifted.signed_in
-    with pytest.raises(CommandError, match="name a --user or an --address"):
-        call_command("throttle", "clear")
+    with pytest.raises(CommandError, match="name an --address"):
+        call_command("throttle", "clear", "--user", "alice")

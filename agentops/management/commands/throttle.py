@@ -1,7 +1,8 @@
-"""`manage.py throttle status|clear --user NAME | --address ADDR | --all`: see or lift lockouts.
+"""`manage.py throttle status|clear [--user NAME] --address ADDR | --all`: see or lift lockouts.
 
-An operator lifts a lockout that an attacker caused for a real person (a username's lockout holds
-from every address, the right password included) or a shared office address.
+An operator lifts a lockout that guessing caused at a shared office address, or for a person at
+their address (an account is counted per address: its lockout holds there, the right password
+included, and nowhere else).
 """
 
 from __future__ import annotations
@@ -11,11 +12,11 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from agentops.plumbing.throttle import (
     Key,
     Scope,
+    account_key,
     address_key,
     throttle_forget,
     throttle_forget_all,
     throttle_state,
-    user_key,
 )
 
 
@@ -24,7 +25,9 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("action", choices=["status", "clear"])
-        parser.add_argument("--user", help="a username as typed at sign-in")
+        parser.add_argument(
+            "--user", help="a username as typed at sign-in (with the --address it signs in from)"
+        )
         parser.add_argument("--address", help="a client address (an IPv6 one counts its /64)")
         parser.add_argument(
             "--all", dest="everything", action="store_true", help="clear: every count and lockout"
@@ -44,15 +47,12 @@ class Command(BaseCommand):
                 raise CommandError("--all goes with clear")
             self.stdout.write(f"cleared {throttle_forget_all()} key(s)")
             return
-        keys: list[Key] = []
-        if user is not None:
-            keys.append(user_key(user))
-        if address is not None:
-            keys += [
-                address_key(scope, address) for scope in (Scope.LOGIN_ADDRESS, Scope.API_ADDRESS)
-            ]
-        if not keys:
-            raise CommandError("name a --user or an --address (or clear --all)")
+        if address is None:
+            raise CommandError(
+                "name an --address, with a --user signing in from it or alone (or clear --all)"
+            )
+        keys: list[Key] = [account_key(user, address)] if user is not None else []
+        keys += [address_key(scope, address) for scope in (Scope.LOGIN_ADDRESS, Scope.API_ADDRESS)]
         if action == "clear":
             throttle_forget(keys)
         for key in keys:
