@@ -14,7 +14,7 @@ each completed step cost. The report lists the figures; any broken invariant mak
 With `hosts` (two or more), the workers and a sweeper per host run on hosts of their own
 (agentops.dev.hosts: network namespaces, each with its own hostname and pid space, reaching
 PostgreSQL, Redis and the services over a link), artifacts go to PostgreSQL
-(AGENTOPS_ARTIFACT_STORAGE=postgres) above a 2 KB threshold so that most step outputs are
+(AGENTOPS_ARTIFACT_STORAGE=postgres) above a 256-byte threshold so that most step outputs are
 artifacts, each host has a MEDIA_ROOT of its own, and the report says per host how many claims
 and which process identities it saw, and how many tasks moved between hosts.
 
