@@ -19,8 +19,8 @@ the cores the machine has and its load average. `throughputs` runs several worke
 A run takes one route to the database (`Route`): `direct`; `pooled`, through a connection pooler
 in transaction pooling (the operator's PgBouncer, named by its URL; the workers run with
 AGENTOPS_DB_POOL_MODE=transaction); or `hosts`, the workers spread over two hosts of their own
-(agentops.dev.hosts: network namespaces reaching PostgreSQL and Redis over a link). `routes`
-runs each route in turn, alternating, and each one's ratio to the first.
+(agentops.dev.hosts: network namespaces reaching PostgreSQL and Redis over a link).
+`routes_compared` runs each route in turn, alternating, and each one's ratio to the first.
 """
 
 from __future__ import annotations
