@@ -215,11 +215,14 @@ def test_a_failed_attempt_waits_out_its_backoff(sim, redis_clean, mailbox, recei
     gated_refund()
     notices_find()
 
+    sending = timezone.now()
     assert send_all() == ["attempt 1 failed"]
+    failed = timezone.now()
     delivery = Delivery.objects.get(endpoint=endpoint)
     assert delivery_send(delivery_id=delivery.pk) == "nothing to send"
-    wait = delivery.next_attempt_at - timezone.now()
-    assert timedelta(seconds=50) < wait <= timedelta(seconds=60)
+    # 60 s after the failed attempt, which came between `sending` and `failed`.
+    backoff = timedelta(seconds=60)
+    assert sending + backoff <= delivery.next_attempt_at <= failed + backoff
 
 
 def test_preferences_choose_events_and_quiet_hours_hold_email_back(
