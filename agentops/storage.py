@@ -13,7 +13,7 @@ them with their tasks.
 from __future__ import annotations
 
 import os
-from typing import IO, Any
+from typing import Any
 
 from django.core.files.base import ContentFile, File
 from django.core.files.storage import Storage
@@ -39,8 +39,8 @@ class DatabaseStorage(Storage):
             raise FileNotFoundError(f"{name}: no such file in the database")
         return ContentFile(bytes(content), name=name)
 
-    def _save(self, name: str, content: IO[bytes] | File[bytes]) -> str:
-        data = b"".join(content.chunks()) if isinstance(content, File) else content.read()
+    def _save(self, name: str, content: File[bytes]) -> str:
+        data = b"".join(content.chunks())  # Storage.save hands every content over as a File
         while not _inserted(name, data):
             if _holds(name, data):
                 return name  # a concurrent writer stored the same bytes under the same name
