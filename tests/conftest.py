@@ -90,9 +90,7 @@ class Processes:
     ) -> subprocess.Popen[bytes]:
         """`command` on `host` (agentops.dev.hosts), reaching the database, Redis and the
         simulated services over its link."""
-        env = {**self.env, **(extra_env or {})}
-        for key in ("DATABASE_URL", "REDIS_URL", "AGENTOPS_SIM_BASE_URL"):
-            env[key] = host.reach(env[key])
+        env = host.environment({**self.env, **(extra_env or {})})
         child = subprocess.Popen(
             host.command(*command),
             cwd=ROOT,

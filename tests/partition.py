@@ -14,6 +14,8 @@ import contextlib
 import socket
 import threading
 
+from agentops.dev.hosts import connected
+
 
 class Partition:
     def __init__(self, target: tuple[str, int] | str) -> None:
@@ -53,11 +55,7 @@ class Partition:
                 threading.Thread(target=self._drain, args=(client,), daemon=True).start()
 
     def _connect(self) -> socket.socket:
-        if isinstance(self.target, str):
-            upstream = socket.socket(socket.AF_UNIX)
-            upstream.connect(self.target)
-            return upstream
-        return socket.create_connection(self.target)
+        return connected(self.target)
 
     def _pipe(self, source: socket.socket, sink: socket.socket, generation: int) -> None:
         """Forward until the connection is cut (then drop what comes) or closed."""

@@ -161,9 +161,7 @@ class ChaosRun:
             )
             machine = min(self.machines, key=lambda host: live[host.name])
         env = {
-            "DATABASE_URL": machine.reach(stack.env["DATABASE_URL"]),
-            "REDIS_URL": machine.reach(stack.env["REDIS_URL"]),
-            "AGENTOPS_SIM_BASE_URL": machine.reach(stack.env["AGENTOPS_SIM_BASE_URL"]),
+            **machine.environment(stack.env),
             "AGENTOPS_ARTIFACT_STORAGE": "postgres",
             "AGENTOPS_ARTIFACT_THRESHOLD_BYTES": str(HOSTS_ARTIFACT_THRESHOLD_BYTES),
             # Nothing shared through files: a host's disk is its own.

@@ -83,11 +83,20 @@ class Forwarder:
                 threading.Thread(target=_pipe, args=(source, sink), daemon=True).start()
 
     def _connect(self) -> socket.socket:
-        if isinstance(self.target, str):
-            upstream = socket.socket(socket.AF_UNIX)
-            upstream.connect(self.target)
-            return upstream
-        return socket.create_connection(self.target, timeout=10)
+        return connected(self.target)
+
+
+def connected(target: tuple[str, int] | str) -> socket.socket:
+    """A connection to `target`: a (host, port), or a Unix socket's path. Connecting gives up
+    after 10 s; the connection then waits as long as its ends do (a worker's Redis connection
+    is idle for 15 s at a time between jobs)."""
+    if isinstance(target, str):
+        upstream = socket.socket(socket.AF_UNIX)
+        upstream.connect(target)
+        return upstream
+    upstream = socket.create_connection(target, timeout=10)
+    upstream.settimeout(None)
+    return upstream
 
 
 def _pipe(source: socket.socket, sink: socket.socket) -> None:
@@ -118,6 +127,12 @@ class Host:
             "unshare", "--uts", "--pid", "--fork", "--mount-proc", "--kill-child",
             "sh", "-c", 'hostname "$0" && "$@"', self.name, *argv,
         ]  # fmt: skip
+
+    def environment(self, env: dict[str, str]) -> dict[str, str]:
+        """`env` with the servers it names (the database, Redis, the simulated services) as this
+        host reaches them."""
+        served = ("DATABASE_URL", "REDIS_URL", "AGENTOPS_SIM_BASE_URL")
+        return {key: self.reach(value) if key in served else value for key, value in env.items()}
 
     def reach(self, url: str) -> str:
         """`url` (PostgreSQL, Redis or HTTP) as this host reaches it: through a forwarder when it

@@ -20,8 +20,11 @@ from tests.partition import Partition
 
 @pytest.fixture
 def worker(redis_clean):  # type: ignore[no-untyped-def]
-    queue = queues.queue()
-    worker = AgentWorker([queue], connection=queue.connection, serializer=JSONSerializer)
+    # A client of its own: RQ's worker sets its own socket timeout on the client it is given,
+    # which must not be this process's queue client (tests/agentops/test_queues.py checks it).
+    connection = queues.with_deadline(Redis.from_url(settings.RQ_QUEUES["default"]["URL"]))
+    queue = Queue(queues.STEPS, connection=connection, serializer=JSONSerializer)
+    worker = AgentWorker([queue], connection=connection, serializer=JSONSerializer)
     worker.register_birth()
     yield worker
     worker.register_death()

@@ -137,10 +137,7 @@ class Route:
         if not self.hosts:
             return list(argv), env
         host = self.hosts[index % len(self.hosts)]
-        env.update(
-            DATABASE_URL=host.reach(env["DATABASE_URL"]), REDIS_URL=host.reach(env["REDIS_URL"])
-        )
-        return host.command(*argv), env
+        return host.command(*argv), host.environment(env)
 
 
 DIRECT = Route("direct")
