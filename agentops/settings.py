@@ -401,6 +401,10 @@ AGENTOPS: dict[str, Any] = {
     "LEASE_SECONDS": env_float("AGENTOPS_LEASE_SECONDS", 30.0),
     # A job advances its task for at most this long before it re-enqueues itself.
     "SLICE_SECONDS": env_float("AGENTOPS_SLICE_SECONDS", 5.0),
+    # Tasks one worker process advances at once, each on a thread of its own (`worker --tasks`),
+    # and the database connections they share (a task waiting on a model or a tool holds none).
+    "WORKER_TASKS": env_int("AGENTOPS_WORKER_TASKS", 1),
+    "WORKER_DB_SLOTS": env_int("AGENTOPS_WORKER_DB_SLOTS", 4),
     # Full-tier snapshot every N completed steps (and whenever the task parks or ends).
     "SNAPSHOT_EVERY": env_int("AGENTOPS_SNAPSHOT_EVERY", 5),
     # Persisted values larger than this many bytes go to artifact storage.

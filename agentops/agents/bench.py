@@ -1,7 +1,8 @@
 """A no-op agent for the checkpoint benchmark: every step is one model call and, by the task's
 input `kind`, one tool call that only reads (`read`, the default), one with a side effect
 (`effect`), or none (`reply`: the model answers in text). With `fail_every` N, the tool call of
-every Nth step fails once (unavailable, retryable) and succeeds on its retry.
+every Nth step fails once (unavailable, retryable) and succeeds on its retry. (`model_seconds`
+is the scripted model's: each call takes that long.)
 
 The tools run in-process (no network), so the benchmark measures the runner and its commits: a
 read or a reply commits once per step, a side effect twice (its `pending` row before it runs).

@@ -28,6 +28,7 @@ import os
 import random
 import shutil
 import signal
+import socket
 import statistics
 import subprocess
 import sys
@@ -72,12 +73,16 @@ class ChaosRun:
     seed: int
     hosts: int = 1
     kill_every: float = 4.0
+    # Tasks each worker advances at once, and how long each model call takes.
+    tasks_per_worker: int = 1
+    model_seconds: float = 0.0
     settle_seconds: float = 180.0
     rng: random.Random = field(init=False)
     kills: int = 0
     freezes: int = 0
     redis_flushes: int = 0
     faults: Counter[str] = field(default_factory=Counter)
+    held_at_kills: list[int] = field(default_factory=list)  # tasks the killed worker held
     task_ids: list[int] = field(default_factory=list)
     machines: list[Host] = field(default_factory=list)
     placed: dict[int, Host] = field(default_factory=dict)  # a child's pid: its host
@@ -113,7 +118,7 @@ class ChaosRun:
             if self.hosts > 1:
                 self.media = Path(tempfile.mkdtemp(prefix="agentops-chaos-media-"))
                 self.machines = hosts_create([f"host-{chr(97 + i)}" for i in range(self.hosts)])
-            workers = [self._spawn(stack, "worker") for _ in range(self.workers)]
+            workers = [self._spawn_worker(stack) for _ in range(self.workers)]
             sweeper_hosts: list[Host | None] = [*self.machines] or [None]  # a sweeper each
             for machine in sweeper_hosts:
                 self._spawn(stack, "sweeper", machine)
@@ -145,14 +150,22 @@ class ChaosRun:
         calls.unlink(missing_ok=True)
         return report
 
+    def _spawn_worker(self, stack: Stack) -> subprocess.Popen[bytes]:
+        return self._spawn(stack, "worker", args=(f"--tasks={self.tasks_per_worker}",))
+
     def _spawn(
-        self, stack: Stack, command: str, machine: Host | None = None
+        self,
+        stack: Stack,
+        command: str,
+        machine: Host | None = None,
+        *,
+        args: tuple[str, ...] = (),
     ) -> subprocess.Popen[bytes]:
         """`manage.py <command>` here, or on `machine` (by default the host with the fewest
         live children) when the run has hosts. Each child leads its process group: a signal to
         the group reaches the process on a host, not only the `unshare` above it."""
         if not self.machines:
-            return stack.spawn(command)
+            return stack.spawn(command, *args)
         if machine is None:
             live = Counter(
                 host.name
@@ -167,7 +180,9 @@ class ChaosRun:
             # Nothing shared through files: a host's disk is its own.
             "AGENTOPS_MEDIA_ROOT": str(self.media / machine.name),
         }
-        child = stack.spawn_program(*machine.command(sys.executable, MANAGE, command), env=env)
+        child = stack.spawn_program(
+            *machine.command(sys.executable, MANAGE, command, *args), env=env
+        )
         self.placed[child.pid] = machine
         return child
 
@@ -178,6 +193,7 @@ class ChaosRun:
 
     def _start_task(self) -> Task:
         number = len(self.task_ids) + 1
+        latency = {"model_seconds": self.model_seconds} if self.model_seconds else {}
         model_faults: dict[str, list[str]] = {}
         if self.rng.random() < 0.3:
             step = str(self.rng.randrange(0, 4))
@@ -188,13 +204,31 @@ class ChaosRun:
             return task_create(
                 agent="refund",
                 goal=f"{GOAL_PREFIX} refund {number} ({order})",
-                input={"order_id": order, "reason": "damaged", "model_faults": model_faults},
+                input={
+                    "order_id": order,
+                    "reason": "damaged",
+                    "model_faults": model_faults,
+                    **latency,
+                },
             )
         return task_create(
             agent="trip",
             goal=f"{GOAL_PREFIX} trip {number}",
-            input={"traveller": f"Traveller {number}", "destination": "FCO", "date": "2026-12-17"},
+            input={
+                "traveller": f"Traveller {number}",
+                "destination": "FCO",
+                "date": "2026-12-17",
+                **latency,
+            },
         )
+
+    def _held_by(self, pid: int) -> int:
+        """Tasks the worker `pid` of this host holds (its calls in flight, mostly)."""
+        return Task.objects.filter(
+            pk__in=self.task_ids,
+            status=TaskStatus.RUNNING,
+            lease_owner__startswith=f"{socket.gethostname()}:{pid}:",
+        ).count()
 
     def _order(self, *, gated: bool) -> str:
         """An order whose refund the default policy gates (over 100) or lets through."""
@@ -211,12 +245,14 @@ class ChaosRun:
         live = [child for child in workers if child.poll() is None]
         if live:
             victim = self.rng.choice(live)
+            if not self.machines:  # the identity's pid is the host's own there
+                self.held_at_kills.append(self._held_by(victim.pid))
             os.killpg(victim.pid, signal.SIGKILL)
             victim.wait()
             self.kills += 1
             live = [child for child in live if child is not victim]
         while len(live) < self.workers:
-            live.append(self._spawn(stack, "worker"))
+            live.append(self._spawn_worker(stack))
         return live
 
     def _fault(
@@ -238,7 +274,7 @@ class ChaosRun:
             fault_set(service=service, operation=operation, mode=mode, count=1, delay=2.0)
             self.faults[f"service.{mode}"] += 1
         while len(live) < self.workers:
-            live.append(self._spawn(stack, "worker"))
+            live.append(self._spawn_worker(stack))
         return live
 
     def _settle(self) -> bool:
@@ -292,6 +328,10 @@ class ChaosRun:
             "settled": settled,
             "seconds": round(seconds, 1),
             "kills": self.kills,
+            "tasks_per_worker": self.tasks_per_worker,
+            "model_seconds": self.model_seconds,
+            "tasks_held_at_kill_max": max(self.held_at_kills, default=None),
+            "tasks_held_at_kill_total": sum(self.held_at_kills),
             "freezes": self.freezes,
             "redis_flushes": self.redis_flushes,
             "faults": dict(sorted(self.faults.items())),

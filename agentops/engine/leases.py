@@ -3,6 +3,9 @@
 The heartbeat uses its own database connection and the same epoch fence as every other write, so
 when another worker has taken the task over the renewal changes zero rows, the heartbeat notes it,
 and the holder raises LeaseLost as soon as its call returns.
+
+In a worker that advances several tasks at once (agentops.plumbing.slots), a call lends its
+task's database slot back while it waits, and each renewal takes a slot for itself.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from agentops.engine.outbound import outbound_check
 from agentops.engine.transitions import Lease, lease_deadline
 from agentops.models import Task
 from agentops.plumbing.outages import DATABASE_ERRORS
+from agentops.plumbing.slots import NoSlotFree, Slots, database_slot, process_slots
 from agentops.states import TaskStatus
 
 
@@ -61,9 +65,12 @@ class Heartbeat:
         """Renew the lease; False when it is gone. A renewal that cannot reach the database
         proves nothing: the next one tries again on a new connection (after a short blip the
         lease is still held; if it ran out meanwhile, the epoch fence stops the holder's next
-        write)."""
+        write). So does one that found no database slot free."""
         try:
-            return lease_renew(self.lease)
+            with database_slot():
+                return lease_renew(self.lease)
+        except NoSlotFree:
+            return True
         except DATABASE_ERRORS:
             connection.close()
             return True
@@ -99,14 +106,18 @@ class _CallBlock:
     manager, which costs twice the calls). Checked on entry; on a normal exit, LeaseLost if a
     renewal found the lease gone; an error of the call itself goes on as it is."""
 
-    __slots__ = ("beat",)
+    __slots__ = ("beat", "lent")
 
     def __init__(self, beat: Heartbeat) -> None:
         self.beat = beat
+        self.lent: Slots | None = None
 
     def __enter__(self) -> None:
         outbound_check(f"task {self.beat.lease.task_id}: an external call")
         self.beat._armed = True
+        # The call holds no database connection while it waits (a worker with several tasks).
+        slots = process_slots()
+        self.lent = slots if slots is not None and slots.lend() else None
 
     def __exit__(
         self,
@@ -114,6 +125,10 @@ class _CallBlock:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        self.beat._armed = False
+        try:
+            if self.lent is not None:
+                self.lent.take_back()  # armed still: the lease lives while it waits for a slot
+        finally:
+            self.beat._armed = False
         if exc_type is None:
             self.beat.raise_if_lost()

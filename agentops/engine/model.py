@@ -233,7 +233,9 @@ class ScriptedModel:
     """Deterministic and offline: the agent's `script` decides the reply for each step.
 
     Faults are injected per step and attempt through the task input, e.g.
-    `{"model_faults": {"2": ["429", "invalid_json"]}}` fails the first two attempts of step 2.
+    `{"model_faults": {"2": ["429", "invalid_json"]}}` fails the first two attempts of step 2;
+    `{"model_seconds": 2}` makes every call take two seconds, as a real model's does (the
+    benchmarks and the chaos run hold many calls in flight with it).
     """
 
     FAULTS = ("429", "timeout", "5xx", "invalid_json", "context_overflow")
@@ -244,6 +246,7 @@ class ScriptedModel:
         from agentops.engine.registry import get_agent
 
         _log_call(request)
+        time.sleep(float(request.task_input.get("model_seconds") or 0))
         self._maybe_fail(request)
         agent = get_agent(request.agent)
         if agent.script is None:

@@ -1,18 +1,25 @@
-"""Database slots: under gunicorn's gevent workers, at most `AGENTOPS_WEB_SLOTS` requests per web
-process reach the database at once, each through one of as many persistent connections.
+"""Database slots: a process's greenlets or threads share a fixed set of persistent connections.
 
-A gevent worker reads every client in a greenlet of its own, so clients that trickle their
-headers cost a greenlet each and hold up nobody. But Django keeps a database connection per
-thread, and to Django a greenlet is a thread: unbounded, every concurrent request would open a
-connection of its own and none would be reused. So a request takes a slot before it reaches the
-session, the views or the database (`DatabaseSlotMiddleware`, after WhiteNoise: static files
-and `/healthz` need none), and the slot's connection (persistent for `CONN_MAX_AGE`, health
-checked, as Django's request boundaries would do) is bound to the greenlet while it holds the
-slot; `/readyz` takes one for its checks too. A request body is read in full before the slot is
-taken. A request that finds no slot free within `AGENTOPS_WEB_SLOT_WAIT_SECONDS` is answered 503.
+Django keeps a database connection per thread, and to Django a greenlet is a thread too. Two kinds
+of process run many of either, and unbounded each would open a connection of its own:
 
-Outside gevent (a threaded server, the test client, management commands) Django's per-thread
-connections are bounded by the threads already: `database_slot()` does nothing there.
+- Under gunicorn's gevent workers, at most `AGENTOPS_WEB_SLOTS` requests per web process reach
+  the database at once. A gevent worker reads every client in a greenlet of its own, so clients
+  that trickle their headers cost a greenlet each and hold up nobody. A request takes a slot
+  before it reaches the session, the views or the database (`DatabaseSlotMiddleware`, after
+  WhiteNoise: static files and `/healthz` need none); `/readyz` takes one for its checks too. A
+  request body is read in full before the slot is taken. A request that finds no slot free
+  within `AGENTOPS_WEB_SLOT_WAIT_SECONDS` is answered 503.
+- A worker that advances several tasks at once (`manage.py worker --tasks N`, one thread per
+  task) shares `AGENTOPS_WORKER_DB_SLOTS` connections among them (`worker_slots_install`). A task
+  holds a slot for its job, and lends it back while it waits on the outside world (a model or a
+  tool call, `Heartbeat.call`: `slot_lent`), so a hundred tasks waiting on their models hold no
+  connection; the lease heartbeat takes one for each renewal.
+
+The slot's connection (persistent for `CONN_MAX_AGE`, health checked, as Django's request
+boundaries would do) is bound to the greenlet or thread while it holds the slot. Elsewhere (a
+threaded server, the test client, management commands, a worker with one task) Django's
+per-thread connections are bounded by the threads already: `database_slot()` does nothing.
 """
 
 from __future__ import annotations
@@ -37,21 +44,46 @@ class NoSlotFree(Exception):
 
 
 class Slots:
-    """A fixed set of database connections, lent to one greenlet at a time (gevent only)."""
+    """A fixed set of database connections, lent to one greenlet (`green`) or thread at a time."""
 
-    def __init__(self, size: int, wait_seconds: float) -> None:
-        from gevent.queue import LifoQueue
-
+    def __init__(self, size: int, wait_seconds: float, *, green: bool) -> None:
+        if green:
+            from gevent.local import local as held
+            from gevent.queue import LifoQueue
+        else:
+            from queue import LifoQueue  # type: ignore[assignment]
+            from threading import local as held  # type: ignore[assignment]
         # Last in, first out: the connection used most recently is the one most likely alive.
         self._free: Any = LifoQueue()
         for _ in range(size):
             self._free.put(None)  # the slot's connection is made on its first use
+        # The connection the current greenlet or thread holds, if any.
+        self._held: Any = held()
         self.size = size
         self.wait_seconds = wait_seconds
 
     @contextmanager
     def hold(self) -> Iterator[None]:
-        from gevent.queue import Empty
+        self._take()
+        try:
+            yield
+        finally:
+            self._give()
+
+    def lend(self) -> bool:
+        """Give back the slot this greenlet or thread holds (False: it holds none). Its
+        connection must have no transaction open (the caller checks, `outbound_check`)."""
+        if getattr(self._held, "wrapper", None) is None:
+            return False
+        self._give()
+        return True
+
+    def take_back(self) -> None:
+        """Take a slot again after `lend` (waiting for a free one as `hold` does)."""
+        self._take()
+
+    def _take(self) -> None:
+        from queue import Empty  # gevent's queues raise the standard library's
 
         try:
             wrapper = self._free.get(timeout=self.wait_seconds)
@@ -59,18 +91,24 @@ class Slots:
             raise NoSlotFree from None
         if wrapper is None:
             wrapper = connections.create_connection(DEFAULT_DB_ALIAS)
-            # Lent to one greenlet at a time, never used by two at once.
+            # Lent to one greenlet or thread at a time, never used by two at once.
             wrapper.inc_thread_sharing()
         connections[DEFAULT_DB_ALIAS] = wrapper
+        self._held.wrapper = wrapper
         try:
             wrapper.close_if_unusable_or_obsolete()
-            yield
+        except BaseException:
+            self._give()
+            raise
+
+    def _give(self) -> None:
+        wrapper = self._held.wrapper
+        self._held.wrapper = None
+        try:
+            wrapper.close_if_unusable_or_obsolete()
         finally:
-            try:
-                wrapper.close_if_unusable_or_obsolete()
-            finally:
-                del connections[DEFAULT_DB_ALIAS]
-                self._free.put(wrapper)
+            del connections[DEFAULT_DB_ALIAS]
+            self._free.put(wrapper)
 
 
 def gevent_patched() -> bool:
@@ -95,13 +133,30 @@ def web_slots() -> Slots | None:
             "django.db was imported before gevent patched the standard library: import "
             "nothing of Django in gunicorn's master process (agentops.gunicorn_conf)"
         )
-    return Slots(settings.AGENTOPS["WEB_SLOTS"], settings.AGENTOPS["WEB_SLOT_WAIT_SECONDS"])
+    return Slots(
+        settings.AGENTOPS["WEB_SLOTS"], settings.AGENTOPS["WEB_SLOT_WAIT_SECONDS"], green=True
+    )
+
+
+_worker_slots: Slots | None = None
+
+
+def worker_slots_install(size: int, wait_seconds: float) -> Slots:
+    """Make this worker process's slots, shared by the threads it advances tasks on."""
+    global _worker_slots
+    _worker_slots = Slots(size, wait_seconds, green=False)
+    return _worker_slots
+
+
+def process_slots() -> Slots | None:
+    """This process's slots: a gevent web process's, a worker's with several tasks, or None."""
+    return _worker_slots or web_slots()
 
 
 @contextmanager
 def database_slot() -> Iterator[None]:
-    """Hold a database slot for the block (nothing to hold outside gevent)."""
-    slots = web_slots()
+    """Hold a database slot for the block (nothing to hold in a process without slots)."""
+    slots = process_slots()
     if slots is None:
         yield
         return
@@ -117,7 +172,7 @@ class DatabaseSlotMiddleware:
         web_slots()  # made when the worker loads the application: a misconfiguration stops it
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
-        if web_slots() is not None and request.method not in ("GET", "HEAD", "OPTIONS"):
+        if process_slots() is not None and request.method not in ("GET", "HEAD", "OPTIONS"):
             # The whole body first (at most DATA_UPLOAD_MAX_MEMORY_SIZE, else 400): a client
             # that sends it slowly then holds its own greenlet, not a database slot.
             request.body  # noqa: B018

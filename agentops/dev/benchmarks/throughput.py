@@ -21,6 +21,13 @@ in transaction pooling (the operator's PgBouncer, named by its URL; the workers 
 AGENTOPS_DB_POOL_MODE=transaction); or `hosts`, the workers spread over two hosts of their own
 (agentops.dev.hosts: network namespaces reaching PostgreSQL and Redis over a link).
 `routes_compared` runs each route in turn, alternating, and each one's ratio to the first.
+
+With `model_seconds` the scripted model takes that long to answer, as a real model does, and each
+worker advances `tasks_per_worker` tasks at once (`worker --tasks`): then the run also reports the
+tasks in flight (held by a worker, sampled every IN_FLIGHT_SAMPLE_SECONDS: all but a few
+milliseconds of each held task's step is its model call), the steps per second that many calls
+of that length allow and the share of it reached, and the workers' memory (proportional set
+size, /proc/<pid>/smaps_rollup, at its highest sample) per task in flight.
 """
 
 from __future__ import annotations
@@ -55,6 +62,7 @@ from agentops.states import TaskStatus
 
 AGENT = "bench_noop"
 SAMPLE_SECONDS = 0.05
+IN_FLIGHT_SAMPLE_SECONDS = 0.5
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 
@@ -101,6 +109,64 @@ class BackendSampler(threading.Thread):
 
     def backend_cpu_seconds(self) -> float:
         return sum(self.cpu_last[pid] - self.cpu_first[pid] for pid in self.cpu_last)
+
+
+def pss_kb(pid: int) -> int | None:
+    """The process's proportional set size in KB (None when it is gone)."""
+    try:
+        rollup = Path(f"/proc/{pid}/smaps_rollup").read_text()
+    except OSError:
+        return None
+    for line in rollup.splitlines():
+        if line.startswith("Pss:"):
+            return int(line.split()[1])
+    return None
+
+
+class InFlightSampler(threading.Thread):
+    """Samples how many of `task_ids` a worker holds (running, lease unexpired), and the summed
+    proportional set size of the processes `pids` (given once they run)."""
+
+    def __init__(self, task_ids: list[int]) -> None:
+        super().__init__(daemon=True)
+        self.stop = threading.Event()
+        self.task_ids = task_ids
+        self.pids: list[int] = []
+        self.held: list[int] = []
+        self.pss_kb: list[int] = []
+        self.url = database_url(connection.settings_dict)
+
+    def run(self) -> None:
+        with psycopg.connect(self.url, autocommit=True) as conn:
+            while not self.stop.wait(IN_FLIGHT_SAMPLE_SECONDS):
+                row = conn.execute(
+                    "SELECT count(*) FROM agentops_task WHERE id = ANY(%s) AND status = %s "
+                    "AND lease_expires_at > now()",
+                    [self.task_ids, TaskStatus.RUNNING],
+                ).fetchone()
+                self.held.append(row[0] if row else 0)
+                sizes = [pss_kb(pid) for pid in self.pids]
+                if sizes and None not in sizes:
+                    self.pss_kb.append(sum(size or 0 for size in sizes))
+
+    def report(
+        self, *, model_seconds: float, slots: int, steps_per_second: float | None
+    ) -> dict[str, Any]:
+        busy = [held for held in self.held if held] or [0]
+        in_flight = statistics.median(busy)
+        allowed = slots / model_seconds
+        pss_mb = max(self.pss_kb) / 1024 if self.pss_kb else None
+        return {
+            "model_seconds": model_seconds,
+            "tasks_in_flight_median": in_flight,
+            "tasks_in_flight_max": max(busy),
+            "steps_per_second_allowed": round(allowed, 1),
+            "share_of_allowed": round(steps_per_second / allowed, 3) if steps_per_second else None,
+            "workers_pss_mb": round(pss_mb, 1) if pss_mb is not None else None,
+            "pss_mb_per_task_in_flight": (
+                round(pss_mb / in_flight, 2) if pss_mb is not None and in_flight else None
+            ),
+        }
 
 
 def _state_label(state: str | None, wait_type: str | None, wait_event: str | None) -> str:
@@ -167,7 +233,14 @@ def routes_made(names: list[str], pooler_url: str | None) -> Iterator[list[Route
 
 
 def throughput(
-    *, workers: int, tasks: int, steps: int, payload_kb: int, route: Route = DIRECT
+    *,
+    workers: int,
+    tasks: int,
+    steps: int,
+    payload_kb: int,
+    route: Route = DIRECT,
+    tasks_per_worker: int = 1,
+    model_seconds: float = 0.0,
 ) -> dict[str, Any]:
     queue = queues.queue()
     if queue.count or Worker.count(queue=queue):
@@ -176,27 +249,35 @@ def throughput(
         task_create(
             agent=AGENT,
             goal="bench throughput",
-            input={"steps": steps, "payload_kb": payload_kb},
+            input={"steps": steps, "payload_kb": payload_kb, "model_seconds": model_seconds},
         ).pk
         for _ in range(tasks)
     ]
     sampler = BackendSampler()
+    in_flight = InFlightSampler(created)
     try:
         manage = str(Path(settings.BASE_DIR) / "manage.py")
         commands = [
-            route.command(index, sys.executable, manage, "worker", "--burst")
+            route.command(
+                index, sys.executable, manage, "worker", "--burst", f"--tasks={tasks_per_worker}"
+            )
             for index in range(workers)
         ]
         children_cpu = _children_cpu_seconds()
         redis_cpu = _redis_cpu_seconds()
         sampler.start()
+        in_flight.start()
         began = time.perf_counter()
         children = [subprocess.Popen(command, env=env) for command, env in commands]
+        if not route.hosts:  # on a host, the child is the namespace's wrapper, not the worker
+            in_flight.pids = [child.pid for child in children]
         for child in children:
             child.wait(timeout=3600)
         wall = time.perf_counter() - began
         sampler.stop.set()
+        in_flight.stop.set()
         sampler.join(timeout=10)
+        in_flight.join(timeout=10)
         workers_cpu = _children_cpu_seconds() - children_cpu
         redis_cpu = _redis_cpu_seconds() - redis_cpu
         done = Task.objects.filter(pk__in=created)
@@ -205,20 +286,33 @@ def throughput(
         seconds = (span["last"] - span["first"]).total_seconds()
     finally:
         sampler.stop.set()
+        in_flight.stop.set()
         bench_tasks_delete(created)
     total_steps = succeeded * steps
     samples = sum(sampler.states.values()) or 1
     backend_cpu = sampler.backend_cpu_seconds()
+    steps_per_second = round(total_steps / seconds, 1) if seconds else None
+    slow_model = (
+        in_flight.report(
+            model_seconds=model_seconds,
+            slots=min(tasks, workers * tasks_per_worker),
+            steps_per_second=steps_per_second,
+        )
+        if model_seconds
+        else {}
+    )
     return {
         "benchmark": "throughput",
         "route": route.name,
         "workers": workers,
+        "tasks_per_worker": tasks_per_worker,
         "tasks": tasks,
         "tasks_succeeded": succeeded,
         "steps_per_task": steps,
         "payload_kb": payload_kb,
         "seconds": round(seconds, 3),
-        "steps_per_second": round(total_steps / seconds, 1) if seconds else None,
+        "steps_per_second": steps_per_second,
+        **slow_model,
         "where_the_time_goes": {
             "wall_seconds_with_startup": round(wall, 3),
             "workers_cpu_ms_per_step": _per_step(workers_cpu, total_steps),
@@ -243,18 +337,14 @@ def _children_cpu_seconds() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def throughputs(
-    *, workers: list[int], tasks: int, steps: int, payload_kb: int, rounds: int
-) -> dict[str, Any]:
+def throughputs(*, workers: list[int], rounds: int, **run: Any) -> dict[str, Any]:
     """`throughput` for each worker count in turn, `rounds` times (alternating, so drift on a
     shared machine hits every count), and each count's speed-up over the first: the median of
     the per-round ratios."""
     runs: dict[int, list[dict[str, Any]]] = {count: [] for count in workers}
     for _ in range(rounds):
         for count in workers:
-            runs[count].append(
-                throughput(workers=count, tasks=tasks, steps=steps, payload_kb=payload_kb)
-            )
+            runs[count].append(throughput(workers=count, **run))
     base = workers[0]
     scaling = {}
     for count in workers:
@@ -273,19 +363,13 @@ def throughputs(
     }
 
 
-def routes_compared(
-    *, routes: list[Route], workers: int, tasks: int, steps: int, payload_kb: int, rounds: int
-) -> dict[str, Any]:
+def routes_compared(*, routes: list[Route], rounds: int, **run: Any) -> dict[str, Any]:
     """`throughput` on each route in turn, `rounds` times (alternating), and each route's steps
     per second over the first's: the median of the per-round ratios."""
     runs: dict[str, list[dict[str, Any]]] = {route.name: [] for route in routes}
     for _ in range(rounds):
         for route in routes:
-            runs[route.name].append(
-                throughput(
-                    workers=workers, tasks=tasks, steps=steps, payload_kb=payload_kb, route=route
-                )
-            )
+            runs[route.name].append(throughput(route=route, **run))
     base = routes[0].name
     ratios = {}
     for name, measured in runs.items():
@@ -297,7 +381,7 @@ def routes_compared(
         ratios[name] = round(statistics.median(each), 3) if each else None
     return {
         "benchmark": "throughput",
-        "workers": workers,
+        "workers": run["workers"],
         "rounds": rounds,
         "steps_per_second": {
             name: [run.get("steps_per_second") for run in measured]

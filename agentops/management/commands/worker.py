@@ -5,13 +5,22 @@ loop would have raised and quit, then goes on with the same identity. A job that
 PostgreSQL went away leaves its task to the sweeper (its lease lapses, or its job is found lost),
 and the worker waits for the database before it takes the next job, instead of failing every job in
 the queue meanwhile.
+
+With `--tasks N` (AGENTOPS_WORKER_TASKS) a worker advances up to N tasks at once, one job per
+thread, so one process keeps N model calls in flight where it kept one: a job's thread holds one
+of the process's database slots (AGENTOPS_WORKER_DB_SLOTS) except while it waits on a model or a
+tool (agentops.plumbing.slots). A SIGKILL ends all N jobs at once; each task's lease lapses and the
+sweeper re-drives it, as for a worker with one. docs/scaling.md, "Many slow calls at once".
 """
 
 from __future__ import annotations
 
+import functools
 import logging
+import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
 import django_rq
@@ -19,6 +28,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db import close_old_connections, connection
 from rq.serializers import JSONSerializer
+from rq.timeouts import TimerDeathPenalty
 from rq.worker import SimpleWorker
 
 from agentops.engine.entrypoints import agent_packages_log
@@ -34,6 +44,7 @@ from agentops.plumbing.outages import (
     wait_until,
 )
 from agentops.plumbing.postgres import limits_checked_at_start
+from agentops.plumbing.slots import NoSlotFree, database_slot, worker_slots_install
 
 logger = logging.getLogger(__name__)
 
@@ -49,6 +60,44 @@ PUBSUB_RETRY_SECONDS = 2.0
 WORKER_TTL_SECONDS = 30
 # A worker heartbeat this recent, that set at least the TTL asked for, makes another redundant.
 HEARTBEAT_REDUNDANT_SECONDS = 1.0
+# A worker whose threads are all busy sends its heartbeat this often while it waits for one.
+THREADS_WAIT_SECONDS = 5.0
+
+
+class TaskThreads:
+    """The threads a worker advances tasks on: at most `size` jobs at once."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.pool = ThreadPoolExecutor(size, thread_name_prefix="task")
+        self.running = 0
+        self.finished = 0
+        self.changed = threading.Condition()
+
+    def start(self, job: Callable[[], None]) -> None:
+        with self.changed:
+            self.running += 1
+        self.pool.submit(self._run, job)
+
+    def _run(self, job: Callable[[], None]) -> None:
+        try:
+            job()
+        except Exception:
+            logger.exception("a job's thread raised")
+        finally:
+            with self.changed:
+                self.running -= 1
+                self.finished += 1
+                self.changed.notify_all()
+
+    def wait(self, until: Callable[[], bool], beat: Callable[[], None]) -> None:
+        """Wait until `until()` holds (read under the lock), calling `beat` every
+        THREADS_WAIT_SECONDS meanwhile (outside the lock: finishing threads take it)."""
+        while True:
+            with self.changed:
+                if until() or self.changed.wait_for(until, THREADS_WAIT_SECONDS):
+                    return
+            beat()
 
 
 class AgentWorker(SimpleWorker):
@@ -63,20 +112,69 @@ class AgentWorker(SimpleWorker):
     """
 
     _beat: tuple[float, int] | None = None
-    _end_lost: str | None = None  # the job whose end Redis did not take
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, tasks: int = 1, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         # RQ's own waits between tries on the queue double up to 60 s; ours stop at the cap
         # every other reconnect has.
         self.max_connection_wait_time = settings.AGENTOPS["RECONNECT_MAX_SECONDS"]
         self.redis_outage = Outage(REDIS)
         self.database_outage = Outage(POSTGRESQL)
+        self._ends_lost: set[str] = set()  # the jobs whose end Redis did not take
+        self.threads = TaskThreads(tasks) if tasks > 1 else None
+        if self.threads is not None:
+            # RQ's default job timeout is a SIGALRM, which only the main thread receives.
+            self.death_penalty_class = TimerDeathPenalty
+
+    # -- several tasks at once -----------------------------------------------------------------
+
+    def dequeue_job_and_maintain_ttl(
+        self, timeout: int | None, max_idle_time: int | None = None
+    ) -> Any:
+        """With threads: take a job only when a thread is free to run it (the queue keeps it for
+        other workers meanwhile). In burst mode an empty queue ends the worker only once its
+        threads are done too: a task's next slice is enqueued by the job that ends this one."""
+        threads = self.threads
+        if threads is None:
+            return super().dequeue_job_and_maintain_ttl(timeout, max_idle_time)
+        while True:
+            threads.wait(lambda: threads.running < threads.size, self.heartbeat)
+            finished = threads.finished
+            result = super().dequeue_job_and_maintain_ttl(timeout, max_idle_time)
+            if result is not None or timeout is not None:
+                return result
+            with threads.changed:
+                if threads.running == 0 and threads.finished == finished:
+                    return None
+            threads.wait(functools.partial(_finished_since, threads, finished), self.heartbeat)
 
     def execute_job(self, job: Any, queue: Any) -> None:
+        if self.threads is None:
+            self._job_run(lambda: super(AgentWorker, self).execute_job(job, queue))
+            return
+        execution = self.prepare_execution(job)
+        self.threads.start(lambda: self._job_threaded(job, queue, execution))
+
+    def _job_threaded(self, job: Any, queue: Any, execution: Any) -> None:
+        try:
+            with database_slot():
+                self._job_run(lambda: self.perform_job(job, queue, execution))
+        except NoSlotFree:
+            # Not run: the started registry keeps the job until RQ's maintenance clears it, and
+            # the sweeper re-drives its task.
+            logger.warning("job %s: no database slot came free; not run", job.id)
+
+    def teardown(self) -> None:
+        if self.threads is not None:
+            self.threads.pool.shutdown(wait=True)  # the tasks in flight end their slices
+        super().teardown()  # type: ignore[no-untyped-call]  # rq leaves it unannotated
+
+    # -- one job ----------------------------------------------------------------------------------
+
+    def _job_run(self, perform: Callable[[], object]) -> None:
         close_old_connections()
         try:
-            super().execute_job(job, queue)
+            perform()
         except REDIS_ERRORS as error:
             # RQ could not record the job's end: that record is lost, the task's state is not (it
             # is in PostgreSQL), and the sweeper re-drives the task if the job did not finish it.
@@ -148,12 +246,13 @@ class AgentWorker(SimpleWorker):
         )
 
     def _end_recorded(self, job: Any, record: Callable[[], None]) -> None:
-        if self._end_lost == job.id:
+        if job.id in self._ends_lost:
+            self._ends_lost.discard(job.id)
             return  # Redis dropped at this job's end already: no second wait for it
         try:
             record()
         except REDIS_ERRORS as error:
-            self._end_lost = job.id
+            self._ends_lost.add(job.id)
             logger.warning(
                 "job %s (%s) ended; Redis did not take RQ's record of its end (%s): what the "
                 "job did is in the database",
@@ -189,6 +288,10 @@ class AgentWorker(SimpleWorker):
             self.register_birth()  # type: ignore[no-untyped-call]  # rq leaves it unannotated
 
 
+def _finished_since(threads: TaskThreads, seen: int) -> bool:
+    return threads.finished > seen
+
+
 def _database_lost() -> bool:
     """After a job: its database connection broke (PostgreSQL restarted or went away). Asks the
     server only when the job hit a database error."""
@@ -202,6 +305,12 @@ class Command(BaseCommand):
         parser.add_argument("--burst", action="store_true", help="exit when the queue is empty")
         parser.add_argument("--name", default=None)
         parser.add_argument(
+            "--tasks",
+            type=int,
+            default=settings.AGENTOPS["WORKER_TASKS"],
+            help="tasks advanced at once, one thread each (default AGENTOPS_WORKER_TASKS, 1)",
+        )
+        parser.add_argument(
             "--queues",
             dest="queue_names",
             default=queues.STEPS,
@@ -210,7 +319,13 @@ class Command(BaseCommand):
         )
 
     def handle(
-        self, *args: object, burst: bool, name: str | None, queue_names: str, **options: object
+        self,
+        *args: object,
+        burst: bool,
+        name: str | None,
+        queue_names: str,
+        tasks: int,
+        **options: object,
     ) -> None:
         names = [item.strip() for item in queue_names.split(",") if item.strip()]
         unknown = sorted(set(names) - set(queues.KINDS))
@@ -218,6 +333,14 @@ class Command(BaseCommand):
             raise CommandError(
                 f"--queues: {', '.join(unknown) or 'none given'}; the queues are "
                 f"{', '.join(queues.KINDS)}"
+            )
+        if tasks < 1:
+            raise CommandError(f"--tasks: at least 1, not {tasks}")
+        if tasks > 1:
+            # A task that waits longer than its lease for a slot has lost the task anyway.
+            worker_slots_install(
+                min(tasks, settings.AGENTOPS["WORKER_DB_SLOTS"]),
+                settings.AGENTOPS["LEASE_SECONDS"],
             )
         limits_checked_at_start()
         heap_keep_freed()
@@ -232,8 +355,15 @@ class Command(BaseCommand):
             serializer=JSONSerializer,
             name=name,
             worker_ttl=WORKER_TTL_SECONDS,
+            tasks=tasks,
         )
         # The name its leases and claims carry, unique across hosts (plumbing.identity).
-        logger.info("worker %s takes the queues %s", process_identity(), ", ".join(names))
+        logger.info(
+            "worker %s takes the queues %s, %d task%s at once",
+            process_identity(),
+            ", ".join(names),
+            tasks,
+            "" if tasks == 1 else "s",
+        )
         heap_startup_frozen()
         worker.work(burst=burst, with_scheduler=False, logging_level="WARNING")

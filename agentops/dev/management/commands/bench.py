@@ -45,7 +45,10 @@ throughput: steps per second through --workers real burst workers running --task
 With --through direct,pooled,hosts, the same run on each route in turn (--repeat rounds,
 alternating) and each route's ratio to the first: pooled goes through the connection pooler at
 --pooler-url (transaction pooling), hosts spreads the workers over two hosts of their own
-(network namespaces; needs root).
+(network namespaces; needs root). With --model-seconds S the model takes S seconds per call and
+each worker advances --tasks-per-worker tasks at once: also prints the tasks in flight, the
+steps/s that many S-second calls allow and the share reached, and the workers' proportional set
+size per task in flight.
 pages: seed --tasks tasks (default 10000) with a realistic mix into a scratch database
 (<name>_pages, dropped after), then time the inbox, the audit queue, a task page, a gate panel
 and the task list through the test client, DEBUG off: p50, p95, queries and bytes per page over
@@ -72,6 +75,18 @@ class Command(BaseCommand):
             default="direct",
             help="throughput: the routes to the database, comma separated: direct, pooled "
             "(through --pooler-url), hosts (two hosts of their own; needs root)",
+        )
+        parser.add_argument(
+            "--tasks-per-worker",
+            type=int,
+            default=1,
+            help="throughput: tasks each worker advances at once (`worker --tasks`; default 1)",
+        )
+        parser.add_argument(
+            "--model-seconds",
+            type=float,
+            default=0.0,
+            help="throughput: seconds each model call takes (default 0: answers at once)",
         )
         parser.add_argument(
             "--pooler-url",
@@ -161,6 +176,8 @@ class Command(BaseCommand):
         through: str,
         pooler_url: str | None,
         tasks: int | None,
+        tasks_per_worker: int,
+        model_seconds: float,
         keep: bool,
         kind: str,
         fail_every: int,
@@ -195,6 +212,8 @@ class Command(BaseCommand):
                 steps=steps,
                 payload_kb=payload_kb,
                 rounds=1 if repeat is None else repeat,
+                tasks_per_worker=tasks_per_worker,
+                model_seconds=model_seconds,
             )
             self.stdout.write(json.dumps(report, indent=None if as_json else 2))
             return
@@ -233,13 +252,24 @@ def _throughput_report(
     steps: int,
     payload_kb: int,
     rounds: int,
+    tasks_per_worker: int,
+    model_seconds: float,
 ) -> dict[str, Any]:
     try:
         counts = [int(count) for count in workers.split(",")]
     except ValueError:
         raise CommandError("--workers takes a count, or counts separated by commas") from None
-    if min(counts) < 1 or tasks < 1 or steps < 1:
-        raise CommandError("--workers, --tasks and --steps must be positive")
+    if min(counts) < 1 or tasks < 1 or steps < 1 or tasks_per_worker < 1:
+        raise CommandError("--workers, --tasks, --steps and --tasks-per-worker must be positive")
+    if model_seconds < 0:
+        raise CommandError("--model-seconds must not be negative")
+    run: dict[str, Any] = {
+        "tasks": tasks,
+        "steps": steps,
+        "payload_kb": payload_kb,
+        "tasks_per_worker": tasks_per_worker,
+        "model_seconds": model_seconds,
+    }
     names = [name.strip() for name in through.split(",") if name.strip()]
     if not names or any(name not in ROUTES for name in names):
         raise CommandError(f"--through takes one or more of {', '.join(ROUTES)}")
@@ -251,16 +281,7 @@ def _throughput_report(
         if len(counts) > 1:
             raise CommandError("--through compares routes at one --workers count")
         with routes_made(names, pooler_url) as routes:
-            return routes_compared(
-                routes=routes,
-                workers=counts[0],
-                tasks=tasks,
-                steps=steps,
-                payload_kb=payload_kb,
-                rounds=rounds,
-            )
+            return routes_compared(routes=routes, rounds=rounds, workers=counts[0], **run)
     if len(counts) == 1:
-        return throughput(workers=counts[0], tasks=tasks, steps=steps, payload_kb=payload_kb)
-    return throughputs(
-        workers=counts, tasks=tasks, steps=steps, payload_kb=payload_kb, rounds=rounds
-    )
+        return throughput(workers=counts[0], **run)
+    return throughputs(workers=counts, rounds=rounds, **run)

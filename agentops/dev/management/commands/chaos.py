@@ -1,4 +1,5 @@
-"""`manage.py chaos [--minutes M] [--workers N] [--tasks T] [--seed S] [--hosts H] [--json]`."""
+"""`manage.py chaos [--minutes M] [--workers N] [--tasks T] [--seed S] [--hosts H]
+[--tasks-per-worker K] [--model-seconds S] [--json]`."""
 
 from __future__ import annotations
 
@@ -33,6 +34,18 @@ class Command(BaseCommand):
         parser.add_argument(
             "--kill-every", type=float, default=4.0, help="mean seconds between worker kills"
         )
+        parser.add_argument(
+            "--tasks-per-worker",
+            type=int,
+            default=1,
+            help="tasks each worker advances at once (`worker --tasks`): a kill ends them all",
+        )
+        parser.add_argument(
+            "--model-seconds",
+            type=float,
+            default=0.0,
+            help="seconds each model call takes (kills then land in calls in flight)",
+        )
         parser.add_argument("--json", action="store_true", dest="as_json")
 
     def handle(
@@ -44,13 +57,25 @@ class Command(BaseCommand):
         seed: int,
         hosts: int,
         kill_every: float,
+        tasks_per_worker: int,
+        model_seconds: float,
         as_json: bool,
         **options: object,
     ) -> None:
-        if minutes <= 0 or workers < 1 or tasks < 1 or kill_every <= 0 or hosts < 1:
+        if (
+            minutes <= 0
+            or workers < 1
+            or tasks < 1
+            or kill_every <= 0
+            or hosts < 1
+            or tasks_per_worker < 1
+        ):
             raise CommandError(
-                "--minutes, --workers, --tasks, --hosts and --kill-every must be positive"
+                "--minutes, --workers, --tasks, --hosts, --kill-every and --tasks-per-worker "
+                "must be positive"
             )
+        if model_seconds < 0:
+            raise CommandError("--model-seconds must not be negative")
         if hosts > 1 and (why := hosts_unavailable()):
             raise CommandError(why)
         executor = MigrationExecutor(connection)
@@ -63,6 +88,8 @@ class Command(BaseCommand):
             seed=seed,
             hosts=hosts,
             kill_every=kill_every,
+            tasks_per_worker=tasks_per_worker,
+            model_seconds=model_seconds,
         ).run()
         self.stdout.write(json.dumps(report, indent=2) if as_json else chaos_markdown(report))
         if not report["ok"]:
