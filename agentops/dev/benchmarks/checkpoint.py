@@ -482,7 +482,7 @@ def _dispatch(*, jobs: int, payload_kb: int) -> dict[str, Any]:
             job_id_for(pk, seq)
             for pk, seq in Task.objects.filter(pk__in=queued).values_list("pk", "last_seq")
         ]
-        subprocess.run(
+        worker = subprocess.run(
             [sys.executable, str(Path(settings.BASE_DIR) / "manage.py"), "worker", "--burst"],
             env={
                 **os.environ,
@@ -493,10 +493,15 @@ def _dispatch(*, jobs: int, payload_kb: int) -> dict[str, Any]:
                 "DJANGO_DEBUG": "0",
                 "AGENTOPS_SLICE_SECONDS": str(settings.AGENTOPS["SLICE_SECONDS"]),
             },
-            check=True,
             timeout=60 + jobs * 10,
             capture_output=True,
+            text=True,
         )
+        if worker.returncode != 0:
+            raise CommandError(
+                f"the burst worker ended with status {worker.returncode}; its output ends:\n"
+                f"{worker.stderr[-4000:]}"
+            )
         finished = Job.fetch_many(job_ids, connection=queue.connection, serializer=queue.serializer)
         starts = sorted(job.started_at for job in finished if job and job.started_at)
         unfinished = Task.objects.filter(pk__in=queued).exclude(status=TaskStatus.SUCCEEDED)
