@@ -5,7 +5,7 @@ when another worker has taken the task over the renewal changes zero rows, the h
 and the holder raises LeaseLost as soon as its call returns.
 
 In a worker that advances several tasks at once (agentops.plumbing.slots), a call lends its
-task's database slot back while it waits, and each renewal takes a slot for itself.
+task's database slot back while it waits, and the renewals share a slot of their own.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from agentops.engine.outbound import outbound_check
 from agentops.engine.transitions import Lease, lease_deadline
 from agentops.models import Task
 from agentops.plumbing.outages import DATABASE_ERRORS
-from agentops.plumbing.slots import NoSlotFree, Slots, database_slot, process_slots
+from agentops.plumbing.slots import NoSlotFree, Slots, lease_slot, process_slots
 from agentops.states import TaskStatus
 
 
@@ -67,7 +67,7 @@ class Heartbeat:
         lease is still held; if it ran out meanwhile, the epoch fence stops the holder's next
         write). So does one that found no database slot free."""
         try:
-            with database_slot():
+            with lease_slot():
                 return lease_renew(self.lease)
         except NoSlotFree:
             return True
@@ -127,8 +127,20 @@ class _CallBlock:
     ) -> None:
         try:
             if self.lent is not None:
-                self.lent.take_back()  # armed still: the lease lives while it waits for a slot
+                self._take_back(self.lent)  # armed still: the lease lives while it waits
         finally:
             self.beat._armed = False
         if exc_type is None:
             self.beat.raise_if_lost()
+
+    def _take_back(self, slots: Slots) -> None:
+        """Take a database slot again after the call. When none comes free, nothing can be
+        recorded: the run stops as if it had lost the lease, and the sweeper re-drives the task
+        once the lease lapses."""
+        try:
+            slots.take_back()
+        except NoSlotFree:
+            raise LeaseLost(
+                f"task {self.beat.lease.task_id}: no database slot came free after a call "
+                f"within {slots.wait_seconds:g} s (the worker's connections stayed busy)"
+            ) from None

@@ -13,8 +13,8 @@ of process run many of either, and unbounded each would open a connection of its
 - A worker that advances several tasks at once (`manage.py worker --tasks N`, one thread per
   task) shares `AGENTOPS_WORKER_DB_SLOTS` connections among them (`worker_slots_install`). A task
   holds a slot for its job, and lends it back while it waits on the outside world (a model or a
-  tool call, `Heartbeat.call`: `slot_lent`), so a hundred tasks waiting on their models hold no
-  connection; the lease heartbeat takes one for each renewal.
+  tool call, `Heartbeat.call`: `Slots.lend`), so a hundred tasks waiting on their models hold no
+  connection. The lease heartbeats share one more connection of their own (`lease_slot`).
 
 The slot's connection (persistent for `CONN_MAX_AGE`, health checked, as Django's request
 boundaries would do) is bound to the greenlet or thread while it holds the slot. Elsewhere (a
@@ -102,7 +102,9 @@ class Slots:
             raise
 
     def _give(self) -> None:
-        wrapper = self._held.wrapper
+        wrapper = getattr(self._held, "wrapper", None)
+        if wrapper is None:
+            return  # lent, and not taken back (no slot came free)
         self._held.wrapper = None
         try:
             wrapper.close_if_unusable_or_obsolete()
@@ -139,12 +141,15 @@ def web_slots() -> Slots | None:
 
 
 _worker_slots: Slots | None = None
+_lease_slot: Slots | None = None
 
 
 def worker_slots_install(size: int, wait_seconds: float) -> Slots:
-    """Make this worker process's slots, shared by the threads it advances tasks on."""
-    global _worker_slots
+    """Make this worker process's slots, shared by the threads it advances tasks on, and the one
+    its lease heartbeats share (`lease_slot`)."""
+    global _worker_slots, _lease_slot
     _worker_slots = Slots(size, wait_seconds, green=False)
+    _lease_slot = Slots(1, wait_seconds, green=False)
     return _worker_slots
 
 
@@ -161,6 +166,18 @@ def database_slot() -> Iterator[None]:
         yield
         return
     with slots.hold():
+        yield
+
+
+@contextmanager
+def lease_slot() -> Iterator[None]:
+    """Hold the lease heartbeats' slot for the block (a worker with several tasks; nothing to
+    hold elsewhere). Their connection is their own: a renewal never waits behind the tasks, nor
+    a task's end (which joins its heartbeat, holding its task's slot) behind its renewal."""
+    if _lease_slot is None:
+        yield
+        return
+    with _lease_slot.hold():
         yield
 
 

@@ -99,3 +99,59 @@ def test_outside_gevent_there_are_no_slots_to_hold():
     from agentops.plumbing import slots
 
     assert slots.web_slots() is None
+
+
+@pytest.mark.django_db(transaction=True)
+def test_threads_share_one_slot_as_each_lends_it_while_it_waits():
+    """A worker's tasks on threads (`worker --tasks`): three threads, one slot. Each reads its
+    connection's backend, lends the slot back, and waits until all three are waiting together
+    (which no thread keeping its slot would allow), then takes a slot back and reads again."""
+    import threading
+
+    from django.db import connection
+
+    from agentops.plumbing import slots
+
+    pool = slots.Slots(1, 30.0, green=False)
+    all_waiting = threading.Barrier(3, timeout=60)
+    backends: list[int] = []
+
+    def task() -> None:
+        with pool.hold():
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_backend_pid()")
+                backends.append(cursor.fetchone()[0])
+            assert pool.lend()
+            all_waiting.wait()
+            pool.take_back()
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_backend_pid()")
+                backends.append(cursor.fetchone()[0])
+
+    threads = [threading.Thread(target=task) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+
+    assert len(backends) == 6 and len(set(backends)) == 1
+    assert pool.lend() is False  # this thread holds none
+    with pool.hold():
+        connection.close()
+
+
+def test_a_slot_that_does_not_come_free_after_a_call_stops_the_run_as_a_lost_lease():
+    from agentops.engine.errors import LeaseLost
+    from agentops.engine.leases import _CallBlock
+    from agentops.plumbing import slots
+
+    class Beat:
+        lease = type("Lease", (), {"task_id": 7})()
+        _armed = True
+
+    pool = slots.Slots(1, 0.1, green=False)
+    block = _CallBlock(Beat())  # type: ignore[arg-type]
+    pool._free.get()  # another thread holds the only slot
+
+    with pytest.raises(LeaseLost, match="task 7: no database slot came free after a call"):
+        block._take_back(pool)
