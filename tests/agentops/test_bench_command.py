@@ -309,3 +309,24 @@ def test_bench_memory_refuses_steps_it_cannot_split():
     with pytest.raises(CommandError, match="more than 200 steps per task"):
         call_command("bench", "memory", "--steps", "401", "--tasks", "2")
     assert not Task.objects.exists()
+
+
+def test_bench_throughput_with_a_slow_model_reports_the_calls_in_flight_and_their_memory(
+    redis_clean, capsys
+):
+    call_command(
+        "bench", "throughput", "--workers", "1", "--tasks-per-worker", "4", "--tasks", "4",
+        "--steps", "3", "--model-seconds", "1", "--json",
+    )  # fmt: skip
+    report = json.loads(capsys.readouterr().out)
+
+    assert report["tasks_succeeded"] == 4 and report["tasks_per_worker"] == 4
+    assert report["model_seconds"] == 1.0 and report["steps_per_second_allowed"] == 4.0
+    # Sampled every half second over at least three seconds of calls: four tasks held at once.
+    assert report["tasks_in_flight_max"] == 4
+    assert 0 < report["share_of_allowed"] <= 1
+    assert report["workers_pss_mb"] > 0
+    assert report["pss_mb_per_task_in_flight"] == pytest.approx(
+        report["workers_pss_mb"] / report["tasks_in_flight_median"], abs=0.05
+    )
+    assert Task.objects.count() == 0  # the bench's tasks are gone
