@@ -45,7 +45,7 @@ from agentops.models import ApiToken, Task
 from agentops.plumbing import throttle
 from agentops.plumbing.outages import UNAVAILABLE, dependency_of
 from agentops.plumbing.web import AuthenticatedHttpRequest
-from agentops.selectors import tasks_visible_to
+from agentops.selectors import archived_task_visible_to, archived_task_words, tasks_visible_to
 from agentops.states import TaskStatus
 from agentops.tokens import api_token_live
 
@@ -327,10 +327,18 @@ def list_tasks(
     return page_of(tasks, limit, offset)
 
 
-@router.get("/tasks/{task_id}", response={200: TaskOut, 404: Error, **COMMON}, summary="One task")
+@router.get(
+    "/tasks/{task_id}",
+    response={200: TaskOut, 404: Error, 410: Error, **COMMON},
+    summary="One task",
+)
 def get_task(request: ApiRequest, task_id: int) -> Task:
+    """One task; 410 when retention archived it and removed it (the detail says where it went)."""
     task = tasks_visible_to(request.user).select_related("created_by").filter(pk=task_id).first()
     if task is None:
+        archived = archived_task_visible_to(request.user, task_id)
+        if archived is not None:
+            raise HttpError(410, archived_task_words(archived))
         raise HttpError(404, f"no task {task_id}")
     return task
 

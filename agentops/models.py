@@ -577,3 +577,17 @@ class StoredFile(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} ({self.size} bytes)"
+
+
+class ArchivedTask(models.Model):
+    """A task that retention archived and then removed from the database: where it went. A
+    request for it is answered 410 with this, not 404 as for a task that never was."""
+
+    task_id = models.BigIntegerField(primary_key=True)
+    # Who started it (no foreign key: the user may go too), for the same visibility as the task.
+    created_by_id = models.BigIntegerField(null=True)
+    archive = models.CharField(max_length=1000)
+    archived_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"task {self.task_id}, archived to {self.archive}"

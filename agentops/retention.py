@@ -30,7 +30,17 @@ from django.db.models import Model
 from django.utils import timezone
 
 from agentops.engine.jsonvalues import fsync_directory
-from agentops.models import Artifact, AuditItem, Event, Gate, Snapshot, Step, Task, ToolCall
+from agentops.models import (
+    ArchivedTask,
+    Artifact,
+    AuditItem,
+    Event,
+    Gate,
+    Snapshot,
+    Step,
+    Task,
+    ToolCall,
+)
 from agentops.states import TERMINAL
 
 ARCHIVE_FORMAT = "agentops-retention/1"
@@ -248,6 +258,19 @@ def archive_verify(directory: Path) -> dict[str, Any]:
     return {"tasks": tasks, "rows": rows, "files": len(manifest["files"])}
 
 
+def archived_task_read(directory: Path, task_id: int) -> dict[str, Any]:
+    """Task `task_id`'s line of the archive in `directory` (the task row and, under each name,
+    its rows, as `archive_write` wrote them), once the whole archive checks out against its
+    manifest (`archive_verify`). RetentionError when it does not, or holds no such task."""
+    archive_verify(directory)
+    with open(directory / TASKS_FILE, encoding="utf-8") as lines:
+        for text in lines:
+            line: dict[str, Any] = json.loads(text)
+            if line["task"]["pk"] == task_id:
+                return line
+    raise RetentionError(f"{directory}: no task {task_id} in this archive")
+
+
 def _sha256(path: Path) -> str:
     digest = hashlib.sha256()
     try:
@@ -259,10 +282,11 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def tasks_erase(task_ids: list[int], *, batch: int = BATCH) -> int:
+def tasks_erase(task_ids: list[int], *, batch: int = BATCH, archive: Path | None = None) -> int:
     """Delete the tasks and every row of theirs (the one path the record's triggers allow), `batch`
     tasks per transaction, then their artifact files once the deletion has committed. Returns how
-    many tasks were deleted.
+    many tasks were deleted. With `archive`, each task leaves an `ArchivedTask` saying where it
+    went, in the transaction that deletes it.
 
     The caller has archived them (or they are a benchmark's own scratch tasks)."""
     names = list(Artifact.objects.filter(task_id__in=task_ids).values_list("name", flat=True))
@@ -277,6 +301,13 @@ def tasks_erase(task_ids: list[int], *, batch: int = BATCH) -> int:
             ToolCall.objects.filter(task_id__in=some, compensation_of__isnull=False).update(
                 compensation_of=None
             )
+            if archive is not None:
+                ArchivedTask.objects.bulk_create(
+                    ArchivedTask(task_id=pk, created_by_id=starter, archive=str(archive))
+                    for pk, starter in Task.objects.filter(pk__in=some).values_list(
+                        "pk", "created_by_id"
+                    )
+                )
             deleted += Task.objects.filter(pk__in=some).delete()[1].get("agentops.Task", 0)
     transaction.on_commit(lambda: _artifact_files_delete(names, task_ids))
     return deleted

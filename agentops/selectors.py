@@ -32,7 +32,7 @@ from agentops.engine.advisor import Recommendation
 from agentops.engine.jsonvalues import ARTIFACT_KEY, is_pointer
 from agentops.engine.recovery import Recovery, step_attempts_total, task_recovery
 from agentops.family import Family, has_fan_out_step, task_family
-from agentops.models import Artifact, Event, Step, Task, ToolCall
+from agentops.models import ArchivedTask, Artifact, Event, Step, Task, ToolCall
 from agentops.plumbing.paging import window
 from agentops.plumbing.web import poll_version
 from agentops.states import TERMINAL, LedgerStatus, TaskStatus
@@ -77,6 +77,26 @@ def tasks_visible_to(user: User) -> QuerySet[Task]:
     if may_read_every_task(user):
         return Task.objects.all()
     return Task.objects.filter(created_by=user.pk)
+
+
+def archived_task_visible_to(user: User, task_id: int) -> ArchivedTask | None:
+    """Where task `task_id` went, if retention archived and removed it and `user` could have
+    seen it (`tasks_visible_to`'s rule): None otherwise, so that others' tasks still answer 404."""
+    archived = ArchivedTask.objects.filter(task_id=task_id).first()
+    if archived is None:
+        return None
+    if may_read_every_task(user) or archived.created_by_id == user.pk:
+        return archived
+    return None
+
+
+def archived_task_words(archived: ArchivedTask) -> str:
+    """What a person is told of an archived task: when it went, where, and how to read it."""
+    return (
+        f"task {archived.task_id} was archived on {archived.archived_at:%Y-%m-%d} to "
+        f"{archived.archive} and removed from the database; `manage.py retention --show "
+        f"{archived.archive} {archived.task_id}` shows it"
+    )
 
 
 def task_list_recent(*, status: str | None = None, viewer: User) -> QuerySet[Task]:

@@ -40,6 +40,7 @@ from agentops.plumbing.web import (
     wants_fragment,
 )
 from agentops.selectors import (
+    archived_task_visible_to,
     artifact_get_visible,
     task_detail_version_read,
     task_get_detail,
@@ -124,7 +125,12 @@ def task_detail(request: AuthenticatedHttpRequest, task_id: int) -> HttpResponse
     try:
         detail = task_get_detail(task_id=task_id, viewer=request.user)
     except Task.DoesNotExist:
-        raise Http404(f"no task {task_id}") from None
+        archived = archived_task_visible_to(request.user, task_id)
+        if archived is None:
+            raise Http404(f"no task {task_id}") from None
+        return render_page(
+            request, "agentops/task_archived.html", {"archived": archived}, status=410
+        )
     context: dict[str, Any] = {
         "detail": detail,
         "task": detail.task,

@@ -208,3 +208,39 @@ def test_retention_refuses_to_remove_without_an_archive_and_changes_nothing(redi
     with pytest.raises(CommandError, match="--batch"):
         call_command("retention", "--finished-before", CUT_OFF, "--dry-run", "--batch", "0")
     assert Task.objects.filter(pk__in=ids).count() == 2
+
+
+def test_an_archived_task_answers_410_with_where_it_went_and_reads_back_from_its_archive(
+    tmp_path, redis_clean, operator, task_starter
+):
+    from django.test import Client
+
+    from tests.builders import signed_in
+    from tests.reviews.test_api import api_client as api
+
+    ids = finished_rows(2)
+    archive = tmp_path / "archive"
+    call_command("retention", "--finished-before", CUT_OFF, "--archive", str(archive))
+
+    answer = api(operator).get(f"/api/v1/tasks/{ids[0]}")
+    assert answer.status_code == 410
+    detail = answer.json()["detail"]
+    assert detail.startswith(f"task {ids[0]} was archived on ") and str(archive) in detail
+    assert f"manage.py retention --show {archive} {ids[0]}" in detail
+    # Someone who could not see the task is not told it existed.
+    assert api(task_starter).get(f"/api/v1/tasks/{ids[0]}").status_code == 404
+    assert api(operator).get("/api/v1/tasks/999999").status_code == 404
+    page = signed_in(Client(), operator).get(f"/tasks/{ids[0]}")
+    assert page.status_code == 410
+    assert f"Task {ids[0]} was archived" in page.content.decode()
+
+    out = StringIO()
+    call_command("retention", "--show", str(archive), str(ids[0]), stdout=out)
+    shown = out.getvalue()
+    assert shown.startswith(f"Task {ids[0]} (refund), archived in {archive}\nGoal: Refund order B0")
+    assert "step 1: Look up (succeeded)" in shown and "events 2" in shown
+    out = StringIO()
+    call_command("retention", "--show", str(archive), str(ids[1]), "--json", stdout=out)
+    assert json.loads(out.getvalue())["task"]["fields"]["goal"] == "Refund order B1"
+    with pytest.raises(CommandError, match="no task 999999 in this archive"):
+        call_command("retention", "--show", str(archive), "999999")

@@ -10,6 +10,10 @@ once with `manage.py dblimits --apply` (or by the pooler's `connect_query`).
 
 Either way, each new connection reads the limits in force before Django uses it: one that lacks
 them is closed and refused with an error naming the fix, so no process works without them.
+
+The database refuses TRUNCATE on the tables of the record (agentops migration 0029) unless the
+transaction says it erases. Django's flush of a test database (what a transactional test does
+after itself) says so; `manage.py flush` of any other database is refused.
 """
 
 from __future__ import annotations
@@ -18,7 +22,8 @@ from typing import Any
 
 import psycopg
 from django.core.exceptions import ImproperlyConfigured
-from django.db.backends.postgresql import base
+from django.db.backends.base.creation import TEST_DATABASE_PREFIX
+from django.db.backends.postgresql import base, operations
 
 # The limits in force that differ from those wanted: both durations (`3s`, `1min`, `500ms`, `0`),
 # compared as the server reads them.
@@ -66,7 +71,27 @@ def connect_error(error: psycopg.OperationalError, params: dict[str, Any]) -> Ex
     return error
 
 
+class DatabaseOperations(operations.DatabaseOperations):
+    def sql_flush(
+        self,
+        style: Any,
+        tables: Any,
+        *,
+        reset_sequences: bool = False,
+        allow_cascade: bool = False,
+    ) -> list[str]:
+        statements: list[str] = super().sql_flush(
+            style, tables, reset_sequences=reset_sequences, allow_cascade=allow_cascade
+        )
+        if statements and self.connection.settings_dict["NAME"].startswith(TEST_DATABASE_PREFIX):
+            # Run in one transaction (Django's execute_sql_flush): the record's guard lets it be.
+            return ["SET LOCAL agentops.erasing = 'on'", *statements]
+        return statements
+
+
 class DatabaseWrapper(base.DatabaseWrapper):
+    ops_class = DatabaseOperations
+
     def get_new_connection(self, conn_params: dict[str, Any]) -> Any:
         try:
             raw = super().get_new_connection(conn_params)

@@ -24,6 +24,7 @@ from agentops.retention import (
     RetentionError,
     archive_verify,
     archive_write,
+    archived_task_read,
     retention_plan,
     tasks_erase,
 )
@@ -67,6 +68,15 @@ class Command(BaseCommand):
         parser.add_argument("--dry-run", action="store_true", help="only count; change nothing")
         parser.add_argument("--verify", metavar="DIR", type=Path, help="check an archive")
         parser.add_argument(
+            "--show",
+            nargs=2,
+            metavar=("DIR", "TASK_ID"),
+            help="print an archived task from its archive (checked against its manifest first)",
+        )
+        parser.add_argument(
+            "--json", action="store_true", dest="as_json", help="--show: the archived rows as JSON"
+        )
+        parser.add_argument(
             "--batch",
             metavar="N",
             type=_positive,
@@ -81,9 +91,14 @@ class Command(BaseCommand):
         archive: Path | None,
         dry_run: bool,
         verify: Path | None,
+        show: list[str] | None,
+        as_json: bool,
         batch: int,
         **options: Any,
     ) -> None:
+        if show is not None:
+            self._show(Path(show[0]), _positive(show[1]), as_json=as_json)
+            return
         if verify is not None:
             self._verify(verify)
             return
@@ -105,7 +120,7 @@ class Command(BaseCommand):
             archive_verify(archive)
         except RetentionError as exc:
             raise CommandError(f"nothing removed: {exc}") from exc
-        erased = tasks_erase(plan.task_ids, batch=batch)
+        erased = tasks_erase(plan.task_ids, batch=batch, archive=archive)
         manifest = json.loads((archive / MANIFEST).read_bytes())
         decision_record(
             action="reviews.retention.erased",
@@ -117,6 +132,37 @@ class Command(BaseCommand):
         )
         logger.info("retention: archived and removed %s tasks to %s", erased, archive)
         self.stdout.write(f"archived {archived.tasks} tasks to {archive}; removed {erased}")
+
+    def _show(self, archive: Path, task_id: int, *, as_json: bool) -> None:
+        try:
+            line = archived_task_read(archive, task_id)
+        except RetentionError as exc:
+            raise CommandError(str(exc)) from exc
+        if as_json:
+            self.stdout.write(json.dumps(line, indent=2, ensure_ascii=False))
+            return
+        task = line["task"]["fields"]
+        self.stdout.write(
+            f"Task {task_id} ({task['agent']}), archived in {archive}\n"
+            f"Goal: {task['goal']}\n"
+            f"Status: {task['status']}, started {task.get('started_at')}, "
+            f"finished {task.get('finished_at')}"
+        )
+        for step in line.get("steps", []):
+            fields = step["fields"]
+            self.stdout.write(
+                f"  step {fields['ordinal'] + 1}: {fields['title']} ({fields['status']})"
+            )
+        for call in line.get("tool_calls", []):
+            fields = call["fields"]
+            self.stdout.write(
+                f"  ledger: {fields['tool']} {fields['status']} (key {fields['idempotency_key']})"
+            )
+        for decision in line.get("decisions", []):
+            fields = decision["fields"]
+            self.stdout.write(f"  decision: {fields['action']} at {fields['created_at']}")
+        counts = [f"{name} {len(rows)}" for name, rows in line.items() if name != "task"]
+        self.stdout.write("Rows: " + ", ".join(counts))
 
     def _verify(self, archive: Path) -> None:
         try:
