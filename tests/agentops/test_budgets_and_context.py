@@ -180,8 +180,7 @@ def test_the_estimate_is_calibrated_by_the_providers_reported_usage(sim, redis_c
         **steps[3].model_response,
         "usage": {**usage, "prompt_tokens": usage["prompt_estimate"] * 2},
     }
-    Step.objects.filter(pk=steps[3].pk).update(model_response=response)
-    steps = list(Step.objects.filter(task=task).order_by("ordinal"))
+    steps[3].model_response = response  # as if the provider had reported twice the estimate
     agent = get_agent("refund")
     plain = context.build_context(agent=agent, task=task, steps=steps, current=steps[4])
     doubled = context.build_context(

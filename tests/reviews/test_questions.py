@@ -303,7 +303,21 @@ def test_a_question_its_options_and_the_answer_render_escaped(
         "options": [plain(option) for option in options],
         "context": plain(context),
     }
-    Gate.objects.filter(task=task).update(arguments=plain_arguments)
-    Gate.objects.filter(pk=closed.pk).update(feedback=plain(said))
-    for page, url in zip((panel, answered, inbox), urls, strict=True):
+    Gate.objects.filter(pk=open_gate.pk).update(arguments=plain_arguments)
+    # A decided gate is final (its arguments and answer are the record's): a plain twin instead.
+    twin = Gate.objects.create(
+        task=task,
+        step=step,
+        tool="ask_human",
+        arguments=plain_arguments,
+        args_digest="f" * 64,
+        rule="read",
+        approval_kind="question",
+        status=GateStatus.APPROVED,
+        feedback=plain(said),
+        decided_at=now,
+        due_at=now + timedelta(hours=1),
+    )
+    plain_urls = (urls[0], reverse("reviews:question", args=[twin.pk]), urls[2])
+    for page, url in zip((panel, answered, inbox), plain_urls, strict=True):
         assert markup(page) == markup(operator_client.get(url).content.decode()), url
