@@ -31,6 +31,7 @@ from datetime import datetime
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
+from django.core.exceptions import RequestDataTooBig
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseBase
 from django.urls import URLPattern, URLResolver, re_path
@@ -44,7 +45,7 @@ from agentops.engine.errors import AgentOpsError, StartRefused
 from agentops.models import ApiToken, Task
 from agentops.plumbing import throttle
 from agentops.plumbing.outages import UNAVAILABLE, dependency_of
-from agentops.plumbing.web import AuthenticatedHttpRequest
+from agentops.plumbing.web import AuthenticatedHttpRequest, body_too_big_words
 from agentops.selectors import archived_task_visible_to, archived_task_words, tasks_visible_to
 from agentops.states import TaskStatus
 from agentops.tokens import api_token_live
@@ -107,6 +108,7 @@ class AgentopsApi(NinjaAPI):
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.exception_handler(Throttled)(self._throttled)
+        self.exception_handler(RequestDataTooBig)(self._too_big)
         self.exception_handler(AuthenticationError)(self._unauthenticated)
         for unavailable in UNAVAILABLE:
             self.exception_handler(unavailable)(self._unavailable)
@@ -159,6 +161,9 @@ class AgentopsApi(NinjaAPI):
             {"detail": f"no such path: {request.path}; the operations are at {DOCS_PATH}"},
             status=404,
         )
+
+    def _too_big(self, request: HttpRequest, exc: RequestDataTooBig) -> HttpResponse:
+        return self.create_response(request, {"detail": body_too_big_words()}, status=400)
 
     def _throttled(self, request: HttpRequest, exc: Throttled) -> HttpResponse:
         wait = int(exc.wait or 1)

@@ -32,9 +32,11 @@ from functools import cache
 from typing import Any
 
 from django.conf import settings
-from django.core.exceptions import ImproperlyConfigured
+from django.core.exceptions import ImproperlyConfigured, RequestDataTooBig
 from django.db import DEFAULT_DB_ALIAS, connections
 from django.http import HttpRequest, HttpResponse
+
+from agentops.plumbing.web import body_too_big
 
 logger = logging.getLogger(__name__)
 
@@ -192,7 +194,10 @@ class DatabaseSlotMiddleware:
         if process_slots() is not None and request.method not in ("GET", "HEAD", "OPTIONS"):
             # The whole body first (at most DATA_UPLOAD_MAX_MEMORY_SIZE, else 400): a client
             # that sends it slowly then holds its own greenlet, not a database slot.
-            request.body  # noqa: B018
+            try:
+                request.body  # noqa: B018
+            except RequestDataTooBig:
+                return body_too_big(request)
         try:
             with database_slot():
                 return self.get_response(request)

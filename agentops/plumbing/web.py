@@ -22,10 +22,11 @@ from functools import wraps
 from typing import TYPE_CHECKING, Any
 
 from django import forms
+from django.conf import settings
 from django.contrib import admin
 from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.http.response import HttpResponseBase
 from django.shortcuts import render
 from django.utils import timezone
@@ -322,3 +323,18 @@ class ReadOnlyAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
+
+
+def body_too_big_words() -> str:
+    return (
+        f"the request body is larger than {settings.DATA_UPLOAD_MAX_MEMORY_SIZE} bytes, the most "
+        "this server reads"
+    )
+
+
+def body_too_big(request: HttpRequest) -> HttpResponse:
+    """The 400 for a request body over DATA_UPLOAD_MAX_MEMORY_SIZE: JSON under the API's prefix
+    (its clients read JSON), plain text elsewhere."""
+    if request.path.startswith("/api/"):
+        return JsonResponse({"detail": body_too_big_words()}, status=400)
+    return HttpResponse(body_too_big_words() + "\n", status=400, content_type="text/plain")

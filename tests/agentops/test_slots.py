@@ -8,6 +8,7 @@ first, as gunicorn's gevent worker does, and then sets Django up on the test dat
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -155,3 +156,32 @@ def test_a_slot_that_does_not_come_free_after_a_call_stops_the_run_as_a_lost_lea
 
     with pytest.raises(LeaseLost, match="task 7: no database slot came free after a call"):
         block._take_back(pool)
+
+
+@pytest.mark.django_db
+def test_under_gevent_a_body_over_the_limit_answers_400_before_a_slot_json_under_the_api():
+    """The slot middleware reads the body before it takes a slot: one over
+    DATA_UPLOAD_MAX_MEMORY_SIZE is answered there, in JSON for the API's clients."""
+    script = _PATCH_THEN_SETUP + (
+        "from django.conf import settings\n"
+        "from django.test import RequestFactory\n"
+        "from agentops.plumbing import slots\n"
+        "def view(request):\n"
+        "    raise AssertionError('the view must not run')\n"
+        "middleware = slots.DatabaseSlotMiddleware(view)\n"
+        "body = b'x' * (settings.DATA_UPLOAD_MAX_MEMORY_SIZE + 1)\n"
+        "post = RequestFactory().post\n"
+        "for path in ('/api/v1/tasks', '/tasks/new'):\n"
+        "    answer = middleware(post(path, body, content_type='application/json'))\n"
+        "    print(path, answer.status_code, answer['Content-Type'])\n"
+        "    print(answer.content.decode().strip())\n"
+    )
+    words = f"the request body is larger than {settings.DATA_UPLOAD_MAX_MEMORY_SIZE} bytes"
+
+    result = _child(script)
+
+    api, api_body, page, page_body = result.stdout.splitlines()[-4:]
+    assert api == "/api/v1/tasks 400 application/json", result.stderr
+    assert json.loads(api_body)["detail"].startswith(words)
+    assert page == "/tasks/new 400 text/plain"
+    assert page_body.startswith(words)

@@ -12,6 +12,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from django.conf import settings
 from django.contrib.staticfiles import finders
 from django.core.management import call_command
 from django.db import connection
@@ -699,3 +700,27 @@ def test_the_interactive_docs_load_nothing_from_another_site():
     assert "/static/ninja/swagger-ui.css" in sources
     assert sources and all(source.startswith("/") for source in sources), sources
     assert finders.find("ninja/swagger-ui-bundle.js") is not None
+
+
+def test_a_body_too_deep_or_too_big_to_read_answers_400_in_json_and_starts_nothing(task_starter):
+    client = api_client(task_starter)
+    deep = "[" * 100_000 + "]" * 100_000
+    too_big = "x" * (settings.DATA_UPLOAD_MAX_MEMORY_SIZE + 1)
+
+    answers = [
+        client.post(
+            "/api/v1/tasks",
+            data=f'{{"agent": "refund", "goal": "{goal}", "input": {value}}}',
+            content_type="application/json",
+        )
+        for goal, value in (("Refund", deep), (too_big, "{}"))
+    ]
+
+    assert [a.status_code for a in answers] == [400, 400]
+    assert [a["Content-Type"] for a in answers] == ["application/json; charset=utf-8"] * 2
+    assert answers[0].json()["detail"]  # django-ninja's words: not pinned here
+    assert answers[1].json()["detail"] == (
+        f"the request body is larger than {settings.DATA_UPLOAD_MAX_MEMORY_SIZE} bytes, the most "
+        "this server reads"
+    )
+    assert not Task.objects.exists()
