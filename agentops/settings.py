@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 import dj_database_url
+from csp import constants as csp_constants
 
 from agentops.dev import embedded
 
@@ -222,6 +223,7 @@ MIDDLEWARE = [
     "agentops.plumbing.request_ids.RequestIdMiddleware",
     "agentops.plumbing.health.HealthCheckMiddleware",
     "django.middleware.security.SecurityMiddleware",
+    "csp.middleware.CSPMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     # Past this point a request may use the database: under gevent it waits for a slot.
     "agentops.plumbing.slots.DatabaseSlotMiddleware",
@@ -233,6 +235,27 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
 ]
+
+# Every page's Content-Security-Policy (django-csp): scripts, styles, images and connections
+# from this site only, nothing inline (the templates have no inline script or style, and htmx is
+# told not to inject its indicator styles: base.html's htmx-config), no plugins, no framing,
+# forms posting here only. The RQ dashboard (staff only, under /admin/rq/) is django-rq's
+# templates, which carry inline scripts: it is served without the header.
+CONTENT_SECURITY_POLICY = {
+    "EXCLUDE_URL_PREFIXES": ["/admin/rq/"],
+    "DIRECTIVES": {
+        "default-src": [csp_constants.SELF],
+        "script-src": [csp_constants.SELF],
+        "style-src": [csp_constants.SELF],
+        "img-src": [csp_constants.SELF, "data:"],
+        "connect-src": [csp_constants.SELF],
+        "font-src": [csp_constants.SELF],
+        "object-src": [csp_constants.NONE],
+        "base-uri": [csp_constants.SELF],
+        "form-action": [csp_constants.SELF],
+        "frame-ancestors": [csp_constants.NONE],
+    },
+}
 
 ROOT_URLCONF = "agentops.urls"
 WSGI_APPLICATION = "agentops.wsgi.application"

@@ -136,3 +136,20 @@ def test_the_json_object_field_refuses_a_value_nested_too_deeply() -> None:
 
     assert deep_text.value.messages == ["The input is nested too deeply."]
     assert deep_check.value.messages == ["The arguments are nested too deeply."]
+
+
+@pytest.mark.django_db
+def test_every_page_carries_a_content_security_policy_without_inline_code(django_user_model):
+    staff = django_user_model.objects.create_user("sam", password="pw", is_staff=True)
+    client = Client()
+    client.force_login(staff)
+
+    for path in ("/login/", "/", "/admin/", "/api/v1/docs"):
+        policy = client.get(path)["Content-Security-Policy"]
+        directives = dict(part.strip().split(" ", 1) for part in policy.split(";"))
+        assert directives["script-src"] == "'self'", path
+        assert directives["style-src"] == "'self'", path
+        assert directives["frame-ancestors"] == "'none'", path
+        assert "unsafe-inline" not in policy and "unsafe-eval" not in policy, path
+    # The RQ dashboard is django-rq's pages, with inline scripts: staff only, and left out.
+    assert "Content-Security-Policy" not in client.get("/admin/rq/")

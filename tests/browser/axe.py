@@ -59,7 +59,9 @@ class AxeSweep:
 
 
 def axe_violations(page: Page) -> list[dict[str, Any]]:
-    """The critical and serious violations axe finds on the page as it is now."""
+    """The critical and serious violations axe finds on the page as it is now. Pages of the site
+    refuse inline scripts (their Content-Security-Policy): preload axe in their context
+    (`axe_preloaded`); the inline fallback is for pages made by a test (`set_content`)."""
     if not page.evaluate("() => typeof window.axe !== 'undefined'"):
         page.add_script_tag(path=str(AXE))
     assert page.evaluate("() => axe.version") == AXE_VERSION

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from playwright.sync_api import Browser, Page, expect, sync_playwright
+from playwright.sync_api import Browser, BrowserContext, Page, expect, sync_playwright
 
 from tests.conftest import ROOT
 from tests.reviews.conftest import ensure_groups, make_user
@@ -71,19 +71,39 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     return report
 
 
+# Every document of a test's browser context reports what the Content-Security-Policy blocked
+# (the DOM's `securitypolicyviolation` event, not the browser's console wording); the script is
+# the browser's own, injected before the page's, so the policy does not apply to it.
+CSP_WATCH = (
+    "document.addEventListener('securitypolicyviolation', event => "
+    "window.agentopsCspViolation(`${event.violatedDirective} ${event.blockedURI}`));"
+)
+
+
+def csp_watched(context: BrowserContext) -> list[str]:
+    """The violations of the context's pages, as they happen."""
+    violations: list[str] = []
+    context.expose_function("agentopsCspViolation", lambda seen: violations.append(seen))
+    context.add_init_script(CSP_WATCH)
+    return violations
+
+
 @pytest.fixture
 def page(chromium: Browser, live_server: Any, request: pytest.FixtureRequest) -> Iterator[Page]:
-    """A page in a fresh browser context (own cookies); on failure its last state is saved."""
+    """A page in a fresh browser context (own cookies); on failure its last state is saved.
+    Anything the Content-Security-Policy blocked on its pages fails the test."""
     context = chromium.new_context(
         viewport=VIEWPORT, base_url=live_server.url, accept_downloads=True
     )
     context.set_default_timeout(ACTION_TIMEOUT_MS)
+    violations = csp_watched(context)
     page = context.new_page()
     yield page
     report = getattr(request.node, "report_call", None)
     if report is not None and report.failed:
         shoot(page, f"failed-{request.node.name}")
     context.close()
+    assert violations == [], f"the Content-Security-Policy blocked: {violations}"
 
 
 @pytest.fixture
@@ -91,8 +111,10 @@ def second_page(chromium: Browser, live_server: Any) -> Iterator[Page]:
     """Another person's page, signed in separately from `page`."""
     context = chromium.new_context(viewport=VIEWPORT, base_url=live_server.url)
     context.set_default_timeout(ACTION_TIMEOUT_MS)
+    violations = csp_watched(context)
     yield context.new_page()
     context.close()
+    assert violations == [], f"the Content-Security-Policy blocked: {violations}"
 
 
 def shoot(page: Page, name: str) -> Path:

@@ -9,7 +9,7 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from agentops.engine import task_create
-from tests.browser.axe import axe_violations
+from tests.browser.axe import axe_preloaded, axe_violations
 from tests.browser.conftest import login
 from tests.browser.test_flows import open_gate_of, run_workers
 from tests.conftest import Processes
@@ -32,6 +32,7 @@ def test_the_inbox_fits_a_phone_width(
     )
     gate = open_gate_of(refund)
     login(page, live_server, "olga")
+    axe_preloaded(page.context)  # not injected inline: the pages' policy refuses that
 
     for phone in PHONES:
         page.set_viewport_size(phone)
