@@ -52,23 +52,14 @@ FINAL_FIELDS = {
     "agentops_task": ("OLD.status IN ('succeeded', 'aborted', 'rolled_back')", ("goal", "input")),
 }
 
-RECORD_GUARD = """
-CREATE OR REPLACE FUNCTION agentops_record_guard() RETURNS trigger AS $$
-BEGIN
-    IF TG_OP IN ('DELETE', 'TRUNCATE') AND current_setting('agentops.erasing', true) = 'on' THEN
-        RETURN OLD;
-    END IF;
-    RAISE EXCEPTION '% is part of the record: % refused (only retention deletes, after archiving)',
-        TG_TABLE_NAME, TG_OP
-        USING ERRCODE = 'insufficient_privilege';
-END
-$$ LANGUAGE plpgsql;
-"""
 
-RECORD_GUARD_BEFORE = """
+def _record_guard(erasing: str) -> str:
+    """agentops_record_guard, letting the operations `erasing` (SQL list) pass in a transaction
+    that erases: DELETE and TRUNCATE from this migration on, DELETE alone before it (0016)."""
+    return f"""
 CREATE OR REPLACE FUNCTION agentops_record_guard() RETURNS trigger AS $$
 BEGIN
-    IF TG_OP = 'DELETE' AND current_setting('agentops.erasing', true) = 'on' THEN
+    IF TG_OP IN ({erasing}) AND current_setting('agentops.erasing', true) = 'on' THEN
         RETURN OLD;
     END IF;
     RAISE EXCEPTION '% is part of the record: % refused (only retention deletes, after archiving)',
@@ -100,7 +91,7 @@ CREATE TRIGGER {table}_final_fixed BEFORE UPDATE OF {", ".join(columns)} ON {tab
 
 CREATE = "\n".join(
     [
-        RECORD_GUARD,
+        _record_guard("'DELETE', 'TRUNCATE'"),
         *(
             f"CREATE TRIGGER {table}_no_truncate BEFORE TRUNCATE ON {table} "
             "FOR EACH STATEMENT EXECUTE FUNCTION agentops_record_guard();"
@@ -115,7 +106,7 @@ DROP = "\n".join(
         *(f"DROP TRIGGER IF EXISTS {table}_final_fixed ON {table};" for table in FINAL_FIELDS),
         *(f"DROP FUNCTION IF EXISTS {table}_final_fixed();" for table in FINAL_FIELDS),
         *(f"DROP TRIGGER IF EXISTS {table}_no_truncate ON {table};" for table in RECORD_TABLES),
-        RECORD_GUARD_BEFORE,
+        _record_guard("'DELETE'"),
     ]
 )
 

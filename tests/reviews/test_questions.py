@@ -274,19 +274,23 @@ def test_a_question_its_options_and_the_answer_render_escaped(
         approval_kind="question",
         due_at=now + timedelta(hours=1),
     )
-    closed = Gate.objects.create(
-        task=task,
-        step=step,
-        tool="ask_human",
-        arguments=arguments,
-        args_digest="e" * 64,
-        rule="read",
-        approval_kind="question",
-        status=GateStatus.APPROVED,
-        feedback=said,
-        decided_at=now,
-        due_at=now + timedelta(hours=1),
-    )
+
+    def answered_gate(arguments: dict[str, Any], answer: str, digest: str) -> Gate:
+        return Gate.objects.create(
+            task=task,
+            step=step,
+            tool="ask_human",
+            arguments=arguments,
+            args_digest=digest * 64,
+            rule="read",
+            approval_kind="question",
+            status=GateStatus.APPROVED,
+            feedback=answer,
+            decided_at=now,
+            due_at=now + timedelta(hours=1),
+        )
+
+    closed = answered_gate(arguments, said, "e")
     urls = (
         reverse("reviews:question", args=[open_gate.pk]),
         reverse("reviews:question", args=[closed.pk]),
@@ -305,19 +309,7 @@ def test_a_question_its_options_and_the_answer_render_escaped(
     }
     Gate.objects.filter(pk=open_gate.pk).update(arguments=plain_arguments)
     # A decided gate is final (its arguments and answer are the record's): a plain twin instead.
-    twin = Gate.objects.create(
-        task=task,
-        step=step,
-        tool="ask_human",
-        arguments=plain_arguments,
-        args_digest="f" * 64,
-        rule="read",
-        approval_kind="question",
-        status=GateStatus.APPROVED,
-        feedback=plain(said),
-        decided_at=now,
-        due_at=now + timedelta(hours=1),
-    )
+    twin = answered_gate(plain_arguments, plain(said), "f")
     plain_urls = (urls[0], reverse("reviews:question", args=[twin.pk]), urls[2])
     for page, url in zip((panel, answered, inbox), plain_urls, strict=True):
         assert markup(page) == markup(operator_client.get(url).content.decode()), url
