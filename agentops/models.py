@@ -223,6 +223,11 @@ class ToolCall(models.Model):
     )
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now_add=True, editable=False)
+    # The task's ledger chain (agentops.engine.chains): set by the database when the row's
+    # result is fixed (it first becomes succeeded or failed), its place in the chain and the
+    # digest of its content and the previous row's digest. Empty while the call is open.
+    chain_seq = models.PositiveIntegerField(null=True, blank=True, editable=False)
+    digest = models.CharField(max_length=64, blank=True, default="", editable=False)
 
     class Meta:
         ordering = ["task", "id"]
@@ -258,6 +263,12 @@ class ToolCall(models.Model):
             models.CheckConstraint(
                 condition=Q(status__in=LedgerStatus.values), name="agentops_toolcall_status_valid"
             ),
+            # One row per place in the task's ledger chain (and the index that finds its end).
+            models.UniqueConstraint(
+                fields=["task", "chain_seq"],
+                condition=Q(chain_seq__isnull=False),
+                name="agentops_toolcall_chain_uniq",
+            ),
         ]
 
     def __str__(self) -> str:
@@ -285,6 +296,9 @@ class Event(models.Model):
     )
     actor_label = models.CharField(max_length=150, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
+    # The task's event chain: the digest of this row's content and event seq - 1's digest, set
+    # by the database on insert (agentops.engine.chains).
+    digest = models.CharField(max_length=64, blank=True, default="", editable=False)
 
     class Meta:
         ordering = ["task", "seq"]
@@ -313,6 +327,9 @@ class Snapshot(models.Model):
     seq = models.BigIntegerField()
     state = models.JSONField()
     created_at = models.DateTimeField(auto_now_add=True)
+    # The task's snapshot chain: the digest of this row's content and the previous snapshot's
+    # digest, set by the database on insert (agentops.engine.chains).
+    digest = models.CharField(max_length=64, blank=True, default="", editable=False)
 
     class Meta:
         ordering = ["task", "seq"]

@@ -91,11 +91,23 @@ class Decision(models.Model):
         related_name="+",
     )
     created_at = models.DateTimeField(auto_now_add=True)
+    # The log's chain (agentops.engine.chains): the row's place and the digest of its content
+    # and the previous row's digest, set by the database on insert.
+    chain_seq = models.PositiveBigIntegerField(null=True, blank=True, editable=False)
+    digest = models.CharField(max_length=64, blank=True, default="", editable=False)
 
     class Meta:
         ordering = ["-created_at", "-id"]
         indexes = [
             models.Index(fields=["action", "created_at"], name="reviews_decision_action_idx")
+        ]
+        constraints = [
+            # One row per place in the log's chain (and the index that finds its end).
+            models.UniqueConstraint(
+                fields=["chain_seq"],
+                condition=models.Q(chain_seq__isnull=False),
+                name="reviews_decision_chain_uniq",
+            )
         ]
         # What people may decide. The gates and audit items are engine state in `agentops`; the
         # right to decide them is a role of the people's room, so it is declared here.

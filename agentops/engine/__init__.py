@@ -17,7 +17,8 @@ its modules are private to `agentops`. The surface, by what a caller does with i
   stopping at a gate would do (`stop_previews`), a tool's facts (`tool_facts`), the registered
   agents and tools (`get_agent`, `get_tool`), a gate's approval kind and the choices it offers
   (`approval_kind_of`, `Choice`, `approval_kinds_offering`) and a task's rows against the
-  fold of its log (`checkpoint_read`, `CheckpointComparison`);
+  fold of its log (`checkpoint_read`, `CheckpointComparison`), and the record's hash chains
+  (`task_chain_breaks`, `decision_log_break`, `chain_heads`, `heads_compare`, `ChainBreak`);
 - the errors callers catch, the hooks other apps register in their `AppConfig.ready()`
   (`gate_hook_register`, `sweep_hook_register`, `approval_kind_register`), and the few value
   helpers callers need to store and show what the engine stores (`digest`, `redacted`,
@@ -44,6 +45,13 @@ if TYPE_CHECKING:
         approval_kind_of,
         approval_kind_register,
         approval_kinds_offering,
+    )
+    from agentops.engine.chains import (
+        ChainBreak,
+        chain_heads,
+        decision_log_break,
+        heads_compare,
+        task_chain_breaks,
     )
     from agentops.engine.checkpoints import CheckpointComparison, CheckpointDifference
     from agentops.engine.decisions import (
@@ -153,6 +161,13 @@ _HOMES: dict[str, tuple[str, ...]] = {
         "approval_kind_of",
         "approval_kind_register",
         "approval_kinds_offering",
+    ),
+    "agentops.engine.chains": (
+        "ChainBreak",
+        "chain_heads",
+        "decision_log_break",
+        "heads_compare",
+        "task_chain_breaks",
     ),
     "agentops.engine.checkpoints": (
         "CheckpointComparison",
@@ -285,6 +300,7 @@ __all__ = [
     "AgentOpsError",
     "Approval",
     "ApprovalKind",
+    "ChainBreak",
     "CheckpointComparison",
     "CheckpointDifference",
     "Choice",
@@ -316,8 +332,10 @@ __all__ = [
     "approval_kind_of",
     "approval_kind_register",
     "approval_kinds_offering",
+    "chain_heads",
     "change_text",
     "checkpoint_read",
+    "decision_log_break",
     "digest",
     "fork_points",
     "gate_decide",
@@ -326,6 +344,7 @@ __all__ = [
     "get_tool",
     "grants_for",
     "grants_in_force",
+    "heads_compare",
     "intervention_recovery",
     "is_pointer",
     "job_waiting",
@@ -346,6 +365,7 @@ __all__ = [
     "stop_previews",
     "sweep_hook_register",
     "task_abort",
+    "task_chain_breaks",
     "task_control",
     "task_create",
     "task_fork",

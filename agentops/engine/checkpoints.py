@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from agentops.engine.chains import ChainBreak
 from agentops.engine.crashpoints import crashpoint
 from agentops.engine.errors import CheckpointMismatch
 from agentops.engine.jsonvalues import encoded
@@ -45,19 +46,29 @@ class OutputsDigest:
     def __init__(self) -> None:
         self._outputs: list[Any] = []
         self._hash = hashlib.sha256(b"[")
+        self.each: list[str] = []  # each output's own digest (`output_digest`), in order
 
     def __call__(self, outputs: list[Any]) -> str:
         done = self._outputs
         if len(done) > len(outputs) or not all(map(operator.is_, done, outputs)):
-            done, self._hash = [], hashlib.sha256(b"[")
+            done, self._hash, self.each = [], hashlib.sha256(b"["), []
         for output in outputs[len(done) :]:
+            data = encoded(output).data
             self._hash.update(b"," if done else b"")
-            self._hash.update(encoded(output).data)
+            self._hash.update(data)
+            self.each.append(hashlib.sha256(data).hexdigest()[:16])
             done.append(output)
         self._outputs = done
         final = self._hash.copy()
         final.update(b"]")
         return final.hexdigest()
+
+
+def output_digest(output: Any) -> str:
+    """A step output's digest, as a snapshot's `output_digests` records it: 64 bits of its
+    sha256, enough to name the step whose output changed (the whole list's digest,
+    `outputs_digest`, is the full 256)."""
+    return hashlib.sha256(encoded(output).data).hexdigest()[:16]
 
 
 def snapshot_state(
@@ -76,9 +87,12 @@ def snapshot_state(
         "tokens_used": task.tokens_used,
         "cost_used": str(task.cost_used),
     }
-    # One digest over the outputs in step order: a snapshot stays a few bytes per step.
+    # One digest over the outputs in step order, and one per output: a snapshot stays a few
+    # bytes per step, and a changed output is named (`outputs_compare`).
     digested = OutputsDigest() if outputs_digest is None else outputs_digest
-    state["outputs_digest"] = digested([s.output for s in steps if s.output is not None])
+    done = [s for s in steps if s.output is not None]
+    state["outputs_digest"] = digested([s.output for s in done])
+    state["output_digests"] = {str(s.ordinal): d for s, d in zip(done, digested.each, strict=True)}
     return state
 
 
@@ -134,13 +148,23 @@ class CheckpointDifference:
 
 @dataclass(frozen=True)
 class CheckpointComparison:
-    """The latest snapshot (its seq) folded with the `events` after it, against the rows."""
+    """The latest snapshot (its seq) folded with the `events` after it, against the rows.
+
+    `outputs` (fields `outputs.<ordinal>`, each side a digest) and `breaks` (of the task's hash
+    chains) are filled by a full check (`restore.checkpoint_read`), not by the resume check."""
 
     task_id: int
     seq: int
     events: int
     folded: dict[str, Any]
     differences: tuple[CheckpointDifference, ...]
+    outputs: tuple[CheckpointDifference, ...] = ()
+    breaks: tuple[ChainBreak, ...] = ()
+
+    @property
+    def record_changed(self) -> bool:
+        """Whether the record itself (an output, the log, a chain) was changed."""
+        return bool(self.outputs or self.breaks)
 
     def __str__(self) -> str:
         return (
@@ -182,6 +206,22 @@ def checkpoint_verify(task: Task, steps: list[Step], calls: list[ToolCall]) -> i
     if comparison.differences:
         raise CheckpointMismatch(str(comparison))
     return comparison.seq
+
+
+def outputs_compare(task_id: int, steps: list[Step]) -> tuple[CheckpointDifference, ...]:
+    """Each step output the task's latest snapshot recorded (`output_digests`) against the
+    step's row now: a difference names the step (`outputs.<ordinal>`, digests on both sides).
+    Outputs done after that snapshot are in no snapshot yet."""
+    latest = Snapshot.objects.filter(task_id=task_id).order_by("-seq").first()
+    recorded: dict[str, str] = latest.state.get("output_digests", {}) if latest else {}
+    by_ordinal = {str(step.ordinal): step for step in steps}
+    differences = []
+    for ordinal in sorted(recorded, key=int):
+        step = by_ordinal.get(ordinal)
+        now = None if step is None or step.output is None else output_digest(step.output)
+        if now != recorded[ordinal]:
+            differences.append(CheckpointDifference(f"outputs.{ordinal}", now, recorded[ordinal]))
+    return tuple(differences)
 
 
 def _ordinal_first(key: str) -> tuple[int, str]:

@@ -12,11 +12,17 @@ task's log gets `agentops.task.restored` with the differences it mended.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING
 
 from django.db import transaction
 
-from agentops.engine.checkpoints import CheckpointComparison, checkpoint_compare
+from agentops.engine.chains import task_chain_breaks
+from agentops.engine.checkpoints import (
+    CheckpointComparison,
+    checkpoint_compare,
+    outputs_compare,
+)
 from agentops.engine.interventions import InterventionRefused
 from agentops.engine.transitions import EventSpec, rows_restore
 from agentops.models import Step, Task, ToolCall
@@ -29,8 +35,9 @@ RESTORED = "agentops.task.restored"
 
 
 def checkpoint_read(task_id: int) -> CheckpointComparison:
-    """The task's rows against the fold of its log (raises Task.DoesNotExist, or
-    CheckpointMismatch when it has no snapshot)."""
+    """The task's rows against the fold of its log, its outputs against its latest snapshot,
+    and its hash chains (raises Task.DoesNotExist, or CheckpointMismatch when it has no
+    snapshot)."""
     task = Task.objects.get(pk=task_id)
     return _compare(task)
 
@@ -38,16 +45,22 @@ def checkpoint_read(task_id: int) -> CheckpointComparison:
 def _compare(task: Task) -> CheckpointComparison:
     steps = list(Step.objects.filter(task_id=task.pk).order_by("ordinal"))
     calls = list(ToolCall.objects.filter(task_id=task.pk).order_by("id"))
-    return checkpoint_compare(task, steps, calls)
+    return dataclasses.replace(
+        checkpoint_compare(task, steps, calls),
+        outputs=outputs_compare(task.pk, steps),
+        breaks=tuple(task_chain_breaks(task.pk)),
+    )
 
 
 def task_restore(*, task_id: int, actor: User | None, reason: str) -> CheckpointComparison:
     """Rewrite a stopped task's statuses and progress pointer from the fold of its log, in one
     transaction with the `agentops.task.restored` event. Returns the comparison it mended.
 
-    Refused (InterventionRefused, nothing written) when the task is not stopped, when its rows
-    already agree with the log, or when the log names a row that no longer exists (a restore
-    rewrites rows; it cannot invent one). The task stays stopped: a person then retries it.
+    Refused (InterventionRefused, nothing written) when the task is not stopped, when its record
+    was changed (a chain broken, an output not the one its snapshot recorded: the log itself is
+    then not to be trusted), when its rows already agree with the log, or when the log names a
+    row that no longer exists (a restore rewrites rows; it cannot invent one). The task stays
+    stopped: a person then retries it.
     """
     with transaction.atomic():
         task = Task.objects.select_for_update().get(pk=task_id)
@@ -57,6 +70,8 @@ def task_restore(*, task_id: int, actor: User | None, reason: str) -> Checkpoint
                 "restored from its log"
             )
         comparison = _compare(task)
+        if comparison.record_changed:
+            raise InterventionRefused(_record_changed(comparison))
         if not comparison.differences:
             raise InterventionRefused(
                 f"task {task_id}: the rows agree with snapshot #{comparison.seq} and the "
@@ -83,6 +98,19 @@ def task_restore(*, task_id: int, actor: User | None, reason: str) -> Checkpoint
             ),
         )
     return comparison
+
+
+def _record_changed(comparison: CheckpointComparison) -> str:
+    """Why a task whose record was changed is not restored from it."""
+    found = [str(b) for b in comparison.breaks] + [
+        f"step {d.field.partition('.')[2]}'s output is not the one snapshot #{comparison.seq} "
+        "recorded"
+        for d in comparison.outputs
+    ]
+    return (
+        f"task {comparison.task_id} is not restored: its record was changed ({'; '.join(found)}); "
+        "a restore rewrites rows from the log and would spread the change"
+    )
 
 
 def _rewrites(
