@@ -466,6 +466,10 @@ AGENTOPS: dict[str, Any] = {
     # before the hard limit): older work is summarized to stay under it.
     "CONTEXT_WINDOW_TOKENS": env_int("AGENTOPS_CONTEXT_WINDOW_TOKENS", 128_000),
     "CONTEXT_BUDGET_FRACTION": env_float("AGENTOPS_CONTEXT_BUDGET_FRACTION", 0.5),
+    # A result of up to this many bytes of JSON is given to the model whole, however it is
+    # stored; a longer one as an excerpt of this many bytes, with how to read more (the
+    # `read_result` tool, each read at most this many bytes too).
+    "CONTEXT_VALUE_BYTES": env_int("AGENTOPS_CONTEXT_VALUE_BYTES", 64 * 1024),
     # Confidence collapse: this many consecutive steps below the floor stop the task.
     "CONFIDENCE_FLOOR": env_float("AGENTOPS_CONFIDENCE_FLOOR", 0.5),
     "CONFIDENCE_COLLAPSE_STEPS": env_int("AGENTOPS_CONFIDENCE_COLLAPSE_STEPS", 3),

@@ -1,8 +1,14 @@
 """The model's context, rebuilt from durable rows in layers on every call.
 
 Core: system prompt, goal, the current step and the last five exchanges. Earlier work: a summary of
-completed steps extracted by rule. The latest tool result verbatim. After a resume, a system note
-says the task continues from a checkpoint. Nothing here is persisted: it is derived state.
+completed steps extracted by rule. The latest tool result verbatim, up to its budget. After a
+resume, a system note says the task continues from a checkpoint. Nothing here is persisted: it is
+derived state.
+
+The model reads values, never storage pointers: a result or a response stored as an artifact is
+read back (`excerpts.stored_value`), and a result longer than its budget is given as an excerpt
+headed by how to read more with the built-in `read_result` tool (`excerpts`), which the prompt then
+offers (`Context.reads`); what it gave of each result is in `Context.results`.
 
 Exchanges are in the chat-completions format: the assistant's `tool_calls` carry the ids recorded
 with the step's model response, and each result is a `tool` message answering its id, so a context
@@ -23,15 +29,17 @@ import math
 import operator
 import sys
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import chain
+from types import MappingProxyType
 from typing import Any, TypeVar, cast
 
 from django.conf import settings
 
-from agentops.engine.jsonvalues import canonical_json, is_pointer
-from agentops.engine.model import assistant_message, tool_message
+from agentops.engine.excerpts import READ_TOOL, Given, result_given, stored_value, value_budget
+from agentops.engine.jsonvalues import ARTIFACT_KEY, canonical_json, is_pointer
+from agentops.engine.model import assistant_message, loaded_response, tool_message
 from agentops.engine.registry import Agent
 from agentops.models import Step, Task
 from agentops.states import STEP_DONE
@@ -40,25 +48,28 @@ T = TypeVar("T")
 
 RECENT_EXCHANGES = 5
 SUMMARY_CHARS = 160
-# A recent tool result up to this size is kept whole; the latest one always is.
-RECENT_RESULT_CHARS = 2000
-
-
-def _short(value: Any, limit: int = SUMMARY_CHARS, *, text: str | None = None) -> str:
-    """`value` in at most `limit` characters of its canonical JSON (`text`, when made already)."""
-    if is_pointer(value):
-        return f"<artifact {value['size']} bytes sha256 {value['sha256'][:12]}>"
-    return _shortened(canonical_json(value) if text is None else text, limit)
+# A recent tool result of up to this many bytes of JSON is kept whole, a longer one is given as
+# an excerpt of SUMMARY_CHARS bytes; the latest one is kept whole up to `value_budget()`.
+RECENT_RESULT_BYTES = 2000
+EARLIER_WORK = (
+    f"Earlier work (each result in at most {SUMMARY_CHARS} characters; the {READ_TOOL} tool "
+    "reads more of a step's result):\n"
+)
 
 
 def _shortened(text: str, limit: int = SUMMARY_CHARS) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def executed_calls(step: Step) -> list[dict[str, Any]]:
+def executed_calls(
+    step: Step, known: Mapping[int, Any] = MappingProxyType({})
+) -> list[dict[str, Any]]:
     """The step's tool calls as the ledger ran them: a person's approved (edited) arguments
-    replace the model's proposal, marked `edited`, so the model reads what really happened."""
-    calls = [dict(c) for c in ((step.model_response or {}).get("tool_calls") or [])]
+    replace the model's proposal, marked `edited`, so the model reads what really happened.
+    A response or arguments stored as an artifact are read back (or taken from `known`, values
+    by artifact id)."""
+    response = _response(step, known)
+    calls = [dict(c) for c in (response.get("tool_calls") or [])]
     approval = step.approval if isinstance(step.approval, dict) else None
     if calls and approval and approval.get("tool") == calls[0].get("name"):
         calls[0]["arguments"] = approval.get("arguments")
@@ -100,16 +111,19 @@ def _message(message: dict[str, Any], text: str | None = None) -> Message:
 
 class _Exchange:
     """A completed step's exchange: the assistant turn and the results answering its calls
-    (whole, or shortened when the exchange is not the latest), each message with its canonical
-    JSON. Made once per step and kept while the step's recorded values are the same (see
+    (whole up to the value budget when the exchange is the latest, else up to
+    RECENT_RESULT_BYTES; an excerpt beyond), each message with its canonical JSON. Made once
+    per step and kept while the step's recorded values are the same (see
     `_exchange_messages`): an exchange is in the prompts of the next five steps, the latest
-    of them whole, so both forms are made at once and `weight` is fixed from then on."""
+    of them whole, so both forms are made at once and `weight` is fixed from then on. Values
+    stored as artifacts are read back here, once."""
 
-    def __init__(self, step: Step) -> None:
-        response = step.model_response or {}
+    def __init__(self, step: Step, known: Mapping[int, Any]) -> None:
+        response = _response(step, known)
         text = response.get("text", "")
         calls = [
-            {**call, "id": call_id(step, call, i)} for i, call in enumerate(executed_calls(step))
+            {**call, "id": call_id(step, call, i)}
+            for i, call in enumerate(executed_calls(step, known))
         ]
         calls = calls or _engine_calls(step)
         self.ids = [str(c["id"]) for c in calls]
@@ -117,18 +131,32 @@ class _Exchange:
         self.assistant: list[Message] = [_message(assistant)] if calls or text else []
         # The output is serialized once, for its size, whole and shortened; its text is kept
         # with the tool messages made from it (for the step's summary line, below).
-        output = step.output
-        output_text = (
-            canonical_json(output) if output is not None and not is_pointer(output) else None
-        )
+        output, artifact = stored_value(step.output, known)
+        output_text = canonical_json(output) if step.output is not None else None
         # The step's summary line, made once the step leaves the recent exchanges, reads it.
         self.output_text = output_text
-        whole = self._made(step, output_text, verbatim=True)
-        # The two forms differ only when a result is too long to keep whole.
-        differ = output_text is not None and len(output_text) > RECENT_RESULT_CHARS
+        self._given: dict[bool, Given | None] = {True: None, False: None}
+        if output_text is not None:
+            number, budget = step.ordinal + 1, value_budget()
+            for verbatim, limit, excerpt in (
+                (True, budget, budget),
+                (False, min(RECENT_RESULT_BYTES, budget), min(SUMMARY_CHARS, budget)),
+            ):
+                self._given[verbatim] = result_given(
+                    output,
+                    output_text,
+                    number=number,
+                    limit=limit,
+                    excerpt=excerpt,
+                    artifact=artifact,
+                )
+        whole = self._made(step, verbatim=True)
+        # The two forms differ only when a result is too long to keep whole (in the shorter).
+        short = self._given[False]
+        differ = short is not None and short.entry["given"] == "excerpt"
         self._messages = {
             True: whole,
-            False: self._made(step, output_text, verbatim=False) if differ else whole,
+            False: self._made(step, verbatim=False) if differ else whole,
         }
         self.weight = text_bytes(
             chain(
@@ -140,10 +168,15 @@ class _Exchange:
     def messages(self, *, verbatim: bool) -> list[Message]:
         return self._messages[verbatim]
 
-    def _made(self, step: Step, output_text: str | None, *, verbatim: bool) -> list[Message]:
+    def given(self, *, verbatim: bool) -> dict[str, Any] | None:
+        """What the record says of the result the form's tool messages give (None: none)."""
+        given = self._given[verbatim]
+        return given.entry if given is not None and self.ids else None
+
+    def _made(self, step: Step, *, verbatim: bool) -> list[Message]:
         if not self.ids:
             return self.assistant
-        content, content_text = _result(step, output_text, verbatim=verbatim)
+        content, content_text = _result(step, self._given[verbatim])
         # Every call of the assistant message is answered, as the API requires.
         return [
             *self.assistant,
@@ -154,18 +187,19 @@ class _Exchange:
         ]
 
 
-def _result(step: Step, output_text: str | None, *, verbatim: bool) -> tuple[Any, str]:
-    """The result a step's tool messages carry (whole when `verbatim` or short), and its
-    canonical JSON; `output_text` is the output's canonical JSON (None for none or a pointer)."""
-    if step.output is None:
-        content: Any = f"(no result: step {step.status})"
-    elif output_text is None:
-        content = _short(step.output)
-    elif verbatim or len(output_text) <= RECENT_RESULT_CHARS:
-        return step.output, output_text
-    else:
-        content = _shortened(output_text)
-    return content, canonical_json(content)
+def _response(step: Step, known: Mapping[int, Any]) -> dict[str, Any]:
+    """The step's recorded model response as the model gave it ({} for none)."""
+    response = loaded_response(step.model_response, lambda v: stored_value(v, known)[0])
+    return response if isinstance(response, dict) else {}
+
+
+def _result(step: Step, given: Given | None) -> tuple[Any, str]:
+    """The result a step's tool messages carry (what `given` gives of its output), and its
+    canonical JSON."""
+    if given is None:
+        content = f"(no result: step {step.status})"
+        return content, canonical_json(content)
+    return given.content, given.text
 
 
 def _tool_message_text(call_id: str, content_text: str) -> str:
@@ -174,12 +208,18 @@ def _tool_message_text(call_id: str, content_text: str) -> str:
     return f'{{"content":{content_text},"role":"tool","tool_call_id":{canonical_json(call_id)}}}'
 
 
-def _exchange_messages(cache: PromptCache, step: Step, *, verbatim: bool) -> list[Message]:
-    """The messages of a completed step's exchange (`_Exchange`), with their canonical JSON."""
+def _exchange_messages(
+    cache: PromptCache, step: Step, *, verbatim: bool
+) -> tuple[list[Message], dict[str, Any] | None]:
+    """The messages of a completed step's exchange (`_Exchange`), with their canonical JSON,
+    and what the record says of the result they give."""
     exchange = _remembered(
-        cache, *_exchange_slot(step), lambda: _Exchange(step), lambda made: made.weight
+        cache,
+        *_exchange_slot(step),
+        lambda: _Exchange(step, cache.artifacts),
+        lambda made: made.weight,
     )
-    return exchange.messages(verbatim=verbatim)
+    return exchange.messages(verbatim=verbatim), exchange.given(verbatim=verbatim)
 
 
 def _exchange_slot(step: Step) -> tuple[tuple[str, int], tuple[Any, ...], tuple[Any, ...]]:
@@ -207,12 +247,16 @@ def summary_line(step: Step, *, cache: PromptCache | None = None) -> str:
 
 
 def _summary_line(step: Step, cache: PromptCache) -> str:
-    calls = executed_calls(step)
+    calls = executed_calls(step, cache.artifacts)
     tool = calls[0]["name"] if calls else "no tool"
     # The step's exchange, when the cache still has it, serialized its output already (looked
     # at without making it the most recently used: the summary does not send it).
     exchange = _recalled(cache, *_exchange_slot(step), touch=False)
-    output = _short(step.output, text=exchange.output_text if exchange else None)
+    if exchange is not None and exchange.output_text is not None:
+        text = exchange.output_text
+    else:
+        text = canonical_json(stored_value(step.output, cache.artifacts)[0])
+    output = _shortened(text)
     return f"Step {step.ordinal + 1} '{step.title}' ({tool}) {step.status}: {output}"
 
 
@@ -246,6 +290,11 @@ class PromptCache:
         self.bytes = 0
         self.peak_bytes = 0
         self.made: Counter[str] = Counter()
+        # Values stored as artifacts by the commit being assembled, by artifact id: the next
+        # step's prompt is built inside that commit, before its statement inserts their rows,
+        # and reads them from here (`remember`); the run empties it before each step's
+        # completion (earlier commits' artifacts are in their rows by then).
+        self.artifacts: dict[int, Any] = {}
         # Least recently used first (a dict keeps its insertion order).
         self._entries: dict[Slot, tuple[Any, int]] = {}
 
@@ -278,6 +327,12 @@ class PromptCache:
     def clear(self) -> None:
         self._entries.clear()
         self.bytes = 0
+        self.artifacts.clear()
+
+    def remember(self, stored: Any, value: Any) -> None:
+        """`value`, just stored as `stored`: kept in `artifacts` when that is a pointer."""
+        if is_pointer(stored):
+            self.artifacts[int(stored[ARTIFACT_KEY])] = value
 
     def _drop(self, slot: Slot) -> None:
         entry = self._entries.pop(slot, None)
@@ -361,7 +416,10 @@ def _earlier_lines(cache: PromptCache, task: Task, older: list[Step]) -> list[st
 @dataclass(frozen=True)
 class Context:
     """A built prompt and what it cost: the estimate, the budget, how many completed steps are
-    summarized rather than sent whole, and whether even the shortest form is over budget."""
+    summarized rather than sent whole, and whether even the shortest form is over budget.
+    `results`: what it gave of each result stored as an artifact or cut short (the record's
+    `excerpts.Given` entries); `reads`: it cut a result short (an excerpt or the summary), so
+    the model is offered the `read_result` tool."""
 
     messages: list[dict[str, Any]]
     tokens: int
@@ -372,6 +430,8 @@ class Context:
     # The unscaled estimate and the prompt digest, from the one canonical form of the messages.
     estimate: int = 0
     digest: str = ""
+    results: tuple[dict[str, Any], ...] = ()
+    reads: bool = False
 
 
 def budget_for(agent: Agent) -> int:
@@ -413,7 +473,7 @@ def build_context(
     keep = min(RECENT_EXCHANGES if recent is None else recent, len(done))
     summary_keep: int | None = None
     while True:
-        assembled = _assemble(
+        assembled, given = _assemble(
             cache,
             agent=agent,
             task=task,
@@ -445,6 +505,8 @@ def build_context(
                 scale,
                 estimate,
                 _digest_of(digest for _, _, digest in assembled),
+                tuple(e for e in given if "artifact" in e or e["given"] == "excerpt"),
+                any(e["given"] == "excerpt" for e in given) or older > 0,
             )
 
 
@@ -492,8 +554,9 @@ def _assemble(
     current: Step | None,
     resumed_at: str | None,
     notes: Sequence[str],
-) -> list[Message]:
-    """The prompt's messages, each with its canonical JSON."""
+) -> tuple[list[Message], list[dict[str, Any]]]:
+    """The prompt's messages, each with its canonical JSON, and what the record says of each
+    result they give (`_Exchange.given`)."""
     split = len(done) - keep
     older, recent_steps = done[:split], done[split:]
     assembled = [_system_message(agent.system_prompt)]
@@ -514,10 +577,14 @@ def _assemble(
                 f"({omitted} earlier steps completed; omitted to stay within the context budget)",
                 *(lines[len(lines) - summary_keep :] if summary_keep else []),
             ]
-        summary = {"role": "system", "content": "Earlier work:\n" + "\n".join(lines)}
+        summary = {"role": "system", "content": EARLIER_WORK + "\n".join(lines)}
         assembled.append(_message(summary))
+    given: list[dict[str, Any]] = []
     for index, step in enumerate(recent_steps):
-        assembled += _exchange_messages(cache, step, verbatim=index == len(recent_steps) - 1)
+        messages, entry = _exchange_messages(cache, step, verbatim=index == len(recent_steps) - 1)
+        assembled += messages
+        if entry is not None:
+            given.append(entry)
     last: list[dict[str, Any]] = [
         {"role": "user", "content": f"Operator note: {note}"} for note in notes
     ]
@@ -531,7 +598,7 @@ def _assemble(
             }
         )
     assembled += [_message(m) for m in last]
-    return assembled
+    return assembled, given
 
 
 @functools.lru_cache(maxsize=64)

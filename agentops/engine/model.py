@@ -18,6 +18,7 @@ import json
 import os
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -95,6 +96,9 @@ class ModelResponse:
     usage: dict[str, int] = field(default_factory=dict)
     confidence: float | None = None
     plan: list[dict[str, Any]] | None = None
+    # What the model read on (`excerpts.Reading`) before this reply: recorded with the model
+    # result's event, not in the record.
+    reads: list[dict[str, Any]] = field(default_factory=list)
 
     def as_record(self) -> dict[str, Any]:
         """The response as the step records it: fresh containers (the caller may add to them),
@@ -120,10 +124,11 @@ def record_pointing_at(record: dict[str, Any], arguments: dict[str, Any]) -> dic
     return {**record, "tool_calls": [{**first, "arguments": arguments}, *rest]}
 
 
-def loaded_response(value: Any) -> Any:
+def loaded_response(value: Any, load: Callable[[Any], Any] = loaded) -> Any:
     """A recorded model response as the model gave it: the record (`loaded`), with its calls'
-    arguments loaded where they point at their artifact (see `record_pointing_at`)."""
-    record = loaded(value)
+    arguments loaded where they point at their artifact (see `record_pointing_at`). `load`
+    reads a pointer back (`loaded` by default)."""
+    record = load(value)
     calls = record.get("tool_calls") if isinstance(record, dict) else None
     if not isinstance(calls, list) or not any(
         isinstance(call, dict) and is_pointer(call.get("arguments")) for call in calls
@@ -132,7 +137,7 @@ def loaded_response(value: Any) -> Any:
     return {
         **record,
         "tool_calls": [
-            {**call, "arguments": loaded(call["arguments"])}
+            {**call, "arguments": load(call["arguments"])}
             if isinstance(call, dict) and is_pointer(call.get("arguments"))
             else call
             for call in calls

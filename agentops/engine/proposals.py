@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import time
 from contextlib import nullcontext
+from dataclasses import replace
 from typing import Any
 
 from django.db import transaction
 from django.db.models import F
 
-from agentops.engine import budgets, gates, routing
+from agentops.engine import budgets, excerpts, gates, routing
 from agentops.engine import context as ctxbuild
 from agentops.engine.checkpoints import snapshot_write
 from agentops.engine.costs import token_cost
@@ -69,6 +70,10 @@ def ask_model(run: RunState, step: Step) -> ModelResponse:
     # Listing an MCP server's tools may start it: an external call. Python tools are not.
     with run.beat.call() if run.agent.mcp_servers else nullcontext():
         tools = [get_tool(name).schema() for name in agent_tools(run.agent, refresh=True)]
+    # A prompt that cut a result short offers the engine's own tool to read on (`excerpts`).
+    reading = excerpts.Reading(run.steps) if run.reads_offered else None
+    if reading is not None:
+        tools.append(excerpts.READ_TOOL_SCHEMA)
     request = ModelRequest(
         agent=run.agent.name,
         task_id=run.task.pk,
@@ -83,19 +88,27 @@ def ask_model(run: RunState, step: Step) -> ModelResponse:
         prompt_estimate=run.prompt_estimate,
     )
     adapter = get_model_adapter(run.agent)
-    with (
-        run.beat.call(),
-        prometheus.timed("model"),
-        tracing.model_span(adapter.model, adapter.name) as span,
-    ):
-        response = adapter.complete(request)
-        tracing.usage_record(span, response.usage)
+    while True:
+        with (
+            run.beat.call(),
+            prometheus.timed("model"),
+            tracing.model_span(adapter.model, adapter.name) as span,
+        ):
+            response = adapter.complete(request)
+            tracing.usage_record(span, response.usage)
+        read = excerpts.Reading.read_call(response) if reading is not None else None
+        if reading is None or read is None:
+            break
+        request = reading.answered(request, response, read)
     # Recorded next to the provider's count, so later prompts calibrate the estimate.
     record = response.as_record()
     record["usage"] = {**response.usage, "prompt_estimate": run.prompt_estimate}
+    if reading is not None and reading.entries:
+        record["usage"] = reading.total_usage(response, request.prompt_estimate or 0)
     # Model output is untrusted: a leaked credential must not reach the database (nor run).
     # What the database cannot store failed in the adapter (`model.response_from`).
-    return ModelResponse.from_record(redacted(record))
+    answer = ModelResponse.from_record(redacted(record))
+    return replace(answer, reads=reading.entries) if reading is not None else answer
 
 
 def _worked_seconds(run: RunState) -> float:
@@ -117,16 +130,16 @@ def model_result(
     tokens = int(usage.get("prompt_tokens", 0)) + int(usage.get("completion_tokens", 0))
     cost = token_cost(tokens)
     calls = response.tool_calls
-    event = EventSpec(
-        "agentops.step.model_result",
-        step=step.ordinal,
-        payload={
-            "usage": usage,
-            "confidence": response.confidence,
-            "tool": calls[0]["name"] if calls else None,
-            "phase": Phase.MODEL_RESULT,
-        },
-    )
+    payload: dict[str, Any] = {
+        "usage": usage,
+        "confidence": response.confidence,
+        "tool": calls[0]["name"] if calls else None,
+        "phase": Phase.MODEL_RESULT,
+    }
+    if response.reads:
+        # What the model read on before it proposed (`excerpts.read_answer`'s entries).
+        payload["reads"] = response.reads
+    event = EventSpec("agentops.step.model_result", step=step.ordinal, payload=payload)
     run.task.tokens_used += tokens
     run.task.cost_used += cost
     usage_fields = {

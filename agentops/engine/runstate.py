@@ -115,6 +115,8 @@ class RunState:
     messages: list[dict[str, Any]] = field(default_factory=list)
     # The estimate of `messages` made while building them (recorded next to reported usage).
     prompt_estimate: int = 0
+    # `messages` cut a result short: the model is offered the `read_result` tool (`excerpts`).
+    reads_offered: bool = False
     resumed_at: str | None = None
     fresh_calls: set[int] = field(default_factory=set)
     # (tool, args digest) -> the steps that proposed it: loop detection without a query per step.

@@ -66,6 +66,7 @@ def begin_events(
     )
     run.messages = built.messages
     run.prompt_estimate = built.estimate
+    run.reads_offered = built.reads
     attempt = step.attempts + 1
     payload: dict[str, Any] = {
         "attempt": attempt,
@@ -80,6 +81,10 @@ def begin_events(
             "scale": built.scale,
         },
     }
+    if built.results:
+        # What the prompt gave of each result stored as an artifact or cut short: the value
+        # in full, or an excerpt of `bytes` of `of` (docs/architecture.md, "What the model reads").
+        payload["context"]["results"] = list(built.results)
     fields: dict[str, Any] = {"current_step": step.ordinal, "phase": Phase.BEFORE_MODEL_CALL}
     if run.tokens_saved:
         payload["tokens_saved_by_resume"] = run.tokens_saved
@@ -176,6 +181,8 @@ def complete(
     )
     fields.update({"current_step": progress, "phase": Phase.STEP_COMPLETE})
     transition = then
+    # The artifacts this commit stores are read by the next step's prompt from memory.
+    run.prompts.artifacts.clear()
     with fenced_commit(run.lease, events, transition=transition, **fields) as commit:
         known = outcome.known if outcome is not None and result.output is outcome.result else None
         output = commit.offloaded(
@@ -187,6 +194,7 @@ def complete(
             # `ledger.checked_result` validated (and redaction left equal).
             checked=known is not None,
         )
+        run.prompts.remember(output, result.output)
         # Before the next step's prompt is built: it reads this step's model response.
         step_fields, args = _unrecorded_step_fields(run, commit, step, result)
         done = step_as_done(step, output=output)
@@ -287,10 +295,12 @@ def _unrecorded_step_fields(
     if routed is not None:
         fields.update(routed.step_routing())
         args, record = routed.arguments_stored(commit, task_id=run.task.pk)
+        run.prompts.remember(args, routed.arguments)
     if record is not None:
         fields["model_response"] = commit.offloaded(
             record, path="step.model_response", task_id=run.task.pk
         )
+        run.prompts.remember(fields["model_response"], record)
         step.model_response = fields["model_response"]
     return fields, args
 
