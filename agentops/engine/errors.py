@@ -13,6 +13,7 @@ from typing import Any
 
 from agentops.engine.redaction import redacted
 from agentops.engine.texts import storable_texts
+from agentops.plumbing.tracing import qualified_name
 
 
 class Layer(StrEnum):
@@ -215,6 +216,15 @@ class StepFailure(AgentOpsError):
             self.retryable = retryable
         self.retry_after = retry_after
         self.detail = detail or {}
+
+    @property
+    def error_type(self) -> str:
+        """The failure's class in traces (`error.type`, low-cardinality): its kind, or, for a
+        tool's bug (`tool_error`), the class of the exception the tool raised (its cause)."""
+        raised = self.__cause__
+        if self.kind == FailureKind.TOOL_ERROR and raised is not None:
+            return qualified_name(type(raised))
+        return self.kind.value
 
     def as_failure(self) -> dict[str, Any]:
         # The message and detail quote what the world sent (an exception's text, a remote's

@@ -119,6 +119,7 @@ def invoke(tool: Tool, ctx: ToolContext, arguments: dict[str, Any]) -> Outcome:
             retryable=False,
             detail={"maybe_executed": True},
         )
+        bug.__cause__ = exc  # its class names the failure in traces (`error_type`)
         return reconcile(tool, ctx, arguments, cause=bug)
     try:
         return Outcome(LedgerStatus.SUCCEEDED, *_redacted_result(tool, raw))

@@ -322,8 +322,10 @@ class TaskRun(RunState):
 
     def _run_step(self, step: Step) -> StepResult:
         task_context_step(step.ordinal)
-        with tracing.step_span(step):
-            return self._step_result(step)
+        with tracing.step_span(step) as span:
+            result = self._step_result(step)
+            tracing.step_outcome(span, result.failure)
+            return result
 
     def _step_result(self, step: Step) -> StepResult:
         try:
@@ -365,7 +367,10 @@ class TaskRun(RunState):
         self.call_arguments.pop(call.pk, None)
         if arguments is None:
             arguments = loaded(call.args)
-        outcome = self._execute(step, tool, call, arguments)
+        # A read runs before its routing is committed (with the step's completion): its lane is
+        # the verdict's, not yet the step's.
+        lane = deferred.verdict.route if deferred is not None else step.route
+        outcome = self._execute(step, tool, call, arguments, lane=lane)
         if outcome.status != LedgerStatus.SUCCEEDED or outcome.failure is not None:
             if deferred is not None:
                 # The failure is recorded on a committed `pending` row, as for any call.
@@ -387,7 +392,7 @@ class TaskRun(RunState):
     # -- the tool call --------------------------------------------------------------------------
 
     def _execute(
-        self, step: Step, tool: Tool, call: ToolCall, arguments: dict[str, Any]
+        self, step: Step, tool: Tool, call: ToolCall, arguments: dict[str, Any], *, lane: str
     ) -> Outcome:
         if call.status == LedgerStatus.SUCCEEDED:
             result = loaded(call.result)
@@ -427,9 +432,7 @@ class TaskRun(RunState):
         with (
             self.beat.call(),
             prometheus.timed("tool"),
-            tracing.tool_span(
-                call, lane=step.route, how="invoke" if fresh else "reconcile"
-            ) as span,
+            tracing.tool_span(call, lane=lane, how="invoke" if fresh else "reconcile") as span,
         ):
             # A `pending` row from an earlier holder: the call may have reached the remote.
             outcome = (
@@ -437,7 +440,7 @@ class TaskRun(RunState):
                 if fresh
                 else reconcile(tool, ctx, arguments, cause=None)
             )
-            tracing.tool_outcome(span, outcome.status)
+            tracing.tool_outcome(span, outcome.status, outcome.failure)
             return outcome
 
     # -- the plan -------------------------------------------------------------------------------

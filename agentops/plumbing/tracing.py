@@ -20,6 +20,14 @@ every slice of it belongs to one trace whichever worker runs it. A job's meta ca
 that resumes links. A gate's wait is two span events: `agentops.gate.opened` on the step that
 parked and `agentops.gate.decided` on the slice that resumes after the decision.
 
+A call or step that failed says so on its span, as the conventions' "Recording errors" asks: an
+error status whose description is the failure's message, and `error.type`, a low-cardinality
+class of the failure (`error_type`): for a failure the engine classified, its kind (`timeout`,
+`rate_limited`, `unavailable`, ... the one list of `engine.errors.FailureKind`, also on the span
+as `agentops.failure.kind`); for an exception nothing classified (a tool's bug, an error escaping
+a span), its class's fully qualified name. Nothing is recorded as an exception event, which the
+conventions no longer recommend. A span that ended well has neither.
+
 Every attribute is redacted (`engine.redaction`) on its way out, the web tier's included.
 Spans leave in the background (a batch every `OTEL_BSP_SCHEDULE_DELAY` ms, each export with the
 exporter's deadline): a collector that is slow or down never holds a step; a worker killed with
@@ -30,9 +38,9 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Mapping
-from contextlib import AbstractContextManager, nullcontext
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterator, Mapping
+from contextlib import AbstractContextManager, contextmanager, nullcontext
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     from opentelemetry.context import Context
@@ -41,6 +49,8 @@ if TYPE_CHECKING:
     from agentops.models import Step, Task, ToolCall
 
 TRACEPARENT = "traceparent"
+# A span's status description quotes the failure's message, up to this many characters.
+DESCRIPTION_LIMIT = 500
 # URLs the web tier does not trace: probes and scrapes, every few seconds, say nothing of a task;
 # and the pages whose URL is a credential (an email's action link, a Slack account link), which
 # redaction cannot tell from any other path.
@@ -153,11 +163,70 @@ def _task_parent(task: Task) -> Context:
     return trace.set_span_in_context(NonRecordingSpan(span_context))
 
 
+# -- failures on spans ---------------------------------------------------------------------------
+
+
+@runtime_checkable
+class Classified(Protocol):
+    """A failure that names its own class for traces: the engine's step failures (its kind,
+    or the class of the exception a tool's bug raised: `StepFailure.error_type`)."""
+
+    @property
+    def kind(self) -> str: ...
+
+    @property
+    def error_type(self) -> str: ...
+
+
+def qualified_name(cls: type) -> str:
+    """A class's name as Python's tracebacks print it: `package.module.Name`, bare for the
+    built-in exceptions (`KeyError`)."""
+    module = cls.__module__
+    return cls.__qualname__ if module == "builtins" else f"{module}.{cls.__qualname__}"
+
+
+def error_type(error: BaseException) -> str:
+    """The `error.type` of `error`: what a classified failure names, else its class."""
+    return error.error_type if isinstance(error, Classified) else qualified_name(type(error))
+
+
+def error_record(span: Span | None, error: BaseException) -> None:
+    """Mark `span` failed by `error`: an error status described by its message, `error.type`,
+    and the engine's failure kind when it has one."""
+    if span is None:
+        return
+    from opentelemetry.trace import Status, StatusCode
+
+    from agentops.engine.redaction import redacted
+
+    span.set_attribute("error.type", error_type(error))
+    if isinstance(error, Classified):
+        span.set_attribute("agentops.failure.kind", str(error.kind))
+    # Redacted before it is cut short: a secret cut in two would not be recognised after.
+    span.set_status(Status(StatusCode.ERROR, redacted(str(error))[:DESCRIPTION_LIMIT]))
+
+
 # -- spans of the engine ------------------------------------------------------------------------
 
 # A block in a span, or, with tracing off, in nothing (one shared object: no cost per step).
 SpanBlock = AbstractContextManager["Span | None"]
 _OFF: SpanBlock = nullcontext(None)
+
+
+@contextmanager
+def _span(name: str, **options: Any) -> Iterator[Span]:
+    """A current span that records an exception escaping it with `error_record` (instead of
+    the SDK's exception event and `Type: message` status). Like the SDK, only an Exception
+    counts: a signal deriving from BaseException (a lost lease, a shutdown) is not a failure."""
+    assert _tracer is not None
+    with _tracer.start_as_current_span(
+        name, record_exception=False, set_status_on_exception=False, **options
+    ) as span:
+        try:
+            yield span
+        except Exception as error:
+            error_record(span, error)
+            raise
 
 
 def slice_span(task: Task, *, enqueued_by: object = None) -> SpanBlock:
@@ -174,7 +243,7 @@ def slice_span(task: Task, *, enqueued_by: object = None) -> SpanBlock:
     own = trace.get_current_span(parent).get_span_context()
     if enqueuer is not None and enqueuer.trace_id != own.trace_id:
         links.append(Link(enqueuer, {"agentops.link": "enqueued_by"}))
-    return _tracer.start_as_current_span(
+    return _span(
         f"invoke_agent {task.agent}",
         context=parent,
         kind=SpanKind.CONSUMER,
@@ -195,9 +264,10 @@ def slice_outcome(span: Span | None, outcome: str) -> None:
 
 
 def step_span(step: Step) -> SpanBlock:
+    """One try of a step; `step_outcome` marks it failed when the try failed."""
     if _tracer is None:
         return _OFF
-    return _tracer.start_as_current_span(
+    return _span(
         f"agentops.step {step.ordinal}",
         attributes={
             "agentops.step.ordinal": step.ordinal,
@@ -207,13 +277,19 @@ def step_span(step: Step) -> SpanBlock:
     )
 
 
+def step_outcome(span: Span | None, failure: BaseException | None) -> None:
+    if failure is not None:
+        error_record(span, failure)
+
+
 def model_span(model: str, provider: str) -> SpanBlock:
-    """A model call: `usage_record` adds what the provider counted once it answered."""
+    """A model call: `usage_record` adds what the provider counted once it answered; a failure
+    the call raises marks the span failed."""
     if _tracer is None:
         return _OFF
     from opentelemetry.trace import SpanKind
 
-    return _tracer.start_as_current_span(
+    return _span(
         f"chat {model}",
         kind=SpanKind.CLIENT,
         attributes={
@@ -232,29 +308,35 @@ def usage_record(span: Span | None, usage: Mapping[str, Any]) -> None:
 
 
 def tool_span(call: ToolCall, *, lane: str, how: str) -> SpanBlock:
-    """A tool call through the ledger: `how` says whether it runs now (`invoke`) or is
-    reconciled after an earlier holder left it pending (`reconcile`)."""
+    """A tool call through the ledger in its step's `lane` (the route the policy gave it):
+    `how` says whether it runs now (`invoke`) or is reconciled after an earlier holder left
+    it pending (`reconcile`)."""
     if _tracer is None:
         return _OFF
     from opentelemetry.trace import SpanKind
 
-    return _tracer.start_as_current_span(
+    return _span(
         f"execute_tool {call.tool}",
         kind=SpanKind.CLIENT,
         attributes={
             "gen_ai.operation.name": "execute_tool",
             "gen_ai.tool.name": call.tool,
             "agentops.tool.side_effect": call.side_effect,
-            "agentops.lane": lane,
+            "agentops.lane": str(lane),
             "agentops.idempotency_key": call.idempotency_key,
             "agentops.ledger.how": how,
         },
     )
 
 
-def tool_outcome(span: Span | None, status: str) -> None:
-    if span is not None:
-        span.set_attribute("agentops.ledger.status", status)
+def tool_outcome(span: Span | None, status: str, failure: BaseException | None = None) -> None:
+    """The ledger row's status after the call, and its failure if the step cannot go on with
+    it (a failed call, one whose effect is unknown, an output that was rejected)."""
+    if span is None:
+        return
+    span.set_attribute("agentops.ledger.status", status)
+    if failure is not None:
+        error_record(span, failure)
 
 
 def event_add(name: str, attributes: Mapping[str, str | int] | None = None) -> None:

@@ -3,11 +3,13 @@
 The receiver below decodes what the processes send with `opentelemetry-proto` (protobuf over
 HTTP, as an OpenTelemetry Collector takes it) and refuses any other request. The web tier runs
 as its own process, the worker is SIGKILLed half-way and another takes over: the spans of every
-process must make one tree per task.
+process must make one tree per task. Failures show on the spans of the calls and steps that
+failed (`error.type` and an error status), checked against what the task's record says of them.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -25,19 +27,26 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceResponse,
 )
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
+from opentelemetry.proto.trace.v1.trace_pb2 import Status
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import StatusCode
 
 from agentops.dev.sim.models import Effect, Fault, FaultMode
-from agentops.models import Gate, Task, ToolCall
+from agentops.dev.sim.services import fault_set
+from agentops.engine import task_create
+from agentops.models import Event, Gate, Step, Task, ToolCall
+from agentops.plumbing import tracing
 from agentops.plumbing.otlp import RedactingExporter
-from agentops.states import GateStatus, TaskStatus
+from agentops.states import GateStatus, LedgerStatus, TaskStatus
 from agentops.tokens import api_token_create
+from tests.agentops import traced_agent
 from tests.conftest import ROOT, free_port, wait_for
 from tests.reviews.conftest import ensure_groups, make_user
 from tests.secret_corpus import TEXT_FORMS
 from tests.serving import serve_in_thread
+from tests.strict_openai import StrictServer, refund_brain, serve
 
 REFUND_STEP = 3
 EMAIL_STEP = 4
@@ -69,6 +78,8 @@ class Received:
     attributes: dict[str, Any]
     events: list[tuple[str, dict[str, Any]]]
     links: list[tuple[str, str, dict[str, Any]]]
+    status: tuple[int, str] = (Status.STATUS_CODE_UNSET, "")
+    start: int = 0
 
 
 @dataclass
@@ -102,11 +113,21 @@ class Receiver:
                                 )
                                 for link in span.links
                             ],
+                            status=(span.status.code, span.status.message),
+                            start=span.start_time_unix_nano,
                         )
                     )
 
     def named(self, name: str) -> list[Received]:
-        return [s for s in list(self.spans) if s.name == name]
+        """The spans called `name`, in the order they started."""
+        return sorted((s for s in list(self.spans) if s.name == name), key=lambda s: s.start)
+
+    def steps(self) -> list[Received]:
+        """The step spans, in the order they started."""
+        return sorted(
+            (s for s in list(self.spans) if s.name.startswith("agentops.step ")),
+            key=lambda s: s.start,
+        )
 
 
 @pytest.fixture
@@ -353,6 +374,25 @@ def test_every_attribute_leaves_redacted(form):
     assert exported.attributes["agentops.notes"][1] == "fine"
 
 
+@pytest.mark.parametrize("form", sorted(TEXT_FORMS))
+def test_a_failure_s_description_leaves_redacted_where_it_is_cut_short(form):
+    text, secret = TEXT_FORMS[form]
+    memory = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(RedactingExporter(memory)))
+    tracer = provider.get_tracer("test")
+    # A message whose secret straddles the description's length limit.
+    pad = "x" * (tracing.DESCRIPTION_LIMIT - text.index(secret) - len(secret) // 2 - 1) + " "
+    with tracer.start_as_current_span("s") as span:
+        tracing.error_record(span, RuntimeError(f"{pad}{text}"))
+    (exported,) = memory.get_finished_spans()
+
+    assert exported.status.status_code == StatusCode.ERROR
+    assert exported.attributes["error.type"] == "RuntimeError"
+    assert "agentops.failure.kind" not in exported.attributes
+    assert secret[: len(secret) // 2] not in exported.status.description
+
+
 def test_tracing_is_off_without_an_endpoint():
     """No endpoint: no tracer provider, no exporter, no instrumentation of the web tier."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
@@ -379,3 +419,200 @@ def test_tracing_is_off_without_an_endpoint():
         check=True,
     )
     assert out.stdout.split() == ["False", "ProxyTracerProvider", "False", "False"]
+
+
+# -- failures on spans ------------------------------------------------------------------------
+
+ERROR = Status.STATUS_CODE_ERROR
+UNSET = (Status.STATUS_CODE_UNSET, "")
+
+
+def failed_tries(task: Task) -> dict[tuple[int, int], dict[str, Any]]:
+    """The task's record of its failed step tries: (ordinal, attempt) -> the failure."""
+    return {
+        (event.step_ordinal, event.payload["attempt"]): event.payload["failure"]
+        for event in Event.objects.filter(task=task, action="agentops.step.failed")
+    }
+
+
+def assert_steps_as_recorded(spans: list[Received], failures: dict[tuple[int, int], Any]) -> None:
+    """Each step span failed exactly when the record says its try failed, with its kind and
+    message; the others carry no error."""
+    assert spans
+    for span in spans:
+        key = (span.attributes["agentops.step.ordinal"], span.attributes["agentops.step.attempt"])
+        failure = failures.get(key)
+        if failure is None:
+            assert span.status == UNSET, key
+            assert "error.type" not in span.attributes, key
+        else:
+            assert span.status == (ERROR, failure["message"]), key
+            assert span.attributes["error.type"] == failure["kind"], key
+            assert span.attributes["agentops.failure.kind"] == failure["kind"], key
+    tried = {
+        (s.attributes["agentops.step.ordinal"], s.attributes["agentops.step.attempt"])
+        for s in spans
+    }
+    assert set(failures) <= tried
+
+
+def assert_no_error(spans: list[Received]) -> None:
+    assert spans
+    for span in spans:
+        assert span.status == UNSET, span.name
+        assert "error.type" not in span.attributes, span.name
+        assert span.events == [] or all(name != "exception" for name, _ in span.events)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_tool_that_hangs_or_answers_an_error_has_a_failed_span_in_its_lane(processes, receiver):
+    received, endpoint = receiver
+    # The order lookup hangs past the tool's 1 s deadline once; the eligibility check answers
+    # a 5xx once. Each read step fails once, its retry goes on, and the task succeeds.
+    fault_set(service="orders", operation="lookup", mode=FaultMode.TIMEOUT_BEFORE, count=1, delay=3)
+    fault_set(service="eligibility", operation="check", mode=FaultMode.ERROR_BEFORE, count=1)
+    task = task_create(agent="refund", goal="Refund order A1001", input={"order_id": "A1001"})
+    worker = processes.worker(
+        extra_env={
+            **otel_env(endpoint, "agentops-worker"),
+            "AGENTOPS_TOOL_TIMEOUT_SECONDS": "1",
+        }
+    )
+    processes.sweeper()  # it enqueues each retry when its backoff is over
+    with processes.logs_on_failure(worker):
+        wait_for(lambda: Task.objects.get(pk=task.pk).is_terminal, timeout=60, message="the task")
+        wait_for(
+            lambda: any(
+                s.attributes["agentops.slice.outcome"] == "succeeded"
+                for s in received.named("invoke_agent refund")
+            ),
+            timeout=30,
+            message="the last slice's span to arrive",
+        )
+
+    assert Task.objects.get(pk=task.pk).status == TaskStatus.SUCCEEDED
+    assert received.refused == []
+    failed = {
+        call.tool: call for call in ToolCall.objects.filter(task=task, status=LedgerStatus.FAILED)
+    }
+    assert sorted(failed) == ["check_eligibility", "lookup_order"]
+    hung, looked_up = received.named("execute_tool lookup_order")
+    assert hung.attributes["error.type"] == "timeout"
+    assert hung.attributes["agentops.failure.kind"] == "timeout"
+    assert hung.status == (ERROR, failed["lookup_order"].error["message"])
+    refused, checked = received.named("execute_tool check_eligibility")
+    assert refused.attributes["error.type"] == "unavailable"
+    assert refused.status == (ERROR, failed["check_eligibility"].error["message"])
+    assert refused.status[1].startswith("eligibility.check answered 5")
+    for span in (hung, refused):
+        assert span.attributes["agentops.ledger.status"] == "failed"
+        assert not [name for name, _ in span.events if name == "exception"]
+    (tracked,) = received.named("execute_tool track_shipment")
+    (refunded,) = received.named("execute_tool issue_refund")
+    (emailed,) = received.named("execute_tool email_customer")
+    assert_no_error([looked_up, checked, tracked, refunded, emailed])
+    # Every tool span names its step's lane, as the step records it (the reads are `auto`).
+    routes = dict(Step.objects.filter(task=task).values_list("ordinal", "route"))
+    assert [routes[ordinal] for ordinal in range(3)] == ["auto"] * 3
+    by_id = {s.span_id: s for s in received.spans}
+    tools = [s for s in received.spans if s.name.startswith("execute_tool ")]
+    assert len(tools) == 7
+    for span in tools:
+        ordinal = by_id[span.parent_id].attributes["agentops.step.ordinal"]
+        assert span.attributes["agentops.lane"] == routes[ordinal] != ""
+    failures = failed_tries(task)
+    assert sorted(failures) == [(0, 1), (1, 1)]
+    assert_steps_as_recorded(received.steps(), failures)
+    assert_no_error(received.named("chat scripted"))
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_tool_that_crashes_has_a_failed_span_naming_the_exception(processes, receiver):
+    received, endpoint = receiver
+    task = task_create(agent="stock-bot", goal="Count SKU-7", input={"sku": "SKU-7"})
+    log = open(processes.log_dir / "traced-worker.log", "wb")  # noqa: SIM115
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "tests.agentops.traced_worker"],
+        cwd=ROOT,
+        env={**processes.env, **otel_env(endpoint, "agentops-worker")},
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    processes.children.append(worker)
+    wait_for(
+        lambda: Task.objects.get(pk=task.pk).status == TaskStatus.NEEDS_ATTENTION,
+        timeout=60,
+        message="the task to stop on the tool's bug",
+    )
+    wait_for(lambda: received.steps(), timeout=30, message="the step's span to arrive")
+
+    assert received.refused == []
+    call = ToolCall.objects.get(task=task)
+    assert call.status == LedgerStatus.FAILED
+    (crashed,) = received.named("execute_tool count_stock")
+    # The class of what the tool raised, fully qualified; the kind the engine filed it under.
+    assert crashed.attributes["error.type"] == (
+        f"{traced_agent.__name__}.{traced_agent.StockLedgerCorrupt.__qualname__}"
+    )
+    assert crashed.attributes["agentops.failure.kind"] == "tool_error"
+    assert crashed.status == (ERROR, call.error["message"])
+    assert "does not add up" in crashed.status[1]
+    assert crashed.attributes["agentops.lane"] == Step.objects.get(task=task).route == "auto"
+    assert not [name for name, _ in crashed.events if name == "exception"]
+    (step,) = received.steps()
+    assert step.attributes["error.type"] == crashed.attributes["error.type"]
+    assert step.status == crashed.status
+    assert failed_tries(task)[(0, 1)]["message"] == call.error["message"]
+    assert_no_error(received.named("chat scripted"))
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_model_call_the_provider_refuses_has_a_failed_chat_span(processes, receiver):
+    received, endpoint = receiver
+    strict = StrictServer(brain=refund_brain)
+    httpd, _ = serve(strict)
+    try:
+        # The provider's first answer is a 429: the step fails once and its retry goes on.
+        rate_limited = {"message": "Rate limit reached", "type": "requests", "code": None}
+        strict.faults.append(
+            (429, {"Retry-After": "1"}, json.dumps({"error": {**rate_limited, "param": None}}))
+        )
+        task = task_create(agent="refund", goal="Refund order A1001", input={"order_id": "A1001"})
+        worker = processes.worker(
+            extra_env={
+                **otel_env(endpoint, "agentops-worker"),
+                "AGENTOPS_MODEL_ADAPTER": "openai",
+                "OPENAI_BASE_URL": strict.url,
+                "OPENAI_API_KEY": "test-key",
+                "OPENAI_MODEL": "strict-model",
+            }
+        )
+        processes.sweeper()
+        with processes.logs_on_failure(worker):
+            wait_for(
+                lambda: Task.objects.get(pk=task.pk).is_terminal, timeout=60, message="the task"
+            )
+            # One model call per step of five, and the refused one.
+            wait_for(
+                lambda: len(received.named("chat strict-model")) == 6,
+                timeout=30,
+                message="the model calls' spans to arrive",
+            )
+    finally:
+        httpd.shutdown()
+
+    assert Task.objects.get(pk=task.pk).status == TaskStatus.SUCCEEDED
+    assert received.refused == []
+    failures = failed_tries(task)
+    assert list(failures) == [(0, 1)]
+    refused, *answered = received.named("chat strict-model")
+    assert refused.attributes["gen_ai.provider.name"] == "openai"
+    assert refused.attributes["error.type"] == failures[(0, 1)]["kind"] == "rate_limited"
+    assert refused.status == (ERROR, failures[(0, 1)]["message"])
+    assert "429" in refused.status[1]
+    assert "gen_ai.usage.input_tokens" not in refused.attributes
+    # Recorded as the conventions ask: not as an exception event.
+    assert not [name for name, _ in refused.events if name == "exception"]
+    assert_no_error(answered)
+    assert_steps_as_recorded(received.steps(), failures)
