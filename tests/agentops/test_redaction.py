@@ -12,21 +12,24 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from agentops.engine.redaction import (
-    _ASSIGNMENTS,
-    _BEARER,
-    _CARD_RUN,
-    _LITERAL_PATTERNS,
-    _PASSWORDS,
     REDACTED,
-    _cards,
-    _keyword_spans,
-    _lowered,
-    _replaced,
+    RULES,
     is_secret_key,
     luhn_valid,
     redacted,
+    text_redacted,
 )
-from tests.secret_corpus import KEY_VALUES, SECRET_KEYS, TEXT_FORMS, leaks
+from tests.secret_corpus import (
+    BENIGN_TEXTS,
+    BENIGN_VALUES,
+    ISSUE_FORMS,
+    KEY_VALUES,
+    SECRET_KEYS,
+    STRUCTURED_FORMS,
+    TEXT_FORMS,
+    leaks,
+    secrets,
+)
 
 
 @pytest.mark.parametrize(("text", "secret"), TEXT_FORMS.values(), ids=TEXT_FORMS.keys())
@@ -142,14 +145,6 @@ def test_a_card_is_groups_of_three_digits_or_more_and_dots_are_not_mixed():
     assert redacted("4 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1") == "4 1 1 1 1 1 1 1 1 1 1 1 1 1 1 1"
 
 
-def _redacted_text_every_regex(text: str) -> str:
-    """What `redacted` does to a string with none of its prechecks: every regex runs."""
-    for _, pattern, replacement in _LITERAL_PATTERNS:
-        text = pattern.sub(replacement, text)
-    spans = _keyword_spans(_lowered(text), _BEARER + _PASSWORDS + _ASSIGNMENTS)
-    return _CARD_RUN.sub(_cards, _replaced(text, spans))
-
-
 # Secrets, near misses and the characters the prechecks look for, to be strung together.
 _SECRET_PIECES = [
     *(text for text, _ in TEXT_FORMS.values()),
@@ -199,6 +194,42 @@ _SECRET_PIECES = [
     "".join(chr(0xFF10 + int(c)) for c in "4111111111111111"),
     "订单",
     "\n",
+    # What the newer rules start from or look for.
+    "github_pat_",
+    "glpat-",
+    "AIza",
+    "SG.",
+    "AC",
+    "SK",
+    "AccountKey=",
+    "hooks.slack.com/services/T0/B0/x",
+    "curl -u ",
+    ":",
+    "mysql -p",
+    "_PASS=",
+    "DB_",
+    "export ",
+    ":5432:",
+    "*:",
+    "MII",
+    "IBA",
+    "b3BlbnNzaC1rZXktdjE",
+    "密码：",  # noqa: RUF001
+    "Passwort ",
+    "mot de passe est ",
+    "пароль — ",
+    "PIN ",
+    "otp: ",
+    "Cookie: ",
+    "session_id=",
+    "SSN ",
+    "123-45-6789",
+    "DE89 3704 0044 0532 0130 00",
+    "GB82",
+    "/",
+    "  ",
+    "\u200b",
+    "\u00a0",
 ]
 storable = st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00")
 
@@ -211,7 +242,20 @@ storable = st.characters(blacklist_categories=("Cs",), blacklist_characters="\x0
     st.lists(st.one_of(st.sampled_from(_SECRET_PIECES), st.text(storable, max_size=8))).map("".join)
 )
 def test_redacted_text_is_what_running_every_regex_gives(text):
-    assert redacted(text) == _redacted_text_every_regex(text)
+    assert redacted(text) == text_redacted(text, prechecks=False)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [*(text for text, _ in TEXT_FORMS.values()), *BENIGN_TEXTS.values()],
+)
+def test_a_long_text_searches_literals_one_by_one_and_finds_the_same(text):
+    # Past 4096 characters the literals are searched one by one instead of with one regex.
+    long = f"{'ordinary words, nothing here. ' * 150}\n{text}\n{'and more words. ' * 20}"
+
+    assert len(long) > 4096
+    assert redacted(long) == text_redacted(long, prechecks=False)
+    assert redacted(long).startswith("ordinary words")
 
 
 # Random text around a secret: anything storable, set apart from the secret by a space or a
@@ -291,3 +335,207 @@ def test_a_card_in_other_digits_is_redacted_in_accented_text():
     assert redacted("Café n° 12, commande 4111-1111-1111-1112") == (
         "Café n° 12, commande 4111-1111-1111-1112"
     )
+
+
+# --- Issue #39: the forms people paste, the values that must stay -------------------------------
+
+
+@pytest.mark.parametrize(("name", "value"), BENIGN_TEXTS.items(), ids=BENIGN_TEXTS.keys())
+def test_ordinary_text_of_the_benign_corpus_comes_through_unchanged(name, value):
+    assert redacted(value) == value
+
+
+@pytest.mark.parametrize(("name", "value"), BENIGN_VALUES.items(), ids=BENIGN_VALUES.keys())
+def test_ordinary_structured_values_of_the_benign_corpus_come_through_unchanged(name, value):
+    assert redacted(value) == value
+
+
+@pytest.mark.parametrize(
+    ("value", "secret"), STRUCTURED_FORMS.values(), ids=STRUCTURED_FORMS.keys()
+)
+def test_secrets_only_a_structured_value_holds_are_redacted(value, secret):
+    stored = json.dumps(redacted(value), ensure_ascii=False)
+
+    assert secret not in stored
+    assert REDACTED in stored
+
+
+def test_every_form_of_the_issue_is_redacted_in_text_and_in_structure():
+    values = {name: text for name, (text, _) in TEXT_FORMS.items()}
+    values.update({f"key:{key}": {key: value} for key, value in KEY_VALUES.items()})
+    values.update({name: value for name, (value, _) in STRUCTURED_FORMS.items()})
+    everything = secrets()
+
+    leaked = {
+        form: names
+        for form, entries in ISSUE_FORMS.items()
+        if (
+            names := [
+                name
+                for name in entries
+                if everything[name] in json.dumps(redacted(values[name]), ensure_ascii=False)
+                or everything[name]
+                in json.dumps(redacted({"said": values[name]}), ensure_ascii=False)
+            ]
+        )
+    }
+
+    assert len(ISSUE_FORMS) == 31
+    assert leaked == {}
+
+
+def test_a_card_held_as_a_json_number_is_redacted_and_other_numbers_stay():
+    assert redacted({"card": 4111111111111111, "n": [5500000000000004, 12]}) == {
+        "card": REDACTED,
+        "n": [REDACTED, 12],
+    }
+    assert redacted(4111111111111111) == REDACTED
+    # Luhn fails; no card starts with 1 or 9; too short; too long.
+    kept = [4111111111111112, 1733068800122, 9111111111111111, 411111111111, 41111111111111111118]
+    assert redacted(kept) == kept
+
+
+@pytest.mark.parametrize(
+    "key",
+    ["passcode", "pin", "PIN", "pinCode", "otp", "cookie", "Set-Cookie", "session_id", "sessionId",
+     "JSESSIONID", "auth", "x-auth", "passwords", "DB_PASS", "smtp.pass", "ssn", "iban", "cvv2",
+     "account_key", "signing-key"],
+)  # fmt: skip
+def test_issue_39s_key_names_hold_secrets(key):
+    assert is_secret_key(key)
+    assert redacted({key: 1234}) == {key: REDACTED}
+
+
+@pytest.mark.parametrize(
+    "key",
+    ["max_tokens", "pinned", "spin", "author", "session_count", "pass", "passed", "bypass",
+     "cookie_consent", "otp_enabled", "pin_count", "sessions", "authored_by", "keyboard",
+     "passenger", "spinner", "oauth"],
+)  # fmt: skip
+def test_keys_that_only_look_like_issue_39s_keep_their_value(key):
+    assert not is_secret_key(key)
+    assert redacted({key: 12}) == {key: 12}
+
+
+def test_a_secret_in_a_key_is_redacted_in_the_key():
+    assert redacted(
+        {"password=hunter22": True, "plain": {"ghp_16C7e42F292c6912E7710c838347Ae178B4a": 1}}
+    ) == {
+        "password=[redacted]": True,
+        "plain": {REDACTED: 1},
+    }
+
+
+def test_invisible_characters_do_not_hide_a_secret_and_stay_in_ordinary_text():
+    hidden = "key sk_live_51Hq\u200bLyjWDarjtT1zdp7dc4eC3 and pass\u200dword: Zw-31"
+    family = "family \U0001f468\u200d\U0001f469\u200d\U0001f467, soft\u00adhyphen, \ufeffBOM"
+
+    assert redacted(hidden) == "key [redacted] and password: [redacted]"
+    assert redacted(family) == family
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("SSN 123-45-6789", "SSN [redacted]"),
+        ("ssn: 123456789; dob 1990-01-01", "ssn: [redacted]; dob 1990-01-01"),
+        ("SSNs 123-45-6789 and 234-56-7890", "SSNs [redacted] and [redacted]"),
+        # No context on its line, an invalid area, part of a longer number: kept.
+        ("ticket 123-45-6789", "ticket 123-45-6789"),
+        ("SSN below\n123-45-6789", "SSN below\n123-45-6789"),
+        ("SSN 666-45-6789, 000-12-3456, 123-00-4567", "SSN 666-45-6789, 000-12-3456, 123-00-4567"),
+        ("SSN 123-45-67890", "SSN 123-45-67890"),
+        ("classnames 123-45-6789", "classnames 123-45-6789"),
+    ],
+)
+def test_a_social_security_number_needs_the_word_on_its_line_and_a_valid_number(text, expected):
+    assert redacted(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("IBAN DE89 3704 0044 0532 0130 00 BIC", "IBAN [redacted] BIC"),
+        ("to DE89370400440532013000.", "to [redacted]."),
+        ("DE89 3704 0044 0532 0130 00 1234", "[redacted] 1234"),
+        ("DE89 3704 0044 0532 0130 01", "DE89 3704 0044 0532 0130 01"),
+        ("XX89 3704 0044 0532 0130 00", "XX89 3704 0044 0532 0130 00"),
+    ],
+)
+def test_an_iban_is_redacted_when_its_checksum_and_format_hold(text, expected):
+    assert redacted(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("4111/1111/1111/1111", "[redacted]"),
+        ("4111  1111  1111  1111", "[redacted]"),
+        ("4111/1111 1111/1111", "4111/1111 1111/1111"),  # slashes not mixed with spaces
+        ("01/15/2024 4111", "01/15/2024 4111"),
+        ("/orders/4111/1111/1111/1112", "/orders/4111/1111/1111/1112"),  # Luhn fails
+        ("uuid 7c18bb6b-d60b-4797-0070-52878d941323", "uuid 7c18bb6b-d60b-4797-0070-52878d941323"),
+    ],
+)
+def test_cards_with_slashes_or_double_spaces(text, expected):
+    assert redacted(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("curl -u bob:s3cret https://x", "curl -u bob:[redacted] https://x"),
+        ("curl -ubob:s3cret https://x", "curl -ubob:[redacted] https://x"),
+        ("curl --user=bob:s3cret https://x", "curl --user=bob:[redacted] https://x"),
+        ("docker run -u 1000:1000 img", "docker run -u 1000:1000 img"),
+        ("mysql -u app -pS3cret -P 3306 shop", "mysql -u app -p[redacted] -P 3306 shop"),
+        ("mysql -u app -p shop", "mysql -u app -p shop"),
+        ("ssh -p2222 host -pX", "ssh -p2222 host -pX"),  # no MySQL client on the line
+        ("redis-cli -h cache -a R3d1s! ping", "redis-cli -h cache -a [redacted] ping"),
+        ("DB_PASS=x1\nexport API_TOKEN='t 2'", "DB_PASS=[redacted]\nexport API_TOKEN='[redacted]'"),
+        ("say DB_PASS=x1 inline", "say DB_PASS=[redacted] inline"),
+        ("SORT_KEY_NAME=created\nDEBUG=true", "SORT_KEY_NAME=created\nDEBUG=true"),
+        ("db:5432:shop:app:p\\:w", "db:5432:shop:app:[redacted]"),
+        ("10:30:00:12:45", "10:30:00:12:45"),
+        ("db:5432:shop:app:abc:extra", "db:5432:shop:app:abc:extra"),
+    ],
+)
+def test_command_lines_env_and_pgpass_lines(text, expected):
+    assert redacted(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7xx\nAbCdEfGhIjKlMnOpQrStUvWx\nok",
+         "[redacted]\nok"),
+        # A public key and a certificate are no secret.
+        ("MIIBIjANBgkqhkiG9w0BAQEFAAOCAQ8AMIIBCgKCAQEAu1SU1LfVLPHCozMxH2Mo",
+         "MIIBIjANBgkqhkiG9w0BAQEFAAOCAQ8AMIIBCgKCAQEAu1SU1LfVLPHCozMxH2Mo"),
+        ("MIIDdzCCAl+gAwIBAgIEAgAAuTANBgkqhkiG9w0BAQUFADBaMQswCQYDVQQGEwJJ",
+         "MIIDdzCCAl+gAwIBAgIEAgAAuTANBgkqhkiG9w0BAQUFADBaMQswCQYDVQQGEwJJ"),
+    ],
+)  # fmt: skip
+def test_a_private_key_body_without_its_begin_line_and_public_ones_kept(text, expected):
+    assert redacted(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("密码：Kx82!mQz，请保存", "密码：[redacted]，请保存"),  # noqa: RUF001
+        ("パスワードは Abc123 です", "パスワードは [redacted] です"),
+        ("Kennwort = Sommer99", "Kennwort = [redacted]"),
+        ("mot de passe\u202f: Soleil#42", "mot de passe\u202f: [redacted]"),
+        ("senha: Praia2024", "senha: [redacted]"),
+        ("Das Passwort ist falsch.", "Das Passwort ist falsch."),  # "wrong", as in English
+        ("Passwortrichtlinie: lang", "Passwortrichtlinie: lang"),
+        ("密码学：一门课", "密码学：一门课"),  # noqa: RUF001
+    ],
+)
+def test_passwords_in_other_languages(text, expected):
+    assert redacted(text) == expected
+
+
+def test_every_rule_needs_a_literal_the_prechecks_search_for():
+    assert all(rule.needs for rule in RULES)

@@ -2,7 +2,8 @@
 a CSV export, an email or a webhook.
 
 Every form of `tests.secret_corpus` enters through the API as a task's goal and input (in free
-text, under secret keys, nested), in a reviewer's rejection feedback and in an auditor's note;
+text, under secret keys, nested, as JSON numbers and keys), in a reviewer's rejection feedback and
+in an auditor's note;
 the task runs to the end through the engine, its large values offloaded to artifact files.
 Then everything the product keeps or shows is read back: a `pg_dump` of the test database, the
 artifact files, the captured log records, the pages each role sees, the API's answers, the CSV
@@ -40,7 +41,7 @@ from tests.reviews.test_notifications import (  # noqa: F401 (the fixtures mailb
     send_all,
     with_email,
 )
-from tests.secret_corpus import KEY_VALUES, TEXT_FORMS, leaks
+from tests.secret_corpus import KEY_VALUES, STRUCTURED_FORMS, TEXT_FORMS, leaks
 
 pytestmark = pytest.mark.django_db
 
@@ -132,6 +133,8 @@ def test_no_secret_of_the_corpus_is_stored_logged_rendered_exported_or_sent(
                     {"said": text, "card_number": KEY_VALUES["card_number"]}
                     for text, _ in TEXT_FORMS.values()
                 ],
+                # Card numbers as JSON numbers, secrets as keys, invisible characters inside.
+                "structured": [value for value, _ in STRUCTURED_FORMS.values()],
             },
         },
         content_type="application/json",
