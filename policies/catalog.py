@@ -18,8 +18,9 @@ from typing import Any
 
 from policies.engine import Action, ToolInfo
 
-# The side-effect classes a rule may name even before the host registers any tool of that class.
-BASE_CLASSES = ("read", "write", "notify", "financial")
+# The side-effect classes a rule may name even before the host registers any tool of that class
+# (`destructive`: a write that may delete or overwrite, which a rule can gate apart from `write`).
+BASE_CLASSES = ("read", "write", "destructive", "notify", "financial")
 
 # The host's tools, `{name: (side_effect, systems)}`: a mapping it keeps (routing looks up one
 # entry per proposed call, so the provider should not build it on every call).

@@ -2,9 +2,11 @@
 
 It keeps notes in a file (one line per effect, so tests count effects) and offers:
 `add_note` (a write: not destructive, not idempotent), `count_notes` (read-only), `slow_note`
-(no annotations at all: the conservative default) and `fail_note` (answers `isError`).
+(no annotations at all: the conservative default), `fail_note` (answers `isError`) and
+`clear_notes` (destructive: it erases every note).
 A `NOTES_SCHEMA_FILE` holding 2 starts it with a changed `add_note` (a required `pinned`
-argument), as an upgraded server would.
+argument), as an upgraded server would. `NOTES_REFUSE_TOKEN` set makes it refuse to start, as a
+server whose credential was revoked does: it says so on stderr and exits 1 before the handshake.
 Run: `python tests/mcp_notes_server.py [http PORT]` (stdio by default).
 """
 
@@ -18,6 +20,9 @@ from pathlib import Path
 from mcp.server.mcpserver import MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
+
+if os.environ.get("NOTES_REFUSE_TOKEN"):
+    sys.exit(f"notes: the token {os.environ['NOTES_REFUSE_TOKEN']} was revoked; not starting")
 
 NOTES = Path(os.environ["NOTES_FILE"])
 # The schema version the server starts with: from a file, so a test can "upgrade" the server.
@@ -67,6 +72,19 @@ def slow_note(text: str, seconds: float) -> str:
 @server.tool(name="fail_note", description="Refuse to add a note.", annotations=WRITES)
 def fail_note(text: str) -> str:
     raise ToolError(f"notes are closed: {text}")
+
+
+@server.tool(
+    name="clear_notes",
+    description="Erase every note.",
+    annotations=ToolAnnotations(
+        read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False
+    ),
+)
+def clear_notes() -> str:
+    erased = len(NOTES.read_text().splitlines()) if NOTES.exists() else 0
+    NOTES.write_text("")
+    return f"{erased} notes erased"
 
 
 if __name__ == "__main__":

@@ -173,7 +173,7 @@ def reconcile(
         if cause is None:
             return invoke(tool, ctx, arguments)
         cause.retryable = cause.kind != FailureKind.TOOL_ERROR
-        return Outcome(LedgerStatus.FAILED, failure=cause, how="remote deduplicates by key")
+        return Outcome(LedgerStatus.FAILED, failure=cause, how=tool.repeat_safe)
     unknown = ToolFailure(
         f"{tool.name}: cannot tell whether the effect happened (no probe, no key support)",
         kind=FailureKind.SIDE_EFFECT_UNKNOWN,

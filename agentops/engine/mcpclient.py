@@ -5,8 +5,10 @@ blocking portal), started by its first MCP request; each server is connected on 
 stdio command is spawned, a streamable-HTTP URL is opened), held open by a task on that loop,
 connected again when it is found dead, and closed when the process exits. Every request has a
 deadline twice over: the loop's own (`anyio.fail_after`) and, should the loop itself stall, the
-calling thread's wait on the request's future. Nothing here touches the database; the callers
-(`agentops.engine.mcptools`) make no request with a transaction open.
+calling thread's wait on the request's future. A stdio server's stderr goes to the worker's log
+line by line, redacted (`ServerLog`), and its last lines are quoted when the server fails to
+start or its connection breaks, so the failure says what the server said. Nothing here touches
+the database; the callers (`agentops.engine.mcptools`) make no request with a transaction open.
 """
 
 from __future__ import annotations
@@ -14,7 +16,9 @@ from __future__ import annotations
 import atexit
 import concurrent.futures
 import logging
+import os
 import threading
+from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractContextManager, asynccontextmanager
 from dataclasses import dataclass, field
@@ -24,8 +28,11 @@ import anyio
 import httpx2
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 from mcp import Client, MCPError, StdioServerParameters
+from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types import CONNECTION_CLOSED, REQUEST_TIMEOUT, CallToolResult, Tool
+
+from agentops.engine.redaction import redacted
 
 logger = logging.getLogger(__name__)
 
@@ -36,16 +43,25 @@ T = TypeVar("T")
 LOOP_GRACE_SECONDS = 5.0
 # At most this many pages of a tool list (a server that paginates forever cannot hang a call).
 MAX_TOOL_PAGES = 50
+# What a failure quotes of a stdio server's stderr: its last lines, at most this many characters.
+STDERR_TAIL_LINES = 20
+STDERR_TAIL_CHARS = 800
+# How long a failure waits for the rest of a stopped server's stderr to be read.
+STDERR_DRAIN_SECONDS = 2.0
 
 
 class McpUnreachable(Exception):
     """The server could not be asked, or stopped answering. `sent`: the request may have
     reached it (a call may have taken effect)."""
 
-    def __init__(self, message: str, *, sent: bool, timed_out: bool = False) -> None:
+    def __init__(
+        self, message: str, *, sent: bool, timed_out: bool = False, started: bool = True
+    ) -> None:
         super().__init__(message)
         self.sent = sent
         self.timed_out = timed_out
+        # False: the server itself failed to start (starting it again at once will not help).
+        self.started = started
 
 
 class McpRefused(Exception):
@@ -67,13 +83,66 @@ class Endpoint:
     # Headers sent with every request to a streamable-HTTP server (its credentials).
     headers: tuple[tuple[str, str], ...] = ()
 
-    def client(self, *, timeout: float) -> Client:
+    def client(self, *, timeout: float, log: ServerLog | None = None) -> Client:
+        """A client of the server; a stdio server's stderr goes to `log`."""
         # The SDK's response cache is off: a tool list is always asked for (its digests are
         # compared on every call).
         if isinstance(self.target, str) and self.headers:
             transport = _http_with_headers(self.target, dict(self.headers), timeout)
             return Client(transport, read_timeout_seconds=timeout, cache=None)
+        if isinstance(self.target, StdioServerParameters) and log is not None:
+            spawned = stdio_client(self.target, errlog=log.sink)
+            return Client(spawned, read_timeout_seconds=timeout, cache=None)
         return Client(self.target, read_timeout_seconds=timeout, cache=None)
+
+
+class ServerLog:
+    """A stdio server's stderr, read through a pipe by a thread of its own: each line goes to
+    the worker's log (naming the server), and the last lines are kept for a failure to quote.
+    The thread ends when the server and everything it started have closed their stderr."""
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+        read_fd, write_fd = os.pipe()
+        # The server's stderr: the child gets its own copy at spawn (`spawned` closes this one).
+        self.sink = os.fdopen(write_fd, "w")
+        self._lines: deque[str] = deque(maxlen=STDERR_TAIL_LINES)
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(
+            target=self._relay, args=(read_fd,), name=f"mcp-stderr-{key}", daemon=True
+        )
+        self._thread.start()
+
+    def _relay(self, read_fd: int) -> None:
+        with open(read_fd, "rb") as pipe:
+            for raw in pipe:
+                line = raw.decode("utf-8", "replace").rstrip()
+                if line:
+                    with self._lock:
+                        self._lines.append(line[-STDERR_TAIL_CHARS:])
+                    # Logs leave the machine: a server that prints its credentials is redacted.
+                    logger.info("MCP server %s: %s", self.key, redacted(line))
+
+    def spawned(self) -> None:
+        """Close this process's end of the pipe once the server is spawned (or failed to be):
+        the pipe then ends when the server's copies close."""
+        self.sink.close()
+
+    def tail(self, *, drain: bool = False) -> str:
+        """The last lines the server wrote, at most STDERR_TAIL_CHARS characters (a longer line
+        keeps its end). `drain`: the server has stopped; wait (boundedly) for its last words."""
+        if drain:
+            self._thread.join(STDERR_DRAIN_SECONDS)
+        with self._lock:
+            lines = list(self._lines)
+        kept: list[str] = []
+        size = 0
+        for line in reversed(lines):
+            if size + len(line) > STDERR_TAIL_CHARS:
+                break
+            kept.append(line)
+            size += len(line) + 1
+        return "\n".join(reversed(kept))
 
 
 @asynccontextmanager
@@ -95,6 +164,8 @@ class _Held:
 
     endpoint: Endpoint
     ready: threading.Event = field(default_factory=threading.Event)
+    # A stdio server's stderr (None for a streamable-HTTP server).
+    log: ServerLog | None = None
     client: Client | None = None
     stop: anyio.Event | None = None
     error: BaseException | None = None
@@ -170,24 +241,30 @@ class Connections:
                 timed_out=True,
             ) from None
         except MCPError as error:
-            if error.code in (CONNECTION_CLOSED, REQUEST_TIMEOUT):
+            if error.code == REQUEST_TIMEOUT:
                 self.drop(endpoint.key)
                 raise McpUnreachable(
-                    f"{endpoint.key}: {what}: {error.message}",
-                    sent=True,
-                    timed_out=error.code == REQUEST_TIMEOUT,
+                    f"{endpoint.key}: {what}: {error.message}", sent=True, timed_out=True
+                ) from None
+            if error.code == CONNECTION_CLOSED:
+                self.drop(endpoint.key)
+                raise McpUnreachable(
+                    f"{endpoint.key}: {what}: {error.message}{_said(held, drain=True)}", sent=True
                 ) from None
             raise McpRefused(f"{endpoint.key}: {what}: {error.message}", code=error.code) from None
         except (anyio.ClosedResourceError, anyio.BrokenResourceError, OSError) as error:
             self.drop(endpoint.key)
             raise McpUnreachable(
-                f"{endpoint.key}: {what}: the connection broke ({type(error).__name__})", sent=True
+                f"{endpoint.key}: {what}: the connection broke ({type(error).__name__})"
+                f"{_said(held, drain=True)}",
+                sent=True,
             ) from None
         except Exception as error:  # the SDK's other errors (a reply it cannot parse, a stream
             # that ended): the request may have run; the connection is not trusted again.
             self.drop(endpoint.key)
             raise McpUnreachable(
-                f"{endpoint.key}: {what}: {type(error).__name__}: {_first_error(error)}", sent=True
+                f"{endpoint.key}: {what}: {_error_text(error)}{_said(held, drain=True)}",
+                sent=True,
             ) from None
 
     # -- connections ---------------------------------------------------------------------------
@@ -206,16 +283,19 @@ class Connections:
             return held
 
     def _start(self, endpoint: Endpoint) -> _Held:
-        held = _Held(endpoint)
-        client = endpoint.client(timeout=endpoint.start_timeout)
+        stdio = isinstance(endpoint.target, StdioServerParameters)
+        held = _Held(endpoint, log=ServerLog(endpoint.key) if stdio else None)
+        client = endpoint.client(timeout=endpoint.start_timeout, log=held.log)
 
         async def hold() -> None:
             try:
                 await client.__aenter__()
             except BaseException as error:  # reported to the thread that waits for it
                 held.error = error
+                _spawned(held)
                 held.ready.set()
                 raise
+            _spawned(held)
             held.client = client
             held.stop = anyio.Event()
             held.ready.set()
@@ -231,12 +311,16 @@ class Connections:
         if not held.ready.wait(endpoint.start_timeout) or held.error is not None:
             held.task.cancel()
             cause = held.error
-            why = (
-                f"did not start within {endpoint.start_timeout:g} s"
-                if cause is None
-                else f"failed to start: {type(cause).__name__}: {_first_error(cause)}"
+            if cause is None:
+                why = f"did not start within {endpoint.start_timeout:g} s{_said(held)}"
+            else:
+                # The SDK stopped the server when its start failed: its last words are in the pipe.
+                why = f"failed to start ({_error_text(cause)}){_said(held, drain=True)}"
+            raise McpUnreachable(
+                f"MCP server {endpoint.key} {why}",
+                sent=False,
+                started=False,
             )
-            raise McpUnreachable(f"MCP server {endpoint.key} {why}", sent=False)
         return held
 
     def drop(self, key: str) -> None:
@@ -280,11 +364,24 @@ class Connections:
             return self._portal
 
 
-def _first_error(error: BaseException) -> str:
-    """The first leaf of an exception group (the SDK's task groups wrap what went wrong)."""
+def _error_text(error: BaseException) -> str:
+    """`Type: text` of the first leaf of an exception group (the SDK's task groups wrap what
+    went wrong)."""
     while isinstance(error, BaseExceptionGroup) and error.exceptions:
         error = error.exceptions[0]
-    return str(error) or type(error).__name__
+    return f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+
+
+def _spawned(held: _Held) -> None:
+    if held.log is not None:
+        held.log.spawned()
+
+
+def _said(held: _Held, *, drain: bool = False) -> str:
+    """What a failure adds of the server's stderr, redacted ("" when it wrote none, or is not
+    stdio): the failure is logged and stored."""
+    said = held.log.tail(drain=drain) if held.log is not None else ""
+    return f"; its stderr ended: {redacted(said)}" if said else ""
 
 
 connections = Connections()

@@ -1,16 +1,21 @@
 """MCP tools in the registry: servers declared per agent, their tools discovered and governed.
 
 An agent lists `McpServer`s, each a stdio command or a streamable-HTTP URL. A worker lists a
-server's tools when a step first needs them (and again before every model call and every call),
-and each becomes a registry `Tool` named `<server>__<tool>` (`McpTool`), so the runner, the
+server's tools when a step needs them: before the step's model call (the server of the tool its
+plan names; every server of the agent when it names none) and before every call of one of its
+tools. Each becomes a registry `Tool` named `<server>__<tool>` (`McpTool`), so the runner, the
 policy lanes, the ledger, redaction and the reviewer's record treat it like a Python tool.
 
-- Side-effect class: `read` when the tool's annotations say `readOnlyHint`, else `write`; an
-  absent hint takes the MCP default (not read-only, destructive, not idempotent, open world),
-  the conservative reading. The declaration may set a tool's class (`side_effects`), and the
-  policy routes any tool by name like every other.
+- Side-effect class: `read` when the tool's annotations say `readOnlyHint`; else `destructive`
+  when they say `destructiveHint`, `write` when they deny it; an absent hint takes the MCP
+  default (not read-only, destructive, not idempotent, open world), the conservative reading.
+  The declaration may set a tool's class (`side_effects`), and the policy routes any tool by
+  class or by name like every other.
 - Lost outcomes: a read or an `idempotentHint` tool is asked again; any other call whose answer
   is lost (a timeout, a dead server, a killed worker) is `executed_unknown`: "did it happen?".
+  MCP has no idempotency key: the ledger's key is recorded, never sent.
+- Failures: a server that cannot be listed or started fails with its own words (the last lines
+  of a stdio server's stderr); only the steps that need it stop (`registry.step_sources`).
 - Schema: every step that proposes an MCP tool records the tool's schema digest (its input and
   output schemas and annotations) and definition in `Step.spec["tool_schema"]`. Before a call
   the live definition must still have the digest the task first recorded for the tool and the
@@ -33,6 +38,7 @@ from agentops.engine.crashpoints import crashpoint
 from agentops.engine.errors import FailureKind, ModelFailure, ToolFailure
 from agentops.engine.jsonvalues import digest
 from agentops.engine.outbound import outbound_check
+from agentops.engine.redaction import redacted
 from agentops.engine.registry import SIDE_EFFECT_CLASSES, Tool, ToolContext, json_path, tool_add
 
 if TYPE_CHECKING:
@@ -232,6 +238,13 @@ class McpTool(Tool):
     def parameters(self) -> dict[str, type]:
         return {name: object for name in self.input_schema.get("properties") or {}}
 
+    @property
+    def repeat_safe(self) -> str:
+        # MCP carries no idempotency key: a repeat is safe because of what the tool is.
+        if self.read_only:
+            return "the tool only reads: asked again"
+        return "the server marks the tool idempotent (idempotentHint): asked again"
+
     def schema(self) -> dict[str, Any]:
         parameters = {k: v for k, v in self.input_schema.items() if k != "title"}
         return {"name": self.name, "description": self.description, "parameters": parameters}
@@ -280,7 +293,7 @@ def tool_from(server: McpServer, definition: Mapping[str, Any]) -> McpTool | Non
     given = {hint: annotations[hint] for hint in HINT_DEFAULTS if annotations.get(hint) is not None}
     hints = {**HINT_DEFAULTS, **given}
     remote = str(definition["name"])
-    side_effect = server.side_effects.get(remote) or ("read" if hints["readOnlyHint"] else "write")
+    side_effect = server.side_effects.get(remote) or side_effect_of(hints)
     tool = McpTool(
         name=name,
         fn=_unbound,
@@ -299,6 +312,14 @@ def tool_from(server: McpServer, definition: Mapping[str, Any]) -> McpTool | Non
     )
     tool.fn = tool.call
     return tool
+
+
+def side_effect_of(hints: Mapping[str, bool]) -> str:
+    """The class a tool's hints give: `read` when read-only; else `destructive` when it may
+    destroy or overwrite (the MCP default), `write` when it only adds."""
+    if hints["readOnlyHint"]:
+        return "read"
+    return "destructive" if hints["destructiveHint"] else "write"
 
 
 def schema_digest(definition: Mapping[str, Any]) -> str:
@@ -332,13 +353,15 @@ def discover(server: McpServer) -> dict[str, McpTool]:
         try:
             listed = connections.list_tools(endpoint, timeout=server.request_timeout)
         except McpUnreachable as lost:
-            if lost.timed_out:
+            if lost.timed_out or not lost.started:
                 raise
             # The connection held from an earlier request died: start the server again.
             listed = connections.list_tools(endpoint, timeout=server.request_timeout)
     except McpUnreachable as exc:
+        # The server's own words first (a recovery panel shows the message's start), then where
+        # it is; redacted here, as it is logged before it is stored.
         raise ToolFailure(
-            f"MCP server {server.name} ({server.where()}) is unavailable: {exc}",
+            redacted(f"{exc} [{_clipped(server.where())}]"),
             kind=FailureKind.UNAVAILABLE,
             retryable=True,
             detail={"maybe_executed": False, "server": server.name},
@@ -361,6 +384,10 @@ def discover(server: McpServer) -> dict[str, McpTool]:
         tool_add(tool)
     _DISCOVERED[server.name] = tools
     return tools
+
+
+def _clipped(text: str, size: int = 200) -> str:
+    return text if len(text) <= size else text[: size - 3] + "..."
 
 
 def forget_discovered() -> None:

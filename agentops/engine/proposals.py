@@ -28,7 +28,14 @@ from agentops.engine.jsonvalues import Encoded, redacted
 from agentops.engine.leases import Heartbeat
 from agentops.engine.ledger import arguments_encoded, idempotency_key
 from agentops.engine.model import ModelRequest, ModelResponse, get_model_adapter
-from agentops.engine.registry import Agent, Tool, agent_tools, get_tool
+from agentops.engine.registry import (
+    Agent,
+    Tool,
+    get_tool,
+    source_of,
+    step_sources,
+    tools_offered,
+)
 from agentops.engine.runstate import Routed, RunState
 from agentops.engine.transitions import Commit, EventSpec, fenced_commit, fenced_write
 from agentops.models import Step, Task, ToolCall
@@ -39,9 +46,13 @@ from policies.engine import Route
 
 def plan_propose(*, agent: Agent, task: Task, beat: Heartbeat) -> list[Step]:
     """Ask the model for a plan (agents without a fixed plan); its steps, not yet saved (the
-    runner commits them)."""
+    runner commits them). The plan is made with the tools of every source that answers."""
     with beat.call():  # listing an MCP server's tools may start it
-        tools = [get_tool(name).schema() for name in agent_tools(agent, refresh=True)]
+        offer = tools_offered(agent, agent.mcp_servers)
+    stop = offer.stop_for(None)
+    if stop is not None:
+        raise stop
+    tools = [get_tool(name).schema() for name in offer.names]
     request = ModelRequest(
         agent=agent.name,
         task_id=task.pk,
@@ -67,9 +78,15 @@ def ask_model(run: RunState, step: Step) -> ModelResponse:
     """The model's response for `step`, asked with the run's prompt (budgets checked first),
     redacted before anything reads it."""
     budgets.check_budgets(run.task, worked=lambda: _worked_seconds(run))
+    planned = (step.spec or {}).get("tool")
+    sources = step_sources(run.agent, planned)
     # Listing an MCP server's tools may start it: an external call. Python tools are not.
-    with run.beat.call() if run.agent.mcp_servers else nullcontext():
-        tools = [get_tool(name).schema() for name in agent_tools(run.agent, refresh=True)]
+    with run.beat.call() if sources else nullcontext():
+        run.offer = tools_offered(run.agent, sources)
+    stop = run.offer.stop_for(planned)
+    if stop is not None:
+        raise stop  # the step needs a server that failed: its own words, before any model call
+    tools = [get_tool(name).schema() for name in run.offer.names]
     # A prompt that cut a result short offers the engine's own tool to read on (`excerpts`).
     reading = excerpts.Reading(run.steps) if run.reads_offered else None
     if reading is not None:
@@ -79,7 +96,7 @@ def ask_model(run: RunState, step: Step) -> ModelResponse:
         task_id=run.task.pk,
         step=step.ordinal,
         step_title=step.title,
-        step_tool=(step.spec or {}).get("tool"),
+        step_tool=planned,
         instruction=str((step.spec or {}).get("instruction") or ""),
         attempt=step.attempts,
         messages=run.messages,
@@ -382,8 +399,23 @@ def reopen_call(run: RunState, step: Step, tool: Tool) -> ToolCall:
 
 
 def proposed_tool(run: RunState, name: str) -> Tool:
-    """The tool the model proposed, if the run's agent has it; output_invalid otherwise."""
-    if name not in agent_tools(run.agent):
+    """The tool the model proposed, if the run's agent has it; output_invalid otherwise. A tool
+    of a source the step's offer could not list stops the step with that source's failure; one
+    of a source the step did not list (the model left its plan's tool) lists that source now."""
+    source = source_of(run.agent, name)
+    if source is not None:
+        offer = run.offer
+        failure = offer.unavailable.get(source.name) if offer is not None else None
+        if failure is not None:
+            raise failure
+        if offer is not None and source.name in offer.listed:
+            known = name in offer.names
+        else:
+            with run.beat.call():
+                known = name in source.tool_names(refresh=True)
+    else:
+        known = name in run.agent.tools
+    if not known:
         raise ModelFailure(
             f"the model proposed tool {name!r}, which agent {run.agent.name} does not have",
             kind=FailureKind.OUTPUT_INVALID,

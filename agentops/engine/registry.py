@@ -16,6 +16,7 @@ import contextlib
 import functools
 import inspect
 import json
+import logging
 import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -29,6 +30,7 @@ from agentops.engine.errors import (
     FailureKind,
     ModelFailure,
     OrchestrationFailure,
+    StepFailure,
     ToolFailure,
     UnknownAgent,
     UnknownTool,
@@ -37,9 +39,13 @@ from agentops.engine.errors import (
 if TYPE_CHECKING:
     from agentops.models import Step
 
+logger = logging.getLogger(__name__)
+
 # What a tool does to the world, the class policies route on: a type for the tools' authors (a
-# misspelt class fails mypy) and the tuple the registry checks at run time.
-SideEffect = Literal["read", "write", "notify", "financial"]
+# misspelt class fails mypy) and the tuple the registry checks at run time. `destructive`: a
+# write that may delete or overwrite (an MCP tool's `destructiveHint`), apart from `write` so a
+# policy can gate it while letting other writes through.
+SideEffect = Literal["read", "write", "destructive", "notify", "financial"]
 SIDE_EFFECT_CLASSES: tuple[str, ...] = typing.get_args(SideEffect)
 # The class of a tool that changes nothing anywhere (the ledger's migration 0019 names it too).
 READ_ONLY = "read"
@@ -101,6 +107,14 @@ class Tool:
     def timeout_or(self, default: float) -> float:
         """The tool's own deadline, or `default` (the setting) when it declares none."""
         return default if self.timeout is None else self.timeout
+
+    @property
+    def repeat_safe(self) -> str:
+        """The ledger's words for why calling again after a lost outcome makes no second
+        effect (asked of a tool that reads, or whose remote honours the idempotency key)."""
+        return (
+            "the tool only reads: asked again" if self.read_only else "remote deduplicates by key"
+        )
 
     @property
     def read_only(self) -> bool:
@@ -275,7 +289,8 @@ class Agent:
     # deployment's unrestricted key. A person may grant a missing one (`engine.grants`).
     scopes: tuple[str, ...] | None = None
     # MCP servers the agent takes tools from (`agentops.engine.mcptools.McpServer`), besides
-    # `tools`: their tools are listed by the worker that runs the task.
+    # `tools`: their tools are listed by the worker, for the steps that need them
+    # (`step_sources`).
     mcp_servers: tuple[ToolSource, ...] = ()
     # Other ways to reach the goal, by name: plans a person may switch a stopped task to
     # (`engine.repair`). The first plan is `plan`, named DEFAULT_STRATEGY.
@@ -420,14 +435,63 @@ def tool_add(spec: Tool) -> None:
     _TOOL_ENTRIES[spec.name] = (spec.side_effect, tuple(spec.systems))
 
 
-def agent_tools(agent: Agent, *, refresh: bool = False) -> list[str]:
-    """The names of every tool the agent may use: its Python tools, then its sources' (listed
-    from each source when `refresh`, or when this process never listed it: an outbound call,
-    made outside any transaction)."""
+def source_of(agent: Agent, name: str) -> ToolSource | None:
+    """The agent's source that tool `name` comes from (None: a Python tool, or not the agent's)."""
+    if name in agent.tools:
+        return None
+    prefix, separator, _ = name.partition("__")
+    return next((s for s in agent.mcp_servers if s.name == prefix), None) if separator else None
+
+
+def step_sources(agent: Agent, tool: str | None) -> tuple[ToolSource, ...]:
+    """The sources a step lists before its model call: the one of the tool its plan names (none
+    for a Python tool), or every source of the agent when its plan names no tool and the model
+    chooses. A source the step does not list is not started for it."""
+    if tool is None:
+        return agent.mcp_servers
+    source = source_of(agent, tool)
+    return () if source is None else (source,)
+
+
+@dataclass(frozen=True)
+class ToolOffer:
+    """The tools one model call is offered: the agent's Python tools and the tools of the
+    sources listed for it. A source that could not be listed leaves out only its own tools; its
+    failure (the source's own words) is kept for a step that needs it."""
+
+    names: tuple[str, ...]
+    listed: frozenset[str]
+    unavailable: Mapping[str, StepFailure]
+
+    def stop_for(self, tool: str | None) -> StepFailure | None:
+        """The failure a step stops with before its model call, or None: the source of the
+        tool its plan names could not be listed, or nothing is left to offer but some source
+        failed."""
+        if not self.unavailable:
+            return None
+        needed = self.unavailable.get(tool.partition("__")[0]) if tool is not None else None
+        if needed is not None:
+            return needed
+        if not self.names:
+            return next(iter(self.unavailable.values()))
+        return None
+
+
+def tools_offered(agent: Agent, sources: tuple[ToolSource, ...]) -> ToolOffer:
+    """List `sources` now, each on its own (an outbound call: made outside any transaction,
+    with the lease's heartbeat armed), and offer their tools with the agent's Python tools."""
     names = list(agent.tools)
-    for source in agent.mcp_servers:
-        names.extend(source.tool_names(refresh=refresh))
-    return names
+    listed: set[str] = set()
+    unavailable: dict[str, StepFailure] = {}
+    for source in sources:
+        try:
+            names.extend(source.tool_names(refresh=True))
+        except ToolFailure as failure:
+            logger.warning("tool source %s could not be listed: %s", source.name, failure)
+            unavailable[source.name] = failure
+        else:
+            listed.add(source.name)
+    return ToolOffer(names=tuple(names), listed=frozenset(listed), unavailable=unavailable)
 
 
 def get_tool(name: str) -> Tool:

@@ -21,7 +21,7 @@ from agentops.engine.jsonvalues import Encoded, is_pointer
 from agentops.engine.leases import Heartbeat
 from agentops.engine.ledger import Outcome
 from agentops.engine.model import record_pointing_at
-from agentops.engine.registry import Agent, Tool
+from agentops.engine.registry import Agent, Tool, ToolOffer
 from agentops.engine.routing import Verdict, step_routing
 from agentops.engine.transitions import Commit, EventSpec, Lease
 from agentops.engine.versions import AgentVersion
@@ -128,6 +128,9 @@ class RunState:
     calls: dict[int, ToolCall] = field(default_factory=dict)
     # The step's read-only call routed but not recorded yet (`proposals.route`).
     deferred: Routed | None = None
+    # What the step's model call was offered (`proposals.ask_model`): its tools, and the
+    # sources that could not be listed for it.
+    offer: ToolOffer | None = None
     call_arguments: dict[int, dict[str, Any]] = field(default_factory=dict)
     # Worked seconds at the first budget check of this claim, and the monotonic clock then.
     worked_at: tuple[float, float] | None = None

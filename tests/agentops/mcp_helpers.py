@@ -25,6 +25,15 @@ NOTES = McpServer(
     env={"NOTES_FILE": str(NOTES_FILE), "NOTES_SCHEMA_FILE": str(SCHEMA_FILE)},
     timeout=3.0,
 )
+# The same server under another name, with a revoked credential: it never starts (it says why on
+# stderr and exits). The token looks like a GitHub token, so what is stored of it is redacted.
+REVOKED_TOKEN = "ghp_" + "R3v0k3d" * 4
+ARCHIVE = McpServer(
+    name="archive",
+    command=(sys.executable, str(NOTES_SERVER)),
+    env={"NOTES_FILE": str(NOTES_DIR / "archive.txt"), "NOTES_REFUSE_TOKEN": REVOKED_TOKEN},
+    timeout=3.0,
+)
 
 
 def notes_script(request: ModelRequest) -> dict:
@@ -45,6 +54,34 @@ register_agent(
         mcp_servers=(NOTES,),
         plan=notes_plan,
         script=notes_script,
+        hidden=True,
+    )
+)
+
+
+# What the model was offered at each step of the two-server agent (its script writes it down).
+OFFERED: list[list[str]] = []
+
+
+def two_servers_script(request: ModelRequest) -> dict:
+    OFFERED.append(sorted(tool["name"] for tool in request.tools))
+    return notes_script(request)
+
+
+def two_servers_plan(task_input: dict) -> list[PlanStep]:
+    """A step per call; with `model_chooses`, the plan names no tool (the model picks one)."""
+    chooses = bool(task_input.get("model_chooses"))
+    return [PlanStep(f"Call {name}", None if chooses else name) for name, _ in task_input["calls"]]
+
+
+register_agent(
+    Agent(
+        name="mcp_two_servers_test",
+        system_prompt="Keep notes; archive them.",
+        tools=[],
+        mcp_servers=(NOTES, ARCHIVE),
+        plan=two_servers_plan,
+        script=two_servers_script,
         hidden=True,
     )
 )

@@ -32,6 +32,8 @@ from reviews.services import gate_approve
 from tests.agentops.mcp_helpers import (
     NOTES,
     NOTES_FILE,
+    OFFERED,
+    REVOKED_TOKEN,
     SCHEMA_FILE,
     commits,
     git_repository,
@@ -53,6 +55,7 @@ def fresh_servers(settings):
     settings.AGENTOPS = {**settings.AGENTOPS, "LEASE_SECONDS": 600.0}
     NOTES_FILE.unlink(missing_ok=True)
     SCHEMA_FILE.unlink(missing_ok=True)
+    OFFERED.clear()
     connections.close_all()
     connections.starts.clear()
     forget_discovered()
@@ -183,6 +186,7 @@ def test_git_tools_take_their_class_and_lane_from_their_annotations():
     assert lane("git__git_commit") == ("write", "gate", False)
     assert lane("git__git_create_branch") == ("write", "gate", False)
     assert lane("git__git_add") == ("write", "gate", True)  # idempotentHint: asked again safely
+    assert lane("git__git_reset") == ("destructive", "gate", True)  # destructiveHint
     assert tools["git__git_reset"].hints["destructiveHint"] is True
     assert tools["git__git_commit"].systems == ("git",)
 
@@ -190,7 +194,8 @@ def test_git_tools_take_their_class_and_lane_from_their_annotations():
 def test_absent_annotations_take_the_conservative_default_and_the_policy_overrides_per_tool():
     tools = discover(NOTES)
     slow = tools["notes__slow_note"]
-    assert slow.hinted == () and slow.side_effect == "write" and not slow.idempotent_remote
+    # Not read-only and destructive, by the MCP defaults.
+    assert slow.hinted == () and slow.side_effect == "destructive" and not slow.idempotent_remote
     assert slow.hints == {
         "readOnlyHint": False,
         "destructiveHint": True,
@@ -214,6 +219,161 @@ def test_absent_annotations_take_the_conservative_default_and_the_policy_overrid
     routed = dict(Step.objects.filter(task=task).values_list("ordinal", "policy_rule"))
     assert routed == {0: "notes may be added", 1: "default"}
     assert notes_written() == ["one"]
+
+
+def test_a_policy_gates_destructive_tools_while_other_writes_run_autonomously(operator):
+    policy = notes_policy(
+        {
+            "name": "destructive waits",
+            "route": "gate",
+            "side_effects": ["destructive"],
+            "approver_group": "operators",
+            "timeout_seconds": 3600,
+        },
+        {"name": "writes run", "route": "auto", "side_effects": ["write"]},
+    )
+    task = run_until_parked_or_done(
+        notes_task(("notes__add_note", {"text": "one"}), ("notes__clear_notes", {}), policy=policy)
+    )
+
+    assert task.status == TaskStatus.AWAITING_APPROVAL
+    gate = Gate.objects.get(task=task, status=GateStatus.OPEN)
+    assert (gate.tool, gate.rule) == ("notes__clear_notes", "destructive waits")
+    added = ToolCall.objects.get(task=task)
+    assert (added.tool, added.side_effect, added.status) == (
+        "notes__add_note",
+        "write",
+        LedgerStatus.SUCCEEDED,
+    )
+    assert Step.objects.get(task=task, ordinal=0).policy_rule == "writes run"
+    assert notes_written() == ["one"]  # the write ran; the erase waits for a person
+
+    gate_approve(gate_id=gate.pk, actor=operator, seen_digest=gate.args_digest)
+    task = run_until_parked_or_done(task)
+
+    assert task.status == TaskStatus.SUCCEEDED, task.failure
+    erased = ToolCall.objects.get(task=task, tool="notes__clear_notes")
+    assert (erased.side_effect, erased.status) == ("destructive", LedgerStatus.SUCCEEDED)
+    assert notes_written() == []
+
+
+def test_the_ledger_says_why_asking_an_mcp_tool_again_is_safe_without_claiming_a_key():
+    from agentops.engine.errors import ToolFailure
+    from agentops.engine.ledger import reconcile
+    from agentops.engine.registry import Tool, ToolContext
+
+    tools = discover(NOTES)
+    ctx = ToolContext("k", task_id=0, step=0, http=None, base_url="", timeout=5)  # type: ignore[arg-type]
+
+    def how(tool) -> str:
+        lost = ToolFailure("the answer was lost", kind=FailureKind.TIMEOUT, retryable=True)
+        outcome = reconcile(tool, ctx, {}, cause=lost)
+        assert outcome.status == LedgerStatus.FAILED and outcome.failure.retryable
+        return outcome.how
+
+    # MCP carries no idempotency key: a read is asked again because it reads, an idempotent
+    # tool because its server says a repeat changes nothing.
+    assert how(tools["notes__count_notes"]) == "the tool only reads: asked again"
+    assert how(tools["notes__clear_notes"]) == (
+        "the server marks the tool idempotent (idempotentHint): asked again"
+    )
+    # A Python tool whose remote honours the key keeps saying so.
+    keyed = Tool(name="keyed", fn=lambda ctx: {}, side_effect="write", idempotent_remote=True)
+    assert how(keyed) == "remote deduplicates by key"
+
+
+# -- a server that fails alone ---------------------------------------------------------------------
+
+
+def two_servers_task(*calls: tuple[str, dict], policy: str, model_chooses: bool = False) -> Task:
+    return task_create(
+        agent="mcp_two_servers_test",
+        goal="Keep notes",
+        input={"calls": [list(call) for call in calls], "model_chooses": model_chooses},
+        policy=policy,
+    )
+
+
+def test_a_step_lists_only_its_tools_server_so_a_server_that_cannot_start_stops_nothing_else():
+    policy = notes_policy({"name": "all notes", "route": "auto", "systems": ["notes"]})
+    task = run_until_parked_or_done(
+        two_servers_task(
+            ("notes__add_note", {"text": "one"}), ("notes__count_notes", {}), policy=policy
+        )
+    )
+
+    assert task.status == TaskStatus.SUCCEEDED, task.failure
+    assert notes_written() == ["one"]
+    # Each step was offered the tools of its tool's server, and the archive was never started.
+    assert len(OFFERED) == 2
+    assert all({name.split("__")[0] for name in offered} == {"notes"} for offered in OFFERED)
+    assert connections.starts == {"notes": 1}
+
+
+def test_a_step_the_model_chooses_for_is_offered_the_tools_of_the_servers_that_answer():
+    policy = notes_policy({"name": "all notes", "route": "auto", "systems": ["notes"]})
+    task = run_until_parked_or_done(
+        two_servers_task(("notes__add_note", {"text": "one"}), policy=policy, model_chooses=True)
+    )
+
+    assert task.status == TaskStatus.SUCCEEDED, task.failure
+    assert notes_written() == ["one"]
+    # Both servers were listed for the step; the one that failed to start left out only its
+    # own tools.
+    assert connections.starts == {"notes": 1, "archive": 1}
+    (offered,) = OFFERED
+    assert "notes__add_note" in offered
+    assert not [name for name in offered if not name.startswith("notes__")]
+
+
+def test_a_step_that_needs_a_server_that_cannot_start_stops_with_the_servers_own_words(
+    operator, client, caplog
+):
+    policy = notes_policy({"name": "all notes", "route": "auto", "systems": ["notes", "archive"]})
+    task = run_until_parked_or_done(
+        two_servers_task(
+            ("notes__add_note", {"text": "one"}),
+            ("archive__add_note", {"text": "two"}),
+            policy=policy,
+        )
+    )
+
+    assert task.status == TaskStatus.NEEDS_ATTENTION
+    assert notes_written() == ["one"]  # the step before it ran
+    failure = task.failure
+    assert failure["kind"] == FailureKind.UNAVAILABLE
+    # What the server wrote on its stderr, its credential redacted, is in the stop's message.
+    said = "notes: the token [redacted] was revoked; not starting"
+    assert "MCP server archive failed to start" in failure["message"]
+    assert said in failure["message"]
+    assert REVOKED_TOKEN not in str(failure)
+    # The worker's log has the server's words too (each stderr line, and the failure), redacted.
+    assert said in caplog.text and REVOKED_TOKEN not in caplog.text
+    step = Step.objects.get(task=task, ordinal=1)
+    # No model call was made for the step, nothing reached the ledger; each try started the
+    # server once (a server that failed to start is not started again at once).
+    assert step.model_response is None
+    assert ToolCall.objects.filter(task=task).count() == 1
+    assert step.attempts == task.step_retry_cap
+    assert connections.starts == {"notes": 1, "archive": step.attempts}
+    # The operator reads it on the recovery panel.
+    client.force_login(operator)
+    page = client.get(f"/review/tasks/{task.pk}/recover").content.decode()
+    assert said in page and REVOKED_TOKEN not in page
+
+
+def test_a_tool_the_model_chose_from_a_server_that_could_not_be_listed_stops_with_its_words():
+    policy = notes_policy({"name": "all notes", "route": "auto", "systems": ["notes", "archive"]})
+    task = run_until_parked_or_done(
+        two_servers_task(("archive__add_note", {"text": "x"}), policy=policy, model_chooses=True)
+    )
+
+    assert task.status == TaskStatus.NEEDS_ATTENTION
+    assert task.failure["kind"] == FailureKind.UNAVAILABLE
+    assert "notes: the token [redacted] was revoked; not starting" in task.failure["message"]
+    # The archive's tools were not offered; proposing one anyway needs the archive.
+    assert OFFERED and not [n for offered in OFFERED for n in offered if n.startswith("archive__")]
+    assert not ToolCall.objects.filter(task=task).exists()
 
 
 # -- arguments, errors, deadlines, restarts -------------------------------------------------------

@@ -47,6 +47,7 @@ LATE_FROM = 0.75
 RISK_BY_SIDE_EFFECT: Mapping[str, Risk] = {
     "read": Risk.LOW,
     "write": Risk.MEDIUM,
+    "destructive": Risk.HIGH,
     "notify": Risk.MEDIUM,
     "financial": Risk.HIGH,
 }
