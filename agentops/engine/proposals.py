@@ -64,10 +64,12 @@ def plan_propose(*, agent: Agent, task: Task, beat: Heartbeat) -> list[Step]:
         messages=ctxbuild.build_messages(agent=agent, task=task, steps=[], current=None),
         tools=tools,
     )
-    with beat.call():
-        response = get_model_adapter(agent).complete(request)
-    if not response.plan:
-        raise ModelFailure("the model returned no plan", kind=FailureKind.OUTPUT_INVALID)
+    adapter = get_model_adapter(agent)
+    with beat.call(), tracing.model_span(adapter.model, adapter.name) as span:
+        response = adapter.complete(request)
+        tracing.usage_record(span, response.usage)
+        if not response.plan:
+            raise ModelFailure("the model returned no plan", kind=FailureKind.OUTPUT_INVALID)
     return [
         Step(task=task, ordinal=i, title=str(p["title"])[:200], spec={"tool": p.get("tool")})
         for i, p in enumerate(response.plan)

@@ -10,6 +10,7 @@ A task's trace:
 
     POST /api/v1/tasks            the request that started it (`agentops.task.create` if none did)
     └ invoke_agent refund         one per worker slice; a slice after a crash hangs here too
+      ├ chat gpt-4o               the model call for the plan (an agent without a fixed one)
       └ agentops.step 3           one per step the slice runs
         ├ chat gpt-4o             the model call: request model, tokens in and out
         └ execute_tool refund     the tool call: side effect, lane, idempotency key

@@ -526,10 +526,8 @@ def test_a_tool_that_hangs_or_answers_an_error_has_a_failed_span_in_its_lane(pro
     assert_no_error(received.named("chat scripted"))
 
 
-@pytest.mark.django_db(transaction=True)
-def test_a_tool_that_crashes_has_a_failed_span_naming_the_exception(processes, receiver):
-    received, endpoint = receiver
-    task = task_create(agent="stock-bot", goal="Count SKU-7", input={"sku": "SKU-7"})
+def traced_worker(processes, endpoint: str) -> subprocess.Popen[bytes]:
+    """A worker that knows `traced_agent`'s agents, exporting its spans to `endpoint`."""
     log = open(processes.log_dir / "traced-worker.log", "wb")  # noqa: SIM115
     worker = subprocess.Popen(
         [sys.executable, "-m", "tests.agentops.traced_worker"],
@@ -540,6 +538,14 @@ def test_a_tool_that_crashes_has_a_failed_span_naming_the_exception(processes, r
         start_new_session=True,
     )
     processes.children.append(worker)
+    return worker
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_tool_that_crashes_has_a_failed_span_naming_the_exception(processes, receiver):
+    received, endpoint = receiver
+    task = task_create(agent="stock-bot", goal="Count SKU-7", input={"sku": "SKU-7"})
+    traced_worker(processes, endpoint)
     wait_for(
         lambda: Task.objects.get(pk=task.pk).status == TaskStatus.NEEDS_ATTENTION,
         timeout=60,
@@ -568,6 +574,45 @@ def test_a_tool_that_crashes_has_a_failed_span_naming_the_exception(processes, r
 
 
 @pytest.mark.django_db(transaction=True)
+def test_a_plan_the_model_fails_to_make_has_a_failed_chat_span(processes, receiver):
+    received, endpoint = receiver
+    # The first model call for the plan is rate limited; the next claim plans and goes on.
+    task = task_create(
+        agent="stock-planner",
+        goal="How is the stock counted?",
+        input={"model_faults": {"-1": ["429"]}},
+    )
+    traced_worker(processes, endpoint)
+    processes.sweeper()
+    wait_for(lambda: Task.objects.get(pk=task.pk).is_terminal, timeout=60, message="the task")
+    wait_for(
+        lambda: any(
+            s.attributes["agentops.slice.outcome"] == "succeeded"
+            for s in received.named("invoke_agent stock-planner")
+        ),
+        timeout=30,
+        message="the last slice's span to arrive",
+    )
+
+    assert Task.objects.get(pk=task.pk).status == TaskStatus.SUCCEEDED
+    assert received.refused == []
+    (failed,) = Event.objects.filter(task=task, action="agentops.task.failed")
+    by_id = {s.span_id: s for s in received.spans}
+    # Two model calls for the plan (the first refused), one for its step.
+    refused, planned, answered = received.named("chat scripted")
+    # The plan's calls hang from their slices (no step exists yet); the step's from its step.
+    assert (
+        by_id[refused.parent_id].name
+        == by_id[planned.parent_id].name
+        == "invoke_agent stock-planner"
+    )
+    assert by_id[answered.parent_id].name == "agentops.step 0"
+    assert refused.attributes["error.type"] == failed.payload["failure"]["kind"] == "rate_limited"
+    assert refused.status == (ERROR, failed.payload["failure"]["message"])
+    assert_no_error([planned, answered, *received.steps()])
+
+
+@pytest.mark.django_db(transaction=True)
 def test_a_model_call_the_provider_refuses_has_a_failed_chat_span(processes, receiver):
     received, endpoint = receiver
     strict = StrictServer(brain=refund_brain)
@@ -593,11 +638,13 @@ def test_a_model_call_the_provider_refuses_has_a_failed_chat_span(processes, rec
             wait_for(
                 lambda: Task.objects.get(pk=task.pk).is_terminal, timeout=60, message="the task"
             )
-            # One model call per step of five, and the refused one.
             wait_for(
-                lambda: len(received.named("chat strict-model")) == 6,
+                lambda: any(
+                    s.attributes["agentops.slice.outcome"] == "succeeded"
+                    for s in received.named("invoke_agent refund")
+                ),
                 timeout=30,
-                message="the model calls' spans to arrive",
+                message="the last slice's span to arrive",
             )
     finally:
         httpd.shutdown()
@@ -606,7 +653,9 @@ def test_a_model_call_the_provider_refuses_has_a_failed_chat_span(processes, rec
     assert received.refused == []
     failures = failed_tries(task)
     assert list(failures) == [(0, 1)]
+    # One model call per step of five, and the refused one.
     refused, *answered = received.named("chat strict-model")
+    assert len(answered) == 5
     assert refused.attributes["gen_ai.provider.name"] == "openai"
     assert refused.attributes["error.type"] == failures[(0, 1)]["kind"] == "rate_limited"
     assert refused.status == (ERROR, failures[(0, 1)]["message"])

@@ -1,6 +1,6 @@
-"""An agent whose one tool has a bug (it raises an exception the engine does not classify), for
-the traces' tests: its span must name the exception's class. Imported by the test and by the
-worker `tests.agentops.traced_worker` starts, so both know the agent.
+"""Agents for the traces' tests: one whose tool has a bug (it raises an exception the engine does
+not classify: its span must name the exception's class), and one that asks the model for its plan.
+Imported by the test and by the worker `tests.agentops.traced_worker` starts, so both know them.
 """
 
 from __future__ import annotations
@@ -35,6 +35,24 @@ register_agent(
         tools=["count_stock"],
         plan=[PlanStep("Count the stock", "count_stock")],
         script=_script,
+        hidden=True,
+    )
+)
+
+
+def _planner(request: ModelRequest) -> dict[str, Any]:
+    if request.planning:
+        return {"plan": [{"title": "Say how the stock is counted"}]}
+    return {"text": "The stock is counted every night.", "confidence": 0.9}
+
+
+register_agent(
+    Agent(
+        name="stock-planner",
+        system_prompt="You plan, then answer.",
+        tools=[],
+        plan=None,
+        script=_planner,
         hidden=True,
     )
 )
