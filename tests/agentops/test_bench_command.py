@@ -330,3 +330,24 @@ def test_bench_throughput_with_a_slow_model_reports_the_calls_in_flight_and_thei
         report["workers_pss_mb"] / report["tasks_in_flight_median"], abs=0.05
     )
     assert Task.objects.count() == 0  # the bench's tasks are gone
+
+
+def test_bench_redaction_times_each_kind_of_value_and_the_revision_it_is_compared_with():
+    out = StringIO()
+    call_command(
+        "bench", "redaction", "--payload-kb", "8", "--repeat", "2", "--against", "HEAD", "--json",
+        stdout=out,
+    )  # fmt: skip
+    report = json.loads(out.getvalue())
+
+    assert report["size_kb"] == 8 and report["repeat"] == 2 and report["against"] == "HEAD"
+    assert len(report["kinds"]) == 7
+    for figures in report["kinds"].values():
+        # None of the values holds a secret: both redactors leave each as it is.
+        assert figures["unchanged"] is True and figures["before_unchanged"] is True
+        assert figures["after_ms"] >= 0 and figures["before_ms"] >= 0
+
+
+def test_bench_redaction_refuses_a_size_or_repeat_below_one():
+    with pytest.raises(CommandError, match="must be positive"):
+        call_command("bench", "redaction", "--repeat", "0")

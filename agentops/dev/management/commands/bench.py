@@ -17,6 +17,7 @@ from agentops.dev.benchmarks.checkpoint import FAILING, KINDS, checkpoint
 from agentops.dev.benchmarks.checkpoint_report import checkpoint_table
 from agentops.dev.benchmarks.memory import memory, memory_table
 from agentops.dev.benchmarks.pages import pages, pages_table
+from agentops.dev.benchmarks.redaction import redaction_bench, redaction_table
 from agentops.dev.benchmarks.throughput import (
     ROUTES,
     routes_compared,
@@ -56,6 +57,10 @@ and the task list through the test client, DEBUG off: p50, p95, queries and byte
 memory: --steps steps in all (default 5000; tasks of 20 steps, or split into --tasks tasks) run
 by one real `manage.py worker`; prints rss_first_mb (after a tenth of the tasks), rss_last_mb
 (all done), rss_growth_ratio and growth_kb_per_step.
+redaction: the median process CPU time of `redacted` over --repeat calls (default 15) on values
+of --payload-kb KB (default 500 here) that hold no secret: repeated short text, English prose,
+JSON text and the same records as a JSON value, key=value log lines, accented Latin, Chinese.
+With --against REV, that revision's redactor is timed in the same loop, alternating call by call.
 """
 
 
@@ -63,7 +68,9 @@ class Command(BaseCommand):
     help = HELP
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("benchmark", choices=["checkpoint", "throughput", "pages", "memory"])
+        parser.add_argument(
+            "benchmark", choices=["checkpoint", "throughput", "pages", "memory", "redaction"]
+        )
         parser.add_argument(
             "--workers",
             default="1",
@@ -110,8 +117,9 @@ class Command(BaseCommand):
         parser.add_argument(
             "--payload-kb",
             type=int,
-            default=2,
-            help="size of each step's tool arguments and result (default 2)",
+            default=None,
+            help="size of each step's tool arguments and result (default 2); redaction: size of "
+            "each value (default 500)",
         )
         parser.add_argument(
             "--repeat",
@@ -137,6 +145,12 @@ class Command(BaseCommand):
         )
         parser.add_argument(
             "--json", action="store_true", dest="as_json", help="print one JSON object"
+        )
+        parser.add_argument(
+            "--against",
+            default=None,
+            metavar="REV",
+            help="redaction: also time the redactor of this git revision, alternating",
         )
         parser.add_argument(
             "--keep",
@@ -167,7 +181,7 @@ class Command(BaseCommand):
         *args: Any,
         benchmark: str,
         steps: int | None,
-        payload_kb: int,
+        payload_kb: int | None,
         repeat: int | None,
         as_json: bool,
         dispatch: int,
@@ -181,6 +195,7 @@ class Command(BaseCommand):
         keep: bool,
         kind: str,
         fail_every: int,
+        against: str | None,
         **options: Any,
     ) -> None:
         if peers is not None and benchmark != "checkpoint":
@@ -193,6 +208,15 @@ class Command(BaseCommand):
             report = pages(tasks=tasks, repeat=repeat, keep=keep)
             self.stdout.write(json.dumps(report, indent=2) if as_json else pages_table(report))
             return
+        if benchmark == "redaction":
+            repeat = 15 if repeat is None else repeat
+            size_kb = 500 if payload_kb is None else payload_kb
+            if repeat < 1 or size_kb < 1:
+                raise CommandError("--repeat and --payload-kb must be positive")
+            report = redaction_bench(size_kb=size_kb, repeat=repeat, against=against)
+            self.stdout.write(json.dumps(report, indent=2) if as_json else redaction_table(report))
+            return
+        payload_kb = 2 if payload_kb is None else payload_kb
         if benchmark == "memory":
             steps = 5000 if steps is None else steps
             if steps < 1 or payload_kb < 0 or (tasks is not None and tasks < 1):
