@@ -115,6 +115,22 @@ TEXT_FORMS: dict[str, tuple[str, str]] = {
         "post to https://hooks.slack.com/services/T024BE7LD/B01ABCDEF9G/nXk2Lp9QzR7tVw3YmB8cDe4F",
         "hooks.slack.com/services/T024BE7LD/B01ABCDEF9G/nXk2Lp9QzR7tVw3YmB8cDe4F",
     ),
+    "slack-webhook-no-scheme": (
+        "hook: hooks.slack.com/services/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",
+        "Qw9Er8Ty7Ui6Op5As4Df3Gh2",
+    ),
+    "slack-workflow": (
+        "https://hooks.slack.com/workflows/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",
+        "Zx1Cv2Bn3Mm4Lk5Jh6Gf7Dd8",
+    ),
+    "discord-webhook": (
+        "https://discord.com/api/webhooks/112233445566778899/Tq9Wv8Xu7Ys6Zr5Ap4Bo3Cn2Dm1El0Fk-_9Gj8Hi7",
+        "Tq9Wv8Xu7Ys6Zr5Ap4Bo3Cn2Dm1El0Fk-_9Gj8Hi7",
+    ),
+    "azure-sas": (
+        "https://acct.blob.core.windows.net/c/f.txt?sv=2022-11-02&sp=r&sig=Qk7%2Bv9Lm2Xp4Zt8Rw1%3D",
+        "Qk7%2Bv9Lm2Xp4Zt8Rw1%3D",
+    ),
     "azure-account-key": (
         "DefaultEndpointsProtocol=https;AccountName=shopdata;AccountKey=Zm9vYmFyYmF6cXV4MTIzNDU2Nzg5"
         "MGFiY2RlZmdoaWprbG1ub3BxcnN0dXZ3eHl6QUJDREVGR0hJSktMTU5PUFFSUw==;EndpointSuffix=core."
@@ -156,6 +172,9 @@ TEXT_FORMS: dict[str, tuple[str, str]] = {
     "env-foo-secret": ("FOO_SECRET=b7Gk29xLmQ", "b7Gk29xLmQ"),
     "env-export-key": ('export ENCRYPTION_KEY="k3y-M4t3r1al-99"', "k3y-M4t3r1al-99"),
     "env-smtp-password": ("SMTP_PASSWORD='Zeta 42 Omega'", "Zeta 42 Omega"),
+    "env-secret-key-base": ("SECRET_KEY_BASE=4f1d9c2e7b3a8f60", "4f1d9c2e7b3a8f60"),
+    "password-for": ("The password for the admin account: Adm1n-Pw-5", "Adm1n-Pw-5"),
+    "pin-code": ("PIN-Code: 5830", "5830"),
     "curl-u": ("curl -u admin:Hunter2Pw! https://api.example.com/v1", "Hunter2Pw!"),
     "curl-user-quoted": ("curl --user 'deploy:S3cr3t pass' https://x", "S3cr3t pass"),
     "mysql-p": ("mysql -h db -u root -pR00tPw9 shop", "R00tPw9"),
@@ -270,8 +289,8 @@ ISSUE_FORMS: dict[str, list[str]] = {
     "github_pat_": ["github-fine-grained", "github-fine-grained-short"],
     "glpat-": ["gitlab-pat", "gitlab-pat-new"],
     "AIza": ["google-api-key"],
-    "Slack webhook URL": ["slack-webhook"],
-    "Azure AccountKey=": ["azure-account-key", "azure-account-key-short"],
+    "Slack webhook URL": ["slack-webhook", "slack-webhook-no-scheme", "slack-workflow"],
+    "Azure AccountKey=": ["azure-account-key", "azure-account-key-short", "azure-sas"],
     "SendGrid key": ["sendgrid", "sendgrid-short"],
     "Twilio API key": ["twilio-api-key"],
     "Twilio account SID and auth token": [
@@ -285,6 +304,7 @@ ISSUE_FORMS: dict[str, list[str]] = {
         "env-foo-secret",
         "env-export-key",
         "env-smtp-password",
+        "env-secret-key-base",
     ],
     "curl -u user:pw": ["curl-u", "curl-user-quoted"],
     "mysql -pPW": ["mysql-p", "mysqldump-p-quoted"],
@@ -302,7 +322,7 @@ ISSUE_FORMS: dict[str, list[str]] = {
     "password in Spanish": ["password-spanish", "password-spanish-es"],
     "password in Russian": ["password-russian", "password-russian-dash"],
     "value under passcode": ["key:passcode", "passcode-colon"],
-    "value under pin": ["key:pin", "key:PIN", "pin-prose"],
+    "value under pin": ["key:pin", "key:PIN", "pin-prose", "pin-code"],
     "value under otp": ["key:otp", "otp-colon"],
     "value under cookie": ["key:cookie", "key:Set-Cookie", "cookie-header"],
     "value under session_id": ["key:session_id", "key:sessionId", "session-id-query"],
@@ -368,6 +388,8 @@ BENIGN_TEXTS: dict[str, str] = {
     "prose-key": "The key is in the drawer; press any key; the API key rotation runs monthly.",
     "prose-pin": "Pin the version to 1.2.3; pinned issues; spin up 3 workers; PIN reset requested.",
     "prose-secret": "It is no secret that the launch slipped.",
+    "prose-password-for": "The password for every account is required; a PIN code is optional.",
+    "webhook-docs": "See https://hooks.slack.com/ and https://example.com/api/webhooks/ docs",
     "prose-session": "session count: 12; the session expired at 10:30",
     "prose-code": "error code: 404; HTTP status code 200; code 1234 in the ticket",
     "code-python": "def login(password: str) -> bool:\n    return check(password, hashed)",

@@ -194,6 +194,23 @@ _TOKEN_RULES = [
     _Rule(re.compile(r"shp(?:at|ca|pa|ss)_(?<![A-Za-z0-9]shp\w\w_)[a-fA-F0-9]{32}"), ("shp",)),
     _Rule(re.compile(r"do[por]_v1_(?<![A-Za-z0-9]do\w_v1_)[a-f0-9]{64}"), ("_v1_",)),
     _Rule(re.compile(r"AGE-SECRET-KEY-1[0-9A-Z]{50,}"), ("AGE-SECRET-KEY-1",)),
+    # Webhook URLs whose path is the secret: Slack (any scheme, workflows and triggers too),
+    # Discord, Microsoft Teams.
+    _Rule(
+        re.compile(r"hooks\.slack\.com/(?:services|workflows|triggers)/(?P<path>[\w/+-]{16,})"),
+        ("hooks.slack.com/",),
+        ("path",),
+    ),
+    _Rule(
+        re.compile(r"/api/webhooks/(?P<path>\d+/[\w-]{20,})"),
+        ("/api/webhooks/",),
+        ("path",),
+    ),
+    _Rule(
+        re.compile(r"\.webhook\.office\.com/webhookb2/(?P<path>[\w@/-]{20,})"),
+        (".webhook.office.com/",),
+        ("path",),
+    ),
     # JWTs: three base64url segments, the first a JSON header ("eyJ" is `{"` encoded).
     _Rule(
         re.compile(r"eyJ(?<![A-Za-z0-9_-]eyJ)[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*"),
@@ -306,7 +323,7 @@ def _pgpass_line(match: re.Match[str], value: str) -> bool:
 
 _LINE_RULES = [
     _Rule(
-        re.compile(rf"_(?<=[A-Z0-9]_){_ENV_WORDS}[ \t]*=[ \t]*{_QUOTED_OR_BARE}"),
+        re.compile(rf"_(?<=[A-Z0-9]_){_ENV_WORDS}(?:_BASE)?[ \t]*=[ \t]*{_QUOTED_OR_BARE}"),
         tuple(
             f"_{word}"
             for word in (
@@ -367,6 +384,10 @@ def _word(literal: str, pattern: str, *, boundary: bool = True) -> _Rule:
     )
 
 
+# What a password is for, between the word and its value: `password for the admin account: X`,
+# `Passwort für den Server ist X`.
+_FOR = r"[ \t]+(?:for|of|to|für|pour|para|per)[ \t]+[^\n:=\uff1a\"'`]{1,40}?"
+
 # `Bearer <token>` anywhere.
 _BEARER = [
     _Rule(
@@ -381,7 +402,7 @@ _BEARER = [
 _PASSWORDS = [
     _word(
         "pass",
-        rf"(?:w(?:or)?ds?|wort|phrase|code)(?:{_SEPARATOR}|{_IS}){_VALUE}",
+        rf"(?:w(?:or)?ds?|wort|phrase|code)(?:{_FOR})?(?:{_SEPARATOR}|{_IS}){_VALUE}",
         boundary=False,
     ),
     _word("pw", rf"d?(?:{_SEPARATOR}|{_IS}){_VALUE}"),
@@ -428,6 +449,13 @@ _ASSIGNMENTS = [
         _VALUE_GROUPS,
         lowered=True,
     ),
+    # The signature of an Azure shared access signature URL (`?sv=…&sig=…`).
+    _Rule(
+        re.compile(r"sig=(?<=[?&]sig=)(?P<bare>[^\s&\"'`<>#]+)"),
+        ("sig=",),
+        ("bare",),
+        lowered=True,
+    ),
     # A cookie header's value, to the end of its line.
     _Rule(
         re.compile(
@@ -445,7 +473,7 @@ _ASSIGNMENTS = [
 _CODES = [
     _Rule(
         re.compile(
-            rf"{word}(?<![a-z0-9]{word})(?:{_SPACE}?(?:code|number|no\.?|#))?"
+            rf"{word}(?<![a-z0-9]{word})(?:(?:{_SPACE}|-)?(?:code|number|no\.?|#))?"
             rf"(?:{_SEPARATOR}|{_IS}|{_SPACE}+)(?P<bare>\d{{3,10}})(?![\w.,]\d)(?!\w)"
         ),
         (word,),
@@ -457,7 +485,7 @@ _CODES = [
     _Rule(
         re.compile(
             rf"(?:one[- ]time|verification|security|2fa|mfa|login|auth) code"
-            rf"(?:{_SEPARATOR}|{_IS}|{_SPACE}+)(?P<bare>\d{{4,10}})(?![\w.,]\d)(?!\w)"
+            rf"(?:{_SEPARATOR}|{_IS}|{_SPACE}+)(?P<bare>\d{{3,10}})(?![\w.,]\d)(?!\w)"
         ),
         ("code",),
         ("bare",),
