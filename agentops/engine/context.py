@@ -37,7 +37,14 @@ from typing import Any, TypeVar, cast
 
 from django.conf import settings
 
-from agentops.engine.excerpts import READ_TOOL, Given, result_given, stored_value, value_budget
+from agentops.engine.excerpts import (
+    READ_TOOL,
+    Given,
+    result_given,
+    result_json,
+    stored_value,
+    value_budget,
+)
 from agentops.engine.jsonvalues import ARTIFACT_KEY, canonical_json, is_pointer
 from agentops.engine.model import assistant_message, loaded_response, tool_message
 from agentops.engine.registry import Agent
@@ -129,31 +136,29 @@ class _Exchange:
         self.ids = [str(c["id"]) for c in calls]
         assistant = assistant_message(text, calls)
         self.assistant: list[Message] = [_message(assistant)] if calls or text else []
-        # The output is serialized once, for its size, whole and shortened; its text is kept
-        # with the tool messages made from it (for the step's summary line, below).
+        # The output is serialized once for its size, its excerpts and its summary line (its
+        # canonical JSON only when it is given whole); its text is kept with the tool messages
+        # made from it (for the step's summary line, below).
         output, artifact = stored_value(step.output, known)
-        output_text = canonical_json(output) if step.output is not None else None
+        data = result_json(output) if step.output is not None else None
+        output_text = data.decode() if data is not None else None
         # The step's summary line, made once the step leaves the recent exchanges, reads it.
         self.output_text = output_text
         self._given: dict[bool, Given | None] = {True: None, False: None}
-        if output_text is not None:
+        if data is not None:
             number, budget = step.ordinal + 1, value_budget()
-            for verbatim, limit, excerpt in (
-                (True, budget, budget),
-                (False, min(RECENT_RESULT_BYTES, budget), min(SUMMARY_CHARS, budget)),
-            ):
-                self._given[verbatim] = result_given(
-                    output,
-                    output_text,
-                    number=number,
-                    limit=limit,
-                    excerpt=excerpt,
-                    artifact=artifact,
-                )
+            given = functools.partial(result_given, output, data, number=number, artifact=artifact)
+            self._given[True] = given(limit=budget, excerpt=budget)
+            short = min(RECENT_RESULT_BYTES, budget)
+            # Within the shorter limit, within the longer one: the same form, made once.
+            self._given[False] = (
+                self._given[True]
+                if len(data) <= short
+                else given(limit=short, excerpt=min(SUMMARY_CHARS, budget))
+            )
         whole = self._made(step, verbatim=True)
         # The two forms differ only when a result is too long to keep whole (in the shorter).
-        short = self._given[False]
-        differ = short is not None and short.entry["given"] == "excerpt"
+        differ = self._given[False] is not self._given[True]
         self._messages = {
             True: whole,
             False: self._made(step, verbatim=False) if differ else whole,
@@ -255,7 +260,7 @@ def _summary_line(step: Step, cache: PromptCache) -> str:
     if exchange is not None and exchange.output_text is not None:
         text = exchange.output_text
     else:
-        text = canonical_json(stored_value(step.output, cache.artifacts)[0])
+        text = result_json(stored_value(step.output, cache.artifacts)[0]).decode()
     output = _shortened(text)
     return f"Step {step.ordinal + 1} '{step.title}' ({tool}) {step.status}: {output}"
 

@@ -3,14 +3,15 @@ more; never a storage pointer.
 
 A result above the artifact threshold is stored as an artifact and its row keeps a pointer
 (`jsonvalues.offloaded`); the threshold is a storage decision and changes nothing the model reads.
-A result whose JSON (canonical, UTF-8) is within the prompt's budget for it is given in full,
-whatever it is stored as; a longer one is given as its first bytes, after a line that says which
-bytes of how many it shows and how to read more: the built-in `read_result` tool. The engine
-answers that tool itself, inside the step's model call (`proposals.ask_model`), from the recorded
-rows; it is offered only to a prompt that cut a result short and is never an agent's tool, so it
-has no ledger row, no route and no side effect. Offsets are bytes of the result's canonical JSON,
-cut at character boundaries. What a prompt gave of each result (`given` entries) is recorded with
-the step's start; the reads a step made, with its model result.
+A result whose JSON is within the prompt's budget for it is given in full, whatever it is stored
+as; a longer one is given as its first bytes, after a line that says which bytes of how many it
+shows and how to read more: the built-in `read_result` tool. The engine answers that tool itself,
+inside the step's model call (`proposals.ask_model`), from the recorded rows; it is offered only
+to a prompt that cut a result short and is never an agent's tool, so it has no ledger row, no
+route and no side effect. Sizes and offsets are bytes of the result's JSON as an artifact stores
+it (`result_json`: sorted keys, compact, UTF-8), cut at character boundaries. What a prompt gave
+of each result (`given` entries) is recorded with the step's start; the reads a step made, with
+its model result.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from typing import Any, TypeGuard
 from django.conf import settings
 
 from agentops.engine.errors import FailureKind, ModelFailure
-from agentops.engine.jsonvalues import ARTIFACT_KEY, canonical_json, is_pointer, loaded
+from agentops.engine.jsonvalues import ARTIFACT_KEY, canonical_json, is_pointer, json_bytes, loaded
 from agentops.engine.model import (
     ModelRequest,
     ModelResponse,
@@ -87,18 +88,24 @@ def stored_value(
     return (known[artifact] if artifact in known else loaded(stored)), artifact
 
 
+def result_json(value: Any) -> bytes:
+    """The JSON of a result as excerpts and reads count it: as an artifact stores it (sorted
+    keys, compact; `jsonvalues.json_bytes`, fast for a value of few parts however long)."""
+    return json_bytes(value)
+
+
 def result_given(
-    value: Any, text: str, *, number: int, limit: int, excerpt: int, artifact: int | None
+    value: Any, data: bytes, *, number: int, limit: int, excerpt: int, artifact: int | None
 ) -> Given:
-    """The result `value` of step `number` (its canonical JSON `text`): whole when `text` has
+    """The result `value` of step `number` (its `result_json`, `data`): whole when `data` has
     at most `limit` bytes, else an excerpt of at most `excerpt` bytes headed by how to read
     more."""
-    data = text.encode()
     entry: dict[str, Any] = {"step": number}
     if artifact is not None:
         entry["artifact"] = artifact
     if len(data) <= limit:
-        return Given(value, text, {**entry, "given": "full", "bytes": len(data)})
+        full = {**entry, "given": "full", "bytes": len(data)}
+        return Given(value, canonical_json(value), full)
     start, end, part = _cut(data, 0, excerpt)
     content = f"Excerpt: {_range_line(number, start, end, len(data))}\n{part}"
     entry.update(given="excerpt", bytes=end - start, of=len(data))
@@ -119,7 +126,7 @@ def read_answer(steps: Sequence[Step], arguments: Any) -> tuple[str, dict[str, A
     if step is None or step.status not in STEP_DONE or step.output is None:
         return _refused(number, f"step {number} has no recorded result")
     value, _ = stored_value(step.output)
-    data = canonical_json(value).encode()
+    data = result_json(value)
     if offset > len(data):
         return _refused(number, f"offset {offset} is past the result's end ({len(data)} bytes)")
     budget = value_budget() if length is None else min(length, value_budget())

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from agentops.dev.sim.models import Effect
 from agentops.dev.sim.world import order
 from agentops.engine import task_create
-from agentops.engine.excerpts import MAX_READS, READ_TOOL, read_answer, result_given
+from agentops.engine.excerpts import MAX_READS, READ_TOOL, read_answer, result_given, result_json
 from agentops.engine.jsonvalues import canonical_json, is_pointer
 from agentops.engine.model import ModelRequest, loaded_response
 from agentops.engine.registry import Agent, PlanStep, register_agent
@@ -29,7 +29,8 @@ from tests.strict_openai import StrictServer, refund_brain, serve, tool_call
 pytestmark = pytest.mark.django_db
 
 ORDER = order("A1001")
-ORDER_JSON = canonical_json(ORDER).encode()
+# The lookup's result as an artifact stores it (sorted keys, compact): what excerpts count.
+ORDER_JSON = json.dumps(ORDER, sort_keys=True, separators=(",", ":")).encode()
 # Where a tool message says which bytes of which step's result it shows.
 SHOWN = re.compile(r"^(?:Excerpt|Read): bytes (\d+)-(\d+) of the (\d+) bytes of step (\d+)'s")
 MORE = re.compile(rf"call {READ_TOOL} with (\{{.*\}})\.$")
@@ -105,8 +106,7 @@ def test_a_result_above_the_budget_is_an_excerpt_the_model_reads_to_its_end(
     assert task.status == TaskStatus.SUCCEEDED, task.failure
     lookup, report = Step.objects.filter(task=task).order_by("ordinal")
     assert is_pointer(lookup.output) == (threshold == 64)
-    # The amount as the result's JSON writes it (an integral float as an int).
-    assert report.output == {"text": f"Order A1001 was {json.loads(ORDER_JSON)['amount']} EUR."}
+    assert report.output == {"text": f"Order A1001 was {ORDER['amount']} EUR."}
     # The prompt gave 64 of the result's bytes, and offered the tool to read on.
     first = ASKED[1]
     excerpt = _tool_texts(first.messages)
@@ -221,14 +221,12 @@ def test_an_excerpt_and_the_reads_it_points_to_give_back_the_exact_json(
     value: Any, budget: int, short: int, settings: Any
 ) -> None:
     settings.AGENTOPS = {**settings.AGENTOPS, "CONTEXT_VALUE_BYTES": budget}
-    text = canonical_json(value)
-    data = text.encode()
-    given = result_given(value, text, number=1, limit=budget, excerpt=short, artifact=None)
+    data = result_json(value)
+    text = data.decode()
+    given = result_given(value, data, number=1, limit=budget, excerpt=short, artifact=None)
     if len(data) <= budget:
-        assert (given.content, given.entry) == (
-            value,
-            {"step": 1, "given": "full", "bytes": len(data)},
-        )
+        full = {"step": 1, "given": "full", "bytes": len(data)}
+        assert (given.content, given.text, given.entry) == (value, canonical_json(value), full)
         return
     steps = [_step(0, value)]
     parts: list[str] = []

@@ -5,7 +5,7 @@ import pytest
 from agentops.dev.sim.models import Effect
 from agentops.dev.sim.world import order
 from agentops.engine import is_pointer, task_create
-from agentops.engine.jsonvalues import canonical_json
+from agentops.engine.excerpts import result_json
 from agentops.models import Event, Step, Task
 from agentops.states import TERMINAL, TaskStatus
 from tests.conftest import wait_for
@@ -47,7 +47,7 @@ def test_a_refund_whose_results_are_all_artifacts_refunds_the_orders_amount(proc
     assert {
         "step": 1,
         "given": "full",
-        "bytes": len(canonical_json(order("A1001")).encode()),
+        "bytes": len(result_json(order("A1001"))),
         "artifact": lookup.output["$artifact"],
     } in started.payload["context"]["results"]
     refunds = Effect.objects.filter(service="payments", operation="refund")
