@@ -42,6 +42,7 @@ from ninja.security import HttpBearer
 
 from agentops.engine import START_TASK, task_create
 from agentops.engine.errors import AgentOpsError, StartRefused
+from agentops.engine.needs import agents_offered
 from agentops.models import ApiToken, Task
 from agentops.plumbing import throttle
 from agentops.plumbing.outages import UNAVAILABLE, dependency_of
@@ -318,6 +319,31 @@ class TaskIn(Schema):
     wall_time_budget_seconds: int | None = None
 
 
+class AgentOut(Schema):
+    name: str
+    description: str
+    # Input fields a person may change on a running or paused task.
+    editable_input: list[str]
+
+
+@router.get(
+    "/agents",
+    response={200: list[AgentOut], **COMMON},
+    summary="Agents a task may be started with here",
+)
+def list_agents(request: ApiRequest) -> list[dict[str, Any]]:
+    """The agents the start form offers: registered, not hidden, and with every setting they
+    need set in this deployment (`POST /tasks` refuses any other, naming what it lacks)."""
+    return [
+        {
+            "name": agent.name,
+            "description": agent.description,
+            "editable_input": list(agent.editable_input),
+        }
+        for agent in agents_offered()
+    ]
+
+
 @router.get(
     "/tasks",
     response={200: list[TaskOut], **COMMON},
@@ -370,6 +396,7 @@ def start_task(request: ApiRequest, payload: TaskIn) -> Status[Task]:
         )
     except StartRefused as exc:  # the role was taken away between the two checks
         raise HttpError(403, str(exc)) from None
-    except (AgentOpsError, ValueError) as exc:  # unknown agent, input that is not JSON, no goal
+    # An unknown agent or one this deployment cannot run, input that is not JSON, no goal.
+    except (AgentOpsError, ValueError) as exc:
         raise HttpError(400, str(exc)) from None
     return Status(201, task)

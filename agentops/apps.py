@@ -28,6 +28,8 @@ class AgentopsConfig(AppConfig):
         from agentops.engine.gates import gate_decision_seconds
 
         agent_packages_load()
+        # `check --deploy` names the agents this deployment cannot run, and what it lacks.
+        from agentops import checks  # noqa: F401
 
         policy_hooks.register(decision_seconds=gate_decision_seconds)
 

@@ -14,9 +14,10 @@ from django import forms
 from django.core.exceptions import ValidationError
 from django.forms.fields import InvalidJSONInput
 
-from agentops.engine.errors import NotSerializable
+from agentops.engine.errors import AgentUnavailable, NotSerializable, UnknownAgent
 from agentops.engine.jsonvalues import validated
-from agentops.engine.registry import agents
+from agentops.engine.needs import agent_check_available, agents_offered
+from agentops.engine.registry import get_agent
 from agentops.plumbing.web import JSONObjectField
 from agentops.states import TaskStatus
 
@@ -24,16 +25,31 @@ INPUT_MAX_CHARS = 64 * 1024
 
 
 def agent_choices() -> list[tuple[str, str]]:
-    """Registered agents a person may start, as (name, label); hidden ones are left out."""
+    """The agents a person may start here, as (name, label): not hidden, and with every setting
+    they need (`engine.needs`)."""
     return [
         (a.name, f"{a.name} — {a.description}" if a.description else a.name)
-        for a in agents()
-        if not a.hidden
+        for a in agents_offered()
     ]
 
 
+class AgentField(forms.ChoiceField):
+    """The agents offered here; an agent that is registered but not offered is refused with
+    what it lacks (`AgentUnavailable`'s words), not only as "not one of the choices"."""
+
+    def validate(self, value: Any) -> None:
+        if value and not self.valid_value(value):
+            try:
+                agent_check_available(get_agent(value))
+            except UnknownAgent:
+                pass  # not one of the choices, as any other word
+            except AgentUnavailable as exc:
+                raise ValidationError(str(exc), code="invalid_choice") from None
+        super().validate(value)
+
+
 class TaskStartForm(forms.Form):
-    agent = forms.ChoiceField(choices=(), help_text="The registered agent that will run the task.")
+    agent = AgentField(choices=(), help_text="The registered agent that will run the task.")
     goal = forms.CharField(
         max_length=4000,
         widget=forms.Textarea(attrs={"rows": 3}),

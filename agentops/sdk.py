@@ -1,13 +1,13 @@
 """The agent author's one door: everything a module that declares agents and tools imports.
 
 An agent (`Agent`: a name, a system prompt, its tools, its `PlanStep`s or none, its model and
-context rules) and its tools (`@tool`: side-effect class, systems, retry policy, timeout, whether
-the remote deduplicates idempotency keys, and `probe` / `compensation` / `check` hooks) are
-declared with these names and registered on import (`register_agent`). A tool receives a
-`ToolContext` and signals failure with `ToolFailure(kind=FailureKind...)`; a scripted model reads a
-`ModelRequest`. The rest is for the agents that need it: MCP servers (`McpServer`), child tasks
-(`fan_out`, `ChildSpec`), a question to a person (`ask_human`, `ASK_HUMAN`), and the helpers an
-HTTP tool calls a service with and classifies its answers by (`http_post`, `http_probe`,
+context rules, the settings it `Need`s) and its tools (`@tool`: side-effect class, systems, retry
+policy, timeout, whether the remote deduplicates idempotency keys, and `probe` / `compensation` /
+`check` hooks) are declared with these names and registered on import (`register_agent`). A tool
+receives a `ToolContext` and signals failure with `ToolFailure(kind=FailureKind...)`; a scripted
+model reads a `ModelRequest`. The rest is for the agents that need it: MCP servers (`McpServer`),
+child tasks (`fan_out`, `ChildSpec`), a question to a person (`ask_human`, `ASK_HUMAN`), and the
+helpers an HTTP tool calls a service with and classifies its answers by (`http_post`, `http_probe`,
 `http_answer`: the product's one rule for what an answer means; `retry_after_seconds`, `SCOPE`).
 docs/agents.md is the tutorial.
 
@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from agentops.engine.questions import ASK_HUMAN, ask_human
     from agentops.engine.registry import (
         Agent,
+        Need,
         PlanStep,
         SideEffect,
         Tool,
@@ -49,6 +50,7 @@ if TYPE_CHECKING:
 _HOMES: dict[str, tuple[str, ...]] = {
     "agentops.engine.registry": (
         "Agent",
+        "Need",
         "PlanStep",
         "SideEffect",
         "Tool",
@@ -76,6 +78,7 @@ __all__ = [
     "FailureKind",
     "McpServer",
     "ModelRequest",
+    "Need",
     "PlanStep",
     "SideEffect",
     "Tool",

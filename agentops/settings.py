@@ -477,8 +477,15 @@ AGENTOPS: dict[str, Any] = {
     "TASK_WALL_TIME_SECONDS": env_int("AGENTOPS_TASK_WALL_TIME_SECONDS", 3600),
     # A tool result larger than this (JSON bytes) fails its step with output_invalid.
     "TOOL_RESULT_MAX_BYTES": env_int("AGENTOPS_TOOL_RESULT_MAX_BYTES", 8 * 1024 * 1024),
-    # Tools call the simulated third-party services at this base URL over real HTTP.
-    "SIM_BASE_URL": os.environ.get("AGENTOPS_SIM_BASE_URL", "http://127.0.0.1:8000/sim"),
+    # The base URL tools call their services at (`ToolContext.base_url`): the shipped agents'
+    # orders, payments, flights ... services. Development mode's default is the simulated
+    # services `make run` serves; production has none, so the agents that need it are neither
+    # offered nor started until it is set (agentops.engine.needs).
+    "SIM_BASE_URL": (
+        env_url("AGENTOPS_SIM_BASE_URL", "http://127.0.0.1:8000/sim")
+        if DEV or os.environ.get("AGENTOPS_SIM_BASE_URL", "").strip()
+        else ""
+    ),
     "TOOL_TIMEOUT_SECONDS": env_float("AGENTOPS_TOOL_TIMEOUT_SECONDS", 10.0),
     # An MCP server (agentops.engine.mcptools) must start (spawn and handshake) within this.
     "MCP_START_TIMEOUT_SECONDS": env_float("AGENTOPS_MCP_START_TIMEOUT_SECONDS", 30.0),

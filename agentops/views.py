@@ -25,7 +25,7 @@ from django_htmx.http import HTMX_STOP_POLLING, HttpResponseClientRedirect
 
 from agentops import task_page
 from agentops.engine import task_create
-from agentops.engine.errors import StartRefused, UnknownAgent
+from agentops.engine.errors import AgentUnavailable, StartRefused, UnknownAgent
 from agentops.forms import TaskFilterForm, TaskStartForm
 from agentops.models import Task
 from agentops.plumbing import prometheus
@@ -98,7 +98,7 @@ def task_new(request: AuthenticatedHttpRequest) -> HttpResponse:
                     cost_budget=form.cleaned_data["cost_budget"],
                     wall_time_budget_seconds=form.cleaned_data["wall_time_budget_seconds"],
                 )
-            except UnknownAgent as exc:
+            except (UnknownAgent, AgentUnavailable) as exc:
                 form.add_error("agent", str(exc))
             except StartRefused as exc:
                 raise PermissionDenied(str(exc)) from None

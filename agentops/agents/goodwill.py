@@ -72,6 +72,7 @@ def goodwill_script(request: ModelRequest) -> dict[str, Any]:
 register_agent(
     Agent(
         name="goodwill",
+        needs=(remote.SERVICES,),
         description="Credit a customer whose parcel was late, and tell them.",
         system_prompt="You apologise to customers for late parcels: check the order and the "
         "shipment, credit a small goodwill amount, and tell the customer.",

@@ -159,6 +159,7 @@ def _email_buyer_probe(call: ToolContext) -> dict[str, Any] | None:
 register_agent(
     Agent(
         name="supplier_quote",
+        needs=(remote.SERVICES,),
         description="Ask one supplier for a quote (spawned by procurement).",
         system_prompt="You ask one supplier for a quote. Request it once.",
         tools=["request_quote"],
@@ -171,6 +172,7 @@ register_agent(
 register_agent(
     Agent(
         name="procurement",
+        needs=(remote.SERVICES,),
         description="Ask three suppliers for quotes in parallel, then order from the cheapest.",
         system_prompt="You are a buyer. Compare the suppliers' quotes, order once from the "
         "cheapest, then tell the buyer.",

@@ -194,6 +194,7 @@ def refund_script(request: ModelRequest) -> dict[str, Any]:
 register_agent(
     Agent(
         name="refund",
+        needs=(remote.SERVICES,),
         description="Refund a customer's order and tell them.",
         system_prompt="You are a careful customer-service agent. Refund only eligible orders, "
         "never more than was paid, and tell the customer what you did.",

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from agentops.agents import remote
 from agentops.agents.refund import email_customer, issue_refund, lookup_order
 from agentops.sdk import ASK_HUMAN, Agent, ModelRequest, PlanStep, ask_human, register_agent
 
@@ -78,6 +79,7 @@ def refund_ask_script(request: ModelRequest) -> dict[str, Any]:
 register_agent(
     Agent(
         name="refund_ask",
+        needs=(remote.SERVICES,),
         description="Refund a damaged item after asking a person how much.",
         system_prompt="You handle damaged-item complaints. You do not decide how much to refund: "
         "ask a person with ask_human, offering the options, then refund what they say and tell "

@@ -4,14 +4,23 @@ holds the effect's recorded response.
 
 What an answer means (timeouts and 5xx that may have executed, 429s, missing scopes, the wrong
 shape) is the product's one rule, `agentops.sdk.http_post`: an agent of another package calls it
-with its own services' URLs.
+with its own services' URLs. `SERVICES` is the setting these agents need (`Agent.needs`).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from agentops.sdk import ToolContext, http_post, http_probe
+from agentops.sdk import Need, ToolContext, http_post, http_probe
+
+# What every shipped agent that calls a service needs: where the services answer. Development
+# mode defaults it to the simulated services; production has no default, so these agents are
+# not offered until it is set.
+SERVICES = Need(
+    "AGENTOPS_SIM_BASE_URL",
+    "the base URL of the shipped agents' services: orders, eligibility, logistics, payments, "
+    "email, flights, hotels, suppliers",
+)
 
 
 def post(

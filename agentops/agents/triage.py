@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from agentops.agents import remote
 from agentops.sdk import Agent, ModelRequest, PlanStep, register_agent
 
 
@@ -30,6 +31,7 @@ def triage_script(request: ModelRequest) -> dict[str, Any]:
 register_agent(
     Agent(
         name="triage",
+        needs=(remote.SERVICES,),
         description="Look at a complaint, then hand it to the refund agent.",
         system_prompt="You triage customer complaints: find the order, check whether a refund "
         "is possible, then hand the case to the right agent.",

@@ -201,6 +201,7 @@ def trip_script(request: ModelRequest) -> dict[str, Any]:
 register_agent(
     Agent(
         name="trip",
+        needs=(remote.SERVICES,),
         description="Book a flight and a hotel, then send the itinerary.",
         system_prompt="You are a travel agent. Book the cheapest flight, then the hotel, then "
         "send the itinerary. Never book twice.",

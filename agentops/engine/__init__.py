@@ -68,6 +68,7 @@ if TYPE_CHECKING:
     from agentops.engine.dispatch import job_waiting
     from agentops.engine.errors import (
         AgentOpsError,
+        AgentUnavailable,
         NotSerializable,
         StartRefused,
         StepFailure,
@@ -187,6 +188,7 @@ _HOMES: dict[str, tuple[str, ...]] = {
     "agentops.engine.dispatch": ("job_waiting",),
     "agentops.engine.errors": (
         "AgentOpsError",
+        "AgentUnavailable",
         "NotSerializable",
         "StartRefused",
         "StepFailure",
@@ -298,6 +300,7 @@ __all__ = [
     "STOP_OUTCOMES",
     "AgainRefused",
     "AgentOpsError",
+    "AgentUnavailable",
     "Approval",
     "ApprovalKind",
     "ChainBreak",

@@ -154,6 +154,15 @@ class UnknownAgent(AgentOpsError):
         self.name = name
 
 
+class AgentUnavailable(AgentOpsError):
+    """The agent is registered but cannot run in this process: a setting it needs is not set
+    (`engine.needs`); the message names the agent and each missing setting."""
+
+    def __init__(self, name: str, message: str) -> None:
+        super().__init__(message)
+        self.name = name
+
+
 class TransitionRefused(AgentOpsError):
     """The task is not in a status this action applies to (someone else acted first)."""
 

@@ -19,7 +19,13 @@ from django.db import transaction
 
 from agentops.engine.checkpoints import snapshot_write
 from agentops.engine.crashpoints import crashpoint
-from agentops.engine.errors import FailureKind, OrchestrationFailure, UnknownAgent
+from agentops.engine.errors import (
+    AgentUnavailable,
+    FailureKind,
+    OrchestrationFailure,
+    UnknownAgent,
+)
+from agentops.engine.needs import agent_check_available
 from agentops.engine.planning import plan_check
 from agentops.engine.registry import Agent, get_agent, plan_for, step_spec
 from agentops.engine.transitions import EventSpec, Lease, fenced_write
@@ -39,11 +45,12 @@ class HandedOff:
 
 def handoff_run(*, lease: Lease, task: Task, step: Step, steps: list[Step]) -> HandedOff:
     """Hand `task` over to the agent `step` names (lease holder; raises OrchestrationFailure
-    for an unknown agent)."""
+    for an unknown agent, or one whose needs this worker lacks)."""
     name = step.spec["handoff"]
     try:
         receiving = get_agent(name)
-    except UnknownAgent as exc:
+        agent_check_available(receiving)
+    except (UnknownAgent, AgentUnavailable) as exc:
         raise OrchestrationFailure(
             str(exc), kind=FailureKind.UNKNOWN_AGENT, retryable=False
         ) from None

@@ -262,6 +262,24 @@ class PlanStep:
     instruction: str = ""
 
 
+@dataclass(frozen=True)
+class Need:
+    """A setting an agent cannot work without: the environment `variable` and what it is for
+    (`purpose`, shown to whoever must set it: "the base URL of the parcel service"). An agent
+    whose needs are not all set is not offered and not started (`agentops.engine.needs`)."""
+
+    variable: str
+    purpose: str
+
+    def __post_init__(self) -> None:
+        if not self.variable or not self.variable.replace("_", "").isalnum():
+            raise ValueError(
+                f"a need names an environment variable (letters, digits, _), not {self.variable!r}"
+            )
+        if not self.purpose.strip():
+            raise ValueError(f"need {self.variable}: say what it is for (purpose=)")
+
+
 @dataclass
 class Agent:
     name: str
@@ -295,6 +313,10 @@ class Agent:
     # Other ways to reach the goal, by name: plans a person may switch a stopped task to
     # (`engine.repair`). The first plan is `plan`, named DEFAULT_STRATEGY.
     strategies: dict[str, list[PlanStep]] = field(default_factory=dict)
+    # The settings it cannot work without (the base URL of its service, a credential): unset,
+    # the agent is neither offered nor started (`engine.needs`; its stdio MCP servers' programs
+    # count too).
+    needs: tuple[Need, ...] = ()
 
 
 class ToolSource(Protocol):
@@ -418,6 +440,9 @@ DEFAULT_STRATEGY = "default"
 def register_agent(agent: Agent) -> Agent:
     for tool_name in agent.tools:
         get_tool(tool_name)
+    for need in agent.needs:
+        if not isinstance(need, Need):
+            raise TypeError(f"agent {agent.name}: needs= holds Need(...)s, not {need!r}")
     for source in agent.mcp_servers:
         known = _SOURCES.get(source.name)
         if known is not None and known != source:

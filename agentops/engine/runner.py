@@ -44,6 +44,7 @@ from agentops.engine import (
 from agentops.engine.checkpoints import OutputsDigest, checkpoint_verify
 from agentops.engine.crashpoints import crashpoint
 from agentops.engine.errors import (
+    AgentUnavailable,
     CheckpointMismatch,
     FailureKind,
     LeaseLost,
@@ -56,6 +57,7 @@ from agentops.engine.jsonvalues import loaded
 from agentops.engine.leases import Heartbeat
 from agentops.engine.ledger import INVALID_OUTPUT_KEY, Outcome, invoke, is_invalid_output, reconcile
 from agentops.engine.model import ModelResponse, loaded_response
+from agentops.engine.needs import agent_check_available
 from agentops.engine.registry import (
     Tool,
     ToolContext,
@@ -255,7 +257,9 @@ class TaskRun(RunState):
             )
         try:
             self.agent = get_agent(task.agent)
-        except UnknownAgent as exc:
+            # A setting the agent needs that this worker lacks: no step is tried without it.
+            agent_check_available(self.agent)
+        except (UnknownAgent, AgentUnavailable) as exc:
             return stepcommits.stop(
                 self, OrchestrationFailure(str(exc), kind=FailureKind.UNKNOWN_AGENT)
             )

@@ -16,6 +16,7 @@ from agentops.engine.checkpoints import snapshot_state
 from agentops.engine.dispatch import task_enqueue
 from agentops.engine.errors import StartRefused
 from agentops.engine.jsonvalues import redacted, validated
+from agentops.engine.needs import agent_check_available
 from agentops.engine.planning import plan_check
 from agentops.engine.registry import get_agent, plan_for, step_spec
 from agentops.engine.transitions import EventSpec, task_append_event
@@ -72,11 +73,13 @@ def task_create(
     StartRefused, before anything is written) and are recorded as the task's creator. Creation
     inside the engine (child tasks, scenarios, benchmarks) passes no person and is not checked;
     `created_by` only records who the task is attributed to (a child, its parent's starter).
-    Raises UnknownAgent for an unregistered agent, NotSerializable (with the path) for input or
-    a goal that cannot be stored (not JSON, a NUL character, a lone surrogate, nesting deeper
-    than `jsonvalues.MAX_DEPTH`) and PlanInvalid for a plan whose dependencies do not point at
-    earlier steps. `origin`: the task is started again from, or forked from, another one
-    (`engine/origins.py`); it links them and may adopt the first steps' results.
+    Raises UnknownAgent for an unregistered agent, AgentUnavailable (naming each missing
+    setting) for one whose needs this process lacks (`engine.needs`), NotSerializable (with the
+    path) for input or a goal that cannot be stored (not JSON, a NUL character, a lone
+    surrogate, nesting deeper than `jsonvalues.MAX_DEPTH`) and PlanInvalid for a plan whose
+    dependencies do not point at earlier steps. `origin`: the task is started again from, or
+    forked from, another one (`engine/origins.py`); it links them and may adopt the first
+    steps' results.
     """
     if started_by is not None:
         if not started_by.has_perm(START_TASK):
@@ -84,6 +87,7 @@ def task_create(
         created_by = started_by
 
     spec = get_agent(agent)
+    agent_check_available(spec)
     task_input = redacted(validated(input or {}, "input"))
     goal = redacted(validated(goal.strip(), "goal"))
     if not goal:

@@ -112,10 +112,28 @@ def test_production_settings_refuse_the_development_secret_key():
 
 @pytest.mark.django_db
 def test_the_deploy_check_passes_with_the_documented_production_environment():
-    result = manage("check", "--deploy", "--fail-level", "WARNING", env=production_env())
+    env = production_env(AGENTOPS_SIM_BASE_URL="https://services.example.com")
+    result = manage("check", "--deploy", "--fail-level", "WARNING", env=env)
 
     assert result.returncode == 0, result.stdout + result.stderr
     assert "no issues" in result.stdout
+
+
+@pytest.mark.django_db
+def test_the_deploy_check_names_each_agent_production_cannot_offer_and_the_setting():
+    result = manage("check", "--deploy", "--fail-level", "WARNING", env=production_env())
+
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "WARNINGS:" not in result.stderr and "ERRORS:" not in result.stderr
+    named = re.findall(
+        r"^\?: \(agentops\.I001\) agent '(\w+)' is not offered: it needs "
+        r"AGENTOPS_SIM_BASE_URL \(the base URL of the shipped agents' services: [^)]*\), which "
+        r"is not set$",
+        result.stderr,
+        re.M,
+    )
+    assert set(named) >= {"refund", "trip", "triage", "goodwill", "procurement", "refund_ask"}
+    assert "bench_noop" not in result.stderr
 
 
 @pytest.mark.django_db

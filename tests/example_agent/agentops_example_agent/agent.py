@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentops.sdk import Agent, ModelRequest, PlanStep, register_agent
+from agentops.sdk import Agent, ModelRequest, Need, PlanStep, register_agent
 from agentops_example_agent.tools import locate_parcel, notify_customer
 
 PLAN = [
@@ -49,6 +49,10 @@ register_agent(
         tools=[locate_parcel.name, notify_customer.name],
         plan=PLAN,
         script=parcel_notice_script,
+        # What the deployment must set for it: unset, the agent is not offered, `task_create`
+        # refuses it and `check --deploy` names the variable. The tools read it as
+        # `ToolContext.base_url`.
+        needs=(Need("AGENTOPS_SIM_BASE_URL", "the base URL of the logistics and email services"),),
         # The model: None is the deployment's (AGENTOPS_MODEL_ADAPTER, OPENAI_MODEL).
         adapter=None,
         model=None,
