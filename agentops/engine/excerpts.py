@@ -33,10 +33,11 @@ from agentops.engine.model import (
     estimate_tokens,
     tool_message,
 )
+from agentops.engine.registry import READ_RESULT_TOOL
 from agentops.models import Step
 from agentops.states import STEP_DONE
 
-READ_TOOL = "read_result"
+READ_TOOL = READ_RESULT_TOOL
 # Reads one step's model call may make before its proposal; past it the reply is invalid output.
 MAX_READS = 8
 

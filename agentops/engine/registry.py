@@ -49,6 +49,9 @@ SideEffect = Literal["read", "write", "destructive", "notify", "financial"]
 SIDE_EFFECT_CLASSES: tuple[str, ...] = typing.get_args(SideEffect)
 # The class of a tool that changes nothing anywhere (the ledger's migration 0019 names it too).
 READ_ONLY = "read"
+# The engine's own tool (`engine.excerpts`): offered to a prompt that cut a result short, answered
+# by the engine inside the step. No tool an agent registers may take its name.
+READ_RESULT_TOOL = "read_result"
 
 
 # Ask the remote whether the effect with this key happened (None: it did not).
@@ -371,6 +374,8 @@ def tool(
         raise ValueError(f"timeout must be more than zero seconds, not {timeout:g}")
 
     def register(fn: Callable[..., dict[str, Any]]) -> Tool:
+        if (name or fn.__name__) == READ_RESULT_TOOL:
+            raise ValueError(f"{READ_RESULT_TOOL!r} is the engine's own tool: name yours otherwise")
         spec = Tool(
             name=name or fn.__name__,
             fn=fn,

@@ -19,7 +19,7 @@ from agentops.engine import task_create
 from agentops.engine.excerpts import MAX_READS, READ_TOOL, read_answer, result_given, result_json
 from agentops.engine.jsonvalues import canonical_json, is_pointer
 from agentops.engine.model import ModelRequest, loaded_response
-from agentops.engine.registry import Agent, PlanStep, register_agent
+from agentops.engine.registry import Agent, PlanStep, register_agent, tool, tools
 from agentops.models import Event, Step, Task
 from agentops.states import StepStatus, TaskStatus
 from tests.agentops.test_jsonvalues import json_values
@@ -176,6 +176,17 @@ def test_a_model_that_reads_on_past_the_cap_fails_its_step_as_invalid_output(
     # Each try asked once, then once per read; the last read was refused, not answered.
     per_try = MAX_READS + 1
     assert [r.step for r in ASKED].count(1) == per_try * report.attempts
+
+
+def test_no_agent_tool_may_take_the_engines_read_tool_name() -> None:
+    def read_result(call: Any, *, step: int) -> dict[str, Any]:
+        return {}
+
+    with pytest.raises(ValueError, match=f"'{READ_TOOL}' is the engine's own tool"):
+        tool(side_effect="read")(read_result)
+    with pytest.raises(ValueError, match=f"'{READ_TOOL}' is the engine's own tool"):
+        tool(side_effect="read", name=READ_TOOL)(_reader)
+    assert READ_TOOL not in {t.name for t in tools()}
 
 
 def _step(ordinal: int, output: Any, status: str = StepStatus.SUCCEEDED) -> Step:
