@@ -135,11 +135,18 @@ def test_a_result_above_the_budget_is_an_excerpt_the_model_reads_to_its_end(
     assert result["usage"]["prompt_estimate"] == sum(r.prompt_estimate or 0 for r in ASKED[1:])
 
 
+# The report's prompt is built in the commit that stores the lookup (its artifact taken from
+# memory), or, when the slice ends after the lookup, by the next claim from the stored rows.
+@pytest.mark.parametrize("slice_seconds", [5.0, 0.0], ids=["same commit", "next slice"])
 def test_a_result_within_the_budget_is_given_whole_and_recorded_so_when_it_is_an_artifact(
-    sim: str, redis_clean: None, settings: Any, tmp_path: Any
+    sim: str, redis_clean: None, settings: Any, tmp_path: Any, slice_seconds: float
 ) -> None:
     settings.MEDIA_ROOT = tmp_path
-    settings.AGENTOPS = {**settings.AGENTOPS, "ARTIFACT_THRESHOLD_BYTES": 64}
+    settings.AGENTOPS = {
+        **settings.AGENTOPS,
+        "ARTIFACT_THRESHOLD_BYTES": 64,
+        "SLICE_SECONDS": slice_seconds,
+    }
     ASKED.clear()
 
     task = run_until_parked_or_done(task_create(agent="test_reader", goal="What did A1001 cost?"))
@@ -159,6 +166,8 @@ def test_a_result_within_the_budget_is_given_whole_and_recorded_so_when_it_is_an
         }
     ]
     assert "reads" not in _payload(task, "agentops.step.model_result", 1)
+    claims = Event.objects.filter(task=task, action="agentops.task.claimed").count()
+    assert claims == (1 if slice_seconds else 2)
 
 
 def test_a_model_that_reads_on_past_the_cap_fails_its_step_as_invalid_output(
