@@ -174,7 +174,7 @@ TEXT_FORMS: dict[str, tuple[str, str]] = {
     "env-smtp-password": ("SMTP_PASSWORD='Zeta 42 Omega'", "Zeta 42 Omega"),
     "env-secret-key-base": ("SECRET_KEY_BASE=4f1d9c2e7b3a8f60", "4f1d9c2e7b3a8f60"),
     "password-for": ("The password for the admin account: Adm1n-Pw-5", "Adm1n-Pw-5"),
-    "pin-code": ("PIN-Code: 5830", "5830"),
+    "pin-code": ("PIN-Code: 58301946", "58301946"),
     "curl-u": ("curl -u admin:Hunter2Pw! https://api.example.com/v1", "Hunter2Pw!"),
     "curl-user-quoted": ("curl --user 'deploy:S3cr3t pass' https://x", "S3cr3t pass"),
     "mysql-p": ("mysql -h db -u root -pR00tPw9 shop", "R00tPw9"),
@@ -213,10 +213,11 @@ TEXT_FORMS: dict[str, tuple[str, str]] = {
     "password-spanish-es": ("La contraseña es Playa2023", "Playa2023"),
     "password-russian": ("пароль: Zima_2024", "Zima_2024"),
     "password-russian-dash": ("Пароль — Moroz88", "Moroz88"),
-    # Codes and session values written in text.
-    "pin-prose": ("my PIN is 4829, don't share", "4829"),
-    "otp-colon": ("OTP: 731946", "731946"),
-    "passcode-colon": ("door passcode: 90210", "90210"),
+    # Codes and session values written in text (long enough not to turn up by chance in a
+    # digest or an id of the database dump).
+    "pin-prose": ("my PIN is 48291637, don't share", "48291637"),
+    "otp-colon": ("OTP: 73194628", "73194628"),
+    "passcode-colon": ("door passcode: 90211734", "90211734"),
     "cookie-header": ("Cookie: sessionid=8fj3k2l1m0n9; csrftoken=Qw3rTy", "sessionid=8fj3k2l1m0n9"),
     "session-id-query": ("GET /app?session_id=s3ss10n-8842&page=2", "s3ss10n-8842"),
     # Cards written with slashes or double spaces, IBANs, US social security numbers.

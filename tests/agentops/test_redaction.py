@@ -300,7 +300,7 @@ def test_no_secret_survives_in_random_nested_json(value, key):
 
 
 def test_the_lowercased_copy_keeps_every_position():
-    from agentops.engine.redaction import _lowered
+    from agentops.engine.redaction._text import _lowered
 
     longer = [
         code
@@ -314,7 +314,7 @@ def test_the_lowercased_copy_keeps_every_position():
 
 
 def test_the_card_precheck_knows_every_first_byte_of_a_unicode_digit():
-    from agentops.engine.redaction import DIGIT_LEAD_BYTES
+    from agentops.engine.redaction._numbers import DIGIT_LEAD_BYTES
 
     digit = re.compile(r"\d")
     leads = {
