@@ -1,5 +1,7 @@
 """The durable state of a task: metadata, plan, ledger, event log, snapshots and artifacts, and
-its waiting states: the gate a step parks on and the audit record of an autonomous step.
+its waiting states: the gate a step parks on and the audit record of an autonomous step; and the
+rows that keep the record's upkeep (the sweep lease, artifacts kept in PostgreSQL, archived
+tasks). API tokens and scope grants, who may act, are in `access`.
 
 No business logic lives here. Statuses are written only by `agentops.engine.transitions`; every
 other write goes through a service. Constraint names follow `<app>_<model>_<rule>`.
@@ -11,6 +13,7 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
+from agentops.models.access import ApiToken, ScopeGrant
 from agentops.states import (
     AuditStatus,
     GateStatus,
@@ -492,80 +495,6 @@ class AuditItem(models.Model):
         return f"Audit {self.pk}: {self.tool} ({self.status})"
 
 
-class ApiToken(models.Model):
-    """A personal token for the JSON API: requests made with it act as its user.
-
-    Only the token's sha256 is stored; the token itself is shown once, when it is created. Every
-    app's API router authenticates with it (`agentops.api.TokenAuth`); moved here from `reviews`
-    (`0017_api_token_from_reviews` renamed its table).
-    """
-
-    user = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens"
-    )
-    name = models.CharField(max_length=100)
-    prefix = models.CharField(max_length=12)
-    key_hash = models.CharField(max_length=64, unique=True)
-    created_at = models.DateTimeField(auto_now_add=True)
-    last_used_at = models.DateTimeField(null=True, blank=True)
-    revoked_at = models.DateTimeField(null=True, blank=True)
-
-    class Meta:
-        ordering = ["-created_at", "-id"]
-
-    def __str__(self) -> str:
-        return f"{self.name} ({self.prefix}…) of {self.user}"
-
-
-class ScopeGrant(models.Model):
-    """A person's grant of one OAuth scope the agent's credential lacks, for a bounded time: to
-    one task (`task`), or to every task of the agent (`task` empty). Tool calls carry it while
-    it is in force (`expires_at` in the future, not revoked). Written by `engine.grants` only;
-    the people's decision log records who granted and who revoked it, and why."""
-
-    task = models.ForeignKey(
-        Task, null=True, blank=True, on_delete=models.CASCADE, related_name="scope_grants"
-    )
-    agent = models.CharField(max_length=100)
-    scope = models.CharField(max_length=100)
-    reason = models.TextField()
-    granted_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
-    )
-    granted_by_label = models.CharField(max_length=150)
-    created_at = models.DateTimeField()
-    expires_at = models.DateTimeField()
-    revoked_at = models.DateTimeField(null=True, blank=True)
-    revoked_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL,
-        null=True,
-        blank=True,
-        on_delete=models.SET_NULL,
-        related_name="+",
-    )
-    revoked_by_label = models.CharField(max_length=150, blank=True)
-    revoke_reason = models.TextField(blank=True)
-
-    class Meta:
-        ordering = ["-created_at", "-id"]
-        constraints = [
-            models.CheckConstraint(
-                condition=Q(expires_at__gt=models.F("created_at")),
-                name="agentops_scopegrant_bounded",
-            ),
-            models.CheckConstraint(
-                condition=~Q(reason=""), name="agentops_scopegrant_reason_given"
-            ),
-        ]
-        indexes = [
-            models.Index(fields=["agent", "expires_at"], name="agentops_scopegrant_agent_idx"),
-        ]
-
-    def __str__(self) -> str:
-        where = f"task {self.task_id}" if self.task_id else f"agent {self.agent}"
-        return f"{self.scope} for {where} until {self.expires_at:%Y-%m-%d %H:%M}"
-
-
 class SweepLease(models.Model):
     """Who sweeps now: one row (id 1), claimed by a sweeper for one sweep
     (`agentops.engine.sweeper`).
@@ -608,3 +537,20 @@ class ArchivedTask(models.Model):
 
     def __str__(self) -> str:
         return f"task {self.task_id}, archived to {self.archive}"
+
+
+__all__ = [
+    "ApiToken",
+    "ArchivedTask",
+    "Artifact",
+    "AuditItem",
+    "Event",
+    "Gate",
+    "ScopeGrant",
+    "Snapshot",
+    "Step",
+    "StoredFile",
+    "SweepLease",
+    "Task",
+    "ToolCall",
+]
