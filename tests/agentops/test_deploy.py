@@ -814,6 +814,8 @@ def test_the_production_web_server_answers_while_50_clients_trickle_headers_and_
         WEB_CONCURRENCY=str(WEB_PROCESSES),
         AGENTOPS_WEB_SLOTS=str(WEB_SLOTS),
         GUNICORN_ACCESS_LOG="0",
+        # The refund's services (it is started, not run): production offers it only with them.
+        AGENTOPS_SIM_BASE_URL="https://services.example.com",
     )
     collected = manage("collectstatic", "--no-input", "-v", "0", env=env)
     assert collected.returncode == 0, collected.stderr
