@@ -539,3 +539,13 @@ def test_passwords_in_other_languages(text, expected):
 
 def test_every_rule_needs_a_literal_the_prechecks_search_for():
     assert all(rule.needs for rule in RULES)
+
+
+def test_a_key_is_read_without_invisible_characters_and_in_its_compatibility_form():
+    fullwidth = "".join(chr(0xFF41 + ord(c) - ord("a")) for c in "password")
+
+    assert redacted({"pass\u200bword": "x", fullwidth: "y", "auth\u200bor": "Ada"}) == {
+        "pass\u200bword": REDACTED,
+        fullwidth: REDACTED,
+        "auth\u200bor": "Ada",
+    }

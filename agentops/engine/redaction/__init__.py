@@ -27,9 +27,8 @@ from typing import Any
 
 from agentops.engine.redaction._keys import is_secret_key
 from agentops.engine.redaction._numbers import card_digits, luhn_valid
-from agentops.engine.redaction._rule import REDACTED
+from agentops.engine.redaction._rule import INVISIBLE, REDACTED
 from agentops.engine.redaction._text import (
-    INVISIBLE,
     RULES,
     Text,
     replaced,

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import functools
 import re
+import unicodedata
+
+from agentops.engine.redaction._rule import INVISIBLE
 
 # Keys whose value is a secret: the name ends with one of these words (after camelCase is split
 # and the name lowercased: `githubToken`, `X-Api-Key`, `DB_PASSWORD`, `sessionId`). A word must
@@ -24,5 +27,9 @@ _CAMEL_HUMP = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 
 @functools.lru_cache(maxsize=4096)
 def is_secret_key(key: str) -> bool:
-    """Whether the value under `key` is a secret. Cached: a payload repeats its keys."""
+    """Whether the value under `key` is a secret. A key with other than ASCII in it is read
+    without its invisible characters and in its compatibility form (`pass\u200bword`,
+    `password` in fullwidth letters). Cached: a payload repeats its keys."""
+    if not key.isascii():
+        key = unicodedata.normalize("NFKC", INVISIBLE.sub("", key))
     return _SECRET_KEY.match(_CAMEL_HUMP.sub("_", key).lower()) is not None

@@ -8,6 +8,9 @@ from dataclasses import dataclass
 
 REDACTED = "[redacted]"
 
+# Zero-width and invisible characters someone may leave inside a secret (or a tool may insert).
+INVISIBLE = re.compile("[\u00ad\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\ufeff]")
+
 Span = tuple[int, int]
 
 

@@ -34,9 +34,6 @@ from agentops.engine.redaction._words import (
     PASSWORDS,
 )
 
-# Zero-width and invisible characters someone may leave inside a secret (or a tool may insert).
-INVISIBLE = re.compile("[\u00ad\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\ufeff]")
-
 
 class Text:
     """A text and what the prechecks learn about it, each computed once when first asked."""
