@@ -515,11 +515,19 @@ def build_context(
             )
 
 
-def calibration(steps: Sequence[Step], *, before: Step | None = None) -> float:
+def calibration(
+    steps: Sequence[Step],
+    *,
+    before: Step | None = None,
+    known: Mapping[int, Any] = MappingProxyType({}),
+) -> float:
     """Provider-reported prompt tokens per estimated token, from the latest step (before
-    `before`) whose recorded usage has both (1.0 when none has; bounded to 0.25..4)."""
+    `before`) whose recorded usage has both (1.0 when none has; bounded to 0.25..4). A response
+    stored as an artifact is read back (or taken from `known`, as `executed_calls` does)."""
     for step in _newest_first(steps, before=before):
-        usage = (step.model_response or {}).get("usage") or {}
+        if step.model_response is None:
+            continue
+        usage = _response(step, known).get("usage") or {}
         reported, estimated = usage.get("prompt_tokens"), usage.get("prompt_estimate")
         if isinstance(reported, int) and isinstance(estimated, int) and reported and estimated:
             return round(min(max(reported / estimated, 0.25), 4.0), 3)

@@ -55,7 +55,7 @@ def begin_events(
         agent=run.agent,
         task=run.task,
         steps=view,
-        scale=ctxbuild.calibration(view, before=step),
+        scale=ctxbuild.calibration(view, before=step, known=run.prompts.artifacts),
         current=step,
         resumed_at=run.resumed_at,
         notes=_notes(run, step),

@@ -348,3 +348,17 @@ def test_a_real_models_conversation_reads_a_cut_result_through_the_sdk(
     assert [e.request["amount"] for e in refunds] == [ORDER["amount"]]
     offered = [[t["function"]["name"] for t in body.get("tools", [])] for body in state.received]
     assert READ_TOOL in offered[-1]
+    # Each prompt's estimate is calibrated by the provider's count for the step before it, read
+    # from that step's response (an artifact at this threshold), as for a response in its row.
+    steps = list(Step.objects.filter(task=task).order_by("ordinal"))
+    scales = []
+    for step in steps[1:]:
+        usage = loaded_response(steps[step.ordinal - 1].model_response)["usage"]
+        scale = round(min(max(usage["prompt_tokens"] / usage["prompt_estimate"], 0.25), 4.0), 3)
+        started = Event.objects.get(
+            task=task, action="agentops.step.started", step_ordinal=step.ordinal
+        )
+        assert started.payload["context"]["scale"] == scale
+        scales.append(scale)
+    assert all(is_pointer(step.model_response) for step in steps)
+    assert set(scales) != {1.0}
