@@ -14,7 +14,14 @@ from django.core.validators import RegexValidator
 from django.db import models
 from django.db.models import Q
 
-from reviews.states import DecisionChannel, DeliveryStatus, NoticeEvent, WebhookFormat
+from reviews.states import (
+    CaseStatus,
+    DecisionChannel,
+    DeliveryStatus,
+    NoticeEvent,
+    RubricItemKind,
+    WebhookFormat,
+)
 
 
 class Claim(models.Model):
@@ -367,3 +374,156 @@ class EmailActionUse(models.Model):
 
     def __str__(self) -> str:
         return f"{self.action} link of gate {self.gate_id_ref} used by {self.user_id}"
+
+
+# The most independent reviews a rubric queue may ask for per item.
+MAX_REVIEWS = 5
+
+
+class Rubric(models.Model):
+    """What auditors answer about an audit item: typed items (`RubricItem`), defined by a policy
+    admin (`reviews.services.rubric_create`). A rubric is never edited once defined: reviews
+    answered it as it was; a changed rubric is a new one."""
+
+    name = models.CharField(max_length=100, unique=True)
+    instructions = models.TextField(blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class RubricItem(models.Model):
+    """One question of a rubric: pass/fail, a score on `values`' scale, or one of `values`'
+    categories; `values` is the list of allowed answers, each with what it means
+    (`[{"value": ..., "description": ...}]`)."""
+
+    rubric = models.ForeignKey(Rubric, on_delete=models.CASCADE, related_name="items")
+    position = models.PositiveSmallIntegerField()
+    key = models.SlugField(max_length=50)
+    label = models.CharField(max_length=200)
+    kind = models.CharField(max_length=16, choices=RubricItemKind.choices)
+    required = models.BooleanField(default=True)
+    values = models.JSONField(default=list)
+
+    class Meta:
+        ordering = ["rubric", "position"]
+        constraints = [
+            models.UniqueConstraint(fields=["rubric", "key"], name="reviews_rubricitem_key_uniq"),
+            models.UniqueConstraint(
+                fields=["rubric", "position"], name="reviews_rubricitem_position_uniq"
+            ),
+            models.CheckConstraint(
+                condition=Q(kind__in=RubricItemKind.values), name="reviews_rubricitem_kind_valid"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.rubric_id}.{self.key}"
+
+
+class RubricQueue(models.Model):
+    """A rubric attached to the audit queue for the items of one agent, one rule, or both, with
+    instructions and how many independent reviews each item needs. An item goes to the most
+    specific queue that matches it (agent and rule, then agent, then rule)."""
+
+    rubric = models.ForeignKey(Rubric, on_delete=models.PROTECT, related_name="queues")
+    agent = models.CharField(max_length=100, blank=True)
+    rule = models.CharField(max_length=200, blank=True)
+    instructions = models.TextField(blank=True)
+    reviews_required = models.PositiveSmallIntegerField(default=1)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["agent", "rule"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["agent", "rule"], name="reviews_rubricqueue_scope_uniq"
+            ),
+            models.CheckConstraint(
+                condition=~Q(agent="", rule=""), name="reviews_rubricqueue_scope_given"
+            ),
+            models.CheckConstraint(
+                condition=Q(reviews_required__gte=1, reviews_required__lte=MAX_REVIEWS),
+                name="reviews_rubricqueue_reviews_range",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.rubric_id} for {self.agent or 'any agent'} / {self.rule or 'any rule'}"
+
+
+class AuditCase(models.Model):
+    """The rubric reviews of one audit item: opened by its first review, with the queue it
+    matched and the number of reviews that queue asked for then; settled when its reviewers
+    agree, or by a senior reviewer when they do not."""
+
+    audit_item = models.OneToOneField(
+        "agentops.AuditItem", on_delete=models.CASCADE, related_name="rubric_case"
+    )
+    queue = models.ForeignKey(RubricQueue, on_delete=models.PROTECT, related_name="cases")
+    # The rubric the queue had when the case opened (attaching another one later changes the
+    # queue, never what a case's reviewers answer).
+    rubric = models.ForeignKey(Rubric, on_delete=models.PROTECT, related_name="cases")
+    reviews_required = models.PositiveSmallIntegerField()
+    status = models.CharField(
+        max_length=16, choices=CaseStatus.choices, default=CaseStatus.COLLECTING
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    settled_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(status__in=CaseStatus.values), name="reviews_auditcase_status_valid"
+            ),
+        ]
+        indexes = [models.Index(fields=["status", "created_at"], name="reviews_auditcase_lane_idx")]
+
+    def __str__(self) -> str:
+        return f"case of audit item {self.audit_item_id} ({self.status})"
+
+
+class RubricReview(models.Model):
+    """One reviewer's answers to a case's rubric (`answers`: item key to value), with a verdict
+    (ok or flagged), a note and a correction (what the output should have been); or a senior
+    reviewer's adjudication of a disputed case. Written once, never changed."""
+
+    case = models.ForeignKey(AuditCase, on_delete=models.CASCADE, related_name="reviews")
+    reviewer = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    reviewer_label = models.CharField(max_length=150)
+    adjudication = models.BooleanField(default=False)
+    answers = models.JSONField(default=dict)
+    verdict = models.CharField(max_length=16)
+    note = models.TextField(blank=True)
+    correction = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["case", "created_at", "id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["case", "reviewer"],
+                condition=Q(adjudication=False),
+                name="reviews_rubricreview_once_per_reviewer",
+            ),
+            models.UniqueConstraint(
+                fields=["case"],
+                condition=Q(adjudication=True),
+                name="reviews_rubricreview_one_adjudication",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"review of case {self.case_id} by {self.reviewer_label}"

@@ -43,8 +43,9 @@ if TYPE_CHECKING:
 
 is_operator = role(Role.OPERATORS)
 is_auditor = role(Role.AUDITORS)
-is_reviewer = is_operator | is_auditor
-has_review_role = is_operator | is_auditor | is_policy_admin
+is_senior_auditor = role(Role.SENIOR_AUDITORS)
+is_reviewer = is_operator | is_auditor | is_senior_auditor
+has_review_role = is_reviewer | is_policy_admin
 
 # permission: (predicate, what it lets one do)
 PERMISSIONS: dict[str, tuple[Predicate, str]] = {
@@ -53,7 +54,18 @@ PERMISSIONS: dict[str, tuple[Predicate, str]] = {
         "decide gates, resolve stopped tasks, claim and assign items, pause, resume, cancel "
         "and modify tasks",
     ),
-    "reviews.review_audit": (is_auditor, "mark audit items ok or flag them"),
+    "reviews.review_audit": (
+        is_auditor | is_senior_auditor,
+        "mark audit items ok or flag them, answer their rubrics",
+    ),
+    "reviews.adjudicate_audit": (
+        is_senior_auditor,
+        "settle the audit items whose reviewers disagree (the adjudication lane)",
+    ),
+    "reviews.define_rubrics": (
+        is_policy_admin,
+        "define rubrics and attach them to the audit queue",
+    ),
     "reviews.read_reviews": (
         is_reviewer,
         "read the inbox, the gate and recovery panels and the audit queue",

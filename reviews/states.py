@@ -17,6 +17,28 @@ class Role(models.TextChoices):
 
     OPERATORS = "operators", "Operators"
     AUDITORS = "auditors", "Auditors"
+    # Auditors who settle the audit items whose reviewers disagree (the adjudication lane).
+    SENIOR_AUDITORS = "senior auditors", "Senior auditors"
+
+
+class RubricItemKind(models.TextChoices):
+    """What a rubric item asks: pass or fail, a whole score on the item's stated scale, or one
+    of its categories."""
+
+    PASS_FAIL = "pass_fail", "Pass or fail"
+    SCORE = "score", "Score"
+    CATEGORY = "category", "Category"
+
+
+class CaseStatus(models.TextChoices):
+    """Where the rubric reviews of one audit item stand: waiting for its reviewers, settled
+    because they agreed, waiting for a senior reviewer because they did not (the adjudication
+    lane), settled by one."""
+
+    COLLECTING = "collecting", "Waiting for reviews"
+    AGREED = "agreed", "Reviewers agreed"
+    DISPUTED = "disputed", "Reviewers disagree: adjudication"
+    ADJUDICATED = "adjudicated", "Adjudicated"
 
 
 class NoticeEvent(models.TextChoices):

@@ -15,9 +15,9 @@ operators at once make one decision, and the loser gets GateAlreadyDecided. Inte
 stopped tasks and confirmations of unknown calls wrap the engine's commands, check the role, and
 log the Decision in the same transaction.
 
-The writes live in one module per sub-domain (`claims`, `gates`, `audit`, `recovery`, `tasks`,
-`notifications`, `calibration`; shared errors and the decision log in `_common`); this package
-re-exports their public names, so callers import from `reviews.services`.
+The writes live in one module per sub-domain (`claims`, `gates`, `audit`, `rubrics`, `recovery`,
+`tasks`, `notifications`, `calibration`; shared errors and the decision log in `_common`); this
+package re-exports their public names, so callers import from `reviews.services`.
 """
 
 from __future__ import annotations
@@ -62,6 +62,13 @@ from reviews.services.recovery import (
     intervention_apply,
     ledger_call_confirm,
     task_restore_from_log,
+)
+from reviews.services.rubrics import (
+    rubric_adjudicate,
+    rubric_answers_check,
+    rubric_create,
+    rubric_queue_attach,
+    rubric_review_submit,
 )
 from reviews.services.tasks import (
     TASK_CONTROLS,
@@ -108,6 +115,11 @@ __all__ = [
     "notification_preference_save",
     "operator_check",
     "plan_repair_apply",
+    "rubric_adjudicate",
+    "rubric_answers_check",
+    "rubric_create",
+    "rubric_queue_attach",
+    "rubric_review_submit",
     "scope_grant_apply",
     "scope_grant_revoke_apply",
     "stopped_tasks_escalate_overdue",

@@ -12,6 +12,8 @@ from django.utils import timezone
 from agentops.engine import redacted
 from agentops.models import AuditItem
 from agentops.states import AuditStatus
+from reviews.models import AuditCase
+from reviews.selectors.rubrics import rubric_queue_for
 from reviews.services._common import NotAllowed, ReviewError, decision_record
 from reviews.states import VIA_UNKNOWN, Via
 
@@ -23,7 +25,8 @@ def audit_item_review(
     *, item_id: int, actor: User, verdict: str, note: str = "", via: Via = VIA_UNKNOWN
 ) -> AuditItem:
     """Mark an audit item ok or flag it (a flag needs a note). Re-reviewing is allowed and
-    logged; the latest verdict stands."""
+    logged; the latest verdict stands. An item under a rubric is reviewed with it
+    (`rubric_review_submit`), never with one bit: ReviewError."""
     if verdict not in (AuditStatus.OK, AuditStatus.FLAGGED):
         raise ReviewError("an audit verdict is ok or flagged")
     if verdict == AuditStatus.FLAGGED and not note.strip():
@@ -32,6 +35,8 @@ def audit_item_review(
         raise NotAllowed("only auditors review audit items")
     with transaction.atomic():
         item = AuditItem.objects.select_for_update().get(pk=item_id)
+        if under_rubric(item):
+            raise ReviewError("this item is reviewed with its rubric: answer it on its page")
         before = item.status
         AuditItem.objects.filter(pk=item.pk).update(
             status=verdict,
@@ -53,17 +58,26 @@ def audit_item_review(
     return item
 
 
+def under_rubric(item: AuditItem) -> bool:
+    """Whether the item is reviewed with a rubric: it has a case, or a rubric queue takes it."""
+    return (
+        AuditCase.objects.filter(audit_item=item).exists()
+        or rubric_queue_for(agent=item.agent, rule=item.rule) is not None
+    )
+
+
 def audit_items_bulk_review(
     *, item_ids: list[int], actor: User, verdict: str, note: str = "", via: Via = VIA_UNKNOWN
 ) -> int:
     """Mark several audit items ok (or flag them, with one note), each logged; returns how many.
-    Items already carrying this verdict are left alone, so a replayed POST logs nothing twice."""
+    Items already carrying this verdict are left alone, so a replayed POST logs nothing twice;
+    so are items under a rubric (each is answered on its own)."""
     if not item_ids:
         raise ReviewError("select at least one item")
     done = 0
     for item_id in item_ids:
-        current = AuditItem.objects.filter(pk=item_id).values_list("status", flat=True).first()
-        if current is None or current == verdict:
+        item = AuditItem.objects.filter(pk=item_id).first()
+        if item is None or item.status == verdict or under_rubric(item):
             continue
         audit_item_review(item_id=item_id, actor=actor, verdict=verdict, note=note, via=via)
         done += 1

@@ -20,6 +20,7 @@ REVIEW_GROUPS = importlib.import_module("reviews.migrations.0003_operator_and_au
 POLICY_GROUP = importlib.import_module("policies.migrations.0004_policy_admins_group")
 STARTER_GROUP = importlib.import_module("reviews.migrations.0008_task_starters_group")
 GRANTER_GROUP = importlib.import_module("agentops.migrations.0022_scope_granters_group")
+SENIOR_GROUP = importlib.import_module("reviews.migrations.0024_senior_auditors_group")
 # Gates and audit items moved to agentops later, and their model permissions with them.
 MOVED = importlib.import_module("reviews.migrations.0007_gate_and_audititem_to_agentops").MOVED
 
@@ -33,6 +34,7 @@ def listed_permissions() -> dict[str, list[tuple[str, str]]]:
     listed[POLICY_GROUP.GROUP] = [("policies", codename) for codename in POLICY_GROUP.CODENAMES]
     listed[STARTER_GROUP.GROUP] = []
     listed[GRANTER_GROUP.GROUP] = []
+    listed[SENIOR_GROUP.GROUP] = []
     return listed
 
 
@@ -126,6 +128,11 @@ def granter(groups: Any, django_user_model: Any) -> Any:
 @pytest.fixture
 def auditor(groups: Any, django_user_model: Any) -> Any:
     return make_user(django_user_model, "audrey", "auditors")
+
+
+@pytest.fixture
+def senior_auditor(groups: Any, django_user_model: Any) -> Any:
+    return make_user(django_user_model, "sam", "senior auditors")
 
 
 @pytest.fixture
