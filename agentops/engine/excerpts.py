@@ -120,8 +120,7 @@ def read_answer(steps: Sequence[Step], arguments: Any) -> tuple[str, dict[str, A
     for the model to correct: it is not a failure of the step."""
     parsed = _read_arguments(arguments)
     if isinstance(parsed, str):
-        number = arguments.get("step") if isinstance(arguments, dict) else None
-        return _refused(number, parsed)
+        return _refused(None, parsed)
     number, offset, length = parsed
     step = next((s for s in steps if s.ordinal == number - 1), None)
     if step is None or step.status not in STEP_DONE or step.output is None:
@@ -136,7 +135,9 @@ def read_answer(steps: Sequence[Step], arguments: Any) -> tuple[str, dict[str, A
     return f"Read: {_range_line(number, start, end, len(data))}\n{part}", entry
 
 
-def _refused(number: Any, reason: str) -> tuple[str, dict[str, Any]]:
+def _refused(number: int | None, reason: str) -> tuple[str, dict[str, Any]]:
+    """The answer to a read the engine cannot make, and its record (`step`: its number when it
+    is one; nothing else the model wrote is recorded)."""
     return f"{READ_TOOL} refused: {reason}", {"step": number, "refused": reason}
 
 

@@ -203,28 +203,37 @@ def _step(ordinal: int, output: Any, status: str = StepStatus.SUCCEEDED) -> Step
 
 
 @pytest.mark.parametrize(
-    ("arguments", "reason"),
+    ("arguments", "reason", "recorded_step"),
     [
-        ({"step": 3, "offset": 0}, "step 3 has no recorded result"),
-        ({"step": 2, "offset": 0}, "step 2 has no recorded result"),
+        ({"step": 3, "offset": 0}, "step 3 has no recorded result", 3),
+        ({"step": 2, "offset": 0}, "step 2 has no recorded result", 2),
         (
             {"step": 1, "offset": 10_000},
             f"offset 10000 is past the result's end ({len(ORDER_JSON)} bytes)",
+            1,
         ),
-        ({"step": 0, "offset": 0}, "`step` must be a step's number (1 or more)"),
-        ({"step": 1, "offset": -1}, "`offset` must be a byte offset (0 or more)"),
-        ({"step": 1, "offset": 0, "length": 0}, "`length` must be a number of bytes (1 or more)"),
-        ({"step": True, "offset": 0}, "`step` must be a step's number (1 or more)"),
-        ("step 1", "`step` must be a step's number (1 or more)"),
+        ({"step": 0, "offset": 0}, "`step` must be a step's number (1 or more)", None),
+        ({"step": 1, "offset": -1}, "`offset` must be a byte offset (0 or more)", None),
+        (
+            {"step": 1, "offset": 0, "length": 0},
+            "`length` must be a number of bytes (1 or more)",
+            None,
+        ),
+        ({"step": True, "offset": 0}, "`step` must be a step's number (1 or more)", None),
+        ({"step": "x" * 1000, "offset": 0}, "`step` must be a step's number (1 or more)", None),
+        ("step 1", "`step` must be a step's number (1 or more)", None),
     ],
 )
-def test_a_read_the_engine_cannot_answer_is_answered_with_why(arguments: Any, reason: str) -> None:
+def test_a_read_the_engine_cannot_answer_is_answered_with_why(
+    arguments: Any, reason: str, recorded_step: int | None
+) -> None:
     steps = [_step(0, ORDER), _step(1, None, StepStatus.RUNNING)]
 
     text, entry = read_answer(steps, arguments)
 
     assert text == f"{READ_TOOL} refused: {reason}"
-    assert entry["refused"] == reason
+    # The record keeps the reason and the step's number, nothing else the model wrote.
+    assert entry == {"step": recorded_step, "refused": reason}
 
 
 @hypothesis.settings(
