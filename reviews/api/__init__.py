@@ -1,9 +1,10 @@
 """The review endpoints of the JSON API (`/api/v1/`), one module per sub-domain on one django-ninja
 router: tasks (`tasks`: the stopped ones, plan repair, a task's decisions, start again and fork),
 gates and their decisions and notices (`gates`), agents' questions (`questions`), scope grants
-(`grants`) and the audit queue (`audit`). The project shell (`agentops/urls.py`) mounts
-`reviews.api.router` next to the other apps' routers; authentication, the error answers and
-paging are `agentops.api`'s.
+(`grants`), the audit queue (`audit`) and its rubric reviews (`rubrics`), and the fleet's stop
+button (`stops`). The project shell
+(`agentops/urls.py`) mounts `reviews.api.router` next to the other apps' routers; authentication,
+the error answers and paging are `agentops.api`'s.
 
 The permissions are this app's (`reviews.roles`), checked by `TokenAuth` before the path, query
 and body are read; a decision goes through the one decision service (`reviews.services.gates`),
@@ -16,7 +17,7 @@ from __future__ import annotations
 
 # Importing each module adds its endpoints to the router (operation ids are the functions' names,
 # so where a function lives changes nothing of the OpenAPI document's operations).
-from reviews.api import audit, gates, grants, questions, tasks
+from reviews.api import audit, gates, grants, questions, rubrics, stops, tasks
 from reviews.api._common import router
 
-__all__ = ["audit", "gates", "grants", "questions", "router", "tasks"]
+__all__ = ["audit", "gates", "grants", "questions", "router", "rubrics", "stops", "tasks"]
