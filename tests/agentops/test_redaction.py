@@ -242,7 +242,11 @@ storable = st.characters(blacklist_categories=("Cs",), blacklist_characters="\x0
     st.lists(st.one_of(st.sampled_from(_SECRET_PIECES), st.text(storable, max_size=8))).map("".join)
 )
 def test_redacted_text_is_what_running_every_regex_gives(text):
+    # Past 256 characters the literals are found otherwise (their characters, then each one).
+    longer = f"{text}\n{'filler ' * 40}{text}"
+
     assert redacted(text) == text_redacted(text, prechecks=False)
+    assert redacted(longer) == text_redacted(longer, prechecks=False)
 
 
 @pytest.mark.parametrize(
@@ -250,7 +254,7 @@ def test_redacted_text_is_what_running_every_regex_gives(text):
     [*(text for text, _ in TEXT_FORMS.values()), *BENIGN_TEXTS.values()],
 )
 def test_a_long_text_searches_literals_one_by_one_and_finds_the_same(text):
-    # Past 4096 characters the literals are searched one by one instead of with one regex.
+    # A text this long finds the literals by their characters, then each one.
     long = f"{'ordinary words, nothing here. ' * 150}\n{text}\n{'and more words. ' * 20}"
 
     assert len(long) > 4096

@@ -11,7 +11,7 @@ see the same load. Each kind also says whether the value came back unchanged.
 
 from __future__ import annotations
 
-import importlib.util
+import importlib
 import json
 import statistics
 import subprocess
@@ -101,23 +101,35 @@ KINDS: dict[str, Callable[[int], Any]] = {
 }
 
 
-def _module_at(revision: str) -> ModuleType:
-    """The redaction module as it was at `revision`, loaded under a name of its own."""
-    source = subprocess.run(
-        ["git", "show", f"{revision}:agentops/engine/redaction.py"],
-        cwd=settings.BASE_DIR,
-        capture_output=True,
-        check=True,
+_PACKAGE = "agentops.engine.redaction"
+_BEFORE = "redaction_before"
+
+
+def _git(*arguments: str) -> bytes:
+    return subprocess.run(
+        ["git", *arguments], cwd=settings.BASE_DIR, capture_output=True, check=True
     ).stdout
+
+
+def _module_at(revision: str) -> ModuleType:
+    """The redactor as it was at `revision` (a module, or a package whose imports of itself are
+    renamed), imported under a name of its own from a temporary directory."""
+    path = _PACKAGE.replace(".", "/")
+    files = _git("ls-tree", "-r", "--name-only", revision, "--", path, f"{path}.py").decode()
     directory = Path(tempfile.mkdtemp(prefix="redaction-"))
-    path = directory / "redaction_before.py"
-    path.write_bytes(source)
-    spec = importlib.util.spec_from_file_location("redaction_before", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # a dataclass in it looks its module up there
-    spec.loader.exec_module(module)
-    return module
+    for name in files.split():
+        source = _git("show", f"{revision}:{name}").replace(_PACKAGE.encode(), _BEFORE.encode())
+        if name == f"{path}.py":
+            target = directory / f"{_BEFORE}.py"
+        else:
+            target = directory / _BEFORE / Path(name).relative_to(path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(source)
+    sys.path.insert(0, str(directory))
+    try:
+        return importlib.import_module(_BEFORE)
+    finally:
+        sys.path.remove(str(directory))
 
 
 def _cpu_ms(function: Callable[[Any], Any], value: Any) -> float:
@@ -140,6 +152,8 @@ def redaction_bench(*, size_kb: int, repeat: int, against: str | None) -> dict[s
             redaction.short_cache_clear()
             after_ms.append(_cpu_ms(redaction.redacted, value))
             if before is not None:
+                if hasattr(before, "short_cache_clear"):
+                    before.short_cache_clear()
                 before_ms.append(_cpu_ms(before.redacted, value))
         figures["after_ms"] = round(statistics.median(after_ms), 3)
         if before is not None:

@@ -45,8 +45,7 @@ class Text:
         self._bytes: bytes | None = None
         self._numbers: bytes | None = None
         self._found: frozenset[str] | None = None
-        self._occurs: dict[tuple[str, bool], bool] = {}
-        self._chars: dict[tuple[str, bool], bool] = {}
+        self._occurs: dict[str, bool] = {}
 
     @property
     def lowered(self) -> str:
@@ -90,63 +89,41 @@ class Text:
         """Whether `rule` may match: one of the substrings it needs occurs."""
         if not self.prechecks:
             return True
-        if len(self.text) <= _SHORT:
-            target = self.lowered if rule.lowered else self.text
-            found = self.literals_found()
-            literal_found = any(
-                literal.lower() in found and (rule.lowered or literal in target)
-                for literal in rule.needs
-            )
-        elif id(rule) in _DIRECT:
-            # The regex starts with the literal: it finds where it occurs as fast as a
-            # substring search would, so only its characters are looked for.
-            literal_found = self.has_characters(rule.needs[0], rule.lowered)
-        else:
-            literal_found = any(self.occurs(literal, rule.lowered) for literal in rule.needs)
-        return literal_found
+        found = self.literals_found()
+        return any(
+            literal.lower() in found and (rule.lowered or self._in_text(literal))
+            for literal in rule.needs
+        )
 
     def literals_found(self) -> frozenset[str]:
-        """The rules' literals (lowercased) in a short text: one regex over it."""
+        """The rules' literals (lowercased) in the lowercased text. A short text: one regex
+        (a trie of them) over it. A longer one: which characters of the literals occur (a
+        memchr each, ~0.01 ms per 500 KB), then a substring search (~0.4 ms per 500 KB) for
+        each literal whose characters all do."""
         if self._found is None:
-            if _ANY_LITERAL.search(self.lowered) is None:
-                self._found = frozenset()
-                return self._found
-            self._found = frozenset(
-                literal for match in _LITERALS.findall(self.lowered) for literal in _PREFIXES[match]
-            )
+            lowered = self.lowered
+            if len(lowered) <= _SHORT:
+                if _ANY_LITERAL.search(lowered) is None:
+                    self._found = frozenset()
+                else:
+                    matches = _LITERALS.findall(lowered)
+                    self._found = frozenset(
+                        literal for match in matches for literal in _PREFIXES[match]
+                    )
+            else:
+                present = frozenset(char for char in _ALPHABET if char in lowered)
+                self._found = frozenset(
+                    literal
+                    for literal, chars in _LITERAL_CHARS
+                    if chars <= present and (len(literal) == 1 or literal in lowered)
+                )
         return self._found
 
-    def occurs(self, literal: str, lowered: bool) -> bool:
-        """Whether `literal` occurs in a long text (in its lowercased copy when `lowered`).
-        Each of its characters is looked for first, the rarest first, in the text itself (in
-        either case when `lowered`): a one-character search is a memchr (~0.01 ms on 500 KB), a
-        longer one ~1 ms, and the lowercased copy is made only when a literal may occur in it.
-        Each answer is kept for the next rule that asks."""
-        key = (literal, lowered)
-        if key not in self._occurs:
-            present = self.has_characters(literal, lowered)
-            target = self.lowered if lowered and present else self.text
-            self._occurs[key] = present and (len(literal) == 1 or literal in target)
-        return self._occurs[key]
-
-    def has_characters(self, literal: str, lowered: bool) -> bool:
-        """Whether every character of `literal` occurs (rarest first)."""
-        return all(self._has(char, lowered) for char in _RAREST_FIRST[literal])
-
-    def _has(self, char: str, lowered: bool) -> bool:
-        """Whether `char` occurs in the text (in the lowercased copy when `lowered`: for ASCII
-        text, the character in either case; other text has characters whose lowercase is an
-        ASCII letter, the Kelvin sign's "k", so its copy is made)."""
-        key = (char, lowered)
-        if key not in self._chars:
-            text = self.text
-            if not lowered:
-                self._chars[key] = char in text
-            elif text.isascii():
-                self._chars[key] = char in text or char.upper() in text
-            else:
-                self._chars[key] = char in self.lowered
-        return self._chars[key]
+    def _in_text(self, literal: str) -> bool:
+        """Whether a case-sensitive literal occurs (asked once per literal)."""
+        if literal not in self._occurs:
+            self._occurs[literal] = literal in self.text
+        return self._occurs[literal]
 
     def ranges(self, rule: Rule) -> Iterator[Span]:
         """Where to run `rule`: the whole text, or the lines holding what it needs."""
@@ -224,11 +201,9 @@ _WORD_RULES = BEARER + PASSWORDS + ASSIGNMENTS + CODES + FOREIGN_ASCII + [SSN_RU
 RULES = _CASE_RULES + _WORD_RULES + FOREIGN_OTHER
 
 # Texts up to this length look for every rule's literal with one regex (a trie of them, each
-# position looked ahead from, so that overlapping literals are all found): a few microseconds,
-# where a search per rule costs ~100 calls. A longer text looks for each literal's characters
-# (a memchr each, ~0.01 ms per 500 KB), then for the literal (~0.4 ms) unless the rule's regex
-# starts with it; the trie's regex is slower there (~80 ms per 500 KB).
-_SHORT = 4096
+# position looked ahead from, so that overlapping literals are all found): a microsecond or two
+# for a short string, where a search per literal costs ~130 calls; but ~35 ns per character.
+_SHORT = 256
 
 
 def _trie(words: set[str]) -> str:
@@ -262,30 +237,9 @@ _PREFIXES = {
 }
 
 
-# Each literal's characters, the rarest in text first (the commonest letters of English and
-# JSON last), for `Text.occurs`.
-_COMMON = ' etaoinsrhldcu"mfpgwyb,.:0123456789'
-_RAREST_FIRST = {
-    literal: tuple(
-        sorted(
-            set(literal),
-            key=lambda char: _COMMON.find(char.lower()) if char.lower() in _COMMON else -1,
-        )
-    )
-    for rule in RULES
-    for needed in rule.needs
-    for literal in (needed, needed.lower())
-}
-# The rules whose regex starts with the one literal they need (case-sensitive regexes only: a
-# regex with IGNORECASE has no literal to search for).
-_DIRECT = {
-    id(rule)
-    for rule in RULES
-    if len(rule.needs) == 1
-    and not rule.pattern.flags & re.IGNORECASE
-    and not rule.per_line
-    and rule.pattern.pattern.startswith(re.escape(rule.needs[0]))
-}
+# Each literal (lowercased) with its characters, and every character of them.
+_LITERAL_CHARS = [(literal, frozenset(literal)) for literal in sorted(_ALL_LITERALS)]
+_ALPHABET = sorted({char for literal in _ALL_LITERALS for char in literal})
 # The rules that need each literal (lowercased), in the order of RULES.
 _RULES_NEEDING = {
     literal: [rule for rule in RULES if literal in {need.lower() for need in rule.needs}]
@@ -295,17 +249,14 @@ _ORDER = {id(rule): index for index, rule in enumerate(RULES)}
 
 
 def _candidates(text: Text) -> list[Rule]:
-    """The rules to try on the text: in a short one, those whose literal the trie found."""
-    value = text.text
+    """The rules to try on the text: those whose literal occurs."""
     if not text.prechecks:
         return RULES
-    if len(value) <= _SHORT:
-        found = text.literals_found()
-        if not found:
-            return []
-        rules = {id(rule): rule for literal in found for rule in _RULES_NEEDING[literal]}
-        return sorted(rules.values(), key=lambda rule: _ORDER[id(rule)])
-    return RULES if not value.isascii() else _CASE_RULES + _WORD_RULES
+    found = text.literals_found()
+    if not found:
+        return []
+    rules = {id(rule): rule for literal in found for rule in _RULES_NEEDING[literal]}
+    return sorted(rules.values(), key=lambda rule: _ORDER[id(rule)])
 
 
 def secret_spans(text: Text) -> list[Span]:
