@@ -470,6 +470,13 @@ AGENTOPS: dict[str, Any] = {
     # stored; a longer one as an excerpt of this many bytes, with how to read more (the
     # `read_result` tool, each read at most this many bytes too).
     "CONTEXT_VALUE_BYTES": env_int("AGENTOPS_CONTEXT_VALUE_BYTES", 64 * 1024),
+    # Model-written summaries (agentops.engine.summaries): once a prompt summarizes earlier
+    # steps, the model writes a summary of them beside the rule-based one, again each time this
+    # many more steps are summarized (0: never); in at most this many tokens, within this many
+    # seconds (past it, or on any failure, the rule-based summary stands alone).
+    "SUMMARY_EVERY_STEPS": env_int("AGENTOPS_MODEL_SUMMARY_STEPS", 5),
+    "SUMMARY_MAX_TOKENS": env_int("AGENTOPS_MODEL_SUMMARY_MAX_TOKENS", 300),
+    "SUMMARY_TIMEOUT_SECONDS": env_float("AGENTOPS_MODEL_SUMMARY_TIMEOUT_SECONDS", 10.0),
     # Confidence collapse: this many consecutive steps below the floor stop the task.
     "CONFIDENCE_FLOOR": env_float("AGENTOPS_CONFIDENCE_FLOOR", 0.5),
     "CONFIDENCE_COLLAPSE_STEPS": env_int("AGENTOPS_CONFIDENCE_COLLAPSE_STEPS", 3),

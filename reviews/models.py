@@ -101,7 +101,7 @@ class Decision(models.Model):
     # The log's chain (agentops.engine.chains): the row's place and the digest of its content
     # and the previous row's digest, set by the database on insert.
     chain_seq = models.PositiveBigIntegerField(null=True, blank=True, editable=False)
-    digest = models.CharField(max_length=64, blank=True, default="", editable=False)
+    digest = models.CharField(max_length=64, blank=True, default="", db_default="", editable=False)
 
     class Meta:
         ordering = ["-created_at", "-id"]

@@ -18,7 +18,7 @@ from typing import Any
 from django.db import transaction
 from django.db.models import F
 
-from agentops.engine import budgets, excerpts, gates, routing
+from agentops.engine import budgets, excerpts, gates, routing, summaries
 from agentops.engine import context as ctxbuild
 from agentops.engine.checkpoints import snapshot_write
 from agentops.engine.costs import token_cost
@@ -106,6 +106,9 @@ def ask_model(run: RunState, step: Step) -> ModelResponse:
         task_input=run.task.input,
         prompt_estimate=run.prompt_estimate,
     )
+    # The model's own summary of the steps the prompt summarizes by rule, when one is due
+    # (recorded with this step's model result; it never fails the step).
+    run.summary = summaries.summary_write(run, step)
     adapter = get_model_adapter(run.agent)
     while True:
         with (
@@ -158,6 +161,12 @@ def model_result(
     if response.reads:
         # What the model read on before it proposed (`excerpts.read_answer`'s entries).
         payload["reads"] = response.reads
+    if run.summary is not None:
+        # The model-written summary asked before this reply: its tokens are the task's too.
+        payload["summary"] = run.summary
+        tokens += int(run.summary.get("tokens") or 0)
+        cost = token_cost(tokens)
+        run.summary = None
     event = EventSpec("agentops.step.model_result", step=step.ordinal, payload=payload)
     run.task.tokens_used += tokens
     run.task.cost_used += cost

@@ -117,6 +117,12 @@ class RunState:
     prompt_estimate: int = 0
     # `messages` cut a result short: the model is offered the `read_result` tool (`excerpts`).
     reads_offered: bool = False
+    # How many earlier steps `messages` summarize by rule; the steps the task's latest
+    # model-written summary covered (None: not read yet this claim); the record of the one
+    # written for the current step, committed with its model result (`engine.summaries`).
+    summarized: int = 0
+    summary_through: int | None = None
+    summary: dict[str, Any] | None = None
     resumed_at: str | None = None
     fresh_calls: set[int] = field(default_factory=set)
     # (tool, args digest) -> the steps that proposed it: loop detection without a query per step.

@@ -176,12 +176,16 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name="event",
             name="digest",
-            field=models.CharField(blank=True, default="", editable=False, max_length=64),
+            field=models.CharField(
+                blank=True, db_default="", default="", editable=False, max_length=64
+            ),
         ),
         migrations.AddField(
             model_name="snapshot",
             name="digest",
-            field=models.CharField(blank=True, default="", editable=False, max_length=64),
+            field=models.CharField(
+                blank=True, db_default="", default="", editable=False, max_length=64
+            ),
         ),
         migrations.AddField(
             model_name="toolcall",
@@ -191,7 +195,9 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name="toolcall",
             name="digest",
-            field=models.CharField(blank=True, default="", editable=False, max_length=64),
+            field=models.CharField(
+                blank=True, db_default="", default="", editable=False, max_length=64
+            ),
         ),
         migrations.AddConstraint(
             model_name="toolcall",

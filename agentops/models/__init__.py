@@ -230,7 +230,7 @@ class ToolCall(models.Model):
     # result is fixed (it first becomes succeeded or failed), its place in the chain and the
     # digest of its content and the previous row's digest. Empty while the call is open.
     chain_seq = models.PositiveIntegerField(null=True, blank=True, editable=False)
-    digest = models.CharField(max_length=64, blank=True, default="", editable=False)
+    digest = models.CharField(max_length=64, blank=True, default="", db_default="", editable=False)
 
     class Meta:
         ordering = ["task", "id"]
@@ -301,7 +301,7 @@ class Event(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     # The task's event chain: the digest of this row's content and event seq - 1's digest, set
     # by the database on insert (agentops.engine.chains).
-    digest = models.CharField(max_length=64, blank=True, default="", editable=False)
+    digest = models.CharField(max_length=64, blank=True, default="", db_default="", editable=False)
 
     class Meta:
         ordering = ["task", "seq"]
@@ -332,7 +332,7 @@ class Snapshot(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     # The task's snapshot chain: the digest of this row's content and the previous snapshot's
     # digest, set by the database on insert (agentops.engine.chains).
-    digest = models.CharField(max_length=64, blank=True, default="", editable=False)
+    digest = models.CharField(max_length=64, blank=True, default="", db_default="", editable=False)
 
     class Meta:
         ordering = ["task", "seq"]

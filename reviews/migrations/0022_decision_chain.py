@@ -74,7 +74,9 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name="decision",
             name="digest",
-            field=models.CharField(blank=True, default="", editable=False, max_length=64),
+            field=models.CharField(
+                blank=True, db_default="", default="", editable=False, max_length=64
+            ),
         ),
         migrations.AddConstraint(
             model_name="decision",

@@ -258,6 +258,24 @@ class Command(BaseCommand):
                 ).order_by("id")
             ],
             **(self._mcp_report(task) if scenario.agent == "mcp_git" else {}),
+            **self._summaries_report(task),
+        }
+
+    def _summaries_report(self, task: Task) -> dict[str, Any]:
+        """The model-written summaries of the task's earlier work (`engine.summaries`), and
+        the tokens they cost (counted in the task's `tokens_used`)."""
+        summaries = [
+            {"step": (ordinal or 0) + 1, **payload["summary"]}
+            for ordinal, payload in task.events.filter(
+                action="agentops.step.model_result", payload__has_key="summary"
+            )
+            .order_by("seq")
+            .values_list("step_ordinal", "payload")
+        ]
+        return {
+            "tokens_used": task.tokens_used,
+            "summaries": summaries,
+            "summary_tokens": sum(int(s.get("tokens") or 0) for s in summaries),
         }
 
     def _mcp_report(self, task: Task) -> dict[str, Any]:
@@ -296,3 +314,9 @@ class Command(BaseCommand):
             )
         if "commits_made" in report:
             self.stdout.write(f"  commits made: {report['commits_made']}")
+        for summary in report["summaries"]:
+            self.stdout.write(
+                f"  model summary before step {summary['step']} (steps 1-"
+                f"{summary['through_step']}, {summary.get('model', '?')}): {summary['status']}, "
+                f"{summary['tokens']} tokens"
+            )
