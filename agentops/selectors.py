@@ -29,13 +29,14 @@ from django.db.models import (
 from django.db.models.functions import Coalesce, Least
 
 from agentops.engine.advisor import Recommendation
+from agentops.engine.context import summary_line
 from agentops.engine.jsonvalues import ARTIFACT_KEY, is_pointer
 from agentops.engine.recovery import Recovery, step_attempts_total, task_recovery
 from agentops.family import Family, has_fan_out_step, task_family
 from agentops.models import ArchivedTask, Artifact, Event, Step, Task, ToolCall
 from agentops.plumbing.paging import window
 from agentops.plumbing.web import poll_version
-from agentops.states import TERMINAL, LedgerStatus, TaskStatus
+from agentops.states import STEP_DONE, TERMINAL, LedgerStatus, TaskStatus
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
@@ -408,4 +409,45 @@ def _task_page_state_sql(*, every: bool) -> str:
     return (
         f"SELECT md5(CAST(ROW({_columns('t', _PAGE_STATE)}, ({calls}), ({family})) AS text)) "
         f'FROM "{task}" t WHERE t."id" = %s{owner}'
+    )
+
+# -- earlier work: the rule-based summary and the model's, side by side --------------------------
+
+MODEL_RESULT = "agentops.step.model_result"
+
+
+@dataclass(frozen=True)
+class EarlierWork:
+    """The task's latest model-written summary of its earlier work (`engine.summaries`: its
+    record, the step whose prompt it was asked for, 1-based) and the rule-based lines of the
+    same steps, as the prompt carried them."""
+
+    before_step: int
+    record: dict[str, Any]
+    lines: list[str]
+
+    @property
+    def written(self) -> bool:
+        return self.record.get("status") == "written"
+
+
+def task_earlier_work_get(*, task: Task, steps: Sequence[Step]) -> EarlierWork | None:
+    """The latest model-written summary of `task` with the rule-based lines of the steps it
+    covers (`steps`: the task's, in plan order, as the page loaded them), in one query; None
+    when the task has none."""
+    found = (
+        Event.objects.filter(task=task, action=MODEL_RESULT, payload__has_key="summary")
+        .order_by("-seq")
+        .values_list("step_ordinal", "payload")
+        .first()
+    )
+    if found is None:
+        return None
+    ordinal, payload = found
+    record = payload["summary"] if isinstance(payload.get("summary"), dict) else {}
+    before = ordinal if ordinal is not None else len(steps)
+    older = [s for s in steps if s.status in STEP_DONE and s.ordinal < before]
+    covered = older[: int(record.get("steps") or 0)]
+    return EarlierWork(
+        before_step=before + 1, record=record, lines=[summary_line(s) for s in covered]
     )

@@ -43,6 +43,7 @@ from agentops.selectors import (
     archived_task_visible_to,
     artifact_get_visible,
     task_detail_version_read,
+    task_earlier_work_get,
     task_get_detail,
     task_list_recent,
     task_list_version_read,
@@ -140,6 +141,10 @@ def task_detail(request: AuthenticatedHttpRequest, task_id: int) -> HttpResponse
     if not fragment:
         # Other apps' sections (the review section of `reviews`), registered with the page.
         context["sections"] = task_page.sections_render(request, detail.task)
+        # The model's summary of earlier work beside the rule-based one (not polled).
+        context["earlier_work"] = task_earlier_work_get(
+            task=detail.task, steps=[row.step for row in detail.steps]
+        )
     # 286 (stop polling): htmx swaps this last fragment of a finished task and stops asking.
     return render_page(
         request,

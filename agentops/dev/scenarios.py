@@ -162,6 +162,17 @@ SCENARIOS: dict[str, Scenario] = {
             prepare=mcpgit.repository_prepare,
         ),
         Scenario(
+            "model-summary",
+            "A refund under a model with a small context window (800 tokens): the last "
+            "step's prompt summarizes the first steps by rule, and the model (the scripted one "
+            "here) writes its own summary of them beside it, counted in the task's tokens; the "
+            "task page shows the two side by side.",
+            "refund",
+            "Refund order A1001: the parcel arrived damaged (a model with a small window)",
+            {"order_id": "A1001", "reason": "damaged"},
+            env={"AGENTOPS_CONTEXT_WINDOW_TOKENS": "800"},
+        ),
+        Scenario(
             "plan-repair",
             "The flight is booked, then the hotel answers that it is fully booked (409): a "
             "logic failure, so the advisor recommends repairing the plan. A person tells the "

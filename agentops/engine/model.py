@@ -116,6 +116,22 @@ class ModelResponse:
         return cls(**record)
 
 
+@dataclass(frozen=True)
+class SummaryRequest:
+    """A request for a summary of a task's earlier work (`engine.summaries`): `messages` ask for
+    it in plain text, from `lines` (the rule-based summary's lines), in at most `max_tokens`,
+    answered within `timeout` seconds."""
+
+    agent: str
+    task_id: int
+    step: int
+    messages: list[dict[str, Any]]
+    lines: list[str]
+    max_tokens: int
+    timeout: float
+    task_input: dict[str, Any]
+
+
 def record_pointing_at(record: dict[str, Any], arguments: dict[str, Any]) -> dict[str, Any]:
     """The response record with its call's arguments replaced by `arguments`, the pointer to
     the artifact the ledger row stores them in (exactly the proposal): a large proposal is
@@ -267,6 +283,33 @@ class ScriptedModel:
             "completion_tokens": max(1, len(raw) // 4),
         }
         return parse_response(raw, usage=usage, checked=True)
+
+    def summarize(self, request: SummaryRequest) -> ModelResponse:
+        """The scripted model's summary: each summarized step's line cut to its title, tool and
+        status, as plain text within `max_tokens` (four characters a token). Task input
+        `summary_faults` fails it (`"timeout"`, `"5xx"`), `summary_seconds` makes it take that
+        long: longer than the deadline, it gives up at the deadline, as a client's timeout
+        does."""
+        seconds = float(request.task_input.get("summary_seconds") or 0)
+        time.sleep(min(seconds, request.timeout))
+        if seconds > request.timeout:
+            raise ModelFailure(
+                f"the summary took longer than its {request.timeout:g} s deadline",
+                kind=FailureKind.TIMEOUT,
+            )
+        faults = request.task_input.get("summary_faults") or []
+        if "timeout" in faults:
+            raise ModelFailure("model call timed out", kind=FailureKind.TIMEOUT)
+        if "5xx" in faults:
+            raise ModelFailure("model server error (503)", kind=FailureKind.UNAVAILABLE)
+        done = [line.split(": ", 1)[0] for line in request.lines]
+        text = f"{len(done)} earlier steps: " + "; ".join(done) + "."
+        text = text[: request.max_tokens * 4]
+        usage = {
+            "prompt_tokens": estimate_tokens(request.messages),
+            "completion_tokens": max(1, len(text) // 4),
+        }
+        return ModelResponse(text=text, usage=usage)
 
     def _maybe_fail(self, request: ModelRequest) -> None:
         faults = (request.task_input.get("model_faults") or {}).get(str(request.step)) or []
@@ -437,14 +480,36 @@ class OpenAICompatibleModel:
         exchange = self.chat(request.messages, tools=request.tools, json_output=request.planning)
         return self.parse(exchange.completion)
 
+    def summarize(self, request: SummaryRequest) -> ModelResponse:
+        """A plain-text summary in at most `max_tokens`, answered within `timeout` seconds
+        (past it, the SDK's timeout: ModelFailure(timeout))."""
+        exchange = self.chat(
+            request.messages, max_tokens=request.max_tokens, timeout=request.timeout
+        )
+        try:
+            text = exchange.completion.choices[0].message.content or ""
+        except (AttributeError, IndexError) as exc:
+            raise ModelFailure(
+                f"unexpected model response: {exc}", kind=FailureKind.OUTPUT_INVALID
+            ) from None
+        usage = exchange.completion.usage
+        counted = {
+            "prompt_tokens": int(getattr(usage, "prompt_tokens", 0) or 0),
+            "completion_tokens": int(getattr(usage, "completion_tokens", 0) or 0),
+        }
+        return ModelResponse(text=text, usage=counted)
+
     def chat(
         self,
         messages: list[dict[str, Any]],
         *,
         tools: list[dict[str, Any]] | None = None,
         json_output: bool = False,
+        max_tokens: int | None = None,
+        timeout: float | None = None,
     ) -> Exchange:
-        """One request; SDK errors become ModelFailure with the engine's kinds."""
+        """One request; SDK errors become ModelFailure with the engine's kinds. `max_tokens`
+        caps the reply; `timeout` replaces the client's deadline for this request."""
         import openai
         from openai.types.chat import ChatCompletion
 
@@ -453,9 +518,12 @@ class OpenAICompatibleModel:
             params["tools"] = wire_tools(tools)
         if json_output:
             params["response_format"] = {"type": "json_object"}
+        if max_tokens is not None:
+            params["max_tokens"] = max_tokens
+        client = self.client if timeout is None else self.client.with_options(timeout=timeout)
         started = time.monotonic()
         try:
-            completion = self.client.chat.completions.create(**params)
+            completion = client.chat.completions.create(**params)
         except openai.OpenAIError as exc:
             raise model_failure(exc) from None
         except ValueError as exc:  # a 200 whose body is not JSON

@@ -67,6 +67,7 @@ def begin_events(
     run.messages = built.messages
     run.prompt_estimate = built.estimate
     run.reads_offered = built.reads
+    run.summarized = built.summarized
     attempt = step.attempts + 1
     payload: dict[str, Any] = {
         "attempt": attempt,

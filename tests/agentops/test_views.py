@@ -416,11 +416,12 @@ def test_task_page_query_count_does_not_grow_with_events(
     operator_client.get(reverse("agentops:task_list"))
 
     # session; the user with their roles (navigation) and permissions (user and groups, for
-    # which tasks they may read); the poll version; task, steps, ledger, events, and the tasks
-    # started again or forked from this one (the "start again and forks" section)
-    with django_assert_num_queries(8):
+    # which tasks they may read); the poll version; task, steps, ledger, events, the tasks
+    # started again or forked from this one (the "start again and forks" section), and the
+    # latest model-written summary of earlier work
+    with django_assert_num_queries(9):
         small = operator_client.get(reverse("agentops:task_detail", args=[few.pk]))
-    with django_assert_num_queries(8):
+    with django_assert_num_queries(9):
         large = operator_client.get(reverse("agentops:task_detail", args=[many.pk]))
     with CaptureQueriesContext(connection) as fragment:
         operator_client.get(reverse("agentops:task_detail", args=[many.pk]), HTTP_HX_REQUEST="true")
