@@ -6,6 +6,15 @@ from django.urls import path
 
 from reviews import dashboard, views
 from reviews.views import email_actions, slack
+from reviews.views.rubrics import (
+    adjudication,
+    audit_adjudicate,
+    audit_rubric,
+    audit_rubric_answer,
+    rubric_attach_view,
+    rubric_create_view,
+    rubrics,
+)
 
 app_name = "reviews"
 urlpatterns = [
@@ -45,6 +54,13 @@ urlpatterns = [
     path("audit.csv", views.audit_csv, name="audit_csv"),
     path("audit/<int:item_id>/review", views.audit_review, name="audit_review"),
     path("audit/bulk-review", views.audit_bulk_review, name="audit_bulk_review"),
+    path("audit/<int:item_id>/rubric", audit_rubric, name="audit_rubric"),
+    path("audit/<int:item_id>/rubric/answer", audit_rubric_answer, name="audit_rubric_answer"),
+    path("audit/<int:item_id>/adjudicate", audit_adjudicate, name="audit_adjudicate"),
+    path("audit/adjudication", adjudication, name="adjudication"),
+    path("rubrics", rubrics, name="rubrics"),
+    path("rubrics/new", rubric_create_view, name="rubric_create"),
+    path("rubrics/attach", rubric_attach_view, name="rubric_attach"),
     path("decisions", views.decision_log, name="decisions"),
     path("decisions.csv", views.decision_csv, name="decisions_csv"),
     path("account", views.account, name="account"),

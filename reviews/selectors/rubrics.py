@@ -13,9 +13,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from django.db.models import Prefetch, QuerySet
+from django.db.models import Prefetch, Q, QuerySet
 
 from agentops.models import AuditItem
+from agentops.states import AuditStatus
 from reviews.agreement import Agreement, agreement_of
 from reviews.models import AuditCase, Rubric, RubricItem, RubricQueue, RubricReview
 from reviews.states import CaseStatus, RubricItemKind
@@ -267,3 +268,27 @@ def rubric_agreement(*, queue_id: int | None = None) -> list[QueueAgreement]:
             )
         )
     return result
+
+
+SETTLED_OR_DISPUTED = (CaseStatus.AGREED, CaseStatus.DISPUTED, CaseStatus.ADJUDICATED)
+
+
+def rubric_next_item(*, user: Any) -> AuditItem | None:
+    """The next audit item waiting for `user`'s rubric answers (the oldest first): under a
+    rubric queue, not settled or disputed, not answered by them yet. What
+    a keyboard-first auditor goes to after submitting."""
+    queues = rubric_queue_list()
+    if not queues:
+        return None
+    scope = Q()
+    for queue in queues:
+        scope |= Q(**{k: v for k, v in (("agent", queue.agent), ("rule", queue.rule)) if v})
+    waiting = (
+        AuditItem.objects.filter(scope, status=AuditStatus.PENDING)
+        .exclude(rubric_case__reviews__reviewer=user)
+        .exclude(
+            rubric_case__status__in=[s for s in CaseStatus.values if s != CaseStatus.COLLECTING]
+        )
+        .order_by("created_at", "id")
+    )
+    return waiting.first()

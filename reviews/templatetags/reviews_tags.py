@@ -104,3 +104,10 @@ def action_label(action: str) -> str:
     """`reviews.gate.approved` → `gate approved` (the stored name stays in the title)."""
     parts = action.split(".")
     return " ".join(parts[1:]).replace("_", " ") if len(parts) > 1 else action
+
+
+@register.filter
+def answer_of(answers: dict[str, Any], key: str) -> Any:
+    """A rubric review's answer to the item `key`, or an em dash for an item left out."""
+    value = answers.get(key) if isinstance(answers, dict) else None
+    return "—" if value is None else value

@@ -23,6 +23,7 @@ from reviews.selectors import (
     audit_item_get,
     audit_item_page,
 )
+from reviews.selectors.rubrics import rubric_next_item, rubric_states
 from reviews.services import NotAllowed, ReviewError, audit_item_review, audit_items_bulk_review
 from reviews.states import VIA_BROWSER
 from reviews.views._common import (
@@ -44,12 +45,26 @@ def audit_queue(request: AuthenticatedHttpRequest) -> HttpResponse:
     form = _audit_filter_form(request)
     filters = form.filters()
     page = audit_item_page(filters=filters, page=request.GET.get("page"))
+    _with_rubric_states(page.object_list, request)
     context = {
         "form": form,
         "page": page,
+        # Where "Next item to answer" goes: the oldest item waiting for this auditor's rubric.
+        "next_rubric_item": rubric_next_item(user=request.user)
+        if request.user.has_perm("reviews.review_audit")
+        else None,
         "filter_query": urlencode({k: v for k, v in asdict(filters).items() if v}),
     }
     return render_page(request, "reviews/audit_queue.html", context, fragment="audit_table")
+
+
+def _with_rubric_states(items: Iterable[AuditItem], request: AuthenticatedHttpRequest) -> None:
+    """Give each item under a rubric its `rubric_state` as the viewer sees it (its row links to
+    the rubric page instead of offering OK and Flag)."""
+    items = list(items)
+    states = rubric_states(items, user=request.user)
+    for item in items:
+        item.rubric_state = states.get(item.pk)  # type: ignore[attr-defined]
 
 
 AUDIT_CSV_HEADER = [
@@ -129,6 +144,7 @@ def audit_review(request: AuthenticatedHttpRequest, item_id: int) -> HttpRespons
         item = audit_item_get(item_id=item_id)
     except AuditItem.DoesNotExist:
         raise Http404(f"no audit item {item_id}") from None
+    _with_rubric_states([item], request)
     context = {"item": item, "review_form": None if reviewed else form}
     if request.htmx:
         # The row is swapped in place; htmx swaps only 2xx answers, so an error row is a 200.

@@ -25,6 +25,7 @@ from policies.services import policy_draft_create
 from reviews.email_actions import email_action_token
 from reviews.models import Claim, Decision, SlackIdentity
 from reviews.roles import group_names
+from reviews.services import rubric_create, rubric_queue_attach
 from reviews.services.slack import slack_link_token
 from tests.reviews.builders import (
     asked_question,
@@ -33,6 +34,7 @@ from tests.reviews.builders import (
     open_gate,
     stopped_trip,
 )
+from tests.reviews.test_rubrics import ITEMS as RUBRIC_ITEMS
 
 ANONYMOUS, OPERATOR, AUDITOR, POLICY_ADMIN = "anonymous", "operator", "auditor", "policy admin"
 TASK_STARTER = "task starter"
@@ -183,6 +185,17 @@ ACCESS: dict[str, Access] = {
         POST, frozenset({AUDITOR}), kwargs=lambda w: {"item_id": w.item.pk}
     ),
     "reviews:audit_bulk_review": Access(POST, frozenset({AUDITOR})),
+    # Rubric reviews (the world's audit item is under a rubric); adjudication is for senior
+    # auditors, a role none of these clients holds.
+    "reviews:audit_rubric": Access(PAGE, REVIEWERS, kwargs=lambda w: {"item_id": w.item.pk}),
+    "reviews:audit_rubric_answer": Access(
+        POST, frozenset({AUDITOR}), kwargs=lambda w: {"item_id": w.item.pk}
+    ),
+    "reviews:audit_adjudicate": Access(POST, frozenset(), kwargs=lambda w: {"item_id": w.item.pk}),
+    "reviews:adjudication": Access(PAGE, REVIEWERS),
+    "reviews:rubrics": Access(PAGE, REVIEW_ROLES),
+    "reviews:rubric_create": Access(POST, ADMINS),
+    "reviews:rubric_attach": Access(POST, ADMINS),
     "reviews:decisions": Access(PAGE, REVIEW_ROLES),
     "reviews:decisions_csv": Access(PAGE, REVIEW_ROLES),
     # One's own account: notification choices and API tokens.
@@ -246,12 +259,15 @@ def world(sim, redis_clean, groups, policy_admin, operator, django_user_model) -
     stopped = stopped_trip(created_by=starter)
     policy = Policy.objects.get(name="default")
     draft = policy_draft_create(policy=policy, author=policy_admin)
+    item = AuditItem.objects.filter(task=stopped).first()
+    rubric = rubric_create(actor=policy_admin, name="World rubric", items=RUBRIC_ITEMS)
+    rubric_queue_attach(actor=policy_admin, rubric_id=rubric.pk, agent=item.agent)
     return World(
         task=task,
         gate=open_gate(task),
         stopped=stopped,
         call=ToolCall.objects.filter(task=stopped).order_by("id").first(),
-        item=AuditItem.objects.filter(task=stopped).first(),
+        item=item,
         policy=policy,
         version=policy_version_active("default"),
         draft=draft,

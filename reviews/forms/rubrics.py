@@ -1,0 +1,99 @@
+"""The rubric forms: answering an audit item's rubric (one radio group per rubric item, built
+from the rubric), and a policy admin's rubric definition and attachment. They only parse; the
+services check the answers against the rubric, and roles, again."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django import forms
+
+from agentops.states import AuditStatus
+from reviews.forms._common import NOTE_MAX
+from reviews.models import MAX_REVIEWS, RubricItem
+
+ANSWER_PREFIX = "a_"
+
+
+def _choice_label(value: dict[str, Any]) -> str:
+    return f"{value['value']}: {value['description']}"
+
+
+class RubricAnswerForm(forms.Form):
+    """One field per rubric item (a radio group of its values, each with its description), then
+    the verdict, a note (needed to flag) and a correction."""
+
+    verdict = forms.ChoiceField(
+        choices=[(AuditStatus.OK, "OK"), (AuditStatus.FLAGGED, "Flag")],
+        widget=forms.RadioSelect,
+        label="Verdict",
+        initial=AuditStatus.OK,
+    )
+    note = forms.CharField(
+        required=False, max_length=NOTE_MAX, label="Note", help_text="Needed to flag."
+    )
+    correction = forms.CharField(
+        required=False,
+        max_length=20_000,
+        label="Correction",
+        help_text="What the output should have been, if it was wrong (goes into the dataset).",
+        widget=forms.Textarea(attrs={"rows": 3}),
+    )
+
+    def __init__(self, *args: Any, items: list[RubricItem], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.rubric_items = items
+        answers = {}
+        for item in items:
+            answers[ANSWER_PREFIX + item.key] = forms.ChoiceField(
+                required=item.required,
+                label=item.label + ("" if item.required else " (optional)"),
+                choices=[(str(v["value"]), _choice_label(v)) for v in item.values],
+                widget=forms.RadioSelect,
+            )
+        self.fields = {**answers, **self.fields}
+
+    def answers(self) -> dict[str, Any]:
+        """The rubric answers by item key (scores stay text: the service reads them)."""
+        return {
+            item.key: self.cleaned_data.get(ANSWER_PREFIX + item.key) or None
+            for item in self.rubric_items
+        }
+
+
+class RubricCreateForm(forms.Form):
+    name = forms.CharField(max_length=100, label="Name")
+    instructions = forms.CharField(
+        required=False, max_length=NOTE_MAX, label="Instructions", widget=forms.Textarea
+    )
+    items = forms.CharField(
+        label="Items (JSON)",
+        help_text=(
+            'A list of items: {"key", "label", "kind": "pass_fail" | "score" | "category", '
+            '"required", "values": [{"value", "description"}, ...]}.'
+        ),
+        widget=forms.Textarea(attrs={"rows": 10}),
+    )
+
+    def clean_items(self) -> Any:
+        try:
+            return json.loads(self.cleaned_data["items"])
+        except ValueError as exc:
+            raise forms.ValidationError(f"The items are not JSON: {exc}") from None
+
+
+class RubricAttachForm(forms.Form):
+    rubric = forms.TypedChoiceField(coerce=int, label="Rubric")
+    agent = forms.CharField(required=False, max_length=100, label="Agent")
+    rule = forms.CharField(required=False, max_length=200, label="Rule")
+    reviews_required = forms.IntegerField(
+        min_value=1, max_value=MAX_REVIEWS, initial=1, label="Reviews per item"
+    )
+    instructions = forms.CharField(
+        required=False, max_length=NOTE_MAX, label="Instructions", widget=forms.Textarea
+    )
+
+    def __init__(self, *args: Any, rubrics: list[tuple[int, str]], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["rubric"].choices = rubrics  # type: ignore[attr-defined]
