@@ -17,6 +17,7 @@ from agentops.plumbing.web import AuthenticatedHttpRequest, permission_required
 from policies.errors import PolicyError
 from reviews.forms import CalibrationDraftForm, DashboardFilterForm
 from reviews.metrics import figures_collect
+from reviews.selectors.rubrics import rubric_agreement
 from reviews.services import ReviewError, calibration_draft_create
 
 
@@ -31,7 +32,8 @@ def dashboard(request: AuthenticatedHttpRequest) -> HttpResponse:
     return render(
         request,
         "reviews/dashboard.html",
-        {"form": form, "f": figures},
+        # Reviewer agreement is over every rubric review so far, not the page's time range.
+        {"form": form, "f": figures, "agreement": rubric_agreement()},
     )
 
 

@@ -145,3 +145,23 @@ def test_a_policy_admin_defines_and_attaches_a_rubric_on_the_rubrics_page(policy
     assert RubricQueue.objects.get().reviews_required == 3
     assert "Refund quality" in page and "refund / any rule (3 reviews per item)" in page
     assert "Define a rubric" not in page
+
+
+def test_the_dashboard_shows_the_agreement_per_rubric_item(policy_admin, auditor, ben, clock):
+    rubric(policy_admin)
+    for a, b in [("pass", "pass"), ("pass", "pass"), ("fail", "fail"), ("pass", "fail")]:
+        item = refund_item_made(clock)
+        rubric_review_submit(
+            item_id=item.pk, actor=auditor, answers=answers(correct=a), verdict="ok"
+        )
+        rubric_review_submit(item_id=item.pk, actor=ben, answers=answers(correct=b), verdict="ok")
+
+    page = client_for(policy_admin).get(reverse("reviews:dashboard")).content.decode()
+    section = page[page.index('id="rubric-agreement"') :]
+    section = section[: section.index("</section>")]
+    row = section[section.index("The refund is correct") :]
+    row = row[: row.index("</tr>")]
+
+    assert "2 reviews per item, 4 items, 1 disputed" in section
+    assert "Cohen's κ" in row and "0.500" in row
+    assert "n/a" in section[section.index("Tone of the email") :]
