@@ -4,14 +4,16 @@ worker and sweeper, a web process for the people's API calls, and the people of
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 from agentops.dev.again import run_fork, run_restart
 from agentops.dev.devstack import Stack
 from agentops.dev.four_eyes import run_four_eyes
-from agentops.dev.people import Api, Person, Wait, people, web
+from agentops.dev.people import CAST, Api, Person, Wait, people, web
+from agentops.dev.rubric_review import CAST as RUBRIC_CAST
+from agentops.dev.rubric_review import run_rubric_review
 
 
 @dataclass(frozen=True)
@@ -19,6 +21,8 @@ class PeopleScenario:
     name: str
     description: str
     run: Callable[..., dict[str, Any]]
+    # The people who act: username -> their groups.
+    cast: Mapping[str, tuple[str, ...]] = field(default_factory=lambda: CAST)
 
 
 PEOPLE_SCENARIOS: dict[str, PeopleScenario] = {
@@ -43,6 +47,14 @@ PEOPLE_SCENARIOS: dict[str, PeopleScenario] = {
             "input: steps 1 to 4 are referenced, not run again (effects_repeated 0).",
             run_fork,
         ),
+        PeopleScenario(
+            "rubric-review",
+            "Four refunds' audit items answered with a rubric by two (refunds) and three (emails) "
+            "independent auditors; disagreements settled by a senior auditor; the agreement per "
+            "rubric item (Cohen's kappa, Krippendorff's alpha).",
+            run_rubric_review,
+            cast=RUBRIC_CAST,
+        ),
     ]
 }
 
@@ -52,5 +64,5 @@ def people_scenario_run(name: str, *, stack: Stack, wait: Wait, timeout: float) 
     scenario = PEOPLE_SCENARIOS[name]
     cast: dict[str, Person]
     api: Api
-    with people() as cast, web(stack) as api:
+    with people(scenario.cast) as cast, web(stack) as api:
         return {"scenario": name, **scenario.run(api=api, cast=cast, wait=wait, timeout=timeout)}

@@ -33,6 +33,9 @@ from reviews.services import (
 
 RUBRIC_ADMINS = TokenAuth("reviews.define_rubrics", "rubrics are defined by policy admins")
 AUDITORS = TokenAuth("reviews.review_audit", "rubrics are answered by auditors")
+RUBRIC_READERS = TokenAuth(
+    "reviews.read_dashboard", "rubrics and their agreement are for reviewers and policy admins"
+)
 SENIOR_AUDITORS = TokenAuth(
     "reviews.adjudicate_audit", "disputed items are settled by senior auditors"
 )
@@ -164,7 +167,7 @@ def _state_or_404(request: ApiRequest, item_id: int) -> RubricState:
     "/rubrics",
     response={200: list[RubricOut], **ROLE},
     summary="The rubrics and the audit queues they are attached to",
-    auth=readers_only("rubrics are"),
+    auth=RUBRIC_READERS,
 )
 def list_rubrics(request: ApiRequest) -> list[Rubric]:
     return rubric_list()
@@ -299,7 +302,7 @@ class QueueAgreementOut(Schema):
     response={200: list[QueueAgreementOut], **ROLE},
     summary="How far each queue's reviewers agree, per rubric item (Cohen's kappa, "
     "Krippendorff's alpha)",
-    auth=TokenAuth("reviews.read_dashboard", "the dashboard's figures are for reviewers"),
+    auth=RUBRIC_READERS,
 )
 def get_rubric_agreement(request: ApiRequest) -> list[dict[str, Any]]:
     return [queue.as_dict() for queue in rubric_agreement()]
