@@ -45,12 +45,13 @@ class RubricAnswerForm(forms.Form):
         super().__init__(*args, **kwargs)
         self.rubric_items = items
         answers = {}
-        for item in items:
+        for n, item in enumerate(items):
             answers[ANSWER_PREFIX + item.key] = forms.ChoiceField(
                 required=item.required,
                 label=item.label + ("" if item.required else " (optional)"),
                 choices=[(str(v["value"]), _choice_label(v)) for v in item.values],
-                widget=forms.RadioSelect,
+                # Keyboard first: the page opens on the first question.
+                widget=forms.RadioSelect(attrs={"autofocus": True} if n == 0 else {}),
             )
         self.fields = {**answers, **self.fields}
 
