@@ -1,5 +1,5 @@
-"""Putting people in groups: the roles (operators, auditors, task starters, scope granters, policy
-admins) and the approver groups policies name.
+"""Putting people in groups: the roles (operators, auditors, senior auditors, task starters, scope
+granters, policy admins) and the approver groups policies name.
 
 The role groups are created by migrations; an approver group a policy names is made in the admin
 (Groups). Joining or leaving names an existing user and existing groups, or changes nothing: a
@@ -30,6 +30,8 @@ ROLE_GROUPS: dict[str, str] = {
     Role.OPERATORS.value: "decide gates and stopped tasks, claim and assign, pause, resume and "
     "cancel tasks",
     Role.AUDITORS.value: "review the audit queue; read the rest",
+    Role.SENIOR_AUDITORS.value: "review the audit queue and settle the items whose reviewers "
+    "disagree",
     SCOPE_GRANTERS: "grant a stopped task or its agent the scope a service refused",
     POLICY_ADMINS: "edit and publish policies",
 }
