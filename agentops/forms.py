@@ -19,6 +19,7 @@ from agentops.engine.jsonvalues import validated
 from agentops.engine.needs import agent_check_available, agents_offered
 from agentops.engine.registry import get_agent
 from agentops.plumbing.web import JSONObjectField
+from agentops.selectors import CANCELLED, CANCELLED_LABEL
 from agentops.states import TaskStatus
 
 INPUT_MAX_CHARS = 64 * 1024
@@ -124,9 +125,16 @@ class StorableJSONField(forms.JSONField):
             return InvalidJSONInput(data)
 
 
+def status_filter_choices() -> list[tuple[str, str]]:
+    """The task list's statuses: the stored ones, with "Cancelled" after "Aborted" (an aborted
+    task a person cancelled, as the list labels it)."""
+    choices: list[tuple[str, str]] = [("", "All statuses")]
+    for value, label in TaskStatus.choices:
+        choices.append((value, label))
+        if value == TaskStatus.ABORTED:
+            choices.append((CANCELLED, CANCELLED_LABEL))
+    return choices
+
+
 class TaskFilterForm(forms.Form):
-    status = forms.ChoiceField(
-        required=False,
-        choices=[("", "All statuses"), *TaskStatus.choices],
-        label="Status",
-    )
+    status = forms.ChoiceField(required=False, choices=status_filter_choices, label="Status")

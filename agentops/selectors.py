@@ -10,7 +10,7 @@ engine's rule (`agentops.engine.recovery`): these reads load its rows and call i
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from functools import cache, cached_property
@@ -18,13 +18,18 @@ from typing import TYPE_CHECKING, Any
 
 from django.db import connection
 from django.db.models import (
+    BooleanField,
+    Case,
     Count,
+    Exists,
     F,
     IntegerField,
     OuterRef,
     Prefetch,
     QuerySet,
     Subquery,
+    Value,
+    When,
 )
 from django.db.models.functions import Coalesce, Least
 
@@ -47,6 +52,34 @@ PREVIEW_CHARS = 160
 STOPPED = frozenset({TaskStatus.NEEDS_ATTENTION, TaskStatus.RETRY_SCHEDULED})
 # The event of the abort transition; its payload says when a person cancelled the task.
 ABORTED_EVENT = "agentops.task.aborted"
+# What people call an aborted task a person cancelled (the stored status stays `aborted`): its
+# name in the task list's status filter, and its label.
+CANCELLED, CANCELLED_LABEL = "cancelled", "Cancelled"
+
+
+def status_label(task: Task, *, cancelled: bool) -> str:
+    """The task's status as people name it: "Cancelled" for an aborted task a person cancelled
+    (`cancelled`: its abort event says so), else the status's own label."""
+    if cancelled and task.status == TaskStatus.ABORTED:
+        return CANCELLED_LABEL
+    return str(task.get_status_display())
+
+
+def _cancelled() -> Exists:
+    """Whether the task's abort event says a person cancelled it (an index leads with the task)."""
+    return Exists(
+        Event.objects.filter(task=OuterRef("pk"), action=ABORTED_EVENT, payload__cancelled=True)
+    )
+
+
+def _status_filtered(queryset: QuerySet[Task], status: str) -> QuerySet[Task]:
+    """Tasks shown with `status`: "cancelled" is an aborted task a person cancelled, and
+    "aborted" then leaves those out, as the list labels them."""
+    if status == CANCELLED:
+        return queryset.filter(_cancelled(), status=TaskStatus.ABORTED)
+    if status == TaskStatus.ABORTED:
+        return queryset.filter(~_cancelled(), status=TaskStatus.ABORTED)
+    return queryset.filter(status=status)
 
 
 def json_preview(value: Any, *, limit: int = PREVIEW_CHARS) -> str:
@@ -101,8 +134,9 @@ def archived_task_words(archived: ArchivedTask) -> str:
 
 
 def task_list_recent(*, status: str | None = None, viewer: User) -> QuerySet[Task]:
-    """Tasks `viewer` may see, newest first, optionally only those in `status`; the caller
-    takes a window of it (agentops.plumbing.paging: no count of the whole list)."""
+    """Tasks `viewer` may see, newest first, optionally only those shown with `status` (a
+    stored status, or "cancelled"), each with `cancelled` (`status_label`); the caller takes a
+    window of it (agentops.plumbing.paging: no count of the whole list)."""
     queryset = (
         tasks_visible_to(viewer)
         .only(
@@ -120,7 +154,7 @@ def task_list_recent(*, status: str | None = None, viewer: User) -> QuerySet[Tas
         .order_by("-id")
     )
     if status:
-        queryset = queryset.filter(status=status)
+        queryset = _status_filtered(queryset, status)
     # A subquery per shown row (a partial index holds the compensated calls), not a join of
     # every task with every ledger row grouped before the LIMIT.
     undone = (
@@ -131,8 +165,39 @@ def task_list_recent(*, status: str | None = None, viewer: User) -> QuerySet[Tas
         .values("n")
     )
     return _with_step_number(queryset).annotate(
-        compensated_calls=Coalesce(Subquery(undone, output_field=IntegerField()), 0)
+        compensated_calls=Coalesce(Subquery(undone, output_field=IntegerField()), 0),
+        cancelled=Case(
+            When(status=TaskStatus.ABORTED, then=_cancelled()),
+            default=Value(False),
+            output_field=BooleanField(),
+        ),
     )
+
+
+@dataclass(frozen=True)
+class LedgerRow:
+    """A ledger row as the ledger table shows it: which try of its idempotency key it is (a
+    failed try stays as history, and the retry reuses its key)."""
+
+    call: ToolCall
+    try_number: int
+    tries: int
+
+
+def ledger_rows(calls: Iterable[ToolCall]) -> list[LedgerRow]:
+    """`calls` in their order, each numbered among the rows of its key, oldest first."""
+    calls = list(calls)
+    ids_by_key: dict[str, list[int]] = {}
+    for call in sorted(calls, key=lambda c: c.pk):
+        ids_by_key.setdefault(call.idempotency_key, []).append(call.pk)
+    return [
+        LedgerRow(
+            call=call,
+            try_number=ids_by_key[call.idempotency_key].index(call.pk) + 1,
+            tries=len(ids_by_key[call.idempotency_key]),
+        )
+        for call in calls
+    ]
 
 
 @dataclass(frozen=True)
@@ -170,11 +235,10 @@ class TaskDetail:
     def status_label(self) -> str:
         """The status as people name it: an aborted task a person cancelled is "Cancelled"
         (its `agentops.task.aborted` event says so; the stored status stays `aborted`)."""
-        if self.task.status == TaskStatus.ABORTED:
-            ended = next((r.event for r in self.events if r.event.action == ABORTED_EVENT), None)
-            if ended is not None and (ended.payload or {}).get("cancelled"):
-                return "Cancelled"
-        return str(self.task.get_status_display())
+        ended = next((r.event for r in self.events if r.event.action == ABORTED_EVENT), None)
+        return status_label(
+            self.task, cancelled=ended is not None and bool((ended.payload or {}).get("cancelled"))
+        )
 
     @property
     def failure(self) -> dict[str, Any] | None:
@@ -340,8 +404,8 @@ def task_list_version_read(*, status: str | None, viewer: User, page: Any, size:
     def digests(offset: int, limit: int) -> list[str]:
         with connection.cursor() as cursor:
             cursor.execute(
-                _task_list_state_sql(every=every, filtered=bool(status)),
-                [*([] if every else [viewer.pk]), *([status] if status else []), limit, offset],
+                _task_list_state_sql(every=every, status=_status_kind(status)),
+                [*([] if every else [viewer.pk]), *_status_params(status), limit, offset],
             )
             return [row[0] for row in cursor.fetchall()]
 
@@ -373,15 +437,34 @@ def _columns(alias: str, names: Sequence[str]) -> str:
     return ", ".join(f'{alias}."{Task._meta.get_field(name).column}"' for name in names)  # type: ignore[union-attr]
 
 
+def _status_kind(status: str | None) -> str:
+    """How the list's SQL filters on `status` (`_status_filtered`'s cases)."""
+    if not status:
+        return ""
+    return status if status in (CANCELLED, TaskStatus.ABORTED) else "status"
+
+
+def _status_params(status: str | None) -> list[str]:
+    if not status:
+        return []
+    return [TaskStatus.ABORTED if status == CANCELLED else status]
+
+
 @cache
-def _task_list_state_sql(*, every: bool, filtered: bool) -> str:
+def _task_list_state_sql(*, every: bool, status: str) -> str:
     """One digest per row of a page of the task list (`task_list_recent`'s rows and order):
-    parameters the viewer's id (unless they read every task), the status (when filtered), the
-    limit and the offset."""
-    task, call = Task._meta.db_table, ToolCall._meta.db_table
+    parameters the viewer's id (unless they read every task), the status (when filtered:
+    `status` is `_status_kind`'s), the limit and the offset."""
+    task, call, event = Task._meta.db_table, ToolCall._meta.db_table, Event._meta.db_table
+    cancelled = (
+        f'EXISTS (SELECT 1 FROM "{event}" e WHERE e."task_id" = t."id" '
+        f"AND e.\"action\" = '{ABORTED_EVENT}' AND e.\"payload\" -> 'cancelled' = 'true'::jsonb)"
+    )
     where = [
         *([] if every else ['t."created_by_id" = %s']),
-        *(['t."status" = %s'] if filtered else []),
+        *(['t."status" = %s'] if status else []),
+        *([cancelled] if status == CANCELLED else []),
+        *([f"NOT {cancelled}"] if status == TaskStatus.ABORTED else []),
     ]
     compensated = (
         f'(SELECT count(*) FROM "{call}" k WHERE k."task_id" = t."id" '
@@ -410,6 +493,7 @@ def _task_page_state_sql(*, every: bool) -> str:
         f"SELECT md5(CAST(ROW({_columns('t', _PAGE_STATE)}, ({calls}), ({family})) AS text)) "
         f'FROM "{task}" t WHERE t."id" = %s{owner}'
     )
+
 
 # -- earlier work: the rule-based summary and the model's, side by side --------------------------
 

@@ -1,7 +1,8 @@
 """The "start again / fork" section of the task page (registered in `ReviewsConfig.ready()`):
 where the task came from and what was started from it (both ways, for every reader of the
 page), the results a fork references with the ledger rows that made them, and for operators the
-two forms: start again (how the old task ends, the input) and fork from a step.
+two forms: start again (how the old task ends, the input) and fork from a step. The recovery
+panel offers the same "start again" form (`restart_form_for`).
 """
 
 from __future__ import annotations
@@ -42,6 +43,27 @@ def _input_json(task: Task) -> str:
     return json.dumps(task.input, indent=2, ensure_ascii=False)
 
 
+def _may_start_again(user: Any) -> bool:
+    return bool(user.has_perm("reviews.decide_gate"))
+
+
+def restart_form_for(user: Any, task: Task) -> RestartForm | None:
+    """The empty "start again" form for an operator, when `task` may be started again (the
+    task page's section and the recovery panel); None otherwise."""
+    endings = restart_endings(task) if _may_start_again(user) else []
+    if not endings:
+        return None
+    return RestartForm(endings=endings, initial={"input": _input_json(task)}, auto_id="restart_%s")
+
+
+def fork_form_for(user: Any, task: Task) -> ForkForm | None:
+    """The empty "fork from a step" form for an operator, when `task` has a step to fork from."""
+    points = fork_choices(task) if _may_start_again(user) and task.parent_id is None else []
+    if not points:
+        return None
+    return ForkForm(points=points, initial={"input": _input_json(task)}, auto_id="fork_%s")
+
+
 def task_again_section(request: HttpRequest, task: Task) -> str:
     user = getattr(request, "user", None)
     if user is None or not getattr(user, "is_authenticated", False):
@@ -59,24 +81,13 @@ def task_again_section(request: HttpRequest, task: Task) -> str:
             .select_related("step")
             .order_by("id")
         )
-    operator = user.has_perm("reviews.decide_gate") and task.parent_id is None
-    endings = restart_endings(task) if operator else []
-    points = fork_choices(task) if operator else []
     context: dict[str, Any] = {
         "task": task,
         "origin": origin,
         "again": again,
         "referenced": referenced,
-        "restart_form": RestartForm(
-            endings=endings, initial={"input": _input_json(task)}, auto_id="restart_%s"
-        )
-        if endings
-        else None,
-        "fork_form": ForkForm(
-            points=points, initial={"input": _input_json(task)}, auto_id="fork_%s"
-        )
-        if points
-        else None,
+        "restart_form": restart_form_for(user, task),
+        "fork_form": fork_form_for(user, task),
     }
     if not (origin or again or context["restart_form"] or context["fork_form"]):
         return ""

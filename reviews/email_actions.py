@@ -103,6 +103,17 @@ def email_action_read(token: str) -> EmailAction:
     return EmailAction(int(found["g"]), int(found["u"]), str(found["a"]), str(found["d"]))
 
 
+def email_action_choice(token: str) -> str:
+    """What a link asks ("approve" or "reject") when its signature holds, expired or not: a
+    refused link's page is still named for it. "" for a tampered link."""
+    try:
+        found = signing.TimestampSigner(salt=SALT).unsign_object(token)
+    except signing.BadSignature:
+        return ""
+    choice = found.get("a") if isinstance(found, dict) else None
+    return str(choice) if choice in ACTIONS else ""
+
+
 def _digest(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 

@@ -12,8 +12,9 @@ Three kinds: `OneApprover`, one person of the approver group decides; `Question`
 (`engine/questions.py`: an agent's question, answered by one person, never approved); and
 `TwoApprovers` (four eyes), which a policy rule asks for with `approvals_required = 2`: two
 different people approve the same arguments, one for the approver group and one for
-`Gate.second_approver_group` (empty: the approver group again), in either order. The first
-approval is kept on the gate (`Gate.approvals`, with the group it counts for). An edit between
+`Gate.second_approver_group` (empty: the approver group again), in either order. Each
+approval is kept on the gate (`Gate.approvals`, with the group it counts for), the one that
+closes it too, so a decided gate lists both approvers. An edit between
 them starts over (the edited arguments become the gate's proposal and the editor's approval the
 first one of them), and a rejection by either ends it as any rejection does. The task's starter
 never decides (`reviews.roles`), and nobody's approval counts twice (`person_refusal`, asked of
@@ -139,7 +140,8 @@ class ApprovalKind:
         return ()
 
     def approval_record(self, gate: Gate, approval: Approval) -> None:
-        """Keep an approval that did not satisfy the kind yet. Caller holds the gate's lock."""
+        """Keep an approval on the gate (the one that satisfies the kind too, so a decided
+        gate lists every approver). Caller holds the gate's lock."""
         raise NotImplementedError(f"the approval kind {self.name!r} keeps no approvals")
 
     def is_satisfied(self, gate: Gate, approvals: Sequence[Approval]) -> bool:
@@ -175,7 +177,7 @@ class OneApprover(ApprovalKind):
 class TwoApprovers(ApprovalKind):
     """Four eyes: two different people approve the same arguments, one for the approver group
     and one for the second group (`Gate.second_approver_group`; empty: the approver group
-    again), in either order. The first approval is kept on the gate; an edit replaces the
+    again), in either order. The approvals are kept on the gate; an edit replaces the
     gate's proposal and starts the count over with the editor's approval."""
 
     name = "two_approvers"

@@ -241,6 +241,9 @@ def _approve(
             required=kind.required,
             **proposed,
         )
+    if kind.required > 1:
+        # The approval that satisfies the kind is kept too: the gate lists every approver.
+        kind.approval_record(gate, given)
     # The gate keeps what was proposed (`arguments`) and records what was approved, so its page
     # shows both, their digests and who edited: the ledger runs `approved_arguments`.
     gate_close(

@@ -14,8 +14,23 @@ from django import template
 from django.utils import timezone
 
 from agentops import labels
+from agentops.models import Task
+from agentops.selectors import LedgerRow, ledger_rows, status_label
 
 register = template.Library()
+
+
+@register.filter
+def with_tries(calls: Any) -> list[LedgerRow]:
+    """Ledger rows, each with which try of its idempotency key it is (`ledger_rows`)."""
+    return ledger_rows(calls or [])
+
+
+@register.filter
+def task_status(task: Task) -> str:
+    """A listed task's status as people name it: "Cancelled" for one a person cancelled
+    (`task_list_recent` marks them), as the task page says."""
+    return status_label(task, cancelled=bool(getattr(task, "cancelled", False)))
 
 
 @register.filter

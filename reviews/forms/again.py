@@ -21,7 +21,10 @@ class RestartForm(forms.Form):
     """Start again: how the old task ends, the input (prefilled, editable), and why."""
 
     ending = forms.ChoiceField(
-        choices=ENDING_CHOICES, widget=forms.RadioSelect, label="The old task"
+        choices=ENDING_CHOICES,
+        widget=forms.RadioSelect,
+        label="The old task",
+        error_messages={"required": "Choose what happens to the old task."},
     )
     input = JSONObjectField(
         noun="input",

@@ -27,7 +27,7 @@ class ScopeGrantForm(forms.Form):
     reason = forms.CharField(
         max_length=NOTE_MAX,
         widget=forms.Textarea(attrs={"rows": 2}),
-        label="Reason",
+        label="Why grant it",
         help_text="Required: recorded with the grant in the decision log.",
         error_messages={"required": "Say why the scope is granted."},
     )

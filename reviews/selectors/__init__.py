@@ -45,6 +45,7 @@ from reviews.selectors.gates import (
 from reviews.selectors.grants import (
     GrantLine,
     grants_visible_to,
+    scope_granters_list,
     scope_grants_for_task,
     scope_to_grant,
 )
@@ -122,6 +123,7 @@ __all__ = [
     "operators_list",
     "pretty_json",
     "question_get_panel",
+    "scope_granters_list",
     "scope_grants_for_task",
     "scope_to_grant",
     "stopped_sla_seconds",

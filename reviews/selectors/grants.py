@@ -1,7 +1,7 @@
 """Reads of scope grants: the grants that concern a task (its own, and its agent's), each with
 its state now (in force, expired, revoked) and whether it may apply to the task at all (an agent's
 grant does not reach a task its granter started: `agentops.engine.grants_for`), and what the
-recovery panel offers to grant."""
+recovery panel offers to grant, and whom to ask when the viewer may not."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from django.utils import timezone
 
 from agentops.engine import grants_for, missing_scope_of
 from agentops.models import ScopeGrant, Task
+from agentops.permissions import SCOPE_GRANTERS
 from agentops.selectors import tasks_visible_to
 
 if TYPE_CHECKING:
@@ -63,3 +64,14 @@ def scope_to_grant(*, task: Task) -> str | None:
     """The scope the recovery panel offers to grant: the one a service refused the stopped
     task's call for (None when it stopped for another reason)."""
     return missing_scope_of(task.failure)
+
+
+def scope_granters_list(*, task: Task) -> list[str]:
+    """Who may grant `task` a scope, for a person who may not (the recovery panel says whom to
+    ask): the active members of the scope granters group, but the task's starter."""
+    from django.contrib.auth import get_user_model
+
+    people = get_user_model().objects.filter(is_active=True, groups__name=SCOPE_GRANTERS)
+    if task.created_by_id is not None:
+        people = people.exclude(pk=task.created_by_id)
+    return list(people.order_by("username").distinct().values_list("username", flat=True))

@@ -32,6 +32,7 @@ from reviews.email_actions import (
     EmailAction,
     LinkRefused,
     email_action_check,
+    email_action_choice,
     email_action_take,
 )
 from reviews.services import (
@@ -60,7 +61,10 @@ def _page(
     error: str = "",
     form: EmailActionForm | None = None,
     status: int = 200,
+    choice: str = "",
 ) -> HttpResponse:
+    """The link's page. `choice` is what the link asks (`email_action_choice`), for a link refused
+    before its action could be read whole (the title says Approve or Reject all the same)."""
     gate = None
     if action is not None:
         gate = Gate.objects.select_related("task", "decided_by").filter(pk=action.gate_id).first()
@@ -70,6 +74,7 @@ def _page(
         "error": error,
         "form": form or EmailActionForm(),
         "approving": action is not None and action.action == APPROVE,
+        "choice": action.action if action is not None else choice,
         "decidable": gate is not None and gate.status == GateStatus.OPEN and not error,
         "arguments_json": (
             json.dumps(gate.arguments, indent=2, sort_keys=True, ensure_ascii=False)
@@ -88,9 +93,11 @@ def email_action(request: AuthenticatedHttpRequest, token: str) -> HttpResponse:
     try:
         action = email_action_check(token=token, user=request.user)
     except LinkRefused as exc:
-        return _page(request, error=str(exc), status=exc.http_status)
+        return _page(
+            request, error=str(exc), status=exc.http_status, choice=email_action_choice(token)
+        )
     except NotAllowed as exc:
-        return _page(request, error=str(exc), status=403)
+        return _page(request, error=str(exc), status=403, choice=email_action_choice(token))
     if request.method == "GET":
         return _confirmation(request, action)
     form = EmailActionForm(request.POST)

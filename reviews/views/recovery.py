@@ -16,8 +16,9 @@ from agentops.engine import TransitionRefused, plan_repair_options
 from agentops.models import Task, ToolCall
 from agentops.plumbing.web import AuthenticatedHttpRequest
 from agentops.states import LedgerStatus
+from reviews.again_page import restart_form_for
 from reviews.forms import ConfirmForm, InterventionForm, PlanRepairForm, ScopeGrantForm
-from reviews.selectors import call_repeat_unprotected, task_get_recovery_panel
+from reviews.selectors import OptionView, call_repeat_unprotected, task_get_recovery_panel
 from reviews.services import (
     HeldByOther,
     NotAllowed,
@@ -46,6 +47,21 @@ UNPROTECTED_REPEAT = (
 )
 
 
+# The option with a form of its own (and its own reason): the scope grant.
+GRANT_OPTION = "grant"
+
+
+def _reason_help(options: list[OptionView]) -> str:
+    """What the shared reason goes with: the choices its buttons send (the grant asks for its
+    own), so the panel never shows two fields that both read as the reason."""
+    named = [option.action for option in options if option.action != GRANT_OPTION]
+    listed = f"{', '.join(named[:-1])} or {named[-1]}" if len(named) > 1 else "".join(named)
+    said = f"Recorded in the decision log with your choice of {listed}." if named else ""
+    if len(named) < len(options):
+        said += " The grant asks for its own reason."
+    return said.strip()
+
+
 def render_recovery(
     request: AuthenticatedHttpRequest,
     task_id: int,
@@ -61,6 +77,8 @@ def render_recovery(
         panel = task_get_recovery_panel(task_id=task_id, viewer=request.user)
     except Task.DoesNotExist:
         raise Http404(f"no task {task_id}") from None
+    form = form or InterventionForm(auto_id="recover_%s")
+    form.fields["reason"].help_text = _reason_help(panel.options)
     context = {
         "repair_form": PlanRepairForm(auto_id="repair_%s"),
         "repair": plan_repair_options(
@@ -72,10 +90,12 @@ def render_recovery(
         "task": panel.task,
         "detail": panel.detail,
         "recovery": panel.recovery,
-        "form": form or InterventionForm(auto_id="recover_%s"),
+        "form": form,
         "alert": alert,
         "held_by_other": panel.holder is not None and panel.holder.pk != request.user.pk,
         "confirming": next((o for o in panel.options if o.action == confirming), None),
+        # Starting the task again is one more way out of the stop (the task page has it too).
+        "restart_form": restart_form_for(request.user, panel.task),
         **grant_context(panel.task, request.user, form=grant_form),
         **extra,
     }

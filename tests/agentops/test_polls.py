@@ -12,7 +12,8 @@ from django.db import transaction
 from django.test import Client
 from django.urls import reverse, reverse_lazy
 
-from agentops.engine import task_create, task_pause
+from agentops.engine import task_abort, task_create, task_pause
+from agentops.engine.interventions import task_cancel
 from agentops.engine.runner import task_advance
 from agentops.engine.transitions import (
     EventSpec,
@@ -218,6 +219,23 @@ def test_each_filter_and_page_has_its_own_version(reader: Any) -> None:
 
     assert queued.status_code == 200
     assert version_of(queued.content.decode()) != everything
+
+
+@pytest.mark.django_db
+def test_the_cancelled_filter_polls_its_own_rows(reader: Any, user: Any) -> None:
+    first = make_task()
+    task_cancel(task_id=first.pk, actor=user)
+    url = f"{TASKS}?status=cancelled"
+    version = version_of(reader.get(url).content.decode())
+    assert poll(reader, url, version).status_code == 204
+
+    # An abort nobody cancelled is not on this list: the version stays.
+    task_abort(task_id=make_task().pk, actor=user)
+    assert poll(reader, url, version).status_code == 204
+
+    again = make_task(goal="Refund order B2002")
+    task_cancel(task_id=again.pk, actor=user)
+    _changed(reader, url, version, lambda html: f"#{again.pk}<" in html)
 
 
 # -- every kind of change the pages show ------------------------------------------------------

@@ -16,6 +16,7 @@ from django.urls import reverse
 
 from agentops.dev.sim.models import Fault, FaultMode
 from agentops.engine import task_abort, task_create, task_pause
+from agentops.engine.interventions import task_cancel
 from agentops.engine.runner import task_advance
 from agentops.engine.transitions import EventSpec, task_append_event, task_claim
 from agentops.models import Event, Step, Task, ToolCall
@@ -139,6 +140,31 @@ def test_task_list_filters_by_status(operator_client: Any, user: Any) -> None:
     assert "Refund, still queued" in only_queued.content.decode()
     assert "Refund, aborted by a person" not in only_queued.content.decode()
     assert f'href="/tasks/{kept.pk}"' in only_queued.content.decode()
+
+
+@pytest.mark.django_db
+def test_task_list_says_cancelled_as_the_task_page_does_and_filters_on_it(
+    operator_client: Any, user: Any
+) -> None:
+    cancelled = make_task(goal="Refund, cancelled by a person")
+    task_cancel(task_id=cancelled.pk, actor=user, reason="the customer withdrew")
+    aborted = make_task(goal="Refund, aborted by a person")
+    task_abort(task_id=aborted.pk, actor=user, reason="duplicate")
+    url = reverse("agentops:task_list")
+
+    everything = operator_client.get(url).content.decode()
+    page = operator_client.get(reverse("agentops:task_detail", args=[cancelled.pk]))
+    only_cancelled = operator_client.get(url, {"status": "cancelled"}).content.decode()
+    only_aborted = operator_client.get(url, {"status": "aborted"}).content.decode()
+
+    assert '<span class="badge badge-aborted">Cancelled</span>' in page.content.decode()
+    assert everything.count('<span class="badge badge-aborted">Cancelled</span>') == 1
+    assert everything.count('<span class="badge badge-aborted">Aborted</span>') == 1
+    assert '<option value="cancelled" selected>Cancelled</option>' in only_cancelled
+    assert "Refund, cancelled by a person" in only_cancelled
+    assert "Refund, aborted by a person" not in only_cancelled
+    assert "Refund, aborted by a person" in only_aborted
+    assert "Refund, cancelled by a person" not in only_aborted
 
 
 @pytest.mark.django_db

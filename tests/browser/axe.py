@@ -1,5 +1,5 @@
 """axe-core in the browser tests: run the vendored engine on a page and keep the violations
-that block people (impact critical or serious).
+that block or hinder people (impact critical, serious or moderate; minor ones are left out).
 
 axe-core is vendored under tests/browser/vendor/axe-core (version and licence in its README):
 the tests inject it into the page under test with Playwright (a sweep over many pages, once per
@@ -23,7 +23,7 @@ from playwright.sync_api import BrowserContext, Page
 
 AXE = Path(__file__).parent / "vendor" / "axe-core" / "axe.min.js"
 AXE_VERSION = "4.14.1"
-BLOCKING = ("critical", "serious")
+BLOCKING = ("critical", "serious", "moderate")
 
 
 def axe_preloaded(context: BrowserContext) -> BrowserContext:
@@ -59,9 +59,9 @@ class AxeSweep:
 
 
 def axe_violations(page: Page) -> list[dict[str, Any]]:
-    """The critical and serious violations axe finds on the page as it is now. Pages of the site
-    refuse inline scripts (their Content-Security-Policy): preload axe in their context
-    (`axe_preloaded`); the inline fallback is for pages made by a test (`set_content`)."""
+    """The critical, serious and moderate violations axe finds on the page as it is now. Pages
+    of the site refuse inline scripts (their Content-Security-Policy): preload axe in their
+    context (`axe_preloaded`); the inline fallback is for pages made by a test (`set_content`)."""
     if not page.evaluate("() => typeof window.axe !== 'undefined'"):
         page.add_script_tag(path=str(AXE))
     assert page.evaluate("() => axe.version") == AXE_VERSION

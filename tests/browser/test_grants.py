@@ -46,7 +46,7 @@ def test_a_granter_grants_the_missing_scope_and_the_step_continues_under_it(
     expect(grant.locator("#grant-scope")).to_have_text("payments:credit")
     grant.get_by_label("This task only").check()
     grant.get_by_label("For").select_option(label="15 minutes")
-    grant.get_by_label("Reason").fill("The credit tool came after the credential")
+    grant.get_by_label("Why grant it").fill("The credit tool came after the credential")
     shoot(page, "scope-grant")
     grant.get_by_role("button", name="Grant payments:credit and continue").click()
 

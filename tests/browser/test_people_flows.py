@@ -5,6 +5,7 @@ the simulated services and what the decision log says.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -70,6 +71,11 @@ def test_two_people_approve_a_four_eyes_gate_and_the_refund_runs_once(
     second_page.goto(f"/review/gates/{gate.pk}")
     second_page.get_by_role("button", name="Approve", exact=True).click()
     expect(second_page.locator("#gate-state")).to_contain_text("approved by fiona")
+    # The gate's approvals after the second one: both people, not "1 of 2".
+    expect(second_page.locator("#approvals-count")).to_have_text("2 of 2")
+    expect(second_page.locator("#approvals .approvals-given li")).to_have_text(
+        [re.compile(r"^approved by olga"), re.compile(r"^approved by fiona")]
+    )
 
     task = wait_status(task, TaskStatus.SUCCEEDED)
     gate.refresh_from_db()

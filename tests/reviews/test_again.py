@@ -206,8 +206,21 @@ def test_a_bad_form_loses_nothing_and_says_why(sim, redis_clean, operator, start
         follow=True,
     )
 
+    # Sent with htmx and no ending chosen: the form comes back in place, with the server's words.
+    no_ending = client.post(
+        reverse("reviews:task_restart", args=[old.pk]),
+        {"input": '{"order_id": "A1001"}', "reason": "kept reason"},
+        HTTP_HX_REQUEST="true",
+    )
+
+    assert [bad_json.status_code, wrong_ending.status_code] == [400, 400]
     assert "Nothing was started" in bad_json.content.decode()
+    assert "{not json" in bad_json.content.decode()  # what was typed is kept
     assert "Nothing was started" in wrong_ending.content.decode()
+    shown = no_ending.content.decode()
+    assert no_ending.status_code == 200 and shown.lstrip().startswith("<form")
+    assert 'id="restart_ending_error"' in shown and 'value="kept reason"' in shown
+    assert "Choose what happens to the old task." in shown
     assert not Task.objects.filter(origin=old).exists()
 
 

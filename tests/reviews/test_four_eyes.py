@@ -125,6 +125,11 @@ def test_the_second_approval_by_another_person_of_the_second_group_runs_the_acti
 
     gate.refresh_from_db()
     assert decided.closed and [a.by for a in decided.approvals] == ["olga", "fiona"]
+    # The gate keeps the closing approval too, with the group it counted for.
+    assert [(a["by"], a["group"]) for a in gate.approvals] == [
+        ("olga", "operators"),
+        ("fiona", FINANCE_LEADS),
+    ]
     assert (gate.status, gate.decided_by, task.status) == (
         GateStatus.APPROVED,
         fiona,

@@ -159,6 +159,14 @@ def test_the_recovery_panel_recommends_the_grant_and_offers_its_form_to_granters
         assert '<code id="grant-scope">payments:credit</code>' in other
         assert 'id="scope-grant-form"' not in other
     assert "Only scope granters may grant or revoke scopes." in operator_page
+    # Whom to ask, on the option and under the recommendation.
+    assert (
+        operator_page.count("Ask one of the scope granters to grant it: <strong>grace</strong>")
+        == 2
+    )
+    # One reason per form: the shared one says which choices it goes with.
+    assert "your choice of retry, skip or abort. The grant asks for its own reason." in page
+    assert page.count(">Why grant it</label>") == 1
 
 
 def test_granting_from_the_panel_redirects_with_a_message_and_a_second_post_changes_nothing(
