@@ -70,6 +70,16 @@ DECISION_ACTIONS = [
         ],
     ),
     (
+        "Rubric reviews",
+        [
+            ("reviews.rubric", "every rubric decision"),
+            ("reviews.rubric.answered", "answered"),
+            ("reviews.rubric.adjudicated", "adjudicated"),
+            ("reviews.rubric.created", "rubric defined"),
+            ("reviews.rubric.attached", "rubric attached"),
+        ],
+    ),
+    (
         "Policies",
         [
             ("policies.version", "every publish or revert"),

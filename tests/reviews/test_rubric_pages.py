@@ -10,9 +10,10 @@ from typing import Any
 import pytest
 from django.urls import reverse
 
+from agentops.models import AuditItem
 from agentops.states import AuditStatus
 from reviews.models import Decision, Rubric, RubricQueue, RubricReview
-from reviews.services import rubric_review_submit
+from reviews.services import audit_item_review, rubric_review_submit
 from tests.reviews.builders import client_for
 from tests.reviews.conftest import make_user
 from tests.reviews.test_rubrics import ITEMS, answers, refund_item_made, rubric
@@ -165,3 +166,18 @@ def test_the_dashboard_shows_the_agreement_per_rubric_item(policy_admin, auditor
     assert "2 reviews per item, 4 items, 1 disputed" in section
     assert "Cohen's κ" in row and "0.500" in row
     assert "n/a" in section[section.index("Tone of the email") :]
+
+
+def test_the_decision_log_filters_rubric_decisions(policy_admin, auditor, clock):
+    rubric(policy_admin)
+    item = refund_item_made(clock)
+    rubric_review_submit(item_id=item.pk, actor=auditor, answers=answers(), verdict="ok")
+    email = AuditItem.objects.get(task=item.task, tool="email_customer")
+    audit_item_review(item_id=email.pk, actor=auditor, verdict="ok")
+
+    page = client_for(auditor).get(reverse("reviews:decisions"), {"action": "reviews.rubric"})
+    shown = page.content.decode()
+
+    assert page.status_code == 200
+    assert shown.count("rubric answered") >= 1 and "rubric created" in shown
+    assert "rubric attached" in shown and "audit ok" not in shown
