@@ -2,8 +2,9 @@
 violation, and fits a 390 px phone and a 1280 px screen without a sideways scroll of the page.
 
 The rows come from the real engine, in-process against the simulated services (`sim`): a refund
-waiting at a gate, a trip stopped with its flight booked, refunds that went through with audit
-items, a decided gate in the decision log, and a policy draft. Then each role signs in through
+waiting at a gate, an agent's open question, a trip stopped with its flight booked, a credit
+stopped for a missing scope (the grant option), refunds that went through with audit items, a
+decided gate in the decision log, and a policy draft. Then each role signs in through
 the login form and opens every page of the product (a page a role may not open shows it the 403
 or 404 page, which is checked too) and axe runs on it as it loaded: once per distinct document
 (tests/browser/axe.py, `AxeSweep`), so the login form a signed-out sweep meets on every page is
@@ -27,7 +28,7 @@ from policies.services import policy_draft_create
 from reviews.services import gate_approve
 from tests.browser.axe import AxeSweep, axe_preloaded, axe_violations, described
 from tests.browser.conftest import ACTION_TIMEOUT_MS, VIEWPORT, login
-from tests.reviews.builders import audited_refund, gated_refund, stopped_trip
+from tests.reviews.builders import asked_question, audited_refund, gated_refund, stopped_trip
 from tests.reviews.conftest import make_user
 from tests.reviews.test_grants import stopped_goodwill
 
@@ -47,7 +48,14 @@ ROLES = {
 
 
 POLICY_PAGES = {"policies", "policy", "published version", "draft", "dry run", "diff"}
-REVIEW_PAGES = {"inbox", "audit queue", "gate panel", "recovery panel", "grant panel"}
+REVIEW_PAGES = {
+    "inbox",
+    "audit queue",
+    "gate panel",
+    "question panel",
+    "recovery panel",
+    "grant panel",
+}
 TASK_PAGES = {"task at a gate", "stopped task", "finished task"}
 # The pages each role is refused (403) or not shown (404: tasks that are not theirs); every
 # other page answers 200, so each page is checked as some role uses it.
@@ -100,6 +108,7 @@ def pages(roles: None, sim: str, django_user_model: Any) -> dict[str, str]:
     )
     stopped = stopped_trip(created_by=stan)
     credit = stopped_goodwill(created_by=stan)
+    question = asked_question(created_by=stan)
     done = audited_refund(created_by=stan)
     policy = Policy.objects.get(name="default")
     active = policy_version_active(policy.name)
@@ -115,6 +124,7 @@ def pages(roles: None, sim: str, django_user_model: Any) -> dict[str, str]:
         "finished task": f"/tasks/{done.pk}",
         "inbox": "/review/",
         "gate panel": f"/review/gates/{gate.pk}",
+        "question panel": f"/review/questions/{question.pk}",
         "recovery panel": f"/review/tasks/{stopped.pk}/recover",
         "grant panel": f"/review/tasks/{credit.pk}/recover",
         "audit queue": "/review/audit",
