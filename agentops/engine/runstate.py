@@ -14,13 +14,13 @@ from typing import Any
 
 import httpx
 
-from agentops.engine import context as ctxbuild
 from agentops.engine.checkpoints import OutputsDigest
 from agentops.engine.errors import StepFailure
 from agentops.engine.jsonvalues import Encoded, is_pointer
 from agentops.engine.leases import Heartbeat
 from agentops.engine.ledger import Outcome
 from agentops.engine.model import record_pointing_at
+from agentops.engine.promptcache import PromptCache
 from agentops.engine.registry import Agent, Tool, ToolOffer
 from agentops.engine.routing import Verdict, step_routing
 from agentops.engine.transitions import Commit, EventSpec, Lease
@@ -141,6 +141,6 @@ class RunState:
     # Worked seconds at the first budget check of this claim, and the monotonic clock then.
     worked_at: tuple[float, float] | None = None
     # What this slice's prompts made, for its next prompts (bounded by bytes; see `advance`).
-    prompts: ctxbuild.PromptCache = field(default_factory=ctxbuild.PromptCache)
+    prompts: PromptCache = field(default_factory=PromptCache)
     # The digest of the completed steps' outputs, carried from one snapshot to the next.
     outputs_digest: OutputsDigest = field(default_factory=OutputsDigest)

@@ -14,6 +14,7 @@ from django.utils import timezone
 from agentops.engine import context, task_create
 from agentops.engine.jsonvalues import canonical_json
 from agentops.engine.leases import Heartbeat
+from agentops.engine.promptcache import CACHE_BYTES, PromptCache
 from agentops.engine.registry import get_agent
 from agentops.engine.runner import TaskRun, http_client, task_advance
 from agentops.engine.transitions import task_claim_row
@@ -247,7 +248,7 @@ def test_worked_time_leaves_out_every_wait_outside_running():
 
 
 def test_the_prompt_cache_keeps_at_most_its_bytes_dropping_the_least_recently_used():
-    cache = context.PromptCache(max_bytes=1000)
+    cache = PromptCache(max_bytes=1000)
     cache.put(("summary", 1), "a", 400)
     cache.put(("summary", 2), "b", 400)
     assert cache.get(("summary", 1)) == "a"  # now the most recently used
@@ -282,7 +283,7 @@ def test_a_cache_smaller_than_the_recent_exchanges_gives_the_same_prompts_within
     task, steps = bench_task_done(settings, steps=12, payload_kb=4)
     agent = get_agent("bench_noop")
     # About two of the recent exchanges (each carries 4 KB of arguments and 4 KB of result).
-    small = context.PromptCache(max_bytes=40_000)
+    small = PromptCache(max_bytes=40_000)
 
     for step in steps:
         cached = context.build_context(
@@ -311,7 +312,7 @@ def test_a_slice_makes_each_exchange_once_and_empties_its_cache_when_it_ends(set
     # Steps 1..29 were completed before a later step's prompt: each exchange made once, each
     # summary line once, the goal once.
     assert run.prompts.made == {"exchange": 29, "summary": 24, "goal": 1}
-    assert 0 < run.prompts.peak_bytes <= context.CACHE_BYTES
+    assert 0 < run.prompts.peak_bytes <= CACHE_BYTES
     assert len(run.prompts) == 0 and run.prompts.bytes == 0
 
 
@@ -321,7 +322,7 @@ def test_a_prompts_digest_and_estimate_are_those_of_the_messages_it_sends(settin
     length of their canonical JSON; any change to a message changes the digest."""
     task, steps = bench_task_done(settings, steps=8, payload_kb=2)
     agent = get_agent("bench_noop")
-    cache = context.PromptCache()
+    cache = PromptCache()
 
     digests = set()
     for step in steps:
