@@ -66,6 +66,7 @@ EVENT_LABELS: Mapping[str, str] = {
     "agentops.step.started": "Step started",
     "agentops.step.model_result": "Model answered",
     "agentops.step.gated": "Action sent for approval",
+    "agentops.step.halted": "Stopped at a safe point (fleet stop)",
     "agentops.step.approved": "Action approved",
     "agentops.step.rejected": "Action rejected",
     "agentops.step.completed": "Step completed",

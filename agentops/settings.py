@@ -271,6 +271,7 @@ TEMPLATES = [
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
                 "agentops.context_processors.statuses",
+                "agentops.context_processors.fleet_stops",
                 "reviews.context_processors.review_nav",
             ],
         },

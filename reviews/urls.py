@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.urls import path
 
 from reviews import dashboard, views
-from reviews.views import email_actions, slack
+from reviews.views import email_actions, slack, stops
 from reviews.views.rubrics import (
     adjudication,
     audit_adjudicate,
@@ -76,6 +76,8 @@ urlpatterns = [
     path("email-actions/<str:token>", email_actions.email_action, name="email_action"),
     # Slack's Interactivity Request URL: signed by Slack, so no session and no CSRF token.
     path("slack/interactions", slack.slack_interactions, name="slack_interactions"),
+    path("stops", stops.fleet_stops, name="fleet_stops"),
+    path("stops/<int:stop_id>/resume", stops.fleet_resume, name="fleet_resume"),
     path("dashboard", dashboard.dashboard, name="dashboard"),
     path("dashboard/drafts", dashboard.calibration_draft, name="calibration_draft"),
 ]

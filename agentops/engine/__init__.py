@@ -12,7 +12,9 @@ its modules are private to `agentops`. The surface, by what a caller does with i
   or revoke the grant (`scope_grant`, `scope_grant_revoke`), answer an agent's question
   (`question_answer`; `question_of` reads what it asked), and repair a stopped task's plan
   (`task_plan_repair` with a `PlanEdit`; `plan_repair_options` and `plan_repair_preview_load`
-  say what it may change and what it would do);
+  say what it may change and what it would do), and stop every task of an agent, of a tool or
+  all of them, and lift the stop (`fleet_stop`, `fleet_resume`; `stops_in_force` and
+  `stop_targets` read them);
 - read models: the recovery of a stopped task (`task_recovery`, `Recovery`, `Preview`), what
   stopping at a gate would do (`stop_previews`), a tool's facts (`tool_facts`), the registered
   agents and tools (`get_agent`, `get_tool`), a gate's approval kind and the choices it offers
@@ -142,6 +144,16 @@ if TYPE_CHECKING:
     )
     from agentops.engine.restore import checkpoint_read, task_restore
     from agentops.engine.scopes import grants_for, grants_in_force, missing_scope_of
+    from agentops.engine.stops import (
+        StopConflict,
+        StopLifted,
+        StopMade,
+        StopRefused,
+        fleet_resume,
+        fleet_stop,
+        stop_targets,
+        stops_in_force,
+    )
     from agentops.engine.sweeper import sweep_hook_register
     from agentops.engine.tasks import START_TASK, task_create
 
@@ -280,6 +292,16 @@ _HOMES: dict[str, tuple[str, ...]] = {
         "plan_repair_preview_load",
         "task_plan_repair",
     ),
+    "agentops.engine.stops": (
+        "StopConflict",
+        "StopLifted",
+        "StopMade",
+        "StopRefused",
+        "fleet_resume",
+        "fleet_stop",
+        "stop_targets",
+        "stops_in_force",
+    ),
     "agentops.engine.sweeper": ("sweep_hook_register",),
     "agentops.engine.tasks": (
         "START_TASK",
@@ -327,6 +349,10 @@ __all__ = [
     "RepairRefused",
     "StartRefused",
     "StepFailure",
+    "StopConflict",
+    "StopLifted",
+    "StopMade",
+    "StopRefused",
     "ToolFacts",
     "TransitionRefused",
     "TwoApprovers",
@@ -340,6 +366,8 @@ __all__ = [
     "checkpoint_read",
     "decision_log_break",
     "digest",
+    "fleet_resume",
+    "fleet_stop",
     "fork_points",
     "gate_decide",
     "gate_hook_register",
@@ -366,6 +394,8 @@ __all__ = [
     "scope_grant",
     "scope_grant_revoke",
     "stop_previews",
+    "stop_targets",
+    "stops_in_force",
     "sweep_hook_register",
     "task_abort",
     "task_chain_breaks",

@@ -18,7 +18,7 @@ from typing import Any
 from django.db import transaction
 from django.db.models import F
 
-from agentops.engine import budgets, excerpts, gates, routing, summaries
+from agentops.engine import budgets, excerpts, gates, routing, stops, summaries
 from agentops.engine import context as ctxbuild
 from agentops.engine.checkpoints import snapshot_write
 from agentops.engine.costs import token_cost
@@ -212,6 +212,8 @@ def route(
         routed.events.append(event)
         routed.fields.update(usage_fields)
         routed.proposal_runs = arguments is response.tool_calls[0]["arguments"]
+    # The safe point before the tool call: nothing of it is written yet.
+    safe_point(run, step, tool=tool, routed=routed)
     if verdict.route == Route.GATE:
         if not routing.approved(step, routed.digest, verdict):
             _park_at_gate(run, routed)
@@ -227,6 +229,50 @@ def route(
     crashpoint("after_pending", step=step.ordinal)
     _opened(run, call, routed)
     return call
+
+
+def safe_point(
+    run: RunState, step: Step | None, *, tool: Tool | None = None, routed: Routed | None = None
+) -> None:
+    """A safe point of the fleet's stop button (`stops`): after the task's last commit, before
+    a model call (no `tool`) or before a tool call (`tool`, with the `routed` proposal whose
+    model result is not committed yet, if new). A revoked lease raises LeaseLost; a stop in
+    force that covers the step pauses the task here (the new model result kept, so the model
+    is not asked again on resume) and raises StopReached."""
+    try:
+        stops.safe_point_check(
+            run.lease, agent=run.agent.name, tool=tool.name if tool is not None else None
+        )
+    except stops.StopReached as reached:
+        _halt(run, step, reached.stop_id, tool=tool, routed=routed)
+        raise
+
+
+def _halt(
+    run: RunState, step: Step | None, stop_id: int, *, tool: Tool | None, routed: Routed | None
+) -> None:
+    at = Phase.BEFORE_TOOL_CALL if tool is not None else Phase.BEFORE_MODEL_CALL
+    payload: dict[str, Any] = {"stop": stop_id, "phase": at}
+    if tool is not None:
+        payload["tool"] = tool.name
+    events = [*(routed.events if routed is not None else [])]
+    events.append(
+        EventSpec(
+            "agentops.step.halted", step=step.ordinal if step is not None else None, payload=payload
+        )
+    )
+    record = routed.response_record if routed is not None else None
+    fields = {k: v for k, v in (routed.fields if routed is not None else {}).items()}
+    fields.pop("phase", None)
+    if record is not None:
+        fields["phase"] = Phase.MODEL_RESULT
+    with transaction.atomic():
+        with fenced_commit(run.lease, events, **fields) as commit:
+            if step is not None and record is not None:
+                _store_step(run, commit, step, {}, record)
+        stops.task_halt(
+            task_id=run.task.pk, stop_id=stop_id, at=at, tool=tool.name if tool else None
+        )
 
 
 def _opened(run: RunState, call: ToolCall, routed: Routed) -> None:

@@ -10,6 +10,9 @@ model again and reads again). The model is never asked twice for a step whose re
 recorded, and a tool with a side effect never runs for a key whose effect is recorded. Every write
 is fenced by the lease epoch (LeaseLost stops the run).
 A job runs for one time slice, then yields the task back to the queue; parked tasks hold no worker.
+Before each model call and each tool call (after the previous commit) the run passes a safe
+point of the fleet's stop button (`stops`, `proposals.safe_point`): a paused task stops there,
+and a stop in force that covers the step pauses the task there.
 
 The runner keeps the step loop (`TaskRun`, a `runstate.RunState` with the loop); its commits are
 assembled in `stepcommits` and the proposal path (a plan; a step's model call, proposal, checks,
@@ -69,6 +72,7 @@ from agentops.engine.registry import (
 from agentops.engine.rollback import Rollback
 from agentops.engine.runstate import RunState, StepResult
 from agentops.engine.scopes import scopes_held
+from agentops.engine.stops import StopReached
 from agentops.engine.transitions import (
     EventSpec,
     fenced_commit,
@@ -211,6 +215,8 @@ class TaskRun(RunState):
                 self._plan()
             except StepFailure as failure:
                 return stepcommits.park_or_stop(self, failure, attempts=self.task.claims)
+            except StopReached:
+                return "halted by a stop"
         step = self._first_open_step()
         if step is None:
             stepcommits.finish(self)
@@ -228,6 +234,8 @@ class TaskRun(RunState):
             result = self._run_step(step)
             if result.parked:
                 return "awaiting approval"
+            if result.halted:
+                return "halted by a stop"
             if result.failure is not None:
                 return stepcommits.fail(self, step, result)
             following = self._first_open_step(after=step)
@@ -347,6 +355,8 @@ class TaskRun(RunState):
                 return StepResult(output=collected.output, parked=collected.parked)
             fresh = step.model_response is None
             if fresh:
+                # The safe point before the model call (`engine.stops`).
+                proposals.safe_point(self, step)
                 response = proposals.ask_model(self, step)
             else:
                 response = ModelResponse.from_record(loaded_response(step.model_response))
@@ -359,6 +369,7 @@ class TaskRun(RunState):
             call = None if fresh else proposals.live_call(step)
             if call is None:
                 if not fresh and retries.has_failed_try(step):
+                    proposals.safe_point(self, step, tool=tool)
                     call = proposals.reopen_call(self, step, tool)
                 else:
                     call = proposals.route(self, step, response, tool, record=fresh)
@@ -366,6 +377,8 @@ class TaskRun(RunState):
                     return StepResult(parked=True)
         except StepFailure as failure:
             return StepResult(failure=failure)
+        except StopReached:
+            return StepResult(halted=True)
         deferred, self.deferred = self.deferred, None
         arguments = deferred.arguments if deferred is not None else self.call_arguments.get(call.pk)
         self.call_arguments.pop(call.pk, None)
@@ -452,6 +465,7 @@ class TaskRun(RunState):
     def _plan(self) -> None:
         """Agents without a fixed plan ask the model for one; the plan is committed as steps."""
         budgets.check_budgets(self.task)
+        proposals.safe_point(self, None)
         steps = proposals.plan_propose(agent=self.agent, task=self.task, beat=self.beat)
         event = EventSpec(
             "agentops.task.planned",

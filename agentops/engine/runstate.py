@@ -89,6 +89,8 @@ class StepResult:
     tool: Tool | None = None
     # The step's action waits at a gate: the task is parked and the job ends.
     parked: bool = False
+    # A stop in force paused the task at the step's safe point (`stops`): the job ends.
+    halted: bool = False
     # What the step's one commit records besides its completion (no commit came before it):
     # a read-only call that ran, with its model result and routing; or a new text reply's
     # model result (its event, the task's usage increments and the record to store).

@@ -2,7 +2,8 @@
 
 A claimable task (queued, running, or a due retry) whose lease is free and that has sat longer than
 the grace period gets a job, unless a job for its current state is already waiting. This covers a
-worker killed mid-slice (its lease expires), a job lost with Redis, and a retry whose time has come.
+worker killed mid-slice (its lease expires), a job lost with Redis, and a retry whose time has come;
+not a task a stop in force holds (`engine.stops`).
 Overdue approval gates take their policy's timeout action (reject, or escalate once).
 
 Any number of sweepers may run (one per machine): the sweep lease (one row, `SweepLease`) lets
@@ -25,6 +26,7 @@ from django.db.models import Q
 from django.db.models.functions import Now
 from django.utils import timezone
 
+from agentops.engine import stops
 from agentops.engine.decisions import gates_expire_overdue
 from agentops.engine.dispatch import enqueue_now
 from agentops.engine.statements import ClockTimestamp
@@ -51,6 +53,8 @@ def tasks_to_redrive() -> list[tuple[int, int]]:
     return list(
         Task.objects.filter(lease_free)
         .filter(stale_queued | crashed | due_retry)
+        # A task a stop in force holds is not claimed: its job would only be refused.
+        .exclude(stops.held())
         .order_by("id")
         .values_list("id", "last_seq")
     )

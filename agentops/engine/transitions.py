@@ -35,7 +35,7 @@ from agentops.engine.statements import db_time_after as db_time_after
 from agentops.engine.statements import json_text_of, one_of, prepared_cursor
 from agentops.engine.statements import lease_deadline as lease_deadline
 from agentops.engine.statements import prepared_rows as prepared_rows
-from agentops.models import Event, Step, Task, ToolCall
+from agentops.models import Event, FleetStop, Step, StopScope, Task, ToolCall
 from agentops.plumbing import prometheus
 from agentops.states import STEP_TRANSITIONS, TASK_TRANSITIONS, TERMINAL, TaskStatus, ledger_sources
 
@@ -98,9 +98,9 @@ def task_claim_row(*, task_id: int, owner: str) -> tuple[Lease, Task] | None:
     One statement locks the row with SKIP LOCKED, bumps the epoch, sets the lease from the
     database clock, counts a recovery when the previous holder died while `running` (so a crash
     loop counts toward the cap), and appends the claim event. Returns None when another worker
-    holds the task, it is parked or terminal, or not yet due. A claim never waits behind a holder
-    frozen inside a transaction (the server cuts that holder off; the sweeper re-drives the task
-    after it).
+    holds the task, it is parked or terminal, not yet due, or a stop in force holds it. A claim
+    never waits behind a holder frozen inside a transaction (the server cuts that holder off;
+    the sweeper re-drives the task after it).
     """
     start = TASK_TRANSITIONS["start"]
     event = EventSpec(start.event, payload={"owner": owner}, fold={"status": start.target})
@@ -134,12 +134,23 @@ def task_claim_row(*, task_id: int, owner: str) -> tuple[Lease, Task] | None:
     return lease, task
 
 
-# Claimable: in a source status of `start`, the lease free or run out, and due.
+# Claimable: in a source status of `start`, the lease free or run out, due, and not held by a
+# stop in force of every task or of the task's agent (`engine.stops`).
 _CLAIMABLE = (
     '{t}."status" {sources} AND ({t}."lease_expires_at" IS NULL OR '
     '{t}."lease_expires_at" < clock_timestamp()) AND ({t}."next_run_at" IS NULL OR '
-    '{t}."next_run_at" <= clock_timestamp())'
+    '{t}."next_run_at" <= clock_timestamp()) AND {unheld}'
 )
+
+
+def _unheld(t: str) -> str:
+    """No stop in force holds task `t` (the task table, quoted): a tiny table, read through its
+    partial unique index of the stops in force."""
+    return (
+        f'NOT EXISTS (SELECT 1 FROM "{FleetStop._meta.db_table}" s WHERE s."lifted_at" IS NULL '
+        f'AND (s."scope" = \'{StopScope.ALL.value}\' OR (s."scope" = '
+        f'\'{StopScope.AGENT.value}\' AND s."target" = {t}."agent")))'
+    )
 
 
 @functools.cache
@@ -151,7 +162,9 @@ def _claim_statement() -> str:
     """
     task = Task._meta.db_table
     t = f'"{task}"'
-    claimable = _CLAIMABLE.format(t=t, sources=one_of(TASK_TRANSITIONS["start"].sources))
+    claimable = _CLAIMABLE.format(
+        t=t, sources=one_of(TASK_TRANSITIONS["start"].sources), unheld=_unheld(t)
+    )
     return (
         f'WITH claimable AS (SELECT "id", "status" FROM {t} WHERE "id" = %s AND '
         f"{claimable} FOR UPDATE SKIP LOCKED), "

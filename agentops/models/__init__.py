@@ -1,7 +1,7 @@
 """The durable state of a task: metadata, plan, ledger, event log, snapshots and artifacts, and
 its waiting states: the gate a step parks on and the audit record of an autonomous step; and the
 rows that keep the record's upkeep (the sweep lease, artifacts kept in PostgreSQL, archived
-tasks). API tokens and scope grants, who may act, are in `access`.
+tasks). API tokens and scope grants, who may act, are in `access`; the fleet's stops in `stops`.
 
 No business logic lives here. Statuses are written only by `agentops.engine.transitions`; every
 other write goes through a service. Constraint names follow `<app>_<model>_<rule>`.
@@ -14,6 +14,7 @@ from django.db import models
 from django.db.models import Q
 
 from agentops.models.access import ApiToken, ScopeGrant
+from agentops.models.stops import FleetStop, StopScope
 from agentops.states import (
     AuditStatus,
     GateStatus,
@@ -545,10 +546,12 @@ __all__ = [
     "Artifact",
     "AuditItem",
     "Event",
+    "FleetStop",
     "Gate",
     "ScopeGrant",
     "Snapshot",
     "Step",
+    "StopScope",
     "StoredFile",
     "SweepLease",
     "Task",

@@ -1,9 +1,10 @@
 """Forms of the review workspace, one module per sub-domain: gate decisions (`gates`), agents'
-questions (`questions`), the recovery panel (`recovery`) and plan repair (`plans`), starting a task
-again and forking it (`again`), scope grants (`grants`), task controls (`tasks`), the inbox
-(`inbox`), the audit queue (`audit`), the decision log (`decisions`), the dashboard (`dashboard`)
-and a person's account (`accounts`); what they share is in `_common`. This package re-exports
-their public names, so callers import from `reviews.forms`.
+questions (`questions`), the recovery panel (`recovery`) and plan repair (`plans`), the fleet's
+stop button (`stops`), starting a task again and forking it (`again`), scope grants
+(`grants`), task controls (`tasks`), the inbox (`inbox`), the audit queue (`audit`), the decision
+log (`decisions`), the dashboard (`dashboard`) and a person's account (`accounts`); what they
+share is in `_common`. This package re-exports their public names, so callers import from
+`reviews.forms`.
 
 Forms only parse and check what a person typed; writes go through `reviews.services`, which
 checks roles, separation of duties and the seen digest again.
@@ -30,6 +31,7 @@ from reviews.forms.inbox import INBOX_AGES, INBOX_KINDS, INBOX_SORTS, AssignForm
 from reviews.forms.plans import PlanRepairForm
 from reviews.forms.questions import QuestionAnswerForm
 from reviews.forms.recovery import ConfirmForm, InterventionForm
+from reviews.forms.stops import FleetResumeForm, FleetStopForm
 from reviews.forms.tasks import TaskControlForm, TaskModifyForm
 
 __all__ = [
@@ -57,6 +59,8 @@ __all__ = [
     "DateRangeForm",
     "DecisionFilterForm",
     "EditApproveForm",
+    "FleetResumeForm",
+    "FleetStopForm",
     "ForkForm",
     "GateSelectionField",
     "InboxFilterForm",

@@ -54,6 +54,14 @@ DECISION_ACTIONS = [
         ],
     ),
     (
+        "Fleet stops",
+        [
+            ("reviews.fleet", "every stop or resume"),
+            ("reviews.fleet.stopped", "stopped"),
+            ("reviews.fleet.resumed", "resumed"),
+        ],
+    ),
+    (
         "Claims",
         [
             ("reviews.claim", "every assignment or takeover"),

@@ -444,10 +444,10 @@ def test_task_page_query_count_does_not_grow_with_events(
     # session; the user with their roles (navigation) and permissions (user and groups, for
     # which tasks they may read); the poll version; task, steps, ledger, events, the tasks
     # started again or forked from this one (the "start again and forks" section), and the
-    # latest model-written summary of earlier work
-    with django_assert_num_queries(9):
+    # latest model-written summary of earlier work; the fleet's stops in force (the banner)
+    with django_assert_num_queries(10):
         small = operator_client.get(reverse("agentops:task_detail", args=[few.pk]))
-    with django_assert_num_queries(9):
+    with django_assert_num_queries(10):
         large = operator_client.get(reverse("agentops:task_detail", args=[many.pk]))
     with CaptureQueriesContext(connection) as fragment:
         operator_client.get(reverse("agentops:task_detail", args=[many.pk]), HTTP_HX_REQUEST="true")

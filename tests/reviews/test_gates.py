@@ -370,10 +370,11 @@ def test_the_gate_panel_costs_the_same_queries_at_any_step(
     client.get(reverse("reviews:inbox"))
 
     # session; the user with their roles (the group names, which the decider check reads too);
-    # gate + steps + ledger; the navigation counts (open gates, stopped tasks).
-    with django_assert_num_queries(7):
+    # gate + steps + ledger; the navigation counts (open gates, stopped tasks); the fleet's
+    # stops in force (the banner).
+    with django_assert_num_queries(8):
         small = client.get(reverse("reviews:gate", args=[early.pk]))
-    with django_assert_num_queries(7):
+    with django_assert_num_queries(8):
         large = client.get(reverse("reviews:gate", args=[late.pk]))
 
     assert small.status_code == large.status_code == 200

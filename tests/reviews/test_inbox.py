@@ -120,8 +120,9 @@ def test_an_auditor_reads_the_inbox_without_controls(redis_clean, auditor, start
 def _inbox_queries(client: Any, django_assert_num_queries: Any) -> None:
     # session; the user with their roles (the group names, read with the user whether or not a
     # gate on the page asks who may decide it); the poll version's state (one statement); open
-    # gates and stopped tasks, counted and one page of each read; the navigation counts.
-    with django_assert_num_queries(12):
+    # gates and stopped tasks, counted and one page of each read; the navigation counts; the
+    # fleet's stops in force (the banner).
+    with django_assert_num_queries(13):
         assert client.get(reverse("reviews:inbox")).status_code == 200
 
 

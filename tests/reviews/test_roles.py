@@ -216,6 +216,9 @@ ACCESS: dict[str, Access] = {
     # The oversight dashboard is read by every role; only policy admins open proposed drafts.
     "reviews:dashboard": Access(PAGE, REVIEW_ROLES),
     "reviews:calibration_draft": Access(POST, ADMINS),
+    # The fleet's stop button: its own permission, which no role group holds by default.
+    "reviews:fleet_stops": Access(FORM, frozenset()),
+    "reviews:fleet_resume": Access(POST, frozenset(), kwargs=lambda w: {"stop_id": 1}),
 }
 
 

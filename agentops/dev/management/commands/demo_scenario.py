@@ -13,6 +13,7 @@ from django.db.models import Q
 
 from agentops.dev import mcpgit
 from agentops.dev.devstack import Stack, free_port
+from agentops.dev.fleet_stop import FLEET_STOP_SCENARIO, fleet_stop_run
 from agentops.dev.people import person_act
 from agentops.dev.people_scenarios import PEOPLE_SCENARIOS, people_scenario_run
 from agentops.dev.scenarios import (
@@ -40,13 +41,19 @@ class Command(BaseCommand):
     help = "Run a demo scenario end to end (sim services, a worker, the sweeper) and report it."
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("name", choices=sorted({*SCENARIOS, *PEOPLE_SCENARIOS}))
+        parser.add_argument(
+            "name", choices=sorted({*SCENARIOS, *PEOPLE_SCENARIOS, FLEET_STOP_SCENARIO})
+        )
         parser.add_argument("--json", action="store_true", dest="as_json")
         parser.add_argument("--timeout", type=float, default=90.0)
 
     def handle(
         self, *args: object, name: str, as_json: bool, timeout: float, **options: object
     ) -> None:
+        if name == FLEET_STOP_SCENARIO:
+            # Its own stack: four workers (agentops.dev.fleet_stop).
+            self.stdout.write(json.dumps(fleet_stop_run(timeout=timeout), indent=2, default=str))
+            return
         stack = Stack(quiet=True)
         stack.env.update(
             AGENTOPS_TOOL_TIMEOUT_SECONDS=TOOL_TIMEOUT,

@@ -1,0 +1,49 @@
+"""The fleet's stop button's forms: what to stop (every task, an agent's, a tool's) and why,
+and the reason a stop is lifted."""
+
+from __future__ import annotations
+
+from django import forms
+
+from agentops.engine import stop_targets
+from reviews.forms._common import NOTE_MAX
+
+ALL = "all:"
+
+
+def what_choices() -> list[tuple[str, object]]:
+    """One select for the stop's scope and target (`scope:target`), grouped: no script needed to
+    show the right list, and one control to reach by keyboard."""
+    targets = stop_targets()
+    return [
+        (ALL, "Every task"),
+        ("Every task of the agent", [(f"agent:{n}", n) for n in targets["agent"]]),
+        ("Every call of the tool", [(f"tool:{n}", n) for n in targets["tool"]]),
+    ]
+
+
+class FleetStopForm(forms.Form):
+    what = forms.ChoiceField(label="What to stop")
+    reason = forms.CharField(
+        max_length=NOTE_MAX,
+        widget=forms.Textarea(attrs={"rows": 2}),
+        label="Reason",
+        help_text="Kept in the decision log and shown on every page while the stop is in force.",
+    )
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.fields["what"].choices = what_choices()  # type: ignore[attr-defined]
+
+    def scope_target(self) -> tuple[str, str]:
+        scope, _, target = self.cleaned_data["what"].partition(":")
+        return scope, target
+
+
+class FleetResumeForm(forms.Form):
+    reason = forms.CharField(
+        required=False,
+        max_length=NOTE_MAX,
+        widget=forms.Textarea(attrs={"rows": 1}),
+        label="Reason (optional)",
+    )
