@@ -50,7 +50,7 @@ _FOR = r"[ \t]+(?:for|of|to|für|pour|para|per)[ \t]+[^\n:=\uff1a\"'`]{1,40}?"
 # `Bearer <token>` anywhere.
 BEARER = [
     Rule(
-        re.compile(r"bearer(?<![a-z0-9_]bearer)[ \t]+(?P<bare>[a-z0-9._~+/=-]{8,})"),
+        re.compile(r"(?P<bare>bearer(?<![a-z0-9_]bearer)[ \t]+[a-z0-9._~+/=-]{8,})"),
         ("bearer",),
         ("bare",),
         lowered=True,
