@@ -71,6 +71,13 @@ def mail_to(mailbox: list[Any], user: Any) -> Any:
     return message
 
 
+def title_of(page: Any) -> str:
+    """The page's title without the site's name."""
+    found = re.search(r"<title>(.*?) · agentops</title>", page.content.decode(), re.DOTALL)
+    assert found, "the page has a title"
+    return found.group(1).strip()
+
+
 def confirm(user: Any, path: str, **data: str) -> Any:
     """Open the link's page as `user`, then post its form with the page's CSRF token."""
     browser = client_for(user, enforce_csrf_checks=True)
@@ -126,6 +133,8 @@ def test_a_link_works_once(sim, redis_clean, mailbox, operator):
     assert first.status_code == 302
     assert again.status_code == 410 and "used already" in again.content.decode()
     assert reopened.status_code == 410
+    # Refused, and still named for what it asked.
+    assert title_of(again) == title_of(reopened) == "Approve from the email"
     assert email_decisions(gate) == [("reviews.gate.approved", "olga", "email")]
 
 
@@ -189,6 +198,7 @@ def test_someone_elses_link_decides_nothing(sim, redis_clean, mailbox, operator,
 
     assert page.status_code == 403 and "sent to someone else" in page.content.decode()
     assert posted.status_code == 403
+    assert title_of(page) == "Approve from the email"
     assert Gate.objects.get(pk=gate.pk).status == GateStatus.OPEN
     assert email_decisions(gate) == []
 
@@ -256,7 +266,7 @@ def test_an_expired_link_decides_nothing(sim, redis_clean, mailbox, operator, mo
     a_day_ago = time.time() - 86_401
     with monkeypatch.context() as past:
         past.setattr(signing.time, "time", lambda: a_day_ago)
-        path = urlsplit(email_action_link(gate=gate, user=operator, action="approve")).path
+        path = urlsplit(email_action_link(gate=gate, user=operator, action="reject")).path
     browser = client_for(operator, enforce_csrf_checks=True)
     token = browser.get("/review/account").context["csrf_token"]
 
@@ -265,6 +275,7 @@ def test_an_expired_link_decides_nothing(sim, redis_clean, mailbox, operator, mo
 
     assert page.status_code == 410 and "expired" in page.content.decode()
     assert posted.status_code == 410
+    assert title_of(page) == "Reject from the email"
     assert Gate.objects.get(pk=gate.pk).status == GateStatus.OPEN
 
 
@@ -292,6 +303,7 @@ def test_a_tampered_link_decides_nothing(sim, redis_clean, mailbox, operator, op
 
     assert page.status_code == 400 and "not valid" in page.content.decode()
     assert posted.status_code == 400
+    assert title_of(page) == "Email link"  # nothing of a tampered link is believed
     assert Gate.objects.get(pk=gate.pk).status == GateStatus.OPEN
 
 
