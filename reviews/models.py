@@ -527,3 +527,23 @@ class RubricReview(models.Model):
 
     def __str__(self) -> str:
         return f"review of case {self.case_id} by {self.reviewer_label}"
+
+
+class AuditReservation(models.Model):
+    """An audit item an auditor took in a batch: theirs to review until `until`; nobody else
+    reviews it meanwhile. Once `until` has passed it is back in the queue (every read compares
+    with the time; the next batch taken deletes the expired rows), and the holder's review of
+    the item ends it."""
+
+    audit_item = models.OneToOneField(
+        "agentops.AuditItem", on_delete=models.CASCADE, related_name="reservation"
+    )
+    holder = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    until = models.DateTimeField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        indexes = [models.Index(fields=["holder", "until"], name="reviews_reservation_holder_idx")]
+
+    def __str__(self) -> str:
+        return f"audit item {self.audit_item_id} held by {self.holder_id} until {self.until}"

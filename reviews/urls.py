@@ -5,7 +5,8 @@ from __future__ import annotations
 from django.urls import path
 
 from reviews import dashboard, views
-from reviews.views import email_actions, slack, stops
+from reviews.views import email_actions, oversight, slack, stops
+from reviews.views.audit import audit_batch_give_back, audit_batch_take
 from reviews.views.rubrics import (
     adjudication,
     audit_adjudicate,
@@ -54,6 +55,8 @@ urlpatterns = [
     path("audit.csv", views.audit_csv, name="audit_csv"),
     path("audit/<int:item_id>/review", views.audit_review, name="audit_review"),
     path("audit/bulk-review", views.audit_bulk_review, name="audit_bulk_review"),
+    path("audit/batch", audit_batch_take, name="audit_batch_take"),
+    path("audit/batch/release", audit_batch_give_back, name="audit_batch_release"),
     path("audit/<int:item_id>/rubric", audit_rubric, name="audit_rubric"),
     path("audit/<int:item_id>/rubric/answer", audit_rubric_answer, name="audit_rubric_answer"),
     path("audit/<int:item_id>/adjudicate", audit_adjudicate, name="audit_adjudicate"),
@@ -76,6 +79,7 @@ urlpatterns = [
     path("email-actions/<str:token>", email_actions.email_action, name="email_action"),
     # Slack's Interactivity Request URL: signed by Slack, so no session and no CSRF token.
     path("slack/interactions", slack.slack_interactions, name="slack_interactions"),
+    path("oversight", oversight.oversight, name="oversight"),
     path("stops", stops.fleet_stops, name="fleet_stops"),
     path("stops/<int:stop_id>/resume", stops.fleet_resume, name="fleet_resume"),
     path("dashboard", dashboard.dashboard, name="dashboard"),

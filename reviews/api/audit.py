@@ -1,16 +1,22 @@
-"""The review API's endpoint of the audit queue."""
+"""The review API's endpoints of the audit queue: its items (with who holds each in a batch), and
+taking and giving back a batch."""
 
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 from ninja import Schema
 
-from agentops.api import ROLE, ApiRequest, page_of
+from agentops.api import ROLE, ApiRequest, Error, TokenAuth, page_of
 from agentops.models import AuditItem
 from agentops.states import AuditStatus
 from policies.models import Route
-from reviews.api._common import readers_only, router
+from reviews.api._common import api_via, readers_only, refusals, router
+from reviews.selectors.audit import reservation_in_force
+from reviews.services import audit_batch_release, audit_batch_reserve
+
+AUDITORS_ONLY = TokenAuth("reviews.review_audit", "taking audit items is for auditors")
 
 
 class AuditItemOut(Schema):
@@ -25,6 +31,19 @@ class AuditItemOut(Schema):
     status: AuditStatus
     note: str
     created_at: datetime
+    # Who took the item in a batch, and until when, while that holds; else null.
+    reserved_by: str | None
+    reserved_until: datetime | None
+
+    @staticmethod
+    def resolve_reserved_by(item: AuditItem) -> str | None:
+        held = reservation_in_force(item)
+        return held.holder.get_username() if held else None
+
+    @staticmethod
+    def resolve_reserved_until(item: AuditItem) -> datetime | None:
+        held = reservation_in_force(item)
+        return held.until if held else None
 
 
 @router.get(
@@ -39,5 +58,57 @@ def list_audit_items(
     limit: int = 50,
     offset: int = 0,
 ) -> list[AuditItem]:
-    items = AuditItem.objects.filter(status=status).order_by("created_at", "id")
+    items = (
+        AuditItem.objects.filter(status=status)
+        .select_related("reservation__holder")
+        .order_by("created_at", "id")
+    )
     return page_of(items, limit, offset)
+
+
+class BatchIn(Schema):
+    size: int
+    minutes: int
+    agent: str = ""
+    rule: str = ""
+
+
+class BatchOut(Schema):
+    until: datetime | None
+    items: list[int]
+
+
+@router.post(
+    "/audit/batch",
+    response={200: BatchOut, 400: Error, **ROLE},
+    summary="Take a batch of free audit items for a stated time (oldest first)",
+    auth=AUDITORS_ONLY,
+)
+def take_audit_batch(request: ApiRequest, payload: BatchIn) -> dict[str, Any]:
+    with refusals():
+        taken = audit_batch_reserve(
+            actor=request.user,
+            size=payload.size,
+            minutes=payload.minutes,
+            agent=payload.agent,
+            rule=payload.rule,
+            via=api_via(request),
+        )
+    return {
+        "until": taken[0].until if taken else None,
+        "items": [held.audit_item_id for held in taken],
+    }
+
+
+class ReleasedOut(Schema):
+    released: int
+
+
+@router.post(
+    "/audit/batch/release",
+    response={200: ReleasedOut, **ROLE},
+    summary="Give back every audit item you hold",
+    auth=AUDITORS_ONLY,
+)
+def release_audit_batch(request: ApiRequest) -> dict[str, int]:
+    return {"released": audit_batch_release(actor=request.user, via=api_via(request))}

@@ -25,6 +25,7 @@ from reviews.selectors.rubrics import (
     rubric_state_get,
 )
 from reviews.services import (
+    ReservedByOther,
     rubric_adjudicate,
     rubric_create,
     rubric_queue_attach,
@@ -222,12 +223,16 @@ def get_item_rubric(request: ApiRequest, item_id: int) -> dict[str, Any]:
 
 @router.post(
     "/audit/{item_id}/rubric",
-    response={200: ItemRubricOut, 400: Error, 404: Error, **ROLE},
+    response={200: ItemRubricOut, 400: Error, 404: Error, 409: Error, **ROLE},
     summary="Answer an audit item's rubric, with a verdict (ok, or flagged with a note)",
     auth=AUDITORS,
 )
 def answer_item_rubric(request: ApiRequest, item_id: int, payload: ReviewIn) -> dict[str, Any]:
-    with refusals(missing=f"no audit item {item_id}", not_found=(AuditItem.DoesNotExist,)):
+    with refusals(
+        missing=f"no audit item {item_id}",
+        not_found=(AuditItem.DoesNotExist,),
+        conflicts=(ReservedByOther,),
+    ):
         rubric_review_submit(
             item_id=item_id,
             actor=request.user,

@@ -9,6 +9,7 @@ from django import forms
 from agentops.states import AuditStatus
 from reviews.forms._common import NOTE_MAX, DateRangeForm
 from reviews.selectors import AuditFilters
+from reviews.selectors.audit import HELD_FREE, HELD_MINE
 
 LANE_CHOICES = [("", "All lanes"), ("audit", "audit"), ("auto", "auto (sampled)")]
 
@@ -35,10 +36,18 @@ class AuditFilterForm(DateRangeForm):
     status = forms.ChoiceField(
         required=False, choices=[("", "All statuses"), *AuditStatus.choices], label="Status"
     )
-    field_order = ["status", "agent", "tool", "rule", "route", "date_from", "date_to"]
+    held = forms.ChoiceField(
+        required=False,
+        choices=[("", "Held or not"), (HELD_MINE, "Taken by me"), (HELD_FREE, "Free")],
+        label="Batch",
+    )
+    field_order = ["status", "held", "agent", "tool", "rule", "route", "date_from", "date_to"]
 
-    def __init__(self, *args: Any, choices: dict[str, list[str]], **kwargs: Any) -> None:
+    def __init__(
+        self, *args: Any, choices: dict[str, list[str]], holder_id: int | None = None, **kwargs: Any
+    ) -> None:
         super().__init__(*args, **kwargs)
+        self.holder_id = holder_id
         for name, label in (("agent", "All agents"), ("tool", "All tools"), ("rule", "All rules")):
             field = cast(forms.ChoiceField, self.fields[name])
             field.choices = [("", label), *[(v, v) for v in choices[name]]]
@@ -55,6 +64,8 @@ class AuditFilterForm(DateRangeForm):
             status=data.get("status") or "",
             date_from=data.get("date_from"),
             date_to=data.get("date_to"),
+            held=data.get("held") or "",
+            holder_id=self.holder_id,
         )
 
 
@@ -70,3 +81,10 @@ class AuditBulkForm(forms.Form):
         super().__init__(*args, **kwargs)
         # Any id parses; the service skips ids that do not exist.
         self.fields["item"].valid_value = lambda value: str(value).isdigit()  # type: ignore[attr-defined]
+
+
+class AuditBatchForm(forms.Form):
+    """Take a batch of the queue's items for a stated time."""
+
+    size = forms.IntegerField(min_value=1, max_value=50, initial=10, label="Items")
+    minutes = forms.IntegerField(min_value=1, max_value=480, initial=30, label="Minutes")

@@ -7,12 +7,15 @@ from dataclasses import dataclass
 from datetime import date
 from typing import TYPE_CHECKING, Any
 
+from django.core.exceptions import ObjectDoesNotExist
 from django.db import connection
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
+from django.utils import timezone
 
 from agentops.models import AuditItem
 from agentops.plumbing.paging import Window, keyset_rows, window
 from agentops.states import AuditStatus
+from reviews.models import AuditReservation
 
 if TYPE_CHECKING:
     pass
@@ -29,10 +32,19 @@ class AuditFilters:
     status: str = ""
     date_from: date | None = None
     date_to: date | None = None
+    # Reservations: "mine" (the items `holder_id` took in a batch and holds now) or "free"
+    # (nobody holds them now).
+    held: str = ""
+    holder_id: int | None = None
+
+
+HELD_MINE, HELD_FREE = "mine", "free"
 
 
 def _audit_items(filters: AuditFilters) -> QuerySet[AuditItem]:
-    queryset = AuditItem.objects.select_related("task", "tool_call", "reviewed_by")
+    queryset = AuditItem.objects.select_related(
+        "task", "tool_call", "reviewed_by", "reservation__holder"
+    )
     exact = {
         "agent": filters.agent,
         "tool": filters.tool,
@@ -45,6 +57,11 @@ def _audit_items(filters: AuditFilters) -> QuerySet[AuditItem]:
         queryset = queryset.filter(created_at__date__gte=filters.date_from)
     if filters.date_to:
         queryset = queryset.filter(created_at__date__lte=filters.date_to)
+    held_now = Q(reservation__until__gt=timezone.now())
+    if filters.held == HELD_MINE:
+        queryset = queryset.filter(held_now, reservation__holder_id=filters.holder_id)
+    elif filters.held == HELD_FREE:
+        queryset = queryset.exclude(held_now)
     return queryset
 
 
@@ -83,9 +100,21 @@ def audit_item_page(
     return window(rows, page=page, size=size)
 
 
+def reservation_in_force(item: AuditItem) -> AuditReservation | None:
+    """The item's reservation while it holds, else None (expired: the item is back in the
+    queue). Reads `item.reservation` (select_related it)."""
+    try:
+        held: AuditReservation = item.reservation
+    except ObjectDoesNotExist:
+        return None
+    return held if held.until > timezone.now() else None
+
+
 def audit_item_get(*, item_id: int) -> AuditItem:
     """One audit item with its context. Raises AuditItem.DoesNotExist."""
-    return AuditItem.objects.select_related("task", "tool_call", "reviewed_by").get(pk=item_id)
+    return AuditItem.objects.select_related(
+        "task", "tool_call", "reviewed_by", "reservation__holder"
+    ).get(pk=item_id)
 
 
 def audit_filter_choices() -> dict[str, list[str]]:

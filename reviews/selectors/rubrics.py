@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from django.db.models import Prefetch, Q, QuerySet
+from django.utils import timezone
 
 from agentops.models import AuditItem
 from agentops.states import AuditStatus
@@ -274,21 +275,26 @@ SETTLED_OR_DISPUTED = (CaseStatus.AGREED, CaseStatus.DISPUTED, CaseStatus.ADJUDI
 
 
 def rubric_next_item(*, user: Any) -> AuditItem | None:
-    """The next audit item waiting for `user`'s rubric answers (the oldest first): under a
-    rubric queue, not settled or disputed, not answered by them yet. What
-    a keyboard-first auditor goes to after submitting."""
+    """The next audit item waiting for `user`'s rubric answers (those they took in a batch
+    first, then the oldest): under a rubric queue, not settled or disputed, not answered by
+    them yet, not held by someone else. What a keyboard-first auditor goes to after
+    submitting."""
     queues = rubric_queue_list()
     if not queues:
         return None
     scope = Q()
     for queue in queues:
         scope |= Q(**{k: v for k, v in (("agent", queue.agent), ("rule", queue.rule)) if v})
+    now = timezone.now()
     waiting = (
         AuditItem.objects.filter(scope, status=AuditStatus.PENDING)
         .exclude(rubric_case__reviews__reviewer=user)
-        .exclude(
-            rubric_case__status__in=[s for s in CaseStatus.values if s != CaseStatus.COLLECTING]
-        )
+        .exclude(rubric_case__status__in=SETTLED_OR_DISPUTED)
+        .exclude(Q(reservation__until__gt=now) & ~Q(reservation__holder=user))
         .order_by("created_at", "id")
     )
-    return waiting.first()
+    # The items one took in a batch come first.
+    return (
+        waiting.filter(reservation__holder=user, reservation__until__gt=now).first()
+        or waiting.first()
+    )

@@ -15,9 +15,10 @@ operators at once make one decision, and the loser gets GateAlreadyDecided. Inte
 stopped tasks and confirmations of unknown calls wrap the engine's commands, check the role, and
 log the Decision in the same transaction.
 
-The writes live in one module per sub-domain (`claims`, `gates`, `audit`, `rubrics`, `recovery`,
-`tasks`, `notifications`, `calibration`; shared errors and the decision log in `_common`); this
-package re-exports their public names, so callers import from `reviews.services`.
+The writes live in one module per sub-domain (`claims`, `gates`, `audit`, `rubrics`,
+`reservations`, `recovery`, `tasks`, `notifications`, `calibration`; shared errors and the
+decision log in `_common`); this package re-exports their public names, so callers import from
+`reviews.services`.
 """
 
 from __future__ import annotations
@@ -63,6 +64,11 @@ from reviews.services.recovery import (
     ledger_call_confirm,
     task_restore_from_log,
 )
+from reviews.services.reservations import (
+    ReservedByOther,
+    audit_batch_release,
+    audit_batch_reserve,
+)
 from reviews.services.rubrics import (
     rubric_adjudicate,
     rubric_answers_check,
@@ -86,7 +92,10 @@ __all__ = [
     "GateAlreadyDecided",
     "HeldByOther",
     "NotAllowed",
+    "ReservedByOther",
     "ReviewError",
+    "audit_batch_release",
+    "audit_batch_reserve",
     "audit_item_review",
     "audit_items_bulk_review",
     "calibration_draft_create",

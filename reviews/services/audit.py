@@ -15,6 +15,7 @@ from agentops.states import AuditStatus
 from reviews.models import AuditCase
 from reviews.selectors.rubrics import rubric_queue_for
 from reviews.services._common import NotAllowed, ReviewError, decision_record
+from reviews.services.reservations import ReservedByOther, reservation_check, reservation_end
 from reviews.states import VIA_UNKNOWN, Via
 
 if TYPE_CHECKING:
@@ -37,6 +38,8 @@ def audit_item_review(
         item = AuditItem.objects.select_for_update().get(pk=item_id)
         if under_rubric(item):
             raise ReviewError("this item is reviewed with its rubric: answer it on its page")
+        reservation_check(item=item, actor=actor)
+        reservation_end(item=item, actor=actor)
         before = item.status
         AuditItem.objects.filter(pk=item.pk).update(
             status=verdict,
@@ -71,7 +74,8 @@ def audit_items_bulk_review(
 ) -> int:
     """Mark several audit items ok (or flag them, with one note), each logged; returns how many.
     Items already carrying this verdict are left alone, so a replayed POST logs nothing twice;
-    so are items under a rubric (each is answered on its own)."""
+    so are items under a rubric (each is answered on its own) and items someone else took in a
+    batch."""
     if not item_ids:
         raise ReviewError("select at least one item")
     done = 0
@@ -79,6 +83,9 @@ def audit_items_bulk_review(
         item = AuditItem.objects.filter(pk=item_id).first()
         if item is None or item.status == verdict or under_rubric(item):
             continue
-        audit_item_review(item_id=item_id, actor=actor, verdict=verdict, note=note, via=via)
+        try:
+            audit_item_review(item_id=item_id, actor=actor, verdict=verdict, note=note, via=via)
+        except ReservedByOther:
+            continue
         done += 1
     return done

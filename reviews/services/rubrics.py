@@ -30,6 +30,7 @@ from reviews.models import (
 )
 from reviews.selectors.rubrics import rubric_items, rubric_queue_for
 from reviews.services._common import NotAllowed, ReviewError, decision_record
+from reviews.services.reservations import reservation_check, reservation_end
 from reviews.states import VIA_UNKNOWN, CaseStatus, RubricItemKind, Via
 
 if TYPE_CHECKING:
@@ -303,6 +304,7 @@ def rubric_review_submit(
             )
         if case.status != CaseStatus.COLLECTING:
             raise ReviewError("this item has all its reviews; see them on its page")
+        reservation_check(item=item, actor=actor)
         checked = rubric_answers_check(case.rubric_id, answers)
         try:
             with transaction.atomic():
@@ -317,6 +319,7 @@ def rubric_review_submit(
                 )
         except IntegrityError:
             raise ReviewError("you answered this item's rubric already") from None
+        reservation_end(item=item, actor=actor)
         reviews = list(case.reviews.filter(adjudication=False).order_by("created_at", "id"))
         status = CaseStatus.COLLECTING
         if len(reviews) >= case.reviews_required:

@@ -17,6 +17,7 @@ from agentops.engine import change_text
 from agentops.selectors import json_preview
 from agentops.templatetags import agentops_tags
 from reviews.selectors.approvals import gate_approval_progress
+from reviews.selectors.audit import reservation_in_force
 
 register = template.Library()
 
@@ -111,3 +112,10 @@ def answer_of(answers: dict[str, Any], key: str) -> Any:
     """A rubric review's answer to the item `key`, or an em dash for an item left out."""
     value = answers.get(key) if isinstance(answers, dict) else None
     return "—" if value is None else value
+
+
+@register.filter
+def held_now(item: Any) -> Any:
+    """The audit item's reservation while it is in force, else None (it has expired: the item
+    is back in the queue)."""
+    return reservation_in_force(item)

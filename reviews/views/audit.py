@@ -17,6 +17,7 @@ from agentops.models import AuditItem
 from agentops.plumbing.web import AuthenticatedHttpRequest, render_page
 from agentops.selectors import json_preview
 from reviews.forms import AuditBulkForm, AuditFilterForm, AuditReviewForm
+from reviews.forms.audit import AuditBatchForm
 from reviews.selectors import (
     audit_filter_choices,
     audit_item_export,
@@ -24,7 +25,14 @@ from reviews.selectors import (
     audit_item_page,
 )
 from reviews.selectors.rubrics import rubric_next_item, rubric_states
-from reviews.services import NotAllowed, ReviewError, audit_item_review, audit_items_bulk_review
+from reviews.services import (
+    NotAllowed,
+    ReviewError,
+    audit_batch_release,
+    audit_batch_reserve,
+    audit_item_review,
+    audit_items_bulk_review,
+)
 from reviews.states import VIA_BROWSER
 from reviews.views._common import (
     CSV_CHUNK_ROWS,
@@ -36,7 +44,9 @@ from reviews.views._common import (
 
 
 def _audit_filter_form(request: HttpRequest) -> AuditFilterForm:
-    return AuditFilterForm(request.GET, choices=audit_filter_choices())
+    return AuditFilterForm(
+        request.GET, choices=audit_filter_choices(), holder_id=getattr(request.user, "pk", None)
+    )
 
 
 @reader_required
@@ -53,7 +63,10 @@ def audit_queue(request: AuthenticatedHttpRequest) -> HttpResponse:
         "next_rubric_item": rubric_next_item(user=request.user)
         if request.user.has_perm("reviews.review_audit")
         else None,
-        "filter_query": urlencode({k: v for k, v in asdict(filters).items() if v}),
+        "filter_query": urlencode(
+            {k: v for k, v in asdict(filters).items() if v and k != "holder_id"}
+        ),
+        "batch_form": AuditBatchForm(auto_id="batch_%s"),
     }
     return render_page(request, "reviews/audit_queue.html", context, fragment="audit_table")
 
@@ -175,3 +188,41 @@ def audit_bulk_review(request: AuthenticatedHttpRequest) -> HttpResponse:
     else:
         messages.success(request, f"{done} item{'s' if done != 1 else ''} reviewed.")
     return back_or_default(request, reverse("reviews:audit"))
+
+
+@auditor_required
+@require_POST
+def audit_batch_take(request: AuthenticatedHttpRequest) -> HttpResponse:
+    """Take a batch of free items for a stated time; then the queue shows the batch."""
+    form = AuditBatchForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, "A batch is 1 to 50 items for 1 to 480 minutes.")
+        return redirect("reviews:audit")
+    try:
+        taken = audit_batch_reserve(
+            actor=request.user,
+            size=form.cleaned_data["size"],
+            minutes=form.cleaned_data["minutes"],
+            via=VIA_BROWSER,
+        )
+    except ReviewError as exc:
+        messages.error(request, str(exc))
+        return redirect("reviews:audit")
+    if not taken:
+        messages.info(request, "No free item waits for review.")
+        return redirect("reviews:audit")
+    messages.success(
+        request,
+        f"{len(taken)} item{'s' if len(taken) != 1 else ''} taken for "
+        f"{form.cleaned_data['minutes']} minutes: nobody else reviews them meanwhile; what you "
+        "leave goes back to the queue then.",
+    )
+    return redirect(f"{reverse('reviews:audit')}?held=mine")
+
+
+@auditor_required
+@require_POST
+def audit_batch_give_back(request: AuthenticatedHttpRequest) -> HttpResponse:
+    released = audit_batch_release(actor=request.user, via=VIA_BROWSER)
+    messages.success(request, f"{released} item{'s' if released != 1 else ''} given back.")
+    return redirect("reviews:audit")

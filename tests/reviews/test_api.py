@@ -449,7 +449,31 @@ API_ACCESS: dict[tuple[str, str], set[str]] = {
     # No separation of duties here: the starter, an operator, may start their task again.
     ("POST", "/tasks/{task_id}/restart"): {OPERATOR, STARTER},
     ("POST", "/tasks/{task_id}/fork"): {OPERATOR, STARTER},
+    # Rubric reviews and batches (the starter is an operator; senior auditors are none of these).
+    ("GET", "/rubrics"): EVERYONE,
+    ("POST", "/rubrics"): {POLICY_ADMIN},
+    ("POST", "/rubrics/{rubric_id}/queues"): {POLICY_ADMIN},
+    ("GET", "/rubrics/agreement"): EVERYONE,
+    ("GET", "/audit/{item_id}/rubric"): READERS,
+    ("POST", "/audit/{item_id}/rubric"): {AUDITOR},
+    ("GET", "/audit/adjudication"): READERS,
+    ("POST", "/audit/{item_id}/adjudicate"): set(),
+    ("POST", "/audit/batch"): {AUDITOR},
+    ("POST", "/audit/batch/release"): {AUDITOR},
 }
+# What an allowed caller sends to these and gets (nothing is written): no such rubric or audit
+# item (404), a rubric or batch that does not fit (400); giving back a batch one does not hold
+# gives back nothing (200).
+REFUSED_BODIES: dict[str, tuple[dict[str, Any], int]] = {
+    "/rubrics": ({"name": "", "items": []}, 400),
+    "/rubrics/{rubric_id}/queues": ({"agent": "refund"}, 404),
+    "/audit/{item_id}/rubric": ({"answers": {}, "verdict": "ok"}, 404),
+    "/audit/{item_id}/adjudicate": ({"answers": {}, "verdict": "ok"}, 404),
+    "/audit/batch": ({"size": 0, "minutes": 5}, 400),
+    "/audit/batch/release": ({}, 200),
+}
+# GETs of an object that is not there, for an allowed caller.
+GET_MISSING = {"/audit/{item_id}/rubric"}
 # Bodies an allowed caller sends to start the gated task again or fork it: refused (400), so
 # nothing is started.
 AGAIN_BODIES = {
@@ -503,12 +527,19 @@ def test_each_role_gets_exactly_the_api_access_the_table_gives(
     }
     failures = []
     for (method, template), allowed in API_ACCESS.items():
-        path = template.format(task_id=task.pk, gate_id=gate.pk, grant_id=1)
+        path = template.format(
+            task_id=task.pk, gate_id=gate.pk, grant_id=1, rubric_id=999_999, item_id=999_999
+        )
         for role, client in clients.items():
             if method == "GET":
                 response = client.get(f"/api/v1{path}")
                 hidden = 404 if template == "/tasks/{task_id}" else 403  # as on the pages
-                expected = {200} if role in allowed else {hidden}
+                found = 404 if template in GET_MISSING else 200
+                expected = {found} if role in allowed else {hidden}
+            elif template in REFUSED_BODIES:
+                sent, answer = REFUSED_BODIES[template]
+                response = post(client, path, sent)
+                expected = {answer} if role in allowed else {403}
             elif path == "/tasks":
                 response = post(client, path, {"agent": "nope", "goal": "x"})
                 # A starter gets as far as the unknown agent (400); the others are refused first.
@@ -656,6 +687,8 @@ def test_the_schema_has_readable_operation_ids_enums_and_every_error_it_answers(
         ("POST", "/gates/{gate_id}/reject"): "reject_gate",
         ("POST", "/gates/{gate_id}/edit"): "edit_gate",
         ("GET", "/audit"): "list_audit_items",
+        ("POST", "/audit/batch"): "take_audit_batch",
+        ("POST", "/audit/batch/release"): "release_audit_batch",
         ("GET", "/audit/{item_id}/rubric"): "get_item_rubric",
         ("POST", "/audit/{item_id}/rubric"): "answer_item_rubric",
         ("GET", "/audit/adjudication"): "list_adjudication",

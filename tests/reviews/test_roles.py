@@ -185,6 +185,8 @@ ACCESS: dict[str, Access] = {
         POST, frozenset({AUDITOR}), kwargs=lambda w: {"item_id": w.item.pk}
     ),
     "reviews:audit_bulk_review": Access(POST, frozenset({AUDITOR})),
+    "reviews:audit_batch_take": Access(POST, frozenset({AUDITOR})),
+    "reviews:audit_batch_release": Access(POST, frozenset({AUDITOR})),
     # Rubric reviews (the world's audit item is under a rubric); adjudication is for senior
     # auditors, a role none of these clients holds.
     "reviews:audit_rubric": Access(PAGE, REVIEWERS, kwargs=lambda w: {"item_id": w.item.pk}),
