@@ -86,5 +86,5 @@ class AuditBulkForm(forms.Form):
 class AuditBatchForm(forms.Form):
     """Take a batch of the queue's items for a stated time."""
 
-    size = forms.IntegerField(min_value=1, max_value=50, initial=10, label="Items")
+    size = forms.IntegerField(min_value=1, max_value=50, initial=10, label="Items to take")
     minutes = forms.IntegerField(min_value=1, max_value=480, initial=30, label="Minutes")

@@ -88,6 +88,14 @@ DECISION_ACTIONS = [
         ],
     ),
     (
+        "Audit batches",
+        [
+            ("reviews.reservation", "every batch taken or given back"),
+            ("reviews.reservation.taken", "taken"),
+            ("reviews.reservation.released", "given back"),
+        ],
+    ),
+    (
         "Policies",
         [
             ("policies.version", "every publish or revert"),

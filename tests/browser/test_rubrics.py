@@ -1,7 +1,8 @@
-"""An auditor answers an audit item's rubric in a real Chromium with the keyboard alone: from the
-audit queue's "Next item to answer" to the rubric page (the other reviewer's answers hidden until
-then), each question answered with Space and the arrow keys, submitted with Enter; the item is
-settled as both agreed, and every page on the way passes axe."""
+"""An auditor answers an audit item's rubric in a real Chromium with the keyboard alone: she takes
+the item in a batch, then goes from the audit queue's "Next item to answer" to the rubric page
+(the other reviewer's answers hidden until then), each question answered with Space and the
+arrow keys, submitted with Enter; the item is settled as both agreed, and every page on the way
+passes axe."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from playwright.sync_api import Browser, Page, expect
 
 from agentops.models import AuditItem
 from agentops.states import AuditStatus
-from reviews.models import Decision, RubricReview
+from reviews.models import AuditReservation, Decision, RubricReview
 from reviews.services import rubric_create, rubric_queue_attach, rubric_review_submit
 from tests.browser.axe import axe_preloaded, axe_violations, described
 from tests.browser.conftest import ACTION_TIMEOUT_MS, VIEWPORT, csp_watched, login, shoot
@@ -63,6 +64,13 @@ def test_an_auditor_answers_a_rubric_with_the_keyboard_and_sees_the_other_review
     row = page.locator(f"#audit-{item.pk}")
     expect(row).to_contain_text("Refund quality: Waiting for reviews, 1 of 2")
     found.extend(described(axe_violations(page)))
+    # Take the item in a batch for 20 minutes, with the keyboard too.
+    page.get_by_label("Items to take").fill("5")
+    page.get_by_label("Minutes").fill("20")
+    page.get_by_label("Minutes").press("Enter")
+    expect(page.locator(".messages")).to_contain_text("1 item taken for 20 minutes")
+    expect(page.locator(f"#held-{item.pk}")).to_contain_text("Yours until")
+    found.extend(described(axe_violations(page)))
     page.get_by_role("link", name="Next item to answer").focus()
     page.keyboard.press("Enter")
 
@@ -108,3 +116,6 @@ def test_an_auditor_answers_a_rubric_with_the_keyboard_and_sees_the_other_review
     assert mine.answers == given and mine.verdict == "ok"
     assert Decision.objects.filter(action="reviews.rubric.answered", channel="browser").count() == 1
     assert AuditItem.objects.filter(status=AuditStatus.PENDING).count() == 0
+    # Her review ended her hold; taking the batch was one decision.
+    assert not AuditReservation.objects.exists()
+    assert Decision.objects.filter(action="reviews.reservation.taken").count() == 1
