@@ -17,7 +17,17 @@ from __future__ import annotations
 
 # Importing each module adds its endpoints to the router (operation ids are the functions' names,
 # so where a function lives changes nothing of the OpenAPI document's operations).
-from reviews.api import audit, gates, grants, questions, rubrics, stops, tasks
+from reviews.api import audit, gates, grants, oversight, questions, rubrics, stops, tasks
 from reviews.api._common import router
 
-__all__ = ["audit", "gates", "grants", "questions", "router", "rubrics", "stops", "tasks"]
+__all__ = [
+    "audit",
+    "gates",
+    "grants",
+    "oversight",
+    "questions",
+    "router",
+    "rubrics",
+    "stops",
+    "tasks",
+]

@@ -217,6 +217,7 @@ ACCESS: dict[str, Access] = {
     "reviews:slack_interactions": Access(TOKEN, frozenset(), public=True, denied=405),
     # The oversight dashboard is read by every role; only policy admins open proposed drafts.
     "reviews:dashboard": Access(PAGE, REVIEW_ROLES),
+    "reviews:oversight": Access(PAGE, REVIEW_ROLES),
     "reviews:calibration_draft": Access(POST, ADMINS),
     # The fleet's stop button: its own permission, which no role group holds by default.
     "reviews:fleet_stops": Access(FORM, frozenset()),
