@@ -135,6 +135,7 @@ if TYPE_CHECKING:
         task_recovery,
         tool_facts,
     )
+    from agentops.engine.redaction import redacted_cut
     from agentops.engine.registry import get_agent, get_tool
     from agentops.engine.repair import (
         RepairOptions,
@@ -273,6 +274,7 @@ _HOMES: dict[str, tuple[str, ...]] = {
         "question_answer",
         "question_of",
     ),
+    "agentops.engine.redaction": ("redacted_cut",),
     "agentops.engine.registry": (
         "get_agent",
         "get_tool",
@@ -390,6 +392,7 @@ __all__ = [
     "question_answer",
     "question_of",
     "redacted",
+    "redacted_cut",
     "reject_loop_threshold",
     "scope_grant",
     "scope_grant_revoke",

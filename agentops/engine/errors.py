@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from enum import StrEnum
 from typing import Any
 
-from agentops.engine.redaction import redacted
+from agentops.engine.redaction import redacted, redacted_cut
 from agentops.engine.texts import storable_texts
 from agentops.plumbing.tracing import qualified_name
 
@@ -243,7 +243,7 @@ class StepFailure(AgentOpsError):
             "kind": self.kind.value,
             "nature": nature_of(self.kind),
             "mode": mode_of(self.kind, self.detail),
-            "message": storable_texts(redacted(str(self)[:2000])),
+            "message": storable_texts(redacted_cut(str(self), 2000)),
             "retryable": self.retryable,
             "retry_after": self.retry_after,
             **({"detail": storable_texts(redacted(self.detail))} if self.detail else {}),

@@ -17,6 +17,7 @@ from typing import Any
 import httpx
 
 from agentops.engine.errors import FailureKind, ToolFailure
+from agentops.engine.redaction import redacted_cut
 from agentops.engine.registry import ToolContext
 from agentops.engine.retry_after import retry_after_seconds
 from agentops.engine.scopes import SCOPE
@@ -136,7 +137,7 @@ def http_answer(
             f"{name} answered in an unexpected shape{shape}",
             kind=FailureKind.SCHEMA_MISMATCH,
             retryable=False,
-            detail={"maybe_executed": True, "body": response.text[:500]},
+            detail={"maybe_executed": True, "body": redacted_cut(response.text, 500)},
         )
     return data
 

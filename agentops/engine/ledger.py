@@ -16,6 +16,7 @@ from django.conf import settings
 
 from agentops.engine.errors import FailureKind, StepFailure, ToolFailure
 from agentops.engine.jsonvalues import Encoded, encoded, exact_json, output_checked, redacted
+from agentops.engine.redaction import redacted_cut
 from agentops.engine.registry import Tool, ToolContext
 from agentops.states import LedgerStatus
 
@@ -56,7 +57,7 @@ INVALID_OUTPUT_KEY = "$invalid_output"
 
 
 def invalid_output(reason: str) -> dict[str, Any]:
-    return {INVALID_OUTPUT_KEY: reason[:500]}
+    return {INVALID_OUTPUT_KEY: redacted_cut(reason, 500)}
 
 
 def is_invalid_output(result: Any) -> bool:

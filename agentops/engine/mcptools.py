@@ -38,7 +38,7 @@ from agentops.engine.crashpoints import crashpoint
 from agentops.engine.errors import FailureKind, ModelFailure, ToolFailure
 from agentops.engine.jsonvalues import digest
 from agentops.engine.outbound import outbound_check
-from agentops.engine.redaction import redacted
+from agentops.engine.redaction import redacted, redacted_cut
 from agentops.engine.registry import SIDE_EFFECT_CLASSES, Tool, ToolContext, json_path, tool_add
 
 if TYPE_CHECKING:
@@ -509,7 +509,7 @@ def _result_of(name: str, result: CallToolResult) -> dict[str, Any]:
     if result.is_error:
         said = " ".join(str(block.get("text", "")) for block in content).strip()
         raise ToolFailure(
-            f"{name} reported an error: {said[:500] or 'no detail'}",
+            f"{name} reported an error: {redacted_cut(said, 500) or 'no detail'}",
             kind=FailureKind.TOOL_ERROR,
             retryable=False,
             detail={"maybe_executed": False},

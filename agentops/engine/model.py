@@ -33,6 +33,7 @@ from agentops.engine.jsonvalues import (
     loaded,
     output_checked,
 )
+from agentops.engine.redaction import redacted_cut
 from agentops.engine.retry_after import retry_after_seconds
 
 if TYPE_CHECKING:
@@ -430,11 +431,11 @@ def model_failure(exc: openai.OpenAIError) -> ModelFailure:
             return ModelFailure(f"model server error ({status})", kind=FailureKind.UNAVAILABLE)
         if _is_context_error(exc):
             return ModelFailure(
-                f"context window exceeded ({status}): {_detail(exc)[:300]}",
+                f"context window exceeded ({status}): {redacted_cut(_detail(exc), 300)}",
                 kind=FailureKind.CONTEXT_OVERFLOW,
             )
         return ModelFailure(
-            f"model request refused ({status}): {_detail(exc)[:500]}",
+            f"model request refused ({status}): {redacted_cut(_detail(exc), 500)}",
             kind=FailureKind.BAD_REQUEST,
             retryable=False,
         )

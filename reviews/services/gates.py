@@ -31,6 +31,7 @@ from agentops.engine import (
     approval_kind_of,
     question_answer,
     question_of,
+    redacted_cut,
 )
 from agentops.models import Gate
 from agentops.states import TaskStatus
@@ -342,7 +343,7 @@ def gate_answer(
             detail={
                 "gate": gate.pk,
                 "step": gate.step.ordinal,
-                "question": asked.question[:500],
+                "question": redacted_cut(asked.question, 500),
                 "options": list(asked.options),
                 "answer": answer["answer"],
                 "chosen": answer["chosen"],

@@ -25,6 +25,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import F, Q, QuerySet
 from django.utils import timezone
 
+from agentops.engine import redacted_cut
 from reviews.models import SlackIdentity, SlackMessage, SlackRequest
 from reviews.services._common import NotAllowed, ReviewError
 from reviews.slack_web import SlackError, SlackProfile, slack_configured, slack_user_profile
@@ -230,7 +231,7 @@ def slack_message_attempt_record(
     else:
         updated = fence.update(
             attempt_started_at=None,
-            last_error=error[:1000],
+            last_error=redacted_cut(error, 1000),
             next_attempt_at=timezone.now() + timedelta(seconds=backoff),
         )
     return bool(updated)

@@ -119,12 +119,25 @@ def redacted(value: Any) -> Any:
     return value
 
 
+# How far past a cut `redacted_cut` looks: longer than any secret the rules find, but a private
+# key, whose block is redacted to the end of the text when its END line is cut off.
+CUT_MARGIN = 4096
+
+
+def redacted_cut(text: str, limit: int) -> str:
+    """The first `limit` characters of `text`, redacted before the cut: a secret across the
+    cut leaves no part of itself (cut first, its first characters no longer match a rule)."""
+    return text_redacted(text[: limit + CUT_MARGIN])[:limit]
+
+
 __all__ = [
+    "CUT_MARGIN",
     "REDACTED",
     "RULES",
     "is_secret_key",
     "luhn_valid",
     "redacted",
+    "redacted_cut",
     "short_cache_clear",
     "text_redacted",
 ]
