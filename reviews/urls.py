@@ -6,7 +6,7 @@ from django.urls import path
 
 from reviews import dashboard, views
 from reviews.views import email_actions, oversight, slack, stops
-from reviews.views.audit import audit_batch_give_back, audit_batch_take
+from reviews.views.audit import audit_batch_give_back, audit_batch_take, audit_dataset
 from reviews.views.rubrics import (
     adjudication,
     audit_adjudicate,
@@ -53,6 +53,7 @@ urlpatterns = [
     ),
     path("audit", views.audit_queue, name="audit"),
     path("audit.csv", views.audit_csv, name="audit_csv"),
+    path("audit/dataset.jsonl", audit_dataset, name="audit_dataset"),
     path("audit/<int:item_id>/review", views.audit_review, name="audit_review"),
     path("audit/bulk-review", views.audit_bulk_review, name="audit_bulk_review"),
     path("audit/batch", audit_batch_take, name="audit_batch_take"),

@@ -3,9 +3,10 @@ taking and giving back a batch."""
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Any
+from datetime import date, datetime
+from typing import Any, Literal
 
+from django.http import StreamingHttpResponse
 from ninja import Schema
 
 from agentops.api import ROLE, ApiRequest, Error, TokenAuth, page_of
@@ -13,8 +14,11 @@ from agentops.models import AuditItem
 from agentops.states import AuditStatus
 from policies.models import Route
 from reviews.api._common import api_via, readers_only, refusals, router
+from reviews.forms.audit import DatasetFilterForm
 from reviews.selectors.audit import reservation_in_force
+from reviews.selectors.datasets import dataset_rows
 from reviews.services import audit_batch_release, audit_batch_reserve
+from reviews.views._common import JSONL_CONTENT_TYPE, jsonl_stream
 
 AUDITORS_ONLY = TokenAuth("reviews.review_audit", "taking audit items is for auditors")
 
@@ -112,3 +116,38 @@ class ReleasedOut(Schema):
 )
 def release_audit_batch(request: ApiRequest) -> dict[str, int]:
     return {"released": audit_batch_release(actor=request.user, via=api_via(request))}
+
+
+@router.get(
+    "/audit/dataset",
+    response={200: None, **ROLE},
+    summary="Reviewed audit items as an evaluation dataset (JSON Lines), streamed",
+    auth=readers_only("the audit queue is"),
+    openapi_extra={
+        "responses": {
+            "200": {
+                "description": "One JSON object a line: the step's inputs, its output, the "
+                "verdict, the rubric answers that stand and any correction",
+                "content": {JSONL_CONTENT_TYPE.split(";")[0]: {"schema": {"type": "string"}}},
+            }
+        }
+    },
+)
+def export_audit_dataset(
+    request: ApiRequest,
+    agent: str = "",
+    rule: str = "",
+    date_from: date | None = None,
+    date_to: date | None = None,
+    verdict: Literal["ok", "flagged"] | None = None,
+) -> StreamingHttpResponse:
+    form = DatasetFilterForm(
+        {
+            "agent": agent,
+            "rule": rule,
+            "date_from": date_from or "",
+            "date_to": date_to or "",
+            "verdict": verdict or "",
+        }
+    )
+    return jsonl_stream(dataset_rows(filters=form.filters()), name="audit-dataset")

@@ -10,6 +10,7 @@ from agentops.states import AuditStatus
 from reviews.forms._common import NOTE_MAX, DateRangeForm
 from reviews.selectors import AuditFilters
 from reviews.selectors.audit import HELD_FREE, HELD_MINE
+from reviews.selectors.datasets import DatasetFilters
 
 LANE_CHOICES = [("", "All lanes"), ("audit", "audit"), ("auto", "auto (sampled)")]
 
@@ -88,3 +89,26 @@ class AuditBatchForm(forms.Form):
 
     size = forms.IntegerField(min_value=1, max_value=50, initial=10, label="Items to take")
     minutes = forms.IntegerField(min_value=1, max_value=480, initial=30, label="Minutes")
+
+
+VERDICT_CHOICES = [("", "OK and flagged"), (AuditStatus.OK, "OK"), (AuditStatus.FLAGGED, "Flagged")]
+
+
+class DatasetFilterForm(DateRangeForm):
+    """The evaluation dataset's filters: agent, rule, period (when the step ran) and verdict."""
+
+    agent = forms.CharField(required=False, max_length=100, label="Agent")
+    rule = forms.CharField(required=False, max_length=200, label="Rule")
+    verdict = forms.ChoiceField(required=False, choices=VERDICT_CHOICES, label="Verdict")
+
+    def filters(self) -> DatasetFilters:
+        """The valid filters; a value that does not parse is ignored rather than an error."""
+        self.is_valid()
+        data = self.cleaned_data
+        return DatasetFilters(
+            agent=data.get("agent") or "",
+            rule=data.get("rule") or "",
+            date_from=data.get("date_from"),
+            date_to=data.get("date_to"),
+            verdict=data.get("verdict") or "",
+        )

@@ -17,13 +17,14 @@ from agentops.models import AuditItem
 from agentops.plumbing.web import AuthenticatedHttpRequest, render_page
 from agentops.selectors import json_preview
 from reviews.forms import AuditBulkForm, AuditFilterForm, AuditReviewForm
-from reviews.forms.audit import AuditBatchForm
+from reviews.forms.audit import AuditBatchForm, DatasetFilterForm
 from reviews.selectors import (
     audit_filter_choices,
     audit_item_export,
     audit_item_get,
     audit_item_page,
 )
+from reviews.selectors.datasets import dataset_rows
 from reviews.selectors.rubrics import rubric_next_item, rubric_states
 from reviews.services import (
     NotAllowed,
@@ -39,6 +40,7 @@ from reviews.views._common import (
     auditor_required,
     back_or_default,
     csv_stream,
+    jsonl_stream,
     reader_required,
 )
 
@@ -67,6 +69,20 @@ def audit_queue(request: AuthenticatedHttpRequest) -> HttpResponse:
             {k: v for k, v in asdict(filters).items() if v and k != "holder_id"}
         ),
         "batch_form": AuditBatchForm(auto_id="batch_%s"),
+        # The dataset export takes the queue's agent, rule, dates and (a reviewed) status.
+        "dataset_query": urlencode(
+            {
+                key: value
+                for key, value in (
+                    ("agent", filters.agent),
+                    ("rule", filters.rule),
+                    ("date_from", filters.date_from or ""),
+                    ("date_to", filters.date_to or ""),
+                    ("verdict", filters.status if filters.status != "pending" else ""),
+                )
+                if value
+            }
+        ),
     }
     return render_page(request, "reviews/audit_queue.html", context, fragment="audit_table")
 
@@ -130,6 +146,14 @@ def audit_csv(request: AuthenticatedHttpRequest) -> StreamingHttpResponse:
     filters = _audit_filter_form(request).filters()
     rows = _audit_csv_rows(audit_item_export(filters=filters, chunk_size=CSV_CHUNK_ROWS))
     return csv_stream(request, rows, name="audit")
+
+
+@reader_required
+@require_GET
+def audit_dataset(request: AuthenticatedHttpRequest) -> StreamingHttpResponse:
+    """The reviewed items matching the filters as an evaluation dataset (JSON Lines), streamed."""
+    filters = DatasetFilterForm(request.GET).filters()
+    return jsonl_stream(dataset_rows(filters=filters), name="audit-dataset")
 
 
 @auditor_required

@@ -460,6 +460,7 @@ API_ACCESS: dict[tuple[str, str], set[str]] = {
     ("POST", "/audit/{item_id}/adjudicate"): set(),
     ("POST", "/audit/batch"): {AUDITOR},
     ("POST", "/audit/batch/release"): {AUDITOR},
+    ("GET", "/audit/dataset"): READERS,
 }
 # What an allowed caller sends to these and gets (nothing is written): no such rubric or audit
 # item (404), a rubric or batch that does not fit (400); giving back a batch one does not hold
@@ -688,6 +689,7 @@ def test_the_schema_has_readable_operation_ids_enums_and_every_error_it_answers(
         ("POST", "/gates/{gate_id}/edit"): "edit_gate",
         ("GET", "/audit"): "list_audit_items",
         ("POST", "/audit/batch"): "take_audit_batch",
+        ("GET", "/audit/dataset"): "export_audit_dataset",
         ("POST", "/audit/batch/release"): "release_audit_batch",
         ("GET", "/audit/{item_id}/rubric"): "get_item_rubric",
         ("POST", "/audit/{item_id}/rubric"): "answer_item_rubric",

@@ -181,6 +181,7 @@ ACCESS: dict[str, Access] = {
     ),
     "reviews:audit": Access(PAGE, REVIEWERS),
     "reviews:audit_csv": Access(PAGE, REVIEWERS),
+    "reviews:audit_dataset": Access(PAGE, REVIEWERS),
     "reviews:audit_review": Access(
         POST, frozenset({AUDITOR}), kwargs=lambda w: {"item_id": w.item.pk}
     ),
