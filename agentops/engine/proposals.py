@@ -268,8 +268,14 @@ def _halt(
         fields["phase"] = Phase.MODEL_RESULT
     with transaction.atomic():
         with fenced_commit(run.lease, events, **fields) as commit:
-            if step is not None and record is not None:
-                _store_step(run, commit, step, {}, record)
+            if step is not None:
+                # A halt is no failed try: the attempt its start counted is given back, so
+                # that stops and resumes never bring a step to its cap.
+                given_back = {"attempts": max(step.attempts - 1, 0)}
+                if record is not None:
+                    _store_step(run, commit, step, given_back, record)
+                else:
+                    commit.step_update(step, **given_back)
         stops.task_halt(
             task_id=run.task.pk, stop_id=stop_id, at=at, tool=tool.name if tool else None
         )

@@ -149,9 +149,15 @@ def test_a_tool_stop_pauses_a_task_before_that_tools_call_and_the_model_is_not_a
         "tool": "issue_refund",
     }
     assert steps[3].model_response is not None  # the proposal is kept
+    assert steps[3].attempts == 0  # a halt is no failed try
     assert not ToolCall.objects.filter(task=task, tool="issue_refund").exists()
-
+    # Stopped again at the same step: issue_refund allows two tries, and neither was used.
     fleet_resume_apply(stop_id=made.stop.pk, actor=stopper)
+    again = fleet_stop_apply(scope="tool", target="issue_refund", reason="still", actor=stopper)
+    assert run_until_parked_or_done(task).status == TaskStatus.PAUSED
+    assert task.steps.get(ordinal=3).attempts == 0
+
+    fleet_resume_apply(stop_id=again.stop.pk, actor=stopper)
     task = run_until_parked_or_done(task)
 
     assert task.status == TaskStatus.SUCCEEDED
