@@ -4,10 +4,15 @@
 to the refund agent's refunds with two reviews per item and to its emails with three; auditors
 (ann, ben, and cy for the emails) answer each item on their own (each first checks that the
 others' answers are hidden from them), with scripted answers that disagree on some items; a
-senior auditor (sam) settles every disputed item from the adjudication lane.
+senior auditor (sam) settles every disputed item from the adjudication lane, with a correction.
+Before answering, ann takes the refund items in a batch for ten minutes: ben's answer to one she
+holds is refused (409) until she has answered it. At the end ann exports the reviewed items as
+an evaluation dataset (JSON Lines).
 
 The report gives each item with its reviews and case status, how many of the others' answers a
-reviewer saw before submitting (0), the lane before and after, and the agreement per rubric item
+reviewer saw before submitting (0), the batch (items taken, the refusal while held, items still
+held after the reviews: none), the dataset (lines, content type, lines with a correction, the
+last line), the lane before and after, and the agreement per rubric item
 the API computes: Cohen's kappa for the refunds (two reviewers), Krippendorff's alpha for the
 emails (three). The agreement covers every review of the queues in the database, so the figures
 are this run's on a fresh database.
@@ -15,6 +20,7 @@ are this run's on a fresh database.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from agentops.dev.people import Api, Person, Wait, refund_task
@@ -124,14 +130,19 @@ def _rubric_ensure(api: Api, paula: Person) -> int:
     return int(_ok(api.call(paula, "POST", "/rubrics", body))["id"])
 
 
-def _answer(api: Api, person: Person, item_id: int, given: tuple[str, int, str]) -> dict[str, Any]:
+def _body(given: tuple[str, int, str]) -> dict[str, Any]:
     correct, tone, cause = given
-    body = {
+    return {
         "answers": {"correct": correct, "tone": tone, "cause": cause},
         "verdict": "ok" if correct == "pass" else "flagged",
         "note": "" if correct == "pass" else "not what the customer was owed",
     }
-    answered: dict[str, Any] = _ok(api.call(person, "POST", f"/audit/{item_id}/rubric", body))
+
+
+def _answer(api: Api, person: Person, item_id: int, given: tuple[str, int, str]) -> dict[str, Any]:
+    answered: dict[str, Any] = _ok(
+        api.call(person, "POST", f"/audit/{item_id}/rubric", _body(given))
+    )
     return answered
 
 
@@ -150,21 +161,33 @@ def run_rubric_review(
         _ok(api.call(paula, "POST", f"/rubrics/{rubric_id}/queues", body))
     tasks = [refund_task(starter=cast["ada"].user, order_id="A1001") for _ in range(REFUNDS)]
     statuses = [wait(task.pk, TERMINAL, timeout).status for task in tasks]
-    seen_before = 0
-    items: dict[str, list[int]] = {}
-    for rule, reviewers in QUEUES.items():
-        items[rule] = list(
+    ann, ben = cast["ann"], cast["ben"]
+    items: dict[str, list[int]] = {
+        rule: list(
             AuditItem.objects.filter(task__in=tasks, rule=rule)
             .order_by("task_id", "id")
             .values_list("pk", flat=True)
         )
+        for rule in QUEUES
+    }
+    mine = {item_id for item_ids in items.values() for item_id in item_ids}
+    # ann takes every free refund item for ten minutes; ben may not answer one she holds until
+    # she has (her answer ends her hold on it).
+    batch = _ok(
+        api.call(ann, "POST", "/audit/batch", {"size": 50, "minutes": 10, "agent": "refund"})
+    )
+    first = items["small payment"][0]
+    refused = api.call(
+        ben, "POST", f"/audit/{first}/rubric", _body(SCRIPT["small payment"]["ben"][0])
+    )
+    seen_before = 0
+    for rule, reviewers in QUEUES.items():
         for n, item_id in enumerate(items[rule]):
             for who in reviewers:
                 before = _ok(api.call(cast[who], "GET", f"/audit/{item_id}/rubric"))
                 seen_before += len(before["reviews"])
                 _answer(api, cast[who], item_id, SCRIPT[rule][who][n])
     lane = _ok(api.call(sam, "GET", "/audit/adjudication"))
-    mine = {item_id for item_ids in items.values() for item_id in item_ids}
     lane_ids = [entry["item_id"] for entry in lane if entry["item_id"] in mine]
     for item_id in lane_ids:
         final = _ok(api.call(sam, "GET", f"/audit/{item_id}/rubric"))["reviews"][0]
@@ -172,10 +195,24 @@ def run_rubric_review(
             "answers": final["answers"],
             "verdict": final["verdict"],
             "note": "settled: the first reviewer's reading holds",
+            "correction": "the email should name the order and the amount refunded",
         }
         _ok(api.call(sam, "POST", f"/audit/{item_id}/adjudicate", body))
     lane_after = _ok(api.call(sam, "GET", "/audit/adjudication"))
     agreement = _ok(api.call(paula, "GET", "/rubrics/agreement"))
+    held_after = [
+        item["id"]
+        for status in ("pending", "ok", "flagged")
+        for item in _ok(api.call(ann, "GET", f"/audit?status={status}&limit=100"))
+        if item["reserved_by"]
+    ]
+    exported = api.call(ann, "GET", "/audit/dataset?agent=refund")
+    exported.raise_for_status()
+    dataset = [
+        line
+        for line in (json.loads(text) for text in exported.text.splitlines())
+        if line["item"] in mine
+    ]
     return {
         "task_status": "succeeded" if set(statuses) == {"succeeded"} else ",".join(statuses),
         "rubric_id": rubric_id,
@@ -185,6 +222,13 @@ def run_rubric_review(
             for item_id in item_ids
         ],
         "answers_seen_before_submitting": seen_before,
+        "batch_taken": len([i for i in batch["items"] if i in mine]),
+        "refused_while_held": refused.status_code,
+        "held_after_reviews": [i for i in held_after if i in mine],
+        "dataset_lines": len(dataset),
+        "dataset_content_type": exported.headers["content-type"],
+        "dataset_with_correction": sum(1 for line in dataset if line["correction"]),
+        "dataset_sample": dataset[-1] if dataset else None,
         "adjudication_lane": lane_ids,
         "adjudication_lane_after": [entry["item_id"] for entry in lane_after],
         "agreement": [q for q in agreement if q["agent"] == "refund" and q["rule"] in QUEUES],

@@ -33,6 +33,18 @@ def test_rubric_review_reports_items_reviews_and_agreement(sim_server, redis_cle
 
     assert report["task_status"] == "succeeded"
     assert report["answers_seen_before_submitting"] == 0
+    # ann took the eight items in a batch; ben's answer to one she held was refused; her answers
+    # ended her holds.
+    assert report["batch_taken"] == 8 and report["refused_while_held"] == 409
+    assert report["held_after_reviews"] == []
+    # The dataset: the eight reviewed items, the three adjudicated ones with a correction.
+    assert report["dataset_lines"] == 8
+    assert report["dataset_content_type"].startswith("application/x-ndjson")
+    assert report["dataset_with_correction"] == 3
+    sample = report["dataset_sample"]
+    assert sample["inputs"]["task_input"]["order_id"] == "A1001"
+    assert sample["output"] is not None and sample["rubric"] == "Refund quality"
+    assert sample["answers"] == {"correct": "pass", "tone": 3, "cause": "delay"}
     by_rule: dict[str, list[dict]] = {}
     for item in report["items"]:
         by_rule.setdefault(item["rule"], []).append(item)
@@ -77,3 +89,4 @@ def test_rubric_review_reports_items_reviews_and_agreement(sim_server, redis_cle
     assert logged.filter(action="reviews.rubric.answered", channel="api").count() == 4 * 2 + 4 * 3
     assert logged.filter(action="reviews.rubric.adjudicated").count() == 3
     assert logged.filter(action="reviews.rubric.attached").count() == 2
+    assert Decision.objects.filter(action="reviews.reservation.taken").count() == 1
