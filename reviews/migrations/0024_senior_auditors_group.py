@@ -2,6 +2,8 @@
 adjudication lane; `reviews.adjudicate_audit`, granted by membership in `reviews.roles`; the
 group needs no permission rows)."""
 
+from __future__ import annotations
+
 from django.db import migrations
 
 GROUP = "senior auditors"
