@@ -36,4 +36,8 @@ class FleetStops:
 
 
 def fleet_stops(request: HttpRequest) -> dict[str, Any]:
+    """For people signed in: a stop's reason is not for anonymous visitors (the login page)."""
+    user = getattr(request, "user", None)
+    if user is None or not user.is_authenticated:
+        return {}
     return {"fleet_stops": FleetStops()}

@@ -202,6 +202,9 @@ def test_every_page_shows_the_stops_in_force_and_the_holder_a_way_to_them(operat
     assert reverse("reviews:fleet_stops") not in page
     held = client_for(stopper).get(reverse("agentops:task_list")).content.decode()
     assert reverse("reviews:fleet_stops") in held
+    # Not to anonymous visitors: the login page says nothing of it.
+    login = Client().get(reverse("login")).content.decode()
+    assert "look wrong" not in login and "A stop is in force" not in login
 
 
 def test_the_page_stops_and_resumes_for_the_holder_alone(operator, stopper):
