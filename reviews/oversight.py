@@ -215,16 +215,19 @@ def _decisions(agent: str, since: datetime, until: datetime) -> Any:
 
 
 def _agents_in(since: datetime, until: datetime) -> list[str]:
-    names = set(
+    def names(rows: Any) -> set[str]:
+        return set(rows.order_by().distinct())
+
+    found = names(
         Step.objects.filter(_in(since, until, "started_at")).values_list("task__agent", flat=True)
     )
-    names |= set(Gate.objects.filter(_in(since, until)).values_list("task__agent", flat=True))
-    names |= set(
+    found |= names(Gate.objects.filter(_in(since, until)).values_list("task__agent", flat=True))
+    found |= names(
         Task.objects.filter(
             pk__in=Decision.objects.filter(_in(since, until)).values("task_id_ref")
         ).values_list("agent", flat=True)
     )
-    return sorted(names)
+    return sorted(found)
 
 
 def _stops_in(since: datetime, until: datetime) -> list[FleetStop]:
