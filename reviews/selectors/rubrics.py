@@ -19,7 +19,15 @@ from django.utils import timezone
 from agentops.models import AuditItem
 from agentops.states import AuditStatus
 from reviews.agreement import Agreement, agreement_of
-from reviews.models import AuditCase, Rubric, RubricItem, RubricQueue, RubricReview
+from reviews.models import (
+    AuditCase,
+    AuditReservation,
+    Rubric,
+    RubricItem,
+    RubricQueue,
+    RubricReview,
+)
+from reviews.selectors.audit import reservation_in_force
 from reviews.states import CaseStatus, RubricItemKind
 
 if TYPE_CHECKING:
@@ -79,7 +87,8 @@ def reviews_visible(case: AuditCase, reviews: Sequence[RubricReview], user: Any)
 class RubricState:
     """An audit item's rubric review as one person sees it: the queue and rubric it goes to,
     its case (None before the first review), the reviews in, whether this person reviewed it,
-    may see the reviews, may review it, may adjudicate it."""
+    may see the reviews, who else holds it in a batch, whether they may review it, may
+    adjudicate it."""
 
     queue: RubricQueue
     rubric: Rubric
@@ -87,6 +96,8 @@ class RubricState:
     reviews: list[RubricReview] = field(default_factory=list)
     mine: bool = False
     visible: bool = False
+    # Someone else's batch holds the item now: they review it first.
+    held_by_other: AuditReservation | None = None
     may_review: bool = False
     may_adjudicate: bool = False
 
@@ -108,10 +119,17 @@ class RubricState:
 
 
 def _state(
-    *, queue: RubricQueue, case: AuditCase | None, reviews: list[RubricReview], user: Any
+    *,
+    item: AuditItem,
+    queue: RubricQueue,
+    case: AuditCase | None,
+    reviews: list[RubricReview],
+    user: Any,
 ) -> RubricState:
     mine = reviewed_by(reviews, user)
     status = case.status if case else CaseStatus.COLLECTING
+    held = reservation_in_force(item)
+    held_by_other = held if held is not None and held.holder_id != user.pk else None
     return RubricState(
         queue=queue,
         rubric=case.rubric if case else queue.rubric,
@@ -119,8 +137,10 @@ def _state(
         reviews=reviews,
         mine=mine,
         visible=case is not None and reviews_visible(case, reviews, user),
+        held_by_other=held_by_other,
         may_review=status == CaseStatus.COLLECTING
         and not mine
+        and held_by_other is None
         and user.has_perm("reviews.review_audit"),
         may_adjudicate=status == CaseStatus.DISPUTED
         and not mine
@@ -150,7 +170,11 @@ def rubric_states(items: Sequence[AuditItem], *, user: Any) -> dict[int, RubricS
         if queue is None:
             continue
         states[item.pk] = _state(
-            queue=queue, case=case, reviews=reviews[case.pk] if case else [], user=user
+            item=item,
+            queue=queue,
+            case=case,
+            reviews=reviews[case.pk] if case else [],
+            user=user,
         )
     return states
 
@@ -164,7 +188,9 @@ def adjudication_lane() -> QuerySet[AuditCase]:
     """The cases whose reviewers disagree, oldest first, with their items and reviews."""
     return (
         AuditCase.objects.filter(status=CaseStatus.DISPUTED)
-        .select_related("audit_item", "audit_item__task", "queue", "rubric")
+        .select_related(
+            "audit_item", "audit_item__task", "audit_item__reservation__holder", "queue", "rubric"
+        )
         .prefetch_related(
             Prefetch("reviews", queryset=RubricReview.objects.order_by("created_at", "id"))
         )

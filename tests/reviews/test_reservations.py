@@ -178,3 +178,18 @@ def test_the_api_takes_and_gives_back_a_batch_and_lists_who_holds_what(auditor, 
     assert refused.status_code == 403 and bad.status_code == 400
     assert released.json() == {"released": 1}
     assert Decision.objects.filter(action__startswith="reviews.reservation.").count() == 2
+
+
+def test_the_rubric_page_offers_no_form_while_someone_else_holds_the_item(
+    policy_admin, auditor, ben, clock
+):
+    rubric(policy_admin, reviews=2)
+    (item,) = items_made(clock, 1)
+    audit_batch_reserve(actor=ben, size=1, minutes=30)
+
+    theirs = client_for(auditor).get(reverse("reviews:audit_rubric", args=[item.pk]))
+    own = client_for(ben).get(reverse("reviews:audit_rubric", args=[item.pk]))
+
+    assert 'id="held-by-other">ben took this item in a batch until' in theirs.content.decode()
+    assert 'id="rubric-form"' not in theirs.content.decode()
+    assert 'id="rubric-form"' in own.content.decode()
