@@ -65,6 +65,10 @@ def test_a_holder_stops_every_refund_by_keyboard_every_page_says_so_and_resumes_
         expect(page.get_by_text("1 tasks paused")).to_be_visible()
         shoot(page, "fleet-stop")
         found.extend(described(axe_violations(page)))
+        # Banner and page fit a phone.
+        page.set_viewport_size({"width": 390, "height": 800})
+        assert page.evaluate("() => document.documentElement.scrollWidth") <= 390
+        page.set_viewport_size(VIEWPORT)
         assert Task.objects.get(pk=task.pk).status == TaskStatus.PAUSED
 
         # Every page says so, to anyone signed in.
