@@ -73,6 +73,7 @@ class AgentOversight:
     steps_by_lane: dict[str, int] = field(default_factory=dict)
     gates_opened: int = 0
     audit_items: int = 0
+    audit_sampled: int = 0
     audit_reviewed: int = 0
     decisions_by_person: dict[str, dict[str, int]] = field(default_factory=dict)
     gate_decision_p50_s: float | None = None
@@ -97,6 +98,7 @@ class AgentOversight:
                 "steps": sum(self.steps_by_lane.values()),
                 "gates_opened": self.gates_opened,
                 "audit_items": self.audit_items,
+                "audit_items_sampled_from_auto": self.audit_sampled,
                 "audit_items_reviewed": self.audit_reviewed,
             },
             "decisions": {
@@ -273,6 +275,7 @@ def _agent(name: str, since: datetime, until: datetime, stops: list[FleetStop]) 
     a.gate_decision_p95_s = percentile(waits, 0.95)
     items = AuditItem.objects.filter(_in(since, until), task__agent=name)
     a.audit_items = items.count()
+    a.audit_sampled = items.filter(sampled=True).count()
     a.audit_reviewed = items.exclude(status=AuditStatus.PENDING).count()
 
     decisions = _decisions(name, since, until)

@@ -83,7 +83,12 @@ def test_the_report_counts_what_people_oversaw_decided_overrode_and_stopped(reco
     assert sum(steps.values()) == overseen["steps"] == 19
     assert steps == {"audit": 5, "auto": 12, "gate": 2}
     assert overseen["gates_opened"] == 3
-    assert overseen["audit_items"] == 5 and overseen["audit_items_reviewed"] == 1
+    # The audit lane's five, and the share of auto steps sampled for audit (chosen from the
+    # step's id: how many depends on the ids the database gave).
+    sampled = AuditItem.objects.filter(task__in=record["tasks"], sampled=True).count()
+    assert overseen["audit_items_sampled_from_auto"] == sampled
+    assert overseen["audit_items"] == 5 + sampled
+    assert overseen["audit_items_reviewed"] == 1
 
     decisions = sections["decisions"]["by_person"]
     assert decisions == {
