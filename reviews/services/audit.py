@@ -41,12 +41,7 @@ def audit_item_review(
         reservation_check(item=item, actor=actor)
         reservation_end(item=item, actor=actor)
         before = item.status
-        AuditItem.objects.filter(pk=item.pk).update(
-            status=verdict,
-            note=redacted(note.strip()),
-            reviewed_by=actor,
-            reviewed_at=timezone.now(),
-        )
+        audit_item_settle(item=item, verdict=verdict, note=redacted(note.strip()), actor=actor)
         decision_record(
             action=f"reviews.audit.{'ok' if verdict == AuditStatus.OK else 'flagged'}",
             actor=actor,
@@ -59,6 +54,15 @@ def audit_item_review(
         )
         item.refresh_from_db()
     return item
+
+
+def audit_item_settle(*, item: AuditItem, verdict: str, note: str, actor: User) -> None:
+    """Give the audit item its verdict: the one write of an audit item's status, for a review
+    with one bit (`audit_item_review`) or with a rubric (`reviews.services.rubrics`). The caller
+    holds the item's lock, checks the verdict and logs the decision."""
+    AuditItem.objects.filter(pk=item.pk).update(
+        status=verdict, note=note, reviewed_by=actor, reviewed_at=timezone.now()
+    )
 
 
 def under_rubric(item: AuditItem) -> bool:

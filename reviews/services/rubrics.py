@@ -30,6 +30,7 @@ from reviews.models import (
 )
 from reviews.selectors.rubrics import rubric_items, rubric_queue_for
 from reviews.services._common import NotAllowed, ReviewError, decision_record
+from reviews.services.audit import audit_item_settle
 from reviews.services.reservations import reservation_check, reservation_end
 from reviews.states import VIA_UNKNOWN, CaseStatus, RubricItemKind, Via
 
@@ -256,13 +257,6 @@ def _verdict_check(verdict: str, note: str) -> None:
         raise ReviewError("a flag needs a note saying what is wrong")
 
 
-def _item_settle(*, item: AuditItem, verdict: str, note: str, actor: User) -> None:
-    """Give the audit item its verdict. Caller holds the item's lock."""
-    AuditItem.objects.filter(pk=item.pk).update(
-        status=verdict, note=note, reviewed_by=actor, reviewed_at=timezone.now()
-    )
-
-
 def _agree(reviews: list[RubricReview]) -> bool:
     first = reviews[0]
     return all(r.answers == first.answers and r.verdict == first.verdict for r in reviews[1:])
@@ -330,7 +324,7 @@ def rubric_review_submit(
             )
             if status == CaseStatus.AGREED:
                 notes = "; ".join(r.note for r in reviews if r.note)
-                _item_settle(item=item, verdict=verdict, note=notes, actor=actor)
+                audit_item_settle(item=item, verdict=verdict, note=notes, actor=actor)
         decision_record(
             action="reviews.rubric.answered",
             actor=actor,
@@ -393,7 +387,7 @@ def rubric_adjudicate(
         AuditCase.objects.filter(pk=case.pk).update(
             status=CaseStatus.ADJUDICATED, settled_at=timezone.now()
         )
-        _item_settle(item=item, verdict=verdict, note=note, actor=actor)
+        audit_item_settle(item=item, verdict=verdict, note=note, actor=actor)
         decision_record(
             action="reviews.rubric.adjudicated",
             actor=actor,

@@ -3,7 +3,8 @@
 Task, step and ledger statuses: the transition code (and the database refuses the rest). Policy
 versions: the two services that move a draft (publish, discard). Gates: the engine's one gate
 transition. Audit items and notification deliveries: the two review services that record a
-person's review or a delivery attempt.
+person's verdict or a delivery attempt. A rubric review's case: the two services that collect
+the reviews and settle a dispute.
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ STATUS_WRITERS: dict[str, frozenset[str] | None] = {
     "agentops/engine/transitions.py": None,
     "policies/services.py": frozenset({"policy_draft_discard", "_publish_locked"}),
     "agentops/engine/gates.py": frozenset({"_gates_moved"}),
-    "reviews/services/audit.py": frozenset({"audit_item_review"}),
+    "reviews/services/audit.py": frozenset({"audit_item_settle"}),
+    "reviews/services/rubrics.py": frozenset({"rubric_review_submit", "rubric_adjudicate"}),
     "reviews/services/notifications.py": frozenset({"delivery_attempt_record"}),
 }
 # Calls that write the keywords they are given.

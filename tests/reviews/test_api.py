@@ -461,6 +461,14 @@ API_ACCESS: dict[tuple[str, str], set[str]] = {
     ("POST", "/audit/batch"): {AUDITOR},
     ("POST", "/audit/batch/release"): {AUDITOR},
     ("GET", "/audit/dataset"): READERS,
+    # The agents a task may start with: everyone signed in (the start form offers them).
+    ("GET", "/agents"): EVERYONE,
+    # The fleet's stop button is the holders of agentops.stop_fleet (none of these roles):
+    # tests/reviews/test_fleet_stops.py.
+    ("GET", "/stops"): set(),
+    ("POST", "/stops"): set(),
+    ("POST", "/stops/{stop_id}/resume"): set(),
+    ("GET", "/oversight"): EVERYONE,
 }
 # What an allowed caller sends to these and gets (nothing is written): no such rubric or audit
 # item (404), a rubric or batch that does not fit (400); giving back a batch one does not hold
@@ -475,6 +483,8 @@ REFUSED_BODIES: dict[str, tuple[dict[str, Any], int]] = {
 }
 # GETs of an object that is not there, for an allowed caller.
 GET_MISSING = {"/audit/{item_id}/rubric"}
+# GETs that need a query.
+GET_QUERIES = {"/oversight": "?since=2026-01-01&until=2026-01-31"}
 # Bodies an allowed caller sends to start the gated task again or fork it: refused (400), so
 # nothing is started.
 AGAIN_BODIES = {
@@ -529,11 +539,16 @@ def test_each_role_gets_exactly_the_api_access_the_table_gives(
     failures = []
     for (method, template), allowed in API_ACCESS.items():
         path = template.format(
-            task_id=task.pk, gate_id=gate.pk, grant_id=1, rubric_id=999_999, item_id=999_999
+            task_id=task.pk,
+            gate_id=gate.pk,
+            grant_id=1,
+            rubric_id=999_999,
+            item_id=999_999,
+            stop_id=999_999,
         )
         for role, client in clients.items():
             if method == "GET":
-                response = client.get(f"/api/v1{path}")
+                response = client.get(f"/api/v1{path}{GET_QUERIES.get(template, '')}")
                 hidden = 404 if template == "/tasks/{task_id}" else 403  # as on the pages
                 found = 404 if template in GET_MISSING else 200
                 expected = {found} if role in allowed else {hidden}
@@ -699,6 +714,11 @@ def test_the_schema_has_readable_operation_ids_enums_and_every_error_it_answers(
         ("POST", "/rubrics"): "create_rubric",
         ("POST", "/rubrics/{rubric_id}/queues"): "attach_rubric",
         ("GET", "/rubrics/agreement"): "get_rubric_agreement",
+        ("GET", "/agents"): "list_agents",
+        ("GET", "/stops"): "list_stops",
+        ("POST", "/stops"): "make_stop",
+        ("POST", "/stops/{stop_id}/resume"): "lift_stop",
+        ("GET", "/oversight"): "get_oversight_report",
         ("GET", "/questions"): "list_questions",
         ("POST", "/questions/{gate_id}/answer"): "answer_question",
         ("GET", "/tasks/{task_id}/grants"): "list_grants",
@@ -713,9 +733,11 @@ def test_the_schema_has_readable_operation_ids_enums_and_every_error_it_answers(
     for (method, path), op in operations.items():
         declared = set(op["responses"])
         assert {"401", "422", "429"} <= declared, (method, path)
-        # Everyone signed in may list tasks and read their own; every other operation has a role.
+        # Everyone signed in may list tasks and read their own, and list the agents; every
+        # other operation has a role.
         assert ("403" in declared) == (
-            (method, path) not in {("GET", "/tasks"), ("GET", "/tasks/{task_id}")}
+            (method, path)
+            not in {("GET", "/tasks"), ("GET", "/tasks/{task_id}"), ("GET", "/agents")}
         )
     assert components["GateStatus"]["enum"] == ["open", "approved", "rejected", "expired"]
     assert components["GateOut"]["properties"]["status"] == {
