@@ -347,9 +347,7 @@ def test_the_most_specific_queue_takes_the_item(policy_admin, refund_item, audit
     assert state is not None and state.queue == specific and state.rubric == made
 
 
-def test_agreement_per_rubric_item_is_cohen_kappa_for_two_reviewers(
-    policy_admin, auditors, clock
-):
+def test_agreement_per_rubric_item_is_cohen_kappa_for_two_reviewers(policy_admin, auditors, clock):
     """Four items, two reviewers: `correct` agrees on 3 of 4 (pass/pass, pass/pass, fail/fail,
     pass/fail): p_o = 3/4, p_e = (3/4)(2/4) + (1/4)(2/4) = 1/2, kappa = 0.5. `cause` always
     agrees on two categories: kappa 1. `tone` is the same score everywhere: chance explains
