@@ -118,10 +118,13 @@ class ServerLog:
             for raw in pipe:
                 line = raw.decode("utf-8", "replace").rstrip()
                 if line:
+                    # Logs and failures leave the machine: a server that prints its credentials
+                    # is redacted, the whole line before its tail is kept (cut first, a secret
+                    # would lose the key word that finds it).
+                    said = redacted(line)
                     with self._lock:
-                        self._lines.append(line[-STDERR_TAIL_CHARS:])
-                    # Logs leave the machine: a server that prints its credentials is redacted.
-                    logger.info("MCP server %s: %s", self.key, redacted(line))
+                        self._lines.append(said[-STDERR_TAIL_CHARS:])
+                    logger.info("MCP server %s: %s", self.key, said)
 
     def spawned(self) -> None:
         """Close this process's end of the pipe once the server is spawned (or failed to be):

@@ -27,8 +27,8 @@ from django.conf import settings
 
 from agentops.engine import context as ctxbuild
 from agentops.engine.errors import ModelFailure
-from agentops.engine.jsonvalues import redacted
 from agentops.engine.model import SummaryRequest, estimate_tokens, get_model_adapter
+from agentops.engine.redaction import redacted_cut
 from agentops.models import Event
 from agentops.states import STEP_DONE
 
@@ -122,14 +122,14 @@ def summary_write(run: RunState, step: Step) -> dict[str, Any] | None:
     return {
         **record,
         "status": "written",
-        "text": redacted(text[:TEXT_LIMIT]),
+        "text": redacted_cut(text, TEXT_LIMIT),
         "usage": usage,
         "tokens": tokens,
     }
 
 
 def _why(words: str) -> str:
-    return str(redacted(words[:WHY_LIMIT]))
+    return redacted_cut(words, WHY_LIMIT)
 
 
 def _latest_covered(task_id: int) -> int:

@@ -17,7 +17,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 from django.utils.text import slugify
 
-from agentops.engine import redacted
+from agentops.engine import digest, redacted
 from agentops.models import AuditItem
 from agentops.states import AuditStatus
 from reviews.models import (
@@ -302,7 +302,7 @@ def rubric_review_submit(
         checked = rubric_answers_check(case.rubric_id, answers)
         try:
             with transaction.atomic():
-                RubricReview.objects.create(
+                review = RubricReview.objects.create(
                     case=case,
                     reviewer=actor,
                     reviewer_label=actor.get_username(),
@@ -325,18 +325,24 @@ def rubric_review_submit(
             if status == CaseStatus.AGREED:
                 notes = "; ".join(r.note for r in reviews if r.note)
                 audit_item_settle(item=item, verdict=verdict, note=notes, actor=actor)
+        # The log is read by every reviewer: while others have yet to answer, it holds the
+        # answers' digest and the review's id (the review row holds them), never what they were.
+        revealed = status != CaseStatus.COLLECTING
         decision_record(
             action="reviews.rubric.answered",
             actor=actor,
             task_id=item.task_id,
             subject=f"audit item {item.pk}: {item.tool}, rubric {case.rubric.name}",
-            reason=note,
+            after_digest=digest(
+                {"answers": checked, "verdict": verdict, "note": note, "correction": correction}
+            ),
+            reason=note if revealed else "",
             policy_version_number=item.policy_version_number,
             detail={
                 "item": item.pk,
                 "case": case.pk,
-                "answers": checked,
-                "verdict": verdict,
+                "rubric_review": review.pk,
+                **({"answers": checked, "verdict": verdict} if revealed else {}),
                 "correction": bool(correction),
                 "review": len(reviews),
                 "of": case.reviews_required,

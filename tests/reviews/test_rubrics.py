@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from agentops.engine import digest
 from agentops.models import AuditItem
 from agentops.states import AuditStatus
 from reviews.models import AuditCase, Decision, Rubric, RubricItem, RubricQueue, RubricReview
@@ -178,7 +179,14 @@ def test_two_reviewers_who_agree_settle_the_item(policy_admin, refund_item, audi
         ("ann", 1, "collecting"),
         ("ben", 2, "agreed"),
     ]
-    assert logged[0].detail["answers"] == answers() and logged[0].task_id_ref == refund_item.task_id
+    assert logged[1].detail["answers"] == answers() and logged[0].task_id_ref == refund_item.task_id
+    # While ben had yet to answer, the log (which he reads) held ann's answers' digest only.
+    assert "answers" not in logged[0].detail and "verdict" not in logged[0].detail
+    ann_review = RubricReview.objects.get(pk=logged[0].detail["rubric_review"])
+    assert logged[0].reason == "" and ann_review.note == "fine"
+    assert logged[0].after_digest == digest(
+        {"answers": answers(), "verdict": "ok", "note": "fine", "correction": ""}
+    )
 
 
 def test_a_case_takes_no_review_twice_from_one_person_nor_beyond_its_count(
