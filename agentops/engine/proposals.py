@@ -109,6 +109,8 @@ def ask_model(run: RunState, step: Step) -> ModelResponse:
     # The model's own summary of the steps the prompt summarizes by rule, when one is due
     # (recorded with this step's model result; it never fails the step).
     run.summary = summaries.summary_write(run, step)
+    if run.summary is not None:
+        safe_point(run, step)  # the summary took a model call's time: a stop made since holds
     adapter = get_model_adapter(run.agent)
     while True:
         with (
@@ -122,6 +124,7 @@ def ask_model(run: RunState, step: Step) -> ModelResponse:
         if reading is None or read is None:
             break
         request = reading.answered(request, response, read)
+        safe_point(run, step)  # each read's answer goes back to the model in a call of its own
     # Recorded next to the provider's count, so later prompts calibrate the estimate.
     record = response.as_record()
     record["usage"] = {**response.usage, "prompt_estimate": run.prompt_estimate}
@@ -238,19 +241,21 @@ def safe_point(
     a model call (no `tool`) or before a tool call (`tool`, with the `routed` proposal whose
     model result is not committed yet, if new). A revoked lease raises LeaseLost; a stop in
     force that covers the step pauses the task here (the new model result kept, so the model
-    is not asked again on resume) and raises StopReached."""
+    is not asked again on resume) and raises StopReached. A stop lifted between the check and
+    the pause pauses nothing: the step goes on."""
     try:
         stops.safe_point_check(
             run.lease, agent=run.agent.name, tool=tool.name if tool is not None else None
         )
     except stops.StopReached as reached:
-        _halt(run, step, reached.stop_id, tool=tool, routed=routed)
-        raise
+        if _halt(run, step, reached.stop_id, tool=tool, routed=routed):
+            raise
 
 
 def _halt(
     run: RunState, step: Step | None, stop_id: int, *, tool: Tool | None, routed: Routed | None
-) -> None:
+) -> bool:
+    """Pause the task for stop `stop_id`; False (nothing written) when it was lifted since."""
     at = Phase.BEFORE_TOOL_CALL if tool is not None else Phase.BEFORE_MODEL_CALL
     payload: dict[str, Any] = {"stop": stop_id, "phase": at}
     if tool is not None:
@@ -267,6 +272,12 @@ def _halt(
     if record is not None:
         fields["phase"] = Phase.MODEL_RESULT
     with transaction.atomic():
+        # The stop's row first, as its lift takes it before the tasks: a lift either commits
+        # before (the stop is then lifted, and nothing is paused) or waits for this pause and
+        # resumes the task with the others.
+        stop = stops.stop_in_force_locked(stop_id)
+        if stop is None:
+            return False
         with fenced_commit(run.lease, events, **fields) as commit:
             if step is not None:
                 # A halt is no failed try: the attempt its start counted is given back, so
@@ -276,9 +287,8 @@ def _halt(
                     _store_step(run, commit, step, given_back, record)
                 else:
                     commit.step_update(step, **given_back)
-        stops.task_halt(
-            task_id=run.task.pk, stop_id=stop_id, at=at, tool=tool.name if tool else None
-        )
+        stops.task_halt(task_id=run.task.pk, stop=stop, at=at, tool=tool.name if tool else None)
+    return True
 
 
 def _opened(run: RunState, call: ToolCall, routed: Routed) -> None:

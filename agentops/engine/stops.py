@@ -175,6 +175,11 @@ def _pause_covered(stop: FleetStop, *, actor: User | None) -> tuple[list[int], l
     )
     paused = []
     for task_id in covered.filter(unheld).order_by("id").values_list("id", flat=True):
+        # Still unheld, and locked against a claim (which skips locked rows): a worker that
+        # claimed it since the list was read holds its lease, and pauses it at its safe point.
+        still = Task.objects.select_for_update(skip_locked=True).filter(unheld, pk=task_id)
+        if not list(still.values_list("id", flat=True)):
+            continue
         if task_transition(task_id=task_id, name="pause", actor=actor, payload=_said(stop)):
             paused.append(task_id)
     running = covered.filter(status=TaskStatus.RUNNING, lease_expires_at__gte=Now())
@@ -297,11 +302,18 @@ def safe_point_check(lease: Lease, *, agent: str, tool: str | None) -> None:
         raise StopReached(stop_id)
 
 
-def task_halt(*, task_id: int, stop_id: int, at: str, tool: str | None) -> None:
-    """Pause the task the caller holds at a safe point, because stop `stop_id` covers its step.
-    Caller holds the transaction and has just written a fenced commit in it (which checked its
-    lease and locked the task's row). Raises TransitionRefused when the task is not running."""
-    stop = FleetStop.objects.get(pk=stop_id)
+def stop_in_force_locked(stop_id: int) -> FleetStop | None:
+    """The stop, its row locked for the caller's transaction (against its lift, which locks it
+    first), or None when it has been lifted."""
+    stop = FleetStop.objects.select_for_update(no_key=True).filter(pk=stop_id).first()
+    return stop if stop is not None and stop.lifted_at is None else None
+
+
+def task_halt(*, task_id: int, stop: FleetStop, at: str, tool: str | None) -> None:
+    """Pause the task the caller holds at a safe point, because `stop` (in force, its row
+    locked: `stop_in_force_locked`) covers its step. Caller holds the transaction and has just
+    written a fenced commit in it (which checked its lease and locked the task's row). Raises
+    TransitionRefused when the task is not running."""
     said = _said(stop, at=at, **({"tool": tool} if tool else {}))
     if not task_transition(task_id=task_id, name="pause", actor=None, payload=said):
         raise TransitionRefused(f"task {task_id} is no longer running; not paused by stop")

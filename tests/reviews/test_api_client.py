@@ -38,7 +38,12 @@ def generated(live_server: Any, tmp_path: Path) -> Iterator[ModuleType]:
     """The client package generated from the server's own /api/v1/openapi.json, imported."""
     schema = httpx.get(f"{live_server.url}/api/v1/openapi.json", timeout=10).json()
     (tmp_path / "schema.json").write_text(json.dumps(schema))
-    (tmp_path / "config.yaml").write_text(f"package_name_override: {PACKAGE}\n")
+    # The dataset export streams JSON Lines, a type the generator does not know: a client takes
+    # it as bytes (its documented override for unknown content types).
+    (tmp_path / "config.yaml").write_text(
+        f"package_name_override: {PACKAGE}\n"
+        "content_type_overrides:\n  application/x-ndjson: application/octet-stream\n"
+    )
     # The generator formats its output with ruff, which it looks up on PATH.
     env = {**os.environ, "PATH": f"{GENERATOR.parent}{os.pathsep}{os.environ.get('PATH', '')}"}
     done = subprocess.run(
