@@ -57,7 +57,8 @@ EVIDENCES: dict[str, str] = {
 OVERRIDES = {
     "edited": ("reviews.gate.edited",),
     "rejected": ("reviews.gate.rejected", "reviews.gate.rejected_and_stopped"),
-    "flagged": ("reviews.audit.flagged",),
+    # Counted from the items themselves (`_agent`): a rubric's verdict flags an item too.
+    "flagged": (),
     "plan_repaired": ("reviews.plan.repaired",),
     "rolled_back": ("reviews.intervention.rollback",),
     "aborted": ("reviews.intervention.abort", "reviews.task.cancelled"),
@@ -285,6 +286,7 @@ def _agent(name: str, since: datetime, until: datetime, stops: list[FleetStop]) 
     a.decisions_by_person = {p: dict(sorted(c.items())) for p, c in sorted(people.items())}
     actions = Counter(decisions.values_list("action", flat=True))
     a.overrides = {key: sum(actions[x] for x in names) for key, names in OVERRIDES.items()}
+    a.overrides["flagged"] = items.filter(status=AuditStatus.FLAGGED).count()
     a.decisions_logged = sum(actions.values())
     a.task_pauses = actions["reviews.task.paused"]
 

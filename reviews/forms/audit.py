@@ -54,7 +54,7 @@ class AuditFilterForm(DateRangeForm):
             field.choices = [("", label), *[(v, v) for v in choices[name]]]
 
     def filters(self) -> AuditFilters:
-        """The valid filters; a value that does not parse is ignored rather than an error."""
+        """The filters; the view answers 400 before asking when one does not parse."""
         self.is_valid()
         data = self.cleaned_data
         return AuditFilters(
@@ -102,7 +102,7 @@ class DatasetFilterForm(DateRangeForm):
     verdict = forms.ChoiceField(required=False, choices=VERDICT_CHOICES, label="Verdict")
 
     def filters(self) -> DatasetFilters:
-        """The valid filters; a value that does not parse is ignored rather than an error."""
+        """The filters; the view answers 400 before asking when one does not parse."""
         self.is_valid()
         data = self.cleaned_data
         return DatasetFilters(

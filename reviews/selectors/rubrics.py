@@ -166,6 +166,8 @@ def rubric_states(items: Sequence[AuditItem], *, user: Any) -> dict[int, RubricS
     states = {}
     for item in items:
         case = cases.get(item.pk)
+        if case is None and item.status != AuditStatus.PENDING:
+            continue  # reviewed before a rubric was attached: it stays as it was reviewed
         queue = case.queue if case else rubric_queue_pick(queues, agent=item.agent, rule=item.rule)
         if queue is None:
             continue

@@ -66,10 +66,12 @@ def audit_item_settle(*, item: AuditItem, verdict: str, note: str, actor: User) 
 
 
 def under_rubric(item: AuditItem) -> bool:
-    """Whether the item is reviewed with a rubric: it has a case, or a rubric queue takes it."""
-    return (
-        AuditCase.objects.filter(audit_item=item).exists()
-        or rubric_queue_for(agent=item.agent, rule=item.rule) is not None
+    """Whether the item is reviewed with a rubric: it has a case, or it waits for its review and
+    a rubric queue takes it (a rubric attached later leaves the items already reviewed as they
+    are)."""
+    return AuditCase.objects.filter(audit_item=item).exists() or (
+        item.status == AuditStatus.PENDING
+        and rubric_queue_for(agent=item.agent, rule=item.rule) is not None
     )
 
 

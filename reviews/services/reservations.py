@@ -12,6 +12,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
+from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.utils import timezone
 
@@ -68,7 +69,7 @@ def audit_batch_reserve(
     """Take up to `size` items to review, oldest first (of `agent` and `rule` when given), for
     `minutes`: items waiting for review that nobody holds, that the actor has not answered, and
     that are not in the adjudication lane. Returns the new reservations (none when nothing is
-    free); one decision lists them."""
+    free); one decision lists them. Refused (ReviewError) while the actor holds a batch."""
     if not actor.has_perm("reviews.review_audit"):
         raise NotAllowed("only auditors take audit items")
     if not 1 <= size <= BATCH_MAX:
@@ -78,7 +79,17 @@ def audit_batch_reserve(
     now = timezone.now()
     until = now + timedelta(minutes=minutes)
     with transaction.atomic():
+        # One batch at a time, a person's requests one after the other: a second click on
+        # "Take a batch" finds the first batch and takes nothing.
+        get_user_model().objects.select_for_update().filter(pk=actor.pk).first()
         AuditReservation.objects.filter(until__lte=now).delete()
+        held = AuditReservation.objects.filter(holder=actor, until__gt=now)
+        if (count := held.count()) and (last := held.order_by("-until").first()):
+            ends = timezone.localtime(last.until).strftime("%H:%M")
+            raise ReviewError(
+                f"you hold a batch of {count} item{'s' if count != 1 else ''} until {ends}: "
+                "review them or give them back before taking another"
+            )
         free = (
             AuditItem.objects.filter(status=AuditStatus.PENDING)
             .exclude(reservation__until__gt=now)

@@ -287,6 +287,11 @@ def rubric_review_submit(
         item = AuditItem.objects.select_for_update().get(pk=item_id)
         case = AuditCase.objects.select_related("rubric").filter(audit_item=item).first()
         if case is None:
+            if item.status != AuditStatus.PENDING:
+                raise ReviewError(
+                    f"this item was marked {item.status} before a rubric was attached; "
+                    "it is reviewed as it was"
+                )
             queue = rubric_queue_for(agent=item.agent, rule=item.rule)
             if queue is None:
                 raise ReviewError("no rubric is attached for this item: mark it OK or flag it")

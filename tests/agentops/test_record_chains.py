@@ -232,3 +232,12 @@ def test_checkpoint_heads_lists_every_task(sim, redis_clean):
     kept = json.loads(out.getvalue())
     assert set(kept["tasks"]) == {str(pk) for pk in Task.objects.values_list("pk", flat=True)}
     assert set(kept["tasks"][str(task.pk)]) == {"events", "snapshots", "ledger"}
+
+
+@pytest.mark.parametrize("kept", ['{"bad": 1}', "[]", '{"tasks": []}', "not json"])
+def test_heads_that_are_not_the_output_of_checkpoint_heads_are_refused(tmp_path: Path, kept):
+    heads = tmp_path / "heads.json"
+    heads.write_text(kept)
+
+    with pytest.raises(CommandError, match="--heads"):
+        call_command("checkpoint", "chains", "--heads", str(heads), stdout=StringIO())

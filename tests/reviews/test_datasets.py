@@ -155,3 +155,14 @@ def test_the_api_streams_the_same_dataset_and_refuses_a_pending_verdict(reviewed
     page = client_for(auditor).get(reverse("reviews:audit"), {"status": "flagged"})
     assert f"{reverse('reviews:audit_dataset')}?verdict=flagged" in page.content.decode()
     assert AuditItem.objects.filter(status="pending").count() == 1
+
+
+@pytest.mark.parametrize("query", [{"verdict": "bogus"}, {"date_from": "notadate"}])
+def test_the_page_refuses_a_filter_that_does_not_parse_instead_of_exporting_everything(
+    reviewed, auditor, query
+):
+    answer = client_for(auditor).get(reverse("reviews:audit_dataset"), query)
+
+    assert answer.status_code == 400
+    assert next(iter(query)) in answer.content.decode()
+    assert not answer.streaming

@@ -56,7 +56,10 @@ def test_two_auditors_take_different_batches_oldest_first(auditor, ben, clock):
 
     assert [r.audit_item_id for r in mine] == [i.pk for i in items[:3]]
     assert [r.audit_item_id for r in theirs] == [i.pk for i in items[3:]]
-    assert audit_batch_reserve(actor=ben, size=3, minutes=30) == []
+    # A second click on "Take a batch": the one ben holds is his batch; nothing more is taken.
+    with pytest.raises(ReviewError, match="you hold a batch of 2 items until"):
+        audit_batch_reserve(actor=ben, size=3, minutes=30)
+    assert held_by(ben) == {i.pk for i in items[3:]}
     assert mine[0].until == T0 + timedelta(hours=1, minutes=30)
     logged = Decision.objects.filter(action="reviews.reservation.taken").order_by("id")
     assert [(d.actor_label, d.detail["items"]) for d in logged] == [

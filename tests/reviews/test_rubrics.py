@@ -381,3 +381,19 @@ def test_agreement_per_rubric_item_is_cohen_kappa_for_two_reviewers(policy_admin
     assert figures["correct"].value == pytest.approx(0.5)
     assert figures["cause"].value == pytest.approx(1.0)
     assert figures["tone"].value is None
+
+
+def test_a_rubric_attached_later_leaves_the_items_already_reviewed_as_they_were(
+    policy_admin, refund_item, auditors
+):
+    ann, ben, _ = auditors
+    audit_item_review(item_id=refund_item.pk, actor=ann, verdict="ok")
+    rubric(policy_admin, reviews=2)
+
+    with pytest.raises(ReviewError, match="marked ok before a rubric was attached"):
+        rubric_review_submit(item_id=refund_item.pk, actor=ben, answers=answers(), verdict="ok")
+    audit_item_review(item_id=refund_item.pk, actor=ben, verdict="flagged", note="wrong amount")
+
+    refund_item.refresh_from_db()
+    assert refund_item.status == AuditStatus.FLAGGED and not AuditCase.objects.exists()
+    assert rubric_state_get(item=refund_item, user=ben) is None

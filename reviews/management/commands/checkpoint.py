@@ -108,7 +108,11 @@ class Command(BaseCommand):
             kept = json.loads(path.read_text())
         except (OSError, ValueError) as exc:
             raise CommandError(f"--heads {path}: {exc}") from None
-        if not isinstance(kept, dict) or not isinstance(kept.get("tasks", {}), dict):
+        if (
+            not isinstance(kept, dict)
+            or set(kept) != {"decisions", "tasks"}
+            or not isinstance(kept["tasks"], dict)
+        ):
             raise CommandError(f"--heads {path}: not the output of `checkpoint heads`")
         return kept
 
