@@ -28,7 +28,7 @@ class RubricAnswerForm(forms.Form):
         choices=[(AuditStatus.OK, "OK"), (AuditStatus.FLAGGED, "Flag")],
         widget=forms.RadioSelect,
         label="Verdict",
-        initial=AuditStatus.OK,
+        # Nothing chosen for the reviewer: a verdict given by default is automation bias.
     )
     note = forms.CharField(
         required=False, max_length=NOTE_MAX, label="Note", help_text="Needed to flag."

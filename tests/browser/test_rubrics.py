@@ -80,8 +80,8 @@ def test_an_auditor_answers_a_rubric_with_the_keyboard_and_sees_the_other_review
     expect(page.get_by_text("Two of you read each refund.")).to_be_visible()
     found.extend(described(axe_violations(page)))
     # The page opens on the first question: Space chooses, Tab goes to the next question, the
-    # arrow keys move along a scale; Tab past the verdict, the note and the correction to the
-    # button, Enter submits.
+    # arrow keys move along a scale; the verdict is chosen too (none is given by default), then
+    # Tab past the note and the correction to the button, Enter submits.
     expect(page.get_by_label("pass: amount and order match the request")).to_be_focused()
     page.keyboard.press("Space")
     page.keyboard.press("Tab")
@@ -92,7 +92,11 @@ def test_an_auditor_answers_a_rubric_with_the_keyboard_and_sees_the_other_review
     page.keyboard.press("Space")
     expect(page.get_by_label("3: kind")).to_be_checked()
     expect(page.get_by_label("damage: the goods arrived damaged")).to_be_checked()
-    for _ in range(4):
+    expect(page.get_by_role("radio", name="OK", exact=True)).not_to_be_checked()
+    page.keyboard.press("Tab")
+    page.keyboard.press("Space")
+    expect(page.get_by_role("radio", name="OK", exact=True)).to_be_checked()
+    for _ in range(3):
         page.keyboard.press("Tab")
     expect(page.get_by_role("button", name="Submit and go to the next item")).to_be_focused()
     shoot(page, "rubric-answer")
