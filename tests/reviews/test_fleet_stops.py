@@ -209,7 +209,10 @@ def test_every_page_shows_the_stops_in_force_and_the_holder_a_way_to_them(operat
 
 def test_the_page_stops_and_resumes_for_the_holder_alone(operator, stopper):
     url = reverse("reviews:fleet_stops")
-    assert client_for(operator).get(url).status_code == 403
+    refused_page = client_for(operator).get(url)
+    assert refused_page.status_code == 403
+    # The refusal says what is missing, not a group that would not grant it.
+    assert "Only holders of the stop permission" in refused_page.content.decode()
     assert client_for(operator).post(url, {"what": "all:", "reason": "x"}).status_code == 403
     client = client_for(stopper)
     refused = client.post(url, {"what": "agent:nobody", "reason": "x"})
