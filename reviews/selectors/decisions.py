@@ -177,5 +177,7 @@ def decision_log_iter(*, filters: DecisionFilters, chunk_size: int = 2000) -> It
     return heapq.merge(*streams, key=lambda e: e.created_at, reverse=True)
 
 
-def decision_list_for_task(*, task_id: int, limit: int = TASK_LOG_LIMIT) -> list[Decision]:
-    return list(Decision.objects.filter(task_id_ref=task_id).order_by("-created_at", "-id")[:limit])
+def decision_list_for_task(*, task_id: int, limit: int = TASK_LOG_LIMIT) -> list[LogEntry]:
+    """The task's latest decisions, as the decision log's rows (their channel named)."""
+    rows = Decision.objects.filter(task_id_ref=task_id).select_related("api_token")
+    return [_decision_entry(row) for row in rows.order_by("-created_at", "-id")[:limit]]

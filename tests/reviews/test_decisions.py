@@ -104,7 +104,13 @@ def test_the_task_page_shows_its_decisions_and_the_panel_to_open(
     client = client_for(operator)
 
     waiting = client.get(reverse("agentops:task_detail", args=[task.pk])).content.decode()
-    gate_approve(gate_id=gate.pk, actor=operator, seen_digest=gate.args_digest, reason="fine")
+    gate_approve(
+        gate_id=gate.pk,
+        actor=operator,
+        seen_digest=gate.args_digest,
+        reason="fine",
+        via=VIA_BROWSER,
+    )
     decided = client.get(reverse("agentops:task_detail", args=[task.pk])).content.decode()
 
     assert f'href="/review/gates/{gate.pk}">Open the gate panel' in waiting
@@ -112,6 +118,8 @@ def test_the_task_page_shows_its_decisions_and_the_panel_to_open(
     assert logged_actions(decided) == ["reviews.gate.approved"]
     assert "Open the gate panel" not in decided
     assert f'href="/review/decisions?task={task.pk}"' in decided
+    # Each row says how the decision came in, as the decision log does.
+    assert re.search(r'<td class="nowrap small channel">\s*Browser\s*</td>', decided)
 
 
 def test_a_stopped_task_page_links_to_its_recovery_panel(redis_clean, operator, django_user_model):
