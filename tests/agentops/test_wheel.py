@@ -427,5 +427,11 @@ def test_the_readme_production_steps_run_a_refund_end_to_end(
         for process in processes:
             os.killpg(process.pid, signal.SIGTERM)
         for process in processes:
-            process.wait(timeout=30)
+            # A warm shutdown finishes the job in hand, however loaded the machine: how long it
+            # takes is not what this test is about, so one still going after 30 s is killed.
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
     assert any((site / "metrics").iterdir()), "no process counted into the metrics directory"
