@@ -37,7 +37,14 @@ def wal_figures(wal: WalReader, pair: Pair, steps: int) -> dict[str, Any]:
         return {"interval_note": f"WAL not readable ({exc.diag.message_primary})"}
     commits = sorted(run.commits(), key=lambda r: r.start)
     snapshot = wal.table_relations(Snapshot._meta.db_table)
-    snapshot_xids = {r.xid for r in run.touching(snapshot).records}
+    # A snapshot's commit is a transaction that inserted a snapshot row: a read of the table
+    # can write too (a hint bit's full-page image, with data checksums on, after a checkpoint
+    # that another database's work brought on), and is no boundary.
+    snapshot_xids = {
+        r.xid
+        for r in run.touching(snapshot).records
+        if r.resource_manager in ("Heap", "Heap2") and "INSERT" in r.record_type
+    }
     boundaries = [c.end for c in commits if c.xid in snapshot_xids]
     done = [
         sum(1 for status in state["steps"].values() if status == StepStatus.SUCCEEDED)
