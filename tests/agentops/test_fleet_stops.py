@@ -222,7 +222,14 @@ def test_demo_scenario_fleet_stop_stops_four_busy_workers_at_safe_points_within_
     assert report["every_task_finished_after_resume"] is True
     assert report["statuses"] == {TaskStatus.SUCCEEDED: 9}
     assert report["refunds"] == 9 and report["effects_per_key_max"] == 1
-    assert report["resumed"] == report["paused_by_stop"] + report["running_at_stop"]
+    # What the stop paused comes back with the lift; a running task whose lease ran out before
+    # its safe point (a loaded machine's late heartbeat) is the sweeper's once the stop lifts,
+    # and finished too (above).
+    assert (
+        report["paused_by_stop"]
+        <= report["resumed"]
+        <= report["paused_by_stop"] + report["running_at_stop"]
+    )
     decisions = Decision.objects.filter(action__startswith="reviews.fleet").order_by("id")
     assert [(d.action, d.actor_label, d.channel) for d in decisions] == [
         ("reviews.fleet.stopped", "stella", "api"),
