@@ -37,7 +37,7 @@ from agentops.engine import (
     approval_kind_of,
     job_waiting,
     outbound_check,
-    redacted,
+    redacted_cut,
 )
 from agentops.models import Event, Gate, Task
 from agentops.plumbing import queues
@@ -367,7 +367,7 @@ def _attempt_failed(delivery_id: int, attempt: int, error: str) -> str:
     """Record attempt `attempt` as failed: pending again after a backoff that doubles per attempt,
     or failed with its error once `NOTIFY_MAX_ATTEMPTS` attempts were made. The error is a
     remote's words: secrets in it are redacted before it is stored."""
-    last_error = str(redacted(error))[:1000]
+    last_error = redacted_cut(error, 1000)
     if attempt >= _conf("NOTIFY_MAX_ATTEMPTS"):
         delivery_attempt_record(
             delivery_id=delivery_id,
