@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 DEV := AGENTOPS_DEV=1
 
-.PHONY: run test test-fast install lock lint deploy-check bench peers-venv bench-peers
+.PHONY: run test test-fast install translations messages lock lint deploy-check bench peers-venv bench-peers
 
 # Every install comes from uv.lock: the versions (and their hashes) CI passed with, so a fresh
 # machine gets what CI tested, whatever PyPI released since. uv is bootstrapped at its locked
@@ -23,7 +23,23 @@ $(VENV)/.installed: pyproject.toml uv.lock
 	$(UV_ENV) $(UV) sync --locked --extra dev --python $(PY) --quiet
 	touch $@
 
-install: $(VENV)/.installed
+install: $(VENV)/.installed translations
+
+# The translation catalogues (agentops/locale/<language>/LC_MESSAGES/django.po) compiled into the
+# .mo files Django reads, by the same code the wheel's build runs (agentops/_build).
+LOCALE_DIR := agentops/locale
+CATALOGS := $(wildcard $(LOCALE_DIR)/*/LC_MESSAGES/django.po)
+
+translations: $(CATALOGS:.po=.mo)
+
+$(LOCALE_DIR)/%.mo: $(LOCALE_DIR)/%.po $(VENV)/.installed
+	$(PY) agentops/_build/agentops_build.py
+
+# The catalogue brought up to date with the strings marked in the code and templates (GNU
+# gettext's xgettext and msgmerge): new ones added untranslated, gone ones dropped. Then translate
+# the new entries in the .po (tests/test_translations.py names any left untranslated).
+MESSAGES_IGNORE := --ignore '.venv*' --ignore build --ignore tests --ignore 'node_modules' \
+	--ignore 'agentops/_templates' --ignore 'agentops/_static' --ignore static
 
 lock: install
 	$(UV_ENV) $(UV) lock --upgrade --python $(PY)
@@ -81,6 +97,11 @@ deploy-check: install
 	DJANGO_ALLOWED_HOSTS=agentops.example.com DJANGO_CSRF_TRUSTED_ORIGINS=https://agentops.example.com \
 	DJANGO_SECURE_PROXY_SSL_HEADER=HTTP_X_FORWARDED_PROTO,https DJANGO_SECURE_HSTS_PRELOAD=true \
 	$(PY) manage.py check --deploy --fail-level WARNING
+
+messages: install
+	cd $(CURDIR) && $(LINT_ENV) $(PY) manage.py makemessages --locale zh_Hans --no-obsolete \
+	--add-location file $(MESSAGES_IGNORE)
+	$(PY) agentops/_build/agentops_build.py
 
 bench: install
 	$(DEV) $(PY) manage.py bench checkpoint --steps 20 --payload-kb 2

@@ -231,6 +231,8 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    # After the session and the user: a person's chosen language, else their browser's.
+    "agentops.plumbing.language.LanguageMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
@@ -310,9 +312,17 @@ AUTH_PASSWORD_VALIDATORS = [
         "NumericPasswordValidator",
     )
 ]
-LANGUAGE_CODE = "en-us"
+# The product speaks English and Simplified Chinese (docs/operations.md, "Languages"). A person
+# reads it in the language they chose on their account page, else their browser's
+# (Accept-Language), else this one; texts that leave without a person to ask (a Slack channel, a
+# webhook) are in this one too. The catalogue is agentops/locale (the build compiles it).
+LANGUAGES = [("en", "English"), ("zh-hans", "简体中文")]
+LANGUAGE_CODE = env_choice("AGENTOPS_LANGUAGE", "en", tuple(code for code, _ in LANGUAGES))
+LOCALE_PATHS = [PACKAGE_DIR / "locale"]
+# Dates and times as each language writes them (agentops/formats: the short forms the pages use).
+FORMAT_MODULE_PATH = ["agentops.formats"]
 TIME_ZONE = "UTC"
-USE_I18N = False
+USE_I18N = True
 USE_TZ = True
 
 STATIC_URL = "static/"
@@ -539,6 +549,81 @@ AGENTOPS: dict[str, Any] = {
     "THROTTLE_LOCKOUT_MAX_SECONDS": env_float("AGENTOPS_THROTTLE_LOCKOUT_MAX_SECONDS", 3600.0),
     "TRUSTED_PROXY_HOPS": TRUSTED_PROXY_HOPS,
 }
+
+
+# Single sign-on with an OpenID Connect provider (agentops/oidc.py; docs/operations.md, "Single
+# sign-on"): on when any of OIDC_ENV is set, and then each of them must be. The
+# endpoints are given, not discovered: a process that reads settings (every worker and command)
+# must start while the provider is down. AGENTOPS_LOCAL_PASSWORDS=false leaves the provider the
+# only way in.
+OIDC_ENV = (
+    "AGENTOPS_OIDC_ISSUER",
+    "AGENTOPS_OIDC_CLIENT_ID",
+    "AGENTOPS_OIDC_CLIENT_SECRET",
+    "AGENTOPS_OIDC_AUTHORIZATION_ENDPOINT",
+    "AGENTOPS_OIDC_TOKEN_ENDPOINT",
+    "AGENTOPS_OIDC_USERINFO_ENDPOINT",
+    "AGENTOPS_OIDC_JWKS_URI",
+)
+
+
+def oidc_url(name: str) -> str:
+    """The URL in `name` exactly as written (an issuer is compared character for character)."""
+    value = os.environ.get(name, "").strip()
+    if value and not re.fullmatch(r"https?://[^\s/?#]+(/\S*)?", value):
+        refuse(name, f"must be an http(s) URL, not {value!r}")
+    return value
+
+
+def oidc_groups_map(name: str) -> dict[str, list[str]]:
+    """`provider group=product group,...` as {provider group: [product groups]}."""
+    mapping: dict[str, list[str]] = {}
+    for pair in env_list(name):
+        provider_group, equals, product_group = pair.partition("=")
+        if not equals or not provider_group.strip() or not product_group.strip():
+            refuse(name, f"must be provider-group=product group pairs, comma-separated: {pair!r}")
+        mapping.setdefault(provider_group.strip(), []).append(product_group.strip())
+    return mapping
+
+
+OIDC_ENABLED = any(os.environ.get(name, "").strip() for name in OIDC_ENV)
+if OIDC_ENABLED:
+    for _name in OIDC_ENV:
+        if not os.environ.get(_name, "").strip():
+            refuse(_name, "is not set, and single sign-on (the other AGENTOPS_OIDC_ are) needs it")
+    OIDC_RP_CLIENT_ID = os.environ["AGENTOPS_OIDC_CLIENT_ID"].strip()
+    OIDC_RP_CLIENT_SECRET = os.environ["AGENTOPS_OIDC_CLIENT_SECRET"].strip()
+    OIDC_OP_AUTHORIZATION_ENDPOINT = oidc_url("AGENTOPS_OIDC_AUTHORIZATION_ENDPOINT")
+    OIDC_OP_TOKEN_ENDPOINT = oidc_url("AGENTOPS_OIDC_TOKEN_ENDPOINT")
+    OIDC_OP_USER_ENDPOINT = oidc_url("AGENTOPS_OIDC_USERINFO_ENDPOINT")
+    OIDC_OP_JWKS_ENDPOINT = oidc_url("AGENTOPS_OIDC_JWKS_URI")
+    OIDC_RP_SIGN_ALGO = env_choice("AGENTOPS_OIDC_SIGN_ALGO", "RS256", ("RS256", "PS256", "ES256"))
+    OIDC_RP_SCOPES = os.environ.get("AGENTOPS_OIDC_SCOPES", "").strip() or "openid profile email"
+    OIDC_TOKEN_USE_BASIC_AUTH = (
+        env_choice("AGENTOPS_OIDC_TOKEN_AUTH", "basic", ("basic", "post")) == "basic"
+    )
+    OIDC_TIMEOUT = env_float("AGENTOPS_OIDC_TIMEOUT_SECONDS", 10.0)
+    OIDC_USE_PKCE = True
+    OIDC_USE_NONCE = True
+    # The ID token is the hint of the provider's sign-out (agentops.oidc.provider_sign_out_url).
+    OIDC_STORE_ID_TOKEN = True
+    AUTHENTICATION_BACKENDS.append("agentops.oidc.ProviderBackend")
+if not OIDC_ENABLED and not env_bool("AGENTOPS_LOCAL_PASSWORDS", True):
+    refuse("AGENTOPS_LOCAL_PASSWORDS", "is false, but single sign-on is off: nobody could sign in")
+AGENTOPS["LOCAL_PASSWORDS"] = env_bool("AGENTOPS_LOCAL_PASSWORDS", True)
+AGENTOPS["OIDC"] = (
+    {
+        "ISSUER": oidc_url("AGENTOPS_OIDC_ISSUER"),
+        "END_SESSION_ENDPOINT": oidc_url("AGENTOPS_OIDC_END_SESSION_ENDPOINT"),
+        "PROVIDER_NAME": os.environ.get("AGENTOPS_OIDC_PROVIDER_NAME", "").strip(),
+        "USERNAME_CLAIM": os.environ.get("AGENTOPS_OIDC_USERNAME_CLAIM", "").strip()
+        or "preferred_username",
+        "GROUPS_CLAIM": os.environ.get("AGENTOPS_OIDC_GROUPS_CLAIM", "").strip() or "groups",
+        "GROUPS_MAP": oidc_groups_map("AGENTOPS_OIDC_GROUPS_MAP"),
+    }
+    if OIDC_ENABLED
+    else None
+)
 
 # Email: the console in development; SMTP from the environment in production.
 EMAIL_BACKEND = os.environ.get(

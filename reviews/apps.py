@@ -10,6 +10,8 @@ class ReviewsConfig(AppConfig):
     def ready(self) -> None:
         # The engine calls this app only through the hooks registered here; it imports nothing
         # of `reviews`.
+        from django.contrib.auth.signals import user_logged_in
+
         from agentops import task_page
         from agentops.engine import gate_hook_register, sweep_hook_register
         from agentops.plumbing import prometheus
@@ -24,10 +26,16 @@ class ReviewsConfig(AppConfig):
         from reviews.grant_page import task_grants_section
         from reviews.metrics import review_state_metrics
         from reviews.notifications import notifications_sweep
-        from reviews.services import gate_timeout_logged, inbox_changes_fold, stopped_tasks_sweep
+        from reviews.services import (
+            gate_timeout_logged,
+            inbox_changes_fold,
+            language_to_session,
+            stopped_tasks_sweep,
+        )
         from reviews.slack import slack_messages_sweep
         from reviews.task_page import task_review_section
 
+        user_logged_in.connect(language_to_session, dispatch_uid="reviews.language_to_session")
         permissions_register(roles.PERMISSIONS)
         # The built-in channels, in the order notifications fan a notice out to them.
         for channel in (

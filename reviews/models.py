@@ -193,6 +193,19 @@ class NotificationPreference(models.Model):
         return f"notification preferences of {self.user}"
 
 
+class Profile(models.Model):
+    """A person's choices that are not about notifications: the language they read the product
+    in (blank: their browser's, agentops.plumbing.language)."""
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="profile"
+    )
+    language = models.CharField(max_length=10, blank=True, choices=settings.LANGUAGES)
+
+    def __str__(self) -> str:
+        return f"profile of {self.user}"
+
+
 class Notice(models.Model):
     """Something people are told about, once: a gate opened (`gate:12`), a gate nears its
     timeout, a task stopped (`task:7@41`, the seq of the stop). The unique constraint makes the

@@ -68,6 +68,7 @@ urlpatterns = [
     path("decisions", views.decision_log, name="decisions"),
     path("decisions.csv", views.decision_csv, name="decisions_csv"),
     path("account", views.account, name="account"),
+    path("account/language", views.account_language, name="account_language"),
     path("account/tokens", views.api_token_new, name="api_token_new"),
     path(
         "account/tokens/<int:token_id>/revoke",

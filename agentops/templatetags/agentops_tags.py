@@ -10,8 +10,9 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
+from babel import numbers
 from django import template
-from django.utils import timezone
+from django.utils import formats, timezone, translation
 
 from agentops import labels
 from agentops.models import Task
@@ -43,6 +44,8 @@ def event_label(action: str) -> str:
     return labels.event_label(action)
 
 
+# The currencies Babel (CLDR) knows by code; any other unit is shown after the amount as given.
+ISO_CURRENCIES = frozenset(numbers.list_currencies())
 # The unit of the tools' amounts when a call names none (the shipped tools charge in EUR).
 DEFAULT_CURRENCY = "EUR"
 # Beyond this an amount is shown in scientific notation instead of hundreds of digits.
@@ -51,16 +54,23 @@ AMOUNT_DIGITS = 15
 CURRENCY_CHARS = 8
 
 
-def amount_text(amount: Any) -> str:
-    """`1,234.50` for a finite number of any type (`1.00E+300` when huge); "" for anything else
-    (None, a boolean, text, NaN)."""
+def amount_value(amount: Any) -> Decimal | None:
+    """A finite number of any type as a Decimal; None for anything else (None, a boolean, text,
+    NaN)."""
     if isinstance(amount, bool) or not isinstance(amount, (int, float, Decimal)):
-        return ""
+        return None
     try:
         value = Decimal(amount) if isinstance(amount, (int, Decimal)) else Decimal(repr(amount))
     except (ArithmeticError, ValueError):
-        return ""
-    if not value.is_finite():
+        return None
+    return value if value.is_finite() else None
+
+
+def amount_text(amount: Any) -> str:
+    """`1,234.50` for a finite number of any type (`1.00E+300` when huge); "" for anything else
+    (None, a boolean, text, NaN)."""
+    value = amount_value(amount)
+    if value is None:
         return ""
     if value.adjusted() >= AMOUNT_DIGITS:
         return f"{value:.2E}"
@@ -90,16 +100,27 @@ def gate_money(gate: Any) -> str:
     has no amount. The amount is the number the policy routed on (`Gate.amount`), the currency
     comes from the arguments (`currency_text`). The one rule for showing an amount: the inbox
     and the gate panel both use it."""
-    amount = amount_text(getattr(gate, "amount", None))
-    if not amount:
+    value = amount_value(getattr(gate, "amount", None))
+    if value is None:
         return ""
-    return f"{amount} {currency_text(getattr(gate, 'arguments', None))}"
+    currency = currency_text(getattr(gate, "arguments", None))
+    if value.adjusted() < AMOUNT_DIGITS and currency in ISO_CURRENCIES:
+        # As the reader's language writes it (CLDR, through Babel): €108.00, 108,00 €.
+        # Always two decimals, as the amount the policy routed on was given (not CLDR's digits
+        # for the currency, which would show ¥108.50 as ¥109).
+        return numbers.format_currency(
+            value,
+            currency,
+            locale=translation.to_locale(translation.get_language() or "en"),
+            currency_digits=False,
+        )
+    return f"{amount_text(value)} {currency}"
 
 
 @register.filter
 def stamp(when: datetime | None) -> str:
-    """The one timestamp format: `2026-11-30 06:14:51 UTC`, in the site's time zone."""
+    """The one timestamp format, in the site's time zone and the reader's language:
+    `2026-11-30 06:14:51 UTC`, `2026年11月30日 06:14:51 UTC` (agentops/formats)."""
     if when is None:
         return ""
-    local = timezone.localtime(when)
-    return f"{local:%Y-%m-%d %H:%M:%S} {local.tzname()}"
+    return formats.date_format(timezone.localtime(when), "DATETIME_FORMAT")

@@ -13,7 +13,7 @@ checks roles, separation of duties and the seen digest again.
 from __future__ import annotations
 
 from reviews.forms._common import ARGUMENTS_MAX, DIGEST, NOTE_MAX, SELECTION, DateRangeForm
-from reviews.forms.accounts import ApiTokenForm, NotificationPreferenceForm
+from reviews.forms.accounts import ApiTokenForm, LanguageForm, NotificationPreferenceForm
 from reviews.forms.again import ENDING_CHOICES, ForkForm, RestartForm
 from reviews.forms.audit import LANE_CHOICES, AuditBulkForm, AuditFilterForm, AuditReviewForm
 from reviews.forms.dashboard import DASHBOARD_DAYS, CalibrationDraftForm, DashboardFilterForm
@@ -65,6 +65,7 @@ __all__ = [
     "GateSelectionField",
     "InboxFilterForm",
     "InterventionForm",
+    "LanguageForm",
     "NotificationPreferenceForm",
     "PlanRepairForm",
     "QuestionAnswerForm",

@@ -1,10 +1,13 @@
-"""A person's account forms: their notification preferences and a new API token."""
+"""A person's account forms: their language, their notification preferences and a new API
+token."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from django import forms
+from django.conf import settings
+from django.utils.translation import gettext_lazy
 
 from reviews.models import NotificationPreference
 from reviews.states import NoticeEvent
@@ -36,6 +39,17 @@ class NotificationPreferenceForm(forms.ModelForm):  # type: ignore[type-arg]
         if (data.get("quiet_from") is None) != (data.get("quiet_until") is None):
             raise forms.ValidationError("Give both ends of the quiet hours, or neither.")
         return data
+
+
+class LanguageForm(forms.Form):
+    """The language I read the product in; none chosen: my browser's."""
+
+    language = forms.ChoiceField(
+        label=gettext_lazy("Language"),
+        # Each language named in itself, so a person finds theirs whatever they read now.
+        choices=[("", gettext_lazy("My browser's language")), *settings.LANGUAGES],
+        required=False,
+    )
 
 
 class ApiTokenForm(forms.Form):

@@ -15,7 +15,12 @@ so callers import from `reviews.selectors`.
 from __future__ import annotations
 
 from reviews.selectors._common import TASK_LOG_LIMIT, pretty_json
-from reviews.selectors.account import api_token_list, delivery_list_for
+from reviews.selectors.account import (
+    api_token_list,
+    delivery_list_for,
+    language_chosen,
+    language_for,
+)
 from reviews.selectors.audit import (
     AUDIT_PAGE_SIZE,
     AuditFilters,
@@ -120,6 +125,8 @@ __all__ = [
     "inbox_filter_choices",
     "inbox_list",
     "inbox_state",
+    "language_chosen",
+    "language_for",
     "operators_list",
     "pretty_json",
     "question_get_panel",

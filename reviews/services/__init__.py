@@ -59,6 +59,7 @@ from reviews.services.notifications import (
     notification_preference_save,
 )
 from reviews.services.plans import plan_repair_apply
+from reviews.services.profiles import language_choose, language_to_session
 from reviews.services.recovery import (
     intervention_apply,
     ledger_call_confirm,
@@ -119,6 +120,8 @@ __all__ = [
     "grant_refusal",
     "inbox_changes_fold",
     "intervention_apply",
+    "language_choose",
+    "language_to_session",
     "ledger_call_confirm",
     "notification_preference_get",
     "notification_preference_save",

@@ -29,7 +29,7 @@ from reviews.views._common import (
     operator_required,
     reader_required,
 )
-from reviews.views.accounts import account, api_token_new, api_token_revoke_view
+from reviews.views.accounts import account, account_language, api_token_new, api_token_revoke_view
 from reviews.views.again import task_fork_view, task_restart_view
 from reviews.views.audit import (
     AUDIT_CSV_HEADER,
@@ -70,6 +70,7 @@ __all__ = [
     "OPERATE",
     "REVIEW_AUDIT",
     "account",
+    "account_language",
     "api_token_new",
     "api_token_revoke_view",
     "assign",

@@ -1,5 +1,5 @@
-"""A person's account page: notification preferences, recent deliveries, the linked Slack account
-(`reviews.views.slack`) and API tokens (created once, shown once, revocable).
+"""A person's account page: their language, notification preferences, recent deliveries, the
+linked Slack account (`reviews.views.slack`) and API tokens (created once, shown once, revocable).
 """
 
 from __future__ import annotations
@@ -7,14 +7,20 @@ from __future__ import annotations
 from django.contrib import messages
 from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
+from django.utils import translation
+from django.utils.translation import gettext as _
 from django.views.decorators.http import require_http_methods, require_POST
 
 from agentops.plumbing.web import AuthenticatedHttpRequest, login_required
 from agentops.tokens import api_token_create, api_token_revoke
-from reviews.forms import ApiTokenForm, NotificationPreferenceForm
+from reviews.forms import ApiTokenForm, LanguageForm, NotificationPreferenceForm
 from reviews.models import SlackIdentity
-from reviews.selectors import api_token_list, delivery_list_for
-from reviews.services import notification_preference_get, notification_preference_save
+from reviews.selectors import api_token_list, delivery_list_for, language_chosen
+from reviews.services import (
+    language_choose,
+    notification_preference_get,
+    notification_preference_save,
+)
 
 
 @login_required
@@ -24,7 +30,7 @@ def account(request: AuthenticatedHttpRequest) -> HttpResponse:
     form = NotificationPreferenceForm(request.POST or None, instance=preference)
     if request.method == "POST" and form.is_valid():
         notification_preference_save(form=form, user=request.user)
-        messages.success(request, "Your notification choices are saved.")
+        messages.success(request, _("Your notification choices are saved."))
         return redirect("reviews:account")
     return _account_page(request, preferences=form, status=400 if form.errors else 200)
 
@@ -34,9 +40,12 @@ def _account_page(
     *,
     preferences: NotificationPreferenceForm | None = None,
     token_form: ApiTokenForm | None = None,
+    language_form: LanguageForm | None = None,
     status: int = 200,
 ) -> HttpResponse:
     context = {
+        "language_form": language_form
+        or LanguageForm(initial={"language": language_chosen(user=request.user)}),
         "preferences": preferences
         or NotificationPreferenceForm(instance=notification_preference_get(user=request.user)),
         "token_form": token_form or ApiTokenForm(),
@@ -45,6 +54,23 @@ def _account_page(
         "slack_identity": SlackIdentity.objects.filter(user=request.user).first(),
     }
     return render(request, "reviews/account.html", context, status=status)
+
+
+@login_required
+@require_POST
+def account_language(request: AuthenticatedHttpRequest) -> HttpResponse:
+    form = LanguageForm(request.POST)
+    if not form.is_valid():
+        return _account_page(request, language_form=form, status=400)
+    language_choose(
+        user=request.user, language=form.cleaned_data["language"], session=request.session
+    )
+    # The confirmation in the language just chosen (or the browser's, for "my browser's").
+    translation.activate(
+        form.cleaned_data["language"] or translation.get_language_from_request(request)
+    )
+    messages.success(request, _("Your language is saved."))
+    return redirect("reviews:account")
 
 
 @login_required

@@ -237,7 +237,7 @@ def test_the_inbox_shows_due_and_waiting_in_separate_columns(redis_clean, operat
 
     assert page.count('<td class="nowrap due">') == 2
     assert page.count('<td class="nowrap waiting">') == 2
-    assert "then: escalate to operators" in page and "108.00 EUR" in page
+    assert "then: escalate to operators" in page and "€108.00" in page
 
 
 def test_bulk_mark_ok_in_the_audit_queue_is_post_redirect_get_and_logged_once(

@@ -45,8 +45,8 @@ def test_a_trip_gated_on_a_fare_with_no_currency_renders_in_the_inbox_and_its_pa
         panel = client.get(reverse("reviews:gate", args=[gate.pk]))
 
         assert [inbox.status_code, poll.status_code, panel.status_code] == [200, 200, 200]
-        assert "book_flight</code> · 472.00 EUR" in poll.content.decode()
-        assert "<strong>472.00 EUR</strong>" in panel.content.decode()
+        assert "book_flight</code> · €472.00" in poll.content.decode()
+        assert "<strong>€472.00</strong>" in panel.content.decode()
 
 
 def test_the_panel_shows_the_canonical_action_why_and_what_each_choice_does(
