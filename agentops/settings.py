@@ -9,100 +9,32 @@ likewise `REDIS_URL` or an embedded Redis. Every variable is documented in docs/
 
 from __future__ import annotations
 
-import math
 import os
-import re
 import sys
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import dj_database_url
 from csp import constants as csp_constants
 
+from agentops import oidc_env
 from agentops.dev import embedded
+from agentops.plumbing.envvars import (
+    env_bool,
+    env_choice,
+    env_duration,
+    env_float,
+    env_int,
+    env_list,
+    env_url,
+    refuse,
+)
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 # The templates and static files ship inside the package (links to the checkout's top level).
 PACKAGE_DIR = Path(__file__).resolve().parent
 DATA_DIR = embedded.DATA_DIR
 INSECURE_DEV_SECRET_KEY = "dev-insecure-change-me"
-
-
-TRUE_WORDS = frozenset({"1", "true", "yes", "on"})
-FALSE_WORDS = frozenset({"0", "false", "no", "off", ""})
-
-
-def env_bool(name: str, default: bool) -> bool:
-    value = os.environ.get(name)
-    if value is None:
-        return default
-    word = value.strip().lower()
-    if word not in TRUE_WORDS | FALSE_WORDS:
-        refuse(name, f"must be true or false (1/0, yes/no, on/off), not {value!r}")
-    return word in TRUE_WORDS
-
-
-def env_int(name: str, default: int) -> int:
-    value = os.environ.get(name, "").strip()
-    if not value:
-        return default
-    try:
-        number = int(value)
-    except ValueError:
-        number = -1
-    if number < 0:
-        refuse(name, f"must be a whole number of 0 or more, not {value!r}")
-    return number
-
-
-def env_float(name: str, default: float) -> float:
-    value = os.environ.get(name, "").strip()
-    if not value:
-        return default
-    try:
-        number = float(value)
-    except ValueError:
-        number = math.nan
-    if not math.isfinite(number) or number < 0:
-        refuse(name, f"must be a number of 0 or more (seconds: 30 or 2.5, no unit), not {value!r}")
-    return number
-
-
-def env_choice(name: str, default: str, choices: tuple[str, ...]) -> str:
-    value = os.environ.get(name, "").strip() or default
-    if value not in choices:
-        refuse(name, f"must be one of {', '.join(choices)}, not {value!r}")
-    return value
-
-
-def env_url(name: str, default: str) -> str:
-    value = os.environ.get(name, "").strip() or default
-    if not re.fullmatch(r"https?://[^\s/?#]+(/\S*)?", value):
-        refuse(name, f"must be an http(s) URL such as https://agentops.example.com, not {value!r}")
-    return value.rstrip("/")
-
-
-# PostgreSQL's own duration form (`3s`, `500ms`, `1min`): passed to the server as it is.
-POSTGRES_DURATION = re.compile(r"\d+(us|ms|s|min|h|d)?")
-
-
-def env_duration(name: str, default: str) -> str:
-    value = os.environ.get(name, "").strip() or default
-    if not POSTGRES_DURATION.fullmatch(value):
-        refuse(name, f"must be a PostgreSQL duration such as 3s, 500ms or 2min, not {value!r}")
-    return value
-
-
-def env_list(name: str, default: str = "") -> list[str]:
-    return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
-
-
-def refuse(variable: str, why: str) -> NoReturn:
-    """Stop at startup with one line naming the variable (no traceback)."""
-    sys.exit(
-        f"agentops: {variable} {why}; see docs/operations.md (AGENTOPS_DEV=1 selects "
-        "development mode)."
-    )
 
 
 def process_name() -> str:
@@ -551,79 +483,13 @@ AGENTOPS: dict[str, Any] = {
 }
 
 
-# Single sign-on with an OpenID Connect provider (agentops/oidc.py; docs/operations.md, "Single
-# sign-on"): on when any of OIDC_ENV is set, and then each of them must be. The
-# endpoints are given, not discovered: a process that reads settings (every worker and command)
-# must start while the provider is down. AGENTOPS_LOCAL_PASSWORDS=false leaves the provider the
-# only way in.
-OIDC_ENV = (
-    "AGENTOPS_OIDC_ISSUER",
-    "AGENTOPS_OIDC_CLIENT_ID",
-    "AGENTOPS_OIDC_CLIENT_SECRET",
-    "AGENTOPS_OIDC_AUTHORIZATION_ENDPOINT",
-    "AGENTOPS_OIDC_TOKEN_ENDPOINT",
-    "AGENTOPS_OIDC_USERINFO_ENDPOINT",
-    "AGENTOPS_OIDC_JWKS_URI",
-)
-
-
-def oidc_url(name: str) -> str:
-    """The URL in `name` exactly as written (an issuer is compared character for character)."""
-    value = os.environ.get(name, "").strip()
-    if value and not re.fullmatch(r"https?://[^\s/?#]+(/\S*)?", value):
-        refuse(name, f"must be an http(s) URL, not {value!r}")
-    return value
-
-
-def oidc_groups_map(name: str) -> dict[str, list[str]]:
-    """`provider group=product group,...` as {provider group: [product groups]}."""
-    mapping: dict[str, list[str]] = {}
-    for pair in env_list(name):
-        provider_group, equals, product_group = pair.partition("=")
-        if not equals or not provider_group.strip() or not product_group.strip():
-            refuse(name, f"must be provider-group=product group pairs, comma-separated: {pair!r}")
-        mapping.setdefault(provider_group.strip(), []).append(product_group.strip())
-    return mapping
-
-
-OIDC_ENABLED = any(os.environ.get(name, "").strip() for name in OIDC_ENV)
-if OIDC_ENABLED:
-    for _name in OIDC_ENV:
-        if not os.environ.get(_name, "").strip():
-            refuse(_name, "is not set, and single sign-on (the other AGENTOPS_OIDC_ are) needs it")
-    OIDC_RP_CLIENT_ID = os.environ["AGENTOPS_OIDC_CLIENT_ID"].strip()
-    OIDC_RP_CLIENT_SECRET = os.environ["AGENTOPS_OIDC_CLIENT_SECRET"].strip()
-    OIDC_OP_AUTHORIZATION_ENDPOINT = oidc_url("AGENTOPS_OIDC_AUTHORIZATION_ENDPOINT")
-    OIDC_OP_TOKEN_ENDPOINT = oidc_url("AGENTOPS_OIDC_TOKEN_ENDPOINT")
-    OIDC_OP_USER_ENDPOINT = oidc_url("AGENTOPS_OIDC_USERINFO_ENDPOINT")
-    OIDC_OP_JWKS_ENDPOINT = oidc_url("AGENTOPS_OIDC_JWKS_URI")
-    OIDC_RP_SIGN_ALGO = env_choice("AGENTOPS_OIDC_SIGN_ALGO", "RS256", ("RS256", "PS256", "ES256"))
-    OIDC_RP_SCOPES = os.environ.get("AGENTOPS_OIDC_SCOPES", "").strip() or "openid profile email"
-    OIDC_TOKEN_USE_BASIC_AUTH = (
-        env_choice("AGENTOPS_OIDC_TOKEN_AUTH", "basic", ("basic", "post")) == "basic"
-    )
-    OIDC_TIMEOUT = env_float("AGENTOPS_OIDC_TIMEOUT_SECONDS", 10.0)
-    OIDC_USE_PKCE = True
-    OIDC_USE_NONCE = True
-    # The ID token is the hint of the provider's sign-out (agentops.oidc.provider_sign_out_url).
-    OIDC_STORE_ID_TOKEN = True
-    AUTHENTICATION_BACKENDS.append("agentops.oidc.ProviderBackend")
-if not OIDC_ENABLED and not env_bool("AGENTOPS_LOCAL_PASSWORDS", True):
-    refuse("AGENTOPS_LOCAL_PASSWORDS", "is false, but single sign-on is off: nobody could sign in")
-AGENTOPS["LOCAL_PASSWORDS"] = env_bool("AGENTOPS_LOCAL_PASSWORDS", True)
-AGENTOPS["OIDC"] = (
-    {
-        "ISSUER": oidc_url("AGENTOPS_OIDC_ISSUER"),
-        "END_SESSION_ENDPOINT": oidc_url("AGENTOPS_OIDC_END_SESSION_ENDPOINT"),
-        "PROVIDER_NAME": os.environ.get("AGENTOPS_OIDC_PROVIDER_NAME", "").strip(),
-        "USERNAME_CLAIM": os.environ.get("AGENTOPS_OIDC_USERNAME_CLAIM", "").strip()
-        or "preferred_username",
-        "GROUPS_CLAIM": os.environ.get("AGENTOPS_OIDC_GROUPS_CLAIM", "").strip() or "groups",
-        "GROUPS_MAP": oidc_groups_map("AGENTOPS_OIDC_GROUPS_MAP"),
-    }
-    if OIDC_ENABLED
-    else None
-)
+# Single sign-on with an OpenID Connect provider (agentops/oidc.py), on when AGENTOPS_OIDC_* is
+# set (agentops/oidc_env.py): mozilla-django-oidc's OIDC_* settings and its backend, and
+# AGENTOPS["OIDC"], AGENTOPS["LOCAL_PASSWORDS"].
+globals().update(oidc_env.library_settings())
+if oidc_env.oidc_enabled():
+    AUTHENTICATION_BACKENDS.append(oidc_env.BACKEND)
+AGENTOPS.update(oidc_env.product_settings())
 
 # Email: the console in development; SMTP from the environment in production.
 EMAIL_BACKEND = os.environ.get(
