@@ -1,11 +1,17 @@
 from __future__ import annotations
 
 from django.contrib import admin
-from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
 from agentops import api as agentops_api
-from agentops.login import AdminLoginForm, LoginView, admin_login
+from agentops.login import (
+    AdminLoginForm,
+    LoginView,
+    LogoutView,
+    ProviderCallbackView,
+    ProviderSignInView,
+    admin_login,
+)
 from agentops.views import favicon
 from reviews import api as reviews_api
 
@@ -25,7 +31,11 @@ urlpatterns = [
     path("api/v1/", api.urls),
     path("favicon.ico", favicon, name="favicon"),
     path("login/", LoginView.as_view(), name="login"),
-    path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("logout/", LogoutView.as_view(), name="logout"),
+    # Single sign-on (agentops.oidc): both answer 404 while it is off. The names are the
+    # library's (mozilla-django-oidc reverses the callback's to build the redirect URI).
+    path("oidc/authenticate/", ProviderSignInView.as_view(), name="oidc_authentication_init"),
+    path("oidc/callback/", ProviderCallbackView.as_view(), name="oidc_authentication_callback"),
     path("policies/", include("policies.urls")),
     path("review/", include("reviews.urls")),
     path("", include("agentops.web_urls")),

@@ -23,6 +23,7 @@ from __future__ import annotations
 import functools
 from typing import TYPE_CHECKING, Any, cast
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.backends import ModelBackend
 from django.contrib.auth.models import Group, Permission
@@ -38,6 +39,7 @@ from reviews.states import Role
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import AnonymousUser, User
+    from django.http import HttpRequest
 
     from agentops.models import Gate
 
@@ -114,6 +116,21 @@ class PermissionRowsBackend(ModelBackend):
     The signed-in user of a request is read with their group names and permission rows in one
     statement (`get_user`), so a page's role and permission checks ask the database nothing
     more about them."""
+
+    def authenticate(
+        self,
+        request: HttpRequest | None,
+        username: str | None = None,
+        password: str | None = None,
+        **kwargs: Any,
+    ) -> User | None:
+        """ModelBackend's password check, while local passwords are on: with
+        AGENTOPS_LOCAL_PASSWORDS=false people sign in at the identity provider only
+        (agentops.oidc), and no password signs anyone in, wherever it is posted."""
+        if not settings.AGENTOPS.get("LOCAL_PASSWORDS", True):
+            return None
+        user: User | None = super().authenticate(request, username, password, **kwargs)
+        return user
 
     def has_perm(self, user_obj: User | AnonymousUser, perm: str, obj: Any = None) -> bool:
         if perm_exists(perm):

@@ -13,7 +13,7 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
-from agentops.models.access import ApiToken, ScopeGrant
+from agentops.models.access import ApiToken, ProviderIdentity, ScopeGrant
 from agentops.models.stops import FleetStop, StopScope
 from agentops.states import (
     AuditStatus,
@@ -548,6 +548,7 @@ __all__ = [
     "Event",
     "FleetStop",
     "Gate",
+    "ProviderIdentity",
     "ScopeGrant",
     "Snapshot",
     "Step",

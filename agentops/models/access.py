@@ -84,3 +84,27 @@ class ScopeGrant(models.Model):
     def __str__(self) -> str:
         where = f"task {self.task_id}" if self.task_id else f"agent {self.agent}"
         return f"{self.scope} for {where} until {self.expires_at:%Y-%m-%d %H:%M}"
+
+
+class ProviderIdentity(models.Model):
+    """The person an OpenID Provider knows as `subject` (the ID token's `sub`) at `issuer`: the
+    user they sign in as (`agentops.oidc`). People are matched by this pair, never by email or
+    username, which the provider may reassign; the first sign-in creates the user and this row."""
+
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="provider_identities"
+    )
+    issuer = models.CharField(max_length=255)
+    subject = models.CharField(max_length=255)
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_sign_in_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["issuer", "subject"], name="agentops_provideridentity_one_per_subject"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.subject} at {self.issuer} ({self.user})"

@@ -25,6 +25,7 @@ from enum import StrEnum
 import redis
 from django.conf import settings
 from django.http import HttpRequest
+from django.utils.translation import ngettext
 from redis.backoff import NoBackoff
 from redis.commands.core import Script
 from redis.exceptions import RedisError
@@ -207,8 +208,9 @@ def throttle_forget_all() -> int:
 
 
 def minutes_text(seconds: int) -> str:
+    """How long a lockout lasts, in whole minutes, in the request's language."""
     minutes = max(1, math.ceil(seconds / 60))
-    return f"{minutes} minute{'s' if minutes != 1 else ''}"
+    return ngettext("%(count)d minute", "%(count)d minutes", minutes) % {"count": minutes}
 
 
 def _counted(keys: list[Key]) -> list[Key]:

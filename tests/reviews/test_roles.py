@@ -120,6 +120,10 @@ def _rule(w: World) -> dict[str, int]:
 ACCESS: dict[str, Access] = {
     "login": Access(FORM, SIGNED_IN, public=True),
     "logout": Access(POST, SIGNED_IN, public=True),
+    # Single sign-on's way to the provider and back: 404 while it is off, as here
+    # (tests/agentops/test_oidc.py signs in through a real provider).
+    "oidc_authentication_init": Access(TOKEN, frozenset(), public=True, denied=404),
+    "oidc_authentication_callback": Access(TOKEN, frozenset(), public=True, denied=404),
     # Every signed-in user may list the tasks they may see; only task starters start one.
     # Another person's task is readable by reviewers (and its starter), and answers 404 to
     # anyone else.
