@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 DEV := AGENTOPS_DEV=1
 
-.PHONY: run test test-fast install translations messages lock lint deploy-check bench peers-venv bench-peers
+.PHONY: run test test-fast install translations messages lock lint deploy-check bench peers-venv bench-peers oidc-provider
 
 # Every install comes from uv.lock: the versions (and their hashes) CI passed with, so a fresh
 # machine gets what CI tested, whatever PyPI released since. uv is bootstrapped at its locked
@@ -68,12 +68,12 @@ TEST_WORKERS ?= 4
 unexport PYTHONDONTWRITEBYTECODE
 PYTEST := DJANGO_ALLOW_ASYNC_UNSAFE=true $(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup
 
-test: install peers-venv
+test: install peers-venv oidc-provider
 	$(PYTEST) $(PYTEST_ARGS)
 
 # Everything but the process tiers and the tests that empty the database: the rollback-isolated
 # tests, for a quick check while working.
-test-fast: install
+test-fast: install oidc-provider
 	$(PYTEST) -m "not (truncates or browser or crash or install or outage)" $(PYTEST_ARGS)
 
 # makemigrations --check and mypy (django-stubs) load the settings but need no server: without
@@ -120,3 +120,14 @@ peers-venv: $(PEERS_VENV)/.installed
 
 bench-peers: install peers-venv
 	$(DEV) $(PY) manage.py bench checkpoint --steps 20 --payload-kb 2 --repeat 5 --peers
+
+# The OpenID Provider the single sign-on tests sign in through (tests/oidc: panva's oidc-provider,
+# run with Node.js 20.18 or later), installed exactly from its lock; tests/oidc_provider.py starts
+# one per pytest worker.
+OIDC_NODE_MODULES := tests/oidc/node_modules
+
+$(OIDC_NODE_MODULES)/.installed: tests/oidc/package.json tests/oidc/package-lock.json
+	cd tests/oidc && npm ci --no-audit --no-fund --silent
+	touch $@
+
+oidc-provider: $(OIDC_NODE_MODULES)/.installed
