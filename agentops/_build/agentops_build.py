@@ -16,7 +16,14 @@ from typing import Any
 from babel.messages.mofile import write_mo
 from babel.messages.pofile import read_po
 from setuptools import build_meta
-from setuptools.build_meta import *  # noqa: F403  (the hooks this module does not change)
+
+# The hooks this backend leaves to setuptools as they are.
+get_requires_for_build_wheel = build_meta.get_requires_for_build_wheel
+get_requires_for_build_sdist = build_meta.get_requires_for_build_sdist
+get_requires_for_build_editable = build_meta.get_requires_for_build_editable
+prepare_metadata_for_build_wheel = build_meta.prepare_metadata_for_build_wheel
+prepare_metadata_for_build_editable = build_meta.prepare_metadata_for_build_editable
+build_sdist = build_meta.build_sdist
 
 LOCALE_DIR = Path(__file__).resolve().parent.parent / "locale"
 

@@ -25,9 +25,8 @@ class LanguageMiddleware(LocaleMiddleware):
 
     def process_request(self, request: HttpRequest) -> None:
         session = getattr(request, "session", None)
-        chosen = session.get(SESSION_KEY) if session is not None else None
-        if language_supported(chosen):
-            translation.activate(chosen)
-        else:
-            translation.activate(translation.get_language_from_request(request))
+        chosen = session.get(SESSION_KEY, "") if session is not None else ""
+        if not language_supported(chosen):
+            chosen = translation.get_language_from_request(request)
+        translation.activate(chosen)
         request.LANGUAGE_CODE = translation.get_language()
