@@ -30,6 +30,9 @@ from agentops.plumbing import dburl
 from tests import templatedb, zygote
 from tests.blackhole import BlackHole
 
+# The real OpenID Provider of the single sign-on tests, started by the first test that asks for it.
+from tests.oidc_provider import oidc_provider, oidc_settings, oidc_workdir  # noqa: F401
+
 ROOT = Path(__file__).resolve().parent.parent
 
 # The property tests check what is generated, not how fast: on a loaded two-core machine input

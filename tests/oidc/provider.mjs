@@ -68,9 +68,19 @@ function html(res, status, body) {
 // The sign-in page: a person signs in with their login and password from OIDC_ACCOUNTS.
 async function interaction(provider, req, res) {
   const details = await provider.interactionDetails(req, res);
-  const { uid, prompt } = details;
+  const { uid, prompt, params, session } = details;
+  if (prompt.name === 'consent') {
+    // The product is this provider's own client: what it asks for is granted without a page
+    // (oidc-provider asks a native client's consent at every authorization).
+    const grant = details.grantId
+      ? await provider.Grant.find(details.grantId)
+      : new provider.Grant({ accountId: session.accountId, clientId: params.client_id });
+    grant.addOIDCScope(params.scope);
+    const grantId = await grant.save();
+    await provider.interactionFinished(req, res, { consent: { grantId } }, { mergeWithLastSubmission: true });
+    return;
+  }
   if (prompt.name !== 'login') {
-    // Consent is never asked of this first-party client (loadExistingGrant grants it).
     html(res, 400, page('Unexpected prompt', `<p>${escape(prompt.name)}</p>`));
     return;
   }
@@ -137,21 +147,6 @@ server.listen(0, '127.0.0.1', () => {
       },
     },
     interactions: { url: (_ctx, interaction) => `/interaction/${interaction.uid}` },
-    async loadExistingGrant(ctx) {
-      const grantId = ctx.oidc.result?.consent?.grantId
-        || ctx.oidc.session.grantIdFor(ctx.oidc.client.clientId);
-      if (grantId) {
-        const grant = await ctx.oidc.provider.Grant.find(grantId);
-        if (grant) return grant;
-      }
-      const grant = new ctx.oidc.provider.Grant({
-        clientId: ctx.oidc.client.clientId,
-        accountId: ctx.oidc.session.accountId,
-      });
-      grant.addOIDCScope(SCOPES.join(' '));
-      await grant.save();
-      return grant;
-    },
     async findAccount(_ctx, sub) {
       if (!accountBySub(sub)) return undefined;
       return {
