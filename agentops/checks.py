@@ -5,8 +5,10 @@ not set (`agentops.engine.needs`): information, not a failure, since a deploymen
 shipped demo agents out on purpose. Settings the production processes need when a feature is used
 are warnings: a metrics token without a shared metrics directory (each process would count for
 itself, and /metrics would show the one that answers), a metrics directory that is not a
-writable directory, and the file email backend without its directory (the messages would land in
-the working directory). The checks read the process's own configuration and ask no server.
+writable directory, the file email backend without its directory (the messages would land in
+the working directory), and an identity provider reached over plain HTTP; what single sign-on
+leaves to the product (no role mapping, local passwords still on, no sign-out at the provider) is
+information. The checks read the process's own configuration and ask no server.
 """
 
 from __future__ import annotations
@@ -88,3 +90,62 @@ def email_file_path_check(
             id="agentops.W003",
         )
     ]
+
+
+@checks.register(deploy=True)
+def single_sign_on_check(
+    app_configs: Sequence[AppConfig] | None = None, **kwargs: Any
+) -> list[checks.CheckMessage]:
+    """With single sign-on on (agentops.oidc): a provider reached over plain HTTP is a warning
+    (codes, tokens and the client secret would cross the network readable); what is left to the
+    product rather than the provider is information."""
+    config = settings.AGENTOPS.get("OIDC")
+    if config is None:
+        return []
+    urls = {
+        "AGENTOPS_OIDC_ISSUER": config["ISSUER"],
+        "AGENTOPS_OIDC_AUTHORIZATION_ENDPOINT": settings.OIDC_OP_AUTHORIZATION_ENDPOINT,
+        "AGENTOPS_OIDC_TOKEN_ENDPOINT": settings.OIDC_OP_TOKEN_ENDPOINT,
+        "AGENTOPS_OIDC_USERINFO_ENDPOINT": settings.OIDC_OP_USER_ENDPOINT,
+        "AGENTOPS_OIDC_JWKS_URI": settings.OIDC_OP_JWKS_ENDPOINT,
+        "AGENTOPS_OIDC_END_SESSION_ENDPOINT": config["END_SESSION_ENDPOINT"],
+    }
+    found: list[checks.CheckMessage] = [
+        checks.Warning(
+            f"{name} is {url!r}: not https",
+            hint="reach the identity provider over https: the codes, tokens and the client "
+            "secret cross the network in the clear otherwise",
+            id="agentops.W004",
+        )
+        for name, url in urls.items()
+        if url.startswith("http://")
+    ]
+    if not config["GROUPS_MAP"]:
+        found.append(
+            checks.Info(
+                "AGENTOPS_OIDC_GROUPS_MAP is not set: no role follows the provider's groups",
+                hint="map provider groups to the product's (docs/operations.md, \"Single "
+                'sign-on"), or give roles with `manage.py roles add`',
+                id="agentops.I002",
+            )
+        )
+    if settings.AGENTOPS.get("LOCAL_PASSWORDS", True):
+        found.append(
+            checks.Info(
+                "local passwords still sign in beside the identity provider",
+                hint="set AGENTOPS_LOCAL_PASSWORDS=false to make the provider the only way in "
+                "(people who leave at the provider cannot sign in here with an old password)",
+                id="agentops.I003",
+            )
+        )
+    if not config["END_SESSION_ENDPOINT"]:
+        found.append(
+            checks.Info(
+                "AGENTOPS_OIDC_END_SESSION_ENDPOINT is not set: signing out here leaves the "
+                "provider's session open",
+                hint="set it to the provider's end_session_endpoint (its discovery document) "
+                "when it has one",
+                id="agentops.I004",
+            )
+        )
+    return found

@@ -10,6 +10,7 @@ its cookies.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit, urlunsplit
@@ -337,3 +338,26 @@ def test_passwords_off_without_single_sign_on_refuses_to_start():
 
     assert result.returncode != 0
     assert "AGENTOPS_LOCAL_PASSWORDS" in result.stderr
+
+
+def test_the_deploy_check_says_what_single_sign_on_leaves_open():
+    provider = "http://id.example.com"
+    env = production_env(
+        AGENTOPS_SIM_BASE_URL="https://services.example.com",
+        AGENTOPS_OIDC_ISSUER=provider,
+        AGENTOPS_OIDC_CLIENT_ID="agentops",
+        AGENTOPS_OIDC_CLIENT_SECRET="secret",
+        AGENTOPS_OIDC_AUTHORIZATION_ENDPOINT=f"{provider}/auth",
+        AGENTOPS_OIDC_TOKEN_ENDPOINT=f"{provider}/token",
+        AGENTOPS_OIDC_USERINFO_ENDPOINT=f"{provider}/me",
+        AGENTOPS_OIDC_JWKS_URI=f"{provider}/jwks",
+    )
+
+    result = manage("check", "--deploy", "--fail-level", "WARNING", env=env)
+
+    assert result.returncode != 0
+    found = result.stdout + result.stderr
+    assert found.count("agentops.W004") == 5  # each of the five http URLs
+    assert {"agentops.I002", "agentops.I003", "agentops.I004"} <= set(
+        re.findall(r"agentops\.I\d{3}", found)
+    )
