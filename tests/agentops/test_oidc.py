@@ -10,6 +10,7 @@ its cookies.
 
 from __future__ import annotations
 
+import io
 import re
 from collections.abc import Iterator
 from typing import Any
@@ -19,6 +20,7 @@ import httpx
 import pytest
 from django.contrib.auth import SESSION_KEY, authenticate, get_user_model
 from django.contrib.auth.models import Group
+from django.core.management import CommandError, call_command
 from django.test import Client
 from django.urls import reverse
 
@@ -361,3 +363,16 @@ def test_the_deploy_check_says_what_single_sign_on_leaves_open():
     assert {"agentops.I002", "agentops.I003", "agentops.I004"} <= set(
         re.findall(r"agentops\.I\d{3}", found)
     )
+
+
+def test_oidc_discover_prints_the_settings_from_the_providers_discovery(oidc_provider):
+    out = io.StringIO()
+    call_command("oidc_discover", oidc_provider.issuer, stdout=out)
+
+    lines = dict(line.split("=", 1) for line in out.getvalue().splitlines() if "=" in line)
+    assert lines["AGENTOPS_OIDC_ISSUER"] == oidc_provider.issuer
+    assert lines["AGENTOPS_OIDC_TOKEN_ENDPOINT"] == oidc_provider.url("/token")
+    assert lines["AGENTOPS_OIDC_JWKS_URI"] == oidc_provider.url("/jwks")
+    assert lines["AGENTOPS_OIDC_END_SESSION_ENDPOINT"] == oidc_provider.url("/session/end")
+    with pytest.raises(CommandError):
+        call_command("oidc_discover", f"{oidc_provider.issuer}/", stdout=io.StringIO())
