@@ -15,6 +15,8 @@ from dataclasses import asdict, dataclass, field
 from enum import EnumType, StrEnum
 from typing import Any
 
+from policies.phrases import Phrase, gettext_noop
+
 
 class _Choices(EnumType):
     """Django's `choices` and `values` on a plain str enum, so the evaluator's `Route` is the
@@ -165,33 +167,49 @@ class Rule:
         )
 
     def describe(self) -> str:
-        """The rule's criteria in words, for pages, diffs and reasons."""
+        """The rule's criteria in words, for pages and diffs (a `Phrase`: English, shown in the
+        reader's language)."""
         if self.is_default:
-            return "every action (default)"
-        parts = []
+            return Phrase(gettext_noop("every action (default)"))
+        parts: list[Phrase] = []
+
+        def part(msgid: str, **values: object) -> None:
+            parts.append(Phrase(msgid, values))
+
         if self.unknown_tool:
-            parts.append("the tool is not in the catalog")
+            part(gettext_noop("the tool is not in the catalog"))
         if self.tools:
-            parts.append(f"tool in {', '.join(self.tools)}")
+            part(gettext_noop("tool in %(tools)s"), tools=", ".join(self.tools))
         if self.side_effects:
-            parts.append(f"side effect in {', '.join(self.side_effects)}")
+            part(gettext_noop("side effect in %(classes)s"), classes=", ".join(self.side_effects))
         if self.systems:
-            parts.append(f"touches any of {', '.join(self.systems)}")
+            part(gettext_noop("touches any of %(systems)s"), systems=", ".join(self.systems))
         if self.touches_sensitive:
-            parts.append("touches a sensitive system")
+            part(gettext_noop("touches a sensitive system"))
         if self.amount_above is not None:
-            parts.append(f"amount above {_num(self.amount_above)}")
+            part(gettext_noop("amount above %(amount)s"), amount=_num(self.amount_above))
         if self.confidence_below is not None:
-            parts.append(f"confidence below {_num(self.confidence_below)}")
+            part(gettext_noop("confidence below %(value)s"), value=_num(self.confidence_below))
         if self.agents:
-            parts.append(f"agent in {', '.join(self.agents)}")
+            part(gettext_noop("agent in %(agents)s"), agents=", ".join(self.agents))
         if self.step_at_least is not None:
-            parts.append(f"step index at least {self.step_at_least}")
+            part(gettext_noop("step index at least %(step)s"), step=self.step_at_least)
         if self.step_at_most is not None:
-            parts.append(f"step index at most {self.step_at_most}")
+            part(gettext_noop("step index at most %(step)s"), step=self.step_at_most)
         if self.edited is not None:
-            parts.append("arguments edited by a human" if self.edited else "arguments not edited")
-        return " and ".join(parts) or "every action"
+            if self.edited:
+                part(gettext_noop("arguments edited by a human"))
+            else:
+                part(gettext_noop("arguments not edited"))
+        if not parts:
+            return Phrase(gettext_noop("every action"))
+        described = parts[0]
+        for criterion in parts[1:]:
+            described = Phrase(
+                gettext_noop("%(criteria)s and %(criterion)s"),
+                {"criteria": described, "criterion": criterion},
+            )
+        return described
 
 
 @dataclass(frozen=True)

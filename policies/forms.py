@@ -10,14 +10,34 @@ from __future__ import annotations
 from typing import Any, cast
 
 from django import forms
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy, ngettext_lazy, pgettext_lazy
 
 from policies import catalog
 from policies.engine import Route
 from policies.models import PolicyRule, TimeoutAction
+from policies.phrases import Phrase, gettext_noop
 
-EDITED_CHOICES = [("", "either"), ("yes", "edited by a human"), ("no", "not edited")]
-APPROVAL_CHOICES = [(1, "one person"), (2, "two different people (four eyes)")]
-DAYS_CHOICES = [(1, "1 day"), (7, "7 days"), (14, "14 days"), (30, "30 days"), (90, "90 days")]
+# The routes as the editor names them (stored and sent as the Route values).
+ROUTE_CHOICES = [
+    (Route.AUTO.value, pgettext_lazy("route", "auto")),
+    (Route.AUDIT.value, pgettext_lazy("route", "audit")),
+    (Route.GATE.value, pgettext_lazy("route", "gate")),
+    (Route.DENY.value, pgettext_lazy("route", "deny")),
+]
+EDITED_CHOICES = [
+    ("", gettext_lazy("either")),
+    ("yes", gettext_lazy("edited by a human")),
+    ("no", gettext_lazy("not edited")),
+]
+APPROVAL_CHOICES = [
+    (1, gettext_lazy("one person")),
+    (2, gettext_lazy("two different people (four eyes)")),
+]
+DAYS_CHOICES = [
+    (n, ngettext_lazy("%(days)s day", "%(days)s days", "days") % {"days": n})
+    for n in (1, 7, 14, 30, 90)
+]
 
 
 def _split(value: str) -> list[str]:
@@ -25,41 +45,78 @@ def _split(value: str) -> list[str]:
 
 
 class RuleForm(forms.Form):
-    name = forms.CharField(max_length=100)
-    route = forms.ChoiceField(choices=Route.choices)
-    unknown_tool = forms.BooleanField(required=False, label="The tool is not in the catalog")
-    tools = forms.CharField(required=False, help_text="Comma-separated tool names.")
-    side_effects = forms.CharField(required=False, label="Side-effect classes")
-    systems = forms.CharField(required=False, help_text="Matches if the action touches any.")
-    touches_sensitive = forms.BooleanField(required=False, label="Touches a sensitive system")
-    amount_above = forms.FloatField(required=False, help_text="Matches amounts strictly above.")
-    confidence_below = forms.FloatField(
-        required=False, help_text="Matches model confidence strictly below (0 to 1)."
+    name = forms.CharField(max_length=100, label=gettext_lazy("Name"))
+    route = forms.ChoiceField(choices=ROUTE_CHOICES, label=gettext_lazy("Route"))
+    unknown_tool = forms.BooleanField(
+        required=False, label=gettext_lazy("The tool is not in the catalog")
     )
-    agents = forms.CharField(required=False, help_text="Comma-separated agent names.")
-    step_at_least = forms.IntegerField(required=False, label="Step index at least")
-    step_at_most = forms.IntegerField(required=False, label="Step index at most")
-    edited = forms.ChoiceField(choices=EDITED_CHOICES, required=False, label="Arguments")
+    tools = forms.CharField(
+        required=False,
+        label=gettext_lazy("Tools"),
+        help_text=gettext_lazy("Comma-separated tool names."),
+    )
+    side_effects = forms.CharField(required=False, label=gettext_lazy("Side-effect classes"))
+    systems = forms.CharField(
+        required=False,
+        label=gettext_lazy("Systems"),
+        help_text=gettext_lazy("Matches if the action touches any."),
+    )
+    touches_sensitive = forms.BooleanField(
+        required=False, label=gettext_lazy("Touches a sensitive system")
+    )
+    amount_above = forms.FloatField(
+        required=False,
+        label=gettext_lazy("Amount above"),
+        help_text=gettext_lazy("Matches amounts strictly above."),
+    )
+    confidence_below = forms.FloatField(
+        required=False,
+        label=gettext_lazy("Confidence below"),
+        help_text=gettext_lazy("Matches model confidence strictly below (0 to 1)."),
+    )
+    agents = forms.CharField(
+        required=False,
+        label=gettext_lazy("Agents"),
+        help_text=gettext_lazy("Comma-separated agent names."),
+    )
+    step_at_least = forms.IntegerField(required=False, label=gettext_lazy("Step index at least"))
+    step_at_most = forms.IntegerField(required=False, label=gettext_lazy("Step index at most"))
+    edited = forms.ChoiceField(
+        choices=EDITED_CHOICES, required=False, label=gettext_lazy("Arguments")
+    )
     is_default = forms.BooleanField(
-        required=False, label="Default rule (matches everything; must be last)"
+        required=False, label=gettext_lazy("Default rule (matches everything; must be last)")
     )
     sample_rate = forms.FloatField(
         required=False,
-        help_text="auto and audit only: share of decisions queued for audit (0 to 1). Empty: "
-        "1 for audit, 0 for auto.",
+        label=gettext_lazy("Sample rate"),
+        help_text=gettext_lazy(
+            "auto and audit only: share of decisions queued for audit (0 to 1). Empty: 1 for "
+            "audit, 0 for auto."
+        ),
     )
     approver_group = forms.CharField(
         required=False,
         max_length=150,
         initial="operators",
-        help_text="gate only. Empty: operators.",
+        label=gettext_lazy("Approver group"),
+        help_text=gettext_lazy("gate only. Empty: operators."),
     )
     timeout_seconds = forms.IntegerField(
-        required=False, min_value=0, initial=3600, help_text="gate only; 3600 is one hour."
+        required=False,
+        min_value=0,
+        initial=3600,
+        label=gettext_lazy("Timeout seconds"),
+        help_text=gettext_lazy("gate only; 3600 is one hour."),
     )
-    timeout_action = forms.ChoiceField(choices=TimeoutAction.choices, required=False)
+    timeout_action = forms.ChoiceField(
+        choices=TimeoutAction.choices, required=False, label=gettext_lazy("Timeout action")
+    )
     escalate_to = forms.CharField(
-        required=False, max_length=150, help_text="The group a timed-out gate escalates to."
+        required=False,
+        max_length=150,
+        label=gettext_lazy("Escalate to"),
+        help_text=gettext_lazy("The group a timed-out gate escalates to."),
     )
     approvals_required = forms.TypedChoiceField(
         choices=APPROVAL_CHOICES,
@@ -67,20 +124,25 @@ class RuleForm(forms.Form):
         initial=1,
         required=False,
         empty_value=None,
-        label="Approvals",
-        help_text="gate only. Two: two different people must approve (neither the task's "
-        "starter); an edit between them starts over, a rejection by either ends it.",
+        label=gettext_lazy("Approvals"),
+        help_text=gettext_lazy(
+            "gate only. Two: two different people must approve (neither the task's starter); an "
+            "edit between them starts over, a rejection by either ends it."
+        ),
     )
     second_approver_group = forms.CharField(
         required=False,
         max_length=150,
-        help_text="Two approvals only: the group the second approval comes from. Empty: the "
-        "approver group again.",
+        label=gettext_lazy("Second approver group"),
+        help_text=gettext_lazy(
+            "Two approvals only: the group the second approval comes from. Empty: the approver "
+            "group again."
+        ),
     )
 
     # Where a new rule goes: before rule N (1-based), or "" for where it is reached.
     insert_before = forms.TypedChoiceField(
-        required=False, coerce=int, empty_value=None, label="Position"
+        required=False, coerce=int, empty_value=None, label=gettext_lazy("Position")
     )
 
     # Fields that apply to one route only (the editor hides the others: CSS `:has`, no script).
@@ -97,13 +159,19 @@ class RuleForm(forms.Form):
     def __init__(self, *args: Any, rule_count: int | None = None, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         classes = ", ".join(catalog.known_classes())
-        self.fields["side_effects"].help_text = f"Comma-separated; known: {classes}."
+        # The class names stay as written (translate="no") inside the translated sentence.
+        self.fields["side_effects"].help_text = Phrase(
+            gettext_noop("Comma-separated; known: %(classes)s."), {"classes": classes}
+        )
         if rule_count is None:
             del self.fields["insert_before"]
         else:
             cast(forms.ChoiceField, self.fields["insert_before"]).choices = [
-                ("", "Where it is reached: before the first rule that catches its actions"),
-                *[(str(n), f"Before rule {n}") for n in range(1, rule_count + 1)],
+                ("", _("Where it is reached: before the first rule that catches its actions")),
+                *[
+                    (str(n), _("Before rule %(number)s") % {"number": n})
+                    for n in range(1, rule_count + 1)
+                ],
             ]
 
     def position(self) -> int | None:
@@ -166,12 +234,14 @@ class RuleForm(forms.Form):
 
 
 class MoveForm(forms.Form):
-    position = forms.IntegerField(min_value=0)
+    position = forms.IntegerField(min_value=0, label=gettext_lazy("Position"))
 
 
 class SettingsForm(forms.Form):
     sensitive_systems = forms.CharField(
-        required=False, help_text="Comma-separated; rules may match 'touches a sensitive system'."
+        required=False,
+        label=gettext_lazy("Sensitive systems"),
+        help_text=gettext_lazy("Comma-separated; rules may match 'touches a sensitive system'."),
     )
 
     def systems(self) -> list[str]:
@@ -182,13 +252,14 @@ class ChangeNoteForm(forms.Form):
     change_note = forms.CharField(
         max_length=2000,
         widget=forms.Textarea(attrs={"rows": 2}),
-        help_text="Why this version exists; shown in the version history.",
+        label=gettext_lazy("Change note"),
+        help_text=gettext_lazy("Why this version exists; shown in the version history."),
     )
     # Publishing and reverting change what every new task runs under: asked again, with the
     # preview of what changes, before anything is published.
     confirm = forms.BooleanField(
-        label="I have read what changes compared with the active version",
-        error_messages={"required": "Confirm that you have read what changes."},
+        label=gettext_lazy("I have read what changes compared with the active version"),
+        error_messages={"required": gettext_lazy("Confirm that you have read what changes.")},
     )
 
 
@@ -197,8 +268,8 @@ class DraftCreateForm(forms.Form):
 
 
 class DiffForm(forms.Form):
-    a = forms.TypedChoiceField(coerce=int, label="From")
-    b = forms.TypedChoiceField(coerce=int, label="To")
+    a = forms.TypedChoiceField(coerce=int, label=gettext_lazy("From"))
+    b = forms.TypedChoiceField(coerce=int, label=gettext_lazy("To"))
 
     def __init__(self, *args: Any, versions: list[Any], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -208,4 +279,6 @@ class DiffForm(forms.Form):
 
 
 class DryRunForm(forms.Form):
-    days = forms.TypedChoiceField(coerce=int, choices=DAYS_CHOICES, initial=7)
+    days = forms.TypedChoiceField(
+        coerce=int, choices=DAYS_CHOICES, initial=7, label=gettext_lazy("Days")
+    )

@@ -11,20 +11,22 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
+from django.utils.translation import pgettext_lazy
 
 from policies.engine import Route as Route
+from policies.phrases import Phrase, gettext_noop
 
 
 class VersionStatus(models.TextChoices):
-    DRAFT = "draft", "draft"
-    PUBLISHED = "published", "published"
+    DRAFT = "draft", pgettext_lazy("version status", "draft")
+    PUBLISHED = "published", pgettext_lazy("version status", "published")
     # A draft its author gave up on: kept (its change log points at it), never editable again.
-    DISCARDED = "discarded", "discarded"
+    DISCARDED = "discarded", pgettext_lazy("version status", "discarded")
 
 
 class TimeoutAction(models.TextChoices):
-    REJECT = "reject", "reject"
-    ESCALATE = "escalate", "escalate"
+    REJECT = "reject", pgettext_lazy("timeout action", "reject")
+    ESCALATE = "escalate", pgettext_lazy("timeout action", "escalate")
 
 
 class Policy(models.Model):
@@ -113,7 +115,10 @@ class PolicyVersion(models.Model):
 
     @property
     def label(self) -> str:
-        return f"v{self.number}" if self.number is not None else f"draft #{self.pk}"
+        """`v3`, or a draft's `draft #12` (a `Phrase`: shown in the reader's language)."""
+        if self.number is not None:
+            return f"v{self.number}"
+        return Phrase(gettext_noop("draft #%(id)s"), {"id": self.pk})
 
     @property
     def is_draft(self) -> bool:

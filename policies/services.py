@@ -32,6 +32,7 @@ from policies.errors import (
     RuleConflict,
 )
 from policies.models import Policy, PolicyChange, PolicyRule, PolicyVersion, VersionStatus
+from policies.phrases import Phrase, gettext_noop
 from policies.selectors import (
     policy_spec_of,
     policy_version_active,
@@ -105,11 +106,21 @@ def _locked_draft(version_id: int) -> PolicyVersion:
     """Lock the version row; raise PolicyImmutable unless it is a draft. Caller is atomic."""
     version = PolicyVersion.objects.select_for_update().select_related("policy").get(pk=version_id)
     if version.status == VersionStatus.DISCARDED:
-        raise PolicyImmutable(f"{version.policy.name} {version.label} was discarded")
+        raise PolicyImmutable(
+            Phrase(
+                gettext_noop("%(policy)s %(version)s was discarded"),
+                {"policy": version.policy.name, "version": version.label},
+            )
+        )
     if version.status != VersionStatus.DRAFT:
         raise PolicyImmutable(
-            f"{version.policy.name} {version.label} is published and cannot change; "
-            "create a draft from it instead"
+            Phrase(
+                gettext_noop(
+                    "%(policy)s %(version)s is published and cannot change; create a draft from "
+                    "it instead"
+                ),
+                {"policy": version.policy.name, "version": version.label},
+            )
         )
     return version
 
@@ -119,7 +130,12 @@ def rule_fields_clean(fields: Mapping[str, Any]) -> dict[str, Any]:
     them on the draft; only values that cannot be stored at all raise PolicyError."""
     unknown = set(fields) - set(RULE_FIELDS)
     if unknown:
-        raise PolicyError(f"unknown rule fields: {', '.join(sorted(unknown))}")
+        raise PolicyError(
+            Phrase(
+                gettext_noop("unknown rule fields: %(fields)s"),
+                {"fields": ", ".join(sorted(unknown))},
+            )
+        )
     out: dict[str, Any] = {}
     for key, value in fields.items():
         if key in LIST_FIELDS:
@@ -135,15 +151,22 @@ def rule_fields_clean(fields: Mapping[str, Any]) -> dict[str, Any]:
         else:
             out[key] = str(value or "").strip()
     if "route" in out and out["route"] not in Route.values:
-        raise PolicyError(f"route must be one of {', '.join(Route)}")
+        raise PolicyError(
+            Phrase(gettext_noop("route must be one of %(routes)s"), {"routes": ", ".join(Route)})
+        )
     if "timeout_action" in out:
         out["timeout_action"] = out["timeout_action"] or "reject"
         if out["timeout_action"] not in TIMEOUT_ACTIONS:
-            raise PolicyError(f"timeout action must be one of {', '.join(TIMEOUT_ACTIONS)}")
+            raise PolicyError(
+                Phrase(
+                    gettext_noop("timeout action must be one of %(actions)s"),
+                    {"actions": ", ".join(TIMEOUT_ACTIONS)},
+                )
+            )
     if "name" in out and not out["name"]:
-        raise PolicyError("a rule needs a name")
+        raise PolicyError(Phrase(gettext_noop("a rule needs a name")))
     if out.get("timeout_seconds") is not None and out["timeout_seconds"] < 0:
-        raise PolicyError("timeout seconds must be 0 or more")
+        raise PolicyError(Phrase(gettext_noop("timeout seconds must be 0 or more")))
     if "approvals_required" in out:
         out["approvals_required"] = _approvals(out["approvals_required"])
     return out
@@ -155,7 +178,9 @@ def _approvals(value: int | None) -> int:
     if value is None:
         return 1
     if not 0 <= value <= APPROVALS_COLUMN_MAX:
-        raise PolicyError("approvals must be 1, or 2 for two different people")
+        raise PolicyError(
+            Phrase(gettext_noop("approvals must be 1, or 2 for two different people"))
+        )
     return value
 
 
@@ -165,7 +190,12 @@ def _number(key: str, value: Any, kind: type[float] | type[int]) -> float | int 
     try:
         return kind(value)
     except (TypeError, ValueError):
-        raise PolicyError(f"{key.replace('_', ' ')} must be a number, not {value!r}") from None
+        raise PolicyError(
+            Phrase(
+                gettext_noop("%(field)s must be a number, not %(value)s"),
+                {"field": key.replace("_", " "), "value": repr(value)},
+            )
+        ) from None
 
 
 def _rule_values(row: PolicyRule) -> dict[str, Any]:
@@ -193,7 +223,11 @@ def _ensure_unique_name(version: PolicyVersion, name: str, *, exclude: int | Non
     if exclude is not None:
         clash = clash.exclude(pk=exclude)
     if clash.exists():
-        raise RuleConflict(f"this draft already has a rule named {name!r}")
+        raise RuleConflict(
+            Phrase(
+                gettext_noop("this draft already has a rule named %(name)s"), {"name": repr(name)}
+            )
+        )
 
 
 def _copy_rules(source: PolicyVersion | None, target: PolicyVersion) -> int:
@@ -231,7 +265,12 @@ def policy_draft_create(
     with transaction.atomic():
         source = from_version or policy_version_active(policy.name)
         if source is not None and source.policy_id != policy.pk:
-            raise PolicyError(f"{source} belongs to another policy")
+            raise PolicyError(
+                Phrase(
+                    gettext_noop("%(policy)s %(version)s belongs to another policy"),
+                    {"policy": source.policy.name, "version": source.label},
+                )
+            )
         draft = PolicyVersion.objects.create(
             policy=policy,
             sensitive_systems=list(source.sensitive_systems) if source else [],
@@ -298,7 +337,7 @@ def policy_rule_add(
     default rule when no earlier rule does, so the default stays last."""
     values = rule_fields_clean(fields)
     if "name" not in values or "route" not in values:
-        raise PolicyError("a rule needs a name and a route")
+        raise PolicyError(Phrase(gettext_noop("a rule needs a name and a route")))
     with transaction.atomic():
         locked = _locked_draft(draft.pk)
         _ensure_unique_name(locked, values["name"])
@@ -414,7 +453,11 @@ def _publish_locked(
         published_by_label=_label(author),
     )
     if published != 1:
-        raise PolicyImmutable(f"{draft.label} was published by someone else")
+        raise PolicyImmutable(
+            Phrase(
+                gettext_noop("%(version)s was published by someone else"), {"version": draft.label}
+            )
+        )
     version = PolicyVersion.objects.select_related("policy").get(pk=draft.pk)
     _record(
         policy=policy,
@@ -434,7 +477,7 @@ def policy_publish(*, draft: PolicyVersion, author: User, change_note: str) -> P
     """
     change_note = change_note.strip()
     if not change_note:
-        raise PolicyError("publishing needs a change note")
+        raise PolicyError(Phrase(gettext_noop("publishing needs a change note")))
     with transaction.atomic():
         policy = Policy.objects.select_for_update().get(pk=draft.policy_id)
         locked = _locked_draft(draft.pk)
@@ -455,11 +498,16 @@ def policy_revert(
     """Publish a copy of the earlier published `to_version` as a new version (history is kept)."""
     change_note = change_note.strip()
     if not change_note:
-        raise PolicyError("reverting needs a change note")
+        raise PolicyError(Phrase(gettext_noop("reverting needs a change note")))
     if to_version.policy_id != policy.pk:
-        raise PolicyError(f"{to_version} belongs to another policy")
+        raise PolicyError(
+            Phrase(
+                gettext_noop("%(policy)s %(version)s belongs to another policy"),
+                {"policy": to_version.policy.name, "version": to_version.label},
+            )
+        )
     if to_version.status != VersionStatus.PUBLISHED:
-        raise PolicyError("only a published version can be reverted to")
+        raise PolicyError(Phrase(gettext_noop("only a published version can be reverted to")))
     with transaction.atomic():
         locked_policy = Policy.objects.select_for_update().get(pk=policy.pk)
         draft = PolicyVersion.objects.create(
@@ -543,4 +591,9 @@ def policy_version_ensure_active(*, policy_name: str = DEFAULT_POLICY_NAME) -> P
         return active
     if policy_name == DEFAULT_POLICY_NAME:
         return policy_default_install()
-    raise PolicyNotFound(f"policy {policy_name!r} has no published version")
+    raise PolicyNotFound(
+        Phrase(
+            gettext_noop("policy %(policy)s has no published version"),
+            {"policy": repr(policy_name)},
+        )
+    )

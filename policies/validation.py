@@ -7,7 +7,8 @@ and tool facts it reads.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Protocol
 
 from policies.engine import (
     APPROVALS_REQUIRED,
@@ -17,6 +18,7 @@ from policies.engine import (
     ToolInfo,
     ValidationMessage,
 )
+from policies.phrases import Phrase, gettext_noop
 
 
 def _num(value: float) -> str:
@@ -30,7 +32,8 @@ def validate(
     sensitive_systems: Iterable[str] = (),
 ) -> list[ValidationMessage]:
     """Everything wrong with `rules`, in rule order. `known_tools` None skips the tool-name check
-    (no catalog registered); the shadowing check uses the catalog when it has it."""
+    (no catalog registered); the shadowing check uses the catalog when it has it. Each message
+    is a `Phrase`: English, shown in the reader's language on the editor page."""
     classes = set(known_classes)
     sensitive = tuple(sensitive_systems)
     out: list[ValidationMessage] = []
@@ -40,7 +43,11 @@ def validate(
             ValidationMessage(
                 "error",
                 "missing_default",
-                "the policy has no default rule: add a default rule as the last rule",
+                Phrase(
+                    gettext_noop(
+                        "the policy has no default rule: add a default rule as the last rule"
+                    )
+                ),
             )
         )
     for i in defaults[:-1]:
@@ -50,7 +57,10 @@ def validate(
                 "multiple_defaults",
                 rules,
                 i,
-                "is a second default rule: a policy has exactly one default rule",
+                gettext_noop(
+                    "rule %(position)s '%(rule)s' is a second default rule: a policy has exactly "
+                    "one default rule"
+                ),
             )
         )
     if defaults and defaults[-1] != len(rules) - 1:
@@ -60,8 +70,11 @@ def validate(
                 "default_not_last",
                 rules,
                 defaults[-1],
-                f"is the default rule and must be the last rule (it is rule {defaults[-1] + 1} of "
-                f"{len(rules)})",
+                gettext_noop(
+                    "rule %(position)s '%(rule)s' is the default rule and must be the last rule "
+                    "(it is rule %(position)s of %(count)s)"
+                ),
+                count=len(rules),
             )
         )
     seen: set[str] = set()
@@ -70,10 +83,21 @@ def validate(
         seen.add(rule.name)
     for j, later in enumerate(rules):
         if (i := reached_position(rules[:j], later, known_tools, sensitive)) < j:
-            text = (
-                f"is never reached: rule {i + 1} '{rules[i].name}' matches every action it matches"
+            text = gettext_noop(
+                "rule %(position)s '%(rule)s' is never reached: rule %(earlier_position)s "
+                "'%(earlier)s' matches every action it matches"
             )
-            out.append(_msg("error", "shadowed", rules, j, text))
+            out.append(
+                _msg(
+                    "error",
+                    "shadowed",
+                    rules,
+                    j,
+                    text,
+                    earlier_position=i + 1,
+                    earlier=rules[i].name,
+                )
+            )
     return sorted(out, key=lambda m: (m.position or 0, m.code))
 
 
@@ -86,10 +110,12 @@ def reached_position(
     return next(found, len(rules))
 
 
-def _msg(level: str, code: str, rules: Sequence[Rule], i: int, text: str) -> ValidationMessage:
-    return ValidationMessage(
-        level, code, f"rule {i + 1} '{rules[i].name}' {text}", rule=rules[i].name, position=i + 1
-    )
+def _msg(
+    level: str, code: str, rules: Sequence[Rule], i: int, msgid: str, **values: object
+) -> ValidationMessage:
+    """A message about rule `i`; `msgid` names it as `rule %(position)s '%(rule)s'`."""
+    text = Phrase(msgid, {"position": i + 1, "rule": rules[i].name, **values})
+    return ValidationMessage(level, code, text, rule=rules[i].name, position=i + 1)
 
 
 def _check_rule(
@@ -102,48 +128,77 @@ def _check_rule(
     rule = rules[i]
     out: list[ValidationMessage] = []
 
-    def error(code: str, text: str) -> None:
-        out.append(_msg("error", code, rules, i, text))
+    def error(code: str, msgid: str, **values: object) -> None:
+        out.append(_msg("error", code, rules, i, msgid, **values))
 
-    def warning(code: str, text: str) -> None:
-        out.append(_msg("warning", code, rules, i, text))
+    def warning(code: str, msgid: str, **values: object) -> None:
+        out.append(_msg("warning", code, rules, i, msgid, **values))
 
     if not rule.name.strip():
-        out.append(
-            ValidationMessage("error", "empty_name", f"rule {i + 1} has no name", position=i + 1)
-        )
+        text = Phrase(gettext_noop("rule %(position)s has no name"), {"position": i + 1})
+        out.append(ValidationMessage("error", "empty_name", text, position=i + 1))
     elif rule.name in seen:
-        error("duplicate_name", "has the same name as an earlier rule: names must be unique")
+        error(
+            "duplicate_name",
+            gettext_noop(
+                "rule %(position)s '%(rule)s' has the same name as an earlier rule: names must "
+                "be unique"
+            ),
+        )
     if rule.route not in Route.values:
-        error("invalid_route", f"has route {rule.route!r}; use one of {', '.join(Route)}")
+        error(
+            "invalid_route",
+            gettext_noop("rule %(position)s '%(rule)s' has route %(route)s; use one of %(routes)s"),
+            route=repr(rule.route),
+            routes=", ".join(Route),
+        )
     if rule.is_default and rule.has_criteria():
         error(
             "default_has_criteria",
-            "is the default rule and matches everything: remove its criteria",
+            gettext_noop(
+                "rule %(position)s '%(rule)s' is the default rule and matches everything: remove "
+                "its criteria"
+            ),
         )
     if rule.confidence_below is not None and not _within(rule.confidence_below, 0.0, 1.0):
         error(
             "confidence_out_of_range",
-            f"has confidence baseline {_num(rule.confidence_below)}, outside [0, 1]",
+            gettext_noop(
+                "rule %(position)s '%(rule)s' has confidence baseline %(value)s, outside [0, 1]"
+            ),
+            value=_num(rule.confidence_below),
         )
     if rule.amount_above is not None and not _within(rule.amount_above, 0.0, math.inf):
         error(
             "amount_out_of_range",
-            f"has amount threshold {_num(rule.amount_above)}, which must be 0 or more",
+            gettext_noop(
+                "rule %(position)s '%(rule)s' has amount threshold %(value)s, which must be 0 or "
+                "more"
+            ),
+            value=_num(rule.amount_above),
         )
     if rule.sample_rate is not None and not _within(rule.sample_rate, 0.0, 1.0):
         error(
-            "sample_rate_out_of_range", f"has sample rate {_num(rule.sample_rate)}, outside [0, 1]"
+            "sample_rate_out_of_range",
+            gettext_noop("rule %(position)s '%(rule)s' has sample rate %(value)s, outside [0, 1]"),
+            value=_num(rule.sample_rate),
         )
-    for label, value in (
-        ("step_at_least", rule.step_at_least),
-        ("step_at_most", rule.step_at_most),
-    ):
-        if value is not None and value < 0:
-            error(
-                "step_out_of_range",
-                f"has {label.replace('_', ' ')} {value}, which must be 0 or more",
-            )
+    if rule.step_at_least is not None and rule.step_at_least < 0:
+        error(
+            "step_out_of_range",
+            gettext_noop(
+                "rule %(position)s '%(rule)s' has step at least %(value)s, which must be 0 or more"
+            ),
+            value=rule.step_at_least,
+        )
+    if rule.step_at_most is not None and rule.step_at_most < 0:
+        error(
+            "step_out_of_range",
+            gettext_noop(
+                "rule %(position)s '%(rule)s' has step at most %(value)s, which must be 0 or more"
+            ),
+            value=rule.step_at_most,
+        )
     if (
         rule.step_at_least is not None
         and rule.step_at_most is not None
@@ -151,67 +206,120 @@ def _check_rule(
     ):
         error(
             "step_out_of_range",
-            f"can never match: step at least {rule.step_at_least} is "
-            f"above step at most {rule.step_at_most}",
+            gettext_noop(
+                "rule %(position)s '%(rule)s' can never match: step at least %(low)s is above "
+                "step at most %(high)s"
+            ),
+            low=rule.step_at_least,
+            high=rule.step_at_most,
         )
     if known_tools is not None:
         for name in rule.tools:
             if name not in known_tools:
-                error("unknown_tool", f"names unknown tool {name!r}")
+                error(
+                    "unknown_tool",
+                    gettext_noop("rule %(position)s '%(rule)s' names unknown tool %(tool)s"),
+                    tool=repr(name),
+                )
     for name in rule.side_effects:
         if name not in classes:
             error(
                 "unknown_class",
-                f"names unknown side-effect class {name!r}; known: {', '.join(sorted(classes))}",
+                gettext_noop(
+                    "rule %(position)s '%(rule)s' names unknown side-effect class %(name)s; "
+                    "known: %(known)s"
+                ),
+                name=repr(name),
+                known=", ".join(sorted(classes)),
             )
     if rule.route == Route.GATE:
         if rule.timeout_seconds is None:
-            error("gate_without_timeout", "is a gate without a timeout")
+            error(
+                "gate_without_timeout",
+                gettext_noop("rule %(position)s '%(rule)s' is a gate without a timeout"),
+            )
         elif rule.timeout_seconds <= 0:
             error(
                 "gate_without_timeout",
-                f"has timeout {rule.timeout_seconds} s, which must be more than 0",
+                gettext_noop(
+                    "rule %(position)s '%(rule)s' has timeout %(seconds)s s, which must be more "
+                    "than 0"
+                ),
+                seconds=rule.timeout_seconds,
             )
         if not rule.approver_group.strip():
-            error("gate_without_group", "is a gate without an approver group")
+            error(
+                "gate_without_group",
+                gettext_noop("rule %(position)s '%(rule)s' is a gate without an approver group"),
+            )
         if rule.timeout_action not in TIMEOUT_ACTIONS:
             error(
                 "invalid_timeout_action",
-                f"has timeout action {rule.timeout_action!r}; use reject or escalate",
+                gettext_noop(
+                    "rule %(position)s '%(rule)s' has timeout action %(action)s; use reject or "
+                    "escalate"
+                ),
+                action=repr(rule.timeout_action),
             )
         elif rule.timeout_action == "escalate" and not rule.escalate_to.strip():
             error(
-                "escalate_without_group", "escalates on timeout but names no group to escalate to"
+                "escalate_without_group",
+                gettext_noop(
+                    "rule %(position)s '%(rule)s' escalates on timeout but names no group to "
+                    "escalate to"
+                ),
             )
     _approval_messages(rule, error, warning)
     if rule.route in (Route.GATE, Route.DENY) and rule.sample_rate:
-        warning("sample_rate_ignored", f"is a {rule.route} rule: its sample rate is ignored")
+        warning(
+            "sample_rate_ignored",
+            gettext_noop(
+                "rule %(position)s '%(rule)s' is a %(route)s rule: its sample rate is ignored"
+            ),
+            route=str(rule.route),
+        )
     if rule.route == Route.AUTO and rule.unknown_tool:
         warning(
             "unknown_tool_auto",
-            "sends unknown tools to auto, which the engine never allows: they are gated instead",
+            gettext_noop(
+                "rule %(position)s '%(rule)s' sends unknown tools to auto, which the engine never "
+                "allows: they are gated instead"
+            ),
         )
     return out
 
 
-def _approval_messages(
-    rule: Rule, error: Callable[[str, str], None], warning: Callable[[str, str], None]
-) -> None:
+class _Report(Protocol):
+    def __call__(self, code: str, msgid: str, **values: object) -> None: ...
+
+
+def _approval_messages(rule: Rule, error: _Report, warning: _Report) -> None:
     """Two-person approval: only 1 or 2 approvals, a second group only with 2, on a gate."""
     if rule.approvals_required not in APPROVALS_REQUIRED:
         error(
             "approvals_out_of_range",
-            f"wants {rule.approvals_required} approvals; use 1 or 2 (two different people)",
+            gettext_noop(
+                "rule %(position)s '%(rule)s' wants %(count)s approvals; use 1 or 2 (two "
+                "different people)"
+            ),
+            count=rule.approvals_required,
         )
     elif rule.route != Route.GATE and rule.approvals_required != 1:
         warning(
             "approvals_ignored",
-            f"is a {rule.route} rule: only a gate asks for approvals, so 2 is ignored",
+            gettext_noop(
+                "rule %(position)s '%(rule)s' is a %(route)s rule: only a gate asks for "
+                "approvals, so 2 is ignored"
+            ),
+            route=str(rule.route),
         )
     elif rule.approvals_required == 1 and rule.second_approver_group.strip():
         warning(
             "second_group_ignored",
-            "names a second approver group but wants one approval: the group is ignored",
+            gettext_noop(
+                "rule %(position)s '%(rule)s' names a second approver group but wants one "
+                "approval: the group is ignored"
+            ),
         )
 
 

@@ -16,6 +16,8 @@ from typing import Any
 from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy, ngettext, pgettext
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
@@ -39,6 +41,7 @@ from policies.forms import (
     SettingsForm,
 )
 from policies.models import Policy, PolicyRule, PolicyVersion
+from policies.phrases import shown
 from policies.selectors import (
     policy_change_list,
     policy_list,
@@ -63,7 +66,7 @@ from policies.services import (
 )
 
 policy_admin_required = permission_required(
-    "policies.edit_policy", refusal="only policy admins may view or change policies"
+    "policies.edit_policy", refusal=gettext_lazy("only policy admins may view or change policies")
 )
 
 
@@ -145,18 +148,27 @@ def _version_context(
 
 
 def _change_preview(version: PolicyVersion, active: PolicyVersion | None) -> str:
-    """What publishing (or reverting to) `version` changes against the active version."""
+    """What publishing (or reverting to) `version` changes against the active version, in the
+    reader's language."""
     if active is None:
-        return "There is no active version: this one becomes the first."
+        return _("There is no active version: this one becomes the first.")
     if active.pk == version.pk:
         return ""
     counts = spec_diff(policy_spec_of(active), policy_spec_of(version)).counts()
-    parts = [f"{counts[k]} {k}" for k in ("added", "removed", "changed", "moved") if counts[k]]
-    return (
-        f"Compared with the active {active.label}: "
-        + (", ".join(parts) if parts else "no rule changes")
-        + " (see the diff and the dry-run)."
-    )
+    said = {
+        "added": _("%(n)s added"),
+        "removed": _("%(n)s removed"),
+        "changed": _("%(n)s changed"),
+        "moved": _("%(n)s moved"),
+    }
+    parts = [said[k] % {"n": counts[k]} for k in said if counts[k]]
+    changes = pgettext("list separator", ", ").join(parts) if parts else _("no rule changes")
+    return _(
+        "Compared with the active %(version)s: %(changes)s (see the diff and the dry-run)."
+    ) % {
+        "version": shown(active.label),
+        "changes": changes,
+    }
 
 
 def _editor_response(
@@ -294,7 +306,7 @@ def rule_add(request: AuthenticatedHttpRequest, version_id: int) -> HttpResponse
                 position=form.position(),
             )
         except PolicyError as exc:
-            form.add_error(None, str(exc))
+            form.add_error(None, exc.message)
         else:
             return _after_edit(request, version)
     return _editor_response(request, version, form=form, status=_status(request))
@@ -312,7 +324,7 @@ def rule_edit(request: AuthenticatedHttpRequest, version_id: int, rule_id: int) 
         try:
             policy_rule_update(rule=rule, author=request.user, fields=form.rule_fields())
         except PolicyError as exc:
-            form.add_error(None, str(exc))
+            form.add_error(None, exc.message)
         else:
             return _after_edit(request, version)
     return _editor_response(request, version, form=form, editing=rule, status=_status(request))
@@ -325,7 +337,7 @@ def rule_delete(request: AuthenticatedHttpRequest, version_id: int, rule_id: int
     try:
         policy_rule_delete(rule=_rule(version, rule_id), author=request.user)
     except PolicyError as exc:
-        return _editor_response(request, version, error=str(exc), status=_status(request))
+        return _editor_response(request, version, error=exc.message, status=_status(request))
     return _after_edit(request, version)
 
 
@@ -337,12 +349,12 @@ def rule_move(request: AuthenticatedHttpRequest, version_id: int, rule_id: int) 
     form = MoveForm(request.POST)
     if not form.is_valid():
         return _editor_response(
-            request, version, error="give a position of 0 or more", status=_status(request)
+            request, version, error=_("give a position of 0 or more"), status=_status(request)
         )
     try:
         policy_rule_move(rule=rule, author=request.user, position=form.cleaned_data["position"])
     except PolicyError as exc:
-        return _editor_response(request, version, error=str(exc), status=_status(request))
+        return _editor_response(request, version, error=exc.message, status=_status(request))
     return _after_edit(request, version)
 
 
@@ -357,7 +369,7 @@ def version_settings(request: AuthenticatedHttpRequest, version_id: int) -> Http
                 draft=version, author=request.user, sensitive_systems=form.systems()
             )
         except PolicyError as exc:
-            form.add_error(None, str(exc))
+            form.add_error(None, exc.message)
         else:
             return _after_edit(request, version)
     return _editor_response(request, version, settings_form=form, status=_status(request))
@@ -374,13 +386,20 @@ def version_publish(request: AuthenticatedHttpRequest, version_id: int) -> HttpR
                 draft=version, author=request.user, change_note=form.cleaned_data["change_note"]
             )
         except PolicyInvalid as exc:
+            count = len(exc.messages)
             form.add_error(
                 None,
-                f"Not published: the draft has {len(exc.messages)} "
-                "validation message(s); fix the errors listed above.",
+                ngettext(
+                    "Not published: the draft has %(count)s validation message; fix the errors "
+                    "listed above.",
+                    "Not published: the draft has %(count)s validation messages; fix the errors "
+                    "listed above.",
+                    count,
+                )
+                % {"count": count},
             )
         except PolicyError as exc:
-            form.add_error(None, str(exc))
+            form.add_error(None, exc.message)
         else:
             return _go(request, reverse("policies:version_detail", args=[published.pk]))
     return _editor_response(
@@ -402,7 +421,7 @@ def version_revert(request: AuthenticatedHttpRequest, version_id: int) -> HttpRe
                 change_note=form.cleaned_data["change_note"],
             )
         except PolicyError as exc:
-            form.add_error(None, str(exc))
+            form.add_error(None, exc.message)
         else:
             return redirect("policies:version_detail", version_id=reverted.pk)
     context = _version_context(version)
@@ -419,13 +438,13 @@ def version_discard(request: AuthenticatedHttpRequest, version_id: int) -> HttpR
         return _editor_response(
             request,
             version,
-            error="Tick the box to confirm that you discard this draft.",
+            error=_("Tick the box to confirm that you discard this draft."),
             status=_status(request),
         )
     try:
         policy_draft_discard(draft=version, author=request.user)
     except PolicyError as exc:
-        return _editor_response(request, version, error=str(exc), status=_status(request))
+        return _editor_response(request, version, error=exc.message, status=_status(request))
     return _go(request, reverse("policies:policy_detail", args=[version.policy_id]))
 
 

@@ -1,5 +1,7 @@
 """The evaluator, its validation, dry-run and diff of `policies` are pure. (That `policies`
-imports no other app is tested with the other apps' doors in `tests/test_boundaries.py`.)"""
+imports no other app is tested with the other apps' doors in `tests/test_boundaries.py`.) Their
+sentences are `policies.phrases.Phrase`s: English values, whatever language is active, which a
+page translates only when it shows them; that module is the one door to Django they may use."""
 
 from __future__ import annotations
 
@@ -40,4 +42,5 @@ def test_evaluator_dry_run_and_diff_do_not_touch_django(name: str) -> None:
         "typing",
         "policies.engine",
         "policies.catalog",
+        "policies.phrases",
     }
