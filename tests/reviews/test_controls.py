@@ -161,7 +161,9 @@ def test_deciding_an_item_someone_else_holds_asks_to_take_it_over(
     claim_take(task_id=gate.task_id, actor=operator2)
     client = client_for(operator)
     page = client.get(reverse("reviews:gate", args=[gate.pk])).content.decode()
-    assert 'id="held-by-other"' in page and "otto holds this item" in page
+    assert (
+        'id="held-by-other"' in page and '<span translate="no">otto</span> holds this item' in page
+    )
 
     refused = client.post(
         reverse("reviews:gate_approve", args=[gate.pk]), {"seen_digest": gate.args_digest}

@@ -149,7 +149,7 @@ def test_the_queue_page_takes_a_batch_shows_it_and_gives_it_back(auditor, ben, c
     assert taken.status_code == 302 and taken["Location"].endswith("?held=mine")
     assert f'id="held-{items[1].pk}">Yours until' in page
     assert f'<tr id="audit-{items[0].pk}">' not in page
-    assert f'id="held-{items[0].pk}">Taken by ben until' in everyone
+    assert f'id="held-{items[0].pk}">Taken by <span translate="no">ben</span> until' in everyone
     assert back.status_code == 302 and held_by(auditor) == set()
     refused = client_for(ben).post(reverse("reviews:audit_batch_take"), {"size": 0, "minutes": 5})
     assert refused.status_code == 302 and held_by(ben) == {items[0].pk}
@@ -193,6 +193,9 @@ def test_the_rubric_page_offers_no_form_while_someone_else_holds_the_item(
     theirs = client_for(auditor).get(reverse("reviews:audit_rubric", args=[item.pk]))
     own = client_for(ben).get(reverse("reviews:audit_rubric", args=[item.pk]))
 
-    assert 'id="held-by-other">ben took this item in a batch until' in theirs.content.decode()
+    assert (
+        'id="held-by-other"><span translate="no">ben</span> took this item in a batch until'
+        in theirs.content.decode()
+    )
     assert 'id="rubric-form"' not in theirs.content.decode()
     assert 'id="rubric-form"' in own.content.decode()
