@@ -15,11 +15,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.db.models import QuerySet
+from django.utils.translation import gettext as _
 
 from agentops.metrics import Window
 from agentops.models import AuditItem, ToolCall
 from agentops.states import AuditStatus
 from policies.engine import RUNS_NOW
+from reviews.wording import with_kept
 
 # Calibration: a lane whose flag rate reaches this, over at least this many reviewed items, gets
 # a proposal whose threshold catches at least this share of the flagged items.
@@ -69,11 +71,30 @@ class Proposal:
 
     @property
     def sentence(self) -> str:
-        return (
-            f"gate {self.tool} for {self.agent} when confidence < {self.threshold:.2f}: it would "
-            f"have caught {self.caught} of {self.flagged} flagged items "
-            f"({self.caught_share:.0%}) at about {self.extra_gates_per_day:.1f} extra gates a day"
+        """The proposal in words, as plain text (the JSON export's `text`)."""
+        return self._worded(html=False)
+
+    @property
+    def sentence_html(self) -> str:
+        """The proposal in words for a page: the tool's and agent's names kept as written."""
+        return self._worded(html=True)
+
+    def _worded(self, *, html: bool) -> str:
+        text = _(
+            "gate %(tool)s for %(agent)s when confidence < %(threshold)s: it would have "
+            "caught %(caught)s of %(flagged)s flagged items (%(share)s) at about "
+            "%(per_day)s extra gates a day"
         )
+        values = {
+            "threshold": f"{self.threshold:.2f}",
+            "caught": self.caught,
+            "flagged": self.flagged,
+            "share": f"{self.caught_share:.0%}",
+            "per_day": f"{self.extra_gates_per_day:.1f}",
+        }
+        if html:
+            return with_kept(text, tool=self.tool, agent=self.agent, **values)
+        return text % {"tool": self.tool, "agent": self.agent, **values}
 
 
 @dataclass

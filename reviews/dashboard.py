@@ -6,10 +6,14 @@ a policy admin turns a calibration proposal into an ordinary policy draft (nothi
 
 from __future__ import annotations
 
+from typing import cast
+
 from django.contrib import messages
 from django.http import HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 from django.views.decorators.http import require_GET, require_POST
 
 from agentops.metrics import agent_names
@@ -23,7 +27,9 @@ from reviews.services import ReviewError, calibration_draft_create
 
 @permission_required(
     "reviews.read_dashboard",
-    refusal="only operators, auditors and policy admins may see the dashboard",
+    refusal=cast(
+        str, gettext_lazy("only operators, auditors and policy admins may see the dashboard")
+    ),
 )
 @require_GET
 def dashboard(request: AuthenticatedHttpRequest) -> HttpResponse:
@@ -37,13 +43,16 @@ def dashboard(request: AuthenticatedHttpRequest) -> HttpResponse:
     )
 
 
-@permission_required("policies.edit_policy", refusal="only policy admins may open policy drafts")
+@permission_required(
+    "policies.edit_policy",
+    refusal=cast(str, gettext_lazy("only policy admins may open policy drafts")),
+)
 @require_POST
 def calibration_draft(request: AuthenticatedHttpRequest) -> HttpResponse:
     """Open the proposed policy draft and go to it in the policy editor."""
     form = CalibrationDraftForm(request.POST)
     if not form.is_valid():
-        messages.error(request, "That proposal is not valid any more; reload the dashboard.")
+        messages.error(request, _("That proposal is not valid any more; reload the dashboard."))
         return redirect("reviews:dashboard")
     data = form.cleaned_data
     try:
@@ -60,6 +69,9 @@ def calibration_draft(request: AuthenticatedHttpRequest) -> HttpResponse:
         return redirect("reviews:dashboard")
     messages.success(
         request,
-        "Draft opened from the audit proposal: review it, dry-run it, then publish or discard it.",
+        _(
+            "Draft opened from the audit proposal: review it, dry-run it, then publish or "
+            "discard it."
+        ),
     )
     return redirect(reverse("policies:version_detail", args=[draft.pk]))

@@ -18,6 +18,7 @@ from datetime import datetime
 from typing import Any
 
 from django.db.models import Count, Q
+from django.utils.translation import gettext_noop
 
 from agentops.metrics import Window
 from agentops.models import AuditItem, Event, FleetStop, Gate, Step, Task, ToolCall
@@ -25,33 +26,44 @@ from agentops.states import AuditStatus, LedgerStatus
 from reviews.metrics import percentile, reviewer_quality
 from reviews.models import Decision
 
-# What each section evidences, by its key.
+# What each section evidences, by its key: English in the exports (CSV, JSON), translated on the
+# page (marked for the catalogue here, translated by the view).
 EVIDENCES: dict[str, str] = {
-    "overseen": (
+    "overseen": gettext_noop(
         "Art. 14(4)(a): the overseers could monitor the system's operation: every step routed "
         "to a lane, the gated ones decided by a person before they ran, the audited ones queued "
         "for review after"
     ),
-    "decisions": (
+    "decisions": gettext_noop(
         "Art. 14(4)(c), (d): people interpreted the output and decided, named, with how long "
         "they took; Art. 12(3)(d): who verified the results"
     ),
-    "overrides": (
+    "overrides": gettext_noop(
         "Art. 14(4)(d): people disregarded, overrode or reversed the output: edits, "
         "rejections, flags, plan repairs, rollbacks, cancels"
     ),
-    "automation_bias": (
+    "automation_bias": gettext_noop(
         "Art. 14(4)(b): awareness of automation bias: approval rate, time to decide and the "
         "rubber-stamping patterns flagged per reviewer"
     ),
-    "stops_and_anomalies": (
+    "stops_and_anomalies": gettext_noop(
         "Art. 14(4)(e): the stop button and pauses used; Art. 14(4)(a): anomalies detected "
         "(tasks stopped for a person by kind, effects of unknown outcome, audit flags)"
     ),
-    "record": (
+    "record": gettext_noop(
         "Art. 12(1), (2): events logged automatically over the period, and the decisions, in "
         "append-only, hash-chained logs"
     ),
+}
+
+# Each section's heading on the page, by its key.
+SECTION_TITLES: dict[str, str] = {
+    "overseen": gettext_noop("Overseen"),
+    "decisions": gettext_noop("Decisions"),
+    "overrides": gettext_noop("Overrides"),
+    "automation_bias": gettext_noop("Automation bias"),
+    "stops_and_anomalies": gettext_noop("Stops and anomalies"),
+    "record": gettext_noop("Record"),
 }
 
 OVERRIDES = {

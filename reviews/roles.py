@@ -29,6 +29,7 @@ from django.contrib.auth.backends import ModelBackend
 from django.contrib.auth.models import Group, Permission
 from django.contrib.contenttypes.models import ContentType
 from django.db import connections, router
+from django.utils.translation import gettext as _
 from rules.permissions import perm_exists
 from rules.predicates import Predicate
 
@@ -96,14 +97,16 @@ def gate_decider_refusal(gate: Gate, user: User) -> str | None:
     superuser), with the permission, and not the person who started the task (separation of
     duties). The service refuses with it; the inbox shows the controls only where it is None."""
     if not getattr(user, "is_authenticated", False):
-        return "log in to decide gates"
+        return _("log in to decide gates")
     if gate.task.created_by_id is not None and gate.task.created_by_id == user.pk:
-        return "you started this task, so someone else must decide its gates"
+        return _("you started this task, so someone else must decide its gates")
     if user.is_superuser:
         # Any group, but one person's approval still counts once (four eyes).
         return approval_kind_of(gate).person_refusal(gate, user=user)
     if not user.has_perm("reviews.decide_gate"):
-        return f"only members of {gate.approver_group!r} may decide this gate"
+        return _("only members of %(group)s may decide this gate") % {
+            "group": repr(gate.approver_group)
+        }
     # Who of the approver group, and how many, decide: the gate's approval kind says.
     return approval_kind_of(gate).may_decide(gate, user=user, groups=group_names(user))
 

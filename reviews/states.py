@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from django.db import models
+from django.utils.translation import gettext_lazy as _
 
 
 class Role(models.TextChoices):
@@ -15,19 +16,19 @@ class Role(models.TextChoices):
     `reviews.roles`. Policy admins are `policies.permissions`', task starters
     `agentops.permissions`'."""
 
-    OPERATORS = "operators", "Operators"
-    AUDITORS = "auditors", "Auditors"
+    OPERATORS = "operators", _("Operators")
+    AUDITORS = "auditors", _("Auditors")
     # Auditors who settle the audit items whose reviewers disagree (the adjudication lane).
-    SENIOR_AUDITORS = "senior auditors", "Senior auditors"
+    SENIOR_AUDITORS = "senior auditors", _("Senior auditors")
 
 
 class RubricItemKind(models.TextChoices):
     """What a rubric item asks: pass or fail, a whole score on the item's stated scale, or one
     of its categories."""
 
-    PASS_FAIL = "pass_fail", "Pass or fail"
-    SCORE = "score", "Score"
-    CATEGORY = "category", "Category"
+    PASS_FAIL = "pass_fail", _("Pass or fail")
+    SCORE = "score", _("Score")
+    CATEGORY = "category", _("Category")
 
 
 class CaseStatus(models.TextChoices):
@@ -35,42 +36,42 @@ class CaseStatus(models.TextChoices):
     because they agreed, waiting for a senior reviewer because they did not (the adjudication
     lane), settled by one."""
 
-    COLLECTING = "collecting", "Waiting for reviews"
-    AGREED = "agreed", "Reviewers agreed"
-    DISPUTED = "disputed", "Reviewers disagree: adjudication"
-    ADJUDICATED = "adjudicated", "Adjudicated"
+    COLLECTING = "collecting", _("Waiting for reviews")
+    AGREED = "agreed", _("Reviewers agreed")
+    DISPUTED = "disputed", _("Reviewers disagree: adjudication")
+    ADJUDICATED = "adjudicated", _("Adjudicated")
 
 
 class NoticeEvent(models.TextChoices):
     """What a person is told about."""
 
-    GATE_OPENED = "gate_opened", "A gate opened"
-    GATE_DUE_SOON = "gate_due_soon", "A gate nears its timeout"
+    GATE_OPENED = "gate_opened", _("A gate opened")
+    GATE_DUE_SOON = "gate_due_soon", _("A gate nears its timeout")
     # Two-person approval: the first person approved, a second (of the second group) must.
-    GATE_SECOND_APPROVAL = "gate_second_approval", "A gate waits for a second approval"
-    TASK_STOPPED = "task_stopped", "A task stopped for a human"
+    GATE_SECOND_APPROVAL = "gate_second_approval", _("A gate waits for a second approval")
+    TASK_STOPPED = "task_stopped", _("A task stopped for a human")
 
 
 class DeliveryChannel(models.TextChoices):
     """The names of the built-in channels that deliver notices (`reviews.channels`); a channel
     registered elsewhere delivers under its own name."""
 
-    EMAIL = "email", "Email"
-    WEBHOOK = "webhook", "Webhook"
+    EMAIL = "email", _("Email")
+    WEBHOOK = "webhook", _("Webhook")
     # A message the Slack app's bot posts to a channel (chat.postMessage), with Approve and
     # Reject buttons on gate notices (`reviews.slack`).
     SLACK = "slack", "Slack"
 
 
 class DeliveryStatus(models.TextChoices):
-    PENDING = "pending", "Pending"
-    SENT = "sent", "Sent"
-    FAILED = "failed", "Failed"
+    PENDING = "pending", _("Pending")
+    SENT = "sent", _("Sent")
+    FAILED = "failed", _("Failed")
 
 
 class WebhookFormat(models.TextChoices):
     JSON = "json", "JSON"
-    SLACK = "slack", "Slack-compatible"
+    SLACK = "slack", _("Slack-compatible")
 
 
 class DecisionChannel(models.TextChoices):
@@ -78,19 +79,19 @@ class DecisionChannel(models.TextChoices):
     (the decision log tells an API approval from a browser one). A channel registered elsewhere
     (`reviews.channels.channel_register`) records its own name."""
 
-    BROWSER = "browser", "Browser"
+    BROWSER = "browser", _("Browser")
     API = "api", "API"
     # A button of a gate message in Slack (`reviews.slack`), by the product user linked to the
     # Slack user who clicked.
     SLACK = "slack", "Slack"
     # A signed action link of a gate email, confirmed on its page (`reviews.email_actions`).
-    EMAIL = "email", "Email link"
+    EMAIL = "email", _("Email link")
     # The sweeper and management commands: no person, no interface.
-    SYSTEM = "system", "System"
+    SYSTEM = "system", _("System")
     # A person at the command line (`manage.py checkpoint restore --by NAME`).
-    COMMAND = "command", "Command line"
+    COMMAND = "command", _("Command line")
     # Decisions logged before the channel was recorded (the log is append-only: never backfilled).
-    UNKNOWN = "unknown", "Unknown"
+    UNKNOWN = "unknown", _("Unknown")
 
 
 @dataclass(frozen=True)

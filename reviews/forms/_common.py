@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 
 from django import forms
+from django.utils.translation import gettext_lazy as _
 
 NOTE_MAX = 4000
 ARGUMENTS_MAX = 64 * 1024
@@ -19,8 +20,8 @@ class DateRangeForm(forms.Form):
     """A filter's range of whole days (both ends included)."""
 
     date_from = forms.DateField(
-        required=False, label="From", widget=forms.DateInput(attrs={"type": "date"})
+        required=False, label=_("From"), widget=forms.DateInput(attrs={"type": "date"})
     )
     date_to = forms.DateField(
-        required=False, label="To", widget=forms.DateInput(attrs={"type": "date"})
+        required=False, label=_("To"), widget=forms.DateInput(attrs={"type": "date"})
     )

@@ -21,7 +21,7 @@ class NotificationPreferenceForm(forms.ModelForm):  # type: ignore[type-arg]
         choices=NoticeEvent.choices,
         widget=forms.CheckboxSelectMultiple,
         required=False,
-        help_text="None ticked: every event.",
+        help_text=gettext_lazy("None ticked: every event."),
     )
 
     class Meta:
@@ -31,13 +31,19 @@ class NotificationPreferenceForm(forms.ModelForm):  # type: ignore[type-arg]
             "quiet_from": forms.TimeInput(attrs={"type": "time"}),
             "quiet_until": forms.TimeInput(attrs={"type": "time"}),
         }
-        labels = {"email": "Send me email", "quiet_from": "Quiet from", "quiet_until": "until"}
+        labels = {
+            "email": gettext_lazy("Send me email"),
+            "quiet_from": gettext_lazy("Quiet from"),
+            "quiet_until": gettext_lazy("until"),
+        }
 
     def clean(self) -> dict[str, Any]:
         super().clean()
         data = self.cleaned_data
         if (data.get("quiet_from") is None) != (data.get("quiet_until") is None):
-            raise forms.ValidationError("Give both ends of the quiet hours, or neither.")
+            raise forms.ValidationError(
+                gettext_lazy("Give both ends of the quiet hours, or neither.")
+            )
         return data
 
 
@@ -53,4 +59,6 @@ class LanguageForm(forms.Form):
 
 
 class ApiTokenForm(forms.Form):
-    name = forms.CharField(max_length=100, help_text="What the token is for (a script, a bot).")
+    name = forms.CharField(
+        max_length=100, help_text=gettext_lazy("What the token is for (a script, a bot).")
+    )

@@ -6,14 +6,15 @@ from __future__ import annotations
 from typing import Any
 
 from django import forms
+from django.utils.translation import gettext_lazy as _
 
 from agentops.plumbing.web import JSONObjectField
 from reviews.forms._common import ARGUMENTS_MAX, NOTE_MAX
 
 ENDING_CHOICES = [
-    ("abort", "Abort it: it ends now, effects made stay"),
-    ("cancel", "Cancel it: it ends now (shown as cancelled), effects made stay"),
-    ("keep", "Keep it as it is (it has finished)"),
+    ("abort", _("Abort it: it ends now, effects made stay")),
+    ("cancel", _("Cancel it: it ends now (shown as cancelled), effects made stay")),
+    ("keep", _("Keep it as it is (it has finished)")),
 ]
 
 
@@ -23,17 +24,17 @@ class RestartForm(forms.Form):
     ending = forms.ChoiceField(
         choices=ENDING_CHOICES,
         widget=forms.RadioSelect,
-        label="The old task",
-        error_messages={"required": "Choose what happens to the old task."},
+        label=_("The old task"),
+        error_messages={"required": _("Choose what happens to the old task.")},
     )
     input = JSONObjectField(
         noun="input",
         example='{"order_id": "A1002"}',
         max_chars=ARGUMENTS_MAX,
         widget=forms.Textarea(attrs={"rows": 4, "spellcheck": "false", "class": "mono"}),
-        label="Input of the new task (JSON object)",
+        label=_("Input of the new task (JSON object)"),
     )
-    reason = forms.CharField(max_length=NOTE_MAX, widget=forms.TextInput, label="Why")
+    reason = forms.CharField(max_length=NOTE_MAX, widget=forms.TextInput, label=_("Why"))
 
     def __init__(self, *args: Any, endings: list[str], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -47,15 +48,15 @@ class RestartForm(forms.Form):
 class ForkForm(forms.Form):
     """Fork from a step: where the new task continues, the input (editable), and why."""
 
-    from_step = forms.TypedChoiceField(coerce=int, label="Continue from step")
+    from_step = forms.TypedChoiceField(coerce=int, label=_("Continue from step"))
     input = JSONObjectField(
         noun="input",
         example='{"order_id": "A1002"}',
         max_chars=ARGUMENTS_MAX,
         widget=forms.Textarea(attrs={"rows": 4, "spellcheck": "false", "class": "mono"}),
-        label="Input of the new task (JSON object)",
+        label=_("Input of the new task (JSON object)"),
     )
-    reason = forms.CharField(max_length=NOTE_MAX, widget=forms.TextInput, label="Why")
+    reason = forms.CharField(max_length=NOTE_MAX, widget=forms.TextInput, label=_("Why"))
 
     def __init__(self, *args: Any, points: list[tuple[int, str]], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, cast
 
 from django import forms
+from django.utils.translation import gettext_lazy as _
 
 from agentops.states import AuditStatus
 from reviews.forms._common import NOTE_MAX, DateRangeForm
@@ -12,35 +13,35 @@ from reviews.selectors import AuditFilters
 from reviews.selectors.audit import HELD_FREE, HELD_MINE
 from reviews.selectors.datasets import DatasetFilters
 
-LANE_CHOICES = [("", "All lanes"), ("audit", "audit"), ("auto", "auto (sampled)")]
+LANE_CHOICES = [("", _("All lanes")), ("audit", "audit"), ("auto", _("auto (sampled)"))]
 
 
 class AuditReviewForm(forms.Form):
     verdict = forms.ChoiceField(
-        choices=[(AuditStatus.OK, "OK"), (AuditStatus.FLAGGED, "Flag")], label="Verdict"
+        choices=[(AuditStatus.OK, _("OK")), (AuditStatus.FLAGGED, _("Flag"))], label=_("Verdict")
     )
-    note = forms.CharField(required=False, max_length=NOTE_MAX, label="Note")
+    note = forms.CharField(required=False, max_length=NOTE_MAX, label=_("Note"))
 
     def clean(self) -> dict[str, Any]:
         super().clean()
         data = self.cleaned_data
         if data.get("verdict") == AuditStatus.FLAGGED and not data.get("note", "").strip():
-            self.add_error("note", "A flag needs a note saying what is wrong.")
+            self.add_error("note", _("A flag needs a note saying what is wrong."))
         return data
 
 
 class AuditFilterForm(DateRangeForm):
-    agent = forms.ChoiceField(required=False, label="Agent")
-    tool = forms.ChoiceField(required=False, label="Tool")
-    rule = forms.ChoiceField(required=False, label="Rule")
-    route = forms.ChoiceField(required=False, choices=LANE_CHOICES, label="Lane")
+    agent = forms.ChoiceField(required=False, label=_("Agent"))
+    tool = forms.ChoiceField(required=False, label=_("Tool"))
+    rule = forms.ChoiceField(required=False, label=_("Rule"))
+    route = forms.ChoiceField(required=False, choices=LANE_CHOICES, label=_("Lane"))
     status = forms.ChoiceField(
-        required=False, choices=[("", "All statuses"), *AuditStatus.choices], label="Status"
+        required=False, choices=[("", _("All statuses")), *AuditStatus.choices], label=_("Status")
     )
     held = forms.ChoiceField(
         required=False,
-        choices=[("", "Held or not"), (HELD_MINE, "Taken by me"), (HELD_FREE, "Free")],
-        label="Batch",
+        choices=[("", _("Held or not")), (HELD_MINE, _("Taken by me")), (HELD_FREE, _("Free"))],
+        label=_("Batch"),
     )
     field_order = ["status", "held", "agent", "tool", "rule", "route", "date_from", "date_to"]
 
@@ -49,7 +50,11 @@ class AuditFilterForm(DateRangeForm):
     ) -> None:
         super().__init__(*args, **kwargs)
         self.holder_id = holder_id
-        for name, label in (("agent", "All agents"), ("tool", "All tools"), ("rule", "All rules")):
+        for name, label in (
+            ("agent", _("All agents")),
+            ("tool", _("All tools")),
+            ("rule", _("All rules")),
+        ):
             field = cast(forms.ChoiceField, self.fields[name])
             field.choices = [("", label), *[(v, v) for v in choices[name]]]
 
@@ -71,11 +76,12 @@ class AuditFilterForm(DateRangeForm):
 
 
 class AuditBulkForm(forms.Form):
-    item = forms.TypedMultipleChoiceField(coerce=int, label="Items")
+    item = forms.TypedMultipleChoiceField(coerce=int, label=_("Items"))
     verdict = forms.ChoiceField(
-        choices=[(AuditStatus.OK, "Mark OK"), (AuditStatus.FLAGGED, "Flag")], label="Verdict"
+        choices=[(AuditStatus.OK, _("Mark OK")), (AuditStatus.FLAGGED, _("Flag"))],
+        label=_("Verdict"),
     )
-    note = forms.CharField(required=False, max_length=NOTE_MAX, label="Note")
+    note = forms.CharField(required=False, max_length=NOTE_MAX, label=_("Note"))
     next = forms.CharField(required=False, widget=forms.HiddenInput)
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -87,19 +93,23 @@ class AuditBulkForm(forms.Form):
 class AuditBatchForm(forms.Form):
     """Take a batch of the queue's items for a stated time."""
 
-    size = forms.IntegerField(min_value=1, max_value=50, initial=10, label="Items to take")
-    minutes = forms.IntegerField(min_value=1, max_value=480, initial=30, label="Minutes")
+    size = forms.IntegerField(min_value=1, max_value=50, initial=10, label=_("Items to take"))
+    minutes = forms.IntegerField(min_value=1, max_value=480, initial=30, label=_("Minutes"))
 
 
-VERDICT_CHOICES = [("", "OK and flagged"), (AuditStatus.OK, "OK"), (AuditStatus.FLAGGED, "Flagged")]
+VERDICT_CHOICES = [
+    ("", _("OK and flagged")),
+    (AuditStatus.OK, _("OK")),
+    (AuditStatus.FLAGGED, _("Flagged")),
+]
 
 
 class DatasetFilterForm(DateRangeForm):
     """The evaluation dataset's filters: agent, rule, period (when the step ran) and verdict."""
 
-    agent = forms.CharField(required=False, max_length=100, label="Agent")
-    rule = forms.CharField(required=False, max_length=200, label="Rule")
-    verdict = forms.ChoiceField(required=False, choices=VERDICT_CHOICES, label="Verdict")
+    agent = forms.CharField(required=False, max_length=100, label=_("Agent"))
+    rule = forms.CharField(required=False, max_length=200, label=_("Rule"))
+    verdict = forms.ChoiceField(required=False, choices=VERDICT_CHOICES, label=_("Verdict"))
 
     def filters(self) -> DatasetFilters:
         """The filters; the view answers 400 before asking when one does not parse."""

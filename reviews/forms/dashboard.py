@@ -9,6 +9,7 @@ from typing import Any, cast
 
 from django import forms
 from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
 
 from agentops.metrics import Window
 from reviews.forms._common import DateRangeForm
@@ -21,12 +22,12 @@ class DashboardFilterForm(DateRangeForm):
     """The dashboard's time range (whole days, both ends included; default the last 7 days),
     agent and fast-decision threshold. Values that do not parse fall back to the defaults."""
 
-    agent = forms.ChoiceField(required=False, label="Agent")
+    agent = forms.ChoiceField(required=False, label=_("Agent"))
     fast = forms.FloatField(
         required=False,
         min_value=0.1,
         max_value=3600,
-        label="Fast decision under (s)",
+        label=_("Fast decision under (s)"),
         widget=forms.NumberInput(attrs={"placeholder": f"{FAST_SECONDS:g}", "step": "any"}),
     )
     field_order = ["date_from", "date_to", "agent", "fast"]
@@ -34,7 +35,7 @@ class DashboardFilterForm(DateRangeForm):
     def __init__(self, *args: Any, agents: list[str], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         cast(forms.ChoiceField, self.fields["agent"]).choices = [
-            ("", "All agents"),
+            ("", _("All agents")),
             *[(a, a) for a in agents],
         ]
 

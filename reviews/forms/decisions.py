@@ -3,113 +3,114 @@
 from __future__ import annotations
 
 from django import forms
+from django.utils.translation import gettext_lazy as _
 
 from reviews.forms._common import DateRangeForm
 from reviews.selectors import DecisionFilters
 
 DECISION_ACTIONS = [
-    ("", "All actions"),
+    ("", _("All actions")),
     (
-        "Gates",
+        _("Gates"),
         [
-            ("reviews.gate", "every gate decision"),
-            ("reviews.gate.approved", "approved"),
-            ("reviews.gate.edited", "edited and approved"),
-            ("reviews.gate.rejected", "rejected"),
-            ("reviews.gate.rejected_and_stopped", "rejected and stopped"),
-            ("reviews.gate.expired", "expired"),
-            ("reviews.gate.escalated", "escalated"),
+            ("reviews.gate", _("every gate decision")),
+            ("reviews.gate.approved", _("approved")),
+            ("reviews.gate.edited", _("edited and approved")),
+            ("reviews.gate.rejected", _("rejected")),
+            ("reviews.gate.rejected_and_stopped", _("rejected and stopped")),
+            ("reviews.gate.expired", _("expired")),
+            ("reviews.gate.escalated", _("escalated")),
         ],
     ),
     (
-        "Stopped tasks",
+        _("Stopped tasks"),
         [
-            ("reviews.intervention", "every intervention"),
-            ("reviews.intervention.retry", "retry"),
-            ("reviews.intervention.skip", "skip"),
-            ("reviews.intervention.rollback", "rollback"),
-            ("reviews.intervention.abort", "abort"),
-            ("reviews.plan.repaired", "plan repaired"),
-            ("reviews.ledger.confirmed", "unknown call confirmed"),
+            ("reviews.intervention", _("every intervention")),
+            ("reviews.intervention.retry", _("retry")),
+            ("reviews.intervention.skip", _("skip")),
+            ("reviews.intervention.rollback", _("rollback")),
+            ("reviews.intervention.abort", _("abort")),
+            ("reviews.plan.repaired", _("plan repaired")),
+            ("reviews.ledger.confirmed", _("unknown call confirmed")),
         ],
     ),
     (
-        "Scopes and questions",
+        _("Scopes and questions"),
         [
-            ("reviews.scope", "every scope grant or revocation"),
-            ("reviews.scope.granted", "scope granted"),
-            ("reviews.scope.revoked", "grant revoked"),
-            ("reviews.question.answered", "agent's question answered"),
+            ("reviews.scope", _("every scope grant or revocation")),
+            ("reviews.scope.granted", _("scope granted")),
+            ("reviews.scope.revoked", _("grant revoked")),
+            ("reviews.question.answered", _("agent's question answered")),
         ],
     ),
     (
-        "Tasks",
+        _("Tasks"),
         [
-            ("reviews.task", "every pause, resume, cancel or change"),
-            ("reviews.task.paused", "paused"),
-            ("reviews.task.resumed", "resumed"),
-            ("reviews.task.cancelled", "cancelled"),
-            ("reviews.task.modified", "budgets or input changed"),
-            ("reviews.task.restored", "restored from its log"),
+            ("reviews.task", _("every pause, resume, cancel or change")),
+            ("reviews.task.paused", _("paused")),
+            ("reviews.task.resumed", _("resumed")),
+            ("reviews.task.cancelled", _("cancelled")),
+            ("reviews.task.modified", _("budgets or input changed")),
+            ("reviews.task.restored", _("restored from its log")),
         ],
     ),
     (
-        "Fleet stops",
+        _("Fleet stops"),
         [
-            ("reviews.fleet", "every stop or resume"),
-            ("reviews.fleet.stopped", "stopped"),
-            ("reviews.fleet.resumed", "resumed"),
+            ("reviews.fleet", _("every stop or resume")),
+            ("reviews.fleet.stopped", _("stopped")),
+            ("reviews.fleet.resumed", _("resumed")),
         ],
     ),
     (
-        "Claims",
+        _("Claims"),
         [
-            ("reviews.claim", "every assignment or takeover"),
-            ("reviews.claim.assigned", "assigned"),
-            ("reviews.claim.taken_over", "taken over"),
+            ("reviews.claim", _("every assignment or takeover")),
+            ("reviews.claim.assigned", _("assigned")),
+            ("reviews.claim.taken_over", _("taken over")),
         ],
     ),
     (
-        "Audit",
+        _("Audit"),
         [
-            ("reviews.audit", "every audit verdict"),
-            ("reviews.audit.ok", "marked ok"),
-            ("reviews.audit.flagged", "flagged"),
+            ("reviews.audit", _("every audit verdict")),
+            ("reviews.audit.ok", _("marked ok")),
+            ("reviews.audit.flagged", _("flagged")),
         ],
     ),
     (
-        "Rubric reviews",
+        _("Rubric reviews"),
         [
-            ("reviews.rubric", "every rubric decision"),
-            ("reviews.rubric.answered", "answered"),
-            ("reviews.rubric.adjudicated", "adjudicated"),
-            ("reviews.rubric.created", "rubric defined"),
-            ("reviews.rubric.attached", "rubric attached"),
+            ("reviews.rubric", _("every rubric decision")),
+            ("reviews.rubric.answered", _("answered")),
+            ("reviews.rubric.adjudicated", _("adjudicated")),
+            ("reviews.rubric.created", _("rubric defined")),
+            ("reviews.rubric.attached", _("rubric attached")),
         ],
     ),
     (
-        "Audit batches",
+        _("Audit batches"),
         [
-            ("reviews.reservation", "every batch taken or given back"),
-            ("reviews.reservation.taken", "taken"),
-            ("reviews.reservation.released", "given back"),
+            ("reviews.reservation", _("every batch taken or given back")),
+            ("reviews.reservation.taken", _("taken")),
+            ("reviews.reservation.released", _("given back")),
         ],
     ),
     (
-        "Policies",
+        _("Policies"),
         [
-            ("policies.version", "every publish or revert"),
-            ("policies.version.published", "published"),
-            ("policies.version.reverted", "reverted"),
+            ("policies.version", _("every publish or revert")),
+            ("policies.version.published", _("published")),
+            ("policies.version.reverted", _("reverted")),
         ],
     ),
 ]
 
 
 class DecisionFilterForm(DateRangeForm):
-    action = forms.ChoiceField(required=False, choices=DECISION_ACTIONS, label="Action")
-    user = forms.CharField(required=False, max_length=150, label="User")
-    task = forms.IntegerField(required=False, min_value=1, label="Task")
+    action = forms.ChoiceField(required=False, choices=DECISION_ACTIONS, label=_("Action"))
+    user = forms.CharField(required=False, max_length=150, label=_("User"))
+    task = forms.IntegerField(required=False, min_value=1, label=_("Task"))
     field_order = ["action", "user", "task", "date_from", "date_to"]
 
     def filters(self) -> DecisionFilters:

@@ -8,10 +8,13 @@ from __future__ import annotations
 
 from django import forms
 from django.core.exceptions import ValidationError
+from django.utils.translation import gettext_lazy as _
+from django.utils.translation import gettext_noop
 
 from agentops.engine import validated
 from agentops.plumbing.web import JSONObjectField
 from reviews.forms._common import ARGUMENTS_MAX, DIGEST, NOTE_MAX, SELECTION
+from reviews.wording import translated_lazy
 
 
 class _GateForm(forms.Form):
@@ -19,12 +22,12 @@ class _GateForm(forms.Form):
 
     seen_digest = forms.CharField(widget=forms.HiddenInput, max_length=64)
     # Shown when someone else holds the item: deciding it takes it over (and is logged).
-    take_over = forms.BooleanField(required=False, label="Take this over and decide it myself")
+    take_over = forms.BooleanField(required=False, label=_("Take this over and decide it myself"))
 
     def clean_seen_digest(self) -> str:
         value: str = self.cleaned_data["seen_digest"]
         if not DIGEST.fullmatch(value):
-            raise ValidationError("The form is missing the digest of what you saw; reload.")
+            raise ValidationError(_("The form is missing the digest of what you saw; reload."))
         return value
 
 
@@ -33,8 +36,8 @@ class ApproveForm(_GateForm):
         required=False,
         max_length=NOTE_MAX,
         widget=forms.Textarea(attrs={"rows": 2}),
-        label="Note (optional)",
-        help_text="Recorded with your approval in the decision log.",
+        label=_("Note (optional)"),
+        help_text=_("Recorded with your approval in the decision log."),
     )
 
 
@@ -42,9 +45,9 @@ class RejectForm(_GateForm):
     feedback = forms.CharField(
         max_length=NOTE_MAX,
         widget=forms.Textarea(attrs={"rows": 3}),
-        label="Feedback to the agent",
-        help_text="The agent reads this in its next model call and proposes another action.",
-        error_messages={"required": "Say why: the agent re-plans from your feedback."},
+        label=_("Feedback to the agent"),
+        help_text=_("The agent reads this in its next model call and proposes another action."),
+        error_messages={"required": _("Say why: the agent re-plans from your feedback.")},
     )
 
 
@@ -58,15 +61,20 @@ class EditApproveForm(_GateForm):
         check=validated,
         max_chars=ARGUMENTS_MAX,
         widget=forms.Textarea(attrs={"rows": 8, "spellcheck": "false", "class": "mono"}),
-        label="Arguments (JSON object)",
-        help_text=f"At most {ARGUMENTS_MAX // 1024} KB ({ARGUMENTS_MAX:,} characters). The policy "
-        "evaluates the edited action again; a stricter rule gates it again.",
+        label=_("Arguments (JSON object)"),
+        help_text=translated_lazy(
+            gettext_noop(
+                "At most %(kb)s KB (%(chars)s characters). The policy evaluates the edited action "
+                "again; a stricter rule gates it again."
+            ),
+            {"kb": ARGUMENTS_MAX // 1024, "chars": f"{ARGUMENTS_MAX:,}"},
+        ),
     )
     reason = forms.CharField(
         required=False,
         max_length=NOTE_MAX,
         widget=forms.Textarea(attrs={"rows": 2}),
-        label="Why you changed it (optional)",
+        label=_("Why you changed it (optional)"),
     )
 
 
@@ -81,12 +89,12 @@ class GateSelectionField(forms.MultipleChoiceField):
 
 class BulkApproveForm(forms.Form):
     gate = GateSelectionField(
-        error_messages={"required": "Select the gates to approve."}, label="Gates"
+        error_messages={"required": _("Select the gates to approve.")}, label=_("Gates")
     )
     reason = forms.CharField(
         required=False,
         max_length=NOTE_MAX,
-        label="Note for every approval (optional)",
+        label=_("Note for every approval (optional)"),
     )
 
     def clean_gate(self) -> list[tuple[int, str]]:
@@ -101,20 +109,20 @@ class BulkApproveForm(forms.Form):
 class RejectStopForm(_GateForm):
     outcome = forms.ChoiceField(
         choices=[
-            ("abort", "Keep the effects made so far and end the task (abort)"),
-            ("rollback", "Undo the effects made so far and end the task (rollback)"),
+            ("abort", _("Keep the effects made so far and end the task (abort)")),
+            ("rollback", _("Undo the effects made so far and end the task (rollback)")),
         ],
         widget=forms.RadioSelect,
         initial="abort",
-        label="And then",
+        label=_("And then"),
     )
     reason = forms.CharField(
         max_length=NOTE_MAX,
         widget=forms.Textarea(attrs={"rows": 2}),
-        label="Why the task stops",
-        error_messages={"required": "Say why the task stops."},
+        label=_("Why the task stops"),
+        error_messages={"required": _("Say why the task stops.")},
     )
     confirm = forms.BooleanField(
-        label="I have read what this does: the task ends and cannot be resumed",
-        error_messages={"required": "Confirm that you have read what stopping does."},
+        label=_("I have read what this does: the task ends and cannot be resumed"),
+        error_messages={"required": _("Confirm that you have read what stopping does.")},
     )

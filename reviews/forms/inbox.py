@@ -7,13 +7,14 @@ from typing import Any, cast
 from django import forms
 from django.contrib.auth.models import User
 from django.db.models import QuerySet
+from django.utils.translation import gettext_lazy as _
 
 from reviews.selectors import InboxFilters
 
 
 class AssignForm(forms.Form):
     assignee: forms.ModelChoiceField[User] = forms.ModelChoiceField(
-        queryset=None, label="Assign to", empty_label=None
+        queryset=None, label=_("Assign to"), empty_label=None
     )
     next = forms.CharField(required=False, widget=forms.HiddenInput)
 
@@ -23,45 +24,45 @@ class AssignForm(forms.Form):
 
 
 INBOX_KINDS = [
-    ("", "Gates, questions and stopped tasks"),
-    ("gate", "Gates"),
-    ("question", "Questions"),
-    ("stopped", "Stopped tasks"),
+    ("", _("Gates, questions and stopped tasks")),
+    ("gate", _("Gates")),
+    ("question", _("Questions")),
+    ("stopped", _("Stopped tasks")),
 ]
 
 
 INBOX_SORTS = [
-    ("due", "Due first"),
-    ("waiting", "Waiting longest"),
-    ("newest", "Newest"),
+    ("due", _("Due first")),
+    ("waiting", _("Waiting longest")),
+    ("newest", _("Newest")),
 ]
 
 
 INBOX_AGES = [
-    ("", "Any age"),
-    ("15m", "Waiting 15 min+"),
-    ("1h", "Waiting 1 h+"),
-    ("1d", "Waiting 1 day+"),
+    ("", _("Any age")),
+    ("15m", _("Waiting 15 min+")),
+    ("1h", _("Waiting 1 h+")),
+    ("1d", _("Waiting 1 day+")),
 ]
 
 
 class InboxFilterForm(forms.Form):
-    kind = forms.ChoiceField(required=False, choices=INBOX_KINDS, label="Kind")
-    agent = forms.ChoiceField(required=False, label="Agent")
-    rule = forms.ChoiceField(required=False, label="Rule")
-    failure = forms.ChoiceField(required=False, label="Failure kind")
-    assignee = forms.CharField(required=False, max_length=150, label="Held by")
-    age = forms.ChoiceField(required=False, choices=INBOX_AGES, label="Age")
-    q = forms.CharField(required=False, max_length=200, label="Search task id or goal")
-    sort = forms.ChoiceField(required=False, choices=INBOX_SORTS, label="Sort")
-    mine = forms.BooleanField(required=False, label="Mine only")
+    kind = forms.ChoiceField(required=False, choices=INBOX_KINDS, label=_("Kind"))
+    agent = forms.ChoiceField(required=False, label=_("Agent"))
+    rule = forms.ChoiceField(required=False, label=_("Rule"))
+    failure = forms.ChoiceField(required=False, label=_("Failure kind"))
+    assignee = forms.CharField(required=False, max_length=150, label=_("Held by"))
+    age = forms.ChoiceField(required=False, choices=INBOX_AGES, label=_("Age"))
+    q = forms.CharField(required=False, max_length=200, label=_("Search task id or goal"))
+    sort = forms.ChoiceField(required=False, choices=INBOX_SORTS, label=_("Sort"))
+    mine = forms.BooleanField(required=False, label=_("Mine only"))
 
     def __init__(self, *args: Any, choices: dict[str, list[str]], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         for name, label in (
-            ("agent", "All agents"),
-            ("rule", "All rules"),
-            ("failure", "All failure kinds"),
+            ("agent", _("All agents")),
+            ("rule", _("All rules")),
+            ("failure", _("All failure kinds")),
         ):
             field = cast(forms.ChoiceField, self.fields[name])
             field.choices = [("", label), *[(v, v) for v in choices[name]]]

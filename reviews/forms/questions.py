@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from django import forms
+from django.utils.translation import gettext_lazy as _
 
 from agentops.engine import QuestionView
 from reviews.forms._common import NOTE_MAX
@@ -14,16 +15,16 @@ from reviews.forms._common import NOTE_MAX
 class QuestionAnswerForm(forms.Form):
     seen_digest = forms.CharField(max_length=64, widget=forms.HiddenInput)
     choice = forms.ChoiceField(
-        required=False, widget=forms.RadioSelect, label="Choose one of the agent's options"
+        required=False, widget=forms.RadioSelect, label=_("Choose one of the agent's options")
     )
     answer = forms.CharField(
         required=False,
         max_length=NOTE_MAX,
         widget=forms.Textarea(attrs={"rows": 3}),
-        label="Or answer in your own words",
-        help_text="The agent reads your answer as the result of its question.",
+        label=_("Or answer in your own words"),
+        help_text=_("The agent reads your answer as the result of its question."),
     )
-    take_over = forms.BooleanField(required=False, label="Take this over and answer it myself")
+    take_over = forms.BooleanField(required=False, label=_("Take this over and answer it myself"))
 
     def __init__(self, *args: Any, asked: QuestionView, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -32,15 +33,15 @@ class QuestionAnswerForm(forms.Form):
         choice.choices = [(option, option) for option in asked.options]
         if not asked.options:
             del self.fields["choice"]
-            self.fields["answer"].label = "Your answer"
+            self.fields["answer"].label = _("Your answer")
 
     def clean(self) -> dict[str, Any]:
         cleaned = super().clean() or {}
         chosen, typed = cleaned.get("choice") or "", (cleaned.get("answer") or "").strip()
         if not self.errors and bool(chosen) == bool(typed):
             raise forms.ValidationError(
-                "Choose one of the options or answer in your own words (one of the two)."
+                _("Choose one of the options or answer in your own words (one of the two).")
                 if "choice" in self.fields
-                else "Write your answer."
+                else _("Write your answer.")
             )
         return cleaned

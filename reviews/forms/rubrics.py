@@ -8,16 +8,32 @@ import json
 from typing import Any
 
 from django import forms
+from django.utils.functional import lazy
+from django.utils.safestring import SafeString
+from django.utils.translation import gettext
+from django.utils.translation import gettext_lazy as _
 
 from agentops.states import AuditStatus
 from reviews.forms._common import NOTE_MAX
 from reviews.models import MAX_REVIEWS, RubricItem
+from reviews.wording import kept, with_kept
 
 ANSWER_PREFIX = "a_"
 
+# The shape of a rubric's items, in JSON's own words (kept as written in any language).
+ITEMS_SHAPE = (
+    '{"key", "label", "kind": "pass_fail" | "score" | "category", '
+    '"required", "values": [{"value", "description"}, ...]}'
+)
 
-def _choice_label(value: dict[str, Any]) -> str:
-    return f"{value['value']}: {value['description']}"
+
+def _items_help() -> SafeString:
+    return with_kept(gettext("A list of items: %(shape)s."), shape=ITEMS_SHAPE)
+
+
+def _choice_label(value: dict[str, Any]) -> SafeString:
+    # The rubric's own words (record): kept as written in any language.
+    return kept(f"{value['value']}: {value['description']}")
 
 
 class RubricAnswerForm(forms.Form):
@@ -25,19 +41,19 @@ class RubricAnswerForm(forms.Form):
     the verdict, a note (needed to flag) and a correction."""
 
     verdict = forms.ChoiceField(
-        choices=[(AuditStatus.OK, "OK"), (AuditStatus.FLAGGED, "Flag")],
+        choices=[(AuditStatus.OK, _("OK")), (AuditStatus.FLAGGED, _("Flag"))],
         widget=forms.RadioSelect,
-        label="Verdict",
+        label=_("Verdict"),
         # Nothing chosen for the reviewer: a verdict given by default is automation bias.
     )
     note = forms.CharField(
-        required=False, max_length=NOTE_MAX, label="Note", help_text="Needed to flag."
+        required=False, max_length=NOTE_MAX, label=_("Note"), help_text=_("Needed to flag.")
     )
     correction = forms.CharField(
         required=False,
         max_length=20_000,
-        label="Correction",
-        help_text="What the output should have been, if it was wrong (goes into the dataset).",
+        label=_("Correction"),
+        help_text=_("What the output should have been, if it was wrong (goes into the dataset)."),
         widget=forms.Textarea(attrs={"rows": 3}),
     )
 
@@ -48,7 +64,9 @@ class RubricAnswerForm(forms.Form):
         for n, item in enumerate(items):
             answers[ANSWER_PREFIX + item.key] = forms.ChoiceField(
                 required=item.required,
-                label=item.label + ("" if item.required else " (optional)"),
+                label=kept(item.label)
+                if item.required
+                else with_kept(gettext("%(label)s (optional)"), label=item.label),
                 choices=[(str(v["value"]), _choice_label(v)) for v in item.values],
                 # Keyboard first: the page opens on the first question.
                 widget=forms.RadioSelect(attrs={"autofocus": True} if n == 0 else {}),
@@ -64,16 +82,13 @@ class RubricAnswerForm(forms.Form):
 
 
 class RubricCreateForm(forms.Form):
-    name = forms.CharField(max_length=100, label="Name")
+    name = forms.CharField(max_length=100, label=_("Name"))
     instructions = forms.CharField(
-        required=False, max_length=NOTE_MAX, label="Instructions", widget=forms.Textarea
+        required=False, max_length=NOTE_MAX, label=_("Instructions"), widget=forms.Textarea
     )
     items = forms.CharField(
-        label="Items (JSON)",
-        help_text=(
-            'A list of items: {"key", "label", "kind": "pass_fail" | "score" | "category", '
-            '"required", "values": [{"value", "description"}, ...]}.'
-        ),
+        label=_("Items (JSON)"),
+        help_text=lazy(_items_help, SafeString)(),
         widget=forms.Textarea(attrs={"rows": 10}),
     )
 
@@ -81,18 +96,20 @@ class RubricCreateForm(forms.Form):
         try:
             return json.loads(self.cleaned_data["items"])
         except ValueError as exc:
-            raise forms.ValidationError(f"The items are not JSON: {exc}") from None
+            raise forms.ValidationError(
+                _("The items are not JSON: %(error)s"), params={"error": exc}
+            ) from None
 
 
 class RubricAttachForm(forms.Form):
-    rubric = forms.TypedChoiceField(coerce=int, label="Rubric")
-    agent = forms.CharField(required=False, max_length=100, label="Agent")
-    rule = forms.CharField(required=False, max_length=200, label="Rule")
+    rubric = forms.TypedChoiceField(coerce=int, label=_("Rubric"))
+    agent = forms.CharField(required=False, max_length=100, label=_("Agent"))
+    rule = forms.CharField(required=False, max_length=200, label=_("Rule"))
     reviews_required = forms.IntegerField(
-        min_value=1, max_value=MAX_REVIEWS, initial=1, label="Reviews per item"
+        min_value=1, max_value=MAX_REVIEWS, initial=1, label=_("Reviews per item")
     )
     instructions = forms.CharField(
-        required=False, max_length=NOTE_MAX, label="Instructions", widget=forms.Textarea
+        required=False, max_length=NOTE_MAX, label=_("Instructions"), widget=forms.Textarea
     )
 
     def __init__(self, *args: Any, rubrics: list[tuple[int, str]], **kwargs: Any) -> None:

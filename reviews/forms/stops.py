@@ -4,6 +4,7 @@ and the reason a stop is lifted."""
 from __future__ import annotations
 
 from django import forms
+from django.utils.translation import gettext_lazy as _
 
 from agentops.engine import stop_targets
 from reviews.forms._common import NOTE_MAX
@@ -16,19 +17,19 @@ def what_choices() -> list[tuple[str, object]]:
     show the right list, and one control to reach by keyboard."""
     targets = stop_targets()
     return [
-        (ALL, "Every task"),
-        ("Every task of the agent", [(f"agent:{n}", n) for n in targets["agent"]]),
-        ("Every call of the tool", [(f"tool:{n}", n) for n in targets["tool"]]),
+        (ALL, _("Every task")),
+        (_("Every task of the agent"), [(f"agent:{n}", n) for n in targets["agent"]]),
+        (_("Every call of the tool"), [(f"tool:{n}", n) for n in targets["tool"]]),
     ]
 
 
 class FleetStopForm(forms.Form):
-    what = forms.ChoiceField(label="What to stop")
+    what = forms.ChoiceField(label=_("What to stop"))
     reason = forms.CharField(
         max_length=NOTE_MAX,
         widget=forms.Textarea(attrs={"rows": 2}),
-        label="Reason",
-        help_text="Kept in the decision log and shown on every page while the stop is in force.",
+        label=_("Reason"),
+        help_text=_("Kept in the decision log and shown on every page while the stop is in force."),
     )
 
     def __init__(self, *args: object, **kwargs: object) -> None:
@@ -36,7 +37,7 @@ class FleetStopForm(forms.Form):
         self.fields["what"].choices = what_choices()  # type: ignore[attr-defined]
 
     def scope_target(self) -> tuple[str, str]:
-        scope, _, target = self.cleaned_data["what"].partition(":")
+        scope, _colon, target = self.cleaned_data["what"].partition(":")
         return scope, target
 
 
@@ -45,5 +46,5 @@ class FleetResumeForm(forms.Form):
         required=False,
         max_length=NOTE_MAX,
         widget=forms.Textarea(attrs={"rows": 1}),
-        label="Reason (optional)",
+        label=_("Reason (optional)"),
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from django import forms
+from django.utils.translation import gettext_lazy as _
 
 from agentops.plumbing.web import JSONObjectField
 from reviews.forms._common import ARGUMENTS_MAX, NOTE_MAX
@@ -17,18 +18,18 @@ class TaskControlForm(forms.Form):
         required=False,
         max_length=NOTE_MAX,
         widget=forms.Textarea(attrs={"rows": 1}),
-        label="Reason (optional)",
+        label=_("Reason (optional)"),
     )
     next = forms.CharField(required=False, widget=forms.HiddenInput)
 
 
 class TaskModifyForm(forms.Form):
-    token_budget = forms.IntegerField(required=False, min_value=1, label="Token budget")
+    token_budget = forms.IntegerField(required=False, min_value=1, label=_("Token budget"))
     cost_budget = forms.DecimalField(
-        required=False, min_value=0, max_digits=12, decimal_places=6, label="Cost budget"
+        required=False, min_value=0, max_digits=12, decimal_places=6, label=_("Cost budget")
     )
     wall_time_budget_seconds = forms.IntegerField(
-        required=False, min_value=1, label="Wall-time budget (seconds)"
+        required=False, min_value=1, label=_("Wall-time budget (seconds)")
     )
     input = JSONObjectField(
         noun="input changes",
@@ -37,10 +38,10 @@ class TaskModifyForm(forms.Form):
         max_chars=ARGUMENTS_MAX,
         required=False,
         widget=forms.Textarea(attrs={"rows": 3, "spellcheck": "false", "class": "mono"}),
-        label="Input changes (JSON object, editable fields only)",
+        label=_("Input changes (JSON object, editable fields only)"),
     )
     reason = forms.CharField(
-        required=False, max_length=NOTE_MAX, widget=forms.TextInput, label="Reason (optional)"
+        required=False, max_length=NOTE_MAX, widget=forms.TextInput, label=_("Reason (optional)")
     )
 
     def budgets(self) -> dict[str, Any]:

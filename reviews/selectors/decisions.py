@@ -11,6 +11,7 @@ from datetime import date, datetime
 from typing import TYPE_CHECKING
 
 from django.db.models import Q, QuerySet
+from django.utils.translation import gettext as _
 
 from agentops.plumbing.paging import keyset_rows
 from policies.models import PolicyChange
@@ -63,7 +64,9 @@ class LogEntry:
         if not self.channel:
             return ""
         label = channel_label(self.channel)
-        return f"{label}, token {self.api_token}" if self.api_token else label
+        if self.api_token:
+            return _("%(channel)s, token %(token)s") % {"channel": label, "token": self.api_token}
+        return label
 
 
 def _action_q(action: str) -> Q:

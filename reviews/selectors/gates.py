@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from django.core.exceptions import ObjectDoesNotExist
 from django.db.models import F
+from django.utils.translation import gettext as _
 
 from agentops.engine import (
     Preview,
@@ -102,7 +103,7 @@ def gate_checks(gate: Gate, calls: Sequence[ToolCall]) -> list[CheckResult]:
         # An agent's check is agent code run on recorded data: one that raises is shown as a
         # failed check with its error, never hidden and never breaking the panel.
         except Exception as exc:
-            passed, detail = False, f"the check could not run: {exc}"
+            passed, detail = False, _("the check could not run: %(error)s") % {"error": exc}
         checked.append(CheckResult(label, bool(passed), str(detail)))
     return checked
 

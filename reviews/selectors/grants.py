@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING
 
 from django.db.models import BooleanField, ExpressionWrapper, Q, QuerySet
 from django.utils import timezone
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_noop
 
 from agentops.engine import grants_for, missing_scope_of
 from agentops.models import ScopeGrant, Task
@@ -32,6 +34,19 @@ class GrantLine:
     @property
     def in_force(self) -> bool:
         return self.state == "in force"
+
+    @property
+    def state_label(self) -> str:
+        """The state in the reader's words (`state` stays the code)."""
+        return _(GRANT_STATES.get(self.state, self.state))
+
+
+# A grant's states, as `GrantLine.state_label` words them.
+GRANT_STATES = {
+    "in force": gettext_noop("in force"),
+    "expired": gettext_noop("expired"),
+    "revoked": gettext_noop("revoked"),
+}
 
 
 def grant_state(grant: ScopeGrant, now: datetime) -> str:

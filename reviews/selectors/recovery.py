@@ -7,6 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from django.utils.translation import gettext as _
+
 from agentops.engine import Preview, Recovery, tool_facts
 from agentops.models import Event, Step, Task, ToolCall
 from agentops.selectors import TaskDetail, json_preview, task_get_detail
@@ -140,7 +142,9 @@ def _outcome_after(decision: Decision, events: list[Event]) -> str:
             continue
         if event.action == "agentops.step.failed":
             kind = ((event.payload or {}).get("failure") or {}).get("kind", "error")
-            return f"failed again: {str(kind).replace('_', ' ')}"
-        if event.action in ("agentops.task.succeeded", "agentops.task.rolled_back"):
-            return event.action.rsplit(".", 1)[1].replace("_", " ")
-    return "no outcome yet"
+            return _("failed again: %(kind)s") % {"kind": str(kind).replace("_", " ")}
+        if event.action == "agentops.task.succeeded":
+            return _("succeeded")
+        if event.action == "agentops.task.rolled_back":
+            return _("rolled back")
+    return _("no outcome yet")

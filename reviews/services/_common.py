@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from agentops.engine import redacted
 from reviews.models import Claim, Decision
@@ -83,7 +84,8 @@ def claim_check_or_take_over(*, task_id: int, actor: User, take_over: bool, via:
     holder = claim.user.get_username()
     if not take_over:
         raise HeldByOther(
-            f"{holder} is already working on this; take it over to act on it yourself",
+            _("%(holder)s is already working on this; take it over to act on it yourself")
+            % {"holder": holder},
             holder=holder,
         )
     Claim.objects.filter(pk=claim.pk).update(
@@ -102,4 +104,4 @@ def claim_check_or_take_over(*, task_id: int, actor: User, take_over: bool, via:
 def operator_check(*, user: User) -> None:
     """Raise NotAllowed unless `user` is an operator (or a superuser)."""
     if not user.has_perm("reviews.decide_gate"):
-        raise NotAllowed("only operators may resolve stopped tasks")
+        raise NotAllowed(_("only operators may resolve stopped tasks"))

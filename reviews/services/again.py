@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from django.db import transaction
+from django.utils.translation import gettext as _
 
 from agentops.engine import AgentOpsError, task_fork, task_restart
 from reviews.services._common import NotAllowed, ReviewError, decision_record
@@ -22,13 +23,13 @@ if TYPE_CHECKING:
 
 def _operator(user: User) -> None:
     if not user.has_perm("reviews.decide_gate"):
-        raise NotAllowed("only operators may start a task again or fork it")
+        raise NotAllowed(_("only operators may start a task again or fork it"))
 
 
 def _reason(reason: str) -> str:
     reason = reason.strip()
     if not reason:
-        raise ReviewError("say why: the decision log keeps it")
+        raise ReviewError(_("say why: the decision log keeps it"))
     return reason
 
 

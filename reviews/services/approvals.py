@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from django.utils.translation import gettext as _
+
 if TYPE_CHECKING:
     from agentops.engine import GateDecided
 
@@ -33,5 +35,5 @@ def bulk_outcome(decided: GateDecided) -> tuple[str, str]:
         return "approved", ""
     return (
         f"{len(decided.approvals)} of {decided.required} approvals",
-        "approved by you; a second person must approve too",
+        _("approved by you; a second person must approve too"),
     )

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from django.db import transaction
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from agentops.engine import redacted
 from agentops.models import AuditItem
@@ -29,15 +30,15 @@ def audit_item_review(
     logged; the latest verdict stands. An item under a rubric is reviewed with it
     (`rubric_review_submit`), never with one bit: ReviewError."""
     if verdict not in (AuditStatus.OK, AuditStatus.FLAGGED):
-        raise ReviewError("an audit verdict is ok or flagged")
+        raise ReviewError(_("an audit verdict is ok or flagged"))
     if verdict == AuditStatus.FLAGGED and not note.strip():
-        raise ReviewError("a flag needs a note saying what is wrong")
+        raise ReviewError(_("a flag needs a note saying what is wrong"))
     if actor is None or not actor.has_perm("reviews.review_audit"):
-        raise NotAllowed("only auditors review audit items")
+        raise NotAllowed(_("only auditors review audit items"))
     with transaction.atomic():
         item = AuditItem.objects.select_for_update().get(pk=item_id)
         if under_rubric(item):
-            raise ReviewError("this item is reviewed with its rubric: answer it on its page")
+            raise ReviewError(_("this item is reviewed with its rubric: answer it on its page"))
         reservation_check(item=item, actor=actor)
         reservation_end(item=item, actor=actor)
         before = item.status
@@ -83,7 +84,7 @@ def audit_items_bulk_review(
     so are items under a rubric (each is answered on its own) and items someone else took in a
     batch."""
     if not item_ids:
-        raise ReviewError("select at least one item")
+        raise ReviewError(_("select at least one item"))
     done = 0
     for item_id in item_ids:
         item = AuditItem.objects.filter(pk=item_id).first()

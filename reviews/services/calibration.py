@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from django.db import transaction
+from django.utils.translation import gettext as _
 
 from agentops.engine import DEFAULT_GATE_TIMEOUT_SECONDS
 from policies.engine import GateSettings, Route
@@ -48,15 +49,17 @@ def calibration_draft_create(
     editor, dry-runs it and publishes it, or discards it. Nothing is published here.
     """
     if actor is None or not actor.has_perm("policies.edit_policy"):
-        raise NotAllowed("only policy admins may open policy drafts")
+        raise NotAllowed(_("only policy admins may open policy drafts"))
     if not (0 < threshold <= 1) or not tool or not agent:
-        raise ReviewError("a proposal needs a tool, an agent and a threshold between 0 and 1")
+        raise ReviewError(_("a proposal needs a tool, an agent and a threshold between 0 and 1"))
     with transaction.atomic():
         policy = (
             Policy.objects.get(pk=policy_id) if policy_id else Policy.objects.get(name="default")
         )
         if policy_version_active(policy.name) is None:
-            raise ReviewError(f"policy {policy.name} has no published version to start from")
+            raise ReviewError(
+                _("policy %(name)s has no published version to start from") % {"name": policy.name}
+            )
         draft = policy_draft_create(policy=policy, author=actor)
         before = draft.rules.filter(name=rule).values_list("position", flat=True).first()
         policy_rule_add(

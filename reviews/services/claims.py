@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from django.db import transaction
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from agentops.models import Task
 from reviews.models import Claim
@@ -37,14 +38,14 @@ def claim_assign(*, task_id: int, actor: User, assignee: User, via: Via = VIA_UN
     """Hand an inbox item to `assignee` (an operator); logged as a decision. Assigning the item
     to the person who holds it already changes nothing and logs nothing."""
     if not assignee.has_perm("reviews.decide_gate"):
-        raise ReviewError(f"{assignee.get_username()} is not an operator")
+        raise ReviewError(_("%(name)s is not an operator") % {"name": assignee.get_username()})
     with transaction.atomic():
         Task.objects.select_for_update(of=("self",)).get(pk=task_id)
         current = Claim.objects.select_for_update().filter(task_id=task_id).first()
         if current is not None and current.user_id == assignee.pk:
             return current
         before = current.user.get_username() if current is not None else ""
-        claim, _ = Claim.objects.update_or_create(
+        claim, _created = Claim.objects.update_or_create(
             task_id=task_id,
             defaults={
                 "user": assignee,

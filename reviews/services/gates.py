@@ -15,11 +15,14 @@ deciding, for a channel that confirms before it decides (the email page, the Sla
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from django.db import transaction
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_noop
 
 from agentops import engine
 from agentops.engine import (
@@ -72,11 +75,13 @@ def gate_decide_check(
     gate = Gate.objects.select_related("task", "decided_by").get(pk=gate_id)
     kind = approval_kind_of(gate)
     if not kind.is_open(gate):
-        raise GateAlreadyDecided(f"this gate is already {gate.get_status_display().lower()}")
+        raise GateAlreadyDecided(
+            _("this gate is already %(status)s") % {"status": gate.get_status_display().lower()}
+        )
     if gate.task.status != TaskStatus.AWAITING_APPROVAL:
-        raise GateAlreadyDecided("the task is no longer waiting at this gate")
+        raise GateAlreadyDecided(_("the task is no longer waiting at this gate"))
     if seen_digest is not None and seen_digest != gate.args_digest:
-        raise GateAlreadyDecided("the proposed action changed since you opened it; review again")
+        raise GateAlreadyDecided(_("the proposed action changed since you opened it; review again"))
     gate_check_decider(gate=gate, user=actor)
     if not kind.offers(choice):
         raise ReviewError(kind.choice_refusal(choice))
@@ -250,7 +255,7 @@ def gate_reject(
     (the same action rejected again and again holds the task for a person instead)."""
     feedback = feedback.strip()
     if not feedback:
-        raise ReviewError("say why: the agent re-plans from your feedback")
+        raise ReviewError(_("say why: the agent re-plans from your feedback"))
     with transaction.atomic():
         decided = _decided(
             gate_id,
@@ -398,6 +403,29 @@ class BulkResult:
     outcome: str
     message: str = ""
 
+    @property
+    def outcome_label(self) -> str:
+        """The outcome in the reader's words (`outcome` stays the code a page styles by)."""
+        counted = _COUNTED.fullmatch(self.outcome)
+        if counted:
+            return _("%(given)s of %(required)s approvals") % {
+                "given": counted.group(1),
+                "required": counted.group(2),
+            }
+        return _(BULK_OUTCOMES[self.outcome]) if self.outcome in BULK_OUTCOMES else self.outcome
+
+
+# A bulk approval's outcomes for one gate, as `BulkResult.outcome_label` words them; an approval
+# that counts towards more is "<given> of <required> approvals" (`bulk_outcome`).
+BULK_OUTCOMES = {
+    "approved": gettext_noop("approved"),
+    "not found": gettext_noop("not found"),
+    "already decided": gettext_noop("already decided"),
+    "not allowed": gettext_noop("not allowed"),
+    "held by someone else": gettext_noop("held by someone else"),
+}
+_COUNTED = re.compile(r"(\d+) of (\d+) approvals")
+
 
 def gates_bulk_approve(
     *,
@@ -413,25 +441,28 @@ def gates_bulk_approve(
     transaction by `gate_approve`, so one refusal does not undo the others.
     """
     if not selection:
-        raise ReviewError("select at least one gate")
-    ids = [gate_id for gate_id, _ in selection]
+        raise ReviewError(_("select at least one gate"))
+    ids = [gate_id for gate_id, _digest in selection]
     found = {
         row["pk"]: (row["rule"], row["policy_version_id"], row["policy_version_number"])
         for row in Gate.objects.filter(pk__in=ids).values(
             "pk", "rule", "policy_version_id", "policy_version_number"
         )
     }
-    tiers = {(rule, version) for rule, version, _ in found.values()}
+    tiers = {(rule, version) for rule, version, _number in found.values()}
     if len(tiers) > 1:
-        names = ", ".join(sorted({f"{rule!r} (v{number})" for rule, _, number in found.values()}))
+        names = ", ".join(sorted({f"{rule!r} (v{number})" for rule, _id, number in found.values()}))
         raise ReviewError(
-            "bulk approval needs gates of one rule and policy version; "
-            f"this selection mixes {names}"
+            _(
+                "bulk approval needs gates of one rule and policy version; this selection "
+                "mixes %(names)s"
+            )
+            % {"names": names}
         )
     results = []
     for gate_id, seen_digest in selection:
         if gate_id not in found:
-            results.append(BulkResult(gate_id, "not found", "no such gate"))
+            results.append(BulkResult(gate_id, "not found", _("no such gate")))
             continue
         try:
             decided = gate_approve(

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from django.db import transaction
+from django.utils.translation import gettext as _
 
 from agentops.engine import GrantRefused, scope_grant, scope_grant_revoke
 from agentops.models import ScopeGrant, Task
@@ -28,9 +29,9 @@ if TYPE_CHECKING:
 def grant_refusal(*, user: User, task: Task | None = None) -> str | None:
     """Why `user` may not grant scopes (to `task`), or None when they may."""
     if not user.has_perm(GRANT_SCOPES):
-        return "only scope granters may grant or revoke scopes"
+        return _("only scope granters may grant or revoke scopes")
     if task is not None and task.created_by_id is not None and task.created_by_id == user.pk:
-        return "you started this task, so someone else must grant it scopes"
+        return _("you started this task, so someone else must grant it scopes")
     return None
 
 

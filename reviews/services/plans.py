@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from django.db import transaction
+from django.utils.translation import gettext as _
 
 from agentops.engine import PlanEdit, RepairPreview, RepairRefused, task_plan_repair
 from agentops.models import Task
@@ -44,7 +45,7 @@ def plan_repair_apply(
     operator_check(user=actor)
     reason = reason.strip()
     if not reason:
-        raise ReviewError("say why the plan changes: the reason is recorded with the change")
+        raise ReviewError(_("say why the plan changes: the reason is recorded with the change"))
 
     def check(task: Task) -> None:
         claim_check_or_take_over(task_id=task.pk, actor=actor, take_over=take_over, via=via)

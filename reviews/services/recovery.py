@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from django.db import transaction
+from django.utils.translation import gettext as _
 
 from agentops.engine import (
     INTERVENTIONS,
@@ -131,7 +132,7 @@ def task_restore_from_log(
     operator_check(user=actor)
     reason = reason.strip()
     if not reason:
-        raise ReviewError("say why the rows are restored from the log (a reason is required)")
+        raise ReviewError(_("say why the rows are restored from the log (a reason is required)"))
     with transaction.atomic():
         try:
             comparison = task_restore(task_id=task_id, actor=actor, reason=reason)

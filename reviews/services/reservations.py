@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING
 from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.utils import timezone
+from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
 
 from agentops.models import AuditItem
 from agentops.states import AuditStatus
@@ -46,8 +48,11 @@ def reservation_check(*, item: AuditItem, actor: User) -> None:
     if held is not None:
         until = timezone.localtime(held.until).strftime("%H:%M")
         raise ReservedByOther(
-            f"{held.holder.get_username()} took this item in a batch until {until}: it comes "
-            "back to the queue then, or when they review it"
+            _(
+                "%(holder)s took this item in a batch until %(until)s: it comes back to the "
+                "queue then, or when they review it"
+            )
+            % {"holder": held.holder.get_username(), "until": until}
         )
 
 
@@ -71,11 +76,11 @@ def audit_batch_reserve(
     that are not in the adjudication lane. Returns the new reservations (none when nothing is
     free); one decision lists them. Refused (ReviewError) while the actor holds a batch."""
     if not actor.has_perm("reviews.review_audit"):
-        raise NotAllowed("only auditors take audit items")
+        raise NotAllowed(_("only auditors take audit items"))
     if not 1 <= size <= BATCH_MAX:
-        raise ReviewError(f"a batch is 1 to {BATCH_MAX} items")
+        raise ReviewError(_("a batch is 1 to %(max)s items") % {"max": BATCH_MAX})
     if not 1 <= minutes <= MINUTES_MAX:
-        raise ReviewError(f"a batch is held 1 to {MINUTES_MAX} minutes")
+        raise ReviewError(_("a batch is held 1 to %(max)s minutes") % {"max": MINUTES_MAX})
     now = timezone.now()
     until = now + timedelta(minutes=minutes)
     with transaction.atomic():
@@ -87,8 +92,14 @@ def audit_batch_reserve(
         if (count := held.count()) and (last := held.order_by("-until").first()):
             ends = timezone.localtime(last.until).strftime("%H:%M")
             raise ReviewError(
-                f"you hold a batch of {count} item{'s' if count != 1 else ''} until {ends}: "
-                "review them or give them back before taking another"
+                ngettext(
+                    "you hold a batch of %(count)s item until %(ends)s: review them or give "
+                    "them back before taking another",
+                    "you hold a batch of %(count)s items until %(ends)s: review them or give "
+                    "them back before taking another",
+                    count,
+                )
+                % {"count": count, "ends": ends}
             )
         free = (
             AuditItem.objects.filter(status=AuditStatus.PENDING)

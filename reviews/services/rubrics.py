@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 from django.utils.text import slugify
+from django.utils.translation import gettext as _
 
 from agentops.engine import digest, redacted
 from agentops.models import AuditItem
@@ -47,9 +48,11 @@ def _text(value: Any, *, where: str, limit: int = TEXT_MAX) -> str:
     if value is None:
         return ""
     if not isinstance(value, str):
-        raise ReviewError(f"{where}: text expected")
+        raise ReviewError(_("%(where)s: text expected") % {"where": where})
     if len(value) > limit:
-        raise ReviewError(f"{where}: at most {limit} characters")
+        raise ReviewError(
+            _("%(where)s: at most %(limit)s characters") % {"where": where, "limit": limit}
+        )
     text: str = redacted(value.strip())
     return text
 
@@ -58,62 +61,82 @@ def _values(kind: str, given: Any, *, where: str) -> list[dict[str, Any]]:
     """The allowed answers of an item of `kind`, each with its description; ReviewError naming
     `where` for a list that does not fit the kind."""
     if not isinstance(given, list) or not given:
-        raise ReviewError(f"{where}.values: a list of values, each with a description")
+        raise ReviewError(
+            _("%(where)s.values: a list of values, each with a description") % {"where": where}
+        )
     if len(given) > MAX_VALUES:
-        raise ReviewError(f"{where}.values: at most {MAX_VALUES} values")
+        raise ReviewError(
+            _("%(where)s.values: at most %(max)s values") % {"where": where, "max": MAX_VALUES}
+        )
     values: list[dict[str, Any]] = []
     for n, entry in enumerate(given):
         at = f"{where}.values[{n}]"
         if not isinstance(entry, dict) or set(entry) - {"value", "description"}:
-            raise ReviewError(f"{at}: an object with a value and a description")
+            raise ReviewError(_("%(at)s: an object with a value and a description") % {"at": at})
         description = _text(entry.get("description"), where=f"{at}.description", limit=500)
         if not description:
-            raise ReviewError(f"{at}: each value needs a description saying what it means")
+            raise ReviewError(
+                _("%(at)s: each value needs a description saying what it means") % {"at": at}
+            )
         value = entry.get("value")
         if kind == RubricItemKind.SCORE:
             if isinstance(value, bool) or not isinstance(value, int):
-                raise ReviewError(f"{at}.value: a score is a whole number")
+                raise ReviewError(_("%(at)s.value: a score is a whole number") % {"at": at})
         elif not isinstance(value, str) or not value.strip() or len(value) > 50:
-            raise ReviewError(f"{at}.value: a label of 1 to 50 characters")
+            raise ReviewError(_("%(at)s.value: a label of 1 to 50 characters") % {"at": at})
         else:
             value = value.strip()
         values.append({"value": value, "description": description})
     labels = [v["value"] for v in values]
     if len(set(labels)) != len(labels):
-        raise ReviewError(f"{where}.values: each value once")
+        raise ReviewError(_("%(where)s.values: each value once") % {"where": where})
     if kind == RubricItemKind.PASS_FAIL and sorted(labels) != sorted(PASS_FAIL_VALUES):
-        raise ReviewError(f"{where}.values: pass/fail has the values pass and fail")
+        raise ReviewError(
+            _("%(where)s.values: pass/fail has the values pass and fail") % {"where": where}
+        )
     if kind == RubricItemKind.SCORE:
         ordered = sorted(labels)
         if len(ordered) < 2 or ordered != list(range(ordered[0], ordered[-1] + 1)):
             raise ReviewError(
-                f"{where}.values: a scale of at least two consecutive whole numbers, each described"
+                _(
+                    "%(where)s.values: a scale of at least two consecutive whole numbers, each "
+                    "described"
+                )
+                % {"where": where}
             )
         values.sort(key=lambda v: v["value"])
     if kind == RubricItemKind.CATEGORY and len(values) < 2:
-        raise ReviewError(f"{where}.values: at least two categories")
+        raise ReviewError(_("%(where)s.values: at least two categories") % {"where": where})
     return values
 
 
 def _rubric_item(position: int, given: Any) -> RubricItem:
     where = f"items[{position}]"
     if not isinstance(given, dict):
-        raise ReviewError(f"{where}: an object with key, label, kind, required and values")
+        raise ReviewError(
+            _("%(where)s: an object with key, label, kind, required and values") % {"where": where}
+        )
     unknown = set(given) - {"key", "label", "kind", "required", "values"}
     if unknown:
-        raise ReviewError(f"{where}: unknown field {sorted(unknown)[0]!r}")
+        raise ReviewError(
+            _("%(where)s: unknown field %(field)s")
+            % {"where": where, "field": repr(sorted(unknown)[0])}
+        )
     label = _text(given.get("label"), where=f"{where}.label", limit=200)
     if not label:
-        raise ReviewError(f"{where}.label: say what the item asks")
+        raise ReviewError(_("%(where)s.label: say what the item asks") % {"where": where})
     key = given.get("key") or slugify(label).replace("-", "_")[:50]
     if not isinstance(key, str) or slugify(key).replace("-", "_") != key or not key:
-        raise ReviewError(f"{where}.key: letters, digits and underscores")
+        raise ReviewError(_("%(where)s.key: letters, digits and underscores") % {"where": where})
     kind = given.get("kind")
     if kind not in RubricItemKind.values:
-        raise ReviewError(f"{where}.kind: one of {', '.join(RubricItemKind.values)}")
+        raise ReviewError(
+            _("%(where)s.kind: one of %(kinds)s")
+            % {"where": where, "kinds": ", ".join(RubricItemKind.values)}
+        )
     required = given.get("required", True)
     if not isinstance(required, bool):
-        raise ReviewError(f"{where}.required: true or false")
+        raise ReviewError(_("%(where)s.required: true or false") % {"where": where})
     return RubricItem(
         position=position,
         key=key,
@@ -136,21 +159,21 @@ def rubric_create(
     or category, `required`, `values`: each allowed answer with its description). ReviewError
     naming the first item or field that does not fit; nothing is written then."""
     if not actor.has_perm("reviews.define_rubrics"):
-        raise NotAllowed("only policy admins define rubrics")
+        raise NotAllowed(_("only policy admins define rubrics"))
     name = _text(name, where="name", limit=100)
     if not name:
-        raise ReviewError("name: a rubric needs a name")
+        raise ReviewError(_("name: a rubric needs a name"))
     if not isinstance(items, list) or not items:
-        raise ReviewError("items: a rubric asks at least one thing")
+        raise ReviewError(_("items: a rubric asks at least one thing"))
     if len(items) > MAX_RUBRIC_ITEMS:
-        raise ReviewError(f"items: at most {MAX_RUBRIC_ITEMS}")
+        raise ReviewError(_("items: at most %(max)s") % {"max": MAX_RUBRIC_ITEMS})
     built = [_rubric_item(n, given) for n, given in enumerate(items)]
     keys = [item.key for item in built]
     if len(set(keys)) != len(keys):
-        raise ReviewError("items: each key once")
+        raise ReviewError(_("items: each key once"))
     with transaction.atomic():
         if Rubric.objects.filter(name=name).exists():
-            raise ReviewError(f"name: there is a rubric {name!r} already")
+            raise ReviewError(_("name: there is a rubric %(name)s already") % {"name": repr(name)})
         rubric = Rubric.objects.create(
             name=name,
             instructions=_text(instructions, where="instructions"),
@@ -184,12 +207,14 @@ def rubric_queue_attach(
     replaces what that agent and rule had; items already under review keep the rubric and
     number they started with. Raises Rubric.DoesNotExist."""
     if not actor.has_perm("reviews.define_rubrics"):
-        raise NotAllowed("only policy admins attach rubrics to the audit queue")
+        raise NotAllowed(_("only policy admins attach rubrics to the audit queue"))
     agent, rule = (agent or "").strip(), (rule or "").strip()
     if not agent and not rule:
-        raise ReviewError("attach a rubric to an agent, a rule, or both")
+        raise ReviewError(_("attach a rubric to an agent, a rule, or both"))
     if not 1 <= reviews_required <= MAX_REVIEWS:
-        raise ReviewError(f"reviews_required: 1 to {MAX_REVIEWS} reviews per item")
+        raise ReviewError(
+            _("reviews_required: 1 to %(max)s reviews per item") % {"max": MAX_REVIEWS}
+        )
     with transaction.atomic():
         rubric = Rubric.objects.get(pk=rubric_id)
         before = RubricQueue.objects.select_for_update().filter(agent=agent, rule=rule).first()
@@ -227,34 +252,36 @@ def rubric_answers_check(rubric_id: int, answers: Any) -> dict[str, Any]:
     each value one the item allows (a score as a whole number, or its digits), no unknown key.
     Returns the answers as stored; ReviewError naming the first that does not fit."""
     if not isinstance(answers, dict):
-        raise ReviewError("answers: an object of rubric item keys to values")
+        raise ReviewError(_("answers: an object of rubric item keys to values"))
     items = rubric_items(rubric_id)
     known = {item.key for item in items}
     unknown = sorted(set(answers) - known)
     if unknown:
-        raise ReviewError(f"answers: the rubric has no item {unknown[0]!r}")
+        raise ReviewError(_("answers: the rubric has no item %(key)s") % {"key": repr(unknown[0])})
     checked: dict[str, Any] = {}
     for item in items:
         value = answers.get(item.key)
         if value is None or value == "":
             if item.required:
-                raise ReviewError(f"{item.label}: an answer is required")
+                raise ReviewError(_("%(label)s: an answer is required") % {"label": item.label})
             continue
         if item.kind == RubricItemKind.SCORE and isinstance(value, str):
             value = int(value) if value.lstrip("-").isdigit() else value
         allowed = [v["value"] for v in item.values]
         if isinstance(value, bool) or value not in allowed:
             shown = ", ".join(str(v) for v in allowed)
-            raise ReviewError(f"{item.label}: one of {shown}")
+            raise ReviewError(
+                _("%(label)s: one of %(values)s") % {"label": item.label, "values": shown}
+            )
         checked[item.key] = value
     return checked
 
 
 def _verdict_check(verdict: str, note: str) -> None:
     if verdict not in (AuditStatus.OK, AuditStatus.FLAGGED):
-        raise ReviewError("an audit verdict is ok or flagged")
+        raise ReviewError(_("an audit verdict is ok or flagged"))
     if verdict == AuditStatus.FLAGGED and not note.strip():
-        raise ReviewError("a flag needs a note saying what is wrong")
+        raise ReviewError(_("a flag needs a note saying what is wrong"))
 
 
 def _agree(reviews: list[RubricReview]) -> bool:
@@ -279,7 +306,7 @@ def rubric_review_submit(
     AuditItem.DoesNotExist; ReviewError when no rubric applies, the item has its reviews, or
     this person answered it already."""
     if not actor.has_perm("reviews.review_audit"):
-        raise NotAllowed("only auditors answer rubrics")
+        raise NotAllowed(_("only auditors answer rubrics"))
     note = _text(note, where="note")
     correction = _text(correction, where="correction", limit=20_000)
     _verdict_check(verdict, note)
@@ -289,12 +316,15 @@ def rubric_review_submit(
         if case is None:
             if item.status != AuditStatus.PENDING:
                 raise ReviewError(
-                    f"this item was marked {item.status} before a rubric was attached; "
-                    "it is reviewed as it was"
+                    _(
+                        "this item was marked %(status)s before a rubric was attached; it is "
+                        "reviewed as it was"
+                    )
+                    % {"status": item.status}
                 )
             queue = rubric_queue_for(agent=item.agent, rule=item.rule)
             if queue is None:
-                raise ReviewError("no rubric is attached for this item: mark it OK or flag it")
+                raise ReviewError(_("no rubric is attached for this item: mark it OK or flag it"))
             case = AuditCase.objects.create(
                 audit_item=item,
                 queue=queue,
@@ -302,7 +332,7 @@ def rubric_review_submit(
                 reviews_required=queue.reviews_required,
             )
         if case.status != CaseStatus.COLLECTING:
-            raise ReviewError("this item has all its reviews; see them on its page")
+            raise ReviewError(_("this item has all its reviews; see them on its page"))
         reservation_check(item=item, actor=actor)
         checked = rubric_answers_check(case.rubric_id, answers)
         try:
@@ -317,7 +347,7 @@ def rubric_review_submit(
                     correction=correction,
                 )
         except IntegrityError:
-            raise ReviewError("you answered this item's rubric already") from None
+            raise ReviewError(_("you answered this item's rubric already")) from None
         reservation_end(item=item, actor=actor)
         reviews = list(case.reviews.filter(adjudication=False).order_by("created_at", "id"))
         status = CaseStatus.COLLECTING
@@ -373,7 +403,7 @@ def rubric_adjudicate(
     note). Not by one of the item's own reviewers. Raises AuditItem.DoesNotExist; ReviewError
     when the item is not in the adjudication lane."""
     if not actor.has_perm("reviews.adjudicate_audit"):
-        raise NotAllowed("only senior auditors settle disputed items")
+        raise NotAllowed(_("only senior auditors settle disputed items"))
     note = _text(note, where="note")
     correction = _text(correction, where="correction", limit=20_000)
     _verdict_check(verdict, note)
@@ -381,9 +411,9 @@ def rubric_adjudicate(
         item = AuditItem.objects.select_for_update().get(pk=item_id)
         case = AuditCase.objects.select_related("rubric").filter(audit_item=item).first()
         if case is None or case.status != CaseStatus.DISPUTED:
-            raise ReviewError("this item is not waiting for adjudication")
+            raise ReviewError(_("this item is not waiting for adjudication"))
         if case.reviews.filter(reviewer=actor).exists():
-            raise NotAllowed("you reviewed this item; another senior auditor settles it")
+            raise NotAllowed(_("you reviewed this item; another senior auditor settles it"))
         checked = rubric_answers_check(case.rubric_id, answers)
         RubricReview.objects.create(
             case=case,

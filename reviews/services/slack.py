@@ -24,6 +24,7 @@ from django.core import signing
 from django.db import IntegrityError, transaction
 from django.db.models import F, Q, QuerySet
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from agentops.engine import redacted_cut
 from reviews.models import SlackIdentity, SlackMessage, SlackRequest
@@ -62,10 +63,10 @@ def slack_link_read(token: str) -> tuple[str, str]:
         found = signer.unsign_object(token, max_age=LINK_MAX_AGE_SECONDS)
     except signing.SignatureExpired:
         raise ReviewError(
-            "this link has expired: click a button in Slack again for a new one"
+            _("this link has expired: click a button in Slack again for a new one")
         ) from None
     except signing.BadSignature:
-        raise ReviewError("this link is not valid: open the one Slack sent you") from None
+        raise ReviewError(_("this link is not valid: open the one Slack sent you")) from None
     return str(found["team"]), str(found["user"])
 
 
@@ -78,16 +79,16 @@ def slack_profile_refusal(profile: SlackProfile, *, team_id: str, user: User) ->
     is: a live person (not deleted, not a bot) of workspace `team_id`, whose Slack profile email
     is `user`'s email, compared without regard to case."""
     if profile.team_id != team_id:
-        return "this Slack account is not of the workspace the link was made for"
+        return _("this Slack account is not of the workspace the link was made for")
     if profile.deleted or profile.is_bot:
-        return "this Slack account is deactivated or a bot"
+        return _("this Slack account is deactivated or a bot")
     if not profile.email:
-        return (
+        return _(
             "Slack did not share this Slack account's email (the Slack app needs the "
             "users:read.email scope), so it cannot be matched to you"
         )
     if not _same_email(profile.email, user.email):
-        return (
+        return _(
             "this Slack account's email is not the email of your agentops account, so it is "
             "not yours: link only from your own Slack account, never from a link someone sent you"
         )
@@ -97,22 +98,24 @@ def slack_profile_refusal(profile: SlackProfile, *, team_id: str, user: User) ->
 def _slack_profile(slack_user_id: str) -> SlackProfile:
     """The Slack user as Slack describes it; SlackUnconfirmed when Slack cannot say."""
     if not slack_configured():
-        raise SlackUnconfirmed("Slack is not configured here (AGENTOPS_SLACK_BOT_TOKEN)")
+        raise SlackUnconfirmed(_("Slack is not configured here (AGENTOPS_SLACK_BOT_TOKEN)"))
     try:
         return slack_user_profile(slack_user_id)
     except SlackError as exc:
         if exc.error in ("user_not_found", "user_not_visible"):
-            raise NotAllowed("Slack does not know this Slack account") from None
+            raise NotAllowed(_("Slack does not know this Slack account")) from None
         logger.warning("Slack users.info for %s failed: %s", slack_user_id, exc)
         raise SlackUnconfirmed(
-            f"could not confirm this Slack account with Slack ({exc.error or 'no answer'}): "
-            "try again in a moment"
+            _("could not confirm this Slack account with Slack (%(error)s): try again in a moment")
+            % {"error": exc.error or _("no answer")}
         ) from None
     except httpx.HTTPError as exc:
         logger.warning("Slack users.info for %s failed: %r", slack_user_id, exc)
         raise SlackUnconfirmed(
-            "could not confirm this Slack account with Slack (it did not answer in time): "
-            "try again in a moment"
+            _(
+                "could not confirm this Slack account with Slack (it did not answer in time): "
+                "try again in a moment"
+            )
         ) from None
 
 
@@ -125,11 +128,13 @@ def slack_identity_link(*, user: User, token: str) -> SlackIdentity:
     team_id, slack_user_id = slack_link_read(token)
     taken = SlackIdentity.objects.filter(team_id=team_id, slack_user_id=slack_user_id)
     if taken.exclude(user=user).exists():
-        raise ReviewError("this Slack account is linked to another person; they must unlink it")
+        raise ReviewError(_("this Slack account is linked to another person; they must unlink it"))
     if not user.email.strip():
         raise NotAllowed(
-            "your agentops account has no email address, so your Slack account cannot be "
-            "matched to it: ask an administrator to set the email your Slack account uses"
+            _(
+                "your agentops account has no email address, so your Slack account cannot be "
+                "matched to it: ask an administrator to set the email your Slack account uses"
+            )
         )
     refusal = slack_profile_refusal(_slack_profile(slack_user_id), team_id=team_id, user=user)
     if refusal is not None:
@@ -141,12 +146,12 @@ def slack_identity_link(*, user: User, token: str) -> SlackIdentity:
                 user=user, team_id=team_id, slack_user_id=slack_user_id
             )
     except IntegrityError:
-        raise ReviewError("this Slack account was just linked to another person") from None
+        raise ReviewError(_("this Slack account was just linked to another person")) from None
 
 
 def slack_identity_unlink(*, user: User) -> bool:
     """Remove `user`'s Slack link; False when there was none."""
-    deleted, _ = SlackIdentity.objects.filter(user=user).delete()
+    deleted, _counts = SlackIdentity.objects.filter(user=user).delete()
     return bool(deleted)
 
 
@@ -171,7 +176,7 @@ def slack_request_record(*, signature: str) -> bool:
 
 def slack_message_record(*, gate_id: int, channel: str, ts: str) -> SlackMessage:
     """Keep a posted gate message, showing the gate open, so it can follow the gate."""
-    message, _ = SlackMessage.objects.get_or_create(
+    message, _created = SlackMessage.objects.get_or_create(
         channel=channel, ts=ts, defaults={"gate_id": gate_id}
     )
     return message
@@ -180,7 +185,7 @@ def slack_message_record(*, gate_id: int, channel: str, ts: str) -> SlackMessage
 def slack_message_mark(*, gate_id: int, channel: str, ts: str, late_slack_user: str = "") -> int:
     """Ask for the message to be rendered again now (after a click), with the late clicker's note
     when there is one; returns the message's id. A message not kept yet is kept from here."""
-    message, _ = SlackMessage.objects.update_or_create(
+    message, _created = SlackMessage.objects.update_or_create(
         channel=channel,
         ts=ts,
         defaults={"pending": True, "next_attempt_at": timezone.now()},

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from django.db import transaction
+from django.utils.translation import gettext as _
 
 from agentops.engine import StopLifted, StopMade, fleet_resume, fleet_stop
 from reviews.services._common import NotAllowed, decision_record
@@ -21,7 +22,7 @@ STOP_FLEET = "agentops.stop_fleet"
 def stop_fleet_check(*, user: User) -> None:
     """Raise NotAllowed unless `user` holds the stop button's permission."""
     if not user.has_perm(STOP_FLEET):
-        raise NotAllowed("only holders of the stop permission may stop or resume the fleet")
+        raise NotAllowed(_("only holders of the stop permission may stop or resume the fleet"))
 
 
 def fleet_stop_apply(

@@ -10,6 +10,7 @@ from typing import Any
 
 from django import template
 from django.utils.html import format_html
+from django.utils.translation import gettext as _
 
 register = template.Library()
 
@@ -44,10 +45,10 @@ def seconds(value: float | None) -> str:
         return "n/a"
     value = float(value)
     if value < 60:
-        return f"{value:.1f} s"
+        return _("%(n)s s") % {"n": f"{value:.1f}"}
     if value < 3600:
-        return f"{value / 60:.1f} min"
-    return f"{value / 3600:.1f} h"
+        return _("%(n)s min") % {"n": f"{value / 60:.1f}"}
+    return _("%(n)s h") % {"n": f"{value / 3600:.1f}"}
 
 
 @register.filter

@@ -12,6 +12,7 @@ from typing import Any
 
 from django import template
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from agentops.engine import change_text
 from agentops.selectors import json_preview
@@ -25,14 +26,14 @@ register = template.Library()
 def _span(seconds: float) -> str:
     seconds = int(abs(seconds))
     if seconds < 60:
-        return f"{seconds} s"
+        return _("%(n)s s") % {"n": seconds}
     minutes = seconds // 60
     if minutes < 60:
-        return f"{minutes} min"
+        return _("%(n)s min") % {"n": minutes}
     hours, minutes = divmod(minutes, 60)
     if hours < 48:
-        return f"{hours} h {minutes:02d} min"
-    return f"{hours // 24} days"
+        return _("%(hours)s h %(minutes)s min") % {"hours": hours, "minutes": f"{minutes:02d}"}
+    return _("%(n)s days") % {"n": hours // 24}
 
 
 def _span_steady_for(seconds: float, *, rising: bool) -> float:
@@ -63,7 +64,9 @@ def time_left(due: datetime | None) -> str:
     if due is None:
         return ""
     seconds = (due - timezone.now()).total_seconds()
-    return f"{_span(seconds)} left" if seconds >= 0 else f"overdue {_span(seconds)}"
+    if seconds >= 0:
+        return _("%(span)s left") % {"span": _span(seconds)}
+    return _("overdue %(span)s") % {"span": _span(seconds)}
 
 
 @register.filter
@@ -76,7 +79,7 @@ def waited(since: datetime | None) -> str:
     """`waiting 12 min`: how long ago `since` was."""
     if since is None:
         return ""
-    return f"waiting {_span((timezone.now() - since).total_seconds())}"
+    return _("waiting %(span)s") % {"span": _span((timezone.now() - since).total_seconds())}
 
 
 # One implementation of each shared filter (agentops owns them; reviews templates use them too).

@@ -8,12 +8,13 @@ from __future__ import annotations
 import csv
 import json
 from collections.abc import Iterable, Iterator
-from typing import Any
+from typing import Any, cast
 
 from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import redirect
 from django.utils import timezone
 from django.utils.http import url_has_allowed_host_and_scheme
+from django.utils.translation import gettext_lazy
 
 from agentops.plumbing.web import permission_required
 from reviews.selectors import task_exists
@@ -24,17 +25,22 @@ OPERATE = "reviews.decide_gate"
 
 REVIEW_AUDIT = "reviews.review_audit"
 
-operator_required = permission_required(OPERATE, refusal="only operators may do this")
+operator_required = permission_required(
+    OPERATE, refusal=cast(str, gettext_lazy("only operators may do this"))
+)
 
-auditor_required = permission_required(REVIEW_AUDIT, refusal="only auditors may review audit items")
+auditor_required = permission_required(
+    REVIEW_AUDIT, refusal=cast(str, gettext_lazy("only auditors may review audit items"))
+)
 
 reader_required = permission_required(
-    "reviews.read_reviews", refusal="only operators and auditors may see the review workspace"
+    "reviews.read_reviews",
+    refusal=cast(str, gettext_lazy("only operators and auditors may see the review workspace")),
 )
 
 log_reader_required = permission_required(
     "reviews.read_decisions",
-    refusal="only operators, auditors and policy admins may read the log",
+    refusal=cast(str, gettext_lazy("only operators, auditors and policy admins may read the log")),
 )
 
 

@@ -90,5 +90,5 @@ def api_token_new(request: AuthenticatedHttpRequest) -> HttpResponse:
 def api_token_revoke_view(request: AuthenticatedHttpRequest, token_id: int) -> HttpResponse:
     if not api_token_revoke(token_id=token_id, user=request.user):
         raise Http404(f"no live token {token_id} of yours")
-    messages.success(request, "The token is revoked.")
+    messages.success(request, _("The token is revoked."))
     return redirect("reviews:account")

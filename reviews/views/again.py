@@ -12,6 +12,8 @@ from django.contrib import messages
 from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_noop
 from django.views.decorators.http import require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
@@ -33,8 +35,16 @@ def _task_or_404(task_id: int) -> Task:
 
 # The form each view answers with, in place (htmx) or on a page of its own: (the partial, the
 # name the partial reads the form by, the page's heading).
-RESTART = ("reviews/_partials/restart_form.html", "restart_form", "Start task #{task_id} again")
-FORK = ("reviews/_partials/fork_form.html", "fork_form", "Fork task #{task_id} from a step")
+RESTART = (
+    "reviews/_partials/restart_form.html",
+    "restart_form",
+    gettext_noop("Start task #%(id)s again"),
+)
+FORK = (
+    "reviews/_partials/fork_form.html",
+    "fork_form",
+    gettext_noop("Fork task #%(id)s from a step"),
+)
 
 
 def _form_again(
@@ -49,7 +59,7 @@ def _form_again(
     context = {"task": _task_or_404(task_id), name: form}
     if request.htmx:
         return varying(render(request, template, context))
-    page = {**context, "form_template": template, "heading": heading.format(task_id=task_id)}
+    page = {**context, "form_template": template, "heading": _(heading) % {"id": task_id}}
     return varying(render(request, "reviews/again_form.html", page, status=400))
 
 
@@ -81,11 +91,17 @@ def _start(
 
 
 def _restarted(task_id: int, new: Task, fields: dict[str, Any]) -> str:
-    return f"Started again as task {new.pk} (task {task_id} links to it)."
+    return _("Started again as task %(new)s (task %(old)s links to it).") % {
+        "new": new.pk,
+        "old": task_id,
+    }
 
 
 def _forked(task_id: int, new: Task, fields: dict[str, Any]) -> str:
-    return f"Forked from step {fields['from_step'] + 1} as task {new.pk}."
+    return _("Forked from step %(step)s as task %(new)s.") % {
+        "step": fields["from_step"] + 1,
+        "new": new.pk,
+    }
 
 
 @operator_required

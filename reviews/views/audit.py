@@ -11,6 +11,8 @@ from django.contrib import messages
 from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
 from django.views.decorators.http import require_GET, require_POST
 
 from agentops.models import AuditItem
@@ -161,7 +163,9 @@ def audit_dataset(request: AuthenticatedHttpRequest) -> HttpResponse | Streaming
             for field, errors in form.errors.items()
         )
         return HttpResponse(
-            f"Not exported: {wrong}\n", status=400, content_type="text/plain; charset=utf-8"
+            _("Not exported: %(why)s") % {"why": wrong} + "\n",
+            status=400,
+            content_type="text/plain; charset=utf-8",
         )
     return jsonl_stream(dataset_rows(filters=form.filters()), name="audit-dataset")
 
@@ -207,7 +211,7 @@ def audit_bulk_review(request: AuthenticatedHttpRequest) -> HttpResponse:
     """Mark the selected items ok (or flag them with one note); POST/redirect/GET."""
     form = AuditBulkForm(request.POST)
     if not form.is_valid():
-        messages.error(request, "Select at least one item and a verdict.")
+        messages.error(request, _("Select at least one item and a verdict."))
         return back_or_default(request, reverse("reviews:audit"))
     try:
         done = audit_items_bulk_review(
@@ -220,7 +224,9 @@ def audit_bulk_review(request: AuthenticatedHttpRequest) -> HttpResponse:
     except ReviewError as exc:
         messages.error(request, str(exc))
     else:
-        messages.success(request, f"{done} item{'s' if done != 1 else ''} reviewed.")
+        messages.success(
+            request, ngettext("%(n)s item reviewed.", "%(n)s items reviewed.", done) % {"n": done}
+        )
     return back_or_default(request, reverse("reviews:audit"))
 
 
@@ -230,7 +236,7 @@ def audit_batch_take(request: AuthenticatedHttpRequest) -> HttpResponse:
     """Take a batch of free items for a stated time; then the queue shows the batch."""
     form = AuditBatchForm(request.POST)
     if not form.is_valid():
-        messages.error(request, "A batch is 1 to 50 items for 1 to 480 minutes.")
+        messages.error(request, _("A batch is 1 to 50 items for 1 to 480 minutes."))
         return redirect("reviews:audit")
     try:
         taken = audit_batch_reserve(
@@ -243,13 +249,18 @@ def audit_batch_take(request: AuthenticatedHttpRequest) -> HttpResponse:
         messages.error(request, str(exc))
         return redirect("reviews:audit")
     if not taken:
-        messages.info(request, "No free item waits for review.")
+        messages.info(request, _("No free item waits for review."))
         return redirect("reviews:audit")
     messages.success(
         request,
-        f"{len(taken)} item{'s' if len(taken) != 1 else ''} taken for "
-        f"{form.cleaned_data['minutes']} minutes: nobody else reviews them meanwhile; what you "
-        "leave goes back to the queue then.",
+        ngettext(
+            "%(n)s item taken for %(minutes)s minutes: nobody else reviews them meanwhile; "
+            "what you leave goes back to the queue then.",
+            "%(n)s items taken for %(minutes)s minutes: nobody else reviews them meanwhile; "
+            "what you leave goes back to the queue then.",
+            len(taken),
+        )
+        % {"n": len(taken), "minutes": form.cleaned_data["minutes"]},
     )
     return redirect(f"{reverse('reviews:audit')}?held=mine")
 
@@ -258,5 +269,8 @@ def audit_batch_take(request: AuthenticatedHttpRequest) -> HttpResponse:
 @require_POST
 def audit_batch_give_back(request: AuthenticatedHttpRequest) -> HttpResponse:
     released = audit_batch_release(actor=request.user, via=VIA_BROWSER)
-    messages.success(request, f"{released} item{'s' if released != 1 else ''} given back.")
+    messages.success(
+        request,
+        ngettext("%(n)s item given back.", "%(n)s items given back.", released) % {"n": released},
+    )
     return redirect("reviews:audit")

@@ -21,6 +21,8 @@ from django import forms
 from django.contrib import messages
 from django.http import HttpResponse
 from django.shortcuts import redirect, render
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 from django.views.decorators.http import require_http_methods
 
 from agentops.engine import Choice, TransitionRefused
@@ -50,7 +52,7 @@ class EmailActionForm(forms.Form):
         required=False,
         max_length=5000,
         widget=forms.Textarea(attrs={"rows": 3}),
-        help_text="Required to reject: the agent re-plans the step from it.",
+        help_text=gettext_lazy("Required to reject: the agent re-plans the step from it."),
     )
 
 
@@ -112,12 +114,16 @@ def email_action(request: AuthenticatedHttpRequest, token: str) -> HttpResponse:
     except (NotAllowed, HeldByOther) as exc:
         return _page(request, action=action, error=str(exc), status=403)
     except Gate.DoesNotExist:
-        return _page(request, error=f"there is no gate {action.gate_id}", status=404)
+        return _page(
+            request, error=_("there is no gate %(id)s") % {"id": action.gate_id}, status=404
+        )
     except ReviewError as exc:
         form.add_error("reason", str(exc))
         return _page(request, action=action, form=form, status=400)
-    verb = "approved" if action.action == APPROVE else "rejected"
-    messages.success(request, f"You {verb} this gate from the email link.")
+    if action.action == APPROVE:
+        messages.success(request, _("You approved this gate from the email link."))
+    else:
+        messages.success(request, _("You rejected this gate from the email link."))
     return redirect("reviews:gate", gate_id=action.gate_id)
 
 
@@ -127,7 +133,9 @@ def _confirmation(request: AuthenticatedHttpRequest, action: EmailAction) -> Htt
     try:
         gate_decide_check(gate_id=action.gate_id, choice=Choice(action.action), actor=request.user)
     except Gate.DoesNotExist:
-        return _page(request, error=f"there is no gate {action.gate_id}", status=404)
+        return _page(
+            request, error=_("there is no gate %(id)s") % {"id": action.gate_id}, status=404
+        )
     except GateAlreadyDecided:
         return _page(request, action=action, status=409)
     except NotAllowed as exc:

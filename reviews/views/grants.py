@@ -6,10 +6,14 @@ the page would have refused.
 
 from __future__ import annotations
 
+from typing import cast
+
 from django.contrib import messages
 from django.http import Http404, HttpResponse
 from django.shortcuts import redirect
 from django.urls import reverse
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 from django.views.decorators.http import require_POST
 
 from agentops.models import ScopeGrant, Task
@@ -26,9 +30,10 @@ from reviews.services import (
 from reviews.states import VIA_BROWSER
 from reviews.views._common import back_or_default
 from reviews.views.recovery import recovery_attempt, render_recovery
+from reviews.wording import with_kept
 
 granter_required = permission_required(
-    GRANT_SCOPES, refusal="only scope granters may grant or revoke scopes"
+    GRANT_SCOPES, refusal=cast(str, gettext_lazy("only scope granters may grant or revoke scopes"))
 )
 
 
@@ -58,11 +63,25 @@ def scope_grant_view(request: AuthenticatedHttpRequest, task_id: int) -> HttpRes
     )
     if isinstance(grant, HttpResponse):
         return grant
-    whom = "this task" if grant.task_id else f"every {grant.agent} task"
+    if grant.task_id:
+        granted = _(
+            "Task #%(id)s: %(scope)s granted to this task until %(until)s UTC; the step "
+            "continues under it."
+        )
+    else:
+        granted = _(
+            "Task #%(id)s: %(scope)s granted to every %(agent)s task until %(until)s UTC; the "
+            "step continues under it."
+        )
     messages.success(
         request,
-        f"Task #{task_id}: {grant.scope} granted to {whom} until "
-        f"{grant.expires_at:%Y-%m-%d %H:%M} UTC; the step continues under it.",
+        with_kept(
+            granted,
+            id=task_id,
+            scope=grant.scope,
+            agent=grant.agent,
+            until=f"{grant.expires_at:%Y-%m-%d %H:%M}",
+        ),
     )
     return redirect("agentops:task_detail", task_id=task_id)
 
@@ -76,7 +95,7 @@ def scope_revoke_view(request: AuthenticatedHttpRequest, grant_id: int) -> HttpR
     back = _back_path(grant)
     form = ScopeRevokeForm(request.POST)
     if not form.is_valid():
-        messages.error(request, "Nothing was revoked: say why the grant is revoked.")
+        messages.error(request, _("Nothing was revoked: say why the grant is revoked."))
         return back_or_default(request, back)
     try:
         scope_grant_revoke_apply(
@@ -89,9 +108,11 @@ def scope_revoke_view(request: AuthenticatedHttpRequest, grant_id: int) -> HttpR
         messages.error(request, str(exc))
         return back_or_default(request, back)
     except ReviewError as exc:
-        messages.error(request, f"Nothing was revoked: {exc}")
+        messages.error(request, _("Nothing was revoked: %(why)s") % {"why": exc})
         return back_or_default(request, back)
-    messages.success(request, f"Grant #{grant_id} ({grant.scope}) revoked.")
+    messages.success(
+        request, with_kept(_("Grant #%(id)s (%(scope)s) revoked."), id=grant_id, scope=grant.scope)
+    )
     return back_or_default(request, back)
 
 

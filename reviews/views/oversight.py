@@ -4,20 +4,26 @@ the same as CSV and JSON (`?format=csv`, `?format=json`). For the dashboard's re
 from __future__ import annotations
 
 import json
+from typing import cast
 
 from django.http import HttpResponse
 from django.shortcuts import render
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 from django.views.decorators.http import require_GET
 
 from agentops.metrics import agent_names
 from agentops.plumbing.web import AuthenticatedHttpRequest, permission_required
 from reviews.forms import DashboardFilterForm
-from reviews.oversight import EVIDENCES, flat, oversight_report, shown
+from reviews.oversight import EVIDENCES, SECTION_TITLES, flat, oversight_report, shown
 
 
 @permission_required(
     "reviews.read_dashboard",
-    refusal="only operators, auditors and policy admins may read the oversight report",
+    refusal=cast(
+        str,
+        gettext_lazy("only operators, auditors and policy admins may read the oversight report"),
+    ),
 )
 @require_GET
 def oversight(request: AuthenticatedHttpRequest) -> HttpResponse:
@@ -52,8 +58,10 @@ def oversight(request: AuthenticatedHttpRequest) -> HttpResponse:
                     a.agent,
                     [
                         (
-                            key.replace("_", " ").capitalize(),
-                            EVIDENCES[key],
+                            _(SECTION_TITLES[key])
+                            if key in SECTION_TITLES
+                            else key.replace("_", " ").capitalize(),
+                            _(EVIDENCES[key]),
                             [(name, shown(value)) for name, value in flat(figures)],
                         )
                         for key, figures in a.sections().items()

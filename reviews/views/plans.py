@@ -7,6 +7,7 @@ from __future__ import annotations
 from django.contrib import messages
 from django.http import Http404, HttpResponse
 from django.shortcuts import redirect
+from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
 from agentops.engine import RepairRefused, TransitionRefused, plan_repair_preview_load
@@ -75,8 +76,11 @@ def plan_repair(request: AuthenticatedHttpRequest, task_id: int) -> HttpResponse
         return _panel(request, task_id, form, alert=str(exc), status=409)
     except ReviewError as exc:
         return _panel(request, task_id, form, alert=str(exc), status=400)
-    then = " and the task is retried" if form.cleaned_data["then_retry"] else ""
-    messages.success(request, f"Task #{task_id}: the plan is repaired{then}.")
+    if form.cleaned_data["then_retry"]:
+        repaired = _("Task #%(id)s: the plan is repaired and the task is retried.")
+    else:
+        repaired = _("Task #%(id)s: the plan is repaired.")
+    messages.success(request, repaired % {"id": task_id})
     if form.cleaned_data["then_retry"]:
         return redirect("agentops:task_detail", task_id=task_id)
     return redirect("reviews:recover", task_id=task_id)

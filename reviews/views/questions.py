@@ -10,6 +10,7 @@ from __future__ import annotations
 from django.contrib import messages
 from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
+from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_POST
 
 from agentops.models import Gate
@@ -99,6 +100,8 @@ def question_answer_view(request: AuthenticatedHttpRequest, gate_id: int) -> Htt
     except ReviewError as exc:
         return _render_question(request, gate_id, form=form, alert=str(exc), status=400)
     messages.success(
-        request, f"Task #{panel.task.pk}: your answer goes to the agent, and the task goes on."
+        request,
+        _("Task #%(id)s: your answer goes to the agent, and the task goes on.")
+        % {"id": panel.task.pk},
     )
     return redirect("agentops:task_detail", task_id=panel.task.pk)

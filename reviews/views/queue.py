@@ -18,6 +18,7 @@ from django.shortcuts import redirect
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html_join
+from django.utils.translation import gettext as _
 from django.views.decorators.http import require_GET, require_POST
 
 from agentops.plumbing.paging import page_number
@@ -284,7 +285,7 @@ def assign(request: AuthenticatedHttpRequest, task_id: int) -> HttpResponse:
 
     form = AssignForm(request.POST, assignees=get_user_model().objects.filter(is_active=True))
     if not form.is_valid():
-        return _inbox_response(request, message="Choose whom to assign it to.", status=400)
+        return _inbox_response(request, message=_("Choose whom to assign it to."), status=400)
     try:
         claim_assign(
             task_id=task_id,

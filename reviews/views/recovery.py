@@ -10,6 +10,8 @@ from typing import Any, TypeVar
 from django.contrib import messages
 from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_noop, pgettext
 from django.views.decorators.http import require_GET, require_POST
 
 from agentops.engine import TransitionRefused, plan_repair_options
@@ -35,12 +37,19 @@ T = TypeVar("T")
 CONFIRMED_INTERVENTIONS = frozenset({"rollback", "abort"})
 # The confirmation line after an intervention, like the other task actions'.
 INTERVENED = {
-    "retry": "Task #{task_id}: the step is retried.",
-    "skip": "Task #{task_id}: the step is skipped and the task goes on.",
-    "rollback": "Task #{task_id}: rolling back its effects.",
-    "abort": "Task #{task_id} aborted.",
+    "retry": gettext_noop("Task #%(id)s: the step is retried."),
+    "skip": gettext_noop("Task #%(id)s: the step is skipped and the task goes on."),
+    "rollback": gettext_noop("Task #%(id)s: rolling back its effects."),
+    "abort": gettext_noop("Task #%(id)s aborted."),
 }
-UNPROTECTED_REPEAT = (
+# The interventions as the reason's help names them.
+INTERVENTION_NAMES = {
+    "retry": gettext_noop("retry"),
+    "skip": gettext_noop("skip"),
+    "rollback": gettext_noop("rollback"),
+    "abort": gettext_noop("abort"),
+}
+UNPROTECTED_REPEAT = gettext_noop(
     "This tool does not honour idempotency keys: calling it again is not protected by a key, "
     "and if the call did happen its effect happens twice. Tick that you are sure it did not "
     "happen, then answer again."
@@ -54,12 +63,26 @@ GRANT_OPTION = "grant"
 def _reason_help(options: list[OptionView]) -> str:
     """What the shared reason goes with: the choices its buttons send (the grant asks for its
     own), so the panel never shows two fields that both read as the reason."""
-    named = [option.action for option in options if option.action != GRANT_OPTION]
-    listed = f"{', '.join(named[:-1])} or {named[-1]}" if len(named) > 1 else "".join(named)
-    said = f"Recorded in the decision log with your choice of {listed}." if named else ""
+    named = [
+        _(INTERVENTION_NAMES.get(option.action, option.action))
+        for option in options
+        if option.action != GRANT_OPTION
+    ]
+    if len(named) > 1:
+        listed = _("%(first)s or %(last)s") % {
+            "first": pgettext("list separator", ", ").join(named[:-1]),
+            "last": named[-1],
+        }
+    else:
+        listed = "".join(named)
+    said = []
+    if named:
+        said.append(
+            _("Recorded in the decision log with your choice of %(choices)s.") % {"choices": listed}
+        )
     if len(named) < len(options):
-        said += " The grant asks for its own reason."
-    return said.strip()
+        said.append(_("The grant asks for its own reason."))
+    return " ".join(said)
 
 
 def render_recovery(
@@ -165,7 +188,7 @@ def intervention(request: AuthenticatedHttpRequest, task_id: int) -> HttpRespons
     )
     if isinstance(refused, HttpResponse):
         return refused
-    messages.success(request, INTERVENED[form.cleaned_data["action"]].format(task_id=task_id))
+    messages.success(request, _(INTERVENED[form.cleaned_data["action"]]) % {"id": task_id})
     return redirect("agentops:task_detail", task_id=task_id)
 
 
@@ -175,14 +198,14 @@ def call_confirm(request: AuthenticatedHttpRequest, task_id: int, call_id: int) 
     form = ConfirmForm(request.POST)
     if not form.is_valid():
         return render_recovery(
-            request, task_id, alert="Choose whether the effect happened.", status=400
+            request, task_id, alert=_("Choose whether the effect happened."), status=400
         )
     if not form.cleaned_data["executed"] and not form.cleaned_data["sure"]:
         call = ToolCall.objects.filter(
             pk=call_id, task_id=task_id, status=LedgerStatus.EXECUTED_UNKNOWN
         ).first()
         if call is not None and call_repeat_unprotected(call):
-            return render_recovery(request, task_id, alert=UNPROTECTED_REPEAT, status=400)
+            return render_recovery(request, task_id, alert=_(UNPROTECTED_REPEAT), status=400)
     refused = recovery_attempt(
         request,
         task_id,

@@ -6,12 +6,14 @@ define rubrics and attach them to the audit queue, with the agreement of each qu
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from django.contrib import messages
 from django.http import Http404, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 from django.views.decorators.http import require_GET, require_POST
 
 from agentops.models import AuditItem
@@ -37,15 +39,18 @@ from reviews.services import (
 )
 from reviews.states import VIA_BROWSER
 from reviews.views._common import auditor_required, reader_required
+from reviews.wording import with_kept
 
 adjudicator_required = permission_required(
-    "reviews.adjudicate_audit", refusal="only senior auditors settle disputed items"
+    "reviews.adjudicate_audit",
+    refusal=cast(str, gettext_lazy("only senior auditors settle disputed items")),
 )
 rubric_admin_required = permission_required(
-    "reviews.define_rubrics", refusal="only policy admins define rubrics"
+    "reviews.define_rubrics", refusal=cast(str, gettext_lazy("only policy admins define rubrics"))
 )
 rubric_reader_required = permission_required(
-    "reviews.read_dashboard", refusal="only reviewers and policy admins may see the rubrics"
+    "reviews.read_dashboard",
+    refusal=cast(str, gettext_lazy("only reviewers and policy admins may see the rubrics")),
 )
 
 
@@ -104,7 +109,9 @@ def _answered(
         except ReviewError as exc:  # NotAllowed included: the reason is shown
             form.add_error(None, str(exc))
         else:
-            messages.success(request, f"Audit item {item_id}: your answers are in.")
+            messages.success(
+                request, _("Audit item %(id)s: your answers are in.") % {"id": item_id}
+            )
             following = None if adjudication else rubric_next_item(user=request.user)
             if following is not None:
                 return redirect("reviews:audit_rubric", item_id=following.pk)
@@ -172,7 +179,7 @@ def rubric_create_view(request: AuthenticatedHttpRequest) -> HttpResponse:
         except ReviewError as exc:
             form.add_error(None, str(exc))
         else:
-            messages.success(request, f"Rubric {rubric.name!r} defined.")
+            messages.success(request, with_kept(_("Rubric '%(name)s' defined."), name=rubric.name))
             return redirect(reverse("reviews:rubrics"))
     return _rubrics_page(request, create_form=form, status=400)
 
@@ -197,6 +204,6 @@ def rubric_attach_view(request: AuthenticatedHttpRequest) -> HttpResponse:
         except (ReviewError, Rubric.DoesNotExist) as exc:
             form.add_error(None, str(exc))
         else:
-            messages.success(request, "Rubric attached to the audit queue.")
+            messages.success(request, _("Rubric attached to the audit queue."))
             return redirect(reverse("reviews:rubrics"))
     return _rubrics_page(request, attach_form=form, status=400)

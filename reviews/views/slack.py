@@ -12,6 +12,7 @@ from django.conf import settings
 from django.contrib import messages
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
+from django.utils.translation import gettext as _
 from django.views.decorators.csrf import csrf_exempt
 from django.views.decorators.http import require_http_methods, require_POST
 
@@ -65,7 +66,9 @@ def slack_link(request: AuthenticatedHttpRequest, token: str) -> HttpResponse:
         team_id, slack_user_id = slack_link_read(token)
         if request.method == "POST":
             slack_identity_link(user=request.user, token=token)
-            messages.success(request, "Your Slack account is linked: buttons in Slack act as you.")
+            messages.success(
+                request, _("Your Slack account is linked: buttons in Slack act as you.")
+            )
             return redirect("reviews:account")
     except SlackUnconfirmed as exc:
         context = {"error": str(exc), "retry": True, "token": token}
@@ -82,5 +85,5 @@ def slack_link(request: AuthenticatedHttpRequest, token: str) -> HttpResponse:
 @require_POST
 def slack_unlink(request: AuthenticatedHttpRequest) -> HttpResponse:
     if slack_identity_unlink(user=request.user):
-        messages.success(request, "Your Slack account is unlinked.")
+        messages.success(request, _("Your Slack account is unlinked."))
     return redirect("reviews:account")

@@ -4,9 +4,13 @@ lifted, and the form that stops every task, an agent's or a tool's. For holders 
 
 from __future__ import annotations
 
+from typing import cast
+
 from django.contrib import messages
 from django.http import HttpResponse
 from django.shortcuts import redirect, render
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 from django.views.decorators.http import require_http_methods, require_POST
 
 from agentops.engine import StopRefused
@@ -15,9 +19,13 @@ from agentops.plumbing.web import AuthenticatedHttpRequest, permission_required
 from reviews.forms import FleetResumeForm, FleetStopForm
 from reviews.services.stops import STOP_FLEET, fleet_resume_apply, fleet_stop_apply
 from reviews.states import VIA_BROWSER
+from reviews.wording import with_kept
 
 stopper_required = permission_required(
-    STOP_FLEET, refusal="only holders of the stop permission may stop or resume the fleet"
+    STOP_FLEET,
+    refusal=cast(
+        str, gettext_lazy("only holders of the stop permission may stop or resume the fleet")
+    ),
 )
 
 RECENT_LIFTED = 10
@@ -42,11 +50,25 @@ def fleet_stops(request: AuthenticatedHttpRequest) -> HttpResponse:
         except StopRefused as exc:
             form.add_error(None, str(exc))
         else:
-            messages.success(
-                request,
-                f"Stopped {made.stop.target or 'every task'}: {len(made.paused)} tasks "
-                f"paused; {len(made.running)} running ones stop at their next safe point.",
-            )
+            counts = {"paused": len(made.paused), "running": len(made.running)}
+            if made.stop.target:
+                stopped: str = with_kept(
+                    _(
+                        "Stopped %(target)s: %(paused)s tasks paused; %(running)s running ones "
+                        "stop at their next safe point."
+                    ),
+                    target=made.stop.target,
+                    **counts,
+                )
+            else:
+                stopped = (
+                    _(
+                        "Stopped every task: %(paused)s tasks paused; %(running)s running ones "
+                        "stop at their next safe point."
+                    )
+                    % counts
+                )
+            messages.success(request, stopped)
             return redirect("reviews:fleet_stops")
     in_force = FleetStop.objects.filter(lifted_at__isnull=True).order_by("-created_at", "-id")
     lifted = FleetStop.objects.filter(lifted_at__isnull=False).order_by("-lifted_at", "-id")
@@ -73,11 +95,11 @@ def fleet_resume(request: AuthenticatedHttpRequest, stop_id: int) -> HttpRespons
             stop_id=stop_id, reason=reason, actor=request.user, via=VIA_BROWSER
         )
     except StopRefused as exc:
-        messages.error(request, f"Nothing changed: {exc}.")
+        messages.error(request, _("Nothing changed: %(why)s.") % {"why": exc})
     else:
         messages.success(
             request,
-            f"Stop lifted: {len(lifted.resumed)} tasks resumed, "
-            f"{len(lifted.released)} queued tasks released.",
+            _("Stop lifted: %(resumed)s tasks resumed, %(released)s queued tasks released.")
+            % {"resumed": len(lifted.resumed), "released": len(lifted.released)},
         )
     return redirect("reviews:fleet_stops")

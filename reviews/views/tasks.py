@@ -6,6 +6,7 @@ from django.contrib import messages
 from django.http import HttpResponse
 from django.shortcuts import redirect
 from django.urls import reverse
+from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
 from agentops.engine import TransitionRefused
@@ -26,19 +27,25 @@ def task_control(request: AuthenticatedHttpRequest, task_id: int, action: str) -
     valid = form.is_valid()
     reason = form.cleaned_data.get("reason", "") if valid else ""
     if action == "cancel" and not (valid and form.cleaned_data["confirm"]):
-        messages.error(request, "Nothing changed: tick the box to confirm that the task ends now.")
+        messages.error(
+            request, _("Nothing changed: tick the box to confirm that the task ends now.")
+        )
         return back_or_default(request, reverse("agentops:task_detail", args=[task_id]))
     try:
         task_control_apply(
             task_id=task_id, action=action, actor=request.user, reason=reason, via=VIA_BROWSER
         )
     except TransitionRefused as exc:
-        messages.error(request, f"Nothing changed: {exc}.")
+        messages.error(request, _("Nothing changed: %(why)s.") % {"why": exc})
     except ReviewError as exc:
         messages.error(request, str(exc))
     else:
-        past = {"pause": "paused", "resume": "resumed", "cancel": "cancelled"}[action]
-        messages.success(request, f"Task #{task_id} {past}.")
+        done = {
+            "pause": _("Task #%(id)s paused."),
+            "resume": _("Task #%(id)s resumed."),
+            "cancel": _("Task #%(id)s cancelled."),
+        }[action]
+        messages.success(request, done % {"id": task_id})
     return back_or_default(request, reverse("agentops:task_detail", args=[task_id]))
 
 
@@ -49,7 +56,7 @@ def task_modify_view(request: AuthenticatedHttpRequest, task_id: int) -> HttpRes
     form = TaskModifyForm(request.POST)
     if not form.is_valid():
         errors = "; ".join(f"{k}: {' '.join(map(str, v))}" for k, v in form.errors.items())
-        messages.error(request, f"Nothing changed: {errors}")
+        messages.error(request, _("Nothing changed: %(why)s") % {"why": errors})
         return redirect("agentops:task_detail", task_id=task_id)
     try:
         changes = task_modify_apply(
@@ -61,12 +68,16 @@ def task_modify_view(request: AuthenticatedHttpRequest, task_id: int) -> HttpRes
             reason=form.cleaned_data["reason"],
         )
     except TransitionRefused as exc:
-        messages.error(request, f"Nothing changed: {exc}.")
+        messages.error(request, _("Nothing changed: %(why)s.") % {"why": exc})
     except ReviewError as exc:
-        messages.error(request, f"Nothing changed: {exc}")
+        messages.error(request, _("Nothing changed: %(why)s") % {"why": exc})
     else:
         if changes:
-            messages.success(request, f"Task #{task_id} modified: {', '.join(sorted(changes))}.")
+            messages.success(
+                request,
+                _("Task #%(id)s modified: %(changes)s.")
+                % {"id": task_id, "changes": ", ".join(sorted(changes))},
+            )
         else:
-            messages.info(request, "Nothing to change: the values are the same.")
+            messages.info(request, _("Nothing to change: the values are the same."))
     return redirect("agentops:task_detail", task_id=task_id)
