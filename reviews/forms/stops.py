@@ -12,7 +12,7 @@ from reviews.forms._common import NOTE_MAX
 ALL = "all:"
 
 
-def what_choices() -> list[tuple[str, object]]:
+def what_choices() -> list[tuple[object, object]]:
     """One select for the stop's scope and target (`scope:target`), grouped: no script needed to
     show the right list, and one control to reach by keyboard."""
     targets = stop_targets()

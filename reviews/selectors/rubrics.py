@@ -115,7 +115,7 @@ class RubricState:
 
     @property
     def status_label(self) -> str:
-        return CaseStatus(self.status).label
+        return str(CaseStatus(self.status).label)
 
 
 def _state(
