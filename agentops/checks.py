@@ -22,6 +22,7 @@ from django.conf import settings
 from django.core import checks
 
 from agentops.engine.needs import agents_unavailable
+from agentops.oidc import library_setting
 
 FILE_EMAIL_BACKEND = "django.core.mail.backends.filebased.EmailBackend"
 
@@ -104,10 +105,10 @@ def single_sign_on_check(
         return []
     urls = {
         "AGENTOPS_OIDC_ISSUER": config["ISSUER"],
-        "AGENTOPS_OIDC_AUTHORIZATION_ENDPOINT": settings.OIDC_OP_AUTHORIZATION_ENDPOINT,
-        "AGENTOPS_OIDC_TOKEN_ENDPOINT": settings.OIDC_OP_TOKEN_ENDPOINT,
-        "AGENTOPS_OIDC_USERINFO_ENDPOINT": settings.OIDC_OP_USER_ENDPOINT,
-        "AGENTOPS_OIDC_JWKS_URI": settings.OIDC_OP_JWKS_ENDPOINT,
+        "AGENTOPS_OIDC_AUTHORIZATION_ENDPOINT": library_setting("OIDC_OP_AUTHORIZATION_ENDPOINT"),
+        "AGENTOPS_OIDC_TOKEN_ENDPOINT": library_setting("OIDC_OP_TOKEN_ENDPOINT"),
+        "AGENTOPS_OIDC_USERINFO_ENDPOINT": library_setting("OIDC_OP_USER_ENDPOINT"),
+        "AGENTOPS_OIDC_JWKS_URI": library_setting("OIDC_OP_JWKS_ENDPOINT"),
         "AGENTOPS_OIDC_END_SESSION_ENDPOINT": config["END_SESSION_ENDPOINT"],
     }
     found: list[checks.CheckMessage] = [

@@ -21,10 +21,9 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import requests
-from django.conf import settings
 from django.contrib.admin.forms import AdminAuthenticationForm
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.forms import AuthenticationForm
@@ -35,7 +34,13 @@ from django.utils.translation import gettext as _
 from django.views.generic import View
 from mozilla_django_oidc.views import OIDCAuthenticationCallbackView, OIDCAuthenticationRequestView
 
-from agentops.oidc import REFUSAL, local_passwords, oidc_config, provider_sign_out_url
+from agentops.oidc import (
+    REFUSAL,
+    library_setting,
+    local_passwords,
+    oidc_config,
+    provider_sign_out_url,
+)
 from agentops.plumbing import throttle
 
 logger = logging.getLogger(__name__)
@@ -152,7 +157,7 @@ def admin_login(site_login: Callable[..., HttpResponse]) -> Callable[..., HttpRe
     @functools.wraps(site_login)
     def login(request: HttpRequest, extra_context: dict[str, Any] | None = None) -> HttpResponse:
         if not local_passwords():
-            return LoginView.as_view()(request)
+            return cast(HttpResponse, LoginView.as_view()(request))
         response = site_login(request, extra_context)
         context = getattr(response, "context_data", None) or {}
         return throttled_answer(response, context.get("form"))
@@ -181,8 +186,8 @@ class ProviderSignInView(OIDCAuthenticationRequestView):  # type: ignore[misc]
     def get(self, request: HttpRequest) -> HttpResponse:
         if oidc_config() is None:
             raise Http404
-        self.OIDC_OP_AUTH_ENDPOINT = settings.OIDC_OP_AUTHORIZATION_ENDPOINT
-        self.OIDC_RP_CLIENT_ID = settings.OIDC_RP_CLIENT_ID
+        self.OIDC_OP_AUTH_ENDPOINT = library_setting("OIDC_OP_AUTHORIZATION_ENDPOINT")
+        self.OIDC_RP_CLIENT_ID = library_setting("OIDC_RP_CLIENT_ID")
         response: HttpResponse = super().get(request)
         return response
 

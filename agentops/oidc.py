@@ -57,6 +57,12 @@ def oidc_config() -> dict[str, Any] | None:
     return config
 
 
+def library_setting(name: str) -> str:
+    """One of mozilla-django-oidc's settings (`OIDC_*`), which exist while single sign-on is on
+    (agentops.oidc_env.library_settings)."""
+    return str(getattr(settings, name))
+
+
 def local_passwords() -> bool:
     """Whether a local username and password still sign in (AGENTOPS_LOCAL_PASSWORDS)."""
     return bool(settings.AGENTOPS.get("LOCAL_PASSWORDS", True))
@@ -168,7 +174,9 @@ def _username_free(claims: Mapping[str, Any], user: User | None) -> str:
     wanted = USERNAME_NOT_ALLOWED.sub("", str(claims.get(config.get("USERNAME_CLAIM", "")) or ""))
     base = wanted[: USERNAME_MAX - 8] or f"user-{str(claims['sub'])[:40]}"
     base = USERNAME_NOT_ALLOWED.sub("", base)
-    others = get_user_model().objects.exclude(pk=user.pk if user else None)
+    others = get_user_model().objects.all()
+    if user is not None:
+        others = others.exclude(pk=user.pk)
     candidate, number = base, 1
     while others.filter(username=candidate).exists():
         number += 1
@@ -229,7 +237,7 @@ def provider_sign_out_url(request: HttpRequest) -> str | None:
     query = urlencode(
         {
             "id_token_hint": id_token,
-            "client_id": settings.OIDC_RP_CLIENT_ID,
+            "client_id": library_setting("OIDC_RP_CLIENT_ID"),
             "post_logout_redirect_uri": request.build_absolute_uri(reverse("login")),
         }
     )
