@@ -11,10 +11,15 @@ from __future__ import annotations
 
 import re
 from html.parser import HTMLParser
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from playwright.sync_api import Page
 
 # Names and codes that are the same in any language.
 ALLOWED = frozenset(
     {
+        "agentops",  # the product's name
         "API",
         "CSV",
         "JSON",
@@ -98,3 +103,49 @@ def english_words(text: str) -> list[str]:
 def english_left(page: str) -> list[str]:
     """The English words a reader of `page` in another language would meet, in page order."""
     return english_words(page_text(page))
+
+
+# The same reading in a browser, on the page as laid out: the text of the elements someone can see
+# (not hidden by `hidden`, `display: none` or `visibility: hidden`, nor in a closed `<details>`)
+# and the read attributes of those elements, outside `translate="no"`, script and style. `READ`
+# is READ_ATTRIBUTES; the elements read are those of `within` (a CSS selector) but not of
+# `outside` (one, or null). A select's options count when the select can be seen (the options
+# of a closed select have no box of their own). Returns the texts, in page order.
+VISIBLE_TEXT = """([READ, within, outside]) => {
+  const SKIPPED = new Set(['SCRIPT', 'STYLE', 'TEMPLATE', 'NOSCRIPT']);
+  const seen = element => {
+    const box = element.closest('select') || element;
+    return box.checkVisibility({visibilityProperty: true});
+  };
+  const texts = [];
+  const walk = element => {
+    if (SKIPPED.has(element.tagName) || element.getAttribute('translate') === 'no') return;
+    if ((outside && element.matches(outside)) || !seen(element)) return;
+    for (const name of READ) {
+      if (element.hasAttribute(name)) texts.push(element.getAttribute(name));
+    }
+    if (element.tagName === 'OPTGROUP' && element.label) texts.push(element.label);
+    if (element.tagName === 'INPUT' && ['submit', 'button', 'reset'].includes(element.type)) {
+      texts.push(element.value);
+    }
+    for (const child of element.childNodes) {
+      if (child.nodeType === Node.TEXT_NODE) texts.push(child.data);
+      else if (child.nodeType === Node.ELEMENT_NODE) walk(child);
+    }
+  };
+  const roots = [...document.querySelectorAll(within)];
+  roots.filter(root => !roots.some(other => other !== root && other.contains(root))).forEach(walk);
+  return texts.map(text => text.trim()).filter(Boolean);
+}"""
+
+
+def english_seen(
+    page: Page, *, within: str = "body", outside: str | None = None, title: bool = True
+) -> list[str]:
+    """The English words someone reading `page` (a Playwright page, as it is now) meets: in its
+    title (the tab's) unless `title` is false, and in the elements of the CSS selector `within`
+    that are not in those of `outside`."""
+    texts = page.evaluate(VISIBLE_TEXT, [list(READ_ATTRIBUTES), within, outside])
+    if title:
+        texts.insert(0, page.title())
+    return english_words(" ".join(texts))

@@ -1,0 +1,182 @@
+"""Every page, as every role sees it, in Simplified Chinese: a browser whose language is zh-Hans
+(Playwright's `zh-CN` locale, and Accept-Language `zh-Hans,zh;q=0.9`) is answered in zh-hans, and
+nothing a person reads on the page is English, apart from what stays as written: the record
+(goals, tool arguments, decisions' reasons), names and codes, each marked `translate="no"` in the
+templates, and the few names of tests/english.py's ALLOWED. Each page also fits a 390 px phone and
+a 1280 px screen in Chinese (the width check of test_accessibility.py).
+
+The pages, their rows and the roles are tests/browser/sweep.py's. What is read is the page as laid
+out, at each width: the text of the elements someone can see and the attributes people read
+(tests/english.py, `english_seen`), with folded details open. One browser; each role signs in
+through the login form (in Chinese) and opens each page once. The sign-in form, the 403 and 404
+pages (the pages a role is refused) and the CSRF failure page are read too.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from playwright.sync_api import Browser, Page
+
+from tests.browser.conftest import ACTION_TIMEOUT_MS, VIEWPORT
+from tests.browser.sweep import (
+    DETAILS_OPEN,
+    REFUSED,
+    ROLES,
+    SETTLED,
+    overflowing,
+    pages_made,
+    signed_in_by_form,
+)
+from tests.english import english_seen
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+# A browser set to Simplified Chinese.
+CHINESE_BROWSER: dict[str, Any] = {
+    "locale": "zh-CN",
+    "extra_http_headers": {"Accept-Language": "zh-Hans,zh;q=0.9"},
+}
+# The language Django must answer it in (settings.LANGUAGES).
+CHINESE = "zh-hans"
+# How many of a page's English words a failure names.
+SHOWN_WORDS = 20
+
+
+@pytest.fixture
+def pages(roles: None, sim: str, django_user_model: Any) -> dict[str, str]:
+    """The product's pages over rows the engine made; name -> path."""
+    return pages_made(django_user_model)
+
+
+# The frame of every page (templates/base.html): the skip link, the header with the navigation
+# and the account, the banner of a stop in force. Read once per role, apart from each page's own.
+FRAME = "body > .skip-link, body > header, body > .fleet-stop-banner"
+FRAME_NAME = "every page's frame (templates/base.html)"
+
+
+class Reading:
+    """What a sweep found: per page (the 403 and 404 pages apart from the page refused), per
+    role, the English words met (in page order, each once), the pages answered in another
+    language, and the pages wider than the screen."""
+
+    def __init__(self) -> None:
+        self.english: dict[str, dict[str, list[str]]] = {}
+        self.languages: list[str] = []
+        self.overflowing: list[str] = []
+
+    def read(self, page: Page, name: str, role: str, status: int, language: str | None) -> None:
+        """Read `page` as it is now, at each width; `status` and `language` (Content-Language)
+        are its response's. The frame names the signed-in person inside a sentence (the account
+        link's title), where no element can keep the name as written: that name is not English."""
+        username = ROLES[role][0]
+        lang = page.evaluate("() => document.documentElement.lang")
+        if (lang, language) != (CHINESE, CHINESE):
+            self.languages.append(
+                f"{name} as {role}: <html lang={lang!r}>, Content-Language {language!r}"
+            )
+        own: list[str] = []
+        frame: list[str] = []
+
+        def read_here() -> None:
+            own.extend(english_seen(page, outside=FRAME))
+            frame.extend(
+                word for word in english_seen(page, within=FRAME, title=False) if word != username
+            )
+
+        page.evaluate(DETAILS_OPEN)
+        self.overflowing.extend(
+            f"{line} (as {role})" for line in overflowing(page, name, at_each=read_here)
+        )
+        if status == 200:
+            self._met(name, role, own)
+        else:
+            self._met(f"the {status} page", f"{role} ({name})", own)
+        self._met(FRAME_NAME, role, frame)
+
+    def _met(self, name: str, who: str, words: list[str]) -> None:
+        if words:
+            met = self.english.setdefault(name, {})
+            met[who] = list(dict.fromkeys([*met.get(who, []), *words]))
+
+    def english_report(self) -> str:
+        """Per page, the roles that met the same English words, and the first of those words."""
+        lines = []
+        for name, by_role in sorted(self.english.items()):
+            lines.append(f"{name}:")
+            alike: dict[tuple[str, ...], list[str]] = {}
+            for who, words in by_role.items():
+                alike.setdefault(tuple(words), []).append(who)
+            for words_met, who in alike.items():
+                more = len(words_met) - SHOWN_WORDS
+                lines.append(
+                    f"  as {', '.join(who)}: {' '.join(words_met[:SHOWN_WORDS])}"
+                    + (f" (and {more} more)" if more > 0 else "")
+                )
+        return "\n".join(lines)
+
+
+def csrf_refused(page: Page) -> str | None:
+    """The CSRF failure page: the login form sent without its token and cookie. Returns the
+    response's Content-Language."""
+    page.goto("/login/")
+    page.context.clear_cookies()
+    page.locator("input[name=csrfmiddlewaretoken]").evaluate("input => input.remove()")
+    page.locator("input[name=username]").fill("nobody")
+    page.locator("input[name=password]").fill("nothing")
+    with page.expect_response(lambda response: response.request.method == "POST") as posted:
+        page.locator("form[action='/login/'] button[type=submit]").click()
+    page.wait_for_load_state()
+    assert posted.value.status == 403
+    return posted.value.header_value("content-language")
+
+
+def test_every_page_reads_in_chinese_for_every_role_and_fits_a_phone_and_a_laptop(
+    chromium: Browser, live_server: Any, pages: dict[str, str]
+):
+    reading = Reading()
+    statuses: dict[str, dict[str, int]] = {}
+    for role, (username, _groups) in ROLES.items():
+        context = chromium.new_context(
+            viewport=VIEWPORT, base_url=live_server.url, **CHINESE_BROWSER
+        )
+        context.set_default_timeout(ACTION_TIMEOUT_MS)
+        page = context.new_page()
+        try:
+            if username is not None:
+                signed_in_by_form(page, username)
+            statuses[role] = {}
+            for name, path in pages.items():
+                response = page.goto(path)
+                assert response is not None
+                statuses[role][name] = response.status
+                if username is None:
+                    assert page.url.startswith(f"{live_server.url}/login/"), page.url
+                page.wait_for_function(SETTLED)
+                language = response.header_value("content-language")
+                reading.read(page, name, role, response.status, language)
+            if username is None:
+                language = csrf_refused(page)
+                reading.read(page, "the CSRF failure page", role, 200, language)
+        finally:
+            context.close()
+    refused = {
+        role: {name for name, status in by_page.items() if status != 200}
+        for role, by_page in statuses.items()
+    }
+    unexpected = {
+        role: f"refused {sorted(refused[role] - REFUSED[role])}, "
+        f"opened {sorted(REFUSED[role] - refused[role])}"
+        for role in ROLES
+        if refused[role] != REFUSED[role]
+    }
+    assert not unexpected, f"pages answered otherwise than REFUSED says: {unexpected}"
+    assert not reading.languages, "pages not answered in zh-hans:\n" + "\n".join(reading.languages)
+    assert not reading.english, (
+        "English left on pages read in zh-Hans (mark the string for translation, or the record "
+        'with translate="no"):\n' + reading.english_report()
+    )
+    assert not reading.overflowing, "pages wider than the screen in zh-Hans:\n" + "\n".join(
+        reading.overflowing
+    )
