@@ -9,6 +9,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from django.utils.html import conditional_escape, format_html
+from django.utils.safestring import mark_safe
+from django.utils.translation import gettext as _
+from django.utils.translation import ngettext
+
 from agentops.models import Step, Task
 from agentops.states import TaskStatus
 
@@ -41,17 +46,32 @@ class Family:
 
     @property
     def waiting_on(self) -> str:
-        """The breakpoint of a parent parked on its children, naming the child that stopped."""
+        """The breakpoint of a parent parked on its children, naming the child that stopped, in
+        the reader's language: HTML, with the agent's name and the failure's message (the
+        record) in `translate="no"` spans, everything else escaped."""
         stopped = self.stopped_children
         unfinished = [c for c in self.children if not c.task.is_terminal]
         if stopped:
             child = stopped[0]
-            return (
-                f"step {child.step_number} waits on child task #{child.task.pk} "
-                f"({child.task.agent}), which stopped: {child.failure_message}"
+            pattern = _(
+                "step %(number)s waits on child task #%(id)s (%(agent)s), which stopped: "
+                "%(message)s"
+            )
+            return mark_safe(  # Every part is escaped here.
+                conditional_escape(pattern)
+                % {
+                    "number": conditional_escape(child.step_number),
+                    "id": conditional_escape(child.task.pk),
+                    "agent": format_html('<span translate="no">{}</span>', child.task.agent),
+                    "message": format_html('<span translate="no">{}</span>', child.failure_message),
+                }
             )
         if unfinished:
-            return f"step {unfinished[0].step_number} waits on {len(unfinished)} child task(s)"
+            return ngettext(
+                "step %(number)s waits on %(count)s child task",
+                "step %(number)s waits on %(count)s child tasks",
+                len(unfinished),
+            ) % {"number": unfinished[0].step_number, "count": len(unfinished)}
         return ""
 
 

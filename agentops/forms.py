@@ -8,11 +8,12 @@ one the service will persist, and a rejected one keeps the person's text for cor
 from __future__ import annotations
 
 from decimal import Decimal
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from django import forms
 from django.core.exceptions import ValidationError
 from django.forms.fields import InvalidJSONInput
+from django.utils.translation import gettext_lazy as _
 
 from agentops.engine.errors import AgentUnavailable, NotSerializable, UnknownAgent
 from agentops.engine.jsonvalues import validated
@@ -21,6 +22,9 @@ from agentops.engine.registry import get_agent
 from agentops.plumbing.web import JSONObjectField
 from agentops.selectors import CANCELLED, CANCELLED_LABEL
 from agentops.states import TaskStatus
+
+if TYPE_CHECKING:
+    from django_stubs_ext import StrOrPromise
 
 INPUT_MAX_CHARS = 64 * 1024
 
@@ -50,11 +54,18 @@ class AgentField(forms.ChoiceField):
 
 
 class TaskStartForm(forms.Form):
-    agent = AgentField(choices=(), help_text="The registered agent that will run the task.")
+    # The options are agents' names and their declarations' descriptions, kept as written.
+    agent = AgentField(
+        choices=(),
+        label=_("Agent"),
+        help_text=_("The registered agent that will run the task."),
+        widget=forms.Select(attrs={"translate": "no"}),
+    )
     goal = forms.CharField(
         max_length=4000,
-        widget=forms.Textarea(attrs={"rows": 3}),
-        help_text="What the agent should achieve, in one or two sentences.",
+        widget=forms.Textarea(attrs={"rows": 3, "translate": "no"}),
+        label=_("Goal"),
+        help_text=_("What the agent should achieve, in one or two sentences."),
     )
     input = JSONObjectField(
         noun="input",
@@ -66,33 +77,34 @@ class TaskStartForm(forms.Form):
             attrs={
                 "rows": 6,
                 "spellcheck": "false",
+                "translate": "no",
                 "placeholder": '{"order_id": "A1001"}',
                 "maxlength": INPUT_MAX_CHARS,
             }
         ),
-        label="Input (JSON object, optional)",
-        help_text="Structured input for the agent, e.g. the order to refund.",
+        label=_("Input (JSON object, optional)"),
+        help_text=_("Structured input for the agent, e.g. the order to refund."),
     )
 
     token_budget = forms.IntegerField(
         required=False,
         min_value=1,
-        label="Token budget",
-        help_text="Stop the task once it has used this many model tokens.",
+        label=_("Token budget"),
+        help_text=_("Stop the task once it has used this many model tokens."),
     )
     cost_budget = forms.DecimalField(
         required=False,
         min_value=Decimal("0.000001"),
         max_digits=12,
         decimal_places=6,
-        label="Cost budget",
-        help_text="Stop the task once its model calls cost this much.",
+        label=_("Cost budget"),
+        help_text=_("Stop the task once its model calls cost this much."),
     )
     wall_time_budget_seconds = forms.IntegerField(
         required=False,
         min_value=1,
-        label="Time budget (seconds)",
-        help_text="Stop the task once it has run this long (default: the site's setting).",
+        label=_("Time budget (seconds)"),
+        help_text=_("Stop the task once it has run this long (default: the site's setting)."),
     )
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -110,7 +122,7 @@ class StorableJSONField(forms.JSONField):
         try:
             converted = super().to_python(value)
         except RecursionError:
-            raise ValidationError("The value is nested too deeply.", code="too_deep") from None
+            raise ValidationError(_("The value is nested too deeply."), code="too_deep") from None
         try:
             validated(converted, "value")
         except NotSerializable as exc:
@@ -125,10 +137,10 @@ class StorableJSONField(forms.JSONField):
             return InvalidJSONInput(data)
 
 
-def status_filter_choices() -> list[tuple[str, str]]:
+def status_filter_choices() -> list[tuple[str, StrOrPromise]]:
     """The task list's statuses: the stored ones, with "Cancelled" after "Aborted" (an aborted
     task a person cancelled, as the list labels it)."""
-    choices: list[tuple[str, str]] = [("", "All statuses")]
+    choices: list[tuple[str, StrOrPromise]] = [("", _("All statuses"))]
     for value, label in TaskStatus.choices:
         choices.append((value, label))
         if value == TaskStatus.ABORTED:
@@ -137,4 +149,4 @@ def status_filter_choices() -> list[tuple[str, str]]:
 
 
 class TaskFilterForm(forms.Form):
-    status = forms.ChoiceField(required=False, choices=status_filter_choices, label="Status")
+    status = forms.ChoiceField(required=False, choices=status_filter_choices, label=_("Status"))

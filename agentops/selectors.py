@@ -32,6 +32,8 @@ from django.db.models import (
     When,
 )
 from django.db.models.functions import Coalesce, Least
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 
 from agentops.engine.advisor import Recommendation
 from agentops.engine.context import summary_line
@@ -54,14 +56,14 @@ STOPPED = frozenset({TaskStatus.NEEDS_ATTENTION, TaskStatus.RETRY_SCHEDULED})
 ABORTED_EVENT = "agentops.task.aborted"
 # What people call an aborted task a person cancelled (the stored status stays `aborted`): its
 # name in the task list's status filter, and its label.
-CANCELLED, CANCELLED_LABEL = "cancelled", "Cancelled"
+CANCELLED, CANCELLED_LABEL = "cancelled", gettext_lazy("Cancelled")
 
 
 def status_label(task: Task, *, cancelled: bool) -> str:
     """The task's status as people name it: "Cancelled" for an aborted task a person cancelled
     (`cancelled`: its abort event says so), else the status's own label."""
     if cancelled and task.status == TaskStatus.ABORTED:
-        return CANCELLED_LABEL
+        return str(CANCELLED_LABEL)
     return str(task.get_status_display())
 
 
@@ -87,7 +89,10 @@ def json_preview(value: Any, *, limit: int = PREVIEW_CHARS) -> str:
     if value is None:
         return ""
     if is_pointer(value):
-        return f"artifact {value[ARTIFACT_KEY]} ({value.get('size', '?')} bytes)"
+        return _("artifact %(id)s (%(size)s bytes)") % {
+            "id": value[ARTIFACT_KEY],
+            "size": value.get("size", "?"),
+        }
     text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
@@ -125,12 +130,16 @@ def archived_task_visible_to(user: User, task_id: int) -> ArchivedTask | None:
 
 
 def archived_task_words(archived: ArchivedTask) -> str:
-    """What a person is told of an archived task: when it went, where, and how to read it."""
-    return (
-        f"task {archived.task_id} was archived on {archived.archived_at:%Y-%m-%d} to "
-        f"{archived.archive} and removed from the database; `manage.py retention --show "
-        f"{archived.archive} {archived.task_id}` shows it"
-    )
+    """What a person is told of an archived task: when it went, where, and how to read it (in
+    the reader's language; the date, the archive and the command stay as written)."""
+    return _(
+        "task %(id)s was archived on %(date)s to %(archive)s and removed from the database; "
+        "`manage.py retention --show %(archive)s %(id)s` shows it"
+    ) % {
+        "id": archived.task_id,
+        "date": f"{archived.archived_at:%Y-%m-%d}",
+        "archive": archived.archive,
+    }
 
 
 def task_list_recent(*, status: str | None = None, viewer: User) -> QuerySet[Task]:

@@ -6,6 +6,9 @@ conditional UPDATE whose WHERE clause comes from the tables below; each task and
 also declares the event action that records it. The database refuses any other task, step or
 ledger move: triggers (migrations 0003 for the ledger, 0009 for tasks and steps) hold the same
 (source, target) pairs, and a test compares them with these tables.
+
+The values are machine codes (the API, URLs and the database hold them); only the labels people
+read are translated (lazily, in the reader's language).
 """
 
 from __future__ import annotations
@@ -13,20 +16,21 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from django.db import models
+from django.utils.translation import gettext_lazy as _
 
 
 class TaskStatus(models.TextChoices):
-    QUEUED = "queued", "Queued"
-    RUNNING = "running", "Running"
-    AWAITING_APPROVAL = "awaiting_approval", "Awaiting approval"
-    RETRY_SCHEDULED = "retry_scheduled", "Retry scheduled"
-    NEEDS_ATTENTION = "needs_attention", "Needs attention"
-    PAUSED = "paused", "Paused"
+    QUEUED = "queued", _("Queued")
+    RUNNING = "running", _("Running")
+    AWAITING_APPROVAL = "awaiting_approval", _("Awaiting approval")
+    RETRY_SCHEDULED = "retry_scheduled", _("Retry scheduled")
+    NEEDS_ATTENTION = "needs_attention", _("Needs attention")
+    PAUSED = "paused", _("Paused")
     # A fan-out step's parent task, parked without a worker until its child tasks finish.
-    AWAITING_CHILDREN = "awaiting_children", "Awaiting child tasks"
-    SUCCEEDED = "succeeded", "Succeeded"
-    ABORTED = "aborted", "Aborted"
-    ROLLED_BACK = "rolled_back", "Rolled back"
+    AWAITING_CHILDREN = "awaiting_children", _("Awaiting child tasks")
+    SUCCEEDED = "succeeded", _("Succeeded")
+    ABORTED = "aborted", _("Aborted")
+    ROLLED_BACK = "rolled_back", _("Rolled back")
 
 
 TERMINAL = frozenset({TaskStatus.SUCCEEDED, TaskStatus.ABORTED, TaskStatus.ROLLED_BACK})
@@ -155,16 +159,16 @@ TASK_TRANSITIONS: dict[str, Transition] = {
 class TaskMode(models.TextChoices):
     """What the next worker does with a task: move it forward, or undo its effects."""
 
-    FORWARD = "forward", "Forward"
-    ROLLBACK = "rollback", "Rollback"
+    FORWARD = "forward", _("Forward")
+    ROLLBACK = "rollback", _("Rollback")
 
 
 class StepStatus(models.TextChoices):
-    PENDING = "pending", "Pending"
-    RUNNING = "running", "Running"
-    SUCCEEDED = "succeeded", "Succeeded"
-    FAILED = "failed", "Failed"
-    SKIPPED = "skipped", "Skipped"
+    PENDING = "pending", _("Pending")
+    RUNNING = "running", _("Running")
+    SUCCEEDED = "succeeded", _("Succeeded")
+    FAILED = "failed", _("Failed")
+    SKIPPED = "skipped", _("Skipped")
 
 
 STEP_DONE = frozenset({StepStatus.SUCCEEDED, StepStatus.SKIPPED})
@@ -173,19 +177,19 @@ STEP_DONE = frozenset({StepStatus.SUCCEEDED, StepStatus.SKIPPED})
 class Phase(models.TextChoices):
     """Where a step is in the checkpoint protocol; the breakpoint shown to operators."""
 
-    BEFORE_MODEL_CALL = "before_model_call", "Before model call"
-    MODEL_RESULT = "model_result", "Model result recorded"
-    BEFORE_TOOL_CALL = "before_tool_call", "Before tool call"
-    AFTER_TOOL_CALL = "after_tool_call", "After tool call"
-    STEP_COMPLETE = "step_complete", "Step complete"
+    BEFORE_MODEL_CALL = "before_model_call", _("Before model call")
+    MODEL_RESULT = "model_result", _("Model result recorded")
+    BEFORE_TOOL_CALL = "before_tool_call", _("Before tool call")
+    AFTER_TOOL_CALL = "after_tool_call", _("After tool call")
+    STEP_COMPLETE = "step_complete", _("Step complete")
 
 
 class LedgerStatus(models.TextChoices):
-    PENDING = "pending", "Pending"
-    SUCCEEDED = "succeeded", "Succeeded"
-    FAILED = "failed", "Failed"
-    EXECUTED_UNKNOWN = "executed_unknown", "Executed (unknown)"
-    COMPENSATED = "compensated", "Compensated"
+    PENDING = "pending", _("Pending")
+    SUCCEEDED = "succeeded", _("Succeeded")
+    FAILED = "failed", _("Failed")
+    EXECUTED_UNKNOWN = "executed_unknown", _("Executed (unknown)")
+    COMPENSATED = "compensated", _("Compensated")
 
 
 _L = LedgerStatus
@@ -232,10 +236,10 @@ STEP_TRANSITIONS: dict[str, Transition] = {
 
 
 class GateStatus(models.TextChoices):
-    OPEN = "open", "Open"
-    APPROVED = "approved", "Approved"
-    REJECTED = "rejected", "Rejected"
-    EXPIRED = "expired", "Expired"
+    OPEN = "open", _("Open")
+    APPROVED = "approved", _("Approved")
+    REJECTED = "rejected", _("Rejected")
+    EXPIRED = "expired", _("Expired")
 
 
 _G = GateStatus
@@ -260,6 +264,6 @@ GATE_TRANSITIONS: dict[str, Transition] = {
 class AuditStatus(models.TextChoices):
     """Where an audit item is in its review by a person (`reviews` runs that workflow)."""
 
-    PENDING = "pending", "To review"
-    OK = "ok", "OK"
-    FLAGGED = "flagged", "Flagged"
+    PENDING = "pending", _("To review")
+    OK = "ok", _("OK")
+    FLAGGED = "flagged", _("Flagged")

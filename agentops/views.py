@@ -20,6 +20,7 @@ from django.http.response import HttpResponseBase
 from django.shortcuts import redirect
 from django.templatetags.static import static
 from django.urls import reverse
+from django.utils.translation import gettext_lazy as _
 from django.views.decorators.http import require_GET, require_http_methods
 from django_htmx.http import HTMX_STOP_POLLING, HttpResponseClientRedirect
 
@@ -83,7 +84,7 @@ def task_list(request: AuthenticatedHttpRequest) -> HttpResponse:
     return render_page(request, "agentops/task_list.html", context, fragment="task_table")
 
 
-@permission_required("agentops.start_task", refusal="only task starters may start tasks")
+@permission_required("agentops.start_task", refusal=_("only task starters may start tasks"))
 @require_http_methods(["GET", "POST"])
 def task_new(request: AuthenticatedHttpRequest) -> HttpResponse:
     if request.method == "POST":

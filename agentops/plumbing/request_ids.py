@@ -18,6 +18,8 @@ from collections.abc import Callable
 from django.http import HttpRequest, HttpResponse, HttpResponseServerError
 from django.template import loader
 from django.utils.html import escape
+from django.utils.translation import get_language
+from django.utils.translation import gettext as _
 
 from agentops.plumbing.logs import request_context
 
@@ -49,14 +51,34 @@ class RequestIdMiddleware:
 
 
 _FALLBACK_PAGE = """<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>Something went wrong · agentops</title></head>
-<body><header class="topbar"><a class="brand" href="/">agentops</a></header>
-<main><h1>Something went wrong on our side</h1>
-<p>The error has been logged. Nothing you sent was lost: decisions are recorded only when they
-are saved in full. Reload the page in a moment, or go back and try again.</p>
-<p>Reference: <code>{request_id}</code> (quote it when you report this).</p>
-<p><a href="/">Go to the task list</a></p></main></body></html>
+<html lang="{lang}"><head><meta charset="utf-8"><title>{title} · agentops</title></head>
+<body><header class="topbar"><a class="brand" href="/" translate="no">agentops</a></header>
+<main><h1>{heading}</h1>
+<p>{logged}</p>
+<p>{reference}</p>
+<p><a href="/">{back}</a></p></main></body></html>
 """
+
+
+def fallback_page(request_id: str) -> str:
+    """The plain 500 page, in the reader's language (the same sentences as 500.html)."""
+    reference = _(
+        'Reference: <code translate="no">%(request_id)s</code> (quote it when you report this).'
+    )
+    return _FALLBACK_PAGE.format(
+        lang=escape(get_language() or "en"),
+        title=escape(_("Something went wrong")),
+        heading=escape(_("Something went wrong on our side")),
+        logged=escape(
+            _(
+                "The error has been logged. Nothing you sent was lost: decisions are recorded "
+                "only when they are saved in full. Reload the page in a moment, or go back and "
+                "try again."
+            )
+        ),
+        reference=reference % {"request_id": escape(request_id)},
+        back=escape(_("Go to the task list")),
+    )
 
 
 def server_error(request: HttpRequest) -> HttpResponse:
@@ -69,5 +91,5 @@ def server_error(request: HttpRequest) -> HttpResponse:
     # manifest, a template error); the plain page below needs nothing that can fail.
     except Exception as error:
         logger.warning("the 500 page fell back to plain HTML: %s: %s", type(error).__name__, error)
-        html = _FALLBACK_PAGE.format(request_id=escape(request_id))
+        html = fallback_page(request_id)
     return HttpResponseServerError(html)

@@ -32,6 +32,9 @@ from django.shortcuts import render
 from django.utils import timezone
 from django.utils.cache import patch_vary_headers
 from django.utils.crypto import salted_hmac
+from django.utils.functional import Promise
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 from django_htmx.http import HttpResponseClientRedirect
 from django_htmx.middleware import HtmxDetails
 from rules.permissions import add_perm
@@ -39,6 +42,7 @@ from rules.predicates import Predicate, is_active, is_authenticated, is_group_me
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
+    from django_stubs_ext import StrOrPromise
 
 View = Callable[..., HttpResponseBase]
 
@@ -63,7 +67,7 @@ def request_user(request: HttpRequest) -> User:
 
     user = request.user
     if isinstance(user, AnonymousUser):
-        raise PermissionDenied("sign in first")
+        raise PermissionDenied(_("sign in first"))
     return user
 
 
@@ -154,11 +158,15 @@ def poll_unchanged(request: HttpRequest, version: str) -> HttpResponse | None:
     return response
 
 
+REFUSAL = gettext_lazy("you may not do this")
+
+
 def permission_required(
-    perm: str | None, *, refusal: str = "you may not do this"
+    perm: str | None, *, refusal: StrOrPromise = REFUSAL
 ) -> Callable[[View], View]:
     """Decorate a view: anonymous users are sent to log in, and others need `perm` (None: being
-    signed in is enough), else 403 with `refusal`.
+    signed in is enough), else 403 with `refusal` (the 403 page shows it: give it lazily
+    translated, `gettext_lazy`, so it reads in the reader's language).
 
     An htmx request without a session (it expired while a panel was polling) gets an HX-Redirect
     to the login page with `next`, so the browser loads the whole login page instead of swapping
@@ -174,7 +182,7 @@ def permission_required(
                     return HttpResponseClientRedirect(login.url)
                 return login
             if perm is not None and not request.user.has_perm(perm):
-                raise PermissionDenied(refusal)
+                raise PermissionDenied(str(refusal))
             return view(request, *args, **kwargs)
 
         return wrapped
@@ -198,17 +206,87 @@ def permissions_register(permissions: Mapping[str, tuple[Predicate, str]]) -> No
     """Register an app's permissions (`"<app>.<name>": (predicate, what it lets one do)`) with
     django-rules; everyone then asks through Django (`user.has_perm`, `permission_required`,
     `{% if perms.<app>.<name> %}`). Each app calls it once, from its `AppConfig.ready`."""
-    for name, (predicate, _) in permissions.items():
+    for name, (predicate, _what) in permissions.items():
         add_perm(name, predicate)
 
 
-_JSON_TYPE_NAMES = {
-    list: "an array",
-    str: "a string",
-    int: "a number",
-    float: "a number",
-    bool: "a boolean",
-    type(None): "null",
+_JSON_TYPE_NAMES: dict[type, Promise] = {
+    list: gettext_lazy("an array"),
+    str: gettext_lazy("a string"),
+    int: gettext_lazy("a number"),
+    float: gettext_lazy("a number"),
+    bool: gettext_lazy("a boolean"),
+    type(None): gettext_lazy("null"),
+}
+
+# What the json module says of a text it cannot read (its words are the msgids, so English reads
+# as before), in the reader's language; a message not listed here is shown as the module gives it.
+_JSON_ERRORS: dict[str, Promise] = {
+    "Expecting value": gettext_lazy("Expecting value"),
+    "Expecting ':' delimiter": gettext_lazy("Expecting ':' delimiter"),
+    "Expecting ',' delimiter": gettext_lazy("Expecting ',' delimiter"),
+    "Expecting property name enclosed in double quotes": gettext_lazy(
+        "Expecting property name enclosed in double quotes"
+    ),
+    "Unterminated string starting at": gettext_lazy("Unterminated string starting at"),
+    "Extra data": gettext_lazy("Extra data"),
+    "Invalid control character at": gettext_lazy("Invalid control character at"),
+    "Invalid \\escape": gettext_lazy("Invalid \\escape"),
+    "Invalid \\uXXXX escape": gettext_lazy("Invalid \\uXXXX escape"),
+}
+
+# The field's messages for each value a form names, whole sentences (a noun glued into a sentence
+# reads wrong in other languages); a noun not listed uses the generic ones, which name it as given.
+_JSON_MESSAGES: dict[str, dict[str, Promise]] = {
+    "value": {
+        "invalid_json": gettext_lazy(
+            "The value is not valid JSON: %(msg)s (line %(line)s, column %(col)s)."
+        ),
+        "not_object": gettext_lazy(
+            "The value must be a JSON object, like %(example)s; got %(kind)s."
+        ),
+        "not_serializable": gettext_lazy("The value cannot be stored as JSON: %(error)s."),
+        "too_deep": gettext_lazy("The value is nested too deeply."),
+    },
+    "input": {
+        "invalid_json": gettext_lazy(
+            "The input is not valid JSON: %(msg)s (line %(line)s, column %(col)s)."
+        ),
+        "not_object": gettext_lazy(
+            "The input must be a JSON object, like %(example)s; got %(kind)s."
+        ),
+        "not_serializable": gettext_lazy("The input cannot be stored as JSON: %(error)s."),
+        "too_deep": gettext_lazy("The input is nested too deeply."),
+    },
+    "arguments": {
+        "invalid_json": gettext_lazy(
+            "The arguments are not valid JSON: %(msg)s (line %(line)s, column %(col)s)."
+        ),
+        "not_object": gettext_lazy(
+            "The arguments must be a JSON object, like %(example)s; got %(kind)s."
+        ),
+        "not_serializable": gettext_lazy("The arguments cannot be stored as JSON: %(error)s."),
+        "too_deep": gettext_lazy("The arguments are nested too deeply."),
+    },
+    "input changes": {
+        "invalid_json": gettext_lazy(
+            "The input changes are not valid JSON: %(msg)s (line %(line)s, column %(col)s)."
+        ),
+        "not_object": gettext_lazy(
+            "The input changes must be a JSON object, like %(example)s; got %(kind)s."
+        ),
+        "not_serializable": gettext_lazy("The input changes cannot be stored as JSON: %(error)s."),
+        "too_deep": gettext_lazy("The input changes are nested too deeply."),
+    },
+}
+# For a noun not in the table (in English, as given).
+_JSON_GENERIC = {
+    "invalid_json": (
+        "The %(noun)s %(verb)s not valid JSON: %(msg)s (line %(line)s, column %(col)s)."
+    ),
+    "not_object": "The %(noun)s must be a JSON object, like %(example)s; got %(kind)s.",
+    "not_serializable": "The %(noun)s cannot be stored as JSON: %(error)s.",
+    "too_deep": "The %(noun)s %(verb)s nested too deeply.",
 }
 
 
@@ -249,54 +327,47 @@ class JSONObjectField(forms.CharField):
             return None if self.required else {}
         if self.max_chars is not None and len(text) > self.max_chars:
             raise ValidationError(
-                "Too large: %(size)s characters, the limit is %(limit)s.",
+                _("Too large: %(size)s characters, the limit is %(limit)s."),
                 code="too_large",
                 params={"size": f"{len(text):,}", "limit": f"{self.max_chars:,}"},
             )
         try:
             parsed = json.loads(text)
         except json.JSONDecodeError as exc:
-            raise ValidationError(
-                "The %(noun)s %(verb)s not valid JSON: %(msg)s (line %(line)s, column %(col)s).",
-                code="invalid_json",
-                params={
-                    "noun": self.noun,
-                    "verb": self.verb,
-                    "msg": exc.msg,
-                    "line": exc.lineno,
-                    "col": exc.colno,
-                },
+            raise self._refusal(
+                "invalid_json",
+                msg=str(_JSON_ERRORS.get(exc.msg, exc.msg)),
+                line=exc.lineno,
+                col=exc.colno,
             ) from None
         except RecursionError:
             raise self._too_deep() from None
         if not isinstance(parsed, dict):
-            raise ValidationError(
-                "The %(noun)s must be a JSON object, like %(example)s; got %(kind)s.",
-                code="not_object",
-                params={
-                    "noun": self.noun,
-                    "example": self.example,
-                    "kind": _JSON_TYPE_NAMES.get(type(parsed), type(parsed).__name__),
-                },
+            raise self._refusal(
+                "not_object",
+                example=self.example,
+                kind=str(_JSON_TYPE_NAMES.get(type(parsed), type(parsed).__name__)),
             )
         if self.check is None:
             return parsed
         try:
             return self.check(parsed, self.noun)
         except ValueError as exc:
-            raise ValidationError(
-                "The %(noun)s cannot be stored as JSON: %(error)s.",
-                code="not_serializable",
-                params={"noun": self.noun, "error": str(exc)},
-            ) from None
+            raise self._refusal("not_serializable", error=str(exc)) from None
         except RecursionError:
             raise self._too_deep() from None
 
     def _too_deep(self) -> ValidationError:
+        return self._refusal("too_deep")
+
+    def _refusal(self, code: str, **params: Any) -> ValidationError:
+        """The error `code` for this field's noun, a whole sentence in the reader's language
+        (`_JSON_MESSAGES`; a noun not listed there gets the generic English sentence)."""
+        message = _JSON_MESSAGES.get(self.noun, {}).get(code) or _JSON_GENERIC[code]
         return ValidationError(
-            "The %(noun)s %(verb)s nested too deeply.",
-            code="too_deep",
-            params={"noun": self.noun, "verb": self.verb},
+            message,
+            code=code,
+            params={"noun": self.noun, "verb": self.verb, **params},
         )
 
     def validate(self, value: Any) -> None:
@@ -326,10 +397,9 @@ class ReadOnlyAdmin(admin.ModelAdmin):  # type: ignore[type-arg]
 
 
 def body_too_big_words() -> str:
-    return (
-        f"the request body is larger than {settings.DATA_UPLOAD_MAX_MEMORY_SIZE} bytes, the most "
-        "this server reads"
-    )
+    return _("the request body is larger than %(size)s bytes, the most this server reads") % {
+        "size": settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+    }
 
 
 def body_too_big(request: HttpRequest) -> HttpResponse:

@@ -6,6 +6,7 @@ Filters return plain strings; templates autoescape them like any other value.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 from decimal import Decimal
 from typing import Any
@@ -13,6 +14,9 @@ from typing import Any
 from babel import numbers
 from django import template
 from django.utils import formats, timezone, translation
+from django.utils.html import conditional_escape, format_html
+from django.utils.safestring import mark_safe
+from django.utils.translation import gettext as _
 
 from agentops import labels
 from agentops.models import Task
@@ -36,12 +40,30 @@ def task_status(task: Task) -> str:
 
 @register.filter
 def failure_label(failure: Any) -> str:
-    return labels.failure_label(failure)
+    """`labels.failure_label` as HTML: the service's name (a name, kept as written) in a
+    `translate="no"` span, everything else escaped."""
+    if not isinstance(failure, Mapping):
+        return ""
+    pattern, values = labels.failure_words(failure)
+    marked = {key: conditional_escape(value) for key, value in values.items()}
+    if "service" in values:
+        marked["service"] = format_html('<span translate="no">{}</span>', values["service"])
+    return mark_safe(conditional_escape(pattern) % marked)  # Every part is escaped above.
 
 
 @register.filter
 def event_label(action: str) -> str:
     return labels.event_label(action)
+
+
+@register.filter
+def side_effect_label(side_effect: str) -> str:
+    return labels.side_effect_label(side_effect)
+
+
+@register.filter
+def recovery_action_label(action: str) -> str:
+    return labels.recovery_action_label(action)
 
 
 # The currencies Babel (CLDR) knows by code; any other unit is shown after the amount as given.
@@ -91,7 +113,7 @@ def currency_text(arguments: Any) -> str:
         and not any(c.isspace() for c in currency)
     ):
         return currency
-    return "(currency unknown)"
+    return _("(currency unknown)")
 
 
 @register.filter

@@ -40,7 +40,10 @@ def test_the_parents_panel_names_the_child_that_stopped_and_links_its_recovery(
 
     panel = client.get(reverse("reviews:recover", args=[parent.pk])).content.decode()
 
-    assert f"step 1 waits on child task #{child.pk} (supplier_quote), which stopped" in panel
+    assert (
+        f'step 1 waits on child task #{child.pk} (<span translate="no">supplier_quote</span>), '
+        "which stopped"
+    ) in panel
     assert reverse("reviews:recover", args=[child.pk]) in panel
     assert panel.count("Child <a") == 3
 
