@@ -16,6 +16,7 @@ from typing import Any, Protocol, TypeVar
 
 from agentops.engine.advisor import Preview
 from agentops.states import STEP_DONE, StepStatus
+from policies.phrases import Phrase, gettext_noop
 
 
 class PlannedStep(Protocol):
@@ -90,11 +91,21 @@ def preview_skip_with_dependants(
     runs = tuple(s for s in skip.runs if s.ordinal not in blocked)
 
     def titles(views: Iterable[Any]) -> str:
-        return ", ".join(f"{v.ordinal + 1} '{v.title}'" for v in views) or "nothing"
+        named = ", ".join(f"{v.ordinal + 1} '{v.title}'" for v in views)
+        return named or Phrase(gettext_noop("nothing"))
 
-    kept = ", ".join(e.key for e in skip.kept) or "none"
-    summary = (
-        f"Skips step {titles(skip.skipped)} and the steps that depend on it, "
-        f"{titles(skipped[len(skip.skipped) :])}; then runs {titles(runs)}; keeps effects: {kept}."
+    kept = ", ".join(e.key for e in skip.kept) or Phrase(gettext_noop("none"))
+    # A Phrase, as the advisor's previews: English as a str, the reader's language on a page.
+    summary = Phrase(
+        gettext_noop(
+            "Skips step %(skipped)s and the steps that depend on it, %(dependants)s; then runs "
+            "%(runs)s; keeps effects: %(kept)s."
+        ),
+        {
+            "skipped": titles(skip.skipped),
+            "dependants": titles(skipped[len(skip.skipped) :]),
+            "runs": titles(runs),
+            "kept": kept,
+        },
     )
     return replace(skip, skipped=skipped, runs=runs, summary=summary)

@@ -32,6 +32,7 @@ from agentops.engine.registry import get_tool
 from agentops.engine.scopes import missing_scope_of
 from agentops.models import Event, Step, Task, ToolCall
 from agentops.states import STEP_TRANSITIONS, LedgerStatus, StepStatus, TaskMode, TaskStatus
+from policies.phrases import Phrase, gettext_noop
 
 # The statuses of the step a stopped task is stuck on: failed, or left running by a worker.
 STUCK = frozenset({StepStatus.FAILED, StepStatus.RUNNING})
@@ -181,19 +182,25 @@ def breakpoint_where(task: Task, stuck: Step | None, calls: list[ToolCall]) -> s
         return phase.lower()
     live = [c for c in calls if c.step_id == stuck.pk and c.compensation_of_id is None]
     if not live:
-        return "before the tool call: nothing was sent"
+        return Phrase(gettext_noop("before the tool call: nothing was sent"))
     last = live[-1]
     failure = task.failure if isinstance(task.failure, dict) else {}
     kind = str(failure.get("kind") or "").replace("_", " ")
     if last.status == LedgerStatus.EXECUTED_UNKNOWN:
-        return "during the tool call: sent, outcome unknown"
+        return Phrase(gettext_noop("during the tool call: sent, outcome unknown"))
     if last.status == LedgerStatus.PENDING:
-        return "during the tool call: sent, outcome not recorded yet"
+        return Phrase(gettext_noop("during the tool call: sent, outcome not recorded yet"))
     if last.status == LedgerStatus.FAILED:
         if failure.get("kind") in REFUSED_KINDS:
-            return f"after the tool call: the service refused it ({kind})"
-        return f"after the tool call: it failed ({kind or 'error'}), no effect recorded"
-    return "after the tool call: it succeeded, the step did not complete"
+            return Phrase(
+                gettext_noop("after the tool call: the service refused it (%(kind)s)"),
+                {"kind": kind},
+            )
+        return Phrase(
+            gettext_noop("after the tool call: it failed (%(kind)s), no effect recorded"),
+            {"kind": kind or "error"},
+        )
+    return Phrase(gettext_noop("after the tool call: it succeeded, the step did not complete"))
 
 
 def _stuck_side_effect(stuck: Step | None, calls: Sequence[ToolCall]) -> str | None:
@@ -259,7 +266,10 @@ def task_recovery(
         recommendation=recommendation,
         previews=previews,
         stuck_step=stuck,
-        breakpoint=f"step {position} of {task.step_count}, {where}",
+        breakpoint=Phrase(
+            gettext_noop("step %(position)s of %(count)s, %(where)s"),
+            {"position": position, "count": task.step_count, "where": where},
+        ),
         attempts_total=max(total, stuck.attempts if stuck else 0),
         failed_retries=failed_retries,
     )

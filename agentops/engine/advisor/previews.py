@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentops.engine.advisor.situation import Action, Situation
+from policies.phrases import Phrase, gettext_noop
 
 
 @dataclass(frozen=True)
@@ -69,11 +70,15 @@ def _effects(ledger: Sequence[LedgerView]) -> list[LedgerView]:
 
 
 def _titles(steps: Sequence[StepView]) -> str:
-    return ", ".join(f"{s.ordinal + 1} ({s.title})" for s in steps) or "none"
+    if not steps:
+        return Phrase(gettext_noop("none"))
+    return ", ".join(f"{s.ordinal + 1} ({s.title})" for s in steps)
 
 
 def _keys(rows: Sequence[LedgerView]) -> str:
-    return ", ".join(r.tool for r in rows) or "none"
+    if not rows:
+        return Phrase(gettext_noop("none"))
+    return ", ".join(r.tool for r in rows)
 
 
 def preview(
@@ -81,7 +86,8 @@ def preview(
 ) -> Preview:
     """What choosing `option` would do to a stopped task with these steps and ledger rows.
 
-    `confirm` is a ledger decision, not a run of steps: it is not previewed here.
+    `confirm` is a ledger decision, not a run of steps: it is not previewed here. The summary is
+    a Phrase: English as a str (a decision's record keeps it), the reader's language on a page.
     """
     option = Action(option)
     if option in (Action.CONFIRM, Action.REPAIR):
@@ -100,31 +106,40 @@ def preview(
     kept: tuple[LedgerView, ...] = tuple(effects)
     if option is Action.RETRY:
         runs = tuple(open_steps)
-        summary = f"Runs steps {_titles(runs)}; keeps effects: {_keys(kept)}."
+        msgid = gettext_noop("Runs steps %(runs)s; keeps effects: %(kept)s.")
     elif option is Action.GRANT:
         runs = tuple(open_steps)
-        summary = (
-            f"Grants the missing scope, then runs steps {_titles(runs)} under it; keeps "
-            f"effects: {_keys(kept)}."
+        msgid = gettext_noop(
+            "Grants the missing scope, then runs steps %(runs)s under it; keeps effects: %(kept)s."
         )
     elif option is Action.SKIP:
         skipped = tuple(open_steps[:1])
         runs = tuple(open_steps[1:])
-        summary = (
-            f"Skips step {_titles(skipped)}, then runs {_titles(runs)}; keeps effects: "
-            f"{_keys(kept)}."
-        )
+        msgid = gettext_noop("Skips step %(skipped)s, then runs %(runs)s; keeps effects: %(kept)s.")
     elif option is Action.ROLLBACK:
         compensated = tuple(reversed([e for e in effects if e.compensable]))
         kept = not_undoable
-        summary = (
-            f"Undoes {_keys(compensated)} (in this order) and ends the task; cannot be "
-            f"undone automatically: {_keys(not_undoable)}."
+        msgid = gettext_noop(
+            "Undoes %(compensated)s (in this order) and ends the task; cannot be undone "
+            "automatically: %(not_undoable)s."
         )
     else:
-        summary = f"Ends the task without running anything; effects stay in place: {_keys(kept)}."
+        msgid = gettext_noop(
+            "Ends the task without running anything; effects stay in place: %(kept)s."
+        )
+    values = {
+        "runs": _titles(runs),
+        "skipped": _titles(skipped),
+        "kept": _keys(kept),
+        "compensated": _keys(compensated),
+        "not_undoable": _keys(not_undoable),
+    }
+    summary = Phrase(msgid, values)
     if unconfirmed:
-        summary += f" Unconfirmed: {_keys(unconfirmed)}."
+        summary = Phrase(
+            gettext_noop("%(summary)s Unconfirmed: %(unconfirmed)s."),
+            {"summary": summary, "unconfirmed": _keys(unconfirmed)},
+        )
     return Preview(
         option=option,
         runs=runs,
