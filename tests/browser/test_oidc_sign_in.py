@@ -12,6 +12,7 @@ from django.contrib.auth import get_user_model
 from django.urls import reverse
 from playwright.sync_api import Browser, expect
 
+from tests.browser.axe import axe_preloaded, axe_violations, described
 from tests.browser.conftest import ACTION_TIMEOUT_MS, VIEWPORT, csp_watched, shoot
 from tests.oidc_provider import PASSWORD, PROVIDER_NAME
 
@@ -67,3 +68,20 @@ def test_each_role_signs_in_at_the_provider_and_lands_with_its_access(
     people = get_user_model().objects.filter(username__in=[login for login, *_ in ROLES.values()])
     assert people.count() == len(ROLES)
     assert all(not person.has_usable_password() for person in people)
+
+
+def test_the_login_page_with_single_sign_on_passes_axe_with_and_without_passwords(
+    chromium: Browser, live_server: Any, oidc_settings: Any
+) -> None:
+    found = {}
+    for passwords in (True, False):
+        oidc_settings.AGENTOPS = {**oidc_settings.AGENTOPS, "LOCAL_PASSWORDS": passwords}
+        context = axe_preloaded(chromium.new_context(viewport=VIEWPORT, base_url=live_server.url))
+        page = context.new_page()
+        page.goto("/login/")
+        expect(page.get_by_role("link", name=f"Sign in with {PROVIDER_NAME}")).to_be_visible()
+        expect(page.get_by_label("Password")).to_have_count(1 if passwords else 0)
+        found[passwords] = described(axe_violations(page))
+        context.close()
+
+    assert found == {True: [], False: []}
