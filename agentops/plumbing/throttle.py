@@ -1,4 +1,5 @@
-"""Guessing is throttled: failed password and bearer-token attempts are counted in Redis, and a key
+"""Guessing is throttled: failed password and bearer-token attempts (and single sign-on callbacks
+that sign nobody in, per address: agentops.login) are counted in Redis, and a key
 (an account from one client address, a client address) that fails too often in a window is
 locked out for a while. An account is counted per address, never alone: a lockout of the account
 itself would let anyone lock a colleague out by guessing at their username, from anywhere.
