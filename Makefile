@@ -39,7 +39,8 @@ $(LOCALE_DIR)/%.mo: $(LOCALE_DIR)/%.po $(VENV)/.installed
 # gettext's xgettext and msgmerge): new ones added untranslated, gone ones dropped. Then translate
 # the new entries in the .po (tests/test_translations.py names any left untranslated).
 MESSAGES_IGNORE := --ignore '.venv*' --ignore build --ignore tests --ignore 'node_modules' \
-	--ignore 'agentops/_templates' --ignore 'agentops/_static' --ignore static
+	--ignore 'agentops/_templates' --ignore 'agentops/_static' --ignore static \
+	--ignore '*requirements.txt'
 
 lock: install
 	$(UV_ENV) $(UV) lock --upgrade --python $(PY)

@@ -205,8 +205,9 @@ ACCESS: dict[str, Access] = {
     "reviews:rubric_attach": Access(POST, ADMINS),
     "reviews:decisions": Access(PAGE, REVIEW_ROLES),
     "reviews:decisions_csv": Access(PAGE, REVIEW_ROLES),
-    # One's own account: notification choices and API tokens.
+    # One's own account: language, notification choices and API tokens.
     "reviews:account": Access(FORM, SIGNED_IN),
+    "reviews:account_language": Access(POST, SIGNED_IN),
     "reviews:api_token_new": Access(POST, SIGNED_IN),
     "reviews:api_token_revoke": Access(POST, SIGNED_IN, kwargs=lambda w: {"token_id": w.token}),
     # Linking one's Slack account from the link the Slack app sent (GET shows, POST links).
