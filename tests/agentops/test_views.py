@@ -370,8 +370,8 @@ def test_task_page_shows_steps_ledger_and_events_of_a_finished_run(
     assert "step 5 of 5" in html
     assert "&quot;rule&quot;: &quot;30-day returns&quot;" in html  # eligibility output preview
     for action in Event.objects.filter(task=task).values_list("action", flat=True).distinct():
-        assert f"<code>{action}</code>" in html
-    assert html.count("<code>agentops.") == task.last_seq  # one row per event
+        assert f'<code translate="no">{action}</code>' in html
+    assert html.count('<code translate="no">agentops.') == task.last_seq  # one row per event
 
 
 @pytest.mark.django_db
@@ -467,8 +467,11 @@ def test_task_page_shows_the_failure_of_a_stopped_task(
     html = operator_client.get(reverse("agentops:task_detail", args=[task.pk])).content.decode()
 
     assert "Stopped: needs attention" in html
-    assert "<dt>Layer</dt><dd>tool</dd>" in html
-    assert '<dt>Kind</dt><dd>bad_request <span class="muted">(logic failure)</span></dd>' in html
+    assert '<dt>Layer</dt><dd translate="no">tool</dd>' in html
+    assert (
+        '<dt>Kind</dt><dd><span translate="no">bad_request</span> '
+        '<span class="muted">(logic failure)</span></dd>'
+    ) in html
     assert "no order &#x27;&lt;script&gt;alert(1)&lt;/script&gt;&#x27;" in html
     assert "<script>alert(1)</script>" not in html
     assert "Next run" not in html
@@ -487,7 +490,10 @@ def test_task_page_shows_the_next_run_of_a_scheduled_retry(
     html = operator_client.get(reverse("agentops:task_detail", args=[task.pk])).content.decode()
 
     assert "Retry scheduled after a failure" in html
-    assert '<dt>Kind</dt><dd>unavailable <span class="muted">(process failure)</span></dd>' in html
+    assert (
+        '<dt>Kind</dt><dd><span translate="no">unavailable</span> '
+        '<span class="muted">(process failure)</span></dd>'
+    ) in html
     assert "orders.lookup answered 503" in html
     assert f'<time datetime="{task.next_run_at.isoformat()}">' in html
 

@@ -463,7 +463,10 @@ def test_diff_between_two_versions(
     body = response.content.decode()
     assert response.status_code == 200
     assert "0 added, 1 removed, 1 changed, 0 moved, 6 unchanged." in body
-    assert "amount_above: <del>100</del> → <ins>250</ins>" in body
+    assert (
+        '<span translate="no">amount_above</span>: <del translate="no">100</del> → '
+        '<ins translate="no">250</ins>'
+    ) in body
 
 
 def test_admin_dry_runs_a_draft_over_recorded_history(
@@ -492,6 +495,9 @@ def test_admin_dry_runs_a_draft_over_recorded_history(
     body = response.content.decode()
     assert response.status_code == 200
     assert body.lstrip().startswith('<div id="dry-run-result"')
-    assert '<span class="route">audit</span> → <span class="route">gate</span>' in body
-    assert "3 of 4" in body and "large payment (3)" in body
+    assert (
+        '<span class="route" translate="no">audit</span> → '
+        '<span class="route" translate="no">gate</span>'
+    ) in body
+    assert "3 of 4" in body and '<span translate="no">large payment</span> (3)' in body
     assert "3.0 → 3.0" not in body and "0.0 → 3.0" in body
