@@ -35,7 +35,7 @@ pytestmark = pytest.mark.django_db
 
 
 def logged_actions(page: str) -> list[str]:
-    return re.findall(r'<span title="((?:reviews|policies)\.[a-z_.]+)">', page)
+    return re.findall(r'<span data-action="((?:reviews|policies)\.[a-z_.]+)">', page)
 
 
 @pytest.fixture
