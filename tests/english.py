@@ -117,6 +117,8 @@ VISIBLE_TEXT = """([READ, within, outside]) => {
     const box = element.closest('select') || element;
     return box.checkVisibility({visibilityProperty: true});
   };
+  // The text of a closed <details> beside its summary is not shown (its elements are not seen).
+  const laid = text => !(text.parentElement.tagName === 'DETAILS' && !text.parentElement.open);
   const texts = [];
   const walk = element => {
     if (SKIPPED.has(element.tagName) || element.getAttribute('translate') === 'no') return;
@@ -129,7 +131,7 @@ VISIBLE_TEXT = """([READ, within, outside]) => {
       texts.push(element.value);
     }
     for (const child of element.childNodes) {
-      if (child.nodeType === Node.TEXT_NODE) texts.push(child.data);
+      if (child.nodeType === Node.TEXT_NODE && laid(child)) texts.push(child.data);
       else if (child.nodeType === Node.ELEMENT_NODE) walk(child);
     }
   };
