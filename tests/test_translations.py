@@ -19,7 +19,6 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 from babel.messages.catalog import Catalog, Message
@@ -131,7 +130,7 @@ def test_the_catalogue_holds_exactly_the_strings_marked_in_the_code(tmp_path: Pa
     assert stale == [], f"{len(stale)} entries no string in the code marks any more: {stale}"
 
 
-def test_the_mo_the_build_compiles_is_what_django_reads(tmp_path: Path, settings: Any):
+def test_the_mo_the_build_compiles_is_what_django_reads(tmp_path: Path):
     # The build backend's own compiler (agentops/_build is not a package: loaded by its path),
     # on a copy of the catalogue.
     spec = importlib.util.spec_from_file_location("agentops_build", BUILD)
