@@ -35,6 +35,8 @@ from django.core.exceptions import RequestDataTooBig
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseBase
 from django.urls import URLPattern, URLResolver, re_path
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_noop, ngettext
 from ninja import NinjaAPI, Router, Schema, Status
 from ninja.errors import AuthenticationError, HttpError, Throttled
 from ninja.openapi.schema import OpenAPISchema
@@ -53,6 +55,7 @@ from agentops.tokens import api_token_live
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
+    from django_stubs_ext import StrOrPromise
     from ninja.operation import Operation
 
 PAGE_LIMIT = 100
@@ -62,6 +65,9 @@ REALM = "agentops API"
 # What a 503 asks a client to wait: about one capped reconnect wait of the workers.
 UNAVAILABLE_RETRY_SECONDS = 5
 DOCS_PATH = "/api/v1/docs"
+# Why a bearer token was refused: the challenge's `error_description` (English, a header is
+# ASCII) and, translated, the answer's `detail`.
+TOKEN_REFUSED = gettext_noop("the token is unknown, revoked, or its user is inactive")
 
 
 class ApiRequest(AuthenticatedHttpRequest):
@@ -78,7 +84,9 @@ class TokenAuth(HttpBearer):
     anything about what the operation takes."""
 
     def __init__(
-        self, permission: str | None = None, refusal: str | Callable[[User], str] = ""
+        self,
+        permission: str | None = None,
+        refusal: StrOrPromise | Callable[[User], str] = "",
     ) -> None:
         super().__init__()
         self.permission = permission
@@ -96,7 +104,9 @@ class TokenAuth(HttpBearer):
             return None
         request.user = row.user
         if self.permission and not row.user.has_perm(self.permission):
-            refusal = self.refusal if isinstance(self.refusal, str) else self.refusal(row.user)
+            # A refusal made when the module loaded is lazy: written now, in the request's
+            # language.
+            refusal = self.refusal(row.user) if callable(self.refusal) else str(self.refusal)
             raise HttpError(403, refusal)
         return row
 
@@ -148,7 +158,10 @@ class AgentopsApi(NinjaAPI):
             allowed = response.get("Allow", "")
             answer = self.create_response(
                 request,
-                {"detail": f"{request.method} is not allowed here; allowed: {allowed}"},
+                {
+                    "detail": _("%(method)s is not allowed here; allowed: %(allowed)s")
+                    % {"method": request.method, "allowed": allowed}
+                },
                 status=405,
             )
             answer["Allow"] = allowed
@@ -159,7 +172,10 @@ class AgentopsApi(NinjaAPI):
     def _unknown_path(self, request: HttpRequest) -> HttpResponse:
         return self.create_response(
             request,
-            {"detail": f"no such path: {request.path}; the operations are at {DOCS_PATH}"},
+            {
+                "detail": _("no such path: %(path)s; the operations are at %(docs)s")
+                % {"path": request.path, "docs": DOCS_PATH}
+            },
             status=404,
         )
 
@@ -171,8 +187,12 @@ class AgentopsApi(NinjaAPI):
         response = self.create_response(
             request,
             {
-                "detail": "too many bad tokens from this address; try again in "
-                f"{wait} second{'s' if wait != 1 else ''}",
+                "detail": ngettext(
+                    "too many bad tokens from this address; try again in %(wait)s second",
+                    "too many bad tokens from this address; try again in %(wait)s seconds",
+                    wait,
+                )
+                % {"wait": wait},
                 "retry_after": wait,
             },
             status=429,
@@ -189,8 +209,12 @@ class AgentopsApi(NinjaAPI):
         response = self.create_response(
             request,
             {
-                "detail": f"{dependency} is unavailable; try again in "
-                f"{UNAVAILABLE_RETRY_SECONDS} seconds",
+                "detail": ngettext(
+                    "%(dependency)s is unavailable; try again in %(wait)s second",
+                    "%(dependency)s is unavailable; try again in %(wait)s seconds",
+                    UNAVAILABLE_RETRY_SECONDS,
+                )
+                % {"dependency": dependency, "wait": UNAVAILABLE_RETRY_SECONDS},
                 "retry_after": UNAVAILABLE_RETRY_SECONDS,
             },
             status=503,
@@ -201,13 +225,14 @@ class AgentopsApi(NinjaAPI):
     def _unauthenticated(self, request: HttpRequest, exc: AuthenticationError) -> HttpResponse:
         """401 with the challenge of RFC 6750: `error="invalid_token"` when a bearer token was sent
         but is unknown, revoked or its user inactive; a bare challenge when none was sent."""
-        scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+        scheme, _space, token = request.headers.get("Authorization", "").partition(" ")
         challenge = f'Bearer realm="{REALM}"'
         if scheme.lower() == "bearer" and token.strip():
-            detail = "the token is unknown, revoked, or its user is inactive"
-            challenge += f', error="invalid_token", error_description="{detail}"'
+            # The header stays in English (a header is ASCII); the body is the reader's.
+            challenge += f', error="invalid_token", error_description="{TOKEN_REFUSED}"'
+            detail = _(TOKEN_REFUSED)
         else:
-            detail = "send a personal token: Authorization: Bearer ao_..."
+            detail = _("send a personal token: Authorization: Bearer ao_...")
         response = self.create_response(request, {"detail": detail}, status=401)
         response["WWW-Authenticate"] = challenge
         return response
@@ -370,7 +395,7 @@ def get_task(request: ApiRequest, task_id: int) -> Task:
         archived = archived_task_visible_to(request.user, task_id)
         if archived is not None:
             raise HttpError(410, archived_task_words(archived))
-        raise HttpError(404, f"no task {task_id}")
+        raise HttpError(404, _("no task %(id)s") % {"id": task_id})
     return task
 
 

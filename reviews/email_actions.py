@@ -26,7 +26,9 @@ from django.core.mail import EmailMultiAlternatives
 from django.db import IntegrityError, transaction
 from django.template.loader import render_to_string
 from django.urls import reverse
-from django.utils import timezone
+from django.utils import timezone, translation
+from django.utils.safestring import mark_safe
+from django.utils.translation import gettext as _
 
 from agentops.engine import Choice
 from agentops.models import Gate
@@ -34,13 +36,15 @@ from agentops.states import GateStatus
 from reviews.channels import channel_get
 from reviews.links import public_link
 from reviews.models import EmailActionUse
+from reviews.notice_text import goal_line, headline, kept, moment, notice_sentence, notice_text
+from reviews.selectors import language_for
 from reviews.services import NotAllowed, ReviewError, gate_decide
 from reviews.states import DeliveryChannel
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
 
-    from reviews.models import Delivery
+    from reviews.models import Delivery, Notice
 
 SALT = "reviews.email_action"
 # A link's action is a choice of the decision service.
@@ -92,14 +96,14 @@ def email_action_read(token: str) -> EmailAction:
         found = signer.unsign_object(token, max_age=_max_age())
     except signing.SignatureExpired:
         raise LinkRefused(
-            "this link has expired: open the gate in agentops to decide it", http_status=410
+            _("this link has expired: open the gate in agentops to decide it"), http_status=410
         ) from None
     except signing.BadSignature:
         raise LinkRefused(
-            "this link is not valid: use the one from the email", http_status=400
+            _("this link is not valid: use the one from the email"), http_status=400
         ) from None
     if not isinstance(found, dict) or found.get("a") not in ACTIONS:
-        raise LinkRefused("this link is not valid: use the one from the email", http_status=400)
+        raise LinkRefused(_("this link is not valid: use the one from the email"), http_status=400)
     return EmailAction(int(found["g"]), int(found["u"]), str(found["a"]), str(found["d"]))
 
 
@@ -123,9 +127,9 @@ def email_action_check(*, token: str, user: User) -> EmailAction:
     (it was sent to someone else). Whether the gate may still be decided is the decision's."""
     action = email_action_read(token)
     if action.user_id != user.pk:
-        raise NotAllowed("this link was sent to someone else: open the gate in agentops")
+        raise NotAllowed(_("this link was sent to someone else: open the gate in agentops"))
     if EmailActionUse.objects.filter(token_digest=_digest(token)).exists():
-        raise LinkRefused("this link was used already", http_status=410)
+        raise LinkRefused(_("this link was used already"), http_status=410)
     return action
 
 
@@ -144,7 +148,7 @@ def email_action_take(*, token: str, user: User, reason: str) -> EmailAction:
                     action=action.action,
                 )
         except IntegrityError:
-            raise LinkRefused("this link was used already", http_status=410) from None
+            raise LinkRefused(_("this link was used already"), http_status=410) from None
         gate_decide(
             gate_id=action.gate_id,
             choice=Choice(action.action),
@@ -188,30 +192,60 @@ def _action_links(delivery: Delivery) -> ActionLinks | None:
 
 
 def notice_email_text(*, text: str, link: str, actions: ActionLinks | None) -> str:
-    body = f"{one_line(text)}\n\nOpen it: {link}\n"
+    """The plain text of a notice's email: `text` (the notice: what happened and the goal) on
+    one line, the link to its page and an open gate's action links, each on a labelled line."""
+    lines = [one_line(text), "", _("Open it: %(link)s") % {"link": link}]
     if actions is not None:
-        body += (
-            f"\nApprove: {actions.approve}\nReject: {actions.reject}\n\n"
-            "Each link opens a page where you confirm (after signing in); it works once, for "
-            f"you only, until {actions.expires_at:%Y-%m-%d %H:%M %Z}.\n"
-        )
+        lines += [
+            "",
+            _("Approve: %(link)s") % {"link": actions.approve},
+            _("Reject: %(link)s") % {"link": actions.reject},
+            "",
+            _links_explained(actions),
+        ]
+    body = "\n".join(lines) + "\n"
     return body
+
+
+def _links_explained(actions: ActionLinks) -> str:
+    """What the action links do, and until when (the email's text and HTML say the same)."""
+    return _(
+        "Each link opens a page where you confirm (after signing in); it works once, for you "
+        "only, until %(when)s."
+    ) % {"when": moment(actions.expires_at)}
+
+
+def notice_email_html(*, notice: Notice, link: str, actions: ActionLinks | None) -> str:
+    """The HTML alternative of a notice's email (autoescaped; the record's values in it are
+    marked to stay as written)."""
+    return render_to_string(
+        "reviews/email/notice.html",
+        {
+            "headline": headline(notice),
+            "sentence": mark_safe(notice_sentence(notice, kept)),
+            "goal": mark_safe(goal_line(notice.task.goal, kept)),
+            "gate": notice.gate,
+            "link": link,
+            "actions": actions,
+            "explained": _links_explained(actions) if actions else "",
+        },
+    )
 
 
 def notice_email(delivery: Delivery, link: str) -> EmailMultiAlternatives:
     """The email of a delivery: the notice, its link, and for an open gate the action links, as
-    plain text with an HTML alternative."""
+    plain text with an HTML alternative, written in the recipient's language (their choice,
+    else the site's) when it is sent."""
     notice = delivery.notice
     assert delivery.user is not None, "an email delivery has a recipient"
     actions = _action_links(delivery)
-    message = EmailMultiAlternatives(
-        subject=f"[agentops] {notice.get_event_display()}: task {notice.task_id}",
-        body=notice_email_text(text=notice.text, link=link, actions=actions),
-        to=[delivery.user.email],
-    )
-    html = render_to_string(
-        "reviews/email/notice.html",
-        {"notice": notice, "gate": notice.gate, "link": link, "actions": actions},
-    )
-    message.attach_alternative(html, "text/html")
+    with translation.override(language_for(delivery.user)):
+        message = EmailMultiAlternatives(
+            subject=f"[agentops] {headline(notice)}",
+            body=notice_email_text(text=notice_text(notice), link=link, actions=actions),
+            to=[delivery.user.email],
+        )
+        message.attach_alternative(
+            notice_email_html(notice=notice, link=link, actions=actions), "text/html"
+        )
     return message

@@ -46,6 +46,7 @@ from agentops.states import GateStatus, TaskStatus
 from reviews.channels import Audience, Channel, DeliveryRefused, channel_get, channels
 from reviews.links import public_link
 from reviews.models import Delivery, Notice, NotificationRoute
+from reviews.notice_text import notice_record_text
 from reviews.services import delivery_attempt_begin, delivery_attempt_record
 from reviews.states import DeliveryStatus, NoticeEvent, Role
 
@@ -76,16 +77,6 @@ def _unnoticed(queryset: Any, event: str, subject: Any) -> Any:
     return queryset.annotate(
         noticed=Exists(Notice.objects.filter(event=event, subject=subject))
     ).filter(noticed=False)
-
-
-def _gate_text(gate: Gate, event: str) -> str:
-    if event == NoticeEvent.GATE_SECOND_APPROVAL:
-        return second_approval_text(gate)
-    what = "waits for approval" if event == NoticeEvent.GATE_OPENED else "times out soon"
-    return (
-        f"Task {gate.task_id} ({gate.task.agent}): '{gate.tool}' {what} "
-        f"(rule {gate.rule}; due {gate.due_at:%Y-%m-%d %H:%M %Z}). Goal: {gate.task.goal}"
-    )
 
 
 def notices_find() -> list[Notice]:
@@ -146,31 +137,16 @@ def _second_approvals_find(open_gates: Any) -> list[Notice]:
     return created
 
 
-def second_approval_text(gate: Gate) -> str:
-    kind = approval_kind_of(gate)
-    given = kind.approvals_of(gate)
-    names = ", ".join(a.by for a in given)
-    return (
-        f"Task {gate.task_id} ({gate.task.agent}): '{gate.tool}' has {len(given)} of "
-        f"{kind.required} approvals (by {names}); a second person of "
-        f"{' or '.join(kind.waiting_for(gate))} "
-        f"must approve (rule {gate.rule}; due {gate.due_at:%Y-%m-%d %H:%M %Z}). "
-        f"Goal: {gate.task.goal}"
-    )
-
-
 def _notice_create(
     event: str, subject: str, *, gate: Gate | None = None, task: Task | None = None
 ) -> list[Notice]:
     """Create the notice and its deliveries in one transaction; [] if another sweep did."""
+    text = notice_record_text(event=event, gate=gate, task=task)
     if gate is not None:
         task = gate.task
-        text = _gate_text(gate, event)
         link = reverse("reviews:gate", args=[gate.pk])
     else:
         assert task is not None
-        kind = (task.failure or {}).get("kind", "unknown")
-        text = f"Task {task.pk} ({task.agent}) stopped for a human ({kind}). Goal: {task.goal}"
         link = reverse("reviews:recover", args=[task.pk])
     try:
         with transaction.atomic():

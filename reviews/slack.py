@@ -12,9 +12,11 @@ enqueues that job at once. Each attempt is claimed before it is sent and recorde
 with backoff up to the notification attempt cap, so a retried or duplicated update shows the same
 truth.
 
-Untrusted text (the goal, tool arguments, reasons, names) is escaped for Slack's mrkdwn (`&`, `<`,
-`>`) before it goes into a message, so it can neither form a link nor mention anyone, and is cut
-to Block Kit's limits without splitting an escape.
+Channel messages are written in the site's language (`settings.LANGUAGE_CODE`): a channel has no
+one reader whose choice to follow. A modal shown to one person is written in theirs
+(`reviews.slack_interactions`). Untrusted text (the goal, tool arguments, reasons, names) is
+escaped for Slack's mrkdwn (`&`, `<`, `>`) before it goes into a message, so it can neither form a
+link nor mention anyone, and is cut to Block Kit's limits without splitting an escape.
 """
 
 from __future__ import annotations
@@ -26,7 +28,11 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 import httpx
+from django.conf import settings
 from django.urls import reverse
+from django.utils import translation
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy, pgettext
 
 from agentops.engine import Choice, job_waiting, redacted
 from agentops.models import Gate
@@ -36,6 +42,7 @@ from agentops.states import GateStatus
 from reviews.channels import channel_get
 from reviews.links import public_link
 from reviews.models import SlackMessage
+from reviews.notice_text import moment, notice_text
 from reviews.services.slack import (
     slack_message_attempt_begin,
     slack_message_attempt_record,
@@ -47,6 +54,8 @@ from reviews.slack_web import SlackError, slack_call, slack_conf, slack_configur
 from reviews.states import DeliveryChannel, NoticeEvent
 
 if TYPE_CHECKING:
+    from django_stubs_ext import StrOrPromise
+
     from reviews.models import Delivery, Notice
 
 logger = logging.getLogger(__name__)
@@ -108,24 +117,28 @@ def _mrkdwn(text: str) -> dict[str, Any]:
 # -- messages -------------------------------------------------------------------------------------
 
 
-def _gate_blocks(gate: Gate, *, headline: str) -> list[dict[str, Any]]:
-    """The gate's header and what it asks: task, agent, rule, due time, goal and arguments."""
+def _gate_blocks(gate: Gate, *, header: str) -> list[dict[str, Any]]:
+    """The gate's header (`header`: what it waits for, or its outcome, and the tool) and what it
+    asks: task, agent, rule, due time, goal and arguments."""
     task = gate.task
-    facts = (
-        f"*Task {task.pk}* ({mrkdwn_escape(task.agent)}) · rule "
-        f"_{mrkdwn_escape(gate.rule)}_ · due {gate.due_at:%Y-%m-%d %H:%M %Z}"
-    )
+    facts = _("*Task %(task)s* (%(agent)s) · rule _%(rule)s_ · due %(due)s") % {
+        "task": task.pk,
+        "agent": mrkdwn_escape(task.agent),
+        "rule": mrkdwn_escape(gate.rule),
+        "due": moment(gate.due_at),
+    }
     if gate.amount is not None:
-        facts += f" · amount {gate.amount}"
-    goal = "*Goal:* " + mrkdwn_fit(task.goal, SECTION_TEXT_MAX - len(facts) - 20)
+        facts = _("%(facts)s · amount %(amount)s") % {"facts": facts, "amount": gate.amount}
+    room = SECTION_TEXT_MAX - len(facts) - 20 - len(_("*Goal:* %(goal)s"))
+    goal = _("*Goal:* %(goal)s") % {"goal": mrkdwn_fit(task.goal, room)}
     arguments = json.dumps(gate.arguments, indent=1, sort_keys=True, ensure_ascii=False)
     return [
-        {"type": "header", "text": _plain(f"{headline}: {gate.tool}", HEADER_TEXT_MAX)},
+        {"type": "header", "text": _plain(header, HEADER_TEXT_MAX)},
         {"type": "section", "text": _mrkdwn(f"{facts}\n{goal}")},
         {
             "type": "section",
             "text": _mrkdwn(
-                "*Arguments*\n```" + mrkdwn_fit(arguments, SECTION_TEXT_MAX - 20) + "```"
+                _("*Arguments*") + "\n```" + mrkdwn_fit(arguments, SECTION_TEXT_MAX - 40) + "```"
             ),
         },
     ]
@@ -135,7 +148,7 @@ def _open_button(gate: Gate) -> dict[str, Any]:
     return {
         "type": "button",
         "action_id": OPEN,
-        "text": _plain("Open in agentops"),
+        "text": _plain(_("Open in agentops")),
         "url": public_link(reverse("reviews:gate", args=[gate.pk])),
     }
 
@@ -148,26 +161,31 @@ def button_value(gate: Gate) -> str:
 
 def gate_message(gate: Gate, *, event: str = NoticeEvent.GATE_OPENED) -> dict[str, Any]:
     """The message of an open gate: what it asks, and Approve, Reject and Open buttons."""
-    headline = "Times out soon" if event == NoticeEvent.GATE_DUE_SOON else "Approval needed"
+    if event == NoticeEvent.GATE_DUE_SOON:
+        header = _("Times out soon: %(tool)s") % {"tool": gate.tool}
+    else:
+        header = _("Approval needed: %(tool)s") % {"tool": gate.tool}
     value = button_value(gate)
     buttons = {
         Choice.APPROVE: {
             "type": "button",
             "action_id": APPROVE,
-            "text": _plain("Approve"),
+            "text": _plain(_("Approve")),
             "style": "primary",
             "value": value,
             "confirm": {
-                "title": _plain("Approve this action?", 100),
-                "text": _plain(f"{gate.tool} runs with the arguments shown.", 300),
-                "confirm": _plain("Approve", 30),
-                "deny": _plain("Cancel", 30),
+                "title": _plain(_("Approve this action?"), 100),
+                "text": _plain(
+                    _("%(tool)s runs with the arguments shown.") % {"tool": gate.tool}, 300
+                ),
+                "confirm": _plain(_("Approve"), 30),
+                "deny": _plain(_("Cancel"), 30),
             },
         },
         Choice.REJECT: {
             "type": "button",
             "action_id": REJECT,
-            "text": _plain("Reject…"),
+            "text": _plain(_("Reject…")),
             "style": "danger",
             "value": value,
         },
@@ -183,26 +201,63 @@ def gate_message(gate: Gate, *, event: str = NoticeEvent.GATE_OPENED) -> dict[st
             _open_button(gate),
         ],
     }
-    fallback = f"{headline}: {gate.tool} for task {gate.task_id}. Goal: {gate.task.goal}"
+    fallback = _("%(header)s for task %(task)s. Goal: %(goal)s") % {
+        "header": header,
+        "task": gate.task_id,
+        "goal": gate.task.goal,
+    }
     return {
         "text": mrkdwn_fit(fallback, FALLBACK_TEXT_MAX),
-        "blocks": [*_gate_blocks(gate, headline=headline), actions],
+        "blocks": [*_gate_blocks(gate, header=header), actions],
     }
 
 
+# A decided gate's outcome, as its message's header and fallback name it.
+OUTCOMES: dict[str, StrOrPromise] = {
+    GateStatus.APPROVED: gettext_lazy("Approved"),
+    GateStatus.REJECTED: gettext_lazy("Rejected"),
+    GateStatus.EXPIRED: gettext_lazy("Expired"),
+}
+
+
+def _outcome(gate: Gate) -> str:
+    return str(OUTCOMES.get(gate.status) or gate.get_status_display())
+
+
 def _outcome_line(gate: Gate) -> str:
-    who = mrkdwn_escape(gate.decided_by.get_username()) if gate.decided_by else "nobody"
-    when = f"{gate.decided_at:%Y-%m-%d %H:%M %Z}" if gate.decided_at else ""
+    decider = gate.decided_by.get_username() if gate.decided_by else ""
+    # A username is letters, digits and @.+-_ (150 at most), never escaped, but escaped anyway.
+    who = mrkdwn_escape(decider) if decider else _("nobody")
+    when = moment(gate.decided_at) if gate.decided_at else ""
     if gate.status == GateStatus.APPROVED:
-        return f":white_check_mark: *Approved* by {who} · {when}"
+        return _(":white_check_mark: *Approved* by %(who)s · %(when)s") % {
+            "who": who,
+            "when": when,
+        }
     if gate.status == GateStatus.REJECTED:
-        # Room for the rest of the section: the line's words, a username (150 at most, never
-        # escaped: letters, digits and @.+-_), the time, and a late click's note (another name).
+        # Room for the rest of the section: the line's words, a username (150 at most), the time,
+        # and a late click's note (another name).
         reason = mrkdwn_fit(gate.feedback, SECTION_TEXT_MAX - 600)
-        return f":x: *Rejected* by {who} · {when}\n*Reason:* {reason}"
+        return _(":x: *Rejected* by %(who)s · %(when)s\n*Reason:* %(reason)s") % {
+            "who": who,
+            "when": when,
+            "reason": reason,
+        }
     if gate.status == GateStatus.EXPIRED:
-        return f":hourglass: *Expired* (nobody decided in time) · {when}"
+        return _(":hourglass: *Expired* (nobody decided in time) · %(when)s") % {"when": when}
     return ""
+
+
+def _late_line(gate: Gate, late_slack_user: str) -> str:
+    """Who clicked after the gate was decided, and who (or the timeout) decided it first."""
+    if gate.decided_by is None:
+        return _("_<@%(user)s> clicked after it was already decided by the timeout._") % {
+            "user": late_slack_user
+        }
+    return _("_<@%(user)s> clicked after it was already decided by %(who)s._") % {
+        "user": late_slack_user,
+        "who": mrkdwn_escape(gate.decided_by.get_username()),
+    }
 
 
 def gate_outcome_message(gate: Gate, *, late_slack_user: str = "") -> dict[str, Any]:
@@ -212,14 +267,12 @@ def gate_outcome_message(gate: Gate, *, late_slack_user: str = "") -> dict[str, 
         return gate_message(gate)
     line = _outcome_line(gate)
     if late_slack_user:
-        who = mrkdwn_escape(gate.decided_by.get_username()) if gate.decided_by else "the timeout"
-        line += f"\n_<@{late_slack_user}> clicked after it was already decided by {who}._"
+        line += "\n" + _late_line(gate, late_slack_user)
+    values = {"tool": gate.tool, "task": gate.task_id, "outcome": _outcome(gate)}
     return {
-        "text": mrkdwn_fit(
-            f"{gate.tool} for task {gate.task_id}: {gate.get_status_display()}", 300
-        ),
+        "text": mrkdwn_fit(_("%(tool)s for task %(task)s: %(outcome)s") % values, 300),
         "blocks": [
-            *_gate_blocks(gate, headline=gate.get_status_display()),
+            *_gate_blocks(gate, header=_("%(outcome)s: %(tool)s") % values),
             {"type": "section", "text": _mrkdwn(line)},
             {"type": "actions", "block_id": f"gate:{gate.pk}", "elements": [_open_button(gate)]},
         ],
@@ -236,7 +289,7 @@ def notice_message(notice: Notice, link: str) -> dict[str, Any]:
             if gate.status != GateStatus.OPEN
             else (gate_message(gate, event=notice.event))
         )
-    text = mrkdwn_fit(notice.text, SECTION_TEXT_MAX - 100)
+    text = mrkdwn_fit(notice_text(notice), SECTION_TEXT_MAX - 100)
     return {
         "text": text,
         "blocks": [
@@ -244,7 +297,12 @@ def notice_message(notice: Notice, link: str) -> dict[str, Any]:
             {
                 "type": "actions",
                 "elements": [
-                    {"type": "button", "action_id": OPEN, "text": _plain("Open"), "url": link}
+                    {
+                        "type": "button",
+                        "action_id": OPEN,
+                        "text": _plain(pgettext("button", "Open")),
+                        "url": link,
+                    }
                 ],
             },
         ],
@@ -260,21 +318,24 @@ def reject_modal(gate: Gate, *, digest: str, channel: str, ts: str) -> dict[str,
         "type": "modal",
         "callback_id": REJECT_VIEW,
         "private_metadata": json.dumps(metadata),
-        "title": _plain("Reject", MODAL_TITLE_MAX),
-        "submit": _plain("Reject", MODAL_TITLE_MAX),
-        "close": _plain("Cancel", MODAL_TITLE_MAX),
+        "title": _plain(_("Reject"), MODAL_TITLE_MAX),
+        "submit": _plain(_("Reject"), MODAL_TITLE_MAX),
+        "close": _plain(_("Cancel"), MODAL_TITLE_MAX),
         "blocks": [
             {
                 "type": "section",
                 "text": _mrkdwn(
-                    f"Reject *{mrkdwn_escape(gate.tool)}* of task {gate.task_id}. "
-                    "The agent re-plans the step from your reason."
+                    _(
+                        "Reject *%(tool)s* of task %(task)s. The agent re-plans the step from "
+                        "your reason."
+                    )
+                    % {"tool": mrkdwn_escape(gate.tool), "task": gate.task_id}
                 ),
             },
             {
                 "type": "input",
                 "block_id": REASON_BLOCK,
-                "label": _plain("Why?", 2000),
+                "label": _plain(_("Why?"), 2000),
                 "element": {
                     "type": "plain_text_input",
                     "action_id": REASON_INPUT,
@@ -304,7 +365,7 @@ def notice_modal(title: str, text: str, *, link: str = "", link_label: str = "")
     return {
         "type": "modal",
         "title": _plain(title, MODAL_TITLE_MAX),
-        "close": _plain("OK", MODAL_TITLE_MAX),
+        "close": _plain(pgettext("button", "OK"), MODAL_TITLE_MAX),
         "blocks": blocks,
     }
 
@@ -317,7 +378,9 @@ def slack_notice_post(delivery: Delivery, link: str) -> str:
     `ts`. A delivery's sender: retried with backoff when it raises."""
     if not slack_configured():
         raise SlackError("AGENTOPS_SLACK_BOT_TOKEN is not set")
-    message = notice_message(delivery.notice, link)
+    # A channel has no one person to write to: the site's language.
+    with translation.override(settings.LANGUAGE_CODE):
+        message = notice_message(delivery.notice, link)
     answer = slack_call(
         "chat.postMessage",
         {
@@ -359,7 +422,8 @@ def slack_message_update(*, message_id: int) -> str:
         pk=message_id
     )
     gate = message.gate
-    content = gate_outcome_message(gate, late_slack_user=message.late_slack_user)
+    with translation.override(settings.LANGUAGE_CODE):
+        content = gate_outcome_message(gate, late_slack_user=message.late_slack_user)
     try:
         slack_call("chat.update", {"channel": message.channel, "ts": message.ts, **content})
     except Exception as error:

@@ -34,6 +34,8 @@ from typing import TYPE_CHECKING, Any
 import httpx
 from django.conf import settings
 from django.urls import reverse
+from django.utils import translation
+from django.utils.translation import gettext as _
 
 from agentops.engine import Choice, TransitionRefused, json_parsed
 from agentops.models import Gate
@@ -41,6 +43,7 @@ from agentops.states import GateStatus
 from reviews.channels import channel_get
 from reviews.links import public_link
 from reviews.models import SlackIdentity
+from reviews.selectors import language_for
 from reviews.services import GateAlreadyDecided, ReviewError, gate_decide, gate_decide_check
 from reviews.services.slack import (
     REQUEST_WINDOW_SECONDS,
@@ -171,22 +174,27 @@ def _modal_open(trigger_id: str, view: dict[str, Any]) -> None:
 
 
 def _link_modal(team_id: str, slack_user_id: str) -> dict[str, Any]:
+    """The modal that asks someone nobody knows yet to link their account: in the site's
+    language (the product does not know whose language to use)."""
     token = slack_link_token(team_id=team_id, slack_user_id=slack_user_id)
-    return notice_modal(
-        "Link your account",
-        "Your Slack account is not linked to an agentops account yet. Link it once, signed in "
-        "to agentops, then click again. (The link works for 15 minutes.)",
-        link=public_link(reverse("reviews:slack_link", args=[token])),
-        link_label="Link my account",
-    )
+    with translation.override(settings.LANGUAGE_CODE):
+        return notice_modal(
+            _("Link your account"),
+            _(
+                "Your Slack account is not linked to an agentops account yet. Link it once, "
+                "signed in to agentops, then click again. (The link works for 15 minutes.)"
+            ),
+            link=public_link(reverse("reviews:slack_link", args=[token])),
+            link_label=_("Link my account"),
+        )
 
 
 def _refusal_modal(gate_id: int, reason: str) -> dict[str, Any]:
     return notice_modal(
-        "Not decided",
-        f"Nothing was decided: {reason}.",
+        _("Not decided"),
+        _("Nothing was decided: %(reason)s.") % {"reason": reason},
         link=public_link(reverse("reviews:gate", args=[gate_id])),
-        link_label="Open in agentops",
+        link_label=_("Open in agentops"),
     )
 
 
@@ -213,6 +221,16 @@ def interaction_handle(payload: dict[str, Any]) -> Answer:
     return Answer()
 
 
+@dataclass(frozen=True)
+class Click:
+    """Where a button was clicked (the message), the modal it may open, and by whom."""
+
+    channel: str
+    ts: str
+    trigger_id: str
+    slack_user_id: str
+
+
 # What each button of a gate message decides.
 BUTTON_CHOICES = {APPROVE: Choice.APPROVE, REJECT: Choice.REJECT}
 
@@ -233,6 +251,22 @@ def _button(payload: dict[str, Any]) -> Answer:
     if user is None:
         _modal_open(trigger_id, _link_modal(team_id, slack_user_id))
         return Answer()
+    # What the clicker alone is shown (a modal, a refusal), in their language.
+    with translation.override(language_for(user)):
+        return _clicked(
+            user,
+            choice,
+            gate_id,
+            digest,
+            Click(channel=channel, ts=ts, trigger_id=trigger_id, slack_user_id=slack_user_id),
+        )
+
+
+def _clicked(user: User, choice: Choice, gate_id: int, digest: str, click: Click) -> Answer:
+    """Decide (approve), or check and ask why (reject), as `user` with the clicked button's
+    digest; a refusal is shown to the clicker alone, in a modal."""
+    channel, ts, trigger_id = click.channel, click.ts, click.trigger_id
+    slack_user_id = click.slack_user_id
     try:
         if choice == Choice.REJECT:
             # A rejection needs a reason: the same checks now, the decision when the modal with
@@ -242,7 +276,10 @@ def _button(payload: dict[str, Any]) -> Answer:
             return Answer()
         gate_decide(gate_id=gate_id, choice=choice, actor=user, seen_digest=digest, via=_via())
     except Gate.DoesNotExist:
-        _modal_open(trigger_id, notice_modal("Not found", f"There is no gate {gate_id}."))
+        _modal_open(
+            trigger_id,
+            notice_modal(_("Not found"), _("There is no gate %(gate)s.") % {"gate": gate_id}),
+        )
         return Answer()
     except GateAlreadyDecided as exc:
         if _refused_as_not_open(gate_id, channel=channel, ts=ts, slack_user_id=slack_user_id):
@@ -281,7 +318,17 @@ def _reject_submitted(payload: dict[str, Any]) -> Answer:
     team_id, slack_user_id = _slack_user(payload)
     user = _product_user(team_id, slack_user_id)
     if user is None:
-        return _errors("your Slack account is not linked to agentops any more")
+        with translation.override(settings.LANGUAGE_CODE):
+            return _errors(_("your Slack account is not linked to agentops any more"))
+    with translation.override(language_for(user)):
+        return _reject_decided(user, gate_id, reason, metadata, slack_user_id)
+
+
+def _reject_decided(
+    user: User, gate_id: int, reason: str, metadata: Any, slack_user_id: str
+) -> Answer:
+    """Reject the gate as `user` with the reason typed in the modal, bound to the digest of the
+    button clicked; a refusal keeps the modal open and says why."""
     channel, ts = _text(metadata, "channel"), _text(metadata, "ts")
     try:
         gate_decide(
@@ -293,7 +340,7 @@ def _reject_submitted(payload: dict[str, Any]) -> Answer:
             via=_via(),
         )
     except Gate.DoesNotExist:
-        return _errors(f"there is no gate {gate_id}")
+        return _errors(_("there is no gate %(gate)s") % {"gate": gate_id})
     except GateAlreadyDecided as exc:
         _refused_as_not_open(gate_id, channel=channel, ts=ts, slack_user_id=slack_user_id)
         return _errors(str(exc))

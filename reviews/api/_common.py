@@ -7,7 +7,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 from ninja import Router
 from ninja.errors import HttpError
 
@@ -17,6 +20,9 @@ from reviews.channels import channel_get
 from reviews.services import GateAlreadyDecided, HeldByOther, NotAllowed, ReviewError
 from reviews.states import DecisionChannel, Via
 
+if TYPE_CHECKING:
+    from django_stubs_ext import StrOrPromise
+
 Refusals = tuple[type[Exception], ...]
 
 READ_REVIEWS = "reviews.read_reviews"
@@ -25,8 +31,16 @@ DECIDE_GATE = "reviews.decide_gate"
 router = Router()
 
 
-def readers_only(what: str) -> TokenAuth:
-    return TokenAuth(READ_REVIEWS, f"{what} for operators and auditors")
+def readers_only(refusal: StrOrPromise) -> TokenAuth:
+    """For the readers of the review workspace (operators and auditors); `refusal` is the 403's
+    sentence, lazily translated (written in the request's language)."""
+    return TokenAuth(READ_REVIEWS, refusal)
+
+
+QUEUE_READERS = readers_only(gettext_lazy("the review queues are for operators and auditors"))
+GATE_READERS = readers_only(gettext_lazy("gates are for operators and auditors"))
+GRANT_READERS = readers_only(gettext_lazy("scope grants are for operators and auditors"))
+AUDIT_READERS = readers_only(gettext_lazy("the audit queue is for operators and auditors"))
 
 
 def api_via(request: ApiRequest) -> Via:
@@ -68,8 +82,11 @@ def held_by_other(exc: HeldByOther) -> HttpError:
     API takes nothing over: the holder releases it, or a person takes it over in the inbox."""
     return HttpError(
         409,
-        f"{exc.holder} is already working on this task (claimed in the inbox): nothing was "
-        "done; they release it, or you take it over in the inbox, before you act on it",
+        _(
+            "%(holder)s is already working on this task (claimed in the inbox): nothing was "
+            "done; they release it, or you take it over in the inbox, before you act on it"
+        )
+        % {"holder": exc.holder},
     )
 
 
@@ -78,7 +95,7 @@ def decided_gate(gate_id: int, apply: Callable[[], object]) -> Gate:
     checked by `TokenAuth`) and answer the gate as it is then; the service's refusals become 404,
     409, 403 and 400."""
     with refusals(
-        missing=f"no gate {gate_id}",
+        missing=_("no gate %(id)s") % {"id": gate_id},
         not_found=(Gate.DoesNotExist,),
         conflicts=(GateAlreadyDecided,),
     ):
@@ -87,4 +104,4 @@ def decided_gate(gate_id: int, apply: Callable[[], object]) -> Gate:
 
 
 # Deciding gates and answering questions.
-OPERATORS_ONLY = TokenAuth(DECIDE_GATE, "deciding gates is for operators")
+OPERATORS_ONLY = TokenAuth(DECIDE_GATE, gettext_lazy("deciding gates is for operators"))

@@ -7,20 +7,23 @@ from datetime import date, datetime
 from typing import Any, Literal
 
 from django.http import StreamingHttpResponse
+from django.utils.translation import gettext_lazy
 from ninja import Schema
 
 from agentops.api import ROLE, ApiRequest, Error, TokenAuth, page_of
 from agentops.models import AuditItem
 from agentops.states import AuditStatus
 from policies.models import Route
-from reviews.api._common import api_via, readers_only, refusals, router
+from reviews.api._common import AUDIT_READERS, api_via, refusals, router
 from reviews.forms.audit import DatasetFilterForm
 from reviews.selectors.audit import reservation_in_force
 from reviews.selectors.datasets import dataset_rows
 from reviews.services import audit_batch_release, audit_batch_reserve
 from reviews.views._common import JSONL_CONTENT_TYPE, jsonl_stream
 
-AUDITORS_ONLY = TokenAuth("reviews.review_audit", "taking audit items is for auditors")
+AUDITORS_ONLY = TokenAuth(
+    "reviews.review_audit", gettext_lazy("taking audit items is for auditors")
+)
 
 
 class AuditItemOut(Schema):
@@ -54,7 +57,7 @@ class AuditItemOut(Schema):
     "/audit",
     response={200: list[AuditItemOut], **ROLE},
     summary="The audit queue",
-    auth=readers_only("the audit queue is"),
+    auth=AUDIT_READERS,
 )
 def list_audit_items(
     request: ApiRequest,
@@ -122,7 +125,7 @@ def release_audit_batch(request: ApiRequest) -> dict[str, int]:
     "/audit/dataset",
     response={200: None, **ROLE},
     summary="Reviewed audit items as an evaluation dataset (JSON Lines), streamed",
-    auth=readers_only("the audit queue is"),
+    auth=AUDIT_READERS,
     openapi_extra={
         "responses": {
             "200": {

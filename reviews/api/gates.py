@@ -9,6 +9,7 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
+from django.utils.translation import gettext as _
 from ninja import Schema
 from ninja.errors import HttpError
 
@@ -16,7 +17,14 @@ from agentops.api import ROLE, ApiRequest, Error, page_of
 from agentops.engine import approval_kind_of
 from agentops.models import Gate
 from agentops.states import GateStatus
-from reviews.api._common import OPERATORS_ONLY, api_via, decided_gate, readers_only, router
+from reviews.api._common import (
+    GATE_READERS,
+    OPERATORS_ONLY,
+    QUEUE_READERS,
+    api_via,
+    decided_gate,
+    router,
+)
 from reviews.models import Notice
 from reviews.services import gate_approve, gate_edit_and_approve, gate_reject
 
@@ -88,7 +96,7 @@ class EditIn(Schema):
     "/gates",
     response={200: list[GateOut], **ROLE},
     summary="Gates, open ones by default",
-    auth=readers_only("the review queues are"),
+    auth=QUEUE_READERS,
 )
 def list_gates(
     request: ApiRequest,
@@ -104,12 +112,12 @@ def list_gates(
     "/gates/{gate_id}",
     response={200: GateOut, 404: Error, **ROLE},
     summary="One gate, with the digest a decision must send back",
-    auth=readers_only("gates are"),
+    auth=GATE_READERS,
 )
 def get_gate(request: ApiRequest, gate_id: int) -> Gate:
     gate = Gate.objects.select_related("decided_by").filter(pk=gate_id).first()
     if gate is None:
-        raise HttpError(404, f"no gate {gate_id}")
+        raise HttpError(404, _("no gate %(id)s") % {"id": gate_id})
     return gate
 
 
@@ -189,11 +197,11 @@ class NoticeOut(Schema):
     "/gates/{gate_id}/notices",
     response={200: list[NoticeOut], 404: Error, **ROLE},
     summary="Who was told about a gate: opened, a second approval wanted, due soon",
-    auth=readers_only("gates are"),
+    auth=GATE_READERS,
 )
 def list_gate_notices(request: ApiRequest, gate_id: int) -> list[Notice]:
     if not Gate.objects.filter(pk=gate_id).exists():
-        raise HttpError(404, f"no gate {gate_id}")
+        raise HttpError(404, _("no gate %(id)s") % {"id": gate_id})
     return list(
         Notice.objects.filter(gate_id=gate_id)
         .prefetch_related("deliveries__user")

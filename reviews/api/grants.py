@@ -9,6 +9,8 @@ from datetime import datetime
 from typing import Literal
 
 from django.utils import timezone
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 from ninja import Schema
 from ninja.errors import HttpError
 
@@ -17,7 +19,7 @@ from agentops.engine import TransitionRefused
 from agentops.models import ScopeGrant, Task
 from agentops.permissions import GRANT_SCOPES
 from agentops.selectors import tasks_visible_to
-from reviews.api._common import api_via, readers_only, refusals, router
+from reviews.api._common import GRANT_READERS, api_via, refusals, router
 from reviews.selectors import grants_visible_to, scope_grants_for_task
 from reviews.services import scope_grant_apply, scope_grant_revoke_apply
 
@@ -60,7 +62,7 @@ class RevokeIn(Schema):
     reason: str
 
 
-GRANTERS_ONLY = TokenAuth(GRANT_SCOPES, "granting scopes is for scope granters")
+GRANTERS_ONLY = TokenAuth(GRANT_SCOPES, gettext_lazy("granting scopes is for scope granters"))
 
 
 GRANT_RESPONSES = {200: GrantOut, 400: Error, 404: Error, 409: Error, **ROLE}
@@ -69,7 +71,7 @@ GRANT_RESPONSES = {200: GrantOut, 400: Error, 404: Error, 409: Error, **ROLE}
 def _granted(apply: Callable[[], ScopeGrant]) -> ScopeGrant:
     """Run a grant or revocation; the service's refusals become 404, 409, 403 and 400."""
     with refusals(
-        missing="no such task or grant",
+        missing=_("no such task or grant"),
         not_found=(Task.DoesNotExist, ScopeGrant.DoesNotExist),
         conflicts=(TransitionRefused,),
     ):
@@ -80,12 +82,12 @@ def _granted(apply: Callable[[], ScopeGrant]) -> ScopeGrant:
     "/tasks/{task_id}/grants",
     response={200: list[GrantOut], 404: Error, **ROLE},
     summary="The scope grants of a task and of its agent, newest first",
-    auth=readers_only("scope grants are"),
+    auth=GRANT_READERS,
 )
 def list_grants(request: ApiRequest, task_id: int) -> list[ScopeGrant]:
     task = tasks_visible_to(request.user).filter(pk=task_id).first()
     if task is None:
-        raise HttpError(404, f"no task {task_id}")
+        raise HttpError(404, _("no task %(id)s") % {"id": task_id})
     return [line.grant for line in scope_grants_for_task(task=task)]
 
 
@@ -97,7 +99,7 @@ def list_grants(request: ApiRequest, task_id: int) -> list[ScopeGrant]:
 )
 def grant_scope(request: ApiRequest, task_id: int, payload: GrantIn) -> ScopeGrant:
     if not tasks_visible_to(request.user).filter(pk=task_id).exists():
-        raise HttpError(404, f"no task {task_id}")
+        raise HttpError(404, _("no task %(id)s") % {"id": task_id})
     return _granted(
         lambda: scope_grant_apply(
             task_id=task_id,
@@ -119,7 +121,7 @@ def grant_scope(request: ApiRequest, task_id: int, payload: GrantIn) -> ScopeGra
 )
 def revoke_grant(request: ApiRequest, grant_id: int, payload: RevokeIn) -> ScopeGrant:
     if not grants_visible_to(request.user).filter(pk=grant_id).exists():
-        raise HttpError(404, f"no grant {grant_id}")
+        raise HttpError(404, _("no grant %(id)s") % {"id": grant_id})
     return _granted(
         lambda: scope_grant_revoke_apply(
             grant_id=grant_id, actor=request.user, reason=payload.reason, via=api_via(request)

@@ -8,6 +8,8 @@ from datetime import date, datetime, time, timedelta
 from typing import Any
 
 from django.utils import timezone
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 from ninja.errors import HttpError
 
 from agentops.api import ROLE, ApiRequest, Error, TokenAuth
@@ -23,16 +25,17 @@ MAX_DAYS = 366
     response={200: dict[str, Any], 400: Error, **ROLE},
     summary="The oversight report for a period (dates, both included), per agent",
     auth=TokenAuth(
-        "reviews.read_dashboard", "the oversight report is for operators, auditors and admins"
+        "reviews.read_dashboard",
+        gettext_lazy("the oversight report is for operators, auditors and admins"),
     ),
 )
 def get_oversight_report(
     request: ApiRequest, since: date, until: date, agent: str = ""
 ) -> dict[str, Any]:
     if until < since:
-        raise HttpError(400, "until is before since")
+        raise HttpError(400, _("until is before since"))
     if (until - since).days >= MAX_DAYS:
-        raise HttpError(400, f"a report covers at most {MAX_DAYS} days")
+        raise HttpError(400, _("a report covers at most %(days)s days") % {"days": MAX_DAYS})
     zone = timezone.get_current_timezone()
     report = oversight_report(
         since=datetime.combine(since, time.min, tzinfo=zone),

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from django.utils.translation import gettext as _
 from ninja import Schema
 from ninja.errors import HttpError
 
@@ -14,7 +15,7 @@ from agentops.api import ROLE, ApiRequest, Error, page_of
 from agentops.engine import Choice, approval_kinds_offering, question_of
 from agentops.models import Gate
 from agentops.states import GateStatus
-from reviews.api._common import OPERATORS_ONLY, api_via, decided_gate, readers_only, router
+from reviews.api._common import OPERATORS_ONLY, QUEUE_READERS, api_via, decided_gate, router
 from reviews.services import gate_answer
 
 
@@ -74,7 +75,7 @@ class AnswerIn(Schema):
     "/questions",
     response={200: list[QuestionOut], **ROLE},
     summary="Agents' questions to people, open ones by default",
-    auth=readers_only("the review queues are"),
+    auth=QUEUE_READERS,
 )
 def list_questions(
     request: ApiRequest, status: GateStatus = GateStatus.OPEN, limit: int = 50, offset: int = 0
@@ -95,7 +96,7 @@ def list_questions(
 )
 def answer_question(request: ApiRequest, gate_id: int, payload: AnswerIn) -> Gate:
     if not Gate.objects.filter(pk=gate_id, approval_kind__in=_answered_kinds()).exists():
-        raise HttpError(404, f"no question {gate_id}")
+        raise HttpError(404, _("no question %(id)s") % {"id": gate_id})
     return decided_gate(
         gate_id,
         lambda: gate_answer(

@@ -10,12 +10,14 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 from ninja import Schema, Status
 from ninja.errors import HttpError
 
 from agentops.api import ROLE, ApiRequest, Error, TokenAuth
 from agentops.models import AuditItem
-from reviews.api._common import api_via, readers_only, refusals, router
+from reviews.api._common import AUDIT_READERS, api_via, refusals, router
 from reviews.models import Rubric, RubricQueue
 from reviews.selectors.rubrics import (
     RubricState,
@@ -32,13 +34,16 @@ from reviews.services import (
     rubric_review_submit,
 )
 
-RUBRIC_ADMINS = TokenAuth("reviews.define_rubrics", "rubrics are defined by policy admins")
-AUDITORS = TokenAuth("reviews.review_audit", "rubrics are answered by auditors")
+RUBRIC_ADMINS = TokenAuth(
+    "reviews.define_rubrics", gettext_lazy("rubrics are defined by policy admins")
+)
+AUDITORS = TokenAuth("reviews.review_audit", gettext_lazy("rubrics are answered by auditors"))
 RUBRIC_READERS = TokenAuth(
-    "reviews.read_dashboard", "rubrics and their agreement are for reviewers and policy admins"
+    "reviews.read_dashboard",
+    gettext_lazy("rubrics and their agreement are for reviewers and policy admins"),
 )
 SENIOR_AUDITORS = TokenAuth(
-    "reviews.adjudicate_audit", "disputed items are settled by senior auditors"
+    "reviews.adjudicate_audit", gettext_lazy("disputed items are settled by senior auditors")
 )
 
 
@@ -156,11 +161,13 @@ def _item_rubric(item_id: int, state: RubricState) -> dict[str, Any]:
 
 
 def _state_or_404(request: ApiRequest, item_id: int) -> RubricState:
-    with refusals(missing=f"no audit item {item_id}", not_found=(AuditItem.DoesNotExist,)):
+    with refusals(
+        missing=_("no audit item %(id)s") % {"id": item_id}, not_found=(AuditItem.DoesNotExist,)
+    ):
         item = AuditItem.objects.get(pk=item_id)
     state = rubric_state_get(item=item, user=request.user)
     if state is None:
-        raise HttpError(404, f"no rubric applies to audit item {item_id}")
+        raise HttpError(404, _("no rubric applies to audit item %(id)s") % {"id": item_id})
     return state
 
 
@@ -199,7 +206,9 @@ def create_rubric(request: ApiRequest, payload: RubricIn) -> Status[Rubric]:
     auth=RUBRIC_ADMINS,
 )
 def attach_rubric(request: ApiRequest, rubric_id: int, payload: RubricQueueIn) -> RubricQueue:
-    with refusals(missing=f"no rubric {rubric_id}", not_found=(Rubric.DoesNotExist,)):
+    with refusals(
+        missing=_("no rubric %(id)s") % {"id": rubric_id}, not_found=(Rubric.DoesNotExist,)
+    ):
         return rubric_queue_attach(
             actor=request.user,
             rubric_id=rubric_id,
@@ -215,7 +224,7 @@ def attach_rubric(request: ApiRequest, rubric_id: int, payload: RubricQueueIn) -
     "/audit/{item_id}/rubric",
     response={200: ItemRubricOut, 404: Error, **ROLE},
     summary="An audit item's rubric and reviews (the others' answers once you submitted yours)",
-    auth=readers_only("the audit queue is"),
+    auth=AUDIT_READERS,
 )
 def get_item_rubric(request: ApiRequest, item_id: int) -> dict[str, Any]:
     return _item_rubric(item_id, _state_or_404(request, item_id))
@@ -229,7 +238,7 @@ def get_item_rubric(request: ApiRequest, item_id: int) -> dict[str, Any]:
 )
 def answer_item_rubric(request: ApiRequest, item_id: int, payload: ReviewIn) -> dict[str, Any]:
     with refusals(
-        missing=f"no audit item {item_id}",
+        missing=_("no audit item %(id)s") % {"id": item_id},
         not_found=(AuditItem.DoesNotExist,),
         conflicts=(ReservedByOther,),
     ):
@@ -249,7 +258,7 @@ def answer_item_rubric(request: ApiRequest, item_id: int, payload: ReviewIn) -> 
     "/audit/adjudication",
     response={200: list[ItemRubricOut], **ROLE},
     summary="The adjudication lane: items whose reviewers disagree, oldest first",
-    auth=readers_only("the audit queue is"),
+    auth=AUDIT_READERS,
 )
 def list_adjudication(request: ApiRequest, limit: int = 50, offset: int = 0) -> list[Any]:
     cases = adjudication_lane()[offset : offset + min(limit, 100)]
@@ -268,7 +277,9 @@ def list_adjudication(request: ApiRequest, limit: int = 50, offset: int = 0) -> 
     auth=SENIOR_AUDITORS,
 )
 def adjudicate_item(request: ApiRequest, item_id: int, payload: ReviewIn) -> dict[str, Any]:
-    with refusals(missing=f"no audit item {item_id}", not_found=(AuditItem.DoesNotExist,)):
+    with refusals(
+        missing=_("no audit item %(id)s") % {"id": item_id}, not_found=(AuditItem.DoesNotExist,)
+    ):
         rubric_adjudicate(
             item_id=item_id,
             actor=request.user,

@@ -8,6 +8,8 @@ from datetime import datetime
 from typing import Literal
 
 from django.db.models import F
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 from ninja import Schema, Status
 
 from agentops.api import ROLE, ApiRequest, Error, TokenAuth, page_of
@@ -16,7 +18,9 @@ from agentops.models import FleetStop
 from reviews.api._common import api_via, refusals, router
 from reviews.services.stops import STOP_FLEET, fleet_resume_apply, fleet_stop_apply
 
-STOPPERS_ONLY = TokenAuth(STOP_FLEET, "stopping and resuming the fleet is for its stop holders")
+STOPPERS_ONLY = TokenAuth(
+    STOP_FLEET, gettext_lazy("stopping and resuming the fleet is for its stop holders")
+)
 
 
 class StopOut(Schema):
@@ -101,7 +105,7 @@ def make_stop(request: ApiRequest, payload: StopIn) -> Status[dict[str, object]]
 )
 def lift_stop(request: ApiRequest, stop_id: int, payload: ResumeIn) -> dict[str, object]:
     with refusals(
-        missing=f"no stop {stop_id}",
+        missing=_("no stop %(id)s") % {"id": stop_id},
         not_found=(FleetStop.DoesNotExist,),
         conflicts=(StopConflict,),
         invalid=(StopRefused,),

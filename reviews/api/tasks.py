@@ -9,6 +9,8 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any, Literal
 
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 from ninja import Schema, Status
 from ninja.errors import HttpError
 
@@ -16,7 +18,7 @@ from agentops.api import ROLE, ApiRequest, Error, TaskOut, TokenAuth, page_of
 from agentops.engine import PlanEdit, RepairRefused, TransitionRefused, plan_repair_preview_load
 from agentops.models import Task
 from agentops.states import TaskStatus
-from reviews.api._common import DECIDE_GATE, api_via, readers_only, refusals, router
+from reviews.api._common import DECIDE_GATE, QUEUE_READERS, api_via, refusals, router
 from reviews.models import Decision
 from reviews.services import plan_repair_apply, task_fork_apply, task_restart_apply
 
@@ -25,7 +27,7 @@ from reviews.services import plan_repair_apply, task_fork_apply, task_restart_ap
     "/tasks/stopped",
     response={200: list[TaskOut], **ROLE},
     summary="Tasks stopped for a human",
-    auth=readers_only("the review queues are"),
+    auth=QUEUE_READERS,
 )
 def list_stopped_tasks(request: ApiRequest, limit: int = 50, offset: int = 0) -> list[Task]:
     tasks = (
@@ -65,13 +67,13 @@ class PlanRepairOut(Schema):
     "/tasks/{task_id}/plan-repair",
     response={200: PlanRepairOut, 400: Error, 404: Error, 409: Error, **ROLE},
     summary="Preview or apply one change to a stopped task's plan",
-    auth=TokenAuth(DECIDE_GATE, "repairing a plan is for operators"),
+    auth=TokenAuth(DECIDE_GATE, gettext_lazy("repairing a plan is for operators")),
 )
 def repair_plan(request: ApiRequest, task_id: int, payload: PlanRepairIn) -> dict[str, Any]:
     if any(not 1 <= n <= 10_000 for n in payload.depends_on) or (
         payload.step is not None and not 1 <= payload.step <= 10_000
     ):
-        raise HttpError(400, "steps are numbered from 1")
+        raise HttpError(400, _("steps are numbered from 1"))
     edit = PlanEdit(
         op=payload.op,
         ordinal=payload.step - 1 if payload.step is not None else None,
@@ -82,7 +84,7 @@ def repair_plan(request: ApiRequest, task_id: int, payload: PlanRepairIn) -> dic
         strategy=payload.strategy,
     )
     with refusals(
-        missing=f"no task {task_id}",
+        missing=_("no task %(id)s") % {"id": task_id},
         not_found=(Task.DoesNotExist,),
         conflicts=(TransitionRefused,),
         invalid=(RepairRefused,),
@@ -129,13 +131,15 @@ class DecisionOut(Schema):
     "/tasks/{task_id}/decisions",
     response={200: list[DecisionOut], 404: Error, **ROLE},
     summary="The decisions people made on a task, oldest first",
-    auth=TokenAuth("reviews.read_decisions", "the decision log is for reviewers and admins"),
+    auth=TokenAuth(
+        "reviews.read_decisions", gettext_lazy("the decision log is for reviewers and admins")
+    ),
 )
 def list_task_decisions(
     request: ApiRequest, task_id: int, limit: int = 50, offset: int = 0
 ) -> list[Decision]:
     if not Task.objects.filter(pk=task_id).exists():
-        raise HttpError(404, f"no task {task_id}")
+        raise HttpError(404, _("no task %(id)s") % {"id": task_id})
     decisions = Decision.objects.filter(task_id_ref=task_id).order_by("created_at", "id")
     return page_of(decisions, limit, offset)
 
@@ -155,7 +159,7 @@ class ForkIn(Schema):
 
 def _again(task_id: int, apply: Callable[[], Task]) -> Status[Task]:
     if not Task.objects.filter(pk=task_id).exists():
-        raise HttpError(404, f"no task {task_id}")
+        raise HttpError(404, _("no task %(id)s") % {"id": task_id})
     with refusals():
         new = apply()
     return Status(201, Task.objects.select_related("created_by").get(pk=new.pk))
@@ -165,7 +169,7 @@ def _again(task_id: int, apply: Callable[[], Task]) -> Status[Task]:
     "/tasks/{task_id}/restart",
     response={201: TaskOut, 400: Error, 404: Error, **ROLE},
     summary="Start a stopped or finished task again (the old one ends as chosen)",
-    auth=TokenAuth(DECIDE_GATE, "starting a task again is for operators"),
+    auth=TokenAuth(DECIDE_GATE, gettext_lazy("starting a task again is for operators")),
 )
 def restart_task(request: ApiRequest, task_id: int, payload: RestartIn) -> Status[Task]:
     return _again(
@@ -186,7 +190,7 @@ def restart_task(request: ApiRequest, task_id: int, payload: RestartIn) -> Statu
     "/tasks/{task_id}/fork",
     response={201: TaskOut, 400: Error, 404: Error, **ROLE},
     summary="Fork a task from a step: the steps before it are referenced, not run again",
-    auth=TokenAuth(DECIDE_GATE, "forking a task is for operators"),
+    auth=TokenAuth(DECIDE_GATE, gettext_lazy("forking a task is for operators")),
 )
 def fork_task(request: ApiRequest, task_id: int, payload: ForkIn) -> Status[Task]:
     return _again(

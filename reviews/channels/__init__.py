@@ -27,6 +27,7 @@ from reviews.states import DecisionChannel, Via
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
+    from django_stubs_ext import StrOrPromise
 
     from agentops.models import Gate
     from reviews.models import Delivery, Notice, NotificationRoute
@@ -61,7 +62,8 @@ class Channel:
     decisions lists its `choices` and decides through `reviews.services` with `via()`."""
 
     name: ClassVar[str]
-    label: ClassVar[str]
+    # What a person calls it (the decision log's Channel column), in their language.
+    label: ClassVar[StrOrPromise]
     # The decisions a person can make through this channel itself (its buttons, links, forms).
     choices: ClassVar[tuple[Choice, ...]] = ()
     # The errors of `deliver` that count as a failed attempt (retried with backoff) besides
@@ -133,5 +135,5 @@ def channel_label(name: str) -> str:
     if name in DecisionChannel.values:
         return str(DecisionChannel(name).label)
     if name in _CHANNELS:
-        return _CHANNELS[name].label
+        return str(_CHANNELS[name].label)
     return name

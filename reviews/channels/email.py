@@ -9,6 +9,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, ClassVar
 
 from django.utils import timezone
+from django.utils.translation import gettext_lazy
 
 from agentops.engine import Choice
 from reviews.channels import Audience, Channel
@@ -24,7 +25,7 @@ if TYPE_CHECKING:
 
 class EmailChannel(Channel):
     name = DeliveryChannel.EMAIL.value
-    label = "Email"
+    label = gettext_lazy("Email")
     choices: ClassVar[tuple[Choice, ...]] = (Choice.APPROVE, Choice.REJECT)
 
     def deliveries(self, notice: Notice, audience: Audience) -> list[Delivery]:

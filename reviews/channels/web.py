@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from django.utils.translation import gettext_lazy
+
 from agentops.engine import Choice
 from reviews.channels import Channel
 from reviews.states import DecisionChannel
@@ -14,7 +16,7 @@ from reviews.states import DecisionChannel
 
 class BrowserChannel(Channel):
     name = DecisionChannel.BROWSER.value
-    label = "Browser"
+    label = gettext_lazy("Browser")
     choices: ClassVar[tuple[Choice, ...]] = (
         Choice.APPROVE,
         Choice.EDIT,

@@ -13,10 +13,14 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 from django.conf import settings
+from django.utils import translation
+from django.utils.translation import gettext as _
+from django.utils.translation import gettext_lazy
 
 from agentops.engine import outbound_tls
 from reviews.channels import Audience, Channel, DeliveryRefused
 from reviews.models import Delivery, WebhookEndpoint
+from reviews.notice_text import notice_text
 from reviews.slack import mrkdwn_escape
 from reviews.states import DeliveryChannel, WebhookFormat
 
@@ -26,7 +30,7 @@ if TYPE_CHECKING:
 
 class WebhookChannel(Channel):
     name = DeliveryChannel.WEBHOOK.value
-    label = "Webhook"
+    label = gettext_lazy("Webhook")
 
     def deliveries(self, notice: Notice, audience: Audience) -> list[Delivery]:
         return [
@@ -75,11 +79,22 @@ def webhook_signature(secret: str, timestamp: str, body: bytes) -> str:
 
 
 def webhook_body(delivery: Delivery, link: str) -> dict[str, Any]:
-    """The JSON a webhook delivery posts: the event, the task, the gate, the text and `link`."""
+    """The JSON a webhook delivery posts: the event, the task, the gate, the text and `link`.
+    The text is written when it is sent, in the site's language (`settings.LANGUAGE_CODE`: a
+    receiver is no one person); the keys, the event and the statuses are codes and stay so."""
+    with translation.override(settings.LANGUAGE_CODE):
+        return _webhook_body(delivery, link)
+
+
+def _webhook_body(delivery: Delivery, link: str) -> dict[str, Any]:
     notice = delivery.notice
     assert delivery.endpoint is not None, "a webhook delivery has an endpoint"
+    text = notice_text(notice)
     if delivery.endpoint.body_format == WebhookFormat.SLACK:
-        return {"text": f"{mrkdwn_escape(notice.text)} <{link}|Open in agentops>"}
+        return {
+            "text": _("%(text)s <%(link)s|Open in agentops>")
+            % {"text": mrkdwn_escape(text), "link": link}
+        }
     return {
         "event": notice.event,
         "delivery": delivery.pk,
@@ -94,6 +109,6 @@ def webhook_body(delivery: Delivery, link: str) -> dict[str, Any]:
             if notice.gate
             else None
         ),
-        "text": notice.text,
+        "text": text,
         "link": link,
     }

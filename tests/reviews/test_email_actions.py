@@ -17,16 +17,16 @@ from urllib.parse import urlsplit
 
 import pytest
 from django.core import mail, signing
-from django.template.loader import render_to_string
 from django.test import Client
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agentops.models import Gate
+from agentops.models import Gate, Task
 from agentops.states import GateStatus
 from reviews.email_actions import (
     ActionLinks,
     email_action_link,
+    notice_email_html,
     notice_email_text,
 )
 from reviews.models import Decision, Delivery, EmailActionUse, Notice
@@ -337,13 +337,9 @@ class Markup(HTMLParser):
 def test_untrusted_text_cannot_fake_a_link_in_the_email(goal):
     text = f"Task 7 (refund): 'issue_refund' waits for approval. Goal: {goal}"
     body = notice_email_text(text=text, link=OPEN, actions=LINKS)
-    html = render_to_string(
-        "reviews/email/notice.html",
-        {
-            "notice": Notice(event=NoticeEvent.GATE_OPENED, text=text),
-            "link": OPEN,
-            "actions": LINKS,
-        },
+    task = Task(pk=7, agent="refund", goal=goal, failure={"kind": "forbidden"})
+    html = notice_email_html(
+        notice=Notice(event=NoticeEvent.TASK_STOPPED, task=task), link=OPEN, actions=LINKS
     )
     markup = Markup()
     markup.feed(html)
@@ -352,6 +348,7 @@ def test_untrusted_text_cannot_fake_a_link_in_the_email(goal):
     labelled = [line for line in body.splitlines() if re.match(r"(Open it|Approve|Reject): ", line)]
     assert labelled == [f"Open it: {OPEN}", f"Approve: {LINKS.approve}", f"Reject: {LINKS.reject}"]
     assert markup.hrefs == [OPEN, LINKS.approve, LINKS.reject]
+    # The sentence's and the goal's values each in an element kept as written, nothing more.
     assert markup.tags == [
         "html",
         "head",
@@ -359,14 +356,19 @@ def test_untrusted_text_cannot_fake_a_link_in_the_email(goal):
         "title",
         "body",
         "p",
+        "span",
+        "span",
+        "p",
+        "span",
         "p",
         "a",
+        "span",
         "p",
         "a",
         "a",
         "p",
     ]
-    assert " ".join(text.split()) in " ".join("".join(markup.text).split())
+    assert " ".join(goal.split()) in " ".join("".join(markup.text).split())
 
 
 def test_an_agents_question_is_emailed_without_action_links(
