@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import re
 from typing import Any
+from urllib.parse import urlsplit
 
 from agentops.plumbing.envvars import env_bool, env_choice, env_float, env_list, refuse
 
@@ -86,6 +87,16 @@ def library_settings() -> dict[str, Any]:
         # The ID token is the hint of the provider's sign-out (agentops.oidc.provider_sign_out_url).
         "OIDC_STORE_ID_TOKEN": True,
     }
+
+
+def sign_out_form_action(config: dict[str, Any] | None) -> list[str]:
+    """The origin of the provider's end-session endpoint, for the Content-Security-Policy's
+    form-action: sign-out is a form posting to /logout/, which redirects there, and browsers
+    hold a form's redirects to form-action too (Chromium blocks the redirect otherwise, and the
+    provider's session stays open). [] without an end-session endpoint."""
+    endpoint = (config or {}).get("END_SESSION_ENDPOINT") or ""
+    parts = urlsplit(endpoint)
+    return [f"{parts.scheme}://{parts.netloc}"] if parts.scheme and parts.netloc else []
 
 
 def product_settings() -> dict[str, Any]:

@@ -490,6 +490,10 @@ globals().update(oidc_env.library_settings())
 if oidc_env.oidc_enabled():
     AUTHENTICATION_BACKENDS.append(oidc_env.BACKEND)
 AGENTOPS.update(oidc_env.product_settings())
+# Sign-out goes on from /logout/ to the provider's end-session endpoint (a form's redirect).
+CONTENT_SECURITY_POLICY["DIRECTIVES"]["form-action"] += oidc_env.sign_out_form_action(
+    AGENTOPS["OIDC"]
+)
 
 # Email: the console in development; SMTP from the environment in production.
 EMAIL_BACKEND = os.environ.get(
