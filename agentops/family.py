@@ -60,8 +60,8 @@ class Family:
             return mark_safe(  # Every part is escaped here.
                 conditional_escape(pattern)
                 % {
-                    "number": conditional_escape(child.step_number),
-                    "id": conditional_escape(child.task.pk),
+                    "number": conditional_escape(str(child.step_number)),
+                    "id": conditional_escape(str(child.task.pk)),
                     "agent": format_html('<span translate="no">{}</span>', child.task.agent),
                     "message": format_html('<span translate="no">{}</span>', child.failure_message),
                 }

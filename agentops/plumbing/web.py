@@ -42,7 +42,7 @@ from rules.predicates import Predicate, is_active, is_authenticated, is_group_me
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
-    from django_stubs_ext import StrOrPromise
+    from django_stubs_ext import StrOrPromise, StrPromise
 
 View = Callable[..., HttpResponseBase]
 
@@ -237,7 +237,7 @@ _JSON_ERRORS: dict[str, Promise] = {
 
 # The field's messages for each value a form names, whole sentences (a noun glued into a sentence
 # reads wrong in other languages); a noun not listed uses the generic ones, which name it as given.
-_JSON_MESSAGES: dict[str, dict[str, Promise]] = {
+_JSON_MESSAGES: dict[str, dict[str, StrPromise]] = {
     "value": {
         "invalid_json": gettext_lazy(
             "The value is not valid JSON: %(msg)s (line %(line)s, column %(col)s)."
