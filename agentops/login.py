@@ -9,11 +9,14 @@ only, so the account's owner signs in from their own while someone else guesses.
 product's and the admin's) answers 429 with Retry-After and says when to try again.
 
 With single sign-on (agentops.oidc) the page offers the identity provider too, and these are its
-views: the way there, the callback and sign-out. A callback that signs nobody in counts as a
-failed sign-in from its client address (the address scope the password form counts in), so a
-guesser of codes or states meets the same lockout; a provider that does not answer is not
-counted. With local passwords turned off (AGENTOPS_LOCAL_PASSWORDS=false) the page offers only
-the provider, and a password posted to it or to the admin's sign-in is refused (403).
+views: the way there, the callback and sign-out. A callback of a sign-in this session started
+(its state issued here) that signs nobody in counts as a failed sign-in from its client address
+(the address scope the password form counts in), so a guesser of codes meets the same lockout; a
+provider that does not answer is not counted. A callback with a state this session was not given
+is refused without counting: it reaches no provider, and any web page can make a browser send
+one (an image), which would otherwise lock a whole office's address out of signing in. With
+local passwords turned off (AGENTOPS_LOCAL_PASSWORDS=false) the page offers only the provider,
+and a password posted to it or to the admin's sign-in is refused (403).
 """
 
 from __future__ import annotations
@@ -203,6 +206,11 @@ class ProviderCallbackView(OIDCAuthenticationCallbackView):  # type: ignore[misc
         self.keys = [throttle.address_key(throttle.Scope.LOGIN_ADDRESS, self.client)]
         if wait := throttle.throttle_wait(self.keys):
             return sign_in_page(request, error=throttled_text(wait), status=429, retry_after=wait)
+        if request.GET.get("state") not in request.session.get("oidc_states", {}):
+            # Not a sign-in this browser started here: refused before the library sees it (which
+            # would sign out whoever is signed in on an `error`), and not counted.
+            logger.warning("agentops.oidc.refused: a state this session was not given")
+            return sign_in_page(request, error=sign_in_failed_text(), status=403)
         try:
             response: HttpResponse = super().get(request)
         except SuspiciousOperation as error:  # a state not issued here, a token that fails
@@ -228,7 +236,9 @@ class ProviderCallbackView(OIDCAuthenticationCallbackView):  # type: ignore[misc
             return sign_in_page(
                 request, error=throttled_text(seconds), status=429, retry_after=seconds
             )
-        error = getattr(request, REFUSAL, None) or _(
-            "Signing in with the identity provider failed. Try again."
-        )
+        error = getattr(request, REFUSAL, None) or sign_in_failed_text()
         return sign_in_page(request, error=error, status=403)
+
+
+def sign_in_failed_text() -> str:
+    return _("Signing in with the identity provider failed. Try again.")

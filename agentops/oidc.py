@@ -49,6 +49,9 @@ USERNAME_NOT_ALLOWED = re.compile(r"[^\w.@+-]")
 USERNAME_MAX = 150
 # Where the backend leaves why it refused someone the provider signed in (the callback shows it).
 REFUSAL = "_agentops_sign_in_refusal"
+# What the library's callback view passes to `authenticate` beside the request, and no password
+# form does.
+CALLBACK_CREDENTIALS = frozenset({"nonce", "code_verifier"})
 
 
 def oidc_config() -> dict[str, Any] | None:
@@ -71,6 +74,17 @@ def local_passwords() -> bool:
 class ProviderBackend(OIDCAuthenticationBackend):  # type: ignore[misc]
     """The library's backend, matching people by `sub` and checking the whole ID token. It
     answers no permission question: the role backends do (reviews.roles)."""
+
+    def authenticate(self, request: HttpRequest | None, **credentials: Any) -> User | None:
+        """The library's sign-in, for the callback only: Django asks every backend whatever
+        credentials it is given, and the library's would take a `code` from any request's query
+        (a password posted to /login/?code=...&state=...), exchanging it at the token endpoint
+        without this session's PKCE verifier or nonce. The callback passes both (None when the
+        session had none, which the provider and the nonce check then refuse)."""
+        if CALLBACK_CREDENTIALS - credentials.keys():
+            return None
+        user: User | None = super().authenticate(request, **credentials)
+        return user
 
     def get_payload_data(self, token: str | bytes, key: Any) -> dict[str, Any]:
         """The ID token's claims, once its signature, issuer, audience and expiry hold (the
@@ -169,7 +183,8 @@ def provider_sign_in(*, issuer: str, claims: Mapping[str, Any]) -> User | None:
 
 def _username_free(claims: Mapping[str, Any], user: User | None) -> str:
     """The username claim made a valid Django username, with -2, -3, ... when another user holds
-    it (the user's own username counts as free)."""
+    it in any case (`Admin` is not free beside a local `admin`: the record and the pages show
+    usernames, and one must not pass for another); the user's own username counts as free."""
     config = oidc_config() or {}
     wanted = USERNAME_NOT_ALLOWED.sub("", str(claims.get(config.get("USERNAME_CLAIM", "")) or ""))
     base = wanted[: USERNAME_MAX - 8] or f"user-{str(claims['sub'])[:40]}"
@@ -178,7 +193,7 @@ def _username_free(claims: Mapping[str, Any], user: User | None) -> str:
     if user is not None:
         others = others.exclude(pk=user.pk)
     candidate, number = base, 1
-    while others.filter(username=candidate).exists():
+    while others.filter(username__iexact=candidate).exists():
         number += 1
         candidate = f"{base}-{number}"
     return candidate

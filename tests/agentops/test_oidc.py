@@ -156,6 +156,19 @@ def test_people_are_matched_by_their_subject_not_their_username_or_email(
     assert (local.username, local.provider_identities.count()) == ("carol", 0)
 
 
+def test_a_username_held_in_another_case_is_not_given_again(
+    oidc_settings, oidc_provider, client, agent, django_user_model
+):
+    """The pages and the record show usernames: a `Root` beside the local `root` would pass for
+    them."""
+    django_user_model.objects.create_user(username="root", password="local-pw")
+    oidc_provider.person_set("rootless", groups=[], preferred_username="Root")
+
+    sign_in(client, agent, "rootless")
+
+    assert signed_in_as(client).username == "Root-2"
+
+
 def test_a_deactivated_user_is_refused(oidc_settings, oidc_provider, client, agent):
     oidc_provider.person_set("dave", groups=["agentops-operators"])
     sign_in(client, agent, "dave")
@@ -227,15 +240,21 @@ def test_an_id_token_signed_with_another_key_is_refused(
     assert not get_user_model().objects.filter(username="gil").exists()
 
 
+def code_guessed(client: Client) -> Any:
+    """A callback with a state this session was given (a sign-in under way) and a guessed code,
+    which the provider's token endpoint refuses."""
+    start = client.get(reverse("oidc_authentication_init"))
+    state = parse_qs(urlsplit(start["Location"]).query)["state"][0]
+    return client.get(f"{reverse('oidc_authentication_callback')}?code=guess&state={state}")
+
+
 def test_failed_callbacks_are_throttled_per_client_address(
     oidc_settings, oidc_provider, client, agent
 ):
     oidc_settings.AGENTOPS = {**oidc_settings.AGENTOPS, "LOGIN_ADDRESS_ATTEMPTS": 3}
     oidc_provider.person_set("hal", groups=["agentops-operators"])
-    client.get(reverse("oidc_authentication_init"))
-    forged = f"{reverse('oidc_authentication_callback')}?code=guess&state=guess"
 
-    statuses = [client.get(forged).status_code for _ in range(3)]
+    statuses = [code_guessed(client).status_code for _ in range(3)]
     locked_out = sign_in(client, agent, "hal")
     elsewhere = Client(SERVER_NAME="127.0.0.1", REMOTE_ADDR="192.0.2.7")
     with httpx.Client(timeout=60) as other_browser:
@@ -247,6 +266,50 @@ def test_failed_callbacks_are_throttled_per_client_address(
     assert signed_in_as(client) is None
     assert from_elsewhere.status_code == 302
     assert signed_in_as(elsewhere).username == "hal"
+
+
+def test_callbacks_of_sign_ins_never_started_here_are_refused_and_not_counted(
+    oidc_settings, oidc_provider, client, agent
+):
+    """Any web page can make a browser ask for the callback (an image, no cookies sent): such
+    requests must not lock the address (an office behind one) out of signing in, nor sign out
+    whoever is signed in."""
+    oidc_settings.AGENTOPS = {**oidc_settings.AGENTOPS, "LOGIN_ADDRESS_ATTEMPTS": 3}
+    oidc_provider.person_set("hope", groups=["agentops-operators"])
+    sign_in(client, agent, "hope")
+    callback = reverse("oidc_authentication_callback")
+    cookieless = Client(SERVER_NAME="127.0.0.1")
+
+    statuses = [cookieless.get(f"{callback}?code=x&state=y").status_code for _ in range(5)]
+    from_another_site = client.get(f"{callback}?error=access_denied&state=y")
+    with httpx.Client(timeout=60) as other_browser:
+        then = sign_in(Client(SERVER_NAME="127.0.0.1"), other_browser, "hope")
+
+    assert statuses == [403] * 5
+    assert from_another_site.status_code == 403
+    assert signed_in_as(client).username == "hope"
+    assert then.status_code == 302
+
+
+def test_a_password_posted_with_a_code_in_the_url_is_only_a_password(
+    oidc_settings, oidc_provider, client, agent, django_user_model
+):
+    """Django asks every backend; the provider's must not take a code from the password form's
+    URL (it would exchange it without this session's PKCE verifier and nonce)."""
+    django_user_model.objects.create_user(username="ned", password="local-pw")
+    oidc_provider.person_set("ned-at-provider", groups=["agentops-operators"])
+    start = Client(SERVER_NAME="127.0.0.1").get(reverse("oidc_authentication_init"))
+    back = urlsplit(provider_walk(agent, start["Location"], login="ned-at-provider", back_to=BACK))
+
+    wrong = client.post(f"{reverse('login')}?{back.query}", {"username": "ned", "password": "x"})
+    right = client.post(
+        f"{reverse('login')}?{back.query}", {"username": "ned", "password": "local-pw"}
+    )
+
+    assert wrong.status_code == 200  # the form's error, not the token endpoint's
+    assert right.status_code == 302
+    assert signed_in_as(client).username == "ned"
+    assert not ProviderIdentity.objects.exists()
 
 
 def test_signing_in_cycles_the_session_key(oidc_settings, oidc_provider, client, agent):
