@@ -239,7 +239,10 @@ def test_rollback_and_abort_ask_again_with_the_preview_before_anything_changes(
     page = response.content.decode()
     assert response.status_code == 200
     confirm = page[page.index('id="confirm-step"') :][:1500]
-    assert "Confirm rollback" in confirm and "Undoes book_flight" in confirm
+    assert (
+        "Confirm rollback" in confirm
+        and 'Undoes <span translate="no">book_flight</span>' in confirm
+    )
     assert 'name="reason" value="customer cancelled"' in confirm
     task.refresh_from_db()
     assert task.status == TaskStatus.NEEDS_ATTENTION and not Decision.objects.exists()
