@@ -43,7 +43,7 @@ from ninja.openapi.schema import OpenAPISchema
 from ninja.security import HttpBearer
 
 from agentops.engine import START_TASK, task_create
-from agentops.engine.errors import AgentOpsError, StartRefused
+from agentops.engine.errors import AgentOpsError, StartRefused, message_of
 from agentops.engine.needs import agents_offered
 from agentops.models import ApiToken, Task
 from agentops.plumbing import throttle
@@ -404,7 +404,7 @@ def get_task(request: ApiRequest, task_id: int) -> Task:
     response={201: TaskOut, 400: Error, **ROLE},
     summary="Start a task",
     # The engine's own refusal, so the API and `task_create` say the same.
-    auth=TokenAuth(START_TASK, lambda user: str(StartRefused(user.get_username()))),
+    auth=TokenAuth(START_TASK, lambda user: StartRefused(user.get_username()).message),
 )
 def start_task(request: ApiRequest, payload: TaskIn) -> Status[Task]:
     """Start a task as the token's user, who needs the task-starter role (403 otherwise, before
@@ -420,8 +420,8 @@ def start_task(request: ApiRequest, payload: TaskIn) -> Status[Task]:
             wall_time_budget_seconds=payload.wall_time_budget_seconds,
         )
     except StartRefused as exc:  # the role was taken away between the two checks
-        raise HttpError(403, str(exc)) from None
+        raise HttpError(403, exc.message) from None
     # An unknown agent or one this deployment cannot run, input that is not JSON, no goal.
     except (AgentOpsError, ValueError) as exc:
-        raise HttpError(400, str(exc)) from None
+        raise HttpError(400, message_of(exc)) from None
     return Status(201, task)

@@ -49,7 +49,7 @@ class AgentField(forms.ChoiceField):
             except UnknownAgent:
                 pass  # not one of the choices, as any other word
             except AgentUnavailable as exc:
-                raise ValidationError(str(exc), code="invalid_choice") from None
+                raise ValidationError(exc.message, code="invalid_choice") from None
         super().validate(value)
 
 

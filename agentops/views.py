@@ -101,9 +101,9 @@ def task_new(request: AuthenticatedHttpRequest) -> HttpResponse:
                     wall_time_budget_seconds=form.cleaned_data["wall_time_budget_seconds"],
                 )
             except (UnknownAgent, AgentUnavailable) as exc:
-                form.add_error("agent", str(exc))
+                form.add_error("agent", exc.message)
             except StartRefused as exc:
-                raise PermissionDenied(str(exc)) from None
+                raise PermissionDenied(exc.message) from None
             else:
                 url = reverse("agentops:task_detail", args=[task.pk])
                 if request.htmx:

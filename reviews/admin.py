@@ -15,7 +15,7 @@ from django.db.models import Model, QuerySet
 from django.http import HttpRequest
 
 from agentops.admin import TaskAdmin, ToolCallAdmin
-from agentops.engine import AgentOpsError
+from agentops.engine import AgentOpsError, message_of
 from agentops.models import Task, ToolCall
 from agentops.plumbing.web import ReadOnlyAdmin, request_user
 from reviews.models import Decision, Delivery, NotificationRoute, WebhookEndpoint
@@ -42,7 +42,7 @@ def _apply(
         try:
             action(item)
         except (AgentOpsError, ReviewError) as exc:
-            messages.error(request, f"{item}: {exc}")
+            messages.error(request, f"{item}: {message_of(exc)}")
         else:
             messages.success(request, f"{item}: {done}")
 
@@ -84,7 +84,7 @@ class DecidingTaskAdmin(TaskAdmin):
                 via=VIA_BROWSER,
             )
         except (AgentOpsError, ReviewError) as exc:
-            messages.error(request, f"{obj}: nothing changed: {exc}")
+            messages.error(request, f"{obj}: nothing changed: {message_of(exc)}")
 
     def save_related(self, request: HttpRequest, form: Any, formsets: Any, change: bool) -> None:
         """Inline rows are read-only: nothing is saved (the change message finds no changes)."""

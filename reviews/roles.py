@@ -36,6 +36,7 @@ from rules.predicates import Predicate
 from agentops.engine import approval_kind_of
 from agentops.plumbing.web import role
 from policies.permissions import is_policy_admin
+from policies.phrases import Phrase, gettext_noop
 from reviews.states import Role
 
 if TYPE_CHECKING:
@@ -95,7 +96,9 @@ def group_names(user: User) -> frozenset[str]:
 def gate_decider_refusal(gate: Gate, user: User) -> str | None:
     """Why `user` may not decide `gate`, or None when they may: in its approver group (or a
     superuser), with the permission, and not the person who started the task (separation of
-    duties). The service refuses with it; the inbox shows the controls only where it is None."""
+    duties). The service refuses with it; the inbox shows the controls only where it is None.
+    A refusal that names a group is a `Phrase`, so the gate panel keeps the name as written
+    in the reader's language (`ReviewError.reason`)."""
     if not getattr(user, "is_authenticated", False):
         return _("log in to decide gates")
     if gate.task.created_by_id is not None and gate.task.created_by_id == user.pk:
@@ -104,9 +107,10 @@ def gate_decider_refusal(gate: Gate, user: User) -> str | None:
         # Any group, but one person's approval still counts once (four eyes).
         return approval_kind_of(gate).person_refusal(gate, user=user)
     if not user.has_perm("reviews.decide_gate"):
-        return _("only members of %(group)s may decide this gate") % {
-            "group": repr(gate.approver_group)
-        }
+        return Phrase(
+            gettext_noop("only members of %(group)s may decide this gate"),
+            {"group": repr(gate.approver_group)},
+        )
     # Who of the approver group, and how many, decide: the gate's approval kind says.
     return approval_kind_of(gate).may_decide(gate, user=user, groups=group_names(user))
 

@@ -37,7 +37,7 @@ from django.urls import reverse
 from django.utils import translation
 from django.utils.translation import gettext as _
 
-from agentops.engine import Choice, TransitionRefused, json_parsed
+from agentops.engine import Choice, TransitionRefused, json_parsed, message_of
 from agentops.models import Gate
 from agentops.states import GateStatus
 from reviews.channels import channel_get
@@ -286,7 +286,7 @@ def _clicked(user: User, choice: Choice, gate_id: int, digest: str, click: Click
             _modal_open(trigger_id, _refusal_modal(gate_id, str(exc)))
         return Answer()
     except (ReviewError, TransitionRefused) as exc:
-        _modal_open(trigger_id, _refusal_modal(gate_id, str(exc)))
+        _modal_open(trigger_id, _refusal_modal(gate_id, message_of(exc)))
         return Answer()
     slack_message_follow(gate_id=gate_id, channel=channel, ts=ts)
     return Answer()
@@ -345,6 +345,6 @@ def _reject_decided(
         _refused_as_not_open(gate_id, channel=channel, ts=ts, slack_user_id=slack_user_id)
         return _errors(str(exc))
     except (ReviewError, TransitionRefused) as exc:
-        return _errors(str(exc))
+        return _errors(message_of(exc))
     slack_message_follow(gate_id=gate_id, channel=channel, ts=ts)
     return Answer()

@@ -77,6 +77,7 @@ if TYPE_CHECKING:
         TransitionRefused,
         UnknownAgent,
         UnknownTool,
+        message_of,
     )
     from agentops.engine.gates import DEFAULT_GATE_TIMEOUT_SECONDS, gate_hook_register
     from agentops.engine.grants import (
@@ -208,6 +209,7 @@ _HOMES: dict[str, tuple[str, ...]] = {
         "TransitionRefused",
         "UnknownAgent",
         "UnknownTool",
+        "message_of",
     ),
     "agentops.engine.gates": (
         "DEFAULT_GATE_TIMEOUT_SECONDS",
@@ -384,6 +386,7 @@ __all__ = [
     "json_parsed",
     "ledger_confirm",
     "loaded",
+    "message_of",
     "missing_scope_of",
     "outbound_check",
     "outbound_tls",

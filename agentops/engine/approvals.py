@@ -33,6 +33,7 @@ from django.contrib.auth.models import Group
 from agentops.models import Gate
 from agentops.states import GateStatus
 from policies.engine import GateSettings
+from policies.phrases import Phrase, gettext_noop
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import AnonymousUser, User
@@ -111,7 +112,10 @@ class ApprovalKind:
 
     def choice_refusal(self, choice: Choice) -> str:
         """Why a gate of this kind cannot be decided with `choice` (one it does not offer)."""
-        return f"a gate that asks for {self.label} cannot be decided with {choice.value}"
+        return Phrase(
+            gettext_noop("a gate that asks for %(kind)s cannot be decided with %(choice)s"),
+            {"kind": self.label, "choice": choice.value},
+        )
 
     def is_open(self, gate: Gate) -> bool:
         """Whether the gate still waits for a decision."""
@@ -128,7 +132,9 @@ class ApprovalKind:
         """Why this person may not add an approval whatever their groups (superusers too): one
         person's approval counts once."""
         if any(a.user_id == user.pk for a in self.approvals_of(gate)):
-            return "you approved this already; a second person must approve too"
+            return Phrase(
+                gettext_noop("you approved this already; a second person must approve too")
+            )
         return None
 
     def waiting_for(self, gate: Gate) -> tuple[str, ...]:
@@ -168,7 +174,10 @@ class OneApprover(ApprovalKind):
     ) -> str | None:
         if gate.approver_group in groups:
             return None
-        return f"only members of {gate.approver_group!r} may decide this gate"
+        return Phrase(
+            gettext_noop("only members of %(group)s may decide this gate"),
+            {"group": repr(gate.approver_group)},
+        )
 
     def is_satisfied(self, gate: Gate, approvals: Sequence[Approval]) -> bool:
         return len(approvals) >= 1
@@ -204,8 +213,14 @@ class TwoApprovers(ApprovalKind):
         if getattr(user, "is_superuser", False) or groups.intersection(waiting):
             return None
         names = " or ".join(repr(group) for group in waiting)
-        which = "the second approval" if self.approvals_of(gate) else "this gate"
-        return f"only members of {names} may decide {which}"
+        if self.approvals_of(gate):
+            return Phrase(
+                gettext_noop("only members of %(groups)s may decide the second approval"),
+                {"groups": names},
+            )
+        return Phrase(
+            gettext_noop("only members of %(groups)s may decide this gate"), {"groups": names}
+        )
 
     def approvals_of(self, gate: Gate) -> tuple[Approval, ...]:
         return tuple(

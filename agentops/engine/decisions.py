@@ -48,6 +48,7 @@ from agentops.engine.registry import get_tool
 from agentops.engine.transitions import EventSpec, task_append_event
 from agentops.models import Event, Gate, Step
 from agentops.states import GateStatus, StepStatus, TaskStatus
+from policies.phrases import Phrase, gettext_noop
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
@@ -62,6 +63,13 @@ class DecisionRefused(AgentOpsError):
     """The decision itself cannot be taken (edited arguments the tool refuses, an unknown way
     to stop, no reason given); the message says why, for the person."""
 
+
+# Why a gate that is no longer open cannot be decided, by its status: whole sentences.
+ALREADY = {
+    GateStatus.APPROVED: Phrase(gettext_noop("this gate is already approved")),
+    GateStatus.REJECTED: Phrase(gettext_noop("this gate is already rejected")),
+    GateStatus.EXPIRED: Phrase(gettext_noop("this gate is already expired")),
+}
 
 # How "reject and stop" ends the task: abort keeps the effects, rollback undoes them.
 STOP_OUTCOMES = {"abort": task_abort, "rollback": task_rollback}
@@ -142,7 +150,7 @@ def gate_decide(
             try:
                 get_tool(gate.tool).check_arguments(arguments)
             except (StepFailure, UnknownTool) as exc:
-                raise DecisionRefused(str(exc)) from None
+                raise DecisionRefused(exc.args[0] if exc.args else str(exc)) from None
         return _approve(gate, actor=actor, edited_arguments=arguments, reason=decision.reason)
 
 
@@ -153,21 +161,25 @@ def _check_offered(gate: Gate, choice: Choice) -> None:
     if not kind.offers(choice):
         raise DecisionRefused(kind.choice_refusal(choice))
     if choice == Choice.ANSWER:
-        raise DecisionRefused("an answer is given with question_answer, not gate_decide")
+        raise DecisionRefused(
+            Phrase(gettext_noop("an answer is given with question_answer, not gate_decide"))
+        )
 
 
 def _edited(decision: GateDecision) -> dict[str, Any]:
     if not isinstance(decision.arguments, dict):
-        raise DecisionRefused("the edited arguments must be a JSON object")
+        raise DecisionRefused(Phrase(gettext_noop("the edited arguments must be a JSON object")))
     edited: dict[str, Any] = redacted(validated(decision.arguments, "arguments"))
     return edited
 
 
 def _check_stop(decision: GateDecision) -> None:
     if decision.outcome not in STOP_OUTCOMES:
-        raise DecisionRefused("choose abort (keep the effects) or rollback (undo them)")
+        raise DecisionRefused(
+            Phrase(gettext_noop("choose abort (keep the effects) or rollback (undo them)"))
+        )
     if not decision.reason:
-        raise DecisionRefused("say why the task stops")
+        raise DecisionRefused(Phrase(gettext_noop("say why the task stops")))
 
 
 def locked_open_gate(gate_id: int, *, seen_digest: str | None) -> Gate:
@@ -176,11 +188,13 @@ def locked_open_gate(gate_id: int, *, seen_digest: str | None) -> Gate:
     transaction."""
     gate = Gate.objects.select_for_update().select_related("task", "step").get(pk=gate_id)
     if not approval_kind_of(gate).is_open(gate):
-        raise GateNotOpen(f"this gate is already {gate.get_status_display().lower()}")
+        raise GateNotOpen(ALREADY[gate.status])
     if gate.task.status != TaskStatus.AWAITING_APPROVAL:
-        raise GateNotOpen("the task is no longer waiting at this gate")
+        raise GateNotOpen(Phrase(gettext_noop("the task is no longer waiting at this gate")))
     if seen_digest is not None and seen_digest != gate.args_digest:
-        raise GateNotOpen("the proposed action changed since you opened it; review again")
+        raise GateNotOpen(
+            Phrase(gettext_noop("the proposed action changed since you opened it; review again"))
+        )
     return gate
 
 
@@ -188,7 +202,7 @@ def gate_close(gate: Gate, name: str, *, actor: User, feedback: str = "", **fiel
     """Close `gate` along the gate transition `name`. Caller holds the gate's row lock (so it is
     open: `locked_open_gate`) and the transaction."""
     if not gate_transition(gate_id=gate.pk, name=name, actor=actor, feedback=feedback, **fields):
-        raise GateNotOpen("this gate was decided meanwhile")
+        raise GateNotOpen(Phrase(gettext_noop("this gate was decided meanwhile")))
 
 
 def step_approval(

@@ -14,6 +14,7 @@ from typing import Any
 from agentops.engine.redaction import redacted, redacted_cut
 from agentops.engine.texts import storable_texts
 from agentops.plumbing.tracing import qualified_name
+from policies.phrases import Phrase, gettext_noop, shown
 
 
 class Layer(StrEnum):
@@ -145,12 +146,32 @@ def mode_of(kind: str, detail: Mapping[str, object] | None = None) -> str | None
 
 
 class AgentOpsError(Exception):
-    """Base of the engine's ordinary errors."""
+    """Base of the engine's ordinary errors.
+
+    A refusal a person reads is raised with a `Phrase`: `str(exc)` is the English (logs, a stored
+    failure, the record), `exc.message` the same refusal in the reader's language, for a page or
+    the API's `detail`."""
+
+    @property
+    def message(self) -> str:
+        """The error's text in the active language (the request's)."""
+        return str(shown(self.args[0])) if self.args else ""
+
+
+def message_of(exc: BaseException) -> str:
+    """What a refusal says to the person who asked: an engine error's `message` (their
+    language), any other exception's own text (already theirs, or English where none applies)."""
+    return exc.message if isinstance(exc, AgentOpsError) else str(exc)
 
 
 class UnknownAgent(AgentOpsError):
     def __init__(self, name: str, known: list[str]) -> None:
-        super().__init__(f"unknown agent {name!r}; registered agents: {', '.join(known) or 'none'}")
+        super().__init__(
+            Phrase(
+                gettext_noop("unknown agent %(agent)s; registered agents: %(known)s"),
+                {"agent": repr(name), "known": ", ".join(known) or "none"},
+            )
+        )
         self.name = name
 
 
@@ -171,13 +192,18 @@ class StartRefused(AgentOpsError):
     """The person asking to start a task does not hold `agentops.start_task`."""
 
     def __init__(self, username: str) -> None:
-        super().__init__(f"{username} may not start tasks: that needs the task-starter role")
+        super().__init__(
+            Phrase(
+                gettext_noop("%(user)s may not start tasks: that needs the task-starter role"),
+                {"user": username},
+            )
+        )
         self.username = username
 
 
 class UnknownTool(AgentOpsError):
     def __init__(self, name: str) -> None:
-        super().__init__(f"unknown tool {name!r}")
+        super().__init__(Phrase(gettext_noop("unknown tool %(tool)s"), {"tool": repr(name)}))
         self.name = name
 
 

@@ -40,6 +40,7 @@ from agentops.models import AuditItem, Gate, Step, Task, ToolCall
 from agentops.states import GATE_TRANSITIONS
 from policies.catalog import amount_of
 from policies.engine import GateSettings, Verdict
+from policies.phrases import Phrase, gettext_noop
 
 DEFAULT_GATE_TIMEOUT_SECONDS = 3600
 
@@ -214,7 +215,12 @@ def transition_or_refuse(
         status = Task.objects.filter(pk=task_id).values_list("status", flat=True).first()
         if status is None:
             raise Task.DoesNotExist(f"task {task_id} does not exist")
-        raise TransitionRefused(f"task {task_id} is {status}; cannot {name.replace('_', ' ')}")
+        raise TransitionRefused(
+            Phrase(
+                gettext_noop("task %(task)s is %(status)s; cannot %(action)s"),
+                {"task": task_id, "status": status, "action": name.replace("_", " ")},
+            )
+        )
     # A task leaving its gate any other way than by a decision on it withdraws the gate (a
     # decision closes its gate before resuming, so then there is nothing left to withdraw).
     gates_withdraw(task_id=task_id, because=name)
@@ -239,7 +245,12 @@ def step_reset_or_refuse(step: Step, **fields: Any) -> None:
     """Put a stopped (failed or running) step back to pending, or refuse: its fold event must
     not be written for a row that did not change."""
     if not step_transition(step=step, name="reset", **fields):
-        raise TransitionRefused(f"step {step.ordinal + 1} is {step.status}; it cannot be reset")
+        raise TransitionRefused(
+            Phrase(
+                gettext_noop("step %(step)s is %(status)s; it cannot be reset"),
+                {"step": step.ordinal + 1, "status": step.status},
+            )
+        )
 
 
 def resume_events_enqueue(task_id: int, *, actor: User | None, events: list[EventSpec]) -> None:

@@ -27,6 +27,7 @@ from agentops.engine.scopes import SCOPE, missing_scope_of
 from agentops.engine.transitions import EventSpec, task_append_event
 from agentops.models import ScopeGrant, Task
 from agentops.states import TaskStatus
+from policies.phrases import Phrase, gettext_noop
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
@@ -58,11 +59,21 @@ def _no_check(task: Task) -> None:
 def grant_check(*, scope: str, minutes: int, reason: str) -> None:
     """Raise GrantRefused unless the scope is well formed, the time bounded and a reason given."""
     if not SCOPE.fullmatch(scope):
-        raise GrantRefused(f"{scope[:100]!r} is not a scope (service:operation)")
+        raise GrantRefused(
+            Phrase(
+                gettext_noop("%(scope)s is not a scope (service:operation)"),
+                {"scope": repr(scope[:100])},
+            )
+        )
     if not 1 <= minutes <= GRANT_MAX_MINUTES:
-        raise GrantRefused(f"a grant lasts 1 to {GRANT_MAX_MINUTES} minutes (7 days)")
+        raise GrantRefused(
+            Phrase(
+                gettext_noop("a grant lasts 1 to %(most)s minutes (7 days)"),
+                {"most": GRANT_MAX_MINUTES},
+            )
+        )
     if not reason.strip():
-        raise GrantRefused("say why the scope is granted")
+        raise GrantRefused(Phrase(gettext_noop("say why the scope is granted")))
 
 
 def scope_grant(
@@ -85,12 +96,27 @@ def scope_grant(
     with transaction.atomic():
         task = Task.objects.select_for_update(of=("self",)).get(pk=task_id)
         if task.status != TaskStatus.NEEDS_ATTENTION:
-            raise TransitionRefused(f"task {task_id} is {task.status}; there is nothing to grant")
+            raise TransitionRefused(
+                Phrase(
+                    gettext_noop("task %(task)s is %(status)s; there is nothing to grant"),
+                    {"task": task_id, "status": task.status},
+                )
+            )
         named = missing_scope_of(task.failure)
         if named is None:
-            raise GrantRefused(f"task {task_id} did not stop for a missing scope")
+            raise GrantRefused(
+                Phrase(
+                    gettext_noop("task %(task)s did not stop for a missing scope"),
+                    {"task": task_id},
+                )
+            )
         if named != scope:
-            raise GrantRefused(f"the service refused for lack of {named}, not {scope}")
+            raise GrantRefused(
+                Phrase(
+                    gettext_noop("the service refused for lack of %(named)s, not %(scope)s"),
+                    {"named": named, "scope": scope},
+                )
+            )
         check(task)
         now = timezone.now()
         grant = ScopeGrant.objects.create(
@@ -131,14 +157,19 @@ def scope_grant_revoke(
     """Revoke a grant in force: calls from now on no longer carry its scope. Raises
     GrantRefused when it is already revoked or expired, or no reason is given."""
     if not reason.strip():
-        raise GrantRefused("say why the grant is revoked")
+        raise GrantRefused(Phrase(gettext_noop("say why the grant is revoked")))
     with transaction.atomic():
         grant = ScopeGrant.objects.select_for_update().get(pk=grant_id)
         now = timezone.now()
         if grant.revoked_at is not None:
-            raise GrantRefused(f"this grant was already revoked by {grant.revoked_by_label}")
+            raise GrantRefused(
+                Phrase(
+                    gettext_noop("this grant was already revoked by %(who)s"),
+                    {"who": grant.revoked_by_label},
+                )
+            )
         if grant.expires_at <= now:
-            raise GrantRefused("this grant has expired already")
+            raise GrantRefused(Phrase(gettext_noop("this grant has expired already")))
         if check is not None:
             check(grant)
         ScopeGrant.objects.filter(pk=grant.pk).update(

@@ -36,6 +36,7 @@ from agentops.engine.transitions import (
 from agentops.engine.versions import accepted_pin
 from agentops.models import Step, Task, ToolCall
 from agentops.states import STEP_TRANSITIONS, LedgerStatus, StepStatus, TaskMode, TaskStatus
+from policies.phrases import Phrase, gettext_noop
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
@@ -46,8 +47,13 @@ def _check_forward(task_id: int, action: str) -> None:
     mode = Task.objects.filter(pk=task_id).values_list("mode", flat=True).first()
     if mode == TaskMode.ROLLBACK:
         raise TransitionRefused(
-            f"task {task_id} is rolling back; {action} would run it forward again: "
-            "roll back again or abort"
+            Phrase(
+                gettext_noop(
+                    "task %(task)s is rolling back; %(action)s would run it forward again: "
+                    "roll back again or abort"
+                ),
+                {"task": task_id, "action": action},
+            )
         )
 
 
@@ -120,7 +126,9 @@ def task_skip_step(*, task_id: int, actor: User, reason: str = "") -> None:
         _check_forward(task_id, "skip")
         step = stuck_step_load(task_id)
         if step is None:
-            raise TransitionRefused(f"task {task_id} has no stopped step to skip")
+            raise TransitionRefused(
+                Phrase(gettext_noop("task %(task)s has no stopped step to skip"), {"task": task_id})
+            )
         resume_or_refuse(task_id, actor=actor, reason=reason)
         step_transition(step=step, name="skip", error=None, finished_at=timezone.now())
         events = [
@@ -191,11 +199,21 @@ def ledger_confirm(*, call_id: int, executed: bool, actor: User, reason: str = "
         call = ToolCall.objects.select_related("step").get(pk=call_id)
         target = LedgerStatus.SUCCEEDED if executed else LedgerStatus.FAILED
         if call.status != LedgerStatus.EXECUTED_UNKNOWN:
-            raise TransitionRefused(f"tool call {call_id} is {call.status}, not executed_unknown")
+            raise TransitionRefused(
+                Phrase(
+                    gettext_noop("tool call %(call)s is %(status)s, not executed_unknown"),
+                    {"call": call_id, "status": call.status},
+                )
+            )
         _check_forward(call.task_id, "confirming")
         status = Task.objects.filter(pk=call.task_id).values_list("status", flat=True).get()
         if status != TaskStatus.NEEDS_ATTENTION:
-            raise TransitionRefused(f"task {call.task_id} is {status}, not stopped for a person")
+            raise TransitionRefused(
+                Phrase(
+                    gettext_noop("task %(task)s is %(status)s, not stopped for a person"),
+                    {"task": call.task_id, "status": status},
+                )
+            )
         resume_or_refuse(call.task_id, actor=actor, reason=reason)
         answer = {
             "confirmed_by": getattr(actor, "username", "") or "unknown",
@@ -253,7 +271,12 @@ def task_modify(
     with transaction.atomic():
         task = Task.objects.select_for_update().get(pk=task_id)
         if task.status not in MODIFIABLE:
-            raise TransitionRefused(f"task {task_id} is {task.status}; it cannot be modified")
+            raise TransitionRefused(
+                Phrase(
+                    gettext_noop("task %(task)s is %(status)s; it cannot be modified"),
+                    {"task": task_id, "status": task.status},
+                )
+            )
         editable = set(get_agent(task.agent).editable_input)
         unknown = sorted(set(input_changes or {}) - editable)
         if unknown:
@@ -367,6 +390,11 @@ def task_control(*, task_id: int, action: str, actor: User, reason: str = "") ->
             .get(pk=task_id)
         )
         if action == "resume" and task.status != TaskStatus.PAUSED:
-            raise TransitionRefused(f"task {task_id} is {task.status}, not paused")
+            raise TransitionRefused(
+                Phrase(
+                    gettext_noop("task %(task)s is %(status)s, not paused"),
+                    {"task": task_id, "status": task.status},
+                )
+            )
         CONTROLS[action](task_id=task_id, actor=actor, reason=reason)
     return task

@@ -30,6 +30,7 @@ from django.conf import settings
 
 from agentops.engine.errors import AgentUnavailable
 from agentops.engine.registry import Agent, Need, agents
+from policies.phrases import Phrase, gettext_noop
 
 ENGINE_PREFIX = "AGENTOPS_"
 
@@ -96,12 +97,16 @@ def _program_absent(command: tuple[str, ...]) -> str:
     return ""
 
 
-def missing_words(agent: Agent, missing: Iterable[Missing]) -> str:
-    """One sentence: which agent cannot run here, and each thing it misses."""
-    return (
-        f"agent {agent.name!r} cannot run here: it needs "
-        + "; ".join(str(m) for m in missing)
-        + ' (docs/operations.md, "Agents and what they need")'
+def missing_words(agent: Agent, missing: Iterable[Missing]) -> Phrase:
+    """One sentence: which agent cannot run here, and each thing it misses (settings, named as
+    written)."""
+    return Phrase(
+        gettext_noop("agent %(agent)s cannot run here: it needs %(needs)s (%(doc)s)"),
+        {
+            "agent": repr(agent.name),
+            "needs": "; ".join(str(m) for m in missing),
+            "doc": 'docs/operations.md, "Agents and what they need"',
+        },
     )
 
 

@@ -18,6 +18,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 from django.db import transaction
+from django.utils import translation
 
 from agentops.engine.errors import AgentOpsError
 from agentops.engine.interventions import task_abort, task_cancel
@@ -25,6 +26,7 @@ from agentops.engine.tasks import task_create
 from agentops.engine.transitions import step_transition
 from agentops.models import Step, Task
 from agentops.states import TERMINAL, StepStatus, TaskStatus
+from policies.phrases import Phrase, gettext_noop
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
@@ -67,7 +69,12 @@ class Origin:
         Caller (task creation) holds the transaction; the steps were just inserted."""
         if [s.title for s in steps[: len(self.adopted)]] != [s.title for s in self.adopted]:
             raise AgainRefused(
-                "with this input the agent plans other steps: the original's results do not fit"
+                Phrase(
+                    gettext_noop(
+                        "with this input the agent plans other steps: the original's results do "
+                        "not fit"
+                    )
+                )
             )
         for mine, theirs in zip(steps, self.adopted, strict=False):
             spec = {
@@ -141,18 +148,35 @@ def task_restart(
     with transaction.atomic():
         old = _locked(task_id)
         if old.parent_id is not None:
-            raise AgainRefused("a child task is started again by its parent's fan-out step")
+            raise AgainRefused(
+                Phrase(gettext_noop("a child task is started again by its parent's fan-out step"))
+            )
         if old.status in TERMINAL:
             if ending != Ending.KEEP:
-                raise AgainRefused(f"the task is {old.status} already: it is kept as it is")
+                raise AgainRefused(
+                    Phrase(
+                        gettext_noop("the task is %(status)s already: it is kept as it is"),
+                        {"status": old.status},
+                    )
+                )
         elif old.status in STOPPED:
             if ending not in ENDINGS:
-                raise AgainRefused("choose how the old task ends: abort or cancel it")
+                raise AgainRefused(
+                    Phrase(gettext_noop("choose how the old task ends: abort or cancel it"))
+                )
             ENDINGS[Ending(ending)](task_id=old.pk, actor=actor, reason=reason)
         else:
+            # The status as English words (the record's language), kept as written on a page.
+            with translation.override("en"):
+                status = str(old.get_status_display()).lower()
             raise AgainRefused(
-                f"the task is {old.get_status_display().lower()}: only a stopped or finished "
-                "task is started again (pause or cancel it first)"
+                Phrase(
+                    gettext_noop(
+                        "the task is %(status)s: only a stopped or finished task is started "
+                        "again (pause or cancel it first)"
+                    ),
+                    {"status": status},
+                )
             )
         return _again(
             old, actor=actor, origin=Origin(old, OriginKind.RESTART), input=input, goal=goal
@@ -187,16 +211,25 @@ def task_fork(
     with transaction.atomic():
         old = _locked(task_id)
         if old.parent_id is not None:
-            raise AgainRefused("a child task is not forked on its own; fork its parent")
+            raise AgainRefused(
+                Phrase(gettext_noop("a child task is not forked on its own; fork its parent"))
+            )
         if from_step not in fork_points(old):
             raise AgainRefused(
-                f"step {from_step + 1} is not a place to fork from: every step before it must "
-                "have succeeded"
+                Phrase(
+                    gettext_noop(
+                        "step %(step)s is not a place to fork from: every step before it must "
+                        "have succeeded"
+                    ),
+                    {"step": from_step + 1},
+                )
             )
         adopted = tuple(
             Step.objects.filter(task_id=old.pk, ordinal__lt=from_step).order_by("ordinal")
         )
         if any(step.spec.get("fanout") or step.spec.get("handoff") for step in adopted):
-            raise AgainRefused("a fan-out or handoff step is not referenced by a fork yet")
+            raise AgainRefused(
+                Phrase(gettext_noop("a fan-out or handoff step is not referenced by a fork yet"))
+            )
         origin = Origin(old, OriginKind.FORK, from_step=from_step, adopted=adopted)
         return _again(old, actor=actor, origin=origin, input=input, goal=None)

@@ -25,10 +25,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from agentops.engine.errors import AgentOpsError
 from agentops.engine.jsonvalues import digest
 from agentops.engine.registry import DEFAULT_STRATEGY, Agent, PlanStep
 from agentops.models import Step
 from agentops.states import StepStatus
+from policies.phrases import Phrase, gettext_noop
 
 OPS = ("instruct", "insert", "remove", "strategy")
 INSTRUCTION_MAX = 2000
@@ -36,7 +38,7 @@ TITLE_MAX = 200
 STUCK = frozenset({StepStatus.FAILED, StepStatus.RUNNING})
 
 
-class RepairRefused(ValueError):
+class RepairRefused(AgentOpsError, ValueError):
     """The change breaks a rule of plan repair; the message says which, for the person."""
 
 
@@ -222,11 +224,23 @@ def plan_digest(steps: Sequence[Step]) -> str:
 def _text(value: str, *, what: str, limit: int, required: bool) -> str:
     text = (value or "").strip()
     if required and not text:
-        raise RepairRefused(f"{what}: say what the step is to do")
+        raise RepairRefused(
+            Phrase(gettext_noop("%(field)s: say what the step is to do"), {"field": what})
+        )
     if len(text) > limit:
-        raise RepairRefused(f"{what}: at most {limit} characters ({len(text)} given)")
+        raise RepairRefused(
+            Phrase(
+                gettext_noop("%(field)s: at most %(most)s characters (%(given)s given)"),
+                {"field": what, "most": limit, "given": len(text)},
+            )
+        )
     if "\x00" in text:
-        raise RepairRefused(f"{what}: contains a NUL character, which cannot be stored")
+        raise RepairRefused(
+            Phrase(
+                gettext_noop("%(field)s: contains a NUL character, which cannot be stored"),
+                {"field": what},
+            )
+        )
     return text
 
 
@@ -240,7 +254,12 @@ def plan_repair_preview(
 ) -> RepairPreview:
     """The plan after `edit`, or RepairRefused naming the rule it breaks."""
     if edit.op not in OPS:
-        raise RepairRefused(f"unknown change {edit.op!r}: one of {', '.join(OPS)}")
+        raise RepairRefused(
+            Phrase(
+                gettext_noop("unknown change %(op)s: one of %(ops)s"),
+                {"op": repr(edit.op), "ops": ", ".join(OPS)},
+            )
+        )
     targets = repair_targets(steps, agent, live_call_steps)
     before = _drafts(steps)
     after = [
@@ -271,7 +290,12 @@ STEP_DONE_OR_SKIPPED = frozenset({StepStatus.SUCCEEDED, StepStatus.SKIPPED})
 
 def _named(after: list[Draft], ordinal: int | None) -> Draft:
     if ordinal is None or not 0 <= ordinal < len(after):
-        raise RepairRefused(f"there is no step {ordinal + 1 if ordinal is not None else '?'}")
+        raise RepairRefused(
+            Phrase(
+                gettext_noop("there is no step %(step)s"),
+                {"step": ordinal + 1 if ordinal is not None else "?"},
+            )
+        )
     return after[ordinal]
 
 
@@ -281,13 +305,23 @@ def _instruct(
     draft = _named(after, edit.ordinal)
     if draft.ordinal not in targets.instructable:
         raise RepairRefused(
-            f"step {draft.ordinal + 1} '{draft.title}' has run or holds a recorded call: its "
-            "instruction stays as it was (skip it, or change a step that has not started)"
+            Phrase(
+                gettext_noop(
+                    "step %(step)s '%(title)s' has run or holds a recorded call: its "
+                    "instruction stays as it was (skip it, or change a step that has not started)"
+                ),
+                {"step": draft.ordinal + 1, "title": draft.title},
+            )
         )
     text = _text(edit.instruction, what="instruction", limit=INSTRUCTION_MAX, required=False)
     old = str(draft.spec.get("instruction") or "")
     if text == old:
-        raise RepairRefused(f"step {draft.ordinal + 1} already has this instruction")
+        raise RepairRefused(
+            Phrase(
+                gettext_noop("step %(step)s already has this instruction"),
+                {"step": draft.ordinal + 1},
+            )
+        )
     if text:
         draft.spec["instruction"] = text
     else:
@@ -309,12 +343,20 @@ def _checked_depends(after: list[Draft], depends_on: Sequence[int], *, before: i
     for dep in deps:
         if not 0 <= dep < before:
             raise RepairRefused(
-                f"a step may depend only on earlier steps: step {dep + 1} is not before step "
-                f"{before + 1}"
+                Phrase(
+                    gettext_noop(
+                        "a step may depend only on earlier steps: step %(step)s is not before "
+                        "step %(before)s"
+                    ),
+                    {"step": dep + 1, "before": before + 1},
+                )
             )
         if after[dep].status == StepStatus.SKIPPED or after[dep].removed:
             raise RepairRefused(
-                f"step {dep + 1} '{after[dep].title}' was skipped: nothing may depend on it"
+                Phrase(
+                    gettext_noop("step %(step)s '%(title)s' was skipped: nothing may depend on it"),
+                    {"step": dep + 1, "title": after[dep].title},
+                )
             )
     return deps
 
@@ -332,13 +374,21 @@ def _insert(
     if at is None or at not in targets.insert_at:
         places = ", ".join(str(o + 1) for o in targets.insert_at) or "none"
         raise RepairRefused(
-            f"a new step can go only after the steps that have run (as step {places})"
+            Phrase(
+                gettext_noop(
+                    "a new step can go only after the steps that have run (as step %(places)s)"
+                ),
+                {"places": places},
+            )
         )
     title = _text(edit.title, what="title", limit=TITLE_MAX, required=True)
     instruction = _text(edit.instruction, what="instruction", limit=INSTRUCTION_MAX, required=False)
     if edit.tool and edit.tool not in agent.tools:
         raise RepairRefused(
-            f"tool {edit.tool!r} is not one of agent {agent.name}'s tools: {', '.join(agent.tools)}"
+            Phrase(
+                gettext_noop("tool %(tool)s is not one of agent %(agent)s's tools: %(tools)s"),
+                {"tool": repr(edit.tool), "agent": agent.name, "tools": ", ".join(agent.tools)},
+            )
         )
     deps = _checked_depends(after, edit.depends_on, before=at)
     spec: dict[str, Any] = {"tool": edit.tool or None, "added_by": actor_label}
@@ -380,8 +430,13 @@ def _remove(
     draft = _named(after, edit.ordinal)
     if draft.ordinal not in targets.removable:
         raise RepairRefused(
-            f"step {draft.ordinal + 1} '{draft.title}' has started or is done: only a step "
-            "that has not started can be removed (skip a stopped step instead)"
+            Phrase(
+                gettext_noop(
+                    "step %(step)s '%(title)s' has started or is done: only a step "
+                    "that has not started can be removed (skip a stopped step instead)"
+                ),
+                {"step": draft.ordinal + 1, "title": draft.title},
+            )
         )
     draft.removed = "removed by plan repair"
     changes.append(
@@ -418,13 +473,27 @@ def _switch(
     if edit.strategy not in targets.strategies:
         offered = ", ".join(targets.strategies) or "none"
         raise RepairRefused(
-            f"strategy {edit.strategy!r} is not one agent {agent.name} declares besides the "
-            f"current one ({targets.current_strategy}); declared: {offered}"
+            Phrase(
+                gettext_noop(
+                    "strategy %(strategy)s is not one agent %(agent)s declares besides the "
+                    "current one (%(current)s); declared: %(offered)s"
+                ),
+                {
+                    "strategy": repr(edit.strategy),
+                    "agent": agent.name,
+                    "current": targets.current_strategy,
+                    "offered": offered,
+                },
+            )
         )
     plan = plans[edit.strategy]
     first = targets.insert_at[0] if targets.insert_at else None
     if first is None:
-        raise RepairRefused("the plan has steps that ran after the stopped one: switch refused")
+        raise RepairRefused(
+            Phrase(
+                gettext_noop("the plan has steps that ran after the stopped one: switch refused")
+            )
+        )
     done = after[:first]
     shared = 0
     while shared < min(len(done), len(plan)) and _same(done[shared], plan[shared]):
@@ -444,9 +513,14 @@ def _switch(
             )
             continue
         raise RepairRefused(
-            f"step {draft.ordinal + 1} '{draft.title}' has run and strategy {edit.strategy} "
-            "does not have it there: the work done does not fit that strategy (start a new "
-            "task instead)"
+            Phrase(
+                gettext_noop(
+                    "step %(step)s '%(title)s' has run and strategy %(strategy)s "
+                    "does not have it there: the work done does not fit that strategy (start a "
+                    "new task instead)"
+                ),
+                {"step": draft.ordinal + 1, "title": draft.title, "strategy": edit.strategy},
+            )
         )
     changes.insert(
         0, {"op": "strategy", "before": targets.current_strategy, "after": edit.strategy}

@@ -45,6 +45,7 @@ from agentops.engine.registry import ToolContext, tool
 from agentops.engine.routing import ASK_HUMAN as ASK_HUMAN
 from agentops.engine.routing import QUESTION as QUESTION
 from agentops.models import Gate
+from policies.phrases import Phrase, gettext_noop
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import AnonymousUser, User
@@ -99,9 +100,12 @@ class Question(ApprovalKind):
         raise DecisionRefused(self.choice_refusal(Choice.APPROVE))
 
     def choice_refusal(self, choice: Choice) -> str:
-        return (
-            "this is the agent's question: answer it (its page, or POST /questions/{id}/answer); "
-            "approving it would give the agent no answer"
+        return Phrase(
+            gettext_noop(
+                "this is the agent's question: answer it (its page, or %(endpoint)s); "
+                "approving it would give the agent no answer"
+            ),
+            {"endpoint": "POST /questions/{id}/answer"},
         )
 
     def timeout_feedback(self, gate: Gate, waited: int) -> str:
@@ -142,11 +146,17 @@ def answer_record(
     too long."""
     text = text.strip()
     if bool(text) == bool(choice):
-        raise DecisionRefused("answer with your own words or choose one of the options, not both")
+        raise DecisionRefused(
+            Phrase(
+                gettext_noop("answer with your own words or choose one of the options, not both")
+            )
+        )
     if choice and choice not in view.options:
-        raise DecisionRefused("choose one of the options the agent offered")
+        raise DecisionRefused(Phrase(gettext_noop("choose one of the options the agent offered")))
     if len(text) > ANSWER_MAX:
-        raise DecisionRefused(f"an answer has at most {ANSWER_MAX} characters")
+        raise DecisionRefused(
+            Phrase(gettext_noop("an answer has at most %(most)s characters"), {"most": ANSWER_MAX})
+        )
     answer = choice or text
     record: dict[str, Any] = redacted({"answer": answer, "chosen": bool(choice), "answered_by": by})
     return record
@@ -175,7 +185,7 @@ def question_answer(
     with transaction.atomic():
         gate = locked_open_gate(gate_id, seen_digest=seen_digest)
         if not approval_kind_of(gate).takes_answer:
-            raise DecisionRefused("this gate is an approval, not a question")
+            raise DecisionRefused(Phrase(gettext_noop("this gate is an approval, not a question")))
         check(gate)
         by = getattr(actor, "username", "") or "system"
         answer = answer_record(question_of(gate.arguments), text=text, choice=choice, by=by)

@@ -70,9 +70,11 @@ class Recovery:
         """Why `action` may not be taken on the task now (None: it is one of the options)."""
         if action in self.recommendation.options:
             return None
-        return (
-            f"{action} is not an option for this task now; choose one of "
-            f"{', '.join(self.recommendation.options)}"
+        return Phrase(
+            gettext_noop(
+                "%(action)s is not an option for this task now; choose one of %(options)s"
+            ),
+            {"action": action, "options": ", ".join(self.recommendation.options)},
         )
 
 
@@ -284,5 +286,10 @@ def intervention_recovery(task: Task) -> Recovery:
     events = list(Event.objects.filter(task=task, action__in=(RESET, FAILED)).order_by("seq"))
     recovery = task_recovery(task, steps, calls, events)
     if recovery is None:
-        raise TransitionRefused(f"task {task.pk} is {task.status}; there is nothing to recover")
+        raise TransitionRefused(
+            Phrase(
+                gettext_noop("task %(task)s is %(status)s; there is nothing to recover"),
+                {"task": task.pk, "status": task.status},
+            )
+        )
     return recovery

@@ -36,6 +36,7 @@ from agentops.engine.registry import get_agent
 from agentops.engine.transitions import EventSpec, step_transition, task_append_event
 from agentops.models import Step, Task, ToolCall
 from agentops.states import STEP_TRANSITIONS, LedgerStatus, StepStatus, TaskMode, TaskStatus
+from policies.phrases import Phrase, gettext_noop
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
@@ -55,11 +56,19 @@ class RepairOptions:
 def repair_refusal(task: Task, calls: Sequence[ToolCall]) -> str:
     """Why the plan of `task` may not be repaired now ("" when it may)."""
     if task.status != TaskStatus.NEEDS_ATTENTION:
-        return f"task {task.pk} is {task.status}: only a stopped task's plan is repaired"
+        return Phrase(
+            gettext_noop("task %(task)s is %(status)s: only a stopped task's plan is repaired"),
+            {"task": task.pk, "status": task.status},
+        )
     if task.mode == TaskMode.ROLLBACK:
-        return f"task {task.pk} is rolling back: roll back again or abort"
+        return Phrase(
+            gettext_noop("task %(task)s is rolling back: roll back again or abort"),
+            {"task": task.pk},
+        )
     if any(c.status == LedgerStatus.EXECUTED_UNKNOWN for c in calls):
-        return "a call's outcome is unknown: confirm whether it happened first"
+        return Phrase(
+            gettext_noop("a call's outcome is unknown: confirm whether it happened first")
+        )
     return ""
 
 
@@ -73,7 +82,7 @@ def plan_repair_options(
     try:
         agent = get_agent(task.agent)
     except UnknownAgent as exc:
-        return RepairOptions(None, (), str(exc))
+        return RepairOptions(None, (), exc.args[0])
     targets = repair_targets(steps, agent, live_call_steps(calls))
     return RepairOptions(targets, tuple(agent.tools))
 
@@ -84,7 +93,7 @@ def _stored_edit(edit: PlanEdit) -> PlanEdit:
         title = redacted(validated(edit.title, "title"))
         instruction = redacted(validated(edit.instruction, "instruction"))
     except NotSerializable as exc:
-        raise RepairRefused(str(exc)) from None
+        raise RepairRefused(exc.args[0]) from None
     return replace(edit, title=title, instruction=instruction)
 
 
@@ -107,7 +116,7 @@ def _preview(
     try:
         agent = get_agent(task.agent)
     except UnknownAgent as exc:
-        raise RepairRefused(str(exc)) from None
+        raise RepairRefused(exc.args[0]) from None
     return plan_repair_preview(
         steps, edit, agent=agent, live_call_steps=live_call_steps(calls), actor_label=actor_label
     )
@@ -148,13 +157,23 @@ def task_plan_repair(
             .get(pk=task_id)
         )
         if task.status != TaskStatus.NEEDS_ATTENTION:
-            raise TransitionRefused(f"task {task_id} is {task.status}; its plan is not repaired")
+            raise TransitionRefused(
+                Phrase(
+                    gettext_noop("task %(task)s is %(status)s; its plan is not repaired"),
+                    {"task": task_id, "status": task.status},
+                )
+            )
         check(task)
         steps = list(Step.objects.filter(task=task).order_by("ordinal"))
         calls = list(ToolCall.objects.filter(task=task).defer("args", "result"))
         if seen_digest and seen_digest != plan_digest(steps):
             raise TransitionRefused(
-                f"the plan of task {task_id} changed since you saw it: look at it again"
+                Phrase(
+                    gettext_noop(
+                        "the plan of task %(task)s changed since you saw it: look at it again"
+                    ),
+                    {"task": task_id},
+                )
             )
         preview = _preview(task, steps, calls, edit, label)
         _write(task, preview, actor=actor, label=label, reason=reason)

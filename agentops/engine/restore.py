@@ -27,6 +27,7 @@ from agentops.engine.interventions import InterventionRefused
 from agentops.engine.transitions import EventSpec, rows_restore
 from agentops.models import Step, Task, ToolCall
 from agentops.states import LedgerStatus, TaskStatus
+from policies.phrases import Phrase, gettext_noop
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
@@ -66,16 +67,26 @@ def task_restore(*, task_id: int, actor: User | None, reason: str) -> Checkpoint
         task = Task.objects.select_for_update().get(pk=task_id)
         if task.status != TaskStatus.NEEDS_ATTENTION:
             raise InterventionRefused(
-                f"task {task_id} is {task.status}: only a stopped task (needs attention) is "
-                "restored from its log"
+                Phrase(
+                    gettext_noop(
+                        "task %(task)s is %(status)s: only a stopped task (needs attention) is "
+                        "restored from its log"
+                    ),
+                    {"task": task_id, "status": task.status},
+                )
             )
         comparison = _compare(task)
         if comparison.record_changed:
             raise InterventionRefused(_record_changed(comparison))
         if not comparison.differences:
             raise InterventionRefused(
-                f"task {task_id}: the rows agree with snapshot #{comparison.seq} and the "
-                f"{comparison.events} events after it; nothing to restore"
+                Phrase(
+                    gettext_noop(
+                        "task %(task)s: the rows agree with snapshot #%(seq)s and the "
+                        "%(events)s events after it; nothing to restore"
+                    ),
+                    {"task": task_id, "seq": comparison.seq, "events": comparison.events},
+                )
             )
         steps, calls, current_step = _rewrites(task, comparison)
         rows_restore(
@@ -100,16 +111,19 @@ def task_restore(*, task_id: int, actor: User | None, reason: str) -> Checkpoint
     return comparison
 
 
-def _record_changed(comparison: CheckpointComparison) -> str:
+def _record_changed(comparison: CheckpointComparison) -> Phrase:
     """Why a task whose record was changed is not restored from it."""
     found = [str(b) for b in comparison.breaks] + [
         f"step {d.field.partition('.')[2]}'s output is not the one snapshot #{comparison.seq} "
         "recorded"
         for d in comparison.outputs
     ]
-    return (
-        f"task {comparison.task_id} is not restored: its record was changed ({'; '.join(found)}); "
-        "a restore rewrites rows from the log and would spread the change"
+    return Phrase(
+        gettext_noop(
+            "task %(task)s is not restored: its record was changed (%(found)s); "
+            "a restore rewrites rows from the log and would spread the change"
+        ),
+        {"task": comparison.task_id, "found": "; ".join(found)},
     )
 
 
@@ -144,6 +158,9 @@ def _rewrites(
             calls[by_key[key]] = difference.log or LedgerStatus.FAILED
     if unrestorable:
         raise InterventionRefused(
-            f"task {task.pk} cannot be restored from its log: {'; '.join(unrestorable)}"
+            Phrase(
+                gettext_noop("task %(task)s cannot be restored from its log: %(why)s"),
+                {"task": task.pk, "why": "; ".join(unrestorable)},
+            )
         )
     return steps, calls, current_step

@@ -38,6 +38,7 @@ from agentops.engine.statements import prepared_cursor
 from agentops.engine.transitions import Lease, task_transition
 from agentops.models import Event, FleetStop, StopScope, Task
 from agentops.states import TASK_TRANSITIONS, TaskStatus
+from policies.phrases import Phrase, gettext_noop
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
@@ -113,15 +114,27 @@ def stop_targets() -> dict[str, list[str]]:
 
 def _check_target(scope: str, target: str) -> str:
     if scope not in StopScope.values:
-        raise StopRefused(f"unknown scope {scope!r} (choose one of {', '.join(StopScope.values)})")
+        raise StopRefused(
+            Phrase(
+                gettext_noop("unknown scope %(scope)s (choose one of %(scopes)s)"),
+                {"scope": repr(scope), "scopes": ", ".join(StopScope.values)},
+            )
+        )
     target = target.strip()
     if scope == StopScope.ALL:
         if target:
-            raise StopRefused("a stop of every task names no agent or tool")
+            raise StopRefused(Phrase(gettext_noop("a stop of every task names no agent or tool")))
         return ""
     known = stop_targets()[scope]
     if target not in known:
-        raise StopRefused(f"no {scope} is named {target!r} (known: {', '.join(known) or 'none'})")
+        names = {"target": repr(target), "known": ", ".join(known) or "none"}
+        if scope == StopScope.AGENT:
+            raise StopRefused(
+                Phrase(gettext_noop("no agent is named %(target)s (known: %(known)s)"), names)
+            )
+        raise StopRefused(
+            Phrase(gettext_noop("no tool is named %(target)s (known: %(known)s)"), names)
+        )
     return target
 
 
@@ -137,7 +150,9 @@ def fleet_stop(*, scope: str, target: str = "", reason: str, actor: User | None)
     target = _check_target(scope, target)
     reason = reason.strip()
     if not reason:
-        raise StopRefused("say why you stop them: the reason is kept in the decision log")
+        raise StopRefused(
+            Phrase(gettext_noop("say why you stop them: the reason is kept in the decision log"))
+        )
     try:
         with transaction.atomic():
             stop = FleetStop.objects.create(
@@ -152,7 +167,14 @@ def fleet_stop(*, scope: str, target: str = "", reason: str, actor: User | None)
                 FleetStop.objects.filter(pk=stop.pk).update(paused_at_stop=len(paused))
                 stop.paused_at_stop = len(paused)
     except IntegrityError:
-        raise StopConflict(f"{_named(scope, target)} is already stopped") from None
+        if scope == StopScope.ALL:
+            raise StopConflict(Phrase(gettext_noop("every task is already stopped"))) from None
+        raise StopConflict(
+            Phrase(
+                gettext_noop("%(scope)s %(target)s is already stopped"),
+                {"scope": scope, "target": target},
+            )
+        ) from None
     logger.warning("stop %s of %s: paused %d tasks", stop.pk, _named(scope, target), len(paused))
     return StopMade(stop=stop, paused=paused, running=running)
 
@@ -200,9 +222,14 @@ def fleet_resume(*, stop_id: int, actor: User | None, reason: str = "") -> StopL
     with transaction.atomic():
         stop = FleetStop.objects.select_for_update().filter(pk=stop_id).first()
         if stop is None:
-            raise StopRefused(f"there is no stop {stop_id}")
+            raise StopRefused(Phrase(gettext_noop("there is no stop %(stop)s"), {"stop": stop_id}))
         if stop.lifted_at is not None:
-            raise StopConflict(f"stop {stop_id} was already lifted by {stop.lifted_by_label}")
+            raise StopConflict(
+                Phrase(
+                    gettext_noop("stop %(stop)s was already lifted by %(who)s"),
+                    {"stop": stop_id, "who": stop.lifted_by_label},
+                )
+            )
         stop.lifted_at = timezone.now()
         stop.lifted_by = actor if getattr(actor, "pk", None) else None
         stop.lifted_by_label = getattr(actor, "username", "") or "system"

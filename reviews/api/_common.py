@@ -15,6 +15,7 @@ from ninja import Router
 from ninja.errors import HttpError
 
 from agentops.api import ApiRequest, TokenAuth
+from agentops.engine import message_of
 from agentops.models import Gate
 from reviews.channels import channel_get
 from reviews.services import GateAlreadyDecided, HeldByOther, NotAllowed, ReviewError
@@ -69,11 +70,11 @@ def refusals(
     except HeldByOther as exc:
         raise held_by_other(exc) from None
     except conflicts as exc:
-        raise HttpError(409, str(exc)) from None
+        raise HttpError(409, message_of(exc)) from None
     except NotAllowed as exc:
-        raise HttpError(403, str(exc)) from None
+        raise HttpError(403, message_of(exc)) from None
     except invalid as exc:
-        raise HttpError(400, str(exc)) from None
+        raise HttpError(400, message_of(exc)) from None
 
 
 def held_by_other(exc: HeldByOther) -> HttpError:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from django.db import transaction
 from django.utils.translation import gettext as _
 
-from agentops.engine import AgentOpsError, task_fork, task_restart
+from agentops.engine import AgentOpsError, message_of, task_fork, task_restart
 from reviews.services._common import NotAllowed, ReviewError, decision_record
 from reviews.states import VIA_UNKNOWN, Via
 
@@ -53,7 +53,7 @@ def task_restart_apply(
                 task_id=task_id, actor=actor, ending=ending, input=input, goal=goal, reason=reason
             )
         except (AgentOpsError, ValueError) as exc:
-            raise ReviewError(str(exc)) from None
+            raise ReviewError(message_of(exc)) from None
         decision_record(
             action="reviews.task.restarted",
             actor=actor,
@@ -89,7 +89,7 @@ def task_fork_apply(
                 task_id=task_id, actor=actor, from_step=from_step, input=input, reason=reason
             )
         except (AgentOpsError, ValueError) as exc:
-            raise ReviewError(str(exc)) from None
+            raise ReviewError(message_of(exc)) from None
         decision_record(
             action="reviews.task.forked",
             actor=actor,

@@ -38,6 +38,7 @@ from agentops.engine import (
 )
 from agentops.models import Gate
 from agentops.states import TaskStatus
+from policies.phrases import shown
 from reviews.models import Claim
 from reviews.roles import gate_decider_refusal
 from reviews.services._common import (
@@ -84,7 +85,7 @@ def gate_decide_check(
         raise GateAlreadyDecided(_("the proposed action changed since you opened it; review again"))
     gate_check_decider(gate=gate, user=actor)
     if not kind.offers(choice):
-        raise ReviewError(kind.choice_refusal(choice))
+        raise ReviewError(shown(kind.choice_refusal(choice)))
     return gate
 
 
@@ -120,9 +121,9 @@ def _decided(
             check=_people_check(actor=actor, take_over=take_over, via=via),
         )
     except GateNotOpen as exc:
-        raise GateAlreadyDecided(str(exc)) from None
+        raise GateAlreadyDecided(exc.message) from None
     except DecisionRefused as exc:
-        raise ReviewError(str(exc)) from None
+        raise ReviewError(exc.message) from None
 
 
 def _approved_logged(
@@ -331,9 +332,9 @@ def gate_answer(
                 check=_people_check(actor=actor, take_over=take_over, via=via),
             )
         except GateNotOpen as exc:
-            raise GateAlreadyDecided(str(exc)) from None
+            raise GateAlreadyDecided(exc.message) from None
         except DecisionRefused as exc:
-            raise ReviewError(str(exc)) from None
+            raise ReviewError(exc.message) from None
         gate, answer = decided.gate, (decided.approval or {})["answer"]
         asked = question_of(gate.arguments)
         decision_record(

@@ -71,7 +71,7 @@ def scope_grant_apply(
                 check=check,
             )
         except GrantRefused as exc:
-            raise ReviewError(str(exc)) from None
+            raise ReviewError(exc.message) from None
         whom = f"agent {grant.agent}" if to_agent else f"task {task_id}"
         decision_record(
             action="reviews.scope.granted",
@@ -105,7 +105,7 @@ def scope_grant_revoke_apply(
         try:
             grant = scope_grant_revoke(grant_id=grant_id, actor=actor, reason=reason)
         except GrantRefused as exc:
-            raise ReviewError(str(exc)) from None
+            raise ReviewError(exc.message) from None
         whom = f"agent {grant.agent}" if grant.task_id is None else f"task {grant.task_id}"
         decision_record(
             action="reviews.scope.revoked",

@@ -62,7 +62,7 @@ def plan_repair_apply(
                 check=check,
             )
         except RepairRefused as exc:
-            raise ReviewError(str(exc)) from None
+            raise ReviewError(exc.message) from None
         decision_record(
             action="reviews.plan.repaired",
             actor=actor,

@@ -61,7 +61,7 @@ def intervention_apply(
                 task_id=task_id, action=action, actor=actor, reason=reason, check=check
             )
         except InterventionRefused as exc:
-            raise ReviewError(str(exc)) from None
+            raise ReviewError(exc.message) from None
         preview = recovery.previews.get(action)
         decision_record(
             action=f"reviews.intervention.{action}",
@@ -137,7 +137,7 @@ def task_restore_from_log(
         try:
             comparison = task_restore(task_id=task_id, actor=actor, reason=reason)
         except InterventionRefused as exc:
-            raise ReviewError(str(exc)) from None
+            raise ReviewError(exc.message) from None
         decision_record(
             action="reviews.task.restored",
             actor=actor,

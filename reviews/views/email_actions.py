@@ -25,7 +25,7 @@ from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy
 from django.views.decorators.http import require_http_methods
 
-from agentops.engine import Choice, TransitionRefused
+from agentops.engine import Choice, TransitionRefused, message_of
 from agentops.models import Gate
 from agentops.plumbing.web import AuthenticatedHttpRequest
 from agentops.states import GateStatus
@@ -110,7 +110,7 @@ def email_action(request: AuthenticatedHttpRequest, token: str) -> HttpResponse:
     except LinkRefused as exc:
         return _page(request, action=action, error=str(exc), status=exc.http_status)
     except (GateAlreadyDecided, TransitionRefused) as exc:
-        return _page(request, action=action, error=str(exc), status=409)
+        return _page(request, action=action, error=message_of(exc), status=409)
     except (NotAllowed, HeldByOther) as exc:
         return _page(request, action=action, error=str(exc), status=403)
     except Gate.DoesNotExist:

@@ -59,7 +59,8 @@ def _render_gate(
         try:
             gate_check_decider(gate=gate, user=request.user)
         except NotAllowed as exc:
-            refusal = str(exc)
+            # As raised: a refusal naming a group shows it as written in any language.
+            refusal = exc.reason
     forms = {
         "approve": ApproveForm(initial={"seen_digest": gate.args_digest}, auto_id="approve_%s"),
         "reject": RejectForm(initial={"seen_digest": gate.args_digest}, auto_id="reject_%s"),
@@ -110,12 +111,12 @@ def _decision_page(
     except GateAlreadyDecided as exc:
         return _render_gate(request, gate_id, alert=str(exc), status=409)
     except NotAllowed as exc:
-        return _render_gate(request, gate_id, alert=str(exc), status=403)
+        return _render_gate(request, gate_id, alert=exc.reason, status=403)
     except HeldByOther as exc:
         form.add_error("take_over", str(exc))
         return _render_gate(request, gate_id, bound={name: form}, alert=str(exc), status=409)
     except TransitionRefused as exc:
-        return _render_gate(request, gate_id, alert=str(exc), status=409)
+        return _render_gate(request, gate_id, alert=exc.message, status=409)
     except ReviewError as exc:
         form.add_error("arguments" if name == "edit" else None, str(exc))
         return _render_gate(request, gate_id, bound={name: form}, status=400)

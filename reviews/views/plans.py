@@ -49,7 +49,7 @@ def plan_repair(request: AuthenticatedHttpRequest, task_id: int) -> HttpResponse
         except Task.DoesNotExist:
             raise Http404(f"no task {task_id}") from None
         except RepairRefused as exc:
-            return _panel(request, task_id, form, alert=str(exc), status=400)
+            return _panel(request, task_id, form, alert=exc.message, status=400)
         data = request.POST.copy()
         data["seen_digest"] = preview.before_digest
         bound = PlanRepairForm(data, auto_id="repair_%s")
@@ -69,7 +69,7 @@ def plan_repair(request: AuthenticatedHttpRequest, task_id: int) -> HttpResponse
     except Task.DoesNotExist:
         raise Http404(f"no task {task_id}") from None
     except TransitionRefused as exc:
-        return _panel(request, task_id, form, alert=str(exc), status=409)
+        return _panel(request, task_id, form, alert=exc.message, status=409)
     except NotAllowed as exc:
         return _panel(request, task_id, form, alert=str(exc), status=403)
     except HeldByOther as exc:

@@ -144,7 +144,7 @@ def recovery_attempt(
     except not_found:
         raise Http404(missing) from None
     except TransitionRefused as exc:
-        return render_recovery(request, task_id, alert=str(exc), status=409)
+        return render_recovery(request, task_id, alert=exc.message, status=409)
     except NotAllowed as exc:
         return render_recovery(request, task_id, alert=str(exc), status=403)
     except HeldByOther as exc:

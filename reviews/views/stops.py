@@ -48,7 +48,7 @@ def fleet_stops(request: AuthenticatedHttpRequest) -> HttpResponse:
                 via=VIA_BROWSER,
             )
         except StopRefused as exc:
-            form.add_error(None, str(exc))
+            form.add_error(None, exc.message)
         else:
             counts = {"paused": len(made.paused), "running": len(made.running)}
             if made.stop.target:
@@ -95,7 +95,7 @@ def fleet_resume(request: AuthenticatedHttpRequest, stop_id: int) -> HttpRespons
             stop_id=stop_id, reason=reason, actor=request.user, via=VIA_BROWSER
         )
     except StopRefused as exc:
-        messages.error(request, _("Nothing changed: %(why)s.") % {"why": exc})
+        messages.error(request, _("Nothing changed: %(why)s.") % {"why": exc.message})
     else:
         messages.success(
             request,

@@ -36,7 +36,7 @@ def task_control(request: AuthenticatedHttpRequest, task_id: int, action: str) -
             task_id=task_id, action=action, actor=request.user, reason=reason, via=VIA_BROWSER
         )
     except TransitionRefused as exc:
-        messages.error(request, _("Nothing changed: %(why)s.") % {"why": exc})
+        messages.error(request, _("Nothing changed: %(why)s.") % {"why": exc.message})
     except ReviewError as exc:
         messages.error(request, str(exc))
     else:
@@ -68,7 +68,7 @@ def task_modify_view(request: AuthenticatedHttpRequest, task_id: int) -> HttpRes
             reason=form.cleaned_data["reason"],
         )
     except TransitionRefused as exc:
-        messages.error(request, _("Nothing changed: %(why)s.") % {"why": exc})
+        messages.error(request, _("Nothing changed: %(why)s.") % {"why": exc.message})
     except ReviewError as exc:
         messages.error(request, _("Nothing changed: %(why)s") % {"why": exc})
     else:
