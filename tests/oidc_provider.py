@@ -5,8 +5,9 @@ installed by `make oidc-provider`), run by Node in a process of its own.
 waits for the line it prints once it listens (no fixed sleep); the session's end stops it. Its
 people are a JSON file the test rewrites (`people_set`): the provider reads it at every sign-in
 and claims request, so a group taken away there is seen at the next sign-in. `oidc_settings`
-points the product at it (the settings agentops/oidc_env.py would make from AGENTOPS_OIDC_*),
-with the roles of the product mapped from provider groups.
+points the product at it (the settings agentops/oidc_env.py would make from AGENTOPS_OIDC_*, and
+the Content-Security-Policy's form-action that lets sign-out go on to it), with the roles of the
+product mapped from provider groups.
 
 `sign_in_at_provider` walks a person through the provider's own pages as a browser would (its
 cookies kept in an httpx client: the provider's session), up to the redirect back to the product;
@@ -30,6 +31,8 @@ from urllib.parse import urljoin, urlsplit
 
 import httpx
 import pytest
+
+from agentops.oidc_env import sign_out_form_action
 
 PROVIDER_DIR = Path(__file__).resolve().parent / "oidc"
 CLIENT_ID = "agentops"
@@ -176,6 +179,16 @@ def oidc_settings(settings: Any, oidc_provider: Provider) -> Any:
         "agentops.oidc.ProviderBackend",
     ]
     settings.AGENTOPS = {**settings.AGENTOPS, "OIDC": product_config(oidc_provider)}
+    # What the settings add for sign-out to go on to the provider (agentops/settings.py).
+    policy = settings.CONTENT_SECURITY_POLICY
+    form_action = policy["DIRECTIVES"]["form-action"]
+    settings.CONTENT_SECURITY_POLICY = {
+        **policy,
+        "DIRECTIVES": {
+            **policy["DIRECTIVES"],
+            "form-action": [*form_action, *sign_out_form_action(settings.AGENTOPS["OIDC"])],
+        },
+    }
     return settings
 
 

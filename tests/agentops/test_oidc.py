@@ -398,6 +398,28 @@ def test_a_partial_configuration_refuses_to_start_naming_what_it_lacks():
     assert "Traceback" not in result.stderr
 
 
+def test_the_content_security_policy_lets_sign_out_go_on_to_the_provider():
+    """The Log out form redirects to the end-session endpoint: browsers hold that redirect to
+    form-action (tests/browser/test_oidc_sign_in.py signs out in Chromium)."""
+    provider = "https://id.example.com"
+    env = production_env(
+        AGENTOPS_OIDC_ISSUER=provider,
+        AGENTOPS_OIDC_CLIENT_ID="agentops",
+        AGENTOPS_OIDC_CLIENT_SECRET="secret",
+        AGENTOPS_OIDC_AUTHORIZATION_ENDPOINT=f"{provider}/auth",
+        AGENTOPS_OIDC_TOKEN_ENDPOINT=f"{provider}/token",
+        AGENTOPS_OIDC_USERINFO_ENDPOINT=f"{provider}/me",
+        AGENTOPS_OIDC_JWKS_URI=f"{provider}/jwks",
+        AGENTOPS_OIDC_END_SESSION_ENDPOINT="https://sso.example.com:8443/logout?realm=acme",
+    )
+    read = "from django.conf import settings as s; print(s.CONTENT_SECURITY_POLICY['DIRECTIVES'])"
+
+    result = manage("shell", "-v0", "-c", read, env=env)
+
+    assert result.returncode == 0, result.stderr
+    assert "'form-action': [\"'self'\", 'https://sso.example.com:8443']" in result.stdout
+
+
 def test_passwords_off_without_single_sign_on_refuses_to_start():
     result = manage("check", env=production_env(AGENTOPS_LOCAL_PASSWORDS="false"))
 

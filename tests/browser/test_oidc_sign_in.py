@@ -70,6 +70,39 @@ def test_each_role_signs_in_at_the_provider_and_lands_with_its_access(
     assert all(not person.has_usable_password() for person in people)
 
 
+def test_signing_out_ends_the_providers_session_too(
+    chromium: Browser, live_server: Any, roles: None, oidc_settings: Any, oidc_provider: Any
+) -> None:
+    """The Log out form's redirect to the provider's end-session endpoint is a form's redirect,
+    which the Content-Security-Policy's form-action must allow: after it, signing in again asks
+    for the password at the provider."""
+    oidc_provider.person_set("otto", groups=["agentops-operators"])
+    context = chromium.new_context(viewport=VIEWPORT, base_url=live_server.url)
+    context.set_default_timeout(ACTION_TIMEOUT_MS)
+    violations = csp_watched(context)
+    page = context.new_page()
+    try:
+        page.goto("/login/")
+        page.get_by_role("link", name=f"Sign in with {PROVIDER_NAME}").click()
+        page.get_by_label("Username").fill("otto")
+        page.get_by_label("Password").fill(PASSWORD)
+        page.get_by_role("button", name="Sign in to the provider").click()
+        expect(page.get_by_title("Signed in as otto")).to_have_text("otto")
+
+        page.get_by_role("button", name="Log out").click()
+        page.get_by_role("button", name="Sign out of the provider").click()
+        expect(page).to_have_url(f"{live_server.url}{reverse('login')}")
+        page.get_by_role("link", name=f"Sign in with {PROVIDER_NAME}").click()
+        expect(page.get_by_label("Password")).to_have_count(1)
+    except Exception:
+        shoot(page, "oidc-sign-out")
+        raise
+    finally:
+        context.close()
+
+    assert violations == [], f"the Content-Security-Policy blocked: {violations}"
+
+
 def test_the_login_page_with_single_sign_on_passes_axe_with_and_without_passwords(
     chromium: Browser, live_server: Any, oidc_settings: Any
 ) -> None:
