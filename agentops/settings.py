@@ -173,9 +173,10 @@ MIDDLEWARE = [
 # Every page's Content-Security-Policy (django-csp): scripts, styles, images and connections
 # from this site only, nothing inline (the templates have no inline script or style, and htmx is
 # told not to inject its indicator styles: base.html's htmx-config), no plugins, no framing,
-# forms posting here only. The RQ dashboard (staff only, under /admin/rq/) is django-rq's
-# templates, which carry inline scripts: it is served without the header.
-CONTENT_SECURITY_POLICY = {
+# forms posting here only (and to the identity provider's sign-out, below). The RQ dashboard
+# (staff only, under /admin/rq/) is django-rq's templates, which carry inline scripts: it is
+# served without the header.
+CONTENT_SECURITY_POLICY: dict[str, Any] = {
     "EXCLUDE_URL_PREFIXES": ["/admin/rq/"],
     "DIRECTIVES": {
         "default-src": [csp_constants.SELF],
