@@ -65,7 +65,7 @@ class DecisionRefused(AgentOpsError):
 
 
 # Why a gate that is no longer open cannot be decided, by its status: whole sentences.
-ALREADY = {
+ALREADY: dict[str, Phrase] = {
     GateStatus.APPROVED: Phrase(gettext_noop("this gate is already approved")),
     GateStatus.REJECTED: Phrase(gettext_noop("this gate is already rejected")),
     GateStatus.EXPIRED: Phrase(gettext_noop("this gate is already expired")),

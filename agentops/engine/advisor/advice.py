@@ -160,7 +160,7 @@ def advise(situation: Situation) -> Recommendation:
     rejecting, is not recommended again."""
     rule = next(r for r in RULES if r.matches(situation))
     action, name = rule.action, rule.name
-    rationale = Phrase(rule.rationale, situation.facts())
+    rationale = Phrase(rule.rationale, {**situation.facts(), **dict(rule.quoted)})
     if action in (Action.RETRY, Action.REPAIR) and not situation.rolling_back:
         # Reviewers said no to this action: neither a retry nor a repair (which would have the
         # agent propose again) is advised against them.

@@ -40,6 +40,9 @@ class Rule:
     # The service named the one scope it refused the call for.
     scope_named: bool | None = None
     repairable: bool | None = None
+    # Commands and names the rationale quotes, by placeholder: kept as written in any language
+    # (a page shows them in translate="no").
+    quoted: tuple[tuple[str, str], ...] = ()
 
     def matches(self, s: Situation) -> bool:
         return (
@@ -95,10 +98,14 @@ RULES: tuple[Rule, ...] = (
         _A.RETRY,
         gettext_noop(
             "The rows disagree with the event log, so resuming as is could act on a wrong state; "
-            "see where (manage.py checkpoint verify), rebuild them from the log (manage.py "
-            "checkpoint restore), then retry; abort if the log itself is wrong."
+            "see where (%(verify)s), rebuild them from the log (%(restore)s), then retry; "
+            "abort if the log itself is wrong."
         ),
         kinds=_kinds(K.CHECKPOINT_MISMATCH),
+        quoted=(
+            ("verify", "manage.py checkpoint verify"),
+            ("restore", "manage.py checkpoint restore"),
+        ),
     ),
     Rule(
         "crash-resume",
