@@ -60,6 +60,20 @@ def oidc_config() -> dict[str, Any] | None:
     return config
 
 
+# How far the provider's clock may be from ours when its ID token's times are checked.
+CLOCK_SKEW_SECONDS = 60
+
+
+def authorized_party_holds(claims: Mapping[str, Any], client_id: str) -> bool:
+    """OpenID Connect Core 3.1.3.7, steps 4-5: a token for several audiences must name this
+    client as its authorized party (`azp`), and any `azp` it names must be this client."""
+    audiences = claims.get("aud")
+    several = isinstance(audiences, list) and len(audiences) > 1
+    if several or "azp" in claims:
+        return claims.get("azp") == client_id
+    return True
+
+
 def library_setting(name: str) -> str:
     """One of mozilla-django-oidc's settings (`OIDC_*`), which exist while single sign-on is on
     (agentops.oidc_env.library_settings)."""
@@ -87,8 +101,10 @@ class ProviderBackend(OIDCAuthenticationBackend):  # type: ignore[misc]
         return user
 
     def get_payload_data(self, token: str | bytes, key: Any) -> dict[str, Any]:
-        """The ID token's claims, once its signature, issuer, audience and expiry hold (the
-        library checks the signature only; unsigned tokens are never taken)."""
+        """The ID token's claims, once its signature, issuer, audience, authorized party and
+        expiry hold (the library checks the signature only; unsigned tokens are never taken).
+        The times allow CLOCK_SKEW_SECONDS either way: a provider's clock a little ahead of ours
+        must not refuse every sign-in."""
         config = oidc_config() or {}
         try:
             algorithm = jwt.get_unverified_header(token).get("alg")
@@ -101,9 +117,12 @@ class ProviderBackend(OIDCAuthenticationBackend):  # type: ignore[misc]
                 audience=self.OIDC_RP_CLIENT_ID,
                 issuer=config.get("ISSUER"),
                 options={"require": ["iss", "sub", "aud", "exp", "iat"]},
+                leeway=CLOCK_SKEW_SECONDS,
             )
         except jwt.PyJWTError as error:
             raise SuspiciousOperation(f"ID token refused: {error.__class__.__name__}") from error
+        if not authorized_party_holds(claims, self.OIDC_RP_CLIENT_ID):
+            raise SuspiciousOperation("ID token refused: issued to another party (azp)")
         return claims
 
     def verify_token(self, token: str, **kwargs: Any) -> dict[str, Any]:

@@ -12,19 +12,24 @@ from __future__ import annotations
 
 import io
 import re
+import time
 from collections.abc import Iterator
 from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit, urlunsplit
 
 import httpx
+import jwt
 import pytest
+from cryptography.hazmat.primitives.asymmetric import rsa
 from django.contrib.auth import SESSION_KEY, authenticate, get_user_model
 from django.contrib.auth.models import Group
+from django.core.exceptions import SuspiciousOperation
 from django.core.management import CommandError, call_command
 from django.test import Client
 from django.urls import reverse
 
 from agentops.models import ProviderIdentity
+from agentops.oidc import ProviderBackend, authorized_party_holds
 from agentops.plumbing import throttle
 from tests.agentops.test_deploy import manage, production_env
 from tests.oidc_provider import (
@@ -461,3 +466,41 @@ def test_oidc_discover_prints_the_settings_from_the_providers_discovery(oidc_pro
     assert lines["AGENTOPS_OIDC_END_SESSION_ENDPOINT"] == oidc_provider.url("/session/end")
     with pytest.raises(CommandError):
         call_command("oidc_discover", f"{oidc_provider.issuer}/", stdout=io.StringIO())
+
+
+@pytest.mark.parametrize(
+    ("claims", "holds"),
+    [
+        ({"aud": "agentops"}, True),
+        ({"aud": ["agentops"]}, True),
+        ({"aud": ["agentops", "billing"], "azp": "agentops"}, True),
+        ({"aud": ["agentops", "billing"]}, False),
+        ({"aud": ["agentops", "billing"], "azp": "billing"}, False),
+        ({"aud": "agentops", "azp": "billing"}, False),
+        ({"aud": "agentops", "azp": "agentops"}, True),
+    ],
+)
+def test_an_id_token_for_several_audiences_must_name_this_client_its_authorized_party(
+    claims: dict[str, Any], holds: bool
+) -> None:
+    assert authorized_party_holds(claims, "agentops") is holds
+
+
+def test_an_id_token_is_checked_with_a_minute_for_the_providers_clock(oidc_settings) -> None:
+    """A token the provider's clock issued 30 s in our future is taken; one that expired two
+    minutes ago is not. (Signed here with a key of the test's own: what is checked is the
+    product's reading of the times, which no provider lets a test set.)"""
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    backend = ProviderBackend()
+    now = int(time.time())
+    claims = {
+        "iss": oidc_settings.AGENTOPS["OIDC"]["ISSUER"],
+        "sub": "someone",
+        "aud": backend.OIDC_RP_CLIENT_ID,
+    }
+    ahead = jwt.encode({**claims, "iat": now + 30, "exp": now + 330}, key, algorithm="RS256")
+    expired = jwt.encode({**claims, "iat": now - 600, "exp": now - 120}, key, algorithm="RS256")
+
+    assert backend.get_payload_data(ahead, key.public_key())["sub"] == "someone"
+    with pytest.raises(SuspiciousOperation):
+        backend.get_payload_data(expired, key.public_key())
