@@ -30,6 +30,7 @@ from agentops.metrics import (
 )
 from agentops.models import AuditItem, Gate
 from agentops.states import AuditStatus, GateStatus
+from policies.phrases import Phrase, gettext_noop
 from reviews.calibration import Calibration, Proposal, calibration, items_in, lane_of
 from reviews.models import Decision
 
@@ -230,14 +231,33 @@ def reviewer_quality(window: Window, *, fast_seconds: float = FAST_SECONDS) -> l
 
 
 def _patterns(r: Reviewer, *, fast_seconds: float) -> list[str]:
-    flags = []
+    """The reviewer's patterns worth a second look, each a Phrase: English as a str (the JSON
+    export, the oversight report and the `report` command), the reader's language on the
+    dashboard."""
+    flags: list[str] = []
+    seconds = int(fast_seconds) if float(fast_seconds).is_integer() else fast_seconds
     if r.decisions >= MIN_DECISIONS_FLAG and r.fast / r.decisions >= FAST_SHARE_FLAG:
-        flags.append(f"{r.fast} of {r.decisions} decisions in under {fast_seconds:g} s")
+        flags.append(
+            Phrase(
+                gettext_noop("%(fast)s of %(decisions)s decisions in under %(seconds)s s"),
+                {"fast": r.fast, "decisions": r.decisions, "seconds": seconds},
+            )
+        )
     if r.longest_approve_streak >= STREAK_FLAG:
-        flags.append(f"{r.longest_approve_streak} approvals in a row without a rejection")
+        flags.append(
+            Phrase(
+                gettext_noop("%(streak)s approvals in a row without a rejection"),
+                {"streak": r.longest_approve_streak},
+            )
+        )
     share = r.bulk_share
     if r.gate_approvals >= MIN_DECISIONS_FLAG and share is not None and share >= BULK_SHARE_FLAG:
-        flags.append(f"{r.bulk} of {r.gate_approvals} gate approvals made in bulk")
+        flags.append(
+            Phrase(
+                gettext_noop("%(bulk)s of %(approvals)s gate approvals made in bulk"),
+                {"bulk": r.bulk, "approvals": r.gate_approvals},
+            )
+        )
     return flags
 
 

@@ -1,10 +1,11 @@
 """What the review forms share: the limits of a note and of edited arguments, the digest a
-decision is bound to, and the date range of the filters.
+decision is bound to, the date range of the filters, and the select whose choices are record.
 """
 
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from django import forms
 from django.utils.translation import gettext_lazy as _
@@ -25,3 +26,25 @@ class DateRangeForm(forms.Form):
     date_to = forms.DateField(
         required=False, label=_("To"), widget=forms.DateInput(attrs={"type": "date"})
     )
+
+
+class RecordSelect(forms.Select):
+    """A select whose choices are record (agent, tool, rule or rubric names), kept as written in
+    any language: each option with a value is marked `translate="no"`. An option holds text
+    only, so the mark goes on the option itself; the empty one ("All agents") is the form's
+    own words and is translated."""
+
+    def create_option(
+        self,
+        name: str,
+        value: Any,
+        label: int | str,
+        selected: bool,
+        index: int,
+        subindex: int | None = None,
+        attrs: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        option = super().create_option(name, value, label, selected, index, subindex, attrs)
+        if value not in (None, ""):
+            option["attrs"]["translate"] = "no"
+        return option

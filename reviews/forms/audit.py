@@ -6,14 +6,20 @@ from typing import Any, cast
 
 from django import forms
 from django.utils.translation import gettext_lazy as _
+from django.utils.translation import pgettext_lazy
 
 from agentops.states import AuditStatus
-from reviews.forms._common import NOTE_MAX, DateRangeForm
+from reviews.forms._common import NOTE_MAX, DateRangeForm, RecordSelect
 from reviews.selectors import AuditFilters
 from reviews.selectors.audit import HELD_FREE, HELD_MINE
 from reviews.selectors.datasets import DatasetFilters
 
-LANE_CHOICES = [("", _("All lanes")), ("audit", "audit"), ("auto", _("auto (sampled)"))]
+# Lanes are the product's words (`reviews/_partials/route_name.html` names them the same way).
+LANE_CHOICES = [
+    ("", _("All lanes")),
+    ("audit", pgettext_lazy("route", "audit")),
+    ("auto", _("auto (sampled)")),
+]
 
 
 class AuditReviewForm(forms.Form):
@@ -31,9 +37,9 @@ class AuditReviewForm(forms.Form):
 
 
 class AuditFilterForm(DateRangeForm):
-    agent = forms.ChoiceField(required=False, label=_("Agent"))
-    tool = forms.ChoiceField(required=False, label=_("Tool"))
-    rule = forms.ChoiceField(required=False, label=_("Rule"))
+    agent = forms.ChoiceField(required=False, label=_("Agent"), widget=RecordSelect)
+    tool = forms.ChoiceField(required=False, label=_("Tool"), widget=RecordSelect)
+    rule = forms.ChoiceField(required=False, label=_("Rule"), widget=RecordSelect)
     route = forms.ChoiceField(required=False, choices=LANE_CHOICES, label=_("Lane"))
     status = forms.ChoiceField(
         required=False, choices=[("", _("All statuses")), *AuditStatus.choices], label=_("Status")

@@ -12,7 +12,7 @@ from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
 from agentops.metrics import Window
-from reviews.forms._common import DateRangeForm
+from reviews.forms._common import DateRangeForm, RecordSelect
 from reviews.metrics import FAST_SECONDS
 
 DASHBOARD_DAYS = 7
@@ -22,7 +22,7 @@ class DashboardFilterForm(DateRangeForm):
     """The dashboard's time range (whole days, both ends included; default the last 7 days),
     agent and fast-decision threshold. Values that do not parse fall back to the defaults."""
 
-    agent = forms.ChoiceField(required=False, label=_("Agent"))
+    agent = forms.ChoiceField(required=False, label=_("Agent"), widget=RecordSelect)
     fast = forms.FloatField(
         required=False,
         min_value=0.1,

@@ -60,7 +60,10 @@ class EditApproveForm(_GateForm):
         example='{"amount": 80}',
         check=validated,
         max_chars=ARGUMENTS_MAX,
-        widget=forms.Textarea(attrs={"rows": 8, "spellcheck": "false", "class": "mono"}),
+        # The arguments are record (JSON): kept as written in any language.
+        widget=forms.Textarea(
+            attrs={"rows": 8, "spellcheck": "false", "class": "mono", "translate": "no"}
+        ),
         label=_("Arguments (JSON object)"),
         help_text=translated_lazy(
             gettext_noop(

@@ -9,6 +9,7 @@ from django.contrib.auth.models import User
 from django.db.models import QuerySet
 from django.utils.translation import gettext_lazy as _
 
+from reviews.forms._common import RecordSelect
 from reviews.selectors import InboxFilters
 
 
@@ -48,9 +49,9 @@ INBOX_AGES = [
 
 class InboxFilterForm(forms.Form):
     kind = forms.ChoiceField(required=False, choices=INBOX_KINDS, label=_("Kind"))
-    agent = forms.ChoiceField(required=False, label=_("Agent"))
-    rule = forms.ChoiceField(required=False, label=_("Rule"))
-    failure = forms.ChoiceField(required=False, label=_("Failure kind"))
+    agent = forms.ChoiceField(required=False, label=_("Agent"), widget=RecordSelect)
+    rule = forms.ChoiceField(required=False, label=_("Rule"), widget=RecordSelect)
+    failure = forms.ChoiceField(required=False, label=_("Failure kind"), widget=RecordSelect)
     assignee = forms.CharField(required=False, max_length=150, label=_("Held by"))
     age = forms.ChoiceField(required=False, choices=INBOX_AGES, label=_("Age"))
     q = forms.CharField(required=False, max_length=200, label=_("Search task id or goal"))

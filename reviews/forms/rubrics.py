@@ -14,7 +14,7 @@ from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
 from agentops.states import AuditStatus
-from reviews.forms._common import NOTE_MAX
+from reviews.forms._common import NOTE_MAX, RecordSelect
 from reviews.models import MAX_REVIEWS, RubricItem
 from reviews.wording import kept, with_kept
 
@@ -102,7 +102,7 @@ class RubricCreateForm(forms.Form):
 
 
 class RubricAttachForm(forms.Form):
-    rubric = forms.TypedChoiceField(coerce=int, label=_("Rubric"))
+    rubric = forms.TypedChoiceField(coerce=int, label=_("Rubric"), widget=RecordSelect)
     agent = forms.CharField(required=False, max_length=100, label=_("Agent"))
     rule = forms.CharField(required=False, max_length=200, label=_("Rule"))
     reviews_required = forms.IntegerField(

@@ -9,7 +9,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
 
+from django.utils.html import escape
+from django.utils.safestring import SafeString, mark_safe
+from django.utils.translation import pgettext
+
 from agentops.engine import Approval, approval_kind_of
+from reviews.wording import kept
 
 if TYPE_CHECKING:
     from agentops.models import Gate
@@ -19,11 +24,23 @@ if TYPE_CHECKING:
 class ApprovalProgress:
     given: tuple[Approval, ...]
     required: int
-    waiting_for: str
+    # The groups any one of which may give the next approval.
+    waiting: tuple[str, ...]
 
     @property
     def label(self) -> str:
         return f"{len(self.given)} of {self.required}"
+
+    @property
+    def waiting_for(self) -> str:
+        """The groups in English, one or the other ("finance leads or operators")."""
+        return " or ".join(self.waiting)
+
+    @property
+    def waiting_html(self) -> SafeString:
+        """The groups for a page: each name kept as written, "or" in the reader's language."""
+        separator = escape(pgettext("any one of the groups", " or "))
+        return mark_safe(separator.join(kept(group) for group in self.waiting))
 
     @property
     def names(self) -> str:
@@ -50,5 +67,5 @@ def gate_approval_progress(gate: Gate) -> ApprovalProgress | None:
     return ApprovalProgress(
         given=kind.approvals_of(gate),
         required=kind.required,
-        waiting_for=" or ".join(kind.waiting_for(gate)),
+        waiting=kind.waiting_for(gate),
     )

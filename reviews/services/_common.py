@@ -11,6 +11,7 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 
 from agentops.engine import redacted
+from policies.phrases import shown
 from reviews.models import Claim, Decision
 from reviews.states import Via
 
@@ -19,7 +20,21 @@ if TYPE_CHECKING:
 
 
 class ReviewError(Exception):
-    """A review action that cannot be taken; the message says why, for the person."""
+    """A review action that cannot be taken; the message says why, for the person.
+
+    The message may be a `Phrase` (a role check's or an approval kind's words, which name
+    groups): `str(exc)` is then its text in the active language (the request's), `reason` the
+    Phrase itself, which a page shows in the reader's language with the names kept as
+    written (`translate="no"`)."""
+
+    def __str__(self) -> str:
+        return str(shown(self.args[0])) if self.args else ""
+
+    @property
+    def reason(self) -> str:
+        """The message as raised, for a page (a Phrase stays one)."""
+        message = self.args[0] if self.args else ""
+        return message if isinstance(message, str) else str(message)
 
 
 class GateAlreadyDecided(ReviewError):

@@ -12,11 +12,13 @@ from typing import Any
 
 from django import template
 from django.utils import timezone
+from django.utils.html import conditional_escape
 from django.utils.translation import gettext as _
 
 from agentops.engine import change_text
 from agentops.selectors import json_preview
 from agentops.templatetags import agentops_tags
+from policies.phrases import Phrase
 from reviews.selectors.approvals import gate_approval_progress
 from reviews.selectors.audit import reservation_in_force
 
@@ -56,6 +58,14 @@ def times_steady_until(
     waits = [(now - since).total_seconds() for since in sinces]
     steady += [_span_steady_for(s, rising=s >= 0) for s in waits]
     return now + timedelta(seconds=min(steady)) if steady else None
+
+
+@register.filter
+def phrase_html(text: Any) -> Any:
+    """`text` as a page shows it, ready for a string filter after it (`capfirst`): a Phrase in
+    the reader's language with its names kept as written (safe HTML), where the filter would
+    otherwise read its English; any other value as it is."""
+    return conditional_escape(text) if isinstance(text, Phrase) else text
 
 
 @register.filter

@@ -50,7 +50,8 @@ def _render_question(
         try:
             gate_check_decider(gate=panel.gate, user=request.user)
         except NotAllowed as exc:
-            refusal = str(exc)
+            # As raised: a refusal naming a group shows it as written in any language.
+            refusal = exc.reason
     context = {
         "panel": panel,
         "gate": panel.gate,
@@ -94,7 +95,7 @@ def question_answer_view(request: AuthenticatedHttpRequest, gate_id: int) -> Htt
     except GateAlreadyDecided as exc:
         return _render_question(request, gate_id, alert=str(exc), status=409)
     except NotAllowed as exc:
-        return _render_question(request, gate_id, alert=str(exc), status=403)
+        return _render_question(request, gate_id, alert=exc.reason, status=403)
     except HeldByOther as exc:
         return _render_question(request, gate_id, form=form, alert=str(exc), status=409)
     except ReviewError as exc:

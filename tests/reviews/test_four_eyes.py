@@ -251,7 +251,7 @@ def test_the_panel_and_the_inbox_show_1_of_2_and_who_approved(
     assert '<span id="approvals-count">1 of 2</span>' in page
     assert 'approved by <strong translate="no">olga</strong>' in page
     assert "You cannot decide this gate: you approved this already" in page
-    assert 'a second person of <strong translate="no">finance leads</strong>' in page
+    assert 'a second person of <strong><span translate="no">finance leads</span></strong>' in page
     assert "decide-refusal" not in fiona_panel.content.decode()
     assert (
         '1 of 2 approvals</strong> · by <span translate="no">olga</span> · next: '

@@ -66,8 +66,8 @@ def test_edit_and_approve_records_proposed_approved_diff_and_what_the_ledger_ran
 
     page = client.get(reverse("reviews:gate", args=[gate.pk])).content.decode()
     record = page[page.index('id="decision-record"') :]
-    assert "<strong>yes</strong>, by olga" in record
-    assert "<del>108.0</del>" in record and "<ins>90</ins>" in record
+    assert '<strong>yes</strong>, by <span translate="no">olga</span>' in record
+    assert '<del translate="no">108.0</del>' in record and '<ins translate="no">90</ins>' in record
     assert gate.approved_digest in record and refund.idempotency_key in record
     assert "&quot;amount&quot;: 90" in record[record.index('id="executed-arguments"') :]
     assert "no, as the model proposed" not in page
@@ -148,7 +148,8 @@ def test_the_breakpoint_says_the_call_ran_and_was_refused(sim, redis_clean, oper
 
     page = client_for(operator).get(reverse("reviews:recover", args=[task.pk])).content.decode()
 
-    assert "after the tool call: the service refused it (authorization gap)" in page
+    kind = '<span translate="no">authorization gap</span>'
+    assert f"after the tool call: the service refused it ({kind})" in page
     assert "before tool call" not in page.lower().replace("before the tool call", "")
 
 
@@ -274,12 +275,15 @@ def test_the_gate_shows_its_checks_against_earlier_results_before_the_arguments(
 
     page = client.get(reverse("reviews:gate", args=[within.pk])).content.decode()
     evidence = page[page.index('id="evidence"') :][:1500]
-    assert page.index('id="evidence"') < page.index('<pre class="json">')
-    assert "<strong>Passed</strong>: Amount ≤ the eligibility" in evidence
+    assert page.index('id="evidence"') < page.index('<pre class="json" translate="no">')
+    # The checks' names and messages are the policy's words: kept as written.
+    assert '<strong>Passed</strong>: <span translate="no">Amount ≤ the eligibility' in evidence
     assert "108.0 is within the eligible maximum of 108.0" in evidence
-    assert "<strong>Passed</strong>: Order consistent with the claim" in evidence
+    assert (
+        '<strong>Passed</strong>: <span translate="no">Order consistent with the claim' in evidence
+    )
     other = client.get(reverse("reviews:gate", args=[above.pk])).content.decode()
-    assert "<strong>Failed</strong>: Amount ≤ the eligibility" in other
+    assert '<strong>Failed</strong>: <span translate="no">Amount ≤ the eligibility' in other
     assert "5000 is above the eligible maximum" in other
 
 
