@@ -146,7 +146,7 @@ def test_the_other_link_of_a_decided_gate_says_who_decided(sim, redis_clean, mai
     page = client_for(operator).get(links["Reject"])
 
     assert page.status_code == 409
-    assert "already <strong>approved</strong>: decided by <strong>olga</strong>" in (
+    assert 'already <strong>approved</strong>: decided by <strong translate="no">olga</strong>' in (
         page.content.decode()
     )
     assert 'id="confirm-head"' not in page.content.decode()  # no form to confirm
@@ -165,7 +165,10 @@ def test_a_link_to_a_gate_someone_else_decided_decides_nothing(
     page = browser.get(links["Approve"])
     posted = browser.post(links["Approve"], {"csrfmiddlewaretoken": token})
 
-    assert page.status_code == 409 and "decided by <strong>otto</strong>" in page.content.decode()
+    assert (
+        page.status_code == 409
+        and 'decided by <strong translate="no">otto</strong>' in page.content.decode()
+    )
     assert posted.status_code == 409
     assert email_decisions(gate) == [("reviews.gate.approved", "otto", "browser")]
     assert not EmailActionUse.objects.exists()
