@@ -91,7 +91,10 @@ class Question(ApprovalKind):
     ) -> str | None:
         if gate.approver_group in groups:
             return None
-        return f"only members of {gate.approver_group!r} may answer this question"
+        return Phrase(
+            gettext_noop("only members of %(group)s may answer this question"),
+            {"group": repr(gate.approver_group)},
+        )
 
     def is_satisfied(self, gate: Gate, approvals: Sequence[Approval]) -> bool:
         return False
