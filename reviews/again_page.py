@@ -12,6 +12,7 @@ from typing import Any
 
 from django.http import HttpRequest
 from django.template.loader import render_to_string
+from django.utils.translation import gettext as _
 
 from agentops.engine import Ending, fork_points
 from agentops.models import Task, ToolCall
@@ -33,10 +34,12 @@ def restart_endings(task: Task) -> list[str]:
 
 
 def fork_choices(task: Task) -> list[tuple[int, str]]:
-    """The steps a fork may continue from, labelled for the form (one query)."""
+    """The steps a fork may continue from, labelled for the form in the reader's language with
+    each step's title as written (one query)."""
     steps = list(task.steps.order_by("ordinal").only("ordinal", "title", "status"))
     titles = {step.ordinal: step.title for step in steps}
-    return [(n, f"step {n + 1}: {titles[n]}") for n in fork_points(task, steps)]
+    label = _("step %(number)s: %(title)s")
+    return [(n, label % {"number": n + 1, "title": titles[n]}) for n in fork_points(task, steps)]
 
 
 def _input_json(task: Task) -> str:

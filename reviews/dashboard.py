@@ -64,8 +64,12 @@ def calibration_draft(request: AuthenticatedHttpRequest) -> HttpResponse:
             threshold=data["threshold"],
             policy_id=data.get("policy_id"),
         )
-    except (ReviewError, PolicyError) as exc:
+    except ReviewError as exc:
         messages.error(request, str(exc))
+        return redirect("reviews:dashboard")
+    except PolicyError as exc:
+        # str(exc) is the English for logs; the message is the refusal in the reader's language.
+        messages.error(request, exc.message)
         return redirect("reviews:dashboard")
     messages.success(
         request,

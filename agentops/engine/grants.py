@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from django.db import transaction
 from django.utils import timezone
+from django.utils.translation import gettext_lazy
 
 from agentops.engine.errors import AgentOpsError, TransitionRefused
 from agentops.engine.interventions import task_retry
@@ -31,15 +32,17 @@ from policies.phrases import Phrase, gettext_noop
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import User
+    from django_stubs_ext import StrOrPromise
 
 # A grant is bounded: at most a week; the panel offers these durations (minutes).
 GRANT_MAX_MINUTES = 7 * 24 * 60
-GRANT_DURATIONS: tuple[tuple[int, str], ...] = (
-    (15, "15 minutes"),
-    (60, "1 hour"),
-    (8 * 60, "8 hours"),
-    (24 * 60, "1 day"),
-    (GRANT_MAX_MINUTES, "7 days"),
+# Each label whole, translated when the panel shows it.
+GRANT_DURATIONS: tuple[tuple[int, StrOrPromise], ...] = (
+    (15, gettext_lazy("15 minutes")),
+    (60, gettext_lazy("1 hour")),
+    (8 * 60, gettext_lazy("8 hours")),
+    (24 * 60, gettext_lazy("1 day")),
+    (GRANT_MAX_MINUTES, gettext_lazy("7 days")),
 )
 GRANTED = "agentops.scope.granted"
 REVOKED = "agentops.scope.revoked"

@@ -116,21 +116,64 @@ class RepairPreview:
 
 
 def change_text(change: dict[str, Any]) -> str:
-    """One line of the diff, as a person reads it."""
+    """One line of the diff, as a person reads it: a Phrase, English as a string, rendered in the
+    reader's language on a page with the titles, instructions and names as written."""
     op, step, title = change["op"], change.get("step"), change.get("title", "")
     if op == "instruct":
-        return f"step {step} '{title}': instruction {change['before']!r} -> {change['after']!r}"
+        return Phrase(
+            gettext_noop("step %(step)s '%(title)s': instruction %(before)s -> %(after)s"),
+            {
+                "step": step,
+                "title": title,
+                "before": repr(change["before"]),
+                "after": repr(change["after"]),
+            },
+        )
+    if op == "insert" and change.get("tool"):
+        return Phrase(
+            gettext_noop("new step %(step)s '%(title)s' (%(tool)s)"),
+            {"step": step, "title": title, "tool": change["tool"]},
+        )
     if op == "insert":
-        return f"new step {step} '{title}' ({change.get('tool') or 'no tool'})"
+        return Phrase(
+            gettext_noop("new step %(step)s '%(title)s' (no tool)"), {"step": step, "title": title}
+        )
     if op == "move":
-        return f"step {change['from']} '{title}' is now step {step}"
+        return Phrase(
+            gettext_noop("step %(from)s '%(title)s' is now step %(step)s"),
+            {"from": change["from"], "title": title, "step": step},
+        )
     if op == "remove":
-        return f"step {step} '{title}' removed ({change.get('why', '')})"
+        return Phrase(
+            gettext_noop("step %(step)s '%(title)s' removed (%(why)s)"),
+            {"step": step, "title": title, "why": change.get("why", "")},
+        )
+    if op == "depends" and change["after"]:
+        return Phrase(
+            gettext_noop("step %(step)s '%(title)s' now depends on %(after)s"),
+            {"step": step, "title": title, "after": change["after"]},
+        )
     if op == "depends":
-        return f"step {step} '{title}' now depends on {change['after'] or 'nothing'}"
+        return Phrase(
+            gettext_noop("step %(step)s '%(title)s' now depends on nothing"),
+            {"step": step, "title": title},
+        )
     if op == "strategy":
-        return f"strategy {change['before']} -> {change['after']}"
+        return Phrase(
+            gettext_noop("strategy %(before)s -> %(after)s"),
+            {"before": change["before"], "after": change["after"]},
+        )
     return str(change)
+
+
+def _replaced_by(strategy: str) -> Phrase:
+    """Why the stuck step goes when another strategy replaces it (its `spec.removed`)."""
+    return Phrase(gettext_noop("replaced by strategy %(strategy)s"), {"strategy": strategy})
+
+
+def _not_in(strategy: str) -> Phrase:
+    """Why an open step goes when another strategy has no such step (its `spec.removed`)."""
+    return Phrase(gettext_noop("not in strategy %(strategy)s"), {"strategy": strategy})
 
 
 def never_started(step: Step) -> bool:
@@ -440,7 +483,12 @@ def _remove(
         )
     draft.removed = "removed by plan repair"
     changes.append(
-        {"op": "remove", "step": draft.ordinal + 1, "title": draft.title, "why": "removed"}
+        {
+            "op": "remove",
+            "step": draft.ordinal + 1,
+            "title": draft.title,
+            "why": Phrase(gettext_noop("removed")),
+        }
     )
     for other in after[draft.ordinal + 1 :]:
         if draft.ordinal in other.depends_on:
@@ -502,7 +550,7 @@ def _switch(
         if draft.status == StepStatus.SKIPPED:
             continue
         if draft.status in STUCK and draft.ordinal in targets.instructable:
-            draft.removed = f"replaced by strategy {edit.strategy}"
+            draft.removed = _replaced_by(edit.strategy)
             changes.append(
                 {
                     "op": "remove",
@@ -527,7 +575,7 @@ def _switch(
     )
     old_tail = after[first:]
     for old in old_tail:
-        why = f"not in strategy {edit.strategy}"
+        why = _not_in(edit.strategy)
         changes.append({"op": "remove", "step": old.ordinal + 1, "title": old.title, "why": why})
     new_tail: list[Draft] = []
     for index, planned in enumerate(plan[shared:]):
@@ -558,5 +606,5 @@ def _switch(
         _checked_depends(staged, dep_draft.depends_on, before=dep_draft.ordinal)
     for index, old in enumerate(old_tail[len(new_tail) :]):
         old.ordinal = first + len(new_tail) + index
-        old.removed = f"not in strategy {edit.strategy}"
+        old.removed = _not_in(edit.strategy)
     return [*done, *new_tail, *old_tail[len(new_tail) :]]

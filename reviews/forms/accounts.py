@@ -21,6 +21,7 @@ class NotificationPreferenceForm(forms.ModelForm):  # type: ignore[type-arg]
         choices=NoticeEvent.choices,
         widget=forms.CheckboxSelectMultiple,
         required=False,
+        label=gettext_lazy("Events"),
         help_text=gettext_lazy("None ticked: every event."),
     )
 
@@ -60,5 +61,7 @@ class LanguageForm(forms.Form):
 
 class ApiTokenForm(forms.Form):
     name = forms.CharField(
-        max_length=100, help_text=gettext_lazy("What the token is for (a script, a bot).")
+        max_length=100,
+        label=gettext_lazy("Name"),
+        help_text=gettext_lazy("What the token is for (a script, a bot)."),
     )

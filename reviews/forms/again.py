@@ -9,7 +9,7 @@ from django import forms
 from django.utils.translation import gettext_lazy as _
 
 from agentops.plumbing.web import JSONObjectField
-from reviews.forms._common import ARGUMENTS_MAX, NOTE_MAX
+from reviews.forms._common import ARGUMENTS_MAX, NOTE_MAX, RecordSelect
 
 ENDING_CHOICES = [
     ("abort", _("Abort it: it ends now, effects made stay")),
@@ -31,10 +31,14 @@ class RestartForm(forms.Form):
         noun="input",
         example='{"order_id": "A1002"}',
         max_chars=ARGUMENTS_MAX,
-        widget=forms.Textarea(attrs={"rows": 4, "spellcheck": "false", "class": "mono"}),
+        widget=forms.Textarea(
+            attrs={"rows": 4, "spellcheck": "false", "class": "mono", "translate": "no"}
+        ),
         label=_("Input of the new task (JSON object)"),
     )
-    reason = forms.CharField(max_length=NOTE_MAX, widget=forms.TextInput, label=_("Why"))
+    reason = forms.CharField(
+        max_length=NOTE_MAX, widget=forms.TextInput(attrs={"translate": "no"}), label=_("Why")
+    )
 
     def __init__(self, *args: Any, endings: list[str], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -48,15 +52,23 @@ class RestartForm(forms.Form):
 class ForkForm(forms.Form):
     """Fork from a step: where the new task continues, the input (editable), and why."""
 
-    from_step = forms.TypedChoiceField(coerce=int, label=_("Continue from step"))
+    # Each option names a step by its title (record): the option is kept as written; its words
+    # ("step 2:") are translated when the choices are made (`reviews.again_page.fork_choices`).
+    from_step = forms.TypedChoiceField(
+        coerce=int, label=_("Continue from step"), widget=RecordSelect
+    )
     input = JSONObjectField(
         noun="input",
         example='{"order_id": "A1002"}',
         max_chars=ARGUMENTS_MAX,
-        widget=forms.Textarea(attrs={"rows": 4, "spellcheck": "false", "class": "mono"}),
+        widget=forms.Textarea(
+            attrs={"rows": 4, "spellcheck": "false", "class": "mono", "translate": "no"}
+        ),
         label=_("Input of the new task (JSON object)"),
     )
-    reason = forms.CharField(max_length=NOTE_MAX, widget=forms.TextInput, label=_("Why"))
+    reason = forms.CharField(
+        max_length=NOTE_MAX, widget=forms.TextInput(attrs={"translate": "no"}), label=_("Why")
+    )
 
     def __init__(self, *args: Any, points: list[tuple[int, str]], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

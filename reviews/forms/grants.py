@@ -27,7 +27,7 @@ class ScopeGrantForm(forms.Form):
     )
     reason = forms.CharField(
         max_length=NOTE_MAX,
-        widget=forms.Textarea(attrs={"rows": 2}),
+        widget=forms.Textarea(attrs={"rows": 2, "translate": "no"}),
         label=_("Why grant it"),
         help_text=_("Required: recorded with the grant in the decision log."),
         error_messages={"required": _("Say why the scope is granted.")},
@@ -44,7 +44,7 @@ class ScopeGrantForm(forms.Form):
 class ScopeRevokeForm(forms.Form):
     reason = forms.CharField(
         max_length=NOTE_MAX,
-        widget=forms.Textarea(attrs={"rows": 1}),
+        widget=forms.Textarea(attrs={"rows": 1, "translate": "no"}),
         label=_("Reason"),
         error_messages={"required": _("Say why the grant is revoked.")},
     )

@@ -31,7 +31,7 @@ class PlanRepairForm(forms.Form):
     instruction = forms.CharField(
         required=False,
         max_length=2000,
-        widget=forms.Textarea(attrs={"rows": 2}),
+        widget=forms.Textarea(attrs={"rows": 2, "translate": "no"}),
         label=_("Instruction"),
         help_text=_("What the model is told to do in the step, beyond its title."),
     )
@@ -41,7 +41,7 @@ class PlanRepairForm(forms.Form):
     strategy = forms.CharField(required=False, max_length=100, label=_("Strategy"))
     reason = forms.CharField(
         max_length=NOTE_MAX,
-        widget=forms.Textarea(attrs={"rows": 2}),
+        widget=forms.Textarea(attrs={"rows": 2, "translate": "no"}),
         label=_("Reason"),
         help_text=_("Recorded with the change in the decision log."),
     )

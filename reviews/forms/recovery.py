@@ -20,7 +20,7 @@ class InterventionForm(forms.Form):
     reason = forms.CharField(
         required=False,
         max_length=NOTE_MAX,
-        widget=forms.Textarea(attrs={"rows": 2}),
+        widget=forms.Textarea(attrs={"rows": 2, "translate": "no"}),
         label=_("Reason (optional)"),
         help_text=_("Recorded with your choice in the decision log."),
     )
@@ -41,6 +41,6 @@ class ConfirmForm(forms.Form):
     reason = forms.CharField(
         required=False,
         max_length=NOTE_MAX,
-        widget=forms.Textarea(attrs={"rows": 2}),
+        widget=forms.Textarea(attrs={"rows": 2, "translate": "no"}),
         label=_("How you know (optional)"),
     )

@@ -3,11 +3,13 @@ and the reason a stop is lifted."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from django import forms
 from django.utils.translation import gettext_lazy as _
 
 from agentops.engine import stop_targets
-from reviews.forms._common import NOTE_MAX
+from reviews.forms._common import NOTE_MAX, RecordSelect
 
 ALL = "all:"
 
@@ -23,11 +25,31 @@ def what_choices() -> list[tuple[object, object]]:
     ]
 
 
+class TargetSelect(RecordSelect):
+    """The stop's targets are agent and tool names, kept as written; "Every task" is the form's
+    own words, translated."""
+
+    def create_option(
+        self,
+        name: str,
+        value: Any,
+        label: int | str,
+        selected: bool,
+        index: int,
+        subindex: int | None = None,
+        attrs: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        option = super().create_option(name, value, label, selected, index, subindex, attrs)
+        if value == ALL:
+            option["attrs"].pop("translate", None)
+        return option
+
+
 class FleetStopForm(forms.Form):
-    what = forms.ChoiceField(label=_("What to stop"))
+    what = forms.ChoiceField(label=_("What to stop"), widget=TargetSelect)
     reason = forms.CharField(
         max_length=NOTE_MAX,
-        widget=forms.Textarea(attrs={"rows": 2}),
+        widget=forms.Textarea(attrs={"rows": 2, "translate": "no"}),
         label=_("Reason"),
         help_text=_("Kept in the decision log and shown on every page while the stop is in force."),
     )
@@ -45,6 +67,6 @@ class FleetResumeForm(forms.Form):
     reason = forms.CharField(
         required=False,
         max_length=NOTE_MAX,
-        widget=forms.Textarea(attrs={"rows": 1}),
+        widget=forms.Textarea(attrs={"rows": 1, "translate": "no"}),
         label=_("Reason (optional)"),
     )

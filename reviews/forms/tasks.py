@@ -17,7 +17,7 @@ class TaskControlForm(forms.Form):
     reason = forms.CharField(
         required=False,
         max_length=NOTE_MAX,
-        widget=forms.Textarea(attrs={"rows": 1}),
+        widget=forms.Textarea(attrs={"rows": 1, "translate": "no"}),
         label=_("Reason (optional)"),
     )
     next = forms.CharField(required=False, widget=forms.HiddenInput)
@@ -37,11 +37,16 @@ class TaskModifyForm(forms.Form):
         example='{"order_id": "A1002"}',
         max_chars=ARGUMENTS_MAX,
         required=False,
-        widget=forms.Textarea(attrs={"rows": 3, "spellcheck": "false", "class": "mono"}),
+        widget=forms.Textarea(
+            attrs={"rows": 3, "spellcheck": "false", "class": "mono", "translate": "no"}
+        ),
         label=_("Input changes (JSON object, editable fields only)"),
     )
     reason = forms.CharField(
-        required=False, max_length=NOTE_MAX, widget=forms.TextInput, label=_("Reason (optional)")
+        required=False,
+        max_length=NOTE_MAX,
+        widget=forms.TextInput(attrs={"translate": "no"}),
+        label=_("Reason (optional)"),
     )
 
     def budgets(self) -> dict[str, Any]:

@@ -1,5 +1,7 @@
 """Template helpers of the review workspace: time left before a gate times out, how long an item
-has waited. Filters return plain strings (autoescaped by the template like any other value).
+has waited, a decision's action and a notice in the reader's language. Filters return plain
+strings (autoescaped by the template like any other value), or safe HTML whose record values are
+kept as written (`translate="no"`).
 
 The review section of the task page is `reviews.task_page`.
 """
@@ -8,19 +10,24 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django import template
 from django.utils import timezone
-from django.utils.html import conditional_escape
+from django.utils.html import conditional_escape, format_html
 from django.utils.translation import gettext as _
+from django.utils.translation import pgettext_lazy
 
 from agentops.engine import change_text
 from agentops.selectors import json_preview
 from agentops.templatetags import agentops_tags
 from policies.phrases import Phrase
+from reviews.notice_text import headline
 from reviews.selectors.approvals import gate_approval_progress
 from reviews.selectors.audit import reservation_in_force
+
+if TYPE_CHECKING:
+    from reviews.models import Notice
 
 register = template.Library()
 
@@ -113,11 +120,67 @@ def repair_change(change: dict[str, Any]) -> str:
     return change_text(change)
 
 
+# The decision log's actions as a person reads them: whole labels, so each language words them
+# its own way (the stored name stays on the page, in the row's `data-action`).
+ACTION_LABELS = {
+    "reviews.gate.approved": pgettext_lazy("decision", "gate approved"),
+    "reviews.gate.edited": pgettext_lazy("decision", "gate edited"),
+    "reviews.gate.rejected": pgettext_lazy("decision", "gate rejected"),
+    "reviews.gate.rejected_and_stopped": pgettext_lazy("decision", "gate rejected and stopped"),
+    "reviews.gate.expired": pgettext_lazy("decision", "gate expired"),
+    "reviews.gate.escalated": pgettext_lazy("decision", "gate escalated"),
+    "reviews.intervention.retry": pgettext_lazy("decision", "intervention retry"),
+    "reviews.intervention.skip": pgettext_lazy("decision", "intervention skip"),
+    "reviews.intervention.rollback": pgettext_lazy("decision", "intervention rollback"),
+    "reviews.intervention.abort": pgettext_lazy("decision", "intervention abort"),
+    "reviews.plan.repaired": pgettext_lazy("decision", "plan repaired"),
+    "reviews.ledger.confirmed": pgettext_lazy("decision", "ledger confirmed"),
+    "reviews.scope.granted": pgettext_lazy("decision", "scope granted"),
+    "reviews.scope.revoked": pgettext_lazy("decision", "scope revoked"),
+    "reviews.question.answered": pgettext_lazy("decision", "question answered"),
+    "reviews.task.paused": pgettext_lazy("decision", "task paused"),
+    "reviews.task.resumed": pgettext_lazy("decision", "task resumed"),
+    "reviews.task.cancelled": pgettext_lazy("decision", "task cancelled"),
+    "reviews.task.modified": pgettext_lazy("decision", "task modified"),
+    "reviews.task.restored": pgettext_lazy("decision", "task restored"),
+    "reviews.task.escalated": pgettext_lazy("decision", "task escalated"),
+    "reviews.task.restarted": pgettext_lazy("decision", "task restarted"),
+    "reviews.task.forked": pgettext_lazy("decision", "task forked"),
+    "reviews.fleet.stopped": pgettext_lazy("decision", "fleet stopped"),
+    "reviews.fleet.resumed": pgettext_lazy("decision", "fleet resumed"),
+    "reviews.claim.assigned": pgettext_lazy("decision", "claim assigned"),
+    "reviews.claim.taken_over": pgettext_lazy("decision", "claim taken over"),
+    "reviews.audit.ok": pgettext_lazy("decision", "audit ok"),
+    "reviews.audit.flagged": pgettext_lazy("decision", "audit flagged"),
+    "reviews.rubric.answered": pgettext_lazy("decision", "rubric answered"),
+    "reviews.rubric.adjudicated": pgettext_lazy("decision", "rubric adjudicated"),
+    "reviews.rubric.created": pgettext_lazy("decision", "rubric created"),
+    "reviews.rubric.attached": pgettext_lazy("decision", "rubric attached"),
+    "reviews.reservation.taken": pgettext_lazy("decision", "reservation taken"),
+    "reviews.reservation.released": pgettext_lazy("decision", "reservation released"),
+    "reviews.retention.erased": pgettext_lazy("decision", "retention erased"),
+    "policies.version.published": pgettext_lazy("decision", "version published"),
+    "policies.version.reverted": pgettext_lazy("decision", "version reverted"),
+}
+
+
 @register.filter
 def action_label(action: str) -> str:
-    """`reviews.gate.approved` → `gate approved` (the stored name stays in the title)."""
+    """`reviews.gate.approved` → `gate approved`, in the reader's language. An action without a
+    label (a newer one) reads as its name made readable, kept as written."""
+    label = ACTION_LABELS.get(action)
+    if label is not None:
+        return str(label)
     parts = action.split(".")
-    return " ".join(parts[1:]).replace("_", " ") if len(parts) > 1 else action
+    name = " ".join(parts[1:]).replace("_", " ") if len(parts) > 1 else action
+    return format_html('<span translate="no">{}</span>', name)
+
+
+@register.filter
+def notice_headline(notice: Notice) -> str:
+    """What a notice announced, as its email's subject says it, in the reader's language (the
+    stored `text` is the English record of it)."""
+    return headline(notice)
 
 
 @register.filter

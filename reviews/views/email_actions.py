@@ -51,7 +51,8 @@ class EmailActionForm(forms.Form):
     reason = forms.CharField(
         required=False,
         max_length=5000,
-        widget=forms.Textarea(attrs={"rows": 3}),
+        widget=forms.Textarea(attrs={"rows": 3, "translate": "no"}),
+        label=gettext_lazy("Reason"),
         help_text=gettext_lazy("Required to reject: the agent re-plans the step from it."),
     )
 

@@ -20,6 +20,7 @@ import pytest
 from django.contrib.auth.models import Permission
 from django.test import Client
 from django.urls import reverse
+from django.utils import translation
 from django.utils.html import escape
 
 from agentops.engine import task_create
@@ -27,12 +28,15 @@ from agentops.models import Task
 from agentops.states import TaskStatus
 from agentops.tokens import api_token_create
 from reviews.email_actions import email_action_link
+from reviews.forms import DECISION_ACTIONS
 from reviews.models import Delivery, Notice, SlackIdentity
+from reviews.notice_text import headline
 from reviews.notifications import notices_find
 from reviews.services import gate_approve, intervention_apply, scope_grant_apply
 from reviews.services.slack import slack_link_token
 from reviews.services.stops import fleet_resume_apply, fleet_stop_apply
 from reviews.states import VIA_BROWSER
+from reviews.templatetags.reviews_tags import ACTION_LABELS, action_label
 from tests.builders import run_until_parked_or_done
 from tests.english import english_left
 from tests.reviews.builders import (
@@ -48,14 +52,6 @@ from tests.slack_api import TEAM_ID
 pytestmark = pytest.mark.django_db
 
 ZH = "zh-Hans"
-
-# What others' parts still leave in English on these pages (each test below fails strictly once
-# it is fixed, so its mark goes with it).
-TYPED = (
-    "the widgets of reviews' forms (t-reviews-py) show typed text and JSON in a textarea "
-    "without translate='no'"
-)
-ACTION_NAMES = "reviews_tags.action_label (t-reviews-py) names a decision in English"
 
 
 def reader(user: Any, language: str = ZH) -> Client:
@@ -121,7 +117,6 @@ def stopper(django_user_model: Any) -> Any:
 # -- the recovery panel ---------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason=TYPED + ": the restart form's input")
 def test_the_recovery_panel_reads_in_chinese_for_operators_and_auditors(
     sim, redis_clean, operator, auditor, starter
 ):
@@ -134,7 +129,6 @@ def test_the_recovery_panel_reads_in_chinese_for_operators_and_auditors(
         assert english_in(main_of(response)) == [], user.username
 
 
-@pytest.mark.xfail(strict=True, reason=TYPED + ": the reason typed, the restart form's input")
 def test_the_confirmation_of_a_rollback_reads_in_chinese(sim, redis_clean, operator, starter):
     task = stopped_trip(created_by=starter)
     url = reverse("reviews:intervention", args=[task.pk])
@@ -146,12 +140,6 @@ def test_the_confirmation_of_a_rollback_reads_in_chinese(sim, redis_clean, opera
     assert english_in(main_of(response)) == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="GRANT_DURATIONS' labels (agentops.engine) are English; "
-    + TYPED
-    + ": the restart form's input",
-)
 def test_the_grant_option_reads_in_chinese_for_granters_and_those_who_may_not_grant(
     sim, redis_clean, granter, operator
 ):
@@ -167,12 +155,6 @@ def test_the_grant_option_reads_in_chinese_for_granters_and_those_who_may_not_gr
     assert english_in(main_of(refused)) == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="agentops.engine.repair.repair_refusal is English; "
-    + TYPED
-    + ": the restart form's input",
-)
 def test_an_unknown_call_reads_in_chinese(sim, redis_clean, settings, operator, starter):
     task = unknown_refund(settings, created_by=starter)
 
@@ -182,7 +164,6 @@ def test_an_unknown_call_reads_in_chinese(sim, redis_clean, settings, operator, 
     assert english_in(main_of(response)) == []
 
 
-@pytest.mark.xfail(strict=True, reason=TYPED + ": the restart form's input")
 def test_the_plan_repair_and_its_preview_read_in_chinese(sim, redis_clean, operator):
     task = sold_out_trip()
     url = reverse("reviews:plan_repair", args=[task.pk])
@@ -214,7 +195,6 @@ def test_a_task_that_is_not_stopped_has_a_panel_in_chinese(sim, redis_clean, ope
 # -- the task page's sections ---------------------------------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason=ACTION_NAMES)
 def test_the_task_pages_review_again_and_grants_sections_read_in_chinese(
     sim, redis_clean, operator, granter, auditor
 ):
@@ -255,7 +235,6 @@ def test_the_task_pages_review_again_and_grants_sections_read_in_chinese(
         assert english_in(html) == [], name
 
 
-@pytest.mark.xfail(strict=True, reason=TYPED + ": the input typed")
 def test_the_again_forms_page_reads_in_chinese(sim, redis_clean, operator):
     old = done_refund()
 
@@ -271,13 +250,6 @@ def test_the_again_forms_page_reads_in_chinese(sim, redis_clean, operator):
 # -- the account, the stops, the log, the report -------------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "base.html (t-pages) repeats the new API token outside translate='no'; the labels "
-        "Events and Name of the notification and token forms (t-reviews-py) are English"
-    ),
-)
 def test_the_account_page_reads_in_chinese(sim, redis_clean, operator, settings):
     operator.email = "olga@example.com"
     operator.save(update_fields=["email"])
@@ -294,12 +266,6 @@ def test_the_account_page_reads_in_chinese(sim, redis_clean, operator, settings)
     assert english_in(main_of(made)) == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "the stop form's target choices (t-reviews-py) name agents and tools outside translate='no'"
-    ),
-)
 def test_the_fleet_stops_page_reads_in_chinese(sim, redis_clean, stopper):
     fleet_stop_apply(scope="agent", target="refund", reason="bad refunds", actor=stopper)
     fleet_stop_apply(scope="tool", target="issue_refund", reason="double refunds", actor=stopper)
@@ -311,7 +277,6 @@ def test_the_fleet_stops_page_reads_in_chinese(sim, redis_clean, stopper):
     assert english_in(main_of(response)) == []
 
 
-@pytest.mark.xfail(strict=True, reason=ACTION_NAMES)
 def test_the_decision_log_reads_in_chinese(sim, redis_clean, operator, policy_admin, starter):
     gate = open_gate(gated_refund(created_by=starter))
     gate_approve(gate_id=gate.pk, actor=operator, seen_digest=gate.args_digest, reason="ok")
@@ -323,10 +288,6 @@ def test_the_decision_log_reads_in_chinese(sim, redis_clean, operator, policy_ad
     assert english_in(main_of(response)) == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the report form's agent choices (t-reviews-py) name agents outside translate='no'",
-)
 def test_the_oversight_report_reads_in_chinese(sim, redis_clean, operator, starter):
     audited_refund()
     gate = open_gate(gated_refund(created_by=starter))
@@ -351,9 +312,6 @@ def test_the_slack_link_page_reads_in_chinese(operator):
     assert english_in(main_of(broken)) == []
 
 
-@pytest.mark.xfail(
-    strict=True, reason="EmailActionForm.reason (t-reviews-py) has no translated label"
-)
 def test_the_email_link_pages_read_in_chinese(sim, redis_clean, operator, operator2, settings):
     gate = open_gate(gated_refund())
     approve = email_action_link(gate=gate, user=operator, action="approve")
@@ -371,17 +329,45 @@ def test_the_email_link_pages_read_in_chinese(sim, redis_clean, operator, operat
         assert english_in(main_of(response)) == []
 
 
-def test_the_decisions_notice_record_stays_as_written(sim, redis_clean, operator):
-    """The account's list of what was sent shows each notice's stored text, the record."""
+def test_the_account_names_what_was_sent_in_the_readers_language(sim, redis_clean, operator):
+    """The account's list of what was sent names each notice as its email's subject does, in the
+    reader's language; the stored English text (the record) is not repeated there."""
     operator.email = "olga@example.com"
     operator.save(update_fields=["email"])
     open_gate(gated_refund())
     notices_find()
     notice = Notice.objects.get()
+    with translation.override("zh-hans"):
+        chinese = headline(notice)
 
-    page = reader(operator).get(reverse("reviews:account")).content.decode()
+    page = main_of(reader(operator).get(reverse("reviews:account")))
+    english = main_of(client_for(operator).get(reverse("reviews:account")))
 
-    assert f'translate="no">{escape(notice.text[:40])}' in page
+    assert f'<a href="{notice.link}">{escape(chinese)}</a>' in page
+    assert chinese != f"A gate opened: task {notice.task_id}"
+    assert escape(notice.text[:40]) not in page
+    assert f'<a href="{notice.link}">A gate opened: task {notice.task_id}</a>' in english
+
+
+def test_every_action_the_log_filters_by_has_a_whole_label_and_a_new_one_stays_as_written():
+    """The decision log names each action by a label translated whole; an action without one
+    (added later) reads as its name made readable, kept as written."""
+    leaves = [
+        value
+        for _group, choices in DECISION_ACTIONS[1:]
+        for value, _label in choices
+        if value.count(".") == 2
+    ]
+
+    with translation.override("zh-hans"):
+        chinese = {action: action_label(action) for action in leaves}
+        unknown = action_label("reviews.widget.polished")
+
+    assert len(leaves) == 34
+    assert [a for a in leaves if a not in ACTION_LABELS] == []
+    assert [a for a, label in chinese.items() if english_left(label)] == []
+    assert unknown == '<span translate="no">widget polished</span>'
+    assert action_label("reviews.gate.rejected_and_stopped") == "gate rejected and stopped"
 
 
 # -- the same pages in English -------------------------------------------------------------------

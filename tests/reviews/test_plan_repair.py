@@ -73,7 +73,10 @@ def test_preview_then_apply_logs_one_decision_with_the_diff(sim, redis_clean, op
 
     assert preview.status_code == 200
     assert 'id="repair-preview"' in page and "Runs next:" in page
-    assert "instruction &#x27;&#x27; -&gt; &#x27;Book hotel H7000 instead.&#x27;" in page
+    assert (
+        'instruction <span translate="no">&#x27;&#x27;</span> -&gt; '
+        '<span translate="no">&#x27;Book hotel H7000 instead.&#x27;</span>'
+    ) in page
     assert not Decision.objects.exists()
     assert "instruction" not in Step.objects.get(task=task, ordinal=2).spec
 
