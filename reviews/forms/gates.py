@@ -35,7 +35,7 @@ class ApproveForm(_GateForm):
     reason = forms.CharField(
         required=False,
         max_length=NOTE_MAX,
-        widget=forms.Textarea(attrs={"rows": 2}),
+        widget=forms.Textarea(attrs={"rows": 2, "translate": "no"}),
         label=_("Note (optional)"),
         help_text=_("Recorded with your approval in the decision log."),
     )
@@ -44,7 +44,7 @@ class ApproveForm(_GateForm):
 class RejectForm(_GateForm):
     feedback = forms.CharField(
         max_length=NOTE_MAX,
-        widget=forms.Textarea(attrs={"rows": 3}),
+        widget=forms.Textarea(attrs={"rows": 3, "translate": "no"}),
         label=_("Feedback to the agent"),
         help_text=_("The agent reads this in its next model call and proposes another action."),
         error_messages={"required": _("Say why: the agent re-plans from your feedback.")},
@@ -76,7 +76,7 @@ class EditApproveForm(_GateForm):
     reason = forms.CharField(
         required=False,
         max_length=NOTE_MAX,
-        widget=forms.Textarea(attrs={"rows": 2}),
+        widget=forms.Textarea(attrs={"rows": 2, "translate": "no"}),
         label=_("Why you changed it (optional)"),
     )
 
@@ -121,7 +121,7 @@ class RejectStopForm(_GateForm):
     )
     reason = forms.CharField(
         max_length=NOTE_MAX,
-        widget=forms.Textarea(attrs={"rows": 2}),
+        widget=forms.Textarea(attrs={"rows": 2, "translate": "no"}),
         label=_("Why the task stops"),
         error_messages={"required": _("Say why the task stops.")},
     )

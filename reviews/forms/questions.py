@@ -20,7 +20,7 @@ class QuestionAnswerForm(forms.Form):
     answer = forms.CharField(
         required=False,
         max_length=NOTE_MAX,
-        widget=forms.Textarea(attrs={"rows": 3}),
+        widget=forms.Textarea(attrs={"rows": 3, "translate": "no"}),
         label=_("Or answer in your own words"),
         help_text=_("The agent reads your answer as the result of its question."),
     )

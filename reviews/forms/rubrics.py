@@ -54,7 +54,7 @@ class RubricAnswerForm(forms.Form):
         max_length=20_000,
         label=_("Correction"),
         help_text=_("What the output should have been, if it was wrong (goes into the dataset)."),
-        widget=forms.Textarea(attrs={"rows": 3}),
+        widget=forms.Textarea(attrs={"rows": 3, "translate": "no"}),
     )
 
     def __init__(self, *args: Any, items: list[RubricItem], **kwargs: Any) -> None:
@@ -84,12 +84,15 @@ class RubricAnswerForm(forms.Form):
 class RubricCreateForm(forms.Form):
     name = forms.CharField(max_length=100, label=_("Name"))
     instructions = forms.CharField(
-        required=False, max_length=NOTE_MAX, label=_("Instructions"), widget=forms.Textarea
+        required=False,
+        max_length=NOTE_MAX,
+        label=_("Instructions"),
+        widget=forms.Textarea(attrs={"translate": "no"}),
     )
     items = forms.CharField(
         label=_("Items (JSON)"),
         help_text=lazy(_items_help, SafeString)(),
-        widget=forms.Textarea(attrs={"rows": 10}),
+        widget=forms.Textarea(attrs={"rows": 10, "translate": "no"}),
     )
 
     def clean_items(self) -> Any:
@@ -109,7 +112,10 @@ class RubricAttachForm(forms.Form):
         min_value=1, max_value=MAX_REVIEWS, initial=1, label=_("Reviews per item")
     )
     instructions = forms.CharField(
-        required=False, max_length=NOTE_MAX, label=_("Instructions"), widget=forms.Textarea
+        required=False,
+        max_length=NOTE_MAX,
+        label=_("Instructions"),
+        widget=forms.Textarea(attrs={"translate": "no"}),
     )
 
     def __init__(self, *args: Any, rubrics: list[tuple[int, str]], **kwargs: Any) -> None:
