@@ -261,7 +261,7 @@ def test_a_500_uses_the_site_layout_without_a_request_context():
     assert response.status_code == 500
     assert "Something went wrong" in html
     assert 'class="topbar"' in html
-    assert "<code>req-0123456789</code>" in html
+    assert '<code translate="no">req-0123456789</code>' in html
 
 
 @pytest.mark.django_db
@@ -404,7 +404,7 @@ def test_a_500_writes_one_error_line_with_traceback_method_path_user_and_request
     errors = [kv_fields(line) for line in lines if kv_fields(line)["level"] == "ERROR"]
     assert response.status_code == 500
     assert re.fullmatch(r"[0-9a-f]{32}", request_id)
-    assert f"<code>{request_id}</code>" in response.content.decode()
+    assert f'<code translate="no">{request_id}</code>' in response.content.decode()
     (error,) = errors
     assert error["logger"] == "django.request"
     assert (error["method"], error["path"], error["user"]) == ("GET", "/login/", "olga")
@@ -428,7 +428,7 @@ def test_the_500_page_renders_and_the_error_is_logged_when_the_database_is_down(
     )
 
     assert "status 500 proxy-id.0042" in result.stdout, result.stderr
-    assert "<code>proxy-id.0042</code>" in result.stdout
+    assert '<code translate="no">proxy-id.0042</code>' in result.stdout
     assert 'class="topbar"' in result.stdout  # the site layout needs no database
     (error,) = [kv_fields(line) for line in result.stderr.splitlines() if "level=ERROR" in line]
     assert error["logger"] == "django.request"
@@ -669,7 +669,7 @@ def test_the_production_web_server_logs_a_500_with_its_request_id_and_shows_it(
     assert re.fullmatch(r"[0-9a-f]{32}", request_id)
     assert proxied.headers["X-Request-ID"] == "edge-5f2a91c0"
     for response, rid in ((page, request_id), (proxied, "edge-5f2a91c0")):
-        assert f"<code>{rid}</code>" in response.text
+        assert f'<code translate="no">{rid}</code>' in response.text
         (error,) = [f for f in lines if f.get("level") == "ERROR" and f.get("request_id") == rid]
         assert error["logger"] == "django.request"
         assert (error["method"], error["path"], error["user"]) == ("GET", "/login/", "olga")
