@@ -110,7 +110,8 @@ def english_left(page: str) -> list[str]:
 # and the read attributes of those elements, outside `translate="no"`, script and style. `READ`
 # is READ_ATTRIBUTES; the elements read are those of `within` (a CSS selector) but not of
 # `outside` (one, or null). A select's options count when the select can be seen (the options
-# of a closed select have no box of their own). Returns the texts, in page order.
+# of a closed select have no box of their own). Returns the texts in page order, each with
+# whether it is an attribute's, and the text of the page's `translate="no"` elements someone sees.
 VISIBLE_TEXT = """([READ, within, outside]) => {
   const SKIPPED = new Set(['SCRIPT', 'STYLE', 'TEMPLATE', 'NOSCRIPT']);
   const seen = element => {
@@ -124,20 +125,23 @@ VISIBLE_TEXT = """([READ, within, outside]) => {
     if (SKIPPED.has(element.tagName) || element.getAttribute('translate') === 'no') return;
     if ((outside && element.matches(outside)) || !seen(element)) return;
     for (const name of READ) {
-      if (element.hasAttribute(name)) texts.push(element.getAttribute(name));
+      if (element.hasAttribute(name)) texts.push([element.getAttribute(name), true]);
     }
-    if (element.tagName === 'OPTGROUP' && element.label) texts.push(element.label);
+    if (element.tagName === 'OPTGROUP' && element.label) texts.push([element.label, false]);
     if (element.tagName === 'INPUT' && ['submit', 'button', 'reset'].includes(element.type)) {
-      texts.push(element.value);
+      texts.push([element.value, false]);
     }
     for (const child of element.childNodes) {
-      if (child.nodeType === Node.TEXT_NODE && laid(child)) texts.push(child.data);
+      if (child.nodeType === Node.TEXT_NODE && laid(child)) texts.push([child.data, false]);
       else if (child.nodeType === Node.ELEMENT_NODE) walk(child);
     }
   };
   const roots = [...document.querySelectorAll(within)];
   roots.filter(root => !roots.some(other => other !== root && other.contains(root))).forEach(walk);
-  return texts.map(text => text.trim()).filter(Boolean);
+  const kept = [...document.querySelectorAll('[translate="no"]')]
+    .filter(element => element.checkVisibility({visibilityProperty: true}))
+    .map(element => element.textContent);
+  return {texts: texts.filter(([text]) => text.trim()), kept};
 }"""
 
 
@@ -146,8 +150,18 @@ def english_seen(
 ) -> list[str]:
     """The English words someone reading `page` (a Playwright page, as it is now) meets: in its
     title (the tab's) unless `title` is false, and in the elements of the CSS selector `within`
-    that are not in those of `outside`."""
-    texts = page.evaluate(VISIBLE_TEXT, [list(READ_ATTRIBUTES), within, outside])
-    if title:
-        texts.insert(0, page.title())
-    return english_words(" ".join(texts))
+    that are not in those of `outside`.
+
+    A title or an attribute cannot mark part of itself `translate="no"`: in them, a word the page
+    shows as written (in a `translate="no"` element someone sees) is that name again (a policy's
+    name in the tab's title, the signed-in person's in the account link's), not English."""
+    read = page.evaluate(VISIBLE_TEXT, [list(READ_ATTRIBUTES), within, outside])
+    names = set(WORD.findall(" ".join(read["kept"])))
+    texts = [(page.title(), True)] if title else []
+    texts.extend((text, attribute) for text, attribute in read["texts"])
+    return [
+        word
+        for text, attribute in texts
+        for word in english_words(text)
+        if not (attribute and word in names)
+    ]

@@ -77,9 +77,7 @@ class Reading:
 
     def read(self, page: Page, name: str, role: str, status: int, language: str | None) -> None:
         """Read `page` as it is now, at each width; `status` and `language` (Content-Language)
-        are its response's. The frame names the signed-in person inside a sentence (the account
-        link's title), where no element can keep the name as written: that name is not English."""
-        username = ROLES[role][0]
+        are its response's."""
         lang = page.evaluate("() => document.documentElement.lang")
         if (lang, language) != (CHINESE, CHINESE):
             self.languages.append(
@@ -90,9 +88,7 @@ class Reading:
 
         def read_here() -> None:
             own.extend(english_seen(page, outside=FRAME))
-            frame.extend(
-                word for word in english_seen(page, within=FRAME, title=False) if word != username
-            )
+            frame.extend(english_seen(page, within=FRAME, title=False))
 
         page.evaluate(DETAILS_OPEN)
         self.overflowing.extend(
@@ -200,7 +196,7 @@ def test_every_page_reads_in_chinese_for_every_role_and_fits_a_phone_and_a_lapto
 # A page set in the browser: the English someone reads there, and the English they do not.
 READ_AND_NOT = """<!doctype html><html lang="zh-hans"><head><title>Tab title</title></head><body>
 <main><h1>任务 Heading</h1>
-<p translate="no">Refund order A1001 <span>kept words</span></p>
+<p translate="no">Refund order A1001 <span>kept as written</span></p>
 <p hidden>hidden words</p><p style="display: none">undisplayed words</p>
 <p style="visibility: hidden">invisible words</p>
 <details><summary>摘要 Summary</summary>folded words</details>
@@ -209,7 +205,9 @@ READ_AND_NOT = """<!doctype html><html lang="zh-hans"><head><title>Tab title</ti
 <input type="hidden" value="hidden value">
 <select><option>Option words</option><option translate="no">refund</option></select>
 <img alt="Image words" src="data:,"><script>var scripted = "script words";</script>
-<p>API JSON agentops 2026年12月7日 18:25 UTC</p></main></body></html>"""
+<p>API JSON agentops 2026年12月7日 18:25 UTC</p>
+<p><a href="/" title="账户 olga, not vic"><span translate="no">olga</span></a></p>
+<p>策略 <span translate="no">default</span> default</p></main></body></html>"""
 
 
 def test_what_someone_reads_on_a_page_is_what_the_sweep_reads(chromium: Browser):
@@ -223,13 +221,16 @@ def test_what_someone_reads_on_a_page_is_what_the_sweep_reads(chromium: Browser)
         main_only = english_seen(page, within="main", outside="details, select", title=False)
     finally:
         context.close()
+    # A name the page shows as written is not English in an attribute (olga), but is in text
+    # (default, outside its span) and where the page does not show it so (not, vic).
     shown = [
         *("Tab", "title", "Heading", "Summary", "Link", "title", "Link", "label"),
         *("Placeholder", "words", "Submit", "value", "Option", "words", "Image", "words"),
+        *("not", "vic", "default"),
     ]
     assert read == shown
     assert opened == [*shown[:4], "folded", "words", *shown[4:]]
     assert main_only == [
         *("Heading", "Link", "title", "Link", "label", "Placeholder", "words", "Submit", "value"),
-        *("Image", "words"),
+        *("Image", "words", "not", "vic", "default"),
     ]
