@@ -10,8 +10,9 @@ from __future__ import annotations
 from typing import Any, cast
 
 from django import forms
+from django.utils.functional import lazy
 from django.utils.translation import gettext as _
-from django.utils.translation import gettext_lazy, ngettext_lazy, pgettext_lazy
+from django.utils.translation import gettext_lazy, ngettext, pgettext_lazy
 
 from policies import catalog
 from policies.engine import Route
@@ -34,10 +35,15 @@ APPROVAL_CHOICES = [
     (1, gettext_lazy("one person")),
     (2, gettext_lazy("two different people (four eyes)")),
 ]
-DAYS_CHOICES = [
-    (n, ngettext_lazy("%(days)s day", "%(days)s days", "days") % {"days": n})
-    for n in (1, 7, 14, 30, 90)
-]
+
+
+def _days_text(days: int) -> str:
+    return ngettext("%(days)s day", "%(days)s days", days) % {"days": days}
+
+
+# Each label translated when it is shown (ngettext_lazy's `%` would translate it at import, in
+# whatever language was active then).
+DAYS_CHOICES = [(n, lazy(_days_text, str)(n)) for n in (1, 7, 14, 30, 90)]
 
 
 def _split(value: str) -> list[str]:

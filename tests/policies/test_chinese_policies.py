@@ -202,3 +202,17 @@ def test_a_validation_message_is_english_in_the_record_after_a_chinese_request(
     assert messages[0].message == (
         "the policy has no default rule: add a default rule as the last rule"
     )
+
+
+def test_the_dry_runs_period_choices_follow_the_readers_language_whoever_loaded_the_form():
+    """The labels are translated when shown, not when the module was first imported (in the
+    language of whichever request imported it)."""
+    from policies.forms import DAYS_CHOICES
+
+    with translation.override("en"):
+        english = [str(label) for _, label in DAYS_CHOICES]
+    with translation.override("zh-hans"):
+        chinese = [str(label) for _, label in DAYS_CHOICES]
+
+    assert english[:2] == ["1 day", "7 days"]
+    assert chinese[:2] == ["1 天", "7 天"]
