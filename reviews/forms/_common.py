@@ -31,8 +31,10 @@ class DateRangeForm(forms.Form):
 class RecordSelect(forms.Select):
     """A select whose choices are record (agent, tool, rule or rubric names), kept as written in
     any language: each option with a value is marked `translate="no"`. An option holds text
-    only, so the mark goes on the option itself; the empty one ("All agents") is the form's
-    own words and is translated."""
+    only, so the mark goes on the option itself; the empty one ("All agents"), and any other of
+    `own_values`, is the form's own words and is translated."""
+
+    own_values: tuple[Any, ...] = (None, "")
 
     def create_option(
         self,
@@ -45,6 +47,6 @@ class RecordSelect(forms.Select):
         attrs: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
         option = super().create_option(name, value, label, selected, index, subindex, attrs)
-        if value not in (None, ""):
+        if value not in self.own_values:
             option["attrs"]["translate"] = "no"
         return option

@@ -3,8 +3,6 @@ and the reason a stop is lifted."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from django import forms
 from django.utils.translation import gettext_lazy as _
 
@@ -29,20 +27,7 @@ class TargetSelect(RecordSelect):
     """The stop's targets are agent and tool names, kept as written; "Every task" is the form's
     own words, translated."""
 
-    def create_option(
-        self,
-        name: str,
-        value: Any,
-        label: int | str,
-        selected: bool,
-        index: int,
-        subindex: int | None = None,
-        attrs: dict[str, Any] | None = None,
-    ) -> dict[str, Any]:
-        option = super().create_option(name, value, label, selected, index, subindex, attrs)
-        if value == ALL:
-            option["attrs"].pop("translate", None)
-        return option
+    own_values = (None, "", ALL)
 
 
 class FleetStopForm(forms.Form):
