@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from django.db import models
 from django.utils.translation import gettext_lazy as _
+from django.utils.translation import pgettext_lazy
 
 
 class Role(models.TextChoices):
@@ -64,7 +65,7 @@ class DeliveryChannel(models.TextChoices):
 
 
 class DeliveryStatus(models.TextChoices):
-    PENDING = "pending", _("Pending")
+    PENDING = "pending", pgettext_lazy("delivery", "Pending")
     SENT = "sent", _("Sent")
     FAILED = "failed", _("Failed")
 

@@ -25,7 +25,7 @@ def bar(value: float | int | None, largest: float | int | None, label: str = "")
         '<svg class="bar" viewBox="0 0 100 10" preserveAspectRatio="none" width="120" '
         'height="12" role="img" aria-label="{}"><rect class="bar-track" width="100" '
         'height="10"></rect><rect class="bar-fill" width="{}" height="10"></rect></svg>',
-        label or f"{value}",
+        label or (_("n/a") if value is None else f"{value}"),
         f"{share * 100:.1f}",
     )
 
@@ -34,7 +34,7 @@ def bar(value: float | int | None, largest: float | int | None, label: str = "")
 def percent(value: float | None, digits: int = 0) -> str:
     """0.8125 -> '81%' ('n/a' for no value)."""
     if value is None:
-        return "n/a"
+        return _("n/a")
     return f"{float(value) * 100:.{int(digits)}f}%"
 
 
@@ -42,7 +42,7 @@ def percent(value: float | None, digits: int = 0) -> str:
 def seconds(value: float | None) -> str:
     """A duration in seconds, short: '2.4 s', '3.1 min', '1.5 h' ('n/a' for no value)."""
     if value is None:
-        return "n/a"
+        return _("n/a")
     value = float(value)
     if value < 60:
         return _("%(n)s s") % {"n": f"{value:.1f}"}
