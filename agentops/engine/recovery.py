@@ -31,7 +31,14 @@ from agentops.engine.planning import preview_skip_with_dependants
 from agentops.engine.registry import get_tool
 from agentops.engine.scopes import missing_scope_of
 from agentops.models import Event, Step, Task, ToolCall
-from agentops.states import STEP_TRANSITIONS, LedgerStatus, StepStatus, TaskMode, TaskStatus
+from agentops.states import (
+    STEP_TRANSITIONS,
+    LedgerStatus,
+    Phase,
+    StepStatus,
+    TaskMode,
+    TaskStatus,
+)
 from policies.phrases import Phrase, gettext_noop
 
 # The statuses of the step a stopped task is stuck on: failed, or left running by a worker.
@@ -176,12 +183,25 @@ def step_attempts_total(events: list[Event], *, ordinal: int) -> int:
     return sum(1 for e in events if e.step_ordinal == ordinal and e.action == STARTED)
 
 
+# Where a task no step of which is stuck stopped, by its phase: words of its own (the phase's
+# label is translated lazily, in whoever's language is active, and the breakpoint is stored in the
+# decision that resolves the stop).
+PHASE_WHERE = {
+    Phase.BEFORE_MODEL_CALL: gettext_noop("before model call"),
+    Phase.MODEL_RESULT: gettext_noop("model result recorded"),
+    Phase.BEFORE_TOOL_CALL: gettext_noop("before tool call"),
+    Phase.AFTER_TOOL_CALL: gettext_noop("after tool call"),
+    Phase.STEP_COMPLETE: gettext_noop("step complete"),
+}
+
+
 def breakpoint_where(task: Task, stuck: Step | None, calls: list[ToolCall]) -> str:
     """Where the task really stopped relative to its tool call: before it (nothing sent), during
     it (outcome unknown), or after it (refused or failed, with why)."""
     if stuck is None:
-        phase = task.get_phase_display() if task.phase else "not started"
-        return phase.lower()
+        if task.phase and task.phase not in PHASE_WHERE:
+            return task.phase
+        return Phrase(PHASE_WHERE.get(task.phase, gettext_noop("not started")))
     live = [c for c in calls if c.step_id == stuck.pk and c.compensation_of_id is None]
     if not live:
         return Phrase(gettext_noop("before the tool call: nothing was sent"))
