@@ -15,13 +15,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.db.models import QuerySet
-from django.utils.translation import gettext as _
 
 from agentops.metrics import Window
 from agentops.models import AuditItem, ToolCall
 from agentops.states import AuditStatus
 from policies.engine import RUNS_NOW
-from reviews.wording import with_kept
+from policies.phrases import Phrase, gettext_noop
 
 # Calibration: a lane whose flag rate reaches this, over at least this many reviewed items, gets
 # a proposal whose threshold catches at least this share of the flagged items.
@@ -70,31 +69,30 @@ class Proposal:
         return self.caught / self.flagged if self.flagged else 0.0
 
     @property
-    def sentence(self) -> str:
-        """The proposal in words, as plain text (the JSON export's `text`)."""
-        return self._worded(html=False)
+    def sentence(self) -> Phrase:
+        """The proposal in words: English as a str (the JSON export's `text`, the same whoever
+        asks for it), the reader's language when a page shows it."""
+        return Phrase(
+            gettext_noop(
+                "gate %(tool)s for %(agent)s when confidence < %(threshold)s: it would have "
+                "caught %(caught)s of %(flagged)s flagged items (%(share)s) at about "
+                "%(per_day)s extra gates a day"
+            ),
+            {
+                "tool": self.tool,
+                "agent": self.agent,
+                "threshold": f"{self.threshold:.2f}",
+                "caught": self.caught,
+                "flagged": self.flagged,
+                "share": f"{self.caught_share:.0%}",
+                "per_day": f"{self.extra_gates_per_day:.1f}",
+            },
+        )
 
     @property
     def sentence_html(self) -> str:
         """The proposal in words for a page: the tool's and agent's names kept as written."""
-        return self._worded(html=True)
-
-    def _worded(self, *, html: bool) -> str:
-        text = _(
-            "gate %(tool)s for %(agent)s when confidence < %(threshold)s: it would have "
-            "caught %(caught)s of %(flagged)s flagged items (%(share)s) at about "
-            "%(per_day)s extra gates a day"
-        )
-        values = {
-            "threshold": f"{self.threshold:.2f}",
-            "caught": self.caught,
-            "flagged": self.flagged,
-            "share": f"{self.caught_share:.0%}",
-            "per_day": f"{self.extra_gates_per_day:.1f}",
-        }
-        if html:
-            return with_kept(text, tool=self.tool, agent=self.agent, **values)
-        return text % {"tool": self.tool, "agent": self.agent, **values}
+        return self.sentence.__html__()
 
 
 @dataclass

@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from django.urls import reverse
+from django.utils import translation
 
 from agentops.metrics import Window
 from policies.engine import Action, evaluate
@@ -149,3 +150,19 @@ def test_the_dashboard_lists_the_proposal_with_a_button_for_admins(clock, policy
     assert 'name="threshold" value="0.82"' in admin_page
     assert proposal in auditor_page
     assert reverse("reviews:calibration_draft") not in auditor_page
+
+
+def test_the_proposal_is_english_in_the_export_whoever_asks_and_theirs_on_a_page(clock):
+    # The JSON export's `text` and the report command's line are the record's English, like the
+    # reviewers' flags beside them; a page renders the same sentence in the reader's language.
+    refund_audits(clock)
+
+    with translation.override("zh-hans"):
+        proposal = calibration(WEEK)[0].proposal
+        assert proposal is not None
+        exported = str(proposal.sentence)
+        page = proposal.sentence_html
+
+    assert exported.startswith("gate issue_refund for refund when confidence < 0.82")
+    assert not page.startswith("gate ")
+    assert '<span translate="no">issue_refund</span>' in page
