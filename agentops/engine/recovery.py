@@ -186,7 +186,7 @@ def step_attempts_total(events: list[Event], *, ordinal: int) -> int:
 # Where a task no step of which is stuck stopped, by its phase: words of its own (the phase's
 # label is translated lazily, in whoever's language is active, and the breakpoint is stored in the
 # decision that resolves the stop).
-PHASE_WHERE = {
+PHASE_WHERE: dict[str, str] = {
     Phase.BEFORE_MODEL_CALL: gettext_noop("before model call"),
     Phase.MODEL_RESULT: gettext_noop("model result recorded"),
     Phase.BEFORE_TOOL_CALL: gettext_noop("before tool call"),
