@@ -9,13 +9,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from django.utils.html import conditional_escape, format_html
+from django.utils.html import conditional_escape
 from django.utils.safestring import mark_safe
 from django.utils.translation import gettext as _
 from django.utils.translation import ngettext
 
 from agentops.models import Step, Task
 from agentops.states import TaskStatus
+from policies.phrases import kept
 
 # A child in one of these waits for a person; its parent waits for the child.
 STOPPED_FOR_A_PERSON = frozenset(
@@ -62,8 +63,8 @@ class Family:
                 % {
                     "number": conditional_escape(str(child.step_number)),
                     "id": conditional_escape(str(child.task.pk)),
-                    "agent": format_html('<span translate="no">{}</span>', child.task.agent),
-                    "message": format_html('<span translate="no">{}</span>', child.failure_message),
+                    "agent": kept(child.task.agent),
+                    "message": kept(child.failure_message),
                 }
             )
         if unfinished:

@@ -22,7 +22,7 @@ from django.utils.safestring import SafeString, mark_safe
 from django.utils.translation import gettext
 from django.utils.translation import gettext_noop as gettext_noop
 
-__all__ = ["Phrase", "gettext_noop", "shown"]
+__all__ = ["Phrase", "gettext_noop", "kept", "shown"]
 
 
 class Phrase(str):
@@ -58,9 +58,16 @@ def shown(text: Any) -> Any:
     return text.shown() if isinstance(text, Phrase) else text
 
 
+def kept(value: object) -> SafeString:
+    """`value` escaped, in an element that says it stays as written: record text (a name, a
+    code, what someone typed) inside a translated sentence. A reader's translation tool and the
+    English check (tests/english.py) leave it alone. The one place the mark is made."""
+    return format_html('<span translate="no">{}</span>', value)
+
+
 def _value_html(value: Any) -> Any:
     if isinstance(value, Phrase):
         return value.__html__()
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         return value
-    return format_html('<span translate="no">{}</span>', value)
+    return kept(value)

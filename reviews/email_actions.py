@@ -33,10 +33,11 @@ from django.utils.translation import gettext as _
 from agentops.engine import Choice
 from agentops.models import Gate
 from agentops.states import GateStatus
+from policies.phrases import kept
 from reviews.channels import channel_get
 from reviews.links import public_link
 from reviews.models import EmailActionUse
-from reviews.notice_text import goal_line, headline, kept, moment, notice_sentence, notice_text
+from reviews.notice_text import goal_line, headline, moment, notice_sentence, notice_text
 from reviews.selectors import language_for
 from reviews.services import NotAllowed, ReviewError, gate_decide
 from reviews.states import DeliveryChannel

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 from django.utils import timezone, translation
 from django.utils.formats import date_format
-from django.utils.html import conditional_escape, format_html
+from django.utils.html import conditional_escape
 from django.utils.safestring import mark_safe
 from django.utils.translation import gettext as _
 from django.utils.translation import gettext_lazy, pgettext
@@ -57,11 +57,6 @@ Value = Callable[[str], str]
 
 def plain(value: str) -> str:
     return value
-
-
-def kept(value: str) -> str:
-    """`value` escaped, in an element that says it stays as written (HTML)."""
-    return format_html('<span translate="no">{}</span>', value)
 
 
 def filled(text: str, values: dict[str, object], value: Value) -> str:

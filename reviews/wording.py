@@ -13,9 +13,11 @@ from __future__ import annotations
 from typing import Any
 
 from django.utils.functional import lazy
-from django.utils.html import escape, format_html
+from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 from django.utils.translation import gettext
+
+from policies.phrases import kept
 
 
 def _translated(message: str, params: dict[str, Any]) -> str:
@@ -25,12 +27,6 @@ def _translated(message: str, params: dict[str, Any]) -> str:
 # A message with values, translated when it is shown (a form's help text is made at import, in
 # no one's language): mark the msgid with `gettext_noop` so makemessages finds it.
 translated_lazy = lazy(_translated, str)
-
-
-def kept(value: object) -> SafeString:
-    """Record text (a name, a rubric's words) inside a translated label, marked to stay as
-    written: a reader's translation tool and the English check leave it alone."""
-    return format_html('<span translate="no">{}</span>', value)
 
 
 def with_kept(message: str, **values: object) -> SafeString:

@@ -14,13 +14,14 @@ from typing import Any
 from babel import numbers
 from django import template
 from django.utils import formats, timezone, translation
-from django.utils.html import conditional_escape, format_html
+from django.utils.html import conditional_escape
 from django.utils.safestring import mark_safe
 from django.utils.translation import gettext as _
 
 from agentops import labels
 from agentops.models import Task
 from agentops.selectors import LedgerRow, ledger_rows, status_label
+from policies.phrases import kept
 
 register = template.Library()
 
@@ -47,7 +48,7 @@ def failure_label(failure: Any) -> str:
     pattern, values = labels.failure_words(failure)
     marked = {key: conditional_escape(value) for key, value in values.items()}
     if "service" in values:
-        marked["service"] = format_html('<span translate="no">{}</span>', values["service"])
+        marked["service"] = kept(values["service"])
     return mark_safe(conditional_escape(pattern) % marked)  # Every part is escaped above.
 
 

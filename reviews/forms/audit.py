@@ -14,7 +14,7 @@ from reviews.selectors import AuditFilters
 from reviews.selectors.audit import HELD_FREE, HELD_MINE
 from reviews.selectors.datasets import DatasetFilters
 
-# Lanes are the product's words (`reviews/_partials/route_name.html` names them the same way).
+# Lanes are the product's words (`components/route_name.html` names them the same way).
 LANE_CHOICES = [
     ("", _("All lanes")),
     ("audit", pgettext_lazy("route", "audit")),

@@ -14,9 +14,10 @@ from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
 from agentops.states import AuditStatus
+from policies.phrases import kept
 from reviews.forms._common import NOTE_MAX, RecordSelect
 from reviews.models import MAX_REVIEWS, RubricItem
-from reviews.wording import kept, with_kept
+from reviews.wording import with_kept
 
 ANSWER_PREFIX = "a_"
 

@@ -14,7 +14,7 @@ from django.utils.safestring import SafeString, mark_safe
 from django.utils.translation import pgettext
 
 from agentops.engine import Approval, approval_kind_of
-from reviews.wording import kept
+from policies.phrases import kept
 
 if TYPE_CHECKING:
     from agentops.models import Gate

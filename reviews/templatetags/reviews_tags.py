@@ -14,14 +14,14 @@ from typing import TYPE_CHECKING, Any
 
 from django import template
 from django.utils import timezone
-from django.utils.html import conditional_escape, format_html
+from django.utils.html import conditional_escape
 from django.utils.translation import gettext as _
 from django.utils.translation import pgettext_lazy
 
 from agentops.engine import change_text
 from agentops.selectors import json_preview
 from agentops.templatetags import agentops_tags
-from policies.phrases import Phrase
+from policies.phrases import Phrase, kept
 from reviews.notice_text import headline
 from reviews.selectors.approvals import gate_approval_progress
 from reviews.selectors.audit import reservation_in_force
@@ -173,7 +173,7 @@ def action_label(action: str) -> str:
         return str(label)
     parts = action.split(".")
     name = " ".join(parts[1:]).replace("_", " ") if len(parts) > 1 else action
-    return format_html('<span translate="no">{}</span>', name)
+    return kept(name)
 
 
 @register.filter
