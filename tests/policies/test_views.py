@@ -495,9 +495,6 @@ def test_admin_dry_runs_a_draft_over_recorded_history(
     body = response.content.decode()
     assert response.status_code == 200
     assert body.lstrip().startswith('<div id="dry-run-result"')
-    assert (
-        '<span class="route">audit</span> → '
-        '<span class="route">gate</span>'
-    ) in body
+    assert ('<span class="route">audit</span> → <span class="route">gate</span>') in body
     assert "3 of 4" in body and '<span translate="no">large payment</span> (3)' in body
     assert "3.0 → 3.0" not in body and "0.0 → 3.0" in body
