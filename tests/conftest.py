@@ -394,6 +394,20 @@ _DB_FIXTURES = ("db", "transactional_db", "django_db_reset_sequences", "live_ser
 
 
 @pytest.fixture(autouse=True)
+def language_reset() -> Iterator[None]:
+    """Every test starts and ends in the site's language. A request through the test client
+    leaves the language it was answered in active in the thread (LocaleMiddleware activates it,
+    and nothing in Django undoes that), so a test calling a form or a service after another
+    test's Chinese request read Chinese (a web process is unaffected: every request activates its
+    own language before anything reads it)."""
+    from django.utils import translation
+
+    translation.deactivate()
+    yield
+    translation.deactivate()
+
+
+@pytest.fixture(autouse=True)
 def every_stop_says_why(request: pytest.FixtureRequest) -> Iterator[None]:
     """Fail the test in which a task stopped for a person (needs_attention) without a recorded
     reason: no failure, a failure without a kind, or, in a test that kills no worker (not

@@ -120,7 +120,8 @@ if TYPE_CHECKING:
         task_restart,
     )
     from agentops.engine.outbound import outbound_check, outbound_tls
-    from agentops.engine.planedit import PlanEdit, RepairPreview, RepairRefused, change_text
+    from agentops.engine.planedit import PlanEdit, RepairPreview, RepairRefused
+    from agentops.engine.planwords import change_text
     from agentops.engine.questions import (
         ASK_HUMAN,
         QUESTION,

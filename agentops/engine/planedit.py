@@ -27,6 +27,7 @@ from typing import Any
 
 from agentops.engine.errors import AgentOpsError
 from agentops.engine.jsonvalues import digest
+from agentops.engine.planwords import change_text, not_in, replaced_by
 from agentops.engine.registry import DEFAULT_STRATEGY, Agent, PlanStep
 from agentops.models import Step
 from agentops.states import StepStatus
@@ -113,67 +114,6 @@ class RepairPreview:
         said = "; ".join(change_text(c) for c in self.changes) or "no change"
         runs = ", ".join(f"{r['step']} '{r['title']}'" for r in self.runs) or "nothing"
         return f"{said}. Then runs {runs}."
-
-
-def change_text(change: dict[str, Any]) -> str:
-    """One line of the diff, as a person reads it: a Phrase, English as a string, rendered in the
-    reader's language on a page with the titles, instructions and names as written."""
-    op, step, title = change["op"], change.get("step"), change.get("title", "")
-    if op == "instruct":
-        return Phrase(
-            gettext_noop("step %(step)s '%(title)s': instruction %(before)s -> %(after)s"),
-            {
-                "step": step,
-                "title": title,
-                "before": repr(change["before"]),
-                "after": repr(change["after"]),
-            },
-        )
-    if op == "insert" and change.get("tool"):
-        return Phrase(
-            gettext_noop("new step %(step)s '%(title)s' (%(tool)s)"),
-            {"step": step, "title": title, "tool": change["tool"]},
-        )
-    if op == "insert":
-        return Phrase(
-            gettext_noop("new step %(step)s '%(title)s' (no tool)"), {"step": step, "title": title}
-        )
-    if op == "move":
-        return Phrase(
-            gettext_noop("step %(from)s '%(title)s' is now step %(step)s"),
-            {"from": change["from"], "title": title, "step": step},
-        )
-    if op == "remove":
-        return Phrase(
-            gettext_noop("step %(step)s '%(title)s' removed (%(why)s)"),
-            {"step": step, "title": title, "why": change.get("why", "")},
-        )
-    if op == "depends" and change["after"]:
-        return Phrase(
-            gettext_noop("step %(step)s '%(title)s' now depends on %(after)s"),
-            {"step": step, "title": title, "after": change["after"]},
-        )
-    if op == "depends":
-        return Phrase(
-            gettext_noop("step %(step)s '%(title)s' now depends on nothing"),
-            {"step": step, "title": title},
-        )
-    if op == "strategy":
-        return Phrase(
-            gettext_noop("strategy %(before)s -> %(after)s"),
-            {"before": change["before"], "after": change["after"]},
-        )
-    return str(change)
-
-
-def _replaced_by(strategy: str) -> Phrase:
-    """Why the stuck step goes when another strategy replaces it (its `spec.removed`)."""
-    return Phrase(gettext_noop("replaced by strategy %(strategy)s"), {"strategy": strategy})
-
-
-def _not_in(strategy: str) -> Phrase:
-    """Why an open step goes when another strategy has no such step (its `spec.removed`)."""
-    return Phrase(gettext_noop("not in strategy %(strategy)s"), {"strategy": strategy})
 
 
 def never_started(step: Step) -> bool:
@@ -550,7 +490,7 @@ def _switch(
         if draft.status == StepStatus.SKIPPED:
             continue
         if draft.status in STUCK and draft.ordinal in targets.instructable:
-            draft.removed = _replaced_by(edit.strategy)
+            draft.removed = replaced_by(edit.strategy)
             changes.append(
                 {
                     "op": "remove",
@@ -575,7 +515,7 @@ def _switch(
     )
     old_tail = after[first:]
     for old in old_tail:
-        why = _not_in(edit.strategy)
+        why = not_in(edit.strategy)
         changes.append({"op": "remove", "step": old.ordinal + 1, "title": old.title, "why": why})
     new_tail: list[Draft] = []
     for index, planned in enumerate(plan[shared:]):
@@ -606,5 +546,5 @@ def _switch(
         _checked_depends(staged, dep_draft.depends_on, before=dep_draft.ordinal)
     for index, old in enumerate(old_tail[len(new_tail) :]):
         old.ordinal = first + len(new_tail) + index
-        old.removed = _not_in(edit.strategy)
+        old.removed = not_in(edit.strategy)
     return [*done, *new_tail, *old_tail[len(new_tail) :]]
